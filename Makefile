@@ -1,0 +1,44 @@
+# The front door. `make demo` and `make test` work on a fresh machine: both install
+# what they need first (scripts/install-deps.sh is a fast no-op once done).
+PYTHON ?= python3
+PREFIX ?= /usr/local
+JOBS ?= $(shell nproc)
+
+.PHONY: all install-deps build demo test test-release test-asan test-python install format clean
+
+all: build
+
+install-deps:
+	@PYTHON=$(PYTHON) scripts/install-deps.sh
+
+# Release build in build/ (build/bin/commfuse, build/lib/libcommfuse.so) and the Python
+# package made importable for $(PYTHON) (a .pth file pointing at build/python).
+build: install-deps
+	cmake --preset release -DPython_EXECUTABLE=$$(command -v $(PYTHON)) >/dev/null
+	cmake --build --preset release -j $(JOBS)
+	@$(PYTHON) scripts/link_python_package.py build/python
+
+demo: build
+	./build/bin/commfuse demo
+
+test: test-release test-asan test-python
+
+test-release: build
+	ctest --preset release -j $(JOBS)
+
+test-asan: install-deps
+	cmake --preset asan >/dev/null
+	cmake --build --preset asan -j $(JOBS)
+	ctest --preset asan -j $(JOBS)
+
+test-python: build
+	$(PYTHON) -m pytest -q tests/python
+
+install: build
+	cmake --install build --prefix $(PREFIX)
+
+format:
+	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.h')
+
+clean:
+	rm -rf build build-debug build-asan

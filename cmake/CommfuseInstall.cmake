@@ -1,0 +1,22 @@
+include(CMakePackageConfigHelpers)
+
+install(TARGETS commfuse EXPORT commfuseTargets
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS commfuse_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY include/commfuse DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+
+set(COMMFUSE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/commfuse)
+install(EXPORT commfuseTargets NAMESPACE commfuse:: DESTINATION ${COMMFUSE_CMAKE_DIR})
+configure_package_config_file(cmake/commfuseConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/commfuseConfig.cmake INSTALL_DESTINATION ${COMMFUSE_CMAKE_DIR})
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/commfuseConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/commfuseConfig.cmake
+              ${CMAKE_CURRENT_BINARY_DIR}/commfuseConfigVersion.cmake
+        DESTINATION ${COMMFUSE_CMAKE_DIR})
+
+configure_file(cmake/commfuse.pc.in ${CMAKE_CURRENT_BINARY_DIR}/commfuse.pc @ONLY)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/commfuse.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -1,0 +1,75 @@
+/* commfuse C API — aclnn-shaped entry points for fused communication + computation.
+ *
+ * Every function returns a commfuseStatus_t. On failure the calling thread's last error
+ * message (commfuseGetLastErrorMessage) says which function, argument and value failed.
+ * Nothing in this API throws or aborts on bad input. */
+#ifndef COMMFUSE_COMMFUSE_H_
+#define COMMFUSE_COMMFUSE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define COMMFUSE_VERSION_MAJOR 0
+#define COMMFUSE_VERSION_MINOR 1
+#define COMMFUSE_VERSION_PATCH 0
+
+/* Status codes: numeric values shared with CANN's aclnn (SPEC.md §0). */
+typedef enum {
+  COMMFUSE_SUCCESS = 0,
+  COMMFUSE_PARAM_NULLPTR = 161001,
+  COMMFUSE_PARAM_INVALID = 161002,
+  COMMFUSE_RUNTIME_ERROR = 361001,
+  COMMFUSE_INNER = 561000,
+} commfuseStatus_t;
+
+/* Element types. Values follow CANN's aclDataType so ported code keeps its constants. */
+typedef enum {
+  COMMFUSE_FLOAT32 = 0,
+  COMMFUSE_FLOAT16 = 1,
+  COMMFUSE_INT8 = 2,
+  COMMFUSE_INT32 = 3,
+  COMMFUSE_INT64 = 9,
+  COMMFUSE_BFLOAT16 = 27,
+  COMMFUSE_INT4 = 29,
+  COMMFUSE_HIFLOAT8 = 34,
+  COMMFUSE_FLOAT8_E5M2 = 35,
+  COMMFUSE_FLOAT8_E4M3FN = 36,
+  COMMFUSE_FLOAT8_E8M0 = 37,
+} commfuseDataType;
+
+/* Message of the last failed call on this thread ("" if none). Valid until the next call. */
+const char* commfuseGetLastErrorMessage(void);
+/* Fixed name of a status code, e.g. "PARAM_INVALID". */
+const char* commfuseGetStatusName(commfuseStatus_t status);
+
+/* "0.1.0" */
+const char* commfuseGetVersion(void);
+
+/* Name of a data type as ml_dtypes / PyTorch spell it ("bfloat16", "float8_e4m3fn", ...). */
+const char* commfuseDataTypeName(commfuseDataType dtype);
+/* Parse a name (aliases accepted, e.g. "float8_e8m0fnu"). */
+commfuseStatus_t commfuseDataTypeFromName(const char* name, commfuseDataType* dtype);
+/* Storage size of one element in bits (int4: 4). */
+commfuseStatus_t commfuseDataTypeBits(commfuseDataType dtype, int* bits);
+
+/* Convert count elements from src (srcType) to dst (dstType) with the rules of SPEC.md §1.
+ * saturate != 0 clamps out-of-range values to the largest finite value for the fp8 and
+ * HiFloat8 formats (and E8M0); integer targets always saturate. int4 buffers are packed,
+ * two elements per byte, element 2j in the low nibble of byte j. */
+commfuseStatus_t commfuseConvert(const void* src, commfuseDataType srcType, void* dst,
+                                 commfuseDataType dstType, uint64_t count, int saturate);
+
+/* Pack count int8 values in [-8, 7] into int4 (count/2 rounded up bytes), and back.
+ * Packing a value outside [-8, 7] is PARAM_INVALID. */
+commfuseStatus_t commfusePackInt4(const int8_t* src, uint8_t* dst, uint64_t count);
+commfuseStatus_t commfuseUnpackInt4(const uint8_t* src, int8_t* dst, uint64_t count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* COMMFUSE_COMMFUSE_H_ */

@@ -1,0 +1,91 @@
+// commfuse C++ API. The same code as the C API underneath; errors are exceptions whose
+// type follows the SPEC §0 status code (one error model, not two).
+#pragma once
+
+#include <commfuse/commfuse.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace commfuse {
+
+enum class Status : int32_t {
+  kSuccess = COMMFUSE_SUCCESS,
+  kParamNullptr = COMMFUSE_PARAM_NULLPTR,
+  kParamInvalid = COMMFUSE_PARAM_INVALID,
+  kRuntimeError = COMMFUSE_RUNTIME_ERROR,
+  kInner = COMMFUSE_INNER,
+};
+
+// Values equal commfuseDataType (and CANN's aclDataType).
+enum class DType : int32_t {
+  kFloat32 = COMMFUSE_FLOAT32,
+  kFloat16 = COMMFUSE_FLOAT16,
+  kInt8 = COMMFUSE_INT8,
+  kInt32 = COMMFUSE_INT32,
+  kInt64 = COMMFUSE_INT64,
+  kBFloat16 = COMMFUSE_BFLOAT16,
+  kInt4 = COMMFUSE_INT4,
+  kHiFloat8 = COMMFUSE_HIFLOAT8,
+  kFloat8E5M2 = COMMFUSE_FLOAT8_E5M2,
+  kFloat8E4M3FN = COMMFUSE_FLOAT8_E4M3FN,
+  kFloat8E8M0 = COMMFUSE_FLOAT8_E8M0,
+};
+
+// Base of every commfuse exception; code() is the SPEC §0 status.
+class Error : public std::runtime_error {
+ public:
+  Error(Status code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  Status code() const noexcept { return code_; }
+
+ private:
+  Status code_;
+};
+// A required pointer or tensor was null (PARAM_NULLPTR).
+class NullPointerError : public Error {
+ public:
+  explicit NullPointerError(const std::string& m) : Error(Status::kParamNullptr, m) {}
+};
+// Wrong dtype, shape, attribute value or group (PARAM_INVALID).
+class InvalidArgument : public Error {
+ public:
+  explicit InvalidArgument(const std::string& m) : Error(Status::kParamInvalid, m) {}
+};
+// Peer failure, timeout, transport error, out of memory (RUNTIME_ERROR).
+class RuntimeFailure : public Error {
+ public:
+  explicit RuntimeFailure(const std::string& m) : Error(Status::kRuntimeError, m) {}
+};
+// An internal invariant broke: a commfuse bug (INNER).
+class InternalError : public Error {
+ public:
+  explicit InternalError(const std::string& m) : Error(Status::kInner, m) {}
+};
+
+// "0.1.0"
+const char* version() noexcept;
+const char* status_name(Status status) noexcept;
+
+// ml_dtypes / PyTorch spelling: "float32", "bfloat16", "float8_e4m3fn", "hifloat8", ...
+std::string_view dtype_name(DType dtype);
+// Accepts the canonical names and aliases ("float8_e8m0fnu", "fp16", "bf16", ...).
+// Throws InvalidArgument for an unknown name.
+DType dtype_from_name(std::string_view name);
+// Bits per element (int4: 4).
+int dtype_bits(DType dtype);
+// Bytes that count elements occupy (int4: packed, rounded up).
+size_t dtype_storage_bytes(DType dtype, size_t count);
+
+// Convert count elements, SPEC §1. See commfuseConvert for the saturate flag.
+void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t count,
+             bool saturate = false);
+
+// int4 packing: element 2j in the low nibble of byte j. pack throws InvalidArgument for a
+// value outside [-8, 7]. For odd count, the unused high nibble of the last byte is kept.
+void pack_int4(const int8_t* src, uint8_t* dst, size_t count);
+void unpack_int4(const uint8_t* src, int8_t* dst, size_t count);
+
+}  // namespace commfuse

@@ -1,0 +1,197 @@
+// commfuse::convert: any supported dtype to any other, through fp32 in cache-sized blocks
+// (integer to integer goes through int64 so no precision is lost on the way).
+#include <commfuse/commfuse.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/convert_fast.hpp"
+#include "core/error.hpp"
+
+namespace commfuse {
+namespace detail {
+bool dtype_is_valid(DType dtype);
+}  // namespace detail
+
+namespace {
+
+constexpr size_t kBlock = 512;  // even, so int4 blocks start on a byte boundary
+
+bool is_integer(DType t) {
+  return t == DType::kInt4 || t == DType::kInt8 || t == DType::kInt32 || t == DType::kInt64;
+}
+
+// Float to integer: round half to even, clamp to the target range, NaN -> 0.
+template <typename T>
+T float_to_int(float x, double lo, double hi) {
+  if (std::isnan(x)) return 0;
+  const double r = std::nearbyint(static_cast<double>(x));
+  if (r <= lo) return static_cast<T>(lo);
+  if (r >= hi) return static_cast<T>(hi);
+  return static_cast<T>(r);
+}
+
+int8_t int4_at(const uint8_t* p, size_t i) {
+  const uint8_t byte = p[i / 2];
+  const uint8_t nib = (i & 1) ? (byte >> 4) : (byte & 0x0F);
+  return static_cast<int8_t>(static_cast<int8_t>(nib << 4) >> 4);  // sign-extend
+}
+
+void set_int4(uint8_t* p, size_t i, int8_t v) {
+  const uint8_t nib = static_cast<uint8_t>(v) & 0x0F;
+  uint8_t& byte = p[i / 2];
+  byte = (i & 1) ? static_cast<uint8_t>((byte & 0x0F) | (nib << 4))
+                 : static_cast<uint8_t>((byte & 0xF0) | nib);
+}
+
+void to_f32(const void* src, DType t, size_t offset, float* dst, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(src);
+  switch (t) {
+    case DType::kFloat32: std::memcpy(dst, b + offset * 4, n * 4); return;
+    case DType::kFloat16: fast::f16_to_f32(reinterpret_cast<const uint16_t*>(b) + offset, dst, n); return;
+    case DType::kBFloat16: fast::bf16_to_f32(reinterpret_cast<const uint16_t*>(b) + offset, dst, n); return;
+    case DType::kFloat8E4M3FN: fast::e4m3fn_to_f32(b + offset, dst, n); return;
+    case DType::kFloat8E5M2: fast::e5m2_to_f32(b + offset, dst, n); return;
+    case DType::kHiFloat8: fast::hif8_to_f32(b + offset, dst, n); return;
+    case DType::kFloat8E8M0: fast::e8m0_to_f32(b + offset, dst, n); return;
+    case DType::kInt8:
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<int8_t>(b[offset + i]);
+      return;
+    case DType::kInt4:
+      for (size_t i = 0; i < n; ++i) dst[i] = int4_at(b, offset + i);
+      return;
+    case DType::kInt32: {
+      const auto* s = reinterpret_cast<const int32_t*>(b) + offset;
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
+      return;
+    }
+    case DType::kInt64: {
+      const auto* s = reinterpret_cast<const int64_t*>(b) + offset;
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
+      return;
+    }
+  }
+  CF_ASSERT(false);
+}
+
+void from_f32(const float* src, void* dst, DType t, size_t offset, size_t n, bool sat) {
+  auto* b = static_cast<uint8_t*>(dst);
+  switch (t) {
+    case DType::kFloat32: std::memcpy(b + offset * 4, src, n * 4); return;
+    case DType::kFloat16: fast::f32_to_f16(src, reinterpret_cast<uint16_t*>(b) + offset, n); return;
+    case DType::kBFloat16: fast::f32_to_bf16(src, reinterpret_cast<uint16_t*>(b) + offset, n); return;
+    case DType::kFloat8E4M3FN: fast::f32_to_e4m3fn(src, b + offset, n, sat); return;
+    case DType::kFloat8E5M2: fast::f32_to_e5m2(src, b + offset, n, sat); return;
+    case DType::kHiFloat8: fast::f32_to_hif8(src, b + offset, n, sat); return;
+    case DType::kFloat8E8M0: fast::f32_to_e8m0(src, b + offset, n, sat); return;
+    case DType::kInt8:
+      for (size_t i = 0; i < n; ++i)
+        reinterpret_cast<int8_t*>(b)[offset + i] = float_to_int<int8_t>(src[i], -128, 127);
+      return;
+    case DType::kInt4:
+      for (size_t i = 0; i < n; ++i) set_int4(b, offset + i, float_to_int<int8_t>(src[i], -8, 7));
+      return;
+    case DType::kInt32: {
+      auto* d = reinterpret_cast<int32_t*>(b) + offset;
+      for (size_t i = 0; i < n; ++i) d[i] = float_to_int<int32_t>(src[i], -2147483648.0, 2147483647.0);
+      return;
+    }
+    case DType::kInt64: {
+      auto* d = reinterpret_cast<int64_t*>(b) + offset;
+      // 2^63 is exact in double; anything at or above it saturates.
+      for (size_t i = 0; i < n; ++i) {
+        const float x = src[i];
+        d[i] = std::isnan(x) ? 0
+               : x >= 9223372036854775808.0f ? INT64_MAX
+               : x < -9223372036854775808.0f ? INT64_MIN
+                                             : static_cast<int64_t>(std::nearbyint(x));
+      }
+      return;
+    }
+  }
+  CF_ASSERT(false);
+}
+
+int64_t int_at(const void* src, DType t, size_t i) {
+  const auto* b = static_cast<const uint8_t*>(src);
+  switch (t) {
+    case DType::kInt4: return int4_at(b, i);
+    case DType::kInt8: return reinterpret_cast<const int8_t*>(b)[i];
+    case DType::kInt32: return reinterpret_cast<const int32_t*>(b)[i];
+    case DType::kInt64: return reinterpret_cast<const int64_t*>(b)[i];
+    default: break;
+  }
+  CF_ASSERT(false);
+  return 0;
+}
+
+void set_int(void* dst, DType t, size_t i, int64_t v) {
+  auto* b = static_cast<uint8_t*>(dst);
+  switch (t) {
+    case DType::kInt4: set_int4(b, i, static_cast<int8_t>(std::clamp<int64_t>(v, -8, 7))); return;
+    case DType::kInt8:
+      reinterpret_cast<int8_t*>(b)[i] = static_cast<int8_t>(std::clamp<int64_t>(v, -128, 127));
+      return;
+    case DType::kInt32:
+      reinterpret_cast<int32_t*>(b)[i] =
+          static_cast<int32_t>(std::clamp<int64_t>(v, INT32_MIN, INT32_MAX));
+      return;
+    case DType::kInt64: reinterpret_cast<int64_t*>(b)[i] = v; return;
+    default: break;
+  }
+  CF_ASSERT(false);
+}
+
+}  // namespace
+
+void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t count,
+             bool saturate) {
+  CF_CHECK_ARG(detail::dtype_is_valid(src_dtype), "convert: src_dtype value ",
+               static_cast<int>(src_dtype), " is not a commfuse dtype");
+  CF_CHECK_ARG(detail::dtype_is_valid(dst_dtype), "convert: dst_dtype value ",
+               static_cast<int>(dst_dtype), " is not a commfuse dtype");
+  if (count == 0) return;
+  CF_CHECK_NOTNULL(src, "convert: src is null (count ", count, ")");
+  CF_CHECK_NOTNULL(dst, "convert: dst is null (count ", count, ")");
+
+  if (src_dtype == dst_dtype && src_dtype != DType::kInt4) {
+    std::memmove(dst, src, dtype_storage_bytes(src_dtype, count));
+    return;
+  }
+  if (is_integer(src_dtype) && is_integer(dst_dtype)) {
+    for (size_t i = 0; i < count; ++i) set_int(dst, dst_dtype, i, int_at(src, src_dtype, i));
+    return;
+  }
+  float block[kBlock];
+  for (size_t off = 0; off < count; off += kBlock) {
+    const size_t n = std::min(kBlock, count - off);
+    if (src_dtype == DType::kFloat32) {
+      from_f32(static_cast<const float*>(src) + off, dst, dst_dtype, off, n, saturate);
+    } else if (dst_dtype == DType::kFloat32) {
+      to_f32(src, src_dtype, off, static_cast<float*>(dst) + off, n);
+    } else {
+      to_f32(src, src_dtype, off, block, n);
+      from_f32(block, dst, dst_dtype, off, n, saturate);
+    }
+  }
+}
+
+void pack_int4(const int8_t* src, uint8_t* dst, size_t count) {
+  if (count == 0) return;
+  CF_CHECK_NOTNULL(src, "pack_int4: src is null");
+  CF_CHECK_NOTNULL(dst, "pack_int4: dst is null");
+  for (size_t i = 0; i < count; ++i)
+    CF_CHECK_ARG(src[i] >= -8 && src[i] <= 7, "pack_int4: src[", i, "] is ",
+                 static_cast<int>(src[i]), " but int4 holds [-8, 7]");
+  for (size_t i = 0; i < count; ++i) set_int4(dst, i, src[i]);
+}
+
+void unpack_int4(const uint8_t* src, int8_t* dst, size_t count) {
+  if (count == 0) return;
+  CF_CHECK_NOTNULL(src, "unpack_int4: src is null");
+  CF_CHECK_NOTNULL(dst, "unpack_int4: dst is null");
+  for (size_t i = 0; i < count; ++i) dst[i] = int4_at(src, i);
+}
+
+}  // namespace commfuse

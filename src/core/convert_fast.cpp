@@ -1,0 +1,262 @@
+#include "core/convert_fast.hpp"
+
+#include <array>
+
+#include "core/float_bits.hpp"
+
+// The array loops are compiled twice, for AVX2 and for baseline x86-64, and the loader
+// picks one (GCC function multi-versioning), so one binary runs everywhere and
+// vectorizes where it can.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CF_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define CF_SIMD_CLONES
+#endif
+
+namespace commfuse::fast {
+namespace {
+
+// Round-to-nearest-even right shift of a non-negative value: the core of every encoder.
+constexpr uint32_t rne_shift(uint32_t v, uint32_t shift) {
+  const uint32_t half_minus_one = (1u << (shift - 1)) - 1;
+  return (v + half_minus_one + ((v >> shift) & 1u)) >> shift;
+}
+
+// An IEEE-style binary format narrower than fp32 (see convert_ref.cpp's Format).
+template <int kExpBits, int kManBits, int kBias, bool kHasInf>
+struct Narrow {
+  static constexpr uint32_t kShift = 23 - kManBits;
+  static constexpr uint32_t kSign = 1u << (kExpBits + kManBits);
+  static constexpr uint32_t kExpMax = (1u << kExpBits) - 1;
+  static constexpr uint32_t kAllMan = (1u << kManBits) - 1;
+  static constexpr uint32_t kMaxCode =
+      kHasInf ? (((kExpMax - 1) << kManBits) | kAllMan) : ((kExpMax << kManBits) | (kAllMan - 1));
+  static constexpr uint32_t kInfCode = kExpMax << kManBits;
+  static constexpr uint32_t kNanCode = kHasInf ? (kInfCode | (1u << (kManBits - 1))) : (kSign - 1);
+  // fp32 bits of the smallest normal of the target format.
+  static constexpr uint32_t kMinNormalBits = static_cast<uint32_t>(127 + 1 - kBias) << 23;
+  static constexpr uint32_t kRebias = static_cast<uint32_t>(127 - kBias) << 23;
+
+  static constexpr uint32_t encode(uint32_t x, bool saturate) {
+    const uint32_t sign = (x >> 31) ? kSign : 0;
+    const uint32_t a = x & 0x7FFFFFFFu;
+    const bool is_nan = a > 0x7F800000u;
+    // Normal target: rebias the exponent, round the mantissa; a carry moves the binade up.
+    const uint32_t normal = rne_shift(a - kRebias, kShift);
+    // Subnormal target: the implicit one made explicit, shifted to the fixed quantum.
+    const uint32_t e = a >> 23;
+    const uint32_t m = (a & 0x7FFFFFu) | (e ? 0x800000u : 0u);
+    const int32_t sub_shift = (151 - kBias - kManBits) - static_cast<int32_t>(e ? e : 1);
+    // The clamp only keeps the unused lane's shift defined; out-of-range shifts give 0.
+    const uint32_t safe_shift = static_cast<uint32_t>(sub_shift < 1 ? 1 : sub_shift > 24 ? 24 : sub_shift);
+    const uint32_t sub = sub_shift >= 25 ? 0u : rne_shift(m, safe_shift);
+    uint32_t mag = a >= kMinNormalBits ? normal : sub;
+    const uint32_t overflow = saturate ? kMaxCode : (kHasInf ? kInfCode : kNanCode);
+    mag = mag > kMaxCode ? overflow : mag;
+    uint32_t nan;
+    if constexpr (kHasInf) {
+      nan = kNanCode | ((a & 0x7FFFFFu) >> kShift);
+    } else {
+      nan = kNanCode;
+    }
+    return sign | (is_nan ? nan : mag);
+  }
+};
+
+using F16 = Narrow<5, 10, 15, true>;
+using BF16 = Narrow<8, 7, 127, true>;
+using E4M3FN = Narrow<4, 3, 7, false>;
+using E5M2 = Narrow<5, 2, 15, true>;
+
+// HiFloat8 encoder (SPEC §1): the mantissa width W depends on |E|; rounding is half away
+// from zero, done by adding half a unit and truncating.
+constexpr uint8_t hif8_encode(uint32_t x, bool saturate) {
+  const uint32_t sign = (x >> 31) << 7;
+  const uint32_t a = x & 0x7FFFFFFFu;
+  const uint32_t overflow = sign | (saturate ? 0x6Eu : 0x6Fu);
+  if (a > 0x7F800000u) return 0x80;
+  if (a < 0x34000000u) return 0x00;  // below 2^-23: the only zero (no -0)
+  int32_t e = static_cast<int32_t>(a >> 23) - 127;
+  const uint32_t man = a & 0x7FFFFFu;
+  if (e < -15) {  // denormal band: powers of two 2^-22 .. 2^-16
+    e += man >= 0x400000u ? 1 : 0;
+    e = e < -22 ? -22 : e;
+    return static_cast<uint8_t>(sign | (e == -15 ? 0x7Eu : static_cast<uint32_t>(e + 23)));
+  }
+  if (e > 15) return static_cast<uint8_t>(overflow);
+  const uint32_t emag0 = static_cast<uint32_t>(e < 0 ? -e : e);
+  const uint32_t w = emag0 <= 3 ? 3 : emag0 <= 7 ? 2 : 1;
+  uint32_t m = (man + (1u << (22 - w))) >> (23 - w);
+  if (m == (1u << w)) {
+    m = 0;
+    ++e;
+  }
+  if (e > 15 || (e == 15 && m != 0)) return static_cast<uint8_t>(overflow);
+  const uint32_t emag = static_cast<uint32_t>(e < 0 ? -e : e);
+  const uint32_t eneg = e < 0 ? 1u : 0u;
+  uint32_t body;
+  if (emag == 0) body = 0x08 | m;
+  else if (emag == 1) body = 0x10 | (eneg << 3) | m;
+  else if (emag <= 3) body = 0x20 | (eneg << 4) | ((emag - 2) << 3) | m;
+  else if (emag <= 7) body = 0x40 | (eneg << 4) | ((emag - 4) << 2) | m;
+  else body = 0x60 | (eneg << 4) | ((emag - 8) << 1) | m;
+  return static_cast<uint8_t>(sign | body);
+}
+
+// E8M0: nearest power of two, ties upward; see convert_ref.cpp for the rules.
+constexpr uint8_t e8m0_encode(uint32_t x, bool saturate) {
+  const uint32_t a = x & 0x7FFFFFFFu;
+  const bool invalid = (x >> 31) != 0 || a == 0 || a > 0x7F800000u;
+  const uint32_t e = a >> 23;
+  const uint32_t man = a & 0x7FFFFFu;
+  // fp32 subnormals lie between 2^-149 and 2^-126: only codes 0 (2^-127) and 1 (2^-126)
+  // are near; the tie is 1.5 * 2^-127 = mantissa 0x600000.
+  const uint32_t code = e == 0 ? (man >= 0x600000u ? 1u : 0u) : e + (man >= 0x400000u ? 1u : 0u);
+  const uint32_t too_big = saturate ? 0xFEu : 0xFFu;
+  return static_cast<uint8_t>(invalid ? 0xFFu : code > 254 ? too_big : code);
+}
+
+// ---- decoders ----
+
+constexpr uint32_t f16_decode(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  const uint32_t e = (h >> 10) & 0x1F;
+  const uint32_t m = h & 0x3FF;
+  if (e == 0x1F) return sign | 0x7F800000u | (m << 13) | (m ? 0x400000u : 0u);
+  if (e != 0) return sign | ((e + 112) << 23) | (m << 13);
+  if (m == 0) return sign;
+  // Subnormal m * 2^-24: normalise so the leading one becomes the implicit bit.
+  const int lz = __builtin_clz(m) - 21;  // shifts to bring bit 9 .. 0 up to bit 10
+  const uint32_t mn = (m << lz) & 0x3FF;
+  return sign | (static_cast<uint32_t>(113 - lz) << 23) | (mn << 13);
+}
+
+// Decoders of the 8-bit formats as constexpr functions, used only to build the tables.
+template <int kExpBits, int kManBits, int kBias, bool kHasInf>
+constexpr uint32_t narrow_decode(uint32_t c) {
+  constexpr uint32_t kExpMax = (1u << kExpBits) - 1;
+  const uint32_t sign = (c >> (kExpBits + kManBits)) << 31;
+  const uint32_t e = (c >> kManBits) & kExpMax;
+  const uint32_t m = c & ((1u << kManBits) - 1);
+  if (kHasInf && e == kExpMax)
+    return sign | 0x7F800000u | (m << (23 - kManBits)) | (m ? 0x400000u : 0u);
+  if (!kHasInf && e == kExpMax && m == (1u << kManBits) - 1) return sign | 0x7FC00000u;
+  if (e != 0) return sign | ((e + 127 - kBias) << 23) | (m << (23 - kManBits));
+  if (m == 0) return sign;
+  int lz = 0;  // normalise the subnormal mantissa
+  uint32_t mn = m;
+  while ((mn & (1u << kManBits)) == 0) {
+    mn <<= 1;
+    ++lz;
+  }
+  return sign | (static_cast<uint32_t>(127 + 1 - kBias - lz) << 23) |
+         ((mn & ((1u << kManBits) - 1)) << (23 - kManBits));
+}
+
+constexpr uint32_t pow2_bits(int e) {  // fp32 bits of 2^e, e in [-149, 127]
+  return e >= -126 ? static_cast<uint32_t>(e + 127) << 23 : 1u << (e + 149);
+}
+
+constexpr uint32_t hif8_decode(uint32_t c) {
+  const uint32_t sign = (c & 0x80) << 24;
+  const uint32_t body = c & 0x7F;
+  if (c == 0x00) return 0;
+  if (c == 0x80) return 0x7FC00000u;
+  if (body == 0x6F) return sign | 0x7F800000u;
+  int d = 0, w = 0, dot_len = 0;
+  if ((body >> 5) == 3) { d = 4; w = 1; dot_len = 2; }
+  else if ((body >> 5) == 2) { d = 3; w = 2; dot_len = 2; }
+  else if ((body >> 5) == 1) { d = 2; w = 3; dot_len = 2; }
+  else if ((body >> 4) == 1) { d = 1; w = 3; dot_len = 3; }
+  else if ((body >> 3) == 1) { d = 0; w = 3; dot_len = 4; }
+  else return sign | pow2_bits(static_cast<int>(body & 7) - 23);
+  const uint32_t rest = body & ((1u << (7 - dot_len)) - 1);
+  const uint32_t m = rest & ((1u << w) - 1);
+  int e = 0;
+  if (d > 0) {
+    const uint32_t ebits = rest >> w;
+    const int mag = (1 << (d - 1)) + static_cast<int>(ebits & ((1u << (d - 1)) - 1));
+    e = ((ebits >> (d - 1)) & 1) ? -mag : mag;
+  }
+  return sign | (static_cast<uint32_t>(e + 127) << 23) | (m << (23 - w));
+}
+
+constexpr uint32_t e8m0_decode(uint32_t c) {
+  return c == 0xFF ? 0x7FC00000u : pow2_bits(static_cast<int>(c) - 127);
+}
+
+template <uint32_t (*kDecode)(uint32_t)>
+constexpr std::array<uint32_t, 256> make_table() {
+  std::array<uint32_t, 256> t{};
+  for (uint32_t c = 0; c < 256; ++c) t[c] = kDecode(c);
+  return t;
+}
+
+constexpr auto kE4M3Table = make_table<narrow_decode<4, 3, 7, false>>();
+constexpr auto kE5M2Table = make_table<narrow_decode<5, 2, 15, true>>();
+constexpr auto kHiF8Table = make_table<hif8_decode>();
+constexpr auto kE8M0Table = make_table<e8m0_decode>();
+
+static_assert(kHiF8Table[0x08] == 0x3F800000u, "hif8 1.0");
+static_assert(kHiF8Table[0x6E] == 0x47000000u, "hif8 32768");
+static_assert(kE4M3Table[0x7E] == 0x43E00000u, "e4m3 448");
+
+CF_SIMD_CLONES void decode_table(const uint32_t* table, const uint8_t* src, float* dst,
+                                 size_t count) {
+  for (size_t i = 0; i < count; ++i) dst[i] = detail::f32_from_bits(table[src[i]]);
+}
+
+}  // namespace
+
+uint16_t f32_to_f16_one(uint32_t x) { return static_cast<uint16_t>(F16::encode(x, false)); }
+uint16_t f32_to_bf16_one(uint32_t x) { return static_cast<uint16_t>(BF16::encode(x, false)); }
+uint8_t f32_to_e4m3fn_one(uint32_t x, bool sat) {
+  return static_cast<uint8_t>(E4M3FN::encode(x, sat));
+}
+uint8_t f32_to_e5m2_one(uint32_t x, bool sat) { return static_cast<uint8_t>(E5M2::encode(x, sat)); }
+uint8_t f32_to_hif8_one(uint32_t x, bool sat) { return hif8_encode(x, sat); }
+uint8_t f32_to_e8m0_one(uint32_t x, bool sat) { return e8m0_encode(x, sat); }
+
+CF_SIMD_CLONES void f16_to_f32(const uint16_t* src, float* dst, size_t count) {
+  for (size_t i = 0; i < count; ++i) dst[i] = detail::f32_from_bits(f16_decode(src[i]));
+}
+CF_SIMD_CLONES void f32_to_f16(const float* src, uint16_t* dst, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    dst[i] = static_cast<uint16_t>(F16::encode(detail::f32_bits(src[i]), false));
+}
+CF_SIMD_CLONES void bf16_to_f32(const uint16_t* src, float* dst, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    dst[i] = detail::f32_from_bits(static_cast<uint32_t>(src[i]) << 16);
+}
+CF_SIMD_CLONES void f32_to_bf16(const float* src, uint16_t* dst, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    dst[i] = static_cast<uint16_t>(BF16::encode(detail::f32_bits(src[i]), false));
+}
+void e4m3fn_to_f32(const uint8_t* src, float* dst, size_t count) {
+  decode_table(kE4M3Table.data(), src, dst, count);
+}
+CF_SIMD_CLONES void f32_to_e4m3fn(const float* src, uint8_t* dst, size_t count, bool sat) {
+  for (size_t i = 0; i < count; ++i)
+    dst[i] = static_cast<uint8_t>(E4M3FN::encode(detail::f32_bits(src[i]), sat));
+}
+void e5m2_to_f32(const uint8_t* src, float* dst, size_t count) {
+  decode_table(kE5M2Table.data(), src, dst, count);
+}
+CF_SIMD_CLONES void f32_to_e5m2(const float* src, uint8_t* dst, size_t count, bool sat) {
+  for (size_t i = 0; i < count; ++i)
+    dst[i] = static_cast<uint8_t>(E5M2::encode(detail::f32_bits(src[i]), sat));
+}
+void hif8_to_f32(const uint8_t* src, float* dst, size_t count) {
+  decode_table(kHiF8Table.data(), src, dst, count);
+}
+CF_SIMD_CLONES void f32_to_hif8(const float* src, uint8_t* dst, size_t count, bool sat) {
+  for (size_t i = 0; i < count; ++i) dst[i] = hif8_encode(detail::f32_bits(src[i]), sat);
+}
+void e8m0_to_f32(const uint8_t* src, float* dst, size_t count) {
+  decode_table(kE8M0Table.data(), src, dst, count);
+}
+CF_SIMD_CLONES void f32_to_e8m0(const float* src, uint8_t* dst, size_t count, bool sat) {
+  for (size_t i = 0; i < count; ++i) dst[i] = e8m0_encode(detail::f32_bits(src[i]), sat);
+}
+
+}  // namespace commfuse::fast

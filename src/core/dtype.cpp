@@ -1,0 +1,89 @@
+#include <commfuse/commfuse.hpp>
+
+#include <array>
+
+#include "core/error.hpp"
+
+namespace commfuse {
+namespace {
+
+struct DTypeInfo {
+  DType dtype;
+  std::string_view name;  // ml_dtypes / PyTorch spelling
+  int bits;
+};
+
+constexpr std::array<DTypeInfo, 11> kDTypes{{
+    {DType::kFloat32, "float32", 32},
+    {DType::kFloat16, "float16", 16},
+    {DType::kBFloat16, "bfloat16", 16},
+    {DType::kInt8, "int8", 8},
+    {DType::kInt4, "int4", 4},
+    {DType::kInt32, "int32", 32},
+    {DType::kInt64, "int64", 64},
+    {DType::kFloat8E4M3FN, "float8_e4m3fn", 8},
+    {DType::kFloat8E5M2, "float8_e5m2", 8},
+    {DType::kHiFloat8, "hifloat8", 8},
+    {DType::kFloat8E8M0, "float8_e8m0", 8},
+}};
+
+struct Alias {
+  std::string_view alias;
+  DType dtype;
+};
+
+// Spellings users bring from PyTorch, ml_dtypes, numpy and CANN.
+constexpr std::array<Alias, 12> kAliases{{
+    {"float", DType::kFloat32},
+    {"fp32", DType::kFloat32},
+    {"half", DType::kFloat16},
+    {"fp16", DType::kFloat16},
+    {"bf16", DType::kBFloat16},
+    {"float8_e8m0fnu", DType::kFloat8E8M0},
+    {"e8m0", DType::kFloat8E8M0},
+    {"fp8_e4m3", DType::kFloat8E4M3FN},
+    {"fp8_e5m2", DType::kFloat8E5M2},
+    {"hif8", DType::kHiFloat8},
+    {"int", DType::kInt32},
+    {"long", DType::kInt64},
+}};
+
+const DTypeInfo* find(DType dtype) {
+  for (const auto& info : kDTypes)
+    if (info.dtype == dtype) return &info;
+  return nullptr;
+}
+
+const DTypeInfo& lookup(DType dtype) {
+  const DTypeInfo* info = find(dtype);
+  CF_CHECK_ARG(info != nullptr, "unknown dtype value ", static_cast<int>(dtype));
+  return *info;
+}
+
+}  // namespace
+
+std::string_view dtype_name(DType dtype) { return lookup(dtype).name; }
+
+DType dtype_from_name(std::string_view name) {
+  for (const auto& info : kDTypes)
+    if (info.name == name) return info.dtype;
+  for (const auto& alias : kAliases)
+    if (alias.alias == name) return alias.dtype;
+  std::string known;
+  for (const auto& info : kDTypes) known += detail::cat(known.empty() ? "" : ", ", info.name);
+  detail::throw_status(Status::kParamInvalid,
+                       detail::cat("unknown dtype name '", name, "' (known: ", known, ")"));
+}
+
+int dtype_bits(DType dtype) { return lookup(dtype).bits; }
+
+size_t dtype_storage_bytes(DType dtype, size_t count) {
+  const int bits = dtype_bits(dtype);
+  return (count * static_cast<size_t>(bits) + 7) / 8;
+}
+
+namespace detail {
+bool dtype_is_valid(DType dtype) { return find(dtype) != nullptr; }
+}  // namespace detail
+
+}  // namespace commfuse

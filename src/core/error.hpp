@@ -1,0 +1,46 @@
+// Building error messages and throwing the exception type that matches a SPEC §0 status.
+#pragma once
+
+#include <commfuse/commfuse.hpp>
+
+#include <sstream>
+#include <string>
+#include <utility>
+
+namespace commfuse::detail {
+
+// Concatenate anything streamable: cat("x2 dim 0 is ", k2, " but x1 dim 1 is ", k1).
+template <typename... Args>
+std::string cat(Args&&... args) {
+  std::ostringstream os;
+  (os << ... << std::forward<Args>(args));
+  return os.str();
+}
+
+[[noreturn]] void throw_status(Status code, const std::string& message);
+
+}  // namespace commfuse::detail
+
+// Argument checks: the message names the function and argument; both values are printed
+// by the caller's message (Gloo's ENFORCE habit, not NCCL's "unhandled error").
+#define CF_CHECK_ARG(cond, ...)                                                                 \
+  do {                                                                                          \
+    if (!(cond)) ::commfuse::detail::throw_status(::commfuse::Status::kParamInvalid,           \
+                                                  ::commfuse::detail::cat(__VA_ARGS__));       \
+  } while (0)
+
+#define CF_CHECK_NOTNULL(ptr, ...)                                                              \
+  do {                                                                                          \
+    if ((ptr) == nullptr) ::commfuse::detail::throw_status(::commfuse::Status::kParamNullptr,  \
+                                                           ::commfuse::detail::cat(__VA_ARGS__)); \
+  } while (0)
+
+// An internal invariant: failing it is a commfuse bug, reported with file:line.
+#define CF_ASSERT(cond)                                                                          \
+  do {                                                                                           \
+    if (!(cond))                                                                                 \
+      ::commfuse::detail::throw_status(                                                          \
+          ::commfuse::Status::kInner,                                                            \
+          ::commfuse::detail::cat("internal error: ", #cond, " failed at ", __FILE__, ":",       \
+                                  __LINE__));                                                    \
+  } while (0)

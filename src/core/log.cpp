@@ -1,0 +1,69 @@
+#include "core/log.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include "core/params.hpp"
+
+namespace commfuse::log {
+namespace {
+
+std::atomic<int> g_rank{-1};
+
+Level parse_level() {
+  try {
+    const std::string v = params::get_string("COMMFUSE_LOG");
+    if (v == "error") return Level::kError;
+    if (v == "info") return Level::kInfo;
+    if (v == "debug") return Level::kDebug;
+    return Level::kWarn;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "commfuse: warning: %s; using warn\n", e.what());
+    return Level::kWarn;
+  }
+}
+
+const char* level_name(Level l) {
+  switch (l) {
+    case Level::kError: return "ERROR";
+    case Level::kWarn: return "WARN";
+    case Level::kInfo: return "INFO";
+    case Level::kDebug: return "DEBUG";
+  }
+  return "?";
+}
+
+}  // namespace
+
+Level level() {
+  static const Level cached = parse_level();  // read once: the environment is fixed at start
+  return cached;
+}
+
+bool enabled(Level l) { return static_cast<int>(l) <= static_cast<int>(level()); }
+
+void set_rank(int rank) { g_rank.store(rank, std::memory_order_relaxed); }
+
+std::string prefix() {
+  char host[256] = "?";
+  gethostname(host, sizeof(host) - 1);
+  int rank = g_rank.load(std::memory_order_relaxed);
+  std::string rank_str = rank >= 0 ? std::to_string(rank) : "-";
+  if (rank < 0) {
+    if (const char* env_rank = std::getenv("RANK")) rank_str = env_rank;
+  }
+  return detail::cat(host, ":", getpid(), ":", rank_str);
+}
+
+void write(Level l, const std::string& message) {
+  static std::mutex mu;  // one line at a time from the threads of this process
+  const std::string line = detail::cat(prefix(), " commfuse ", level_name(l), " ", message, "\n");
+  std::lock_guard<std::mutex> lock(mu);
+  std::fputs(line.c_str(), stderr);
+}
+
+}  // namespace commfuse::log

@@ -1,0 +1,86 @@
+#include "core/params.hpp"
+
+#include <array>
+#include <cerrno>
+#include <cstdlib>
+
+#include "core/error.hpp"
+
+namespace commfuse::params {
+namespace {
+
+constexpr std::array<Param, 6> kParams{{
+    {"COMMFUSE_LOG", Kind::kChoice, "warn", "error|warn|info|debug",
+     "log level; lines go to stderr prefixed host:pid:rank"},
+    {"COMMFUSE_TIMEOUT_S", Kind::kInt, "300", "",
+     "seconds any wait for a peer may take before the op fails with RUNTIME_ERROR"},
+    {"COMMFUSE_NUM_THREADS", Kind::kInt, "0", "",
+     "compute threads per rank; 0 = max(1, cores / local ranks)"},
+    {"COMMFUSE_TRACE", Kind::kString, "", "",
+     "path of a Chrome-trace JSON file to write (empty = tracing off)"},
+    {"COMMFUSE_TRANSPORT", Kind::kChoice, "auto", "auto|shm|mpi",
+     "transport between ranks: auto = shm on one host, MPI across hosts"},
+    {"COMMFUSE_VERBOSE", Kind::kInt, "0", "",
+     "1 = print one line per algorithm/schedule decision (like ONEDNN_VERBOSE)"},
+}};
+
+const Param& find(std::string_view env) {
+  for (const auto& p : kParams)
+    if (p.env == env) return p;
+  detail::throw_status(Status::kInner, detail::cat("unknown parameter ", env));
+}
+
+std::string raw_value(const Param& p) {
+  const char* v = std::getenv(std::string(p.env).c_str());
+  return v != nullptr ? std::string(v) : std::string(p.default_value);
+}
+
+bool choice_allowed(std::string_view choices, std::string_view value) {
+  size_t start = 0;
+  while (start <= choices.size()) {
+    const size_t bar = choices.find('|', start);
+    const size_t end = bar == std::string_view::npos ? choices.size() : bar;
+    if (choices.substr(start, end - start) == value) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::span<const Param> all() { return kParams; }
+
+std::string get_string(std::string_view env) {
+  const Param& p = find(env);
+  std::string value = raw_value(p);
+  if (p.kind == Kind::kChoice)
+    CF_CHECK_ARG(choice_allowed(p.choices, value), p.env, "='", value, "' is not one of ",
+                 p.choices);
+  return value;
+}
+
+int64_t get_int(std::string_view env) {
+  const Param& p = find(env);
+  CF_ASSERT(p.kind == Kind::kInt);
+  const std::string value = raw_value(p);
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(value.c_str(), &end, 10);
+  CF_CHECK_ARG(!value.empty() && end != nullptr && *end == '\0' && errno == 0 && v >= 0, p.env,
+               "='", value, "' is not a non-negative integer");
+  return v;
+}
+
+int timeout_seconds() {
+  const int64_t v = get_int("COMMFUSE_TIMEOUT_S");
+  CF_CHECK_ARG(v >= 1 && v <= 86400, "COMMFUSE_TIMEOUT_S=", v, " must be in [1, 86400]");
+  return static_cast<int>(v);
+}
+
+int num_threads_override() {
+  const int64_t v = get_int("COMMFUSE_NUM_THREADS");
+  CF_CHECK_ARG(v <= 1024, "COMMFUSE_NUM_THREADS=", v, " must be in [0, 1024]");
+  return static_cast<int>(v);
+}
+
+}  // namespace commfuse::params

@@ -1,0 +1,34 @@
+// The one table of run-time parameters (NCCL's param registry habit): every COMMFUSE_*
+// environment variable is declared here with its type, default and description, and
+// `commfuse info` prints them all.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace commfuse::params {
+
+enum class Kind { kInt, kString, kChoice };
+
+struct Param {
+  std::string_view env;          // environment variable
+  Kind kind;
+  std::string_view default_value;
+  std::string_view choices;      // kChoice: '|'-separated allowed values
+  std::string_view description;  // one line
+};
+
+std::span<const Param> all();
+
+// Current value of a parameter (environment or default), validated. An invalid value
+// throws InvalidArgument naming the variable, the value and what is allowed.
+std::string get_string(std::string_view env);
+int64_t get_int(std::string_view env);
+
+// Readers for the parameters used across layers.
+int timeout_seconds();      // COMMFUSE_TIMEOUT_S
+int num_threads_override(); // COMMFUSE_NUM_THREADS (0 = automatic)
+
+}  // namespace commfuse::params

@@ -1,0 +1,52 @@
+// `commfuse info`: everything a bug report needs about this build and machine.
+#include <commfuse/commfuse.hpp>
+
+#include <cstdio>
+#include <string>
+
+#include "commands.hpp"
+#include "comm/mpi/mpi_info.hpp"
+#include "core/build_info.hpp"
+#include "core/cpu_features.hpp"
+#include "core/params.hpp"
+#include "kernels/cpu/onednn_info.hpp"
+
+namespace commfuse::cli {
+
+int cmd_info(int /*argc*/, char** /*argv*/) {
+  const auto& f = cpu::features();
+  auto yn = [](bool b) { return b ? "yes" : "no"; };
+  std::printf("commfuse %s\n", version());
+  std::printf("  build type        %s%s\n", build::build_type().c_str(),
+              build::sanitized() ? " (ASan+UBSan)" : "");
+  std::printf("  compiler          %s\n", build::compiler().c_str());
+  std::printf("  backends          cpu (oneDNN)%s%s\n", build::have_mpi() ? ", mpi" : "",
+              build::have_cuda() ? ", cuda" : "");
+  std::printf("  MPI built         %s (%s)\n", yn(build::have_mpi()),
+              comm::mpi_library_version().c_str());
+  std::printf("  CUDA built        %s%s\n", yn(build::have_cuda()),
+              build::have_cuda() ? "" : " (no CUDA kernels in this version)");
+  std::printf("  oneDNN            %s\n", kernels::cpu::onednn_version().c_str());
+  std::printf("  CPU cores         %d online\n", cpu::online_cores());
+  std::printf("  CPU features      AVX2 %s, AVX-512 %s, AVX512-BF16 %s, VNNI %s (avx512 %s, avx %s)\n",
+              yn(f.avx2), yn(f.avx512f), yn(f.avx512_bf16), yn(f.avx512_vnni || f.avx_vnni),
+              yn(f.avx512_vnni), yn(f.avx_vnni));
+  std::printf("  CPU feature list  %s\n", cpu::describe(f).c_str());
+  std::printf("\nparameters (environment, value, default, description):\n");
+  for (const auto& p : params::all()) {
+    std::string value;
+    try {
+      value = params::get_string(p.env);
+    } catch (const Error& e) {
+      value = std::string("INVALID: ") + e.what();
+    }
+    std::string def(p.default_value);
+    if (!p.choices.empty()) def += " [" + std::string(p.choices) + "]";
+    std::printf("  %-22s %-10s default %-24s %s\n", std::string(p.env).c_str(),
+                value.empty() ? "\"\"" : value.c_str(), def.empty() ? "\"\"" : def.c_str(),
+                std::string(p.description).c_str());
+  }
+  return 0;
+}
+
+}  // namespace commfuse::cli

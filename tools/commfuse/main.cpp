@@ -1,0 +1,52 @@
+// `commfuse` — the command-line front door: info, demo, selfcheck.
+#include <commfuse/commfuse.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+
+#include "commands.hpp"
+
+namespace {
+
+void usage(FILE* out) {
+  std::fprintf(out,
+               "usage: commfuse <command> [args]\n"
+               "\n"
+               "commands:\n"
+               "  info        version, build, backends, CPU features, oneDNN/MPI, parameters\n"
+               "  demo        the main job: operators across local ranks, verified, timed\n"
+               "              (until the first operator lands: the number-format self-check)\n"
+               "  selfcheck   number formats: SPEC check values, bulk vs reference, throughput\n"
+               "  version     print the version\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const std::string_view cmd = argv[1];
+  try {
+    if (cmd == "info") return commfuse::cli::cmd_info(argc - 1, argv + 1);
+    if (cmd == "demo") return commfuse::cli::cmd_demo(argc - 1, argv + 1);
+    if (cmd == "selfcheck") return commfuse::cli::cmd_selfcheck(argc - 1, argv + 1);
+    if (cmd == "version" || cmd == "--version") {
+      std::printf("commfuse %s\n", commfuse::version());
+      return 0;
+    }
+    if (cmd == "help" || cmd == "--help" || cmd == "-h") {
+      usage(stdout);
+      return 0;
+    }
+  } catch (const commfuse::Error& e) {
+    std::fprintf(stderr, "commfuse %s: error %d (%s): %s\n", argv[1], static_cast<int>(e.code()),
+                 commfuse::status_name(e.code()), e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "commfuse: unknown command '%s'\n\n", argv[1]);
+  usage(stderr);
+  return 2;
+}
