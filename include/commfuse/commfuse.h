@@ -24,6 +24,7 @@ typedef enum {
   COMMFUSE_PARAM_INVALID = 161002,
   COMMFUSE_RUNTIME_ERROR = 361001,
   COMMFUSE_INNER = 561000,
+  COMMFUSE_STATUS_MAX_ENUM_ = 0x7FFFFFFF, /* keeps any int a valid value (C and C++) */
 } commfuseStatus_t;
 
 /* Element types. Values follow CANN's aclDataType so ported code keeps its constants. */
@@ -39,6 +40,7 @@ typedef enum {
   COMMFUSE_FLOAT8_E5M2 = 35,
   COMMFUSE_FLOAT8_E4M3FN = 36,
   COMMFUSE_FLOAT8_E8M0 = 37,
+  COMMFUSE_DATATYPE_MAX_ENUM_ = 0x7FFFFFFF, /* callers may pass any int; we validate it */
 } commfuseDataType;
 
 /* Message of the last failed call on this thread ("" if none). Valid until the next call. */

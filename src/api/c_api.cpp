@@ -32,19 +32,25 @@ commfuseStatus_t guarded(const char* fn, F&& body) {
   }
 }
 
-commfuse::DType to_dtype(commfuseDataType t) { return static_cast<commfuse::DType>(t); }
+commfuse::DType to_dtype(commfuseDataType t) {
+  return static_cast<commfuse::DType>(t);
+}
 
 }  // namespace
 
 extern "C" {
 
-const char* commfuseGetLastErrorMessage(void) { return t_last_error.c_str(); }
+const char* commfuseGetLastErrorMessage(void) {
+  return t_last_error.c_str();
+}
 
 const char* commfuseGetStatusName(commfuseStatus_t status) {
   return commfuse::status_name(static_cast<commfuse::Status>(status));
 }
 
-const char* commfuseGetVersion(void) { return commfuse::version(); }
+const char* commfuseGetVersion(void) {
+  return commfuse::version();
+}
 
 const char* commfuseDataTypeName(commfuseDataType dtype) {
   const char* name = "unknown";

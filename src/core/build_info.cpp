@@ -10,7 +10,9 @@ std::string version() {
   return detail::cat(COMMFUSE_VERSION_MAJOR, ".", COMMFUSE_VERSION_MINOR, ".",
                      COMMFUSE_VERSION_PATCH);
 }
-std::string build_type() { return COMMFUSE_BUILD_TYPE; }
+std::string build_type() {
+  return COMMFUSE_BUILD_TYPE;
+}
 std::string compiler() {
 #if defined(__clang__)
   return detail::cat("clang ", __clang_major__, ".", __clang_minor__);
@@ -20,9 +22,15 @@ std::string compiler() {
   return "unknown";
 #endif
 }
-bool have_mpi() { return COMMFUSE_HAVE_MPI != 0; }
-bool have_cuda() { return COMMFUSE_HAVE_CUDA != 0; }
-bool sanitized() { return COMMFUSE_SANITIZED != 0; }
+bool have_mpi() {
+  return COMMFUSE_HAVE_MPI != 0;
+}
+bool have_cuda() {
+  return COMMFUSE_HAVE_CUDA != 0;
+}
+bool sanitized() {
+  return COMMFUSE_SANITIZED != 0;
+}
 
 }  // namespace commfuse::build
 

@@ -48,13 +48,27 @@ void set_int4(uint8_t* p, size_t i, int8_t v) {
 void to_f32(const void* src, DType t, size_t offset, float* dst, size_t n) {
   const auto* b = static_cast<const uint8_t*>(src);
   switch (t) {
-    case DType::kFloat32: std::memcpy(dst, b + offset * 4, n * 4); return;
-    case DType::kFloat16: fast::f16_to_f32(reinterpret_cast<const uint16_t*>(b) + offset, dst, n); return;
-    case DType::kBFloat16: fast::bf16_to_f32(reinterpret_cast<const uint16_t*>(b) + offset, dst, n); return;
-    case DType::kFloat8E4M3FN: fast::e4m3fn_to_f32(b + offset, dst, n); return;
-    case DType::kFloat8E5M2: fast::e5m2_to_f32(b + offset, dst, n); return;
-    case DType::kHiFloat8: fast::hif8_to_f32(b + offset, dst, n); return;
-    case DType::kFloat8E8M0: fast::e8m0_to_f32(b + offset, dst, n); return;
+    case DType::kFloat32:
+      std::memcpy(dst, b + offset * 4, n * 4);
+      return;
+    case DType::kFloat16:
+      fast::f16_to_f32(reinterpret_cast<const uint16_t*>(b) + offset, dst, n);
+      return;
+    case DType::kBFloat16:
+      fast::bf16_to_f32(reinterpret_cast<const uint16_t*>(b) + offset, dst, n);
+      return;
+    case DType::kFloat8E4M3FN:
+      fast::e4m3fn_to_f32(b + offset, dst, n);
+      return;
+    case DType::kFloat8E5M2:
+      fast::e5m2_to_f32(b + offset, dst, n);
+      return;
+    case DType::kHiFloat8:
+      fast::hif8_to_f32(b + offset, dst, n);
+      return;
+    case DType::kFloat8E8M0:
+      fast::e8m0_to_f32(b + offset, dst, n);
+      return;
     case DType::kInt8:
       for (size_t i = 0; i < n; ++i) dst[i] = static_cast<int8_t>(b[offset + i]);
       return;
@@ -78,13 +92,27 @@ void to_f32(const void* src, DType t, size_t offset, float* dst, size_t n) {
 void from_f32(const float* src, void* dst, DType t, size_t offset, size_t n, bool sat) {
   auto* b = static_cast<uint8_t*>(dst);
   switch (t) {
-    case DType::kFloat32: std::memcpy(b + offset * 4, src, n * 4); return;
-    case DType::kFloat16: fast::f32_to_f16(src, reinterpret_cast<uint16_t*>(b) + offset, n); return;
-    case DType::kBFloat16: fast::f32_to_bf16(src, reinterpret_cast<uint16_t*>(b) + offset, n); return;
-    case DType::kFloat8E4M3FN: fast::f32_to_e4m3fn(src, b + offset, n, sat); return;
-    case DType::kFloat8E5M2: fast::f32_to_e5m2(src, b + offset, n, sat); return;
-    case DType::kHiFloat8: fast::f32_to_hif8(src, b + offset, n, sat); return;
-    case DType::kFloat8E8M0: fast::f32_to_e8m0(src, b + offset, n, sat); return;
+    case DType::kFloat32:
+      std::memcpy(b + offset * 4, src, n * 4);
+      return;
+    case DType::kFloat16:
+      fast::f32_to_f16(src, reinterpret_cast<uint16_t*>(b) + offset, n);
+      return;
+    case DType::kBFloat16:
+      fast::f32_to_bf16(src, reinterpret_cast<uint16_t*>(b) + offset, n);
+      return;
+    case DType::kFloat8E4M3FN:
+      fast::f32_to_e4m3fn(src, b + offset, n, sat);
+      return;
+    case DType::kFloat8E5M2:
+      fast::f32_to_e5m2(src, b + offset, n, sat);
+      return;
+    case DType::kHiFloat8:
+      fast::f32_to_hif8(src, b + offset, n, sat);
+      return;
+    case DType::kFloat8E8M0:
+      fast::f32_to_e8m0(src, b + offset, n, sat);
+      return;
     case DType::kInt8:
       for (size_t i = 0; i < n; ++i)
         reinterpret_cast<int8_t*>(b)[offset + i] = float_to_int<int8_t>(src[i], -128, 127);
@@ -94,7 +122,8 @@ void from_f32(const float* src, void* dst, DType t, size_t offset, size_t n, boo
       return;
     case DType::kInt32: {
       auto* d = reinterpret_cast<int32_t*>(b) + offset;
-      for (size_t i = 0; i < n; ++i) d[i] = float_to_int<int32_t>(src[i], -2147483648.0, 2147483647.0);
+      for (size_t i = 0; i < n; ++i)
+        d[i] = float_to_int<int32_t>(src[i], -2147483648.0, 2147483647.0);
       return;
     }
     case DType::kInt64: {
@@ -102,7 +131,7 @@ void from_f32(const float* src, void* dst, DType t, size_t offset, size_t n, boo
       // 2^63 is exact in double; anything at or above it saturates.
       for (size_t i = 0; i < n; ++i) {
         const float x = src[i];
-        d[i] = std::isnan(x) ? 0
+        d[i] = std::isnan(x)                 ? 0
                : x >= 9223372036854775808.0f ? INT64_MAX
                : x < -9223372036854775808.0f ? INT64_MIN
                                              : static_cast<int64_t>(std::nearbyint(x));
@@ -116,11 +145,16 @@ void from_f32(const float* src, void* dst, DType t, size_t offset, size_t n, boo
 int64_t int_at(const void* src, DType t, size_t i) {
   const auto* b = static_cast<const uint8_t*>(src);
   switch (t) {
-    case DType::kInt4: return int4_at(b, i);
-    case DType::kInt8: return reinterpret_cast<const int8_t*>(b)[i];
-    case DType::kInt32: return reinterpret_cast<const int32_t*>(b)[i];
-    case DType::kInt64: return reinterpret_cast<const int64_t*>(b)[i];
-    default: break;
+    case DType::kInt4:
+      return int4_at(b, i);
+    case DType::kInt8:
+      return reinterpret_cast<const int8_t*>(b)[i];
+    case DType::kInt32:
+      return reinterpret_cast<const int32_t*>(b)[i];
+    case DType::kInt64:
+      return reinterpret_cast<const int64_t*>(b)[i];
+    default:
+      break;
   }
   CF_ASSERT(false);
   return 0;
@@ -129,7 +163,9 @@ int64_t int_at(const void* src, DType t, size_t i) {
 void set_int(void* dst, DType t, size_t i, int64_t v) {
   auto* b = static_cast<uint8_t*>(dst);
   switch (t) {
-    case DType::kInt4: set_int4(b, i, static_cast<int8_t>(std::clamp<int64_t>(v, -8, 7))); return;
+    case DType::kInt4:
+      set_int4(b, i, static_cast<int8_t>(std::clamp<int64_t>(v, -8, 7)));
+      return;
     case DType::kInt8:
       reinterpret_cast<int8_t*>(b)[i] = static_cast<int8_t>(std::clamp<int64_t>(v, -128, 127));
       return;
@@ -137,8 +173,11 @@ void set_int(void* dst, DType t, size_t i, int64_t v) {
       reinterpret_cast<int32_t*>(b)[i] =
           static_cast<int32_t>(std::clamp<int64_t>(v, INT32_MIN, INT32_MAX));
       return;
-    case DType::kInt64: reinterpret_cast<int64_t*>(b)[i] = v; return;
-    default: break;
+    case DType::kInt64:
+      reinterpret_cast<int64_t*>(b)[i] = v;
+      return;
+    default:
+      break;
   }
   CF_ASSERT(false);
 }

@@ -48,7 +48,9 @@ struct Narrow {
     const uint32_t m = (a & 0x7FFFFFu) | (e ? 0x800000u : 0u);
     const int32_t sub_shift = (151 - kBias - kManBits) - static_cast<int32_t>(e ? e : 1);
     // The clamp only keeps the unused lane's shift defined; out-of-range shifts give 0.
-    const uint32_t safe_shift = static_cast<uint32_t>(sub_shift < 1 ? 1 : sub_shift > 24 ? 24 : sub_shift);
+    const uint32_t safe_shift = static_cast<uint32_t>(sub_shift < 1    ? 1
+                                                      : sub_shift > 24 ? 24
+                                                                       : sub_shift);
     const uint32_t sub = sub_shift >= 25 ? 0u : rne_shift(m, safe_shift);
     uint32_t mag = a >= kMinNormalBits ? normal : sub;
     const uint32_t overflow = saturate ? kMaxCode : (kHasInf ? kInfCode : kNanCode);
@@ -95,11 +97,16 @@ constexpr uint8_t hif8_encode(uint32_t x, bool saturate) {
   const uint32_t emag = static_cast<uint32_t>(e < 0 ? -e : e);
   const uint32_t eneg = e < 0 ? 1u : 0u;
   uint32_t body;
-  if (emag == 0) body = 0x08 | m;
-  else if (emag == 1) body = 0x10 | (eneg << 3) | m;
-  else if (emag <= 3) body = 0x20 | (eneg << 4) | ((emag - 2) << 3) | m;
-  else if (emag <= 7) body = 0x40 | (eneg << 4) | ((emag - 4) << 2) | m;
-  else body = 0x60 | (eneg << 4) | ((emag - 8) << 1) | m;
+  if (emag == 0)
+    body = 0x08 | m;
+  else if (emag == 1)
+    body = 0x10 | (eneg << 3) | m;
+  else if (emag <= 3)
+    body = 0x20 | (eneg << 4) | ((emag - 2) << 3) | m;
+  else if (emag <= 7)
+    body = 0x40 | (eneg << 4) | ((emag - 4) << 2) | m;
+  else
+    body = 0x60 | (eneg << 4) | ((emag - 8) << 1) | m;
   return static_cast<uint8_t>(sign | body);
 }
 
@@ -164,12 +171,28 @@ constexpr uint32_t hif8_decode(uint32_t c) {
   if (c == 0x80) return 0x7FC00000u;
   if (body == 0x6F) return sign | 0x7F800000u;
   int d = 0, w = 0, dot_len = 0;
-  if ((body >> 5) == 3) { d = 4; w = 1; dot_len = 2; }
-  else if ((body >> 5) == 2) { d = 3; w = 2; dot_len = 2; }
-  else if ((body >> 5) == 1) { d = 2; w = 3; dot_len = 2; }
-  else if ((body >> 4) == 1) { d = 1; w = 3; dot_len = 3; }
-  else if ((body >> 3) == 1) { d = 0; w = 3; dot_len = 4; }
-  else return sign | pow2_bits(static_cast<int>(body & 7) - 23);
+  if ((body >> 5) == 3) {
+    d = 4;
+    w = 1;
+    dot_len = 2;
+  } else if ((body >> 5) == 2) {
+    d = 3;
+    w = 2;
+    dot_len = 2;
+  } else if ((body >> 5) == 1) {
+    d = 2;
+    w = 3;
+    dot_len = 2;
+  } else if ((body >> 4) == 1) {
+    d = 1;
+    w = 3;
+    dot_len = 3;
+  } else if ((body >> 3) == 1) {
+    d = 0;
+    w = 3;
+    dot_len = 4;
+  } else
+    return sign | pow2_bits(static_cast<int>(body & 7) - 23);
   const uint32_t rest = body & ((1u << (7 - dot_len)) - 1);
   const uint32_t m = rest & ((1u << w) - 1);
   int e = 0;
@@ -208,14 +231,24 @@ CF_SIMD_CLONES void decode_table(const uint32_t* table, const uint8_t* src, floa
 
 }  // namespace
 
-uint16_t f32_to_f16_one(uint32_t x) { return static_cast<uint16_t>(F16::encode(x, false)); }
-uint16_t f32_to_bf16_one(uint32_t x) { return static_cast<uint16_t>(BF16::encode(x, false)); }
+uint16_t f32_to_f16_one(uint32_t x) {
+  return static_cast<uint16_t>(F16::encode(x, false));
+}
+uint16_t f32_to_bf16_one(uint32_t x) {
+  return static_cast<uint16_t>(BF16::encode(x, false));
+}
 uint8_t f32_to_e4m3fn_one(uint32_t x, bool sat) {
   return static_cast<uint8_t>(E4M3FN::encode(x, sat));
 }
-uint8_t f32_to_e5m2_one(uint32_t x, bool sat) { return static_cast<uint8_t>(E5M2::encode(x, sat)); }
-uint8_t f32_to_hif8_one(uint32_t x, bool sat) { return hif8_encode(x, sat); }
-uint8_t f32_to_e8m0_one(uint32_t x, bool sat) { return e8m0_encode(x, sat); }
+uint8_t f32_to_e5m2_one(uint32_t x, bool sat) {
+  return static_cast<uint8_t>(E5M2::encode(x, sat));
+}
+uint8_t f32_to_hif8_one(uint32_t x, bool sat) {
+  return hif8_encode(x, sat);
+}
+uint8_t f32_to_e8m0_one(uint32_t x, bool sat) {
+  return e8m0_encode(x, sat);
+}
 
 CF_SIMD_CLONES void f16_to_f32(const uint16_t* src, float* dst, size_t count) {
   for (size_t i = 0; i < count; ++i) dst[i] = detail::f32_from_bits(f16_decode(src[i]));

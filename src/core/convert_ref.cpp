@@ -25,9 +25,15 @@ constexpr Format kBF16{8, 7, 127, true};
 constexpr Format kE4M3FN{4, 3, 7, false};
 constexpr Format kE5M2{5, 2, 15, true};
 
-uint32_t code_count(Format f) { return 1u << (1 + f.exp_bits + f.man_bits); }
-uint32_t sign_bit(Format f) { return code_count(f) >> 1; }
-uint32_t exp_max(Format f) { return (1u << f.exp_bits) - 1; }
+uint32_t code_count(Format f) {
+  return 1u << (1 + f.exp_bits + f.man_bits);
+}
+uint32_t sign_bit(Format f) {
+  return code_count(f) >> 1;
+}
+uint32_t exp_max(Format f) {
+  return (1u << f.exp_bits) - 1;
+}
 
 // Largest finite magnitude's code (without sign).
 uint32_t max_finite_code(Format f) {
@@ -78,7 +84,7 @@ uint32_t encode(Format f, float x, bool saturate) {
   if (std::isnan(x)) return encode_nan(f, xb);
   const uint32_t sign = (xb >> 31) ? sign_bit(f) : 0;
   const uint32_t max_code = max_finite_code(f);
-  const uint32_t overflow_code = saturate ? max_code
+  const uint32_t overflow_code = saturate    ? max_code
                                  : f.has_inf ? (exp_max(f) << f.man_bits)
                                              : encode_nan(f, xb);
   const double a = std::fabs(static_cast<double>(x));
@@ -101,7 +107,7 @@ uint32_t encode(Format f, float x, bool saturate) {
   std::frexp(v, &vexp2);
   const int ve = vexp2 - 1;
   if (ve < emin) return sign | static_cast<uint32_t>(units);  // subnormal: units = mantissa
-  const double frac = std::ldexp(v, -ve) - 1.0;                // in [0, 1)
+  const double frac = std::ldexp(v, -ve) - 1.0;               // in [0, 1)
   const auto man = static_cast<uint32_t>(std::ldexp(frac, f.man_bits));
   return sign | (static_cast<uint32_t>(ve + f.bias) << f.man_bits) | man;
 }
@@ -114,15 +120,21 @@ float f16_to_f32(uint16_t h) {
                          (static_cast<uint32_t>(h & 0x3FF) << 13));
   return static_cast<float>(decode(kF16, h));
 }
-uint16_t f32_to_f16(float x) { return static_cast<uint16_t>(encode(kF16, x, false)); }
+uint16_t f32_to_f16(float x) {
+  return static_cast<uint16_t>(encode(kF16, x, false));
+}
 
 float bf16_to_f32(uint16_t b) {
   // bf16 is the upper half of fp32: decoding is exact for every code, NaNs included.
   return f32_from_bits(static_cast<uint32_t>(b) << 16);
 }
-uint16_t f32_to_bf16(float x) { return static_cast<uint16_t>(encode(kBF16, x, false)); }
+uint16_t f32_to_bf16(float x) {
+  return static_cast<uint16_t>(encode(kBF16, x, false));
+}
 
-float e4m3fn_to_f32(uint8_t c) { return static_cast<float>(decode(kE4M3FN, c)); }
+float e4m3fn_to_f32(uint8_t c) {
+  return static_cast<float>(decode(kE4M3FN, c));
+}
 uint8_t f32_to_e4m3fn(float x, bool saturate) {
   return static_cast<uint8_t>(encode(kE4M3FN, x, saturate));
 }
@@ -146,12 +158,27 @@ float hif8_to_f32(uint8_t c) {
   if ((c & 0x7F) == 0x6F) return neg ? -INFINITY : INFINITY;
   const unsigned body = c & 0x7F;  // 7 bits after the sign
   int d, w, dot_len;
-  if ((body >> 5) == 0b11) { d = 4; w = 1; dot_len = 2; }
-  else if ((body >> 5) == 0b10) { d = 3; w = 2; dot_len = 2; }
-  else if ((body >> 5) == 0b01) { d = 2; w = 3; dot_len = 2; }
-  else if ((body >> 4) == 0b001) { d = 1; w = 3; dot_len = 3; }
-  else if ((body >> 3) == 0b0001) { d = 0; w = 3; dot_len = 4; }
-  else {  // dot 0000: denormal, M = 1..7 -> 2^(M-23)
+  if ((body >> 5) == 0b11) {
+    d = 4;
+    w = 1;
+    dot_len = 2;
+  } else if ((body >> 5) == 0b10) {
+    d = 3;
+    w = 2;
+    dot_len = 2;
+  } else if ((body >> 5) == 0b01) {
+    d = 2;
+    w = 3;
+    dot_len = 2;
+  } else if ((body >> 4) == 0b001) {
+    d = 1;
+    w = 3;
+    dot_len = 3;
+  } else if ((body >> 3) == 0b0001) {
+    d = 0;
+    w = 3;
+    dot_len = 4;
+  } else {  // dot 0000: denormal, M = 1..7 -> 2^(M-23)
     const double v = std::ldexp(1.0, static_cast<int>(body & 7) - 23);
     return static_cast<float>(neg ? -v : v);
   }
@@ -199,11 +226,16 @@ uint8_t f32_to_hif8(float x, bool saturate) {
   const int emag = e < 0 ? -e : e;
   const unsigned eneg = e < 0 ? 1 : 0;
   unsigned body;
-  if (emag == 0) body = 0x08 | m;
-  else if (emag == 1) body = 0x10 | (eneg << 3) | m;
-  else if (emag <= 3) body = 0x20 | (eneg << 4) | ((emag - 2) << 3) | m;
-  else if (emag <= 7) body = 0x40 | (eneg << 4) | ((emag - 4) << 2) | m;
-  else body = 0x60 | (eneg << 4) | ((emag - 8) << 1) | m;
+  if (emag == 0)
+    body = 0x08 | m;
+  else if (emag == 1)
+    body = 0x10 | (eneg << 3) | m;
+  else if (emag <= 3)
+    body = 0x20 | (eneg << 4) | ((emag - 2) << 3) | m;
+  else if (emag <= 7)
+    body = 0x40 | (eneg << 4) | ((emag - 4) << 2) | m;
+  else
+    body = 0x60 | (eneg << 4) | ((emag - 8) << 1) | m;
   return sign | static_cast<uint8_t>(body);
 }
 

@@ -62,7 +62,9 @@ const DTypeInfo& lookup(DType dtype) {
 
 }  // namespace
 
-std::string_view dtype_name(DType dtype) { return lookup(dtype).name; }
+std::string_view dtype_name(DType dtype) {
+  return lookup(dtype).name;
+}
 
 DType dtype_from_name(std::string_view name) {
   for (const auto& info : kDTypes)
@@ -75,7 +77,9 @@ DType dtype_from_name(std::string_view name) {
                        detail::cat("unknown dtype name '", name, "' (known: ", known, ")"));
 }
 
-int dtype_bits(DType dtype) { return lookup(dtype).bits; }
+int dtype_bits(DType dtype) {
+  return lookup(dtype).bits;
+}
 
 size_t dtype_storage_bytes(DType dtype, size_t count) {
   const int bits = dtype_bits(dtype);
@@ -83,7 +87,9 @@ size_t dtype_storage_bytes(DType dtype, size_t count) {
 }
 
 namespace detail {
-bool dtype_is_valid(DType dtype) { return find(dtype) != nullptr; }
+bool dtype_is_valid(DType dtype) {
+  return find(dtype) != nullptr;
+}
 }  // namespace detail
 
 }  // namespace commfuse

@@ -23,24 +23,26 @@ std::string cat(Args&&... args) {
 
 // Argument checks: the message names the function and argument; both values are printed
 // by the caller's message (Gloo's ENFORCE habit, not NCCL's "unhandled error").
-#define CF_CHECK_ARG(cond, ...)                                                                 \
-  do {                                                                                          \
-    if (!(cond)) ::commfuse::detail::throw_status(::commfuse::Status::kParamInvalid,           \
-                                                  ::commfuse::detail::cat(__VA_ARGS__));       \
+#define CF_CHECK_ARG(cond, ...)                                               \
+  do {                                                                        \
+    if (!(cond))                                                              \
+      ::commfuse::detail::throw_status(::commfuse::Status::kParamInvalid,     \
+                                       ::commfuse::detail::cat(__VA_ARGS__)); \
   } while (0)
 
-#define CF_CHECK_NOTNULL(ptr, ...)                                                              \
-  do {                                                                                          \
-    if ((ptr) == nullptr) ::commfuse::detail::throw_status(::commfuse::Status::kParamNullptr,  \
-                                                           ::commfuse::detail::cat(__VA_ARGS__)); \
+#define CF_CHECK_NOTNULL(ptr, ...)                                            \
+  do {                                                                        \
+    if ((ptr) == nullptr)                                                     \
+      ::commfuse::detail::throw_status(::commfuse::Status::kParamNullptr,     \
+                                       ::commfuse::detail::cat(__VA_ARGS__)); \
   } while (0)
 
 // An internal invariant: failing it is a commfuse bug, reported with file:line.
-#define CF_ASSERT(cond)                                                                          \
-  do {                                                                                           \
-    if (!(cond))                                                                                 \
-      ::commfuse::detail::throw_status(                                                          \
-          ::commfuse::Status::kInner,                                                            \
-          ::commfuse::detail::cat("internal error: ", #cond, " failed at ", __FILE__, ":",       \
-                                  __LINE__));                                                    \
+#define CF_ASSERT(cond)                                                                    \
+  do {                                                                                     \
+    if (!(cond))                                                                           \
+      ::commfuse::detail::throw_status(                                                    \
+          ::commfuse::Status::kInner,                                                      \
+          ::commfuse::detail::cat("internal error: ", #cond, " failed at ", __FILE__, ":", \
+                                  __LINE__));                                              \
   } while (0)

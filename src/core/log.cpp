@@ -29,10 +29,14 @@ Level parse_level() {
 
 const char* level_name(Level l) {
   switch (l) {
-    case Level::kError: return "ERROR";
-    case Level::kWarn: return "WARN";
-    case Level::kInfo: return "INFO";
-    case Level::kDebug: return "DEBUG";
+    case Level::kError:
+      return "ERROR";
+    case Level::kWarn:
+      return "WARN";
+    case Level::kInfo:
+      return "INFO";
+    case Level::kDebug:
+      return "DEBUG";
   }
   return "?";
 }
@@ -44,9 +48,13 @@ Level level() {
   return cached;
 }
 
-bool enabled(Level l) { return static_cast<int>(l) <= static_cast<int>(level()); }
+bool enabled(Level l) {
+  return static_cast<int>(l) <= static_cast<int>(level());
+}
 
-void set_rank(int rank) { g_rank.store(rank, std::memory_order_relaxed); }
+void set_rank(int rank) {
+  g_rank.store(rank, std::memory_order_relaxed);
+}
 
 std::string prefix() {
   char host[256] = "?";

@@ -21,9 +21,8 @@ void write(Level l, const std::string& message);
 
 }  // namespace commfuse::log
 
-#define CF_LOG(lvl, ...)                                                           \
-  do {                                                                             \
-    if (::commfuse::log::enabled(::commfuse::log::Level::lvl))                     \
-      ::commfuse::log::write(::commfuse::log::Level::lvl,                          \
-                             ::commfuse::detail::cat(__VA_ARGS__));                \
+#define CF_LOG(lvl, ...)                                                                         \
+  do {                                                                                           \
+    if (::commfuse::log::enabled(::commfuse::log::Level::lvl))                                   \
+      ::commfuse::log::write(::commfuse::log::Level::lvl, ::commfuse::detail::cat(__VA_ARGS__)); \
   } while (0)

@@ -48,7 +48,9 @@ bool choice_allowed(std::string_view choices, std::string_view value) {
 
 }  // namespace
 
-std::span<const Param> all() { return kParams; }
+std::span<const Param> all() {
+  return kParams;
+}
 
 std::string get_string(std::string_view env) {
   const Param& p = find(env);

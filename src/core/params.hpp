@@ -13,7 +13,7 @@ namespace commfuse::params {
 enum class Kind { kInt, kString, kChoice };
 
 struct Param {
-  std::string_view env;          // environment variable
+  std::string_view env;  // environment variable
   Kind kind;
   std::string_view default_value;
   std::string_view choices;      // kChoice: '|'-separated allowed values
@@ -28,7 +28,7 @@ std::string get_string(std::string_view env);
 int64_t get_int(std::string_view env);
 
 // Readers for the parameters used across layers.
-int timeout_seconds();      // COMMFUSE_TIMEOUT_S
-int num_threads_override(); // COMMFUSE_NUM_THREADS (0 = automatic)
+int timeout_seconds();       // COMMFUSE_TIMEOUT_S
+int num_threads_override();  // COMMFUSE_NUM_THREADS (0 = automatic)
 
 }  // namespace commfuse::params

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <string>
 
-#include "commands.hpp"
 #include "comm/mpi/mpi_info.hpp"
+#include "commands.hpp"
 #include "core/build_info.hpp"
 #include "core/cpu_features.hpp"
 #include "core/params.hpp"
@@ -28,9 +28,10 @@ int cmd_info(int /*argc*/, char** /*argv*/) {
               build::have_cuda() ? "" : " (no CUDA kernels in this version)");
   std::printf("  oneDNN            %s\n", kernels::cpu::onednn_version().c_str());
   std::printf("  CPU cores         %d online\n", cpu::online_cores());
-  std::printf("  CPU features      AVX2 %s, AVX-512 %s, AVX512-BF16 %s, VNNI %s (avx512 %s, avx %s)\n",
-              yn(f.avx2), yn(f.avx512f), yn(f.avx512_bf16), yn(f.avx512_vnni || f.avx_vnni),
-              yn(f.avx512_vnni), yn(f.avx_vnni));
+  std::printf(
+      "  CPU features      AVX2 %s, AVX-512 %s, AVX512-BF16 %s, VNNI %s (avx512 %s, avx %s)\n",
+      yn(f.avx2), yn(f.avx512f), yn(f.avx512_bf16), yn(f.avx512_vnni || f.avx_vnni),
+      yn(f.avx512_vnni), yn(f.avx_vnni));
   std::printf("  CPU feature list  %s\n", cpu::describe(f).c_str());
   std::printf("\nparameters (environment, value, default, description):\n");
   for (const auto& p : params::all()) {

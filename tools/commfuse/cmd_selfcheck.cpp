@@ -38,13 +38,13 @@ Row spec_values() {
     uint8_t code;
   };
   const Case cases[] = {
-      {DType::kHiFloat8, 1.0f, 0x08},      {DType::kHiFloat8, 2.0f, 0x10},
-      {DType::kHiFloat8, 0.5f, 0x18},      {DType::kHiFloat8, 4.0f, 0x20},
-      {DType::kHiFloat8, 16.0f, 0x40},     {DType::kHiFloat8, 256.0f, 0x60},
-      {DType::kHiFloat8, 0x1p-16f, 0x07},  {DType::kHiFloat8, 32768.0f, 0x6E},
-      {DType::kHiFloat8, 0x1p-15f, 0x7E},  {DType::kHiFloat8, 0x1p-22f, 0x01},
+      {DType::kHiFloat8, 1.0f, 0x08},       {DType::kHiFloat8, 2.0f, 0x10},
+      {DType::kHiFloat8, 0.5f, 0x18},       {DType::kHiFloat8, 4.0f, 0x20},
+      {DType::kHiFloat8, 16.0f, 0x40},      {DType::kHiFloat8, 256.0f, 0x60},
+      {DType::kHiFloat8, 0x1p-16f, 0x07},   {DType::kHiFloat8, 32768.0f, 0x6E},
+      {DType::kHiFloat8, 0x1p-15f, 0x7E},   {DType::kHiFloat8, 0x1p-22f, 0x01},
       {DType::kFloat8E4M3FN, 448.0f, 0x7E}, {DType::kFloat8E5M2, 57344.0f, 0x7B},
-      {DType::kFloat8E8M0, 1.0f, 0x7F},    {DType::kFloat8E8M0, 0x1p-127f, 0x00},
+      {DType::kFloat8E8M0, 1.0f, 0x7F},     {DType::kFloat8E8M0, 0x1p-127f, 0x00},
   };
   Row row{"SPEC §1 check values (encode and decode)", 0, 0};
   for (const auto& c : cases) {
@@ -98,8 +98,12 @@ Timing time_encode(const char* name, DType dtype, Code (*ref)(float), const std:
   return {name, bytes / tb / 1e9, bytes / ts / 1e9, wrong};
 }
 
-uint8_t ref_e4m3(float x) { return ref::f32_to_e4m3fn(x, false); }
-uint8_t ref_hif8(float x) { return ref::f32_to_hif8(x, false); }
+uint8_t ref_e4m3(float x) {
+  return ref::f32_to_e4m3fn(x, false);
+}
+uint8_t ref_hif8(float x) {
+  return ref::f32_to_hif8(x, false);
+}
 
 }  // namespace
 
@@ -116,25 +120,29 @@ int cmd_selfcheck(int /*argc*/, char** /*argv*/) {
   std::vector<float> x(1 << 22);
   for (auto& v : x) v = detail::f32_from_bits(static_cast<uint32_t>(rng()));
   std::vector<Timing> timings;
-  timings.push_back(time_encode<uint16_t>("float32 -> bfloat16", DType::kBFloat16, ref::f32_to_bf16, x));
-  timings.push_back(time_encode<uint16_t>("float32 -> float16", DType::kFloat16, ref::f32_to_f16, x));
-  timings.push_back(time_encode<uint8_t>("float32 -> float8_e4m3fn", DType::kFloat8E4M3FN, ref_e4m3, x));
+  timings.push_back(
+      time_encode<uint16_t>("float32 -> bfloat16", DType::kBFloat16, ref::f32_to_bf16, x));
+  timings.push_back(
+      time_encode<uint16_t>("float32 -> float16", DType::kFloat16, ref::f32_to_f16, x));
+  timings.push_back(
+      time_encode<uint8_t>("float32 -> float8_e4m3fn", DType::kFloat8E4M3FN, ref_e4m3, x));
   timings.push_back(time_encode<uint8_t>("float32 -> hifloat8", DType::kHiFloat8, ref_hif8, x));
 
   bool ok = true;
   std::printf("%-44s %10s %8s  %s\n", "check", "cases", "#wrong", "result");
   for (const auto& r : rows) {
     ok = ok && r.wrong == 0;
-    std::printf("%-44s %10llu %8llu  %s\n", r.check.c_str(), static_cast<unsigned long long>(r.cases),
-                static_cast<unsigned long long>(r.wrong), r.wrong == 0 ? "PASS" : "FAIL");
+    std::printf("%-44s %10llu %8llu  %s\n", r.check.c_str(),
+                static_cast<unsigned long long>(r.cases), static_cast<unsigned long long>(r.wrong),
+                r.wrong == 0 ? "PASS" : "FAIL");
   }
   for (const auto& t : timings) {
     ok = ok && t.wrong == 0;
     std::printf("%-44s %10zu %8llu  %s\n", ("bulk == reference, " + t.name).c_str(), x.size(),
                 static_cast<unsigned long long>(t.wrong), t.wrong == 0 ? "PASS" : "FAIL");
   }
-  std::printf("\n%-28s %14s %18s %8s\n", "conversion (4 Mi elements)", "bulk GB/s", "reference GB/s",
-              "speedup");
+  std::printf("\n%-28s %14s %18s %8s\n", "conversion (4 Mi elements)", "bulk GB/s",
+              "reference GB/s", "speedup");
   for (const auto& t : timings)
     std::printf("%-28s %14.2f %18.2f %7.1fx\n", t.name.c_str(), t.bulk_gbs, t.ref_gbs,
                 t.bulk_gbs / t.ref_gbs);
@@ -143,8 +151,9 @@ int cmd_selfcheck(int /*argc*/, char** /*argv*/) {
 }
 
 int cmd_demo(int argc, char** argv) {
-  std::printf("commfuse demo — no fused operator has landed yet; running the number-format "
-              "self-check (SPEC §1).\n\n");
+  std::printf(
+      "commfuse demo — no fused operator has landed yet; running the number-format "
+      "self-check (SPEC §1).\n\n");
   return cmd_selfcheck(argc, argv);
 }
 

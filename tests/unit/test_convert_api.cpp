@@ -1,0 +1,141 @@
+// Integer conversions, int4 packing and the C entry points around them.
+#include <gtest/gtest.h>
+
+#include <commfuse/commfuse.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "test_util.hpp"
+
+using commfuse::DType;
+
+TEST(Int4, PackingNibbleOrder) {
+  const int8_t v[] = {1, -2, 7, -8, 0};
+  uint8_t packed[3] = {0xAA, 0xAA, 0xAA};
+  commfuse::pack_int4(v, packed, 5);
+  EXPECT_EQ(packed[0], 0xE1);  // element 0 low nibble, element 1 (-2 = 0xE) high nibble
+  EXPECT_EQ(packed[1], 0x87);
+  EXPECT_EQ(packed[2], 0xA0);  // odd count: the unused high nibble is kept
+  int8_t back[5] = {};
+  commfuse::unpack_int4(packed, back, 5);
+  EXPECT_EQ(std::memcmp(v, back, 5), 0);
+}
+
+TEST(Int4, AllSixteenValuesRoundTrip) {
+  std::vector<int8_t> v;
+  for (int i = -8; i <= 7; ++i) v.push_back(static_cast<int8_t>(i));
+  std::vector<uint8_t> packed(8);
+  std::vector<float> f(16);
+  commfuse::pack_int4(v.data(), packed.data(), 16);
+  commfuse::convert(packed.data(), DType::kInt4, f.data(), DType::kFloat32, 16);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(f[i], static_cast<float>(i - 8));
+  std::vector<uint8_t> again(8);
+  commfuse::convert(f.data(), DType::kFloat32, again.data(), DType::kInt4, 16);
+  EXPECT_EQ(packed, again);
+}
+
+TEST(Int4, PackOutOfRangeIsParamInvalidNamingElement) {
+  const int8_t v[] = {1, 9};
+  uint8_t packed[1] = {};
+  try {
+    commfuse::pack_int4(v, packed, 2);
+    FAIL();
+  } catch (const commfuse::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("src[1] is 9"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ConvertInt, FloatToIntRoundsHalfEvenSaturatesNanToZero) {
+  const float x[] = {2.5f, 3.5f, -2.5f, 100.0f, -9.6f, NAN, 0.49f, INFINITY, -INFINITY};
+  int8_t i8[9];
+  commfuse::convert(x, DType::kFloat32, i8, DType::kInt8, 9);
+  const int8_t want8[] = {2, 4, -2, 100, -10, 0, 0, 127, -128};
+  EXPECT_EQ(std::memcmp(i8, want8, 9), 0);
+  uint8_t i4[5];
+  commfuse::convert(x, DType::kFloat32, i4, DType::kInt4, 9);
+  int8_t un[9];
+  commfuse::unpack_int4(i4, un, 9);
+  const int8_t want4[] = {2, 4, -2, 7, -8, 0, 0, 7, -8};
+  EXPECT_EQ(std::memcmp(un, want4, 9), 0);
+  int32_t i32[2];
+  const float big[] = {3e9f, -3e9f};
+  commfuse::convert(big, DType::kFloat32, i32, DType::kInt32, 2);
+  EXPECT_EQ(i32[0], std::numeric_limits<int32_t>::max());
+  EXPECT_EQ(i32[1], std::numeric_limits<int32_t>::min());
+  int64_t i64[2];
+  const float huge[] = {1e30f, -1e30f};
+  commfuse::convert(huge, DType::kFloat32, i64, DType::kInt64, 2);
+  EXPECT_EQ(i64[0], std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(i64[1], std::numeric_limits<int64_t>::min());
+}
+
+TEST(ConvertInt, IntegerToIntegerIsExactOrSaturating) {
+  const int64_t x[] = {(int64_t{1} << 40) + 1, -200, 5, -9};
+  int32_t i32[4];
+  commfuse::convert(x, DType::kInt64, i32, DType::kInt32, 4);
+  EXPECT_EQ(i32[0], std::numeric_limits<int32_t>::max());
+  EXPECT_EQ(i32[1], -200);
+  int8_t i8[4];
+  commfuse::convert(x, DType::kInt64, i8, DType::kInt8, 4);
+  EXPECT_EQ(i8[1], -128);
+  EXPECT_EQ(i8[2], 5);
+  const int32_t big = (1 << 24) + 1;  // not representable in fp32: must not go through it
+  int64_t back = 0;
+  commfuse::convert(&big, DType::kInt32, &back, DType::kInt64, 1);
+  EXPECT_EQ(back, big);
+}
+
+TEST(ConvertCApi, SuccessAndStatusCodes) {
+  const float one = 1.0f;
+  uint16_t bf = 0;
+  EXPECT_EQ(commfuseConvert(&one, COMMFUSE_FLOAT32, &bf, COMMFUSE_BFLOAT16, 1, 0),
+            COMMFUSE_SUCCESS);
+  EXPECT_EQ(bf, 0x3F80);
+  EXPECT_EQ(commfuseConvert(nullptr, COMMFUSE_FLOAT32, &bf, COMMFUSE_BFLOAT16, 1, 0),
+            COMMFUSE_PARAM_NULLPTR);
+  EXPECT_NE(std::string(commfuseGetLastErrorMessage()).find("src is null"), std::string::npos);
+  EXPECT_EQ(commfuseConvert(&one, COMMFUSE_FLOAT32, &bf, static_cast<commfuseDataType>(99), 1, 0),
+            COMMFUSE_PARAM_INVALID);
+  EXPECT_NE(std::string(commfuseGetLastErrorMessage()).find("dst_dtype value 99"),
+            std::string::npos)
+      << commfuseGetLastErrorMessage();
+  // count 0 with null pointers is a valid no-op, as for memcpy.
+  EXPECT_EQ(commfuseConvert(nullptr, COMMFUSE_FLOAT32, nullptr, COMMFUSE_INT8, 0, 0),
+            COMMFUSE_SUCCESS);
+}
+
+TEST(ConvertCApi, SaturateFlag) {
+  const float big = 1000.0f;
+  uint8_t c = 0;
+  ASSERT_EQ(commfuseConvert(&big, COMMFUSE_FLOAT32, &c, COMMFUSE_FLOAT8_E4M3FN, 1, 0),
+            COMMFUSE_SUCCESS);
+  EXPECT_EQ(c, 0x7F);
+  ASSERT_EQ(commfuseConvert(&big, COMMFUSE_FLOAT32, &c, COMMFUSE_FLOAT8_E4M3FN, 1, 1),
+            COMMFUSE_SUCCESS);
+  EXPECT_EQ(c, 0x7E);
+}
+
+TEST(ConvertCApi, Int4PackUnpackAndNames) {
+  const int8_t v[] = {3, -4};
+  uint8_t p = 0;
+  ASSERT_EQ(commfusePackInt4(v, &p, 2), COMMFUSE_SUCCESS);
+  EXPECT_EQ(p, 0xC3);
+  int8_t u[2] = {};
+  ASSERT_EQ(commfuseUnpackInt4(&p, u, 2), COMMFUSE_SUCCESS);
+  EXPECT_EQ(u[1], -4);
+  const int8_t bad[] = {8};
+  EXPECT_EQ(commfusePackInt4(bad, &p, 1), COMMFUSE_PARAM_INVALID);
+  commfuseDataType t;
+  ASSERT_EQ(commfuseDataTypeFromName("float8_e8m0fnu", &t), COMMFUSE_SUCCESS);
+  EXPECT_EQ(t, COMMFUSE_FLOAT8_E8M0);
+  EXPECT_STREQ(commfuseDataTypeName(COMMFUSE_HIFLOAT8), "hifloat8");
+  int bits = 0;
+  ASSERT_EQ(commfuseDataTypeBits(COMMFUSE_INT4, &bits), COMMFUSE_SUCCESS);
+  EXPECT_EQ(bits, 4);
+  EXPECT_EQ(commfuseDataTypeFromName("nope", &t), COMMFUSE_PARAM_INVALID);
+  EXPECT_EQ(commfuseDataTypeFromName(nullptr, &t), COMMFUSE_PARAM_NULLPTR);
+}
