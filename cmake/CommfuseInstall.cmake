@@ -18,5 +18,9 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/commfuseConfig.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/commfuseConfigVersion.cmake
         DESTINATION ${COMMFUSE_CMAKE_DIR})
 
+# The .pc file finds the prefix from its own directory, so it stays right when
+# `cmake --install --prefix P` installs somewhere other than the configured prefix.
+file(RELATIVE_PATH COMMFUSE_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
+string(REGEX REPLACE "/$" "" COMMFUSE_PC_TO_PREFIX "${COMMFUSE_PC_TO_PREFIX}")
 configure_file(cmake/commfuse.pc.in ${CMAKE_CURRENT_BINARY_DIR}/commfuse.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/commfuse.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -71,43 +71,40 @@ using E4M3FN = Narrow<4, 3, 7, false>;
 using E5M2 = Narrow<5, 2, 15, true>;
 
 // HiFloat8 encoder (SPEC §1): the mantissa width W depends on |E|; rounding is half away
-// from zero, done by adding half a unit and truncating.
+// from zero, done by adding half a unit and truncating. Every case is computed and the
+// answer selected at the end, so the array loop vectorizes.
 constexpr uint8_t hif8_encode(uint32_t x, bool saturate) {
   const uint32_t sign = (x >> 31) << 7;
   const uint32_t a = x & 0x7FFFFFFFu;
-  const uint32_t overflow = sign | (saturate ? 0x6Eu : 0x6Fu);
-  if (a > 0x7F800000u) return 0x80;
-  if (a < 0x34000000u) return 0x00;  // below 2^-23: the only zero (no -0)
-  int32_t e = static_cast<int32_t>(a >> 23) - 127;
+  const int32_t e0 = static_cast<int32_t>(a >> 23) - 127;
   const uint32_t man = a & 0x7FFFFFu;
-  if (e < -15) {  // denormal band: powers of two 2^-22 .. 2^-16
-    e += man >= 0x400000u ? 1 : 0;
-    e = e < -22 ? -22 : e;
-    return static_cast<uint8_t>(sign | (e == -15 ? 0x7Eu : static_cast<uint32_t>(e + 23)));
-  }
-  if (e > 15) return static_cast<uint8_t>(overflow);
-  const uint32_t emag0 = static_cast<uint32_t>(e < 0 ? -e : e);
-  const uint32_t w = emag0 <= 3 ? 3 : emag0 <= 7 ? 2 : 1;
-  uint32_t m = (man + (1u << (22 - w))) >> (23 - w);
-  if (m == (1u << w)) {
-    m = 0;
-    ++e;
-  }
-  if (e > 15 || (e == 15 && m != 0)) return static_cast<uint8_t>(overflow);
+
+  // Denormal band (|x| < 2^-15): powers of two 2^-22 .. 2^-16, 1.5*2^-16 carries to 2^-15.
+  int32_t ed = e0 + (man >= 0x400000u ? 1 : 0);
+  ed = ed < -22 ? -22 : ed;  // [2^-23, 2^-22) rounds up to 2^-22
+  const uint32_t denormal = ed == -15 ? 0x7Eu : static_cast<uint32_t>(ed + 23) & 0x7Fu;
+
+  // Normal band: W fixed by the exponent before rounding; a carry bumps the exponent.
+  const uint32_t emag0 = static_cast<uint32_t>(e0 < 0 ? -e0 : e0);
+  const uint32_t w = emag0 <= 3 ? 3u : emag0 <= 7 ? 2u : 1u;
+  const uint32_t rounded = (man + (1u << (22 - w))) >> (23 - w);
+  const uint32_t carry = rounded >> w;
+  const uint32_t m = rounded & ((1u << w) - 1);
+  const int32_t e = e0 + static_cast<int32_t>(carry);
   const uint32_t emag = static_cast<uint32_t>(e < 0 ? -e : e);
   const uint32_t eneg = e < 0 ? 1u : 0u;
-  uint32_t body;
-  if (emag == 0)
-    body = 0x08 | m;
-  else if (emag == 1)
-    body = 0x10 | (eneg << 3) | m;
-  else if (emag <= 3)
-    body = 0x20 | (eneg << 4) | ((emag - 2) << 3) | m;
-  else if (emag <= 7)
-    body = 0x40 | (eneg << 4) | ((emag - 4) << 2) | m;
-  else
-    body = 0x60 | (eneg << 4) | ((emag - 8) << 1) | m;
-  return static_cast<uint8_t>(sign | body);
+  const uint32_t body = emag == 0   ? (0x08u | m)
+                        : emag == 1 ? (0x10u | (eneg << 3) | m)
+                        : emag <= 3 ? (0x20u | (eneg << 4) | ((emag - 2) << 3) | m)
+                        : emag <= 7 ? (0x40u | (eneg << 4) | ((emag - 4) << 2) | m)
+                                    : (0x60u | (eneg << 4) | (((emag - 8) & 7) << 1) | m);
+  const bool overflow = e > 15 || (e == 15 && m != 0);
+
+  const uint32_t magnitude = e0 < -15 ? denormal : overflow ? (saturate ? 0x6Eu : 0x6Fu) : body;
+  const uint32_t code = a > 0x7F800000u   ? 0x80u  // NaN
+                        : a < 0x34000000u ? 0x00u  // below 2^-23: the only zero (no -0)
+                                          : sign | magnitude;
+  return static_cast<uint8_t>(code);
 }
 
 // E8M0: nearest power of two, ties upward; see convert_ref.cpp for the rules.
