@@ -1,0 +1,87 @@
+#include "comm/bootstrap/bootstrap.hpp"
+
+#include "comm/bootstrap/bootstrap_internal.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace commfuse::comm {
+
+namespace boot {
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s;
+}
+
+std::string io_reason(net::Io io, int err) {
+  switch (io) {
+    case net::Io::kClosed:
+      return err != 0 ? net::errno_text(err) : "connection closed";
+    case net::Io::kError:
+      return err != 0 ? net::errno_text(err) : "malformed message";
+    case net::Io::kWouldBlock:
+      return "timed out";
+    case net::Io::kOk:
+      break;
+  }
+  return "no error";
+}
+
+}  // namespace boot
+
+Bootstrap::Bootstrap(std::string host, int port, int rank, int world_size, int timeout_s)
+    : host_(std::move(host)),
+      port_(port),
+      rank_(rank),
+      world_size_(world_size),
+      timeout_s_(timeout_s) {}
+
+Bootstrap::~Bootstrap() = default;
+
+std::unique_ptr<Bootstrap> Bootstrap::create(const std::string& host, int port, int rank,
+                                             int world_size, int timeout_s) {
+  CF_CHECK_ARG(world_size >= 1, "bootstrap: world_size is ", world_size, " but must be >= 1");
+  CF_CHECK_ARG(rank >= 0 && rank < world_size, "bootstrap: rank is ", rank, " but world_size is ",
+               world_size, " (rank must be in [0, ", world_size, "))");
+  CF_CHECK_ARG(port >= 1 && port <= 65535, "bootstrap(rank ", rank, "): port is ", port,
+               " but must be in [1, 65535]");
+  CF_CHECK_ARG(!host.empty(), "bootstrap(rank ", rank, "): host is empty");
+  CF_CHECK_ARG(timeout_s >= 1, "bootstrap(rank ", rank, "): timeout_s is ", timeout_s,
+               " but must be >= 1");
+  std::unique_ptr<Bootstrap> b(new Bootstrap(host, port, rank, world_size, timeout_s));
+  if (world_size == 1) return b;
+  if (rank == 0)
+    b->root_accept();
+  else
+    b->peer_join();
+  CF_LOG(kDebug, b->who(), ": group of ", world_size, " formed via ", net::host_port(host, port));
+  return b;
+}
+
+std::string Bootstrap::who() const {
+  return detail::cat("bootstrap(rank ", rank_, ")");
+}
+
+void Bootstrap::check_usable() const {
+  if (!broken_.empty())
+    detail::throw_status(Status::kRuntimeError,
+                         detail::cat(who(), ": unusable after an earlier error: ", broken_));
+}
+
+std::vector<std::string> Bootstrap::collective(wire::FrameType op, const std::string& blob) {
+  check_usable();
+  ++seq_;
+  if (world_size_ == 1) return {blob};
+  return rank_ == 0 ? root_collective(op, blob) : peer_collective(op, blob);
+}
+
+std::vector<std::string> Bootstrap::all_gather(const std::string& blob) {
+  return collective(wire::FrameType::kAllGather, blob);
+}
+
+void Bootstrap::barrier() {
+  collective(wire::FrameType::kBarrier, std::string());
+}
+
+}  // namespace commfuse::comm

@@ -1,0 +1,29 @@
+// Pieces shared by the rank-0 and peer halves of the bootstrap protocol.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "comm/bootstrap/socket.hpp"
+
+namespace commfuse::comm::boot {
+
+// Peers wait this much longer than rank 0 for an answer, so that when rank 0 gives up
+// (e.g. a rank never arrived) its verdict, which names the culprit, reaches them before
+// their own timer fires with a vaguer message.
+constexpr std::chrono::milliseconds kPeerGrace{1000};
+// How long rank 0 spends delivering an error: sending it, and reading until the peers
+// close so that the close does not turn into a reset that could discard the message.
+constexpr std::chrono::milliseconds kErrorGrace{1000};
+// After rank 0 has found a fatal error while the group forms, it keeps answering late
+// arrivals with that error for this long, so they fail with the same message.
+constexpr std::chrono::milliseconds kErrorLinger{1000};
+
+// "rank 2" or "ranks 2, 3".
+std::string rank_list(const std::vector<int>& ranks);
+
+// Why an I/O call failed, for messages: "connection closed", "Connection reset by peer".
+std::string io_reason(net::Io io, int err);
+
+}  // namespace commfuse::comm::boot

@@ -1,0 +1,259 @@
+// Rank 0's half of the bootstrap: forming the group and serving collectives.
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <optional>
+
+#include "comm/bootstrap/bootstrap.hpp"
+#include "comm/bootstrap/bootstrap_internal.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace commfuse::comm {
+namespace {
+
+using boot::kErrorGrace;
+using boot::kErrorLinger;
+
+// Starts delivering an error: the message, then FIN. The connection stays open so that
+// drain_and_close() can read what the peer still sends.
+void tell_error(const net::Fd& fd, Status code, const std::string& message, net::Deadline d) {
+  int err = 0;
+  wire::send_frame(fd.get(), wire::FrameType::kError, 0, wire::encode_error(code, message), d,
+                   &err);
+  shutdown(fd.get(), SHUT_WR);
+}
+
+// Closing a socket with unread input sends a reset, and a reset may make the peer drop
+// the error message we just sent. So read (and discard) until each peer closes or the
+// deadline passes, then close.
+void drain_and_close(std::vector<net::Fd>* fds, net::Deadline deadline) {
+  std::vector<net::Fd*> open;
+  for (auto& fd : *fds)
+    if (fd.valid()) open.push_back(&fd);
+  char sink[4096];
+  while (!open.empty() && !deadline.expired()) {
+    std::vector<pollfd> pfds;
+    for (auto* fd : open) pfds.push_back({fd->get(), POLLIN, 0});
+    if (poll(pfds.data(), pfds.size(), deadline.remaining_ms()) < 0 && errno != EINTR) break;
+    for (size_t i = 0; i < pfds.size(); ++i) {
+      if (pfds[i].revents == 0) continue;
+      size_t got = 0;
+      int err = 0;
+      net::Io io;
+      do io = net::recv_some(open[i]->get(), sink, sizeof(sink), &got, &err);
+      while (io == net::Io::kOk);
+      if (io != net::Io::kWouldBlock) open[i]->reset();
+    }
+    std::erase_if(open, [](net::Fd* fd) { return !fd->valid(); });
+  }
+  for (auto& fd : *fds) fd.reset();
+}
+
+// A connection that has been accepted but has not yet said who it is.
+struct Pending {
+  net::Fd fd;
+  wire::FrameReader reader{wire::kMaxHelloPayload};
+};
+
+}  // namespace
+
+void Bootstrap::root_fail(Status code, const std::string& message) {
+  const net::Deadline deadline = net::Deadline::after(kErrorGrace);
+  for (auto& fd : peers_)
+    if (fd.valid()) tell_error(fd, code, message, deadline);
+  drain_and_close(&peers_, deadline);
+  broken_ = message;
+  detail::throw_status(code, message);
+}
+
+void Bootstrap::root_accept() {
+  std::string listen_error;
+  net::Fd listener = net::listen_tcp(host_, port_, &listen_error);
+  if (!listener.valid())
+    detail::throw_status(Status::kRuntimeError,
+                         detail::cat(who(), ": cannot listen on ", net::host_port(host_, port_),
+                                     ": ", listen_error));
+  peers_.resize(static_cast<size_t>(world_size_));
+  const net::Deadline deadline = net::Deadline::after(std::chrono::seconds(timeout_s_));
+
+  int joined = 0;
+  // A fatal error found while forming the group, and the late arrivals already told.
+  std::optional<std::pair<Status, std::string>> verdict;
+  std::vector<net::Fd> told;
+  int arrivals = 0;  // hellos received, valid or not
+  int largest_world = world_size_;
+  net::Deadline linger = deadline;
+
+  // Handles one complete first frame from a new connection.
+  auto on_hello = [&](net::Fd fd, const wire::Frame& frame) {
+    wire::Hello h;
+    if (frame.type != wire::FrameType::kHello || !wire::decode_hello(frame.payload, &h)) {
+      CF_LOG(kWarn, who(), ": ignoring a connection that did not start with a bootstrap hello");
+      return;
+    }
+    ++arrivals;
+    largest_world = std::max(largest_world, static_cast<int>(h.world_size));
+    if (!verdict) {
+      std::string msg;
+      if (h.version != wire::kVersion)
+        msg = detail::cat("bootstrap: rank ", h.rank, " speaks bootstrap protocol version ",
+                          h.version, " but rank 0 speaks ", wire::kVersion,
+                          " (mixed commfuse versions)");
+      else if (h.world_size != world_size_)
+        msg = detail::cat("bootstrap: rank ", h.rank, " was started with world_size ", h.world_size,
+                          " but rank 0 has ", world_size_);
+      else if (h.rank < 0 || h.rank >= world_size_)
+        msg = detail::cat("bootstrap: a process claims rank ", h.rank, " but world_size is ",
+                          world_size_);
+      else if (h.rank == 0 || peers_[static_cast<size_t>(h.rank)].valid())
+        msg = detail::cat("bootstrap: two processes claim rank ", h.rank);
+      if (msg.empty()) {
+        peers_[static_cast<size_t>(h.rank)] = std::move(fd);
+        ++joined;
+        return;
+      }
+      verdict.emplace(Status::kParamInvalid, msg);
+      linger = deadline.earlier(net::Deadline::after(kErrorLinger));
+      const net::Deadline send_by = net::Deadline::after(kErrorGrace);
+      for (auto& p : peers_) {
+        if (!p.valid()) continue;
+        tell_error(p, verdict->first, verdict->second, send_by);
+        told.push_back(std::move(p));
+      }
+    }
+    tell_error(fd, verdict->first, verdict->second, net::Deadline::after(kErrorGrace));
+    told.push_back(std::move(fd));
+  };
+
+  std::vector<Pending> pending;
+  for (;;) {
+    if (!verdict && joined == world_size_ - 1) break;
+    // Everyone that could be in this group has heard the verdict (or stopped coming).
+    if (verdict && (arrivals >= largest_world - 1 || linger.expired())) break;
+    if (deadline.expired()) break;
+
+    std::vector<pollfd> pfds{{listener.get(), POLLIN, 0}};
+    for (const auto& p : pending) pfds.push_back({p.fd.get(), POLLIN, 0});
+    const net::Deadline wait_until = verdict ? linger : deadline;
+    if (poll(pfds.data(), pfds.size(), wait_until.remaining_ms()) < 0 && errno != EINTR)
+      detail::throw_status(Status::kRuntimeError,
+                           detail::cat(who(), ": poll failed: ", net::errno_text(errno)));
+    // Pending entries first: their indices in pfds are only valid before we add new ones.
+    for (size_t i = 1; i < pfds.size(); ++i) {
+      if (pfds[i].revents == 0) continue;
+      Pending& p = pending[i - 1];
+      int err = 0;
+      const net::Io io = p.reader.feed(p.fd.get(), &err);
+      if (io == net::Io::kWouldBlock) continue;
+      if (io == net::Io::kOk) {
+        on_hello(std::move(p.fd), p.reader.take());
+      } else {
+        CF_LOG(kDebug, who(),
+               ": dropped a connection before its hello: ", boot::io_reason(io, err));
+      }
+      p.fd.reset();
+    }
+    std::erase_if(pending, [](const Pending& p) { return !p.fd.valid(); });
+    if (pfds[0].revents != 0)
+      for (net::Fd c = net::accept_tcp(listener.get()); c.valid();
+           c = net::accept_tcp(listener.get()))
+        pending.push_back(Pending{std::move(c)});
+  }
+  // No one else may join from here on; a new group can take the port at once.
+  listener.reset();
+
+  if (verdict) {
+    drain_and_close(&told, net::Deadline::after(kErrorGrace));
+    root_fail(verdict->first, verdict->second);
+  }
+  if (joined < world_size_ - 1) {
+    std::vector<int> missing;
+    for (int r = 1; r < world_size_; ++r)
+      if (!peers_[static_cast<size_t>(r)].valid()) missing.push_back(r);
+    root_fail(Status::kRuntimeError, detail::cat(who(), ": ", boot::rank_list(missing),
+                                                 " did not connect within ", timeout_s_, " s"));
+  }
+  for (int r = 1; r < world_size_; ++r) {
+    int err = 0;
+    const net::Io io = wire::send_frame(peers_[static_cast<size_t>(r)].get(),
+                                        wire::FrameType::kWelcome, 0, {}, deadline, &err);
+    if (io != net::Io::kOk)
+      root_fail(Status::kRuntimeError,
+                detail::cat(who(), ": lost connection to rank ", r, " while forming the group (",
+                            boot::io_reason(io, err), ")"));
+  }
+}
+
+std::vector<std::string> Bootstrap::root_collective(wire::FrameType op, const std::string& blob) {
+  const char* op_name = wire::frame_name(op);
+  const net::Deadline deadline = net::Deadline::after(std::chrono::seconds(timeout_s_));
+  std::vector<std::string> blobs(static_cast<size_t>(world_size_));
+  blobs[0] = blob;
+  std::vector<wire::FrameReader> readers(static_cast<size_t>(world_size_));
+  std::vector<int> waiting;  // ranks whose contribution has not arrived
+  for (int r = 1; r < world_size_; ++r) waiting.push_back(r);
+
+  // Read from all peers at once: a rank that died is noticed at once, whatever its number.
+  while (!waiting.empty()) {
+    std::vector<pollfd> pfds;
+    for (int r : waiting) pfds.push_back({peers_[static_cast<size_t>(r)].get(), POLLIN, 0});
+    const int n = poll(pfds.data(), pfds.size(), deadline.remaining_ms());
+    if (n < 0 && errno != EINTR)
+      root_fail(Status::kRuntimeError,
+                detail::cat(who(), ": poll failed: ", net::errno_text(errno)));
+    if (n == 0 && deadline.expired())
+      root_fail(Status::kRuntimeError,
+                detail::cat(who(), ": ", boot::rank_list(waiting), " did not arrive at ", op_name,
+                            " #", seq_, " within ", timeout_s_, " s"));
+    std::vector<int> still_waiting;
+    for (size_t i = 0; i < pfds.size(); ++i) {
+      const int r = waiting[i];
+      if (pfds[i].revents == 0) {
+        still_waiting.push_back(r);
+        continue;
+      }
+      int err = 0;
+      wire::FrameReader& reader = readers[static_cast<size_t>(r)];
+      const net::Io io = reader.feed(pfds[i].fd, &err);
+      if (io == net::Io::kWouldBlock) {
+        still_waiting.push_back(r);
+        continue;
+      }
+      if (io != net::Io::kOk)
+        root_fail(Status::kRuntimeError,
+                  detail::cat(who(), ": lost connection to rank ", r, " during ", op_name, " (",
+                              boot::io_reason(io, err), ")"));
+      wire::Frame f = reader.take();
+      if (f.type != op)
+        root_fail(Status::kParamInvalid,
+                  detail::cat("bootstrap: rank ", r, " called ", wire::frame_name(f.type),
+                              " but rank 0 called ", op_name, " (collective #", seq_, ")"));
+      if (f.seq != seq_)
+        root_fail(Status::kInner, detail::cat("bootstrap: rank ", r, " sent collective #", f.seq,
+                                              " but rank 0 is at #", seq_));
+      blobs[static_cast<size_t>(r)] = std::move(f.payload);
+    }
+    waiting = std::move(still_waiting);
+  }
+
+  const std::string result =
+      op == wire::FrameType::kBarrier ? std::string() : wire::encode_blobs(blobs);
+  for (int r = 1; r < world_size_; ++r) {
+    int err = 0;
+    const net::Io io = wire::send_frame(peers_[static_cast<size_t>(r)].get(),
+                                        wire::FrameType::kResult, seq_, result, deadline, &err);
+    if (io == net::Io::kWouldBlock)
+      root_fail(Status::kRuntimeError, detail::cat(who(), ": rank ", r, " did not take the ",
+                                                   op_name, " result within ", timeout_s_, " s"));
+    if (io != net::Io::kOk)
+      root_fail(Status::kRuntimeError,
+                detail::cat(who(), ": lost connection to rank ", r, " during ", op_name, " (",
+                            boot::io_reason(io, err), ")"));
+  }
+  return blobs;
+}
+
+}  // namespace commfuse::comm

@@ -1,0 +1,20 @@
+#include "comm/bootstrap/host_identity.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+
+namespace commfuse::comm {
+
+std::string host_identity() {
+  if (const char* id = std::getenv("COMMFUSE_HOST_ID"); id != nullptr && id[0] != '\0') return id;
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  std::string boot_id;
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::getline(in, boot_id);  // stays empty where /proc is missing: hostname alone then
+  return std::string(host) + "/" + boot_id;
+}
+
+}  // namespace commfuse::comm

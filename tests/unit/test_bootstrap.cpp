@@ -1,0 +1,576 @@
+// Bootstrap tests. Ranks are threads of this process (the transport is real TCP, so that
+// is a real group) or forked children where a process must really die.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/bootstrap/bootstrap.hpp"
+#include "comm/bootstrap/host_identity.hpp"
+#include "comm/bootstrap/init_method.hpp"
+
+using commfuse::Status;
+using commfuse::comm::Bootstrap;
+using commfuse::comm::InitKind;
+using commfuse::comm::parse_init_method;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Sets an environment variable (nullptr: unsets it) for one test and restores it afterwards.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* key, const char* value) : key_(key) {
+    if (const char* old = std::getenv(key)) old_ = old, had_ = true;
+    if (value)
+      setenv(key, value, 1);
+    else
+      unsetenv(key);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      setenv(key_.c_str(), old_.c_str(), 1);
+    else
+      unsetenv(key_.c_str());
+  }
+
+ private:
+  std::string key_, old_;
+  bool had_ = false;
+};
+
+// A port that was free a moment ago: bind port 0 and ask which port the kernel chose.
+int free_port(int family = AF_INET) {
+  const int fd = socket(family, SOCK_STREAM, 0);
+  EXPECT_GE(fd, 0);
+  sockaddr_storage ss{};
+  socklen_t len;
+  if (family == AF_INET) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+    a->sin_family = AF_INET;
+    a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    len = sizeof(*a);
+  } else {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+    a->sin6_family = AF_INET6;
+    a->sin6_addr = in6addr_loopback;
+    len = sizeof(*a);
+  }
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0)
+    port = ntohs(family == AF_INET ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
+                                   : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+  close(fd);
+  return port;
+}
+
+// What one rank saw.
+struct Outcome {
+  bool ok = false;
+  Status code = Status::kSuccess;
+  std::string message;
+  std::vector<std::string> result;
+};
+
+// Runs body(i) in one thread per entry, i = 0..n-1, and collects what each one saw.
+std::vector<Outcome> run_threads(int n, const std::function<std::vector<std::string>(int)>& body) {
+  std::vector<Outcome> out(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      Outcome& o = out[static_cast<size_t>(i)];
+      try {
+        o.result = body(i);
+        o.ok = true;
+      } catch (const commfuse::Error& e) {
+        o.code = e.code();
+        o.message = e.what();
+      } catch (const std::exception& e) {
+        o.code = Status::kInner;
+        o.message = std::string("unexpected exception: ") + e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+// A blob that differs by rank and size, so a mix-up of ranks or lengths shows.
+std::string blob_for(int rank, size_t size) {
+  std::string s(size, '\0');
+  for (size_t i = 0; i < size; ++i) s[i] = static_cast<char>((i * 131 + rank * 7 + 1) & 0xff);
+  return s;
+}
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Waits for a forked child with a deadline (killing it after), returns its exit code or -1.
+int reap(pid_t pid, std::chrono::seconds limit) {
+  const auto until = Clock::now() + limit;
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (Clock::now() > until) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// Expects parse_init_method to throw InvalidArgument whose message contains every part.
+void expect_rejected(std::string_view spec, int rank, int world_size,
+                     const std::vector<std::string>& parts) {
+  try {
+    parse_init_method(spec, rank, world_size);
+    ADD_FAILURE() << "accepted " << spec;
+  } catch (const commfuse::InvalidArgument& e) {
+    for (const auto& p : parts) EXPECT_TRUE(contains(e.what(), p)) << e.what() << " / " << p;
+  }
+}
+
+}  // namespace
+
+// ---- init_method ----
+
+TEST(InitMethod, ParsesTcpForms) {
+  auto m = parse_init_method("tcp://127.0.0.1:29500", 1, 4);
+  EXPECT_EQ(m.kind, InitKind::kTcp);
+  EXPECT_EQ(m.host, "127.0.0.1");
+  EXPECT_EQ(m.port, 29500);
+  EXPECT_EQ(m.rank, 1);
+  EXPECT_EQ(m.world_size, 4);
+  m = parse_init_method("tcp://node-7.cluster.example:65535", 0, 1);
+  EXPECT_EQ(m.host, "node-7.cluster.example");
+  EXPECT_EQ(m.port, 65535);
+  m = parse_init_method("tcp://[::1]:1", 3, 8);
+  EXPECT_EQ(m.host, "::1");
+  EXPECT_EQ(m.port, 1);
+  m = parse_init_method("tcp://[fe80::1%eth0]:29500", 0, 2);
+  EXPECT_EQ(m.host, "fe80::1%eth0");
+}
+
+TEST(InitMethod, RejectsMalformedTcp) {
+  expect_rejected("tcp://", 0, 1, {"tcp://host:port"});
+  expect_rejected("tcp://host", 0, 1, {"no port"});
+  expect_rejected("tcp://host:", 0, 1, {"port", "[1, 65535]"});
+  expect_rejected("tcp://host:0", 0, 1, {"'0'"});
+  expect_rejected("tcp://host:65536", 0, 1, {"'65536'"});
+  expect_rejected("tcp://host:12ab", 0, 1, {"'12ab'"});
+  expect_rejected("tcp://host:-5", 0, 1, {"'-5'"});
+  expect_rejected("tcp://host:29500/path", 0, 1, {"'29500/path'"});
+  expect_rejected("tcp://:29500", 0, 1, {"empty host"});
+  expect_rejected("tcp://[::1:29500", 0, 1, {"IPv6"});
+  expect_rejected("tcp://[::1]29500", 0, 1, {"IPv6"});
+  expect_rejected("tcp://::1:29500", 0, 1, {"brackets"});
+  expect_rejected("tcp://us er@host:1", 0, 1, {"host"});
+}
+
+TEST(InitMethod, TcpRankAndWorldSizeComeFromArguments) {
+  expect_rejected("tcp://h:1", 4, 4, {"rank is 4", "world_size is 4"});
+  expect_rejected("tcp://h:1", 7, 4, {"rank is 7", "world_size is 4"});
+  expect_rejected("tcp://h:1", -1, 4, {"rank is -1", "world_size is 4"});
+  expect_rejected("tcp://h:1", 0, 0, {"world_size is 0", ">= 1"});
+  expect_rejected("tcp://h:1", 0, -1, {"world_size is -1"});
+}
+
+TEST(InitMethod, EnvReadsTheTorchVariables) {
+  ScopedEnv a("MASTER_ADDR", "10.1.2.3"), p("MASTER_PORT", "29501"), r("RANK", "2"),
+      w("WORLD_SIZE", "4");
+  auto m = parse_init_method("env://", -1, -1);
+  EXPECT_EQ(m.kind, InitKind::kEnv);
+  EXPECT_EQ(m.host, "10.1.2.3");
+  EXPECT_EQ(m.port, 29501);
+  EXPECT_EQ(m.rank, 2);
+  EXPECT_EQ(m.world_size, 4);
+  // Arguments that agree are fine; ones that disagree name both values.
+  EXPECT_EQ(parse_init_method("env://", 2, 4).rank, 2);
+  expect_rejected("env://", 1, -1, {"rank argument is 1", "RANK=2"});
+  expect_rejected("env://", -1, 8, {"world_size argument is 8", "WORLD_SIZE=4"});
+  {
+    ScopedEnv v6("MASTER_ADDR", "::1");
+    EXPECT_EQ(parse_init_method("env://", -1, -1).host, "::1");
+  }
+  {
+    ScopedEnv v6("MASTER_ADDR", "[::1]");
+    EXPECT_EQ(parse_init_method("env://", -1, -1).host, "::1");
+  }
+  {
+    ScopedEnv bad("RANK", "4");
+    expect_rejected("env://", -1, -1, {"rank is 4", "world_size is 4"});
+  }
+  {
+    ScopedEnv bad("RANK", "two");
+    expect_rejected("env://", -1, -1, {"RANK='two'"});
+  }
+  {
+    ScopedEnv bad("MASTER_PORT", "99999");
+    expect_rejected("env://", -1, -1, {"MASTER_PORT", "99999"});
+  }
+}
+
+TEST(InitMethod, EnvNamesTheMissingVariable) {
+  ScopedEnv a("MASTER_ADDR", "h"), p("MASTER_PORT", "29500"), r("RANK", "0"), w("WORLD_SIZE", "2");
+  for (const char* var : {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"}) {
+    ScopedEnv gone(var, nullptr);
+    expect_rejected("env://", -1, -1, {var, "not set"});
+  }
+  // An unset RANK / WORLD_SIZE may be supplied by the argument instead.
+  ScopedEnv no_rank("RANK", nullptr);
+  EXPECT_EQ(parse_init_method("env://", 1, -1).rank, 1);
+}
+
+TEST(InitMethod, MpiLeavesRankAndSizeToMpi) {
+  auto m = parse_init_method("mpi", -1, -1);
+  EXPECT_EQ(m.kind, InitKind::kMpi);
+  EXPECT_EQ(m.rank, -1);
+  EXPECT_EQ(m.world_size, -1);
+  EXPECT_EQ(parse_init_method("mpi", 3, 8).rank, 3);
+}
+
+TEST(InitMethod, UnknownFormsListTheAcceptedOnes) {
+  for (const char* s :
+       {"", "gloo://h:1", "file:///tmp/x", "TCP://h:1", "env:/", "mpi://", "tcp:/h:1"})
+    expect_rejected(s, 0, 1, {"tcp://host:port", "env://", "mpi"});
+}
+
+// ---- host identity ----
+
+TEST(BootstrapHostIdentity, StableAndOverridable) {
+  {
+    ScopedEnv unset("COMMFUSE_HOST_ID", nullptr);
+    const std::string id = commfuse::comm::host_identity();
+    EXPECT_FALSE(id.empty());
+    EXPECT_EQ(id, commfuse::comm::host_identity());
+  }
+  ScopedEnv fake("COMMFUSE_HOST_ID", "pretend-node-b");
+  EXPECT_EQ(commfuse::comm::host_identity(), "pretend-node-b");
+}
+
+// ---- forming a group and collectives ----
+
+TEST(Bootstrap, RejectsBadArguments) {
+  EXPECT_THROW(Bootstrap::create("127.0.0.1", 29500, 2, 2, 5), commfuse::InvalidArgument);
+  EXPECT_THROW(Bootstrap::create("127.0.0.1", 29500, 0, 0, 5), commfuse::InvalidArgument);
+  EXPECT_THROW(Bootstrap::create("127.0.0.1", 0, 0, 2, 5), commfuse::InvalidArgument);
+  EXPECT_THROW(Bootstrap::create("127.0.0.1", 29500, 0, 2, 0), commfuse::InvalidArgument);
+  EXPECT_THROW(Bootstrap::create("", 29500, 0, 2, 5), commfuse::InvalidArgument);
+}
+
+TEST(Bootstrap, AllGatherReturnsEveryBlobInRankOrder) {
+  for (int ws : {1, 2, 3, 8}) {
+    SCOPED_TRACE("world_size " + std::to_string(ws));
+    const int port = free_port();
+    // Rank 0 empty, rank 1 1 MiB, others small and all different.
+    auto size_of = [](int r) -> size_t { return r == 0 ? 0 : r == 1 ? (1u << 20) : 37u * r; };
+    auto out = run_threads(ws, [&](int r) {
+      auto b = Bootstrap::create("127.0.0.1", port, r, ws, 10);
+      EXPECT_EQ(b->rank(), r);
+      EXPECT_EQ(b->world_size(), ws);
+      return b->all_gather(blob_for(r, size_of(r)));
+    });
+    for (int r = 0; r < ws; ++r) {
+      const Outcome& o = out[static_cast<size_t>(r)];
+      ASSERT_TRUE(o.ok) << "rank " << r << ": " << o.message;
+      ASSERT_EQ(o.result.size(), static_cast<size_t>(ws));
+      for (int s = 0; s < ws; ++s)
+        EXPECT_TRUE(o.result[static_cast<size_t>(s)] == blob_for(s, size_of(s)))
+            << "rank " << r << " got a wrong blob for rank " << s;
+    }
+  }
+}
+
+TEST(Bootstrap, IPv6AndHostNames) {
+  const int fd = socket(AF_INET6, SOCK_STREAM, 0);
+  const bool have_v6 = fd >= 0 && free_port(AF_INET6) != 0;
+  if (fd >= 0) close(fd);
+  for (const char* host : {"localhost", "::1"}) {
+    if (std::string(host) == "::1" && !have_v6) continue;
+    SCOPED_TRACE(host);
+    const int port = free_port(std::string(host) == "::1" ? AF_INET6 : AF_INET);
+    auto out = run_threads(3, [&](int r) {
+      return Bootstrap::create(host, port, r, 3, 10)->all_gather(std::to_string(r));
+    });
+    for (const auto& o : out) {
+      ASSERT_TRUE(o.ok) << o.message;
+      EXPECT_EQ(o.result, (std::vector<std::string>{"0", "1", "2"}));
+    }
+  }
+}
+
+TEST(Bootstrap, BarrierWaitsForEveryRank) {
+  const int ws = 4, port = free_port();
+  std::atomic<int> arrived{0};
+  auto out = run_threads(ws, [&](int r) -> std::vector<std::string> {
+    auto b = Bootstrap::create("127.0.0.1", port, r, ws, 10);
+    std::this_thread::sleep_for(std::chrono::milliseconds(40 * (ws - r)));
+    arrived.fetch_add(1);
+    b->barrier();
+    EXPECT_EQ(arrived.load(), ws) << "rank " << r << " left the barrier early";
+    b->barrier();  // and again, with no one late
+    return {};
+  });
+  for (const auto& o : out) EXPECT_TRUE(o.ok) << o.message;
+}
+
+TEST(Bootstrap, ManyConsecutiveAllGathersStayInStep) {
+  const int ws = 4, port = free_port(), rounds = 200;
+  auto out = run_threads(ws, [&](int r) -> std::vector<std::string> {
+    auto b = Bootstrap::create("127.0.0.1", port, r, ws, 10);
+    for (int i = 0; i < rounds; ++i) {
+      // Sizes vary per round so frames of different lengths follow each other.
+      auto got = b->all_gather(std::to_string(i) + ":" + blob_for(r, (i * 13 + r) % 50));
+      EXPECT_EQ(got.size(), static_cast<size_t>(ws));
+      for (int s = 0; s < ws && s < static_cast<int>(got.size()); ++s)
+        if (got[static_cast<size_t>(s)] != std::to_string(i) + ":" + blob_for(s, (i * 13 + s) % 50))
+          ADD_FAILURE() << "rank " << r << " round " << i << " blob of rank " << s;
+    }
+    return {};
+  });
+  for (const auto& o : out) EXPECT_TRUE(o.ok) << o.message;
+}
+
+TEST(Bootstrap, PortCanBeReusedRightAway) {
+  const int port = free_port();
+  for (int round = 0; round < 3; ++round) {
+    auto out = run_threads(2, [&](int r) {
+      return Bootstrap::create("127.0.0.1", port, r, 2, 10)->all_gather(std::to_string(round));
+    });
+    for (const auto& o : out) ASSERT_TRUE(o.ok) << "round " << round << ": " << o.message;
+  }
+}
+
+TEST(Bootstrap, StrayConnectionIsIgnored) {
+  const int port = free_port();
+  std::atomic<bool> done{false};
+  // A client that is not a commfuse rank (a port scanner, say) connects and sends junk.
+  std::thread stray([&] {
+    while (!done) {
+      const int fd = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(static_cast<uint16_t>(port));
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
+        const char junk[] = "GET / HTTP/1.0\r\n\r\n";
+        (void)!send(fd, junk, sizeof(junk), MSG_NOSIGNAL);
+        close(fd);
+        return;
+      }
+      close(fd);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  auto out = run_threads(3, [&](int r) {
+    // Rank 2 comes late so the stray is seen while the group forms.
+    if (r == 2) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    return Bootstrap::create("127.0.0.1", port, r, 3, 10)->all_gather("x");
+  });
+  done = true;
+  stray.join();
+  for (const auto& o : out) EXPECT_TRUE(o.ok) << o.message;
+}
+
+// ---- failures ----
+
+TEST(Bootstrap, PortInUseFailsOnRankZeroNamingIt) {
+  const int port = free_port();
+  const int blocker = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(blocker, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(blocker, 1), 0);
+  try {
+    Bootstrap::create("127.0.0.1", port, 0, 2, 2);
+    ADD_FAILURE() << "listened on a busy port";
+  } catch (const commfuse::RuntimeFailure& e) {
+    EXPECT_EQ(std::string(e.what()), "bootstrap(rank 0): cannot listen on 127.0.0.1:" +
+                                         std::to_string(port) + ": Address already in use");
+  }
+  close(blocker);
+}
+
+TEST(Bootstrap, WorldSizeMismatchFailsEveryRankWithBothSizes) {
+  const int port = free_port();
+  // Rank 0 believes in 2 ranks, ranks 1 and 2 in 3.
+  auto out = run_threads(3, [&](int r) {
+    return Bootstrap::create("127.0.0.1", port, r, r == 0 ? 2 : 3, 5)->all_gather("x");
+  });
+  for (const auto& o : out) {
+    EXPECT_FALSE(o.ok);
+    EXPECT_EQ(o.code, Status::kParamInvalid) << o.message;
+    EXPECT_TRUE(contains(o.message, "was started with world_size 3 but rank 0 has 2")) << o.message;
+  }
+  EXPECT_EQ(out[0].message, out[1].message);
+  EXPECT_EQ(out[0].message, out[2].message);
+}
+
+TEST(Bootstrap, DuplicateRankFailsEveryRank) {
+  const int port = free_port();
+  const int claimed[] = {0, 1, 1};
+  const auto t0 = Clock::now();
+  auto out = run_threads(3, [&](int i) {
+    return Bootstrap::create("127.0.0.1", port, claimed[i], 3, 5)->all_gather("x");
+  });
+  for (const auto& o : out) {
+    EXPECT_EQ(o.code, Status::kParamInvalid) << o.message;
+    EXPECT_EQ(o.message, "bootstrap: two processes claim rank 1");
+  }
+  EXPECT_LT(seconds_since(t0), 4.0) << "the verdict should not wait for the timeout";
+}
+
+TEST(Bootstrap, RankThatNeverArrivesIsNamedWithinTheTimeout) {
+  const int port = free_port();
+  const int present[] = {0, 1, 3};  // rank 2 of 4 never starts
+  const auto t0 = Clock::now();
+  auto out = run_threads(3, [&](int i) {
+    return Bootstrap::create("127.0.0.1", port, present[i], 4, 2)->all_gather("x");
+  });
+  const double took = seconds_since(t0);
+  for (const auto& o : out) {
+    EXPECT_EQ(o.code, Status::kRuntimeError) << o.message;
+    // Every rank reports rank 0's verdict, which names the absent rank.
+    EXPECT_EQ(o.message, "bootstrap(rank 0): rank 2 did not connect within 2 s");
+  }
+  EXPECT_GE(took, 1.9);
+  EXPECT_LT(took, 4.5);
+}
+
+TEST(Bootstrap, UnreachableRankZeroTimesOut) {
+  const int port = free_port();  // nobody listens there
+  const auto t0 = Clock::now();
+  try {
+    Bootstrap::create("127.0.0.1", port, 3, 4, 1);
+    ADD_FAILURE() << "joined a group without rank 0";
+  } catch (const commfuse::RuntimeFailure& e) {
+    EXPECT_TRUE(contains(e.what(), "bootstrap(rank 3): could not reach rank 0 at 127.0.0.1:" +
+                                       std::to_string(port) + " within 1 s"))
+        << e.what();
+  }
+  EXPECT_LT(seconds_since(t0), 2.5);
+}
+
+TEST(Bootstrap, MismatchedCollectivesFailAndLeaveTheGroupUnusable) {
+  const int port = free_port();
+  auto out = run_threads(2, [&](int r) -> std::vector<std::string> {
+    auto b = Bootstrap::create("127.0.0.1", port, r, 2, 5);
+    try {
+      if (r == 0)
+        b->barrier();
+      else
+        b->all_gather("x");
+    } catch (const commfuse::InvalidArgument&) {
+      EXPECT_THROW(b->all_gather("again"), commfuse::RuntimeFailure);
+      throw;
+    }
+    return {};
+  });
+  for (const auto& o : out) {
+    EXPECT_EQ(o.code, Status::kParamInvalid) << o.message;
+    EXPECT_TRUE(contains(o.message, "rank 1 called all_gather but rank 0 called barrier"))
+        << o.message;
+  }
+}
+
+TEST(Bootstrap, StalledRankIsNamedWhenACollectiveTimesOut) {
+  const int port = free_port();
+  const auto t0 = Clock::now();
+  auto out = run_threads(3, [&](int r) {
+    auto b = Bootstrap::create("127.0.0.1", port, r, 3, 1);
+    // Rank 2 is alive but late: past the 1 s deadline of the others.
+    if (r == 2) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    return b->all_gather("x");
+  });
+  for (const auto& o : out) {
+    EXPECT_EQ(o.code, Status::kRuntimeError) << o.message;
+    // The late rank too gets rank 0's verdict, which was waiting on its connection.
+    EXPECT_EQ(o.message, "bootstrap(rank 0): rank 2 did not arrive at all_gather #1 within 1 s");
+  }
+  EXPECT_LT(seconds_since(t0), 4.0);
+}
+
+// A forked child is a real peer process; it completes one all_gather, then dies without
+// closing anything gracefully, while the others are already in the next all_gather.
+TEST(Bootstrap, PeerProcessThatDiesIsNamedOnEveryRank) {
+  const int port = free_port();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int code = 1;
+    try {
+      auto b = Bootstrap::create("127.0.0.1", port, 2, 3, 5);
+      auto got = b->all_gather("child");
+      code = got == std::vector<std::string>{"r0", "r1", "child"} ? 42 : 2;
+    } catch (...) {
+      code = 3;
+    }
+    _exit(code);
+  }
+  const auto t0 = Clock::now();
+  auto out = run_threads(2, [&](int r) {
+    auto b = Bootstrap::create("127.0.0.1", port, r, 3, 5);
+    auto got = b->all_gather("r" + std::to_string(r));
+    EXPECT_EQ(got, (std::vector<std::string>{"r0", "r1", "child"}));
+    return b->all_gather("second");  // rank 2 is gone by now
+  });
+  EXPECT_EQ(reap(child, std::chrono::seconds(10)), 42) << "the child's all_gather failed";
+  for (const auto& o : out) {
+    EXPECT_EQ(o.code, Status::kRuntimeError) << o.message;
+    EXPECT_TRUE(contains(o.message, "bootstrap(rank 0): lost connection to rank 2")) << o.message;
+  }
+  EXPECT_LT(seconds_since(t0), 4.0) << "a dead peer should be noticed, not waited out";
+}
+
+TEST(Bootstrap, RankZeroProcessThatDiesIsNamedOnEveryRank) {
+  const int port = free_port();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int code = 1;
+    try {
+      auto b = Bootstrap::create("127.0.0.1", port, 0, 3, 5);
+      code = b->all_gather("r0").size() == 3 ? 42 : 2;
+    } catch (...) {
+      code = 3;
+    }
+    _exit(code);
+  }
+  const auto t0 = Clock::now();
+  auto out = run_threads(2, [&](int i) {
+    auto b = Bootstrap::create("127.0.0.1", port, i + 1, 3, 5);
+    b->all_gather("x");
+    return b->all_gather("second");
+  });
+  EXPECT_EQ(reap(child, std::chrono::seconds(10)), 42) << "the child's all_gather failed";
+  for (int i = 0; i < 2; ++i) {
+    const Outcome& o = out[static_cast<size_t>(i)];
+    EXPECT_EQ(o.code, Status::kRuntimeError) << o.message;
+    EXPECT_TRUE(contains(
+        o.message, "bootstrap(rank " + std::to_string(i + 1) + "): lost connection to rank 0"))
+        << o.message;
+  }
+  EXPECT_LT(seconds_since(t0), 4.0);
+}
