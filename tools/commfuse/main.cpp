@@ -1,4 +1,4 @@
-// `commfuse` — the command-line front door: info, demo, selfcheck.
+// `commfuse` — the command-line front door: info, demo, selfcheck, launch.
 #include <commfuse/commfuse.hpp>
 
 #include <cstdio>
@@ -18,6 +18,7 @@ void usage(FILE* out) {
                "  demo        the main job: operators across local ranks, verified, timed\n"
                "              (until the first operator lands: the number-format self-check)\n"
                "  selfcheck   number formats: SPEC check values, bulk vs reference, throughput\n"
+               "  launch      launch -n W [--] program [args...]: run W local ranks of a program\n"
                "  version     print the version\n");
 }
 
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
     if (cmd == "info") return commfuse::cli::cmd_info(argc - 1, argv + 1);
     if (cmd == "demo") return commfuse::cli::cmd_demo(argc - 1, argv + 1);
     if (cmd == "selfcheck") return commfuse::cli::cmd_selfcheck(argc - 1, argv + 1);
+    if (cmd == "launch") return commfuse::cli::cmd_launch(argc - 1, argv + 1);
     if (cmd == "version" || cmd == "--version") {
       std::printf("commfuse %s\n", commfuse::version());
       return 0;
