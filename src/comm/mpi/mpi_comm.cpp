@@ -1,0 +1,237 @@
+// init_method "mpi": rank and size come from MPI_COMM_WORLD. Ranks that all share one
+// host use the shm transport (MPI only carries the set-up records); ranks on several
+// hosts, or any job with COMMFUSE_TRANSPORT=mpi, use the MPI transport.
+#include "comm/comm_impl.hpp"
+#include "core/error.hpp"
+
+#if COMMFUSE_HAVE_MPI
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "comm/bootstrap/host_identity.hpp"
+#include "comm/mpi/mpi_requests.hpp"
+#include "comm/mpi/mpi_transport.hpp"
+#include "core/cpu_features.hpp"
+#include "core/log.hpp"
+#include "core/params.hpp"
+#endif
+
+namespace commfuse::comm {
+
+#if COMMFUSE_HAVE_MPI
+
+// comm_create.cpp: the shm communicator, with the record exchange supplied by the caller.
+using SetupAllGather = std::function<std::vector<std::string>(const std::string&)>;
+using SetupBarrier = std::function<void()>;
+std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
+                                          const SetupAllGather& all_gather,
+                                          const SetupBarrier& barrier);
+
+namespace {
+
+constexpr const char* kOp = "comm init";
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+// Initializes MPI unless the program did. Whoever initializes finalizes: we do it at exit,
+// after main's communicators are gone (mpirun reports a process that exits without
+// MPI_Finalize as failed).
+void ensure_mpi_initialized() {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized)
+    detail::throw_status(Status::kRuntimeError,
+                         "comm init: init_method \"mpi\" after MPI_Finalize was called");
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) return;
+  // SERIALIZED: a communicator is driven by one thread at a time, like any collective.
+  // Programs that drive several MPI communicators from several threads at once initialize
+  // MPI themselves with MPI_THREAD_MULTIPLE.
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+    detail::throw_status(Status::kRuntimeError, "comm init: MPI_Init_thread failed");
+  std::atexit(finalize_at_exit);
+}
+
+// Our duplicate of MPI_COMM_WORLD until a transport takes it.
+class OwnedComm {
+ public:
+  OwnedComm(int rank, int timeout_s) {
+    std::vector<MPI_Request> req(1);
+    mpi::check(MPI_Comm_idup(MPI_COMM_WORLD, &comm_, &req[0]), "MPI_Comm_idup", kOp, rank);
+    mpi::wait_all(req, kOp, rank, timeout_s, false);
+    // Errors come back as codes (turned into RUNTIME_ERROR) instead of killing the job.
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  }
+  ~OwnedComm() {
+    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  }
+  OwnedComm(const OwnedComm&) = delete;
+  OwnedComm& operator=(const OwnedComm&) = delete;
+  MPI_Comm get() const { return comm_; }
+  MPI_Comm release() { return std::exchange(comm_, MPI_COMM_NULL); }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+// Every rank's string, in rank order (lengths first, then the bytes).
+std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine, int rank,
+                                        int timeout_s) {
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(size), displs(size);
+  std::vector<MPI_Request> req(1);
+  mpi::check(MPI_Iallgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm, &req[0]),
+             "MPI_Iallgather", kOp, rank);
+  mpi::wait_all(req, kOp, rank, timeout_s, false);
+  int total = 0;
+  for (int r = 0; r < size; ++r) {
+    displs[r] = total;
+    total += lens[r];
+  }
+  std::string all(static_cast<size_t>(total), '\0');
+  mpi::check(MPI_Iallgatherv(mine.data(), len, MPI_BYTE, all.data(), lens.data(), displs.data(),
+                             MPI_BYTE, comm, &req[0]),
+             "MPI_Iallgatherv", kOp, rank);
+  mpi::wait_all(req, kOp, rank, timeout_s, false);
+  std::vector<std::string> out;
+  for (int r = 0; r < size; ++r) out.push_back(all.substr(displs[r], lens[r]));
+  return out;
+}
+
+void barrier(MPI_Comm comm, int rank, int timeout_s) {
+  std::vector<MPI_Request> req(1);
+  mpi::check(MPI_Ibarrier(comm, &req[0]), "MPI_Ibarrier", kOp, rank);
+  mpi::wait_all(req, kOp, rank, timeout_s, false);
+}
+
+// What each rank tells the others before anything is built. A rank whose own checks
+// failed still takes part, so that its peers fail at once naming it instead of waiting.
+struct SetupRecord {
+  int code = 0;           // Status of this rank's own checks
+  std::string transport;  // its COMMFUSE_TRANSPORT: the choice must be the same everywhere
+  std::string host;       // host_identity()
+  std::string error;      // its error message when code != 0
+
+  std::string encode() const {
+    std::ostringstream os;
+    os << code << '\n' << transport << '\n' << host << '\n' << error;
+    return os.str();
+  }
+  static SetupRecord decode(const std::string& s) {
+    SetupRecord r;
+    std::istringstream is(s);
+    std::string code;
+    std::getline(is, code);
+    std::getline(is, r.transport);
+    std::getline(is, r.host);
+    std::getline(is, r.error, '\0');
+    r.code = std::atoi(code.c_str());
+    return r;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<CommImpl> create_mpi_comm(int rank, int world_size) {
+  ensure_mpi_initialized();
+  int me = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  log::set_rank(me);
+
+  SetupRecord mine;
+  mine.host = host_identity();
+  int timeout_s = 300;
+  try {
+    timeout_s = params::timeout_seconds();
+    mine.transport = params::get_string("COMMFUSE_TRANSPORT");
+    CF_CHECK_ARG((rank < 0 || rank == me) && (world_size < 0 || world_size == size),
+                 "comm init(rank ", me, "): rank ", rank, " / world_size ", world_size,
+                 " were passed but MPI_COMM_WORLD has rank ", me, " / size ", size);
+  } catch (const Error& e) {
+    mine.code = static_cast<int>(e.code());
+    mine.error = e.what();
+  }
+
+  OwnedComm comm(me, timeout_s);
+  std::vector<SetupRecord> recs;
+  for (const auto& s : gather_strings(comm.get(), mine.encode(), me, timeout_s))
+    recs.push_back(SetupRecord::decode(s));
+  if (mine.code != 0) detail::throw_status(static_cast<Status>(mine.code), mine.error);
+  for (int r = 0; r < size; ++r)
+    if (recs[r].code != 0)
+      detail::throw_status(Status::kRuntimeError, detail::cat("comm init(rank ", me, "): rank ", r,
+                                                              " failed: ", recs[r].error));
+
+  std::set<std::string> hosts;
+  int local_ranks = 0;
+  for (int r = 0; r < size; ++r) {
+    CF_CHECK_ARG(recs[r].transport == mine.transport, "comm init(rank ", me, "): rank ", r,
+                 " has COMMFUSE_TRANSPORT=", recs[r].transport, " but rank ", me, " has ",
+                 mine.transport);
+    hosts.insert(recs[r].host);
+    local_ranks += recs[r].host == mine.host ? 1 : 0;
+  }
+  CF_CHECK_ARG(mine.transport != "shm" || hosts.size() == 1, "comm init(rank ", me,
+               "): COMMFUSE_TRANSPORT=shm but the ranks run on ", hosts.size(), " hosts");
+
+  if (mine.transport != "mpi" && hosts.size() == 1) {
+    const MPI_Comm c = comm.get();
+    return create_shm_comm(
+        me, size, [&](const std::string& blob) { return gather_strings(c, blob, me, timeout_s); },
+        [&] { barrier(c, me, timeout_s); });
+  }
+
+  uint64_t group_id = 0;
+  if (me == 0) group_id = std::random_device{}() * 4294967296ull + std::random_device{}();
+  std::vector<MPI_Request> req(1);
+  mpi::check(MPI_Ibcast(&group_id, 1, MPI_UINT64_T, 0, comm.get(), &req[0]), "MPI_Ibcast", kOp, me);
+  mpi::wait_all(req, kOp, me, timeout_s, false);
+  char name[64];
+  std::snprintf(name, sizeof(name), "commfuse-%016llx-w%d",
+                static_cast<unsigned long long>(group_id), size);
+
+  const bool oversubscribed = local_ranks > cpu::online_cores();
+  CF_LOG(kInfo, "comm ", name, ": rank ", me, "/", size, " on mpi (", hosts.size(), " host",
+         hosts.size() == 1 ? "" : "s", ", ", local_ranks, " ranks here",
+         oversubscribed ? ", oversubscribed" : "", ")");
+  // Not yet hierarchical: same-host pairs also go through MPI (whose shared-memory BTL,
+  // when enabled, carries them) rather than through our shm regions.
+  if (hosts.size() > 1 && local_ranks > 1)
+    CF_LOG(kInfo, "comm ", name,
+           ": same-host ranks talk through MPI too (no shm within hosts yet)");
+  return std::make_unique<CommImpl>(
+      me, size, local_ranks, name,
+      std::make_unique<mpi::MpiTransport>(comm.release(), oversubscribed));
+}
+
+#else  // !COMMFUSE_HAVE_MPI
+
+std::unique_ptr<CommImpl> create_mpi_comm(int rank, int /*world_size*/) {
+  detail::throw_status(Status::kParamInvalid,
+                       detail::cat("comm init(rank ", rank,
+                                   "): init_method \"mpi\" needs commfuse built with MPI "
+                                   "(COMMFUSE_WITH_MPI=ON and an MPI library found)"));
+}
+
+#endif
+
+}  // namespace commfuse::comm

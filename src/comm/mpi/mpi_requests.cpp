@@ -1,0 +1,173 @@
+#if COMMFUSE_HAVE_MPI
+#include "comm/mpi/mpi_requests.hpp"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "core/error.hpp"
+
+namespace commfuse::comm::mpi {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Largest piece of one message: well inside int, and small enough that a slow link still
+// completes pieces (= shows progress) often.
+constexpr size_t kPieceBytes = size_t{64} << 20;
+
+// Between polls: nothing at first (latency matters for small messages), then yield, then
+// short sleeps. With more ranks than cores the spinning phase is nearly skipped: a rank
+// polling MPI steals the core its peer needs to send the data it waits for.
+class Pacer {
+ public:
+  explicit Pacer(bool oversubscribed)
+      : start_(Clock::now()),
+        spin_polls_(oversubscribed ? 16 : 4096),
+        yield_for_(oversubscribed ? std::chrono::milliseconds(1) : std::chrono::milliseconds(20)) {}
+
+  void pause() {
+    if (polls_ < spin_polls_) {
+      ++polls_;
+      return;
+    }
+    if (Clock::now() - start_ < yield_for_) {
+      sched_yield();
+      return;
+    }
+    // Short: Open MPI moves bytes only while we are inside MPI_Testsome.
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+
+ private:
+  Clock::time_point start_;
+  int polls_ = 0;
+  int spin_polls_;
+  Clock::duration yield_for_;
+};
+
+// Polls until every request is complete (true) or timeout_s seconds pass without any
+// completing (false; the unfinished requests are left as they are).
+bool poll(std::vector<MPI_Request>& requests, int timeout_s, bool oversubscribed, const char* op,
+          int rank) {
+  if (requests.empty()) return true;
+  std::vector<int> done(requests.size());
+  Pacer pacer(oversubscribed);
+  const auto timeout = std::chrono::seconds(timeout_s);
+  auto last_progress = Clock::now();
+  while (true) {
+    int n_done = 0;
+    check(MPI_Testsome(static_cast<int>(requests.size()), requests.data(), &n_done, done.data(),
+                       MPI_STATUSES_IGNORE),
+          "MPI_Testsome", op, rank);
+    if (n_done == MPI_UNDEFINED) return true;  // no active request left
+    const auto now = Clock::now();
+    if (n_done > 0)
+      last_progress = now;
+    else if (now - last_progress >= timeout)
+      return false;
+    pacer.pause();
+  }
+}
+
+}  // namespace
+
+void check(int rc, const char* call, const char* op, int rank) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  detail::throw_status(Status::kRuntimeError,
+                       detail::cat(op, "(rank ", rank, "): ", call, " failed: ", text));
+}
+
+void wait_all(std::vector<MPI_Request>& requests, const char* op, int rank, int timeout_s,
+              bool oversubscribed) {
+  if (poll(requests, timeout_s, oversubscribed, op, rank)) return;
+  // Collective requests cannot be cancelled; the communicator is abandoned with them.
+  for (auto& r : requests)
+    if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+  detail::throw_status(Status::kRuntimeError,
+                       detail::cat(op, "(rank ", rank, "): timed out after ", timeout_s,
+                                   " s (COMMFUSE_TIMEOUT_S) waiting for the other ranks"));
+}
+
+Batch::Batch(MPI_Comm comm, int tag, int rank, const char* op, int timeout_s, bool oversubscribed)
+    : comm_(comm),
+      tag_(tag),
+      rank_(rank),
+      op_(op),
+      timeout_s_(timeout_s),
+      oversubscribed_(oversubscribed) {}
+
+Batch::~Batch() {
+  cancel();
+}
+
+void Batch::send(int peer, const void* buf, size_t bytes) {
+  // MPI_Isend takes a non-const pointer only for MPI-2 compatibility; it does not write.
+  post(peer, const_cast<void*>(buf), bytes, false);
+}
+
+void Batch::recv(int peer, void* buf, size_t bytes) {
+  post(peer, buf, bytes, true);
+}
+
+void Batch::post(int peer, void* buf, size_t bytes, bool is_recv) {
+  auto* p = static_cast<unsigned char*>(buf);
+  for (size_t off = 0; off < bytes; off += kPieceBytes) {
+    const int n = static_cast<int>(std::min(kPieceBytes, bytes - off));
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (is_recv)
+      check(MPI_Irecv(p + off, n, MPI_BYTE, peer, tag_, comm_, &req), "MPI_Irecv", op_, rank_);
+    else
+      check(MPI_Isend(p + off, n, MPI_BYTE, peer, tag_, comm_, &req), "MPI_Isend", op_, rank_);
+    requests_.push_back(req);
+    peer_.push_back(peer);
+    is_recv_.push_back(is_recv);
+  }
+}
+
+void Batch::wait() {
+  if (poll(requests_, timeout_s_, oversubscribed_, op_, rank_)) {
+    requests_.clear();
+    peer_.clear();
+    is_recv_.clear();
+    return;
+  }
+  const std::string missing = missing_peers();
+  detail::throw_status(Status::kRuntimeError,
+                       detail::cat(op_, "(rank ", rank_, "): timed out after ", timeout_s_,
+                                   " s (COMMFUSE_TIMEOUT_S) waiting for ", missing));
+}
+
+std::string Batch::missing_peers() const {
+  // Receives name the ranks we did not hear from; if only sends are stuck, the ranks that
+  // did not take our data.
+  for (const bool recv : {true, false}) {
+    std::vector<int> ranks;
+    for (size_t i = 0; i < requests_.size(); ++i)
+      if (requests_[i] != MPI_REQUEST_NULL && (is_recv_[i] != 0) == recv) ranks.push_back(peer_[i]);
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    if (ranks.empty()) continue;
+    std::string s = "ranks ";
+    for (size_t i = 0; i < ranks.size(); ++i) s += detail::cat(i ? ", " : "", ranks[i]);
+    return recv ? s : s + " to take rank " + std::to_string(rank_) + "'s data";
+  }
+  return "the other ranks";
+}
+
+void Batch::cancel() noexcept {
+  for (size_t i = 0; i < requests_.size(); ++i) {
+    if (requests_[i] == MPI_REQUEST_NULL) continue;
+    if (is_recv_[i] != 0) MPI_Cancel(&requests_[i]);
+    MPI_Request_free(&requests_[i]);
+  }
+  requests_.clear();
+}
+
+}  // namespace commfuse::comm::mpi
+#endif  // COMMFUSE_HAVE_MPI

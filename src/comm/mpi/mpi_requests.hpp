@@ -1,0 +1,59 @@
+// Waiting for MPI with a deadline. MPI's own waits block forever, so every wait here polls
+// (MPI_Testsome, which also drives progress: Open MPI's TCP transport moves bytes only
+// inside MPI calls) and gives the CPU away once a wait gets long, because ranks may share
+// few cores. Only built with MPI.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace commfuse::comm::mpi {
+
+// Throws RUNTIME_ERROR "<op>(rank <rank>): <call> failed: <MPI's message>" unless rc is
+// MPI_SUCCESS.
+void check(int rc, const char* call, const char* op, int rank);
+
+// Waits for requests that carry no peer to blame (set-up collectives): RUNTIME_ERROR
+// naming op and rank after timeout_s seconds without any of them completing.
+void wait_all(std::vector<MPI_Request>& requests, const char* op, int rank, int timeout_s,
+              bool oversubscribed);
+
+// A batch of point-to-point transfers of one tag that complete together. Messages are
+// split into pieces so that any byte count fits MPI's int counts; both sides split the
+// same way, and MPI matches messages between two ranks with one tag in posting order.
+class Batch {
+ public:
+  Batch(MPI_Comm comm, int tag, int rank, const char* op, int timeout_s, bool oversubscribed);
+  ~Batch();  // a batch not waited for (an exception) is cancelled, see cancel()
+  Batch(const Batch&) = delete;
+  Batch& operator=(const Batch&) = delete;
+
+  void send(int peer, const void* buf, size_t bytes);
+  void recv(int peer, void* buf, size_t bytes);
+  // Returns once every transfer completed. The deadline is timeout_s seconds without any
+  // transfer completing (a large transfer on a slow link is not a hang); on expiry the
+  // batch is cancelled and RUNTIME_ERROR names the peers whose data did not arrive.
+  void wait();
+
+ private:
+  void post(int peer, void* buf, size_t bytes, bool is_recv);
+  // Cancels unfinished receives, so late data cannot land in buffers the caller has freed,
+  // and releases every request. (MPI cannot cancel sends; they finish in the background.)
+  void cancel() noexcept;
+  std::string missing_peers() const;
+
+  MPI_Comm comm_;
+  int tag_;
+  int rank_;
+  const char* op_;
+  int timeout_s_;
+  bool oversubscribed_;
+  std::vector<MPI_Request> requests_;
+  std::vector<int> peer_;      // per request
+  std::vector<char> is_recv_;  // per request
+};
+
+}  // namespace commfuse::comm::mpi

@@ -1,0 +1,314 @@
+#if COMMFUSE_HAVE_MPI
+#include "comm/mpi/mpi_transport.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+
+#include "comm/mpi/mpi_requests.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/params.hpp"
+#include "kernels/cpu/reduce.hpp"
+
+namespace commfuse::comm::mpi {
+namespace {
+
+// Tags keep descriptors and data apart: a fast rank may send the next op's descriptor
+// while a slow one still receives this op's data.
+constexpr int kDescTag = 1;
+constexpr int kDataTag = 2;
+
+// Up to this many bytes an all-reduce gathers every rank's whole input and sums locally
+// (one round of messages); above it, reduce-scatter + all-gather (each rank sends and
+// receives about 2N instead of R·N).
+constexpr size_t kSmallAllReduceBytes = 64 * 1024;
+// Reductions run in pieces whose received blocks total at most this, bounding scratch.
+constexpr size_t kScratchBytes = size_t{32} << 20;
+
+// Bytes of the descriptor header: what travels unless the sender failed.
+constexpr int kDescHeaderBytes = static_cast<int>(offsetof(WireDesc, reason));
+
+size_t elem_bytes(DType t) {
+  return static_cast<size_t>(dtype_bits(t) / 8);
+}
+
+// Slice q of n elements split as evenly as possible over `parts`.
+void slice(uint64_t n, int parts, int q, uint64_t* off, uint64_t* len) {
+  const uint64_t base = n / static_cast<uint64_t>(parts);
+  const uint64_t rem = n % static_cast<uint64_t>(parts);
+  const auto uq = static_cast<uint64_t>(q);
+  *off = uq * base + std::min(uq, rem);
+  *len = base + (uq < rem ? 1 : 0);
+}
+
+CollDesc to_desc(const WireDesc& w) {
+  CollDesc d;
+  d.op = static_cast<CollOp>(w.op);
+  d.dtype = static_cast<DType>(w.dtype);
+  d.count = w.count;
+  d.root = w.root;
+  return d;
+}
+
+}  // namespace
+
+MpiTransport::MpiTransport(MPI_Comm comm, bool oversubscribed)
+    : comm_(comm), oversubscribed_(oversubscribed), timeout_s_(params::timeout_seconds()) {
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  descs_.resize(static_cast<size_t>(size_));
+}
+
+MpiTransport::~MpiTransport() {
+  // A communicator kept past exit (a static) may outlive MPI itself.
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Comm_free(&comm_);
+}
+
+uint8_t* MpiTransport::scratch(size_t bytes) {
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  return scratch_.data();
+}
+
+template <typename Body>
+void MpiTransport::run(const CollDesc& desc, Body&& body) {
+  const char* op = coll_op_name(desc.op);
+  if (!failure_.empty())
+    detail::throw_status(
+        Status::kRuntimeError,
+        detail::cat(op, "(rank ", rank_,
+                    "): communicator is unusable after an earlier failure: ", failure_));
+  ++op_seq_;
+  try {
+    WireDesc mine{};
+    mine.op = static_cast<uint32_t>(desc.op);
+    mine.dtype = static_cast<int32_t>(desc.dtype);
+    mine.count = desc.count;
+    mine.root = desc.root;
+    mine.op_seq = op_seq_;
+    exchange_descriptors(mine, op);
+    check_descriptors(desc, op);
+    body(op);
+  } catch (const Error& e) {
+    // Every rank saw the same descriptors, so a mismatch or a failed peer fails everyone
+    // alike; after a timeout MPI's state is unknown. Either way nothing more is sent.
+    failure_ = e.what();
+    throw;
+  }
+}
+
+void MpiTransport::exchange_descriptors(const WireDesc& mine, const char* op) {
+  const int bytes = mine.op == 0 ? kDescHeaderBytes + static_cast<int>(std::strlen(mine.reason)) + 1
+                                 : kDescHeaderBytes;
+  Batch b(comm_, kDescTag, rank_, op, timeout_s_, oversubscribed_);
+  for (int i = 1; i < size_; ++i) {
+    const int q = (rank_ + i) % size_;
+    b.recv(q, &descs_[q], sizeof(WireDesc));
+  }
+  for (int i = 1; i < size_; ++i) b.send((rank_ + i) % size_, &mine, static_cast<size_t>(bytes));
+  b.wait();
+  descs_[rank_] = mine;
+}
+
+void MpiTransport::check_descriptors(const CollDesc& desc, const char* op) {
+  for (int r = 0; r < size_; ++r) {
+    WireDesc& d = descs_[r];
+    if (d.op != 0) continue;
+    d.reason[sizeof(d.reason) - 1] = '\0';
+    detail::throw_status(Status::kRuntimeError,
+                         detail::cat(op, "(rank ", rank_, "): rank ", r, " failed: ", d.reason));
+  }
+  for (int r = 0; r < size_; ++r) {
+    const WireDesc& d = descs_[r];
+    const CollDesc theirs = to_desc(d);
+    if (!(theirs == desc) || d.op_seq != op_seq_)
+      detail::throw_status(
+          Status::kRuntimeError,
+          detail::cat(op, "(rank ", rank_, "): mismatched collective: rank ", r, " called ",
+                      describe(theirs), " (its call #", d.op_seq, ") but rank ", rank_, " called ",
+                      describe(desc), " (call #", op_seq_, ")"));
+  }
+}
+
+void MpiTransport::abort(const std::string& reason) {
+  if (!failure_.empty()) return;  // peers already know, or the transport is past talking
+  failure_ = reason;
+  // The peers are (or will be) in the descriptor exchange of the collective this rank is
+  // refusing: take part in it with a "failed" descriptor so they fail at once naming
+  // this rank. Bounded by the deadline; abort itself never throws.
+  WireDesc mine{};
+  mine.op = 0;
+  mine.op_seq = op_seq_ + 1;
+  std::snprintf(mine.reason, sizeof(mine.reason), "%s", reason.c_str());
+  try {
+    exchange_descriptors(mine, "abort");
+  } catch (const Error& e) {
+    CF_LOG(kWarn, "could not tell the peers that rank ", rank_, " failed: ", e.what());
+  }
+}
+
+void MpiTransport::barrier() {
+  // The descriptor exchange is a barrier: no rank gets past it before every rank arrived.
+  run(CollDesc{CollOp::kBarrier, DType::kInt8, 0, -1}, [](const char*) {});
+}
+
+void MpiTransport::broadcast(void* buf, uint64_t count, DType dtype, int root) {
+  run(CollDesc{CollOp::kBroadcast, dtype, count, root}, [&](const char* op) {
+    const size_t bytes = dtype_storage_bytes(dtype, count);
+    if (bytes == 0 || size_ == 1) return;
+    // Binomial tree rooted at root: ceil(log2 R) rounds, each rank sends at most that many
+    // copies. v is this rank's distance from the root.
+    const int v = (rank_ - root + size_) % size_;
+    int mask = 1;
+    while (mask < size_ && (v & mask) == 0) mask <<= 1;
+    if (v != 0) {
+      Batch up(comm_, kDataTag, rank_, op, timeout_s_, oversubscribed_);
+      up.recv((v - mask + root) % size_, buf, bytes);
+      up.wait();
+    }
+    Batch down(comm_, kDataTag, rank_, op, timeout_s_, oversubscribed_);
+    for (mask >>= 1; mask > 0; mask >>= 1)
+      if (v + mask < size_) down.send((v + mask + root) % size_, buf, bytes);
+    down.wait();
+  });
+}
+
+void MpiTransport::all_gather(const void* src, void* dst, uint64_t count, DType dtype) {
+  run(CollDesc{CollOp::kAllGather, dtype, count, -1}, [&](const char* op) {
+    const size_t bytes = dtype_storage_bytes(dtype, count);
+    if (bytes == 0) return;
+    auto* out = static_cast<uint8_t*>(dst);
+    Batch b(comm_, kDataTag, rank_, op, timeout_s_, oversubscribed_);
+    for (int i = 1; i < size_; ++i) {
+      const int q = (rank_ + i) % size_;
+      b.recv(q, out + q * bytes, bytes);
+      b.send(q, src, bytes);
+    }
+    std::memmove(out + rank_ * bytes, src, bytes);
+    b.wait();
+  });
+}
+
+void MpiTransport::all_to_all(const void* src, void* dst, uint64_t count, DType dtype) {
+  run(CollDesc{CollOp::kAllToAll, dtype, count, -1}, [&](const char* op) {
+    const size_t bytes = dtype_storage_bytes(dtype, count);
+    if (bytes == 0) return;
+    const auto* in = static_cast<const uint8_t*>(src);
+    auto* out = static_cast<uint8_t*>(dst);
+    Batch b(comm_, kDataTag, rank_, op, timeout_s_, oversubscribed_);
+    for (int i = 1; i < size_; ++i) {
+      // Receive from the rank i behind, send to the rank i ahead: every rank talks to a
+      // different peer at a time instead of all sending to rank 0 first.
+      b.recv((rank_ - i + size_) % size_, out + ((rank_ - i + size_) % size_) * bytes, bytes);
+      b.send((rank_ + i) % size_, in + ((rank_ + i) % size_) * bytes, bytes);
+    }
+    std::memmove(out + rank_ * bytes, in + rank_ * bytes, bytes);
+    b.wait();
+  });
+}
+
+void MpiTransport::reduce_scatter(const void* src, void* dst, uint64_t count, DType dtype) {
+  CF_CHECK_ARG(kernels::cpu::reducible(dtype), "reduce_scatter(rank ", rank_, "): dtype ",
+               dtype_name(dtype), " cannot be summed (float32, float16, bfloat16, int8, int32)");
+  run(CollDesc{CollOp::kReduceScatter, dtype, count, -1}, [&](const char* op) {
+    const size_t es = elem_bytes(dtype);
+    const uint64_t piece = std::max<uint64_t>(1, kScratchBytes / size_ / es);
+    const auto* in = static_cast<const uint8_t*>(src);
+    auto* out = static_cast<uint8_t*>(dst);
+    std::vector<const void*> parts(size_);
+    for (uint64_t off = 0; off < count; off += piece) {
+      // Block r of every rank's input, piece [off, off + n), lands at parts[r].
+      const uint64_t n = std::min(piece, count - off);
+      uint8_t* blocks = scratch(size_ * n * es);
+      Batch b(comm_, kDataTag, rank_, op, timeout_s_, oversubscribed_);
+      for (int i = 1; i < size_; ++i) {
+        const int from = (rank_ - i + size_) % size_, to = (rank_ + i) % size_;
+        b.recv(from, blocks + from * n * es, n * es);
+        b.send(to, in + (to * count + off) * es, n * es);
+      }
+      std::memcpy(blocks + rank_ * n * es, in + (rank_ * count + off) * es, n * es);
+      b.wait();
+      for (int r = 0; r < size_; ++r) parts[r] = blocks + r * n * es;
+      kernels::cpu::reduce_sum(parts.data(), size_, out + off * es, n, dtype);
+    }
+  });
+}
+
+void MpiTransport::all_reduce(const void* src, void* dst, uint64_t count, DType dtype) {
+  CF_CHECK_ARG(kernels::cpu::reducible(dtype), "all_reduce(rank ", rank_, "): dtype ",
+               dtype_name(dtype), " cannot be summed (float32, float16, bfloat16, int8, int32)");
+  run(CollDesc{CollOp::kAllReduce, dtype, count, -1}, [&](const char* op) {
+    const auto* in = static_cast<const uint8_t*>(src);
+    auto* out = static_cast<uint8_t*>(dst);
+    if (count * elem_bytes(dtype) <= kSmallAllReduceBytes || count < uint64_t(size_))
+      all_reduce_small(in, out, count, dtype, op);
+    else
+      all_reduce_large(in, out, count, dtype, op);
+  });
+}
+
+// Every rank gathers every rank's input and sums all of it in rank order: the same
+// additions on every rank, so the same bits.
+void MpiTransport::all_reduce_small(const uint8_t* src, uint8_t* dst, uint64_t count, DType dtype,
+                                    const char* op) {
+  const size_t bytes = count * elem_bytes(dtype);
+  if (bytes == 0) return;
+  uint8_t* all = scratch(size_ * bytes);
+  Batch b(comm_, kDataTag, rank_, op, timeout_s_, oversubscribed_);
+  for (int i = 1; i < size_; ++i) {
+    const int q = (rank_ + i) % size_;
+    b.recv(q, all + q * bytes, bytes);
+    b.send(q, src, bytes);
+  }
+  std::memcpy(all + rank_ * bytes, src, bytes);
+  b.wait();  // src is read (sends done) before dst, which may be src, is written
+  std::vector<const void*> parts(size_);
+  for (int r = 0; r < size_; ++r) parts[r] = all + r * bytes;
+  kernels::cpu::reduce_sum(parts.data(), size_, dst, count, dtype);
+}
+
+// Per piece: rank q receives slice q of every rank's input and sums it in rank order
+// (reduce-scatter), then every rank sends its summed slice to every other (all-gather).
+// Each slice is summed once, by its owner, so every rank holds the same bits.
+void MpiTransport::all_reduce_large(const uint8_t* src, uint8_t* dst, uint64_t count, DType dtype,
+                                    const char* op) {
+  const size_t es = elem_bytes(dtype);
+  const uint64_t piece = std::max<uint64_t>(size_, kScratchBytes / es);
+  std::vector<const void*> parts(size_);
+  for (uint64_t off = 0; off < count; off += piece) {
+    const uint64_t n = std::min(piece, count - off);
+    uint64_t my_off = 0, my_len = 0;
+    slice(n, size_, rank_, &my_off, &my_len);
+    uint8_t* blocks = scratch(size_ * my_len * es);
+    {
+      Batch b(comm_, kDataTag, rank_, op, timeout_s_, oversubscribed_);
+      for (int i = 1; i < size_; ++i) {
+        const int from = (rank_ - i + size_) % size_, to = (rank_ + i) % size_;
+        uint64_t to_off = 0, to_len = 0;
+        slice(n, size_, to, &to_off, &to_len);
+        b.recv(from, blocks + from * my_len * es, my_len * es);
+        b.send(to, src + (off + to_off) * es, to_len * es);
+      }
+      std::memcpy(blocks + rank_ * my_len * es, src + (off + my_off) * es, my_len * es);
+      b.wait();  // this piece of src is fully sent before dst (maybe src) is written
+    }
+    for (int r = 0; r < size_; ++r) parts[r] = blocks + r * my_len * es;
+    uint8_t* mine = dst + (off + my_off) * es;
+    kernels::cpu::reduce_sum(parts.data(), size_, mine, my_len, dtype);
+    Batch b(comm_, kDataTag, rank_, op, timeout_s_, oversubscribed_);
+    for (int i = 1; i < size_; ++i) {
+      const int from = (rank_ - i + size_) % size_, to = (rank_ + i) % size_;
+      uint64_t from_off = 0, from_len = 0;
+      slice(n, size_, from, &from_off, &from_len);
+      b.recv(from, dst + (off + from_off) * es, from_len * es);
+      b.send(to, mine, my_len * es);
+    }
+    b.wait();
+  }
+}
+
+}  // namespace commfuse::comm::mpi
+#endif  // COMMFUSE_HAVE_MPI

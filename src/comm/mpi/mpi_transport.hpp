@@ -1,0 +1,73 @@
+// Collectives over MPI point-to-point messages, for ranks on different hosts (or on one
+// host when COMMFUSE_TRANSPORT=mpi). Every collective starts by exchanging a small
+// descriptor with every peer, so a mismatch or a peer that rejected its arguments is
+// reported on every rank before any data moves. Data moves with nonblocking sends and
+// receives, polled with a deadline (MPI's blocking calls cannot time out); point-to-point
+// rather than MPI's collectives because an unfinished receive names the missing peer, can
+// be cancelled, and needs no int-sized counts or datatypes for large strided blocks.
+// Sums use kernels::cpu::reduce_sum in rank order, so results are bitwise identical on
+// every rank and to the shm transport (MPI_Allreduce cannot sum bf16 and fixes no order).
+// docs/algorithms.md describes each collective's messages. Only built with MPI.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comm/transport.hpp"
+
+namespace commfuse::comm::mpi {
+
+// What a rank sends before every collective. op 0 means "this rank failed" with a reason.
+struct WireDesc {
+  uint32_t op;
+  int32_t dtype;
+  uint64_t count;
+  int32_t root;
+  uint32_t op_seq;
+  char reason[480];
+};
+
+class MpiTransport final : public Transport {
+ public:
+  // Takes ownership of comm (a duplicate of the user's, so our messages never match theirs).
+  MpiTransport(MPI_Comm comm, bool oversubscribed);
+  ~MpiTransport() override;
+  MpiTransport(const MpiTransport&) = delete;
+  MpiTransport& operator=(const MpiTransport&) = delete;
+
+  const char* name() const override { return "mpi"; }
+  void barrier() override;
+  void broadcast(void* buf, uint64_t count, DType dtype, int root) override;
+  void all_gather(const void* src, void* dst, uint64_t count, DType dtype) override;
+  void reduce_scatter(const void* src, void* dst, uint64_t count, DType dtype) override;
+  void all_reduce(const void* src, void* dst, uint64_t count, DType dtype) override;
+  void all_to_all(const void* src, void* dst, uint64_t count, DType dtype) override;
+  void abort(const std::string& reason) override;
+
+ private:
+  template <typename Body>
+  void run(const CollDesc& desc, Body&& body);
+  // Sends mine to every peer and receives theirs into descs_.
+  void exchange_descriptors(const WireDesc& mine, const char* op);
+  void check_descriptors(const CollDesc& desc, const char* op);
+  void all_reduce_small(const uint8_t* src, uint8_t* dst, uint64_t count, DType dtype,
+                        const char* op);
+  void all_reduce_large(const uint8_t* src, uint8_t* dst, uint64_t count, DType dtype,
+                        const char* op);
+  uint8_t* scratch(size_t bytes);
+
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int size_ = 1;
+  bool oversubscribed_;
+  int timeout_s_;
+  uint32_t op_seq_ = 0;
+  std::string failure_;  // set once an op failed: the transport is then unusable
+  std::vector<WireDesc> descs_;
+  std::vector<uint8_t> scratch_;  // received blocks before they are summed
+};
+
+}  // namespace commfuse::comm::mpi
