@@ -70,6 +70,37 @@ commfuseStatus_t commfuseConvert(const void* src, commfuseDataType srcType, void
 commfuseStatus_t commfusePackInt4(const int8_t* src, uint8_t* dst, uint64_t count);
 commfuseStatus_t commfuseUnpackInt4(const uint8_t* src, int8_t* dst, uint64_t count);
 
+/* ---- Communicators (see commfuse.hpp for the semantics) ---- */
+
+typedef struct commfuseComm* commfuseComm_t;
+
+#define COMMFUSE_COMM_NAME_MAX 128 /* bytes, including the terminating NUL */
+
+/* init_method: "tcp://host:port", "env://" or "mpi". */
+commfuseStatus_t commfuseCommInitRank(int rank, int worldSize, const char* initMethod,
+                                      commfuseComm_t* comm);
+/* RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT from the environment (or MPI under mpirun). */
+commfuseStatus_t commfuseCommInitFromEnv(commfuseComm_t* comm);
+commfuseStatus_t commfuseCommDestroy(commfuseComm_t comm);
+/* Writes the communicator's name (the `group`/`hcom` string of the operators) into name,
+ * which must hold COMMFUSE_COMM_NAME_MAX bytes. */
+commfuseStatus_t commfuseCommGetName(commfuseComm_t comm, char* name);
+commfuseStatus_t commfuseCommRank(commfuseComm_t comm, int* rank);
+commfuseStatus_t commfuseCommSize(commfuseComm_t comm, int* worldSize);
+
+/* Collectives. count is in elements of dtype (see commfuse.hpp for per-op meaning). */
+commfuseStatus_t commfuseBarrier(commfuseComm_t comm);
+commfuseStatus_t commfuseBroadcast(void* buf, uint64_t count, commfuseDataType dtype, int root,
+                                   commfuseComm_t comm);
+commfuseStatus_t commfuseAllGather(const void* sendbuf, void* recvbuf, uint64_t sendCount,
+                                   commfuseDataType dtype, commfuseComm_t comm);
+commfuseStatus_t commfuseReduceScatter(const void* sendbuf, void* recvbuf, uint64_t recvCount,
+                                       commfuseDataType dtype, commfuseComm_t comm);
+commfuseStatus_t commfuseAllReduce(const void* sendbuf, void* recvbuf, uint64_t count,
+                                   commfuseDataType dtype, commfuseComm_t comm);
+commfuseStatus_t commfuseAllToAll(const void* sendbuf, void* recvbuf, uint64_t countPerPeer,
+                                  commfuseDataType dtype, commfuseComm_t comm);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -87,5 +88,55 @@ void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_
 // value outside [-8, 7]. For odd count, the unused high nibble of the last byte is kept.
 void pack_int4(const int8_t* src, uint8_t* dst, size_t count);
 void unpack_int4(const uint8_t* src, int8_t* dst, size_t count);
+
+namespace comm {
+class CommImpl;
+}
+
+// A communicator: a group of ranks that run collectives and fused operators together.
+// Its name() is the `group` / `hcom` string operators take (like HcclGetCommName).
+//
+// init_method:
+//   "tcp://host:port"  rank 0 listens there to exchange set-up data (rank, world_size given)
+//   "env://"           MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE (as torch and `commfuse launch`)
+//   "mpi"              rank and size from MPI_COMM_WORLD (under mpirun)
+// Ranks on one host talk through shared memory; COMMFUSE_TRANSPORT=mpi forces MPI.
+//
+// Collectives are collective: every rank calls them in the same order with matching
+// arguments; a mismatch is reported (RUNTIME_ERROR naming it), never silently combined.
+// Sums are fp32 in rank order 0..R-1 (integers: exact, saturated), bitwise identical on
+// every rank. Counts are elements of dtype.
+class Comm {
+ public:
+  Comm(int rank, int world_size, std::string_view init_method);
+  // env:// with rank and world size from the environment (RANK/WORLD_SIZE, or MPI's
+  // OMPI_COMM_WORLD_RANK/SIZE under mpirun, then init_method "mpi").
+  static std::unique_ptr<Comm> from_env();
+  ~Comm();
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  int rank() const;
+  int world_size() const;
+  const std::string& name() const;
+  const char* transport_name() const;  // "shm" or "mpi"
+
+  void barrier();
+  void broadcast(void* buf, size_t count, DType dtype, int root);
+  void all_gather(const void* src, void* dst, size_t count, DType dtype);
+  void reduce_scatter(const void* src, void* dst, size_t count, DType dtype);
+  void all_reduce(const void* src, void* dst, size_t count, DType dtype);
+  void all_to_all(const void* src, void* dst, size_t count, DType dtype);
+
+  comm::CommImpl& impl() { return *impl_; }
+
+ private:
+  explicit Comm(std::unique_ptr<comm::CommImpl> impl);
+  std::unique_ptr<comm::CommImpl> impl_;
+};
+
+// The live communicator with this name (operators' `group` argument). An unknown name
+// throws InvalidArgument.
+Comm& find_comm(std::string_view name);
 
 }  // namespace commfuse

@@ -3,34 +3,15 @@
 #include <commfuse/commfuse.h>
 #include <commfuse/commfuse.hpp>
 
-#include <new>
 #include <string>
 
 #include "core/error.hpp"
 
+#include "api/c_api_guard.hpp"
+
 namespace {
 
-thread_local std::string t_last_error;
-
-template <typename F>
-commfuseStatus_t guarded(const char* fn, F&& body) {
-  try {
-    body();
-    return COMMFUSE_SUCCESS;
-  } catch (const commfuse::Error& e) {
-    t_last_error = e.what();
-    return static_cast<commfuseStatus_t>(e.code());
-  } catch (const std::bad_alloc&) {
-    t_last_error = std::string(fn) + ": out of memory";
-    return COMMFUSE_RUNTIME_ERROR;
-  } catch (const std::exception& e) {
-    t_last_error = std::string(fn) + ": internal error: " + e.what();
-    return COMMFUSE_INNER;
-  } catch (...) {
-    t_last_error = std::string(fn) + ": internal error: unknown exception";
-    return COMMFUSE_INNER;
-  }
-}
+using commfuse::api::guarded;
 
 commfuse::DType to_dtype(commfuseDataType t) {
   return static_cast<commfuse::DType>(t);
@@ -38,10 +19,17 @@ commfuse::DType to_dtype(commfuseDataType t) {
 
 }  // namespace
 
+namespace commfuse::api {
+std::string& last_error() {
+  thread_local std::string message;
+  return message;
+}
+}  // namespace commfuse::api
+
 extern "C" {
 
 const char* commfuseGetLastErrorMessage(void) {
-  return t_last_error.c_str();
+  return commfuse::api::last_error().c_str();
 }
 
 const char* commfuseGetStatusName(commfuseStatus_t status) {

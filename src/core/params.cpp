@@ -9,7 +9,7 @@
 namespace commfuse::params {
 namespace {
 
-constexpr std::array<Param, 6> kParams{{
+constexpr std::array<Param, 8> kParams{{
     {"COMMFUSE_LOG", Kind::kChoice, "warn", "error|warn|info|debug",
      "log level; lines go to stderr prefixed host:pid:rank"},
     {"COMMFUSE_TIMEOUT_S", Kind::kInt, "300", "",
@@ -20,6 +20,10 @@ constexpr std::array<Param, 6> kParams{{
      "path of a Chrome-trace JSON file to write (empty = tracing off)"},
     {"COMMFUSE_TRANSPORT", Kind::kChoice, "auto", "auto|shm|mpi",
      "transport between ranks: auto = shm on one host, MPI across hosts"},
+    {"COMMFUSE_SHM_SLOT_BYTES", Kind::kInt, "4194304", "",
+     "bytes of each of a rank's two shared-memory slots (collectives move data in steps of this)"},
+    {"COMMFUSE_HOST_ID", Kind::kString, "", "",
+     "pretend this process runs on the named host (tests of the multi-host paths)"},
     {"COMMFUSE_VERBOSE", Kind::kInt, "0", "",
      "1 = print one line per algorithm/schedule decision (like ONEDNN_VERBOSE)"},
 }};

@@ -173,10 +173,26 @@ TEST(Launch, FailingRankStopsTheOthersAndSetsTheExitCode) {
   ASSERT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_NE(r.err.find("rank 1 (pid "), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("exited with code 3; stopping the other 3 ranks"), std::string::npos)
+  // The others get the grace period to exit on their own (they usually report the
+  // failure themselves), then SIGTERM.
+  EXPECT_NE(r.err.find("exited with code 3; waiting up to 1 s for the other 3 ranks to exit"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("ranks 0,2,3 still running after the 1 s grace period; sending SIGTERM"),
+            std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("ranks 0,2,3: killed by signal 15 (SIGTERM)"), std::string::npos) << r.err;
   EXPECT_LT(r.seconds, 20) << "the other ranks were waited for, not stopped";
+}
+
+TEST(Launch, OthersThatExitWithinTheGracePeriodAreNotSignalled) {
+  const auto r = run(launch({"-n", "3", "--grace", "10", "--", "sh", "-c",
+                             "if [ $RANK = 1 ]; then exit 5; fi; sleep 0.5; echo done"}));
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_NE(r.err.find("ranks 0,2: exited with code 0"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("SIGTERM"), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, 8) << "the launcher waited out the grace period after everyone exited";
 }
 
 TEST(Launch, RankKilledBySignal) {

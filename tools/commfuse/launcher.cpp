@@ -39,6 +39,8 @@ using detail::cat;
 
 constexpr const char* kMasterAddr = "127.0.0.1";
 constexpr int kHandledSignals[] = {SIGINT, SIGTERM, SIGCHLD};
+// How long ranks asked to stop with SIGTERM get before SIGKILL.
+constexpr std::chrono::seconds kTermToKill{2};
 
 std::string errno_text(int e) {
   return std::strerror(e);
@@ -228,6 +230,7 @@ class Launcher {
     while (count_running() > 0) {
       reap();
       if (count_running() == 0) break;
+      if (term_at_ && Clock::now() >= *term_at_) grace_over();
       if (kill_at_ && Clock::now() >= *kill_at_) escalate();
       wait_for_events();
     }
@@ -243,7 +246,7 @@ class Launcher {
   }
 
  private:
-  bool stopping() const { return kill_at_.has_value() || killed_; }
+  bool stopping() const { return term_at_.has_value() || kill_at_.has_value() || killed_; }
 
   size_t count_running() const {
     return static_cast<size_t>(
@@ -335,9 +338,32 @@ class Launcher {
                            : cat("rank ", rank, " (pid ", r.pid, ") ",
                                  WIFSIGNALED(r.status) ? "was " : "", outcome(r, argv_[0]));
     size_t others = count_running() - (r.running ? 1 : 0);
+    if (others > 0 && grace_ > Clock::duration::zero() && r.running == false) {
+      // The others usually notice the failure themselves within a fraction of a second and
+      // exit with their own error message: give them the grace period to do so, then stop
+      // whoever is left.
+      what += cat("; waiting up to ", std::chrono::duration<double>(grace_).count(),
+                  " s for the other ", plural(others, "rank"), " to exit, then stopping them");
+      say(what);
+      term_at_ = Clock::now() + grace_;
+      return;
+    }
     if (others > 0) what += cat("; stopping the other ", plural(others, "rank"));
     say(what);
     begin_stop(SIGTERM);
+  }
+
+  // The grace period after a rank failure is over: ask the rest to stop, then kill them.
+  void grace_over() {
+    term_at_.reset();
+    std::vector<int> left;
+    for (size_t i = 0; i < ranks_.size(); ++i)
+      if (ranks_[i].running) left.push_back(static_cast<int>(i));
+    if (left.empty()) return;
+    say(cat(left.size() == 1 ? "rank " : "ranks ", rank_list(left), " still running after the ",
+            std::chrono::duration<double>(grace_).count(), " s grace period; sending SIGTERM"));
+    kill_at_ = Clock::now() + kTermToKill;
+    signal_running(SIGTERM);
   }
 
   // Asks the running ranks to stop with `sig`; SIGKILL follows after the grace period.
@@ -406,9 +432,11 @@ class Launcher {
           streams.push_back(s);
         }
     int timeout_ms = -1;
-    if (kill_at_) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(*kill_at_ - Clock::now());
-      timeout_ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, INT_MAX));
+    for (const auto& at : {term_at_, kill_at_}) {
+      if (!at) continue;
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(*at - Clock::now());
+      const int ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, INT_MAX));
+      timeout_ms = timeout_ms < 0 ? ms : std::min(timeout_ms, ms);
     }
     if (::poll(fds.data(), fds.size(), timeout_ms) <= 0) return;  // timeout or EINTR
     if (fds[0].revents != 0)
@@ -454,7 +482,9 @@ class Launcher {
   std::vector<Rank> ranks_;
   SignalScope signals_;
   Clock::duration grace_{};
-  std::optional<Clock::time_point> kill_at_;  // set while waiting out the grace period
+  // After a rank failure: when to SIGTERM the ranks still running (end of the grace period).
+  std::optional<Clock::time_point> term_at_;
+  std::optional<Clock::time_point> kill_at_;  // when SIGTERM'd ranks get SIGKILL
   bool killed_ = false;                       // SIGKILL already sent
   std::optional<int> first_failure_;
   std::optional<std::string> start_error_;

@@ -18,6 +18,9 @@ void usage(FILE* out) {
                "  demo        the main job: operators across local ranks, verified, timed\n"
                "              (until the first operator lands: the number-format self-check)\n"
                "  selfcheck   number formats: SPEC check values, bulk vs reference, throughput\n"
+               "  bench       bench all-reduce|all-gather|reduce-scatter|all-to-all -n W [-b 4K]\n"
+               "              [-e 64M] [-f 2] [--dtype T] [--transport shm|mpi] [--json FILE]:\n"
+               "              nccl-tests columns, and OpenMPI's collective timed in the same run\n"
                "  launch      launch -n W [--] program [args...]: run W local ranks of a program\n"
                "  version     print the version\n");
 }
@@ -35,6 +38,8 @@ int main(int argc, char** argv) {
     if (cmd == "demo") return commfuse::cli::cmd_demo(argc - 1, argv + 1);
     if (cmd == "selfcheck") return commfuse::cli::cmd_selfcheck(argc - 1, argv + 1);
     if (cmd == "launch") return commfuse::cli::cmd_launch(argc - 1, argv + 1);
+    if (cmd == "bench") return commfuse::cli::cmd_bench(argc - 1, argv + 1);
+    if (cmd == "bench-worker") return commfuse::cli::cmd_bench_worker(argc - 1, argv + 1);
     if (cmd == "version" || cmd == "--version") {
       std::printf("commfuse %s\n", commfuse::version());
       return 0;

@@ -2,13 +2,14 @@
 
 #include <unistd.h>
 
-#include <cstdlib>
 #include <fstream>
+
+#include "core/params.hpp"
 
 namespace commfuse::comm {
 
 std::string host_identity() {
-  if (const char* id = std::getenv("COMMFUSE_HOST_ID"); id != nullptr && id[0] != '\0') return id;
+  if (std::string id = params::get_string("COMMFUSE_HOST_ID"); !id.empty()) return id;
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
   std::string boot_id;

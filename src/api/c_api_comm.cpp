@@ -1,0 +1,121 @@
+// C entry points for communicators and collectives.
+#include <commfuse/commfuse.h>
+#include <commfuse/commfuse.hpp>
+
+#include <cstring>
+#include <memory>
+
+#include "api/c_api_guard.hpp"
+#include "core/error.hpp"
+
+// The opaque C handle is the C++ communicator.
+struct commfuseComm {
+  std::unique_ptr<commfuse::Comm> comm;
+};
+
+namespace {
+
+using commfuse::api::guarded;
+
+commfuse::Comm& get(commfuseComm_t c, const char* fn) {
+  CF_CHECK_NOTNULL(c, fn, ": comm is null");
+  CF_CHECK_NOTNULL(c->comm.get(), fn, ": comm was destroyed");
+  return *c->comm;
+}
+
+commfuse::DType dt(commfuseDataType t) {
+  return static_cast<commfuse::DType>(t);
+}
+
+}  // namespace
+
+extern "C" {
+
+commfuseStatus_t commfuseCommInitRank(int rank, int worldSize, const char* initMethod,
+                                      commfuseComm_t* comm) {
+  return guarded("commfuseCommInitRank", [&] {
+    CF_CHECK_NOTNULL(comm, "commfuseCommInitRank: comm (output) is null");
+    CF_CHECK_NOTNULL(initMethod, "commfuseCommInitRank: initMethod is null");
+    *comm = nullptr;
+    auto handle = std::make_unique<commfuseComm>();
+    handle->comm = std::make_unique<commfuse::Comm>(rank, worldSize, initMethod);
+    *comm = handle.release();
+  });
+}
+
+commfuseStatus_t commfuseCommInitFromEnv(commfuseComm_t* comm) {
+  return guarded("commfuseCommInitFromEnv", [&] {
+    CF_CHECK_NOTNULL(comm, "commfuseCommInitFromEnv: comm (output) is null");
+    *comm = nullptr;
+    auto handle = std::make_unique<commfuseComm>();
+    handle->comm = commfuse::Comm::from_env();
+    *comm = handle.release();
+  });
+}
+
+commfuseStatus_t commfuseCommDestroy(commfuseComm_t comm) {
+  return guarded("commfuseCommDestroy", [&] { delete comm; });
+}
+
+commfuseStatus_t commfuseCommGetName(commfuseComm_t comm, char* name) {
+  return guarded("commfuseCommGetName", [&] {
+    CF_CHECK_NOTNULL(name, "commfuseCommGetName: name is null");
+    const std::string& n = get(comm, "commfuseCommGetName").name();
+    CF_ASSERT(n.size() < COMMFUSE_COMM_NAME_MAX);
+    std::memcpy(name, n.c_str(), n.size() + 1);
+  });
+}
+
+commfuseStatus_t commfuseCommRank(commfuseComm_t comm, int* rank) {
+  return guarded("commfuseCommRank", [&] {
+    CF_CHECK_NOTNULL(rank, "commfuseCommRank: rank is null");
+    *rank = get(comm, "commfuseCommRank").rank();
+  });
+}
+
+commfuseStatus_t commfuseCommSize(commfuseComm_t comm, int* worldSize) {
+  return guarded("commfuseCommSize", [&] {
+    CF_CHECK_NOTNULL(worldSize, "commfuseCommSize: worldSize is null");
+    *worldSize = get(comm, "commfuseCommSize").world_size();
+  });
+}
+
+commfuseStatus_t commfuseBarrier(commfuseComm_t comm) {
+  return guarded("commfuseBarrier", [&] { get(comm, "commfuseBarrier").barrier(); });
+}
+
+commfuseStatus_t commfuseBroadcast(void* buf, uint64_t count, commfuseDataType dtype, int root,
+                                   commfuseComm_t comm) {
+  return guarded("commfuseBroadcast",
+                 [&] { get(comm, "commfuseBroadcast").broadcast(buf, count, dt(dtype), root); });
+}
+
+commfuseStatus_t commfuseAllGather(const void* sendbuf, void* recvbuf, uint64_t sendCount,
+                                   commfuseDataType dtype, commfuseComm_t comm) {
+  return guarded("commfuseAllGather", [&] {
+    get(comm, "commfuseAllGather").all_gather(sendbuf, recvbuf, sendCount, dt(dtype));
+  });
+}
+
+commfuseStatus_t commfuseReduceScatter(const void* sendbuf, void* recvbuf, uint64_t recvCount,
+                                       commfuseDataType dtype, commfuseComm_t comm) {
+  return guarded("commfuseReduceScatter", [&] {
+    get(comm, "commfuseReduceScatter").reduce_scatter(sendbuf, recvbuf, recvCount, dt(dtype));
+  });
+}
+
+commfuseStatus_t commfuseAllReduce(const void* sendbuf, void* recvbuf, uint64_t count,
+                                   commfuseDataType dtype, commfuseComm_t comm) {
+  return guarded("commfuseAllReduce", [&] {
+    get(comm, "commfuseAllReduce").all_reduce(sendbuf, recvbuf, count, dt(dtype));
+  });
+}
+
+commfuseStatus_t commfuseAllToAll(const void* sendbuf, void* recvbuf, uint64_t countPerPeer,
+                                  commfuseDataType dtype, commfuseComm_t comm) {
+  return guarded("commfuseAllToAll", [&] {
+    get(comm, "commfuseAllToAll").all_to_all(sendbuf, recvbuf, countPerPeer, dt(dtype));
+  });
+}
+
+}  // extern "C"

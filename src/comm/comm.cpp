@@ -1,0 +1,148 @@
+// commfuse::Comm: argument validation for the collectives (all of it before any
+// communication), the name registry, and dispatch to the transport.
+#include <commfuse/commfuse.hpp>
+
+#include <map>
+#include <mutex>
+
+#include "comm/comm_impl.hpp"
+#include "core/error.hpp"
+#include "kernels/cpu/reduce.hpp"
+
+namespace commfuse {
+namespace comm {
+namespace {
+
+// Live communicators by name. Guarded: comms may be created from several threads.
+std::mutex g_registry_mu;
+std::map<std::string, Comm*, std::less<>> g_registry;
+
+}  // namespace
+
+CommImpl::CommImpl(int rank, int world_size, int local_ranks, std::string name,
+                   std::unique_ptr<Transport> transport)
+    : rank_(rank),
+      world_size_(world_size),
+      local_ranks_(local_ranks),
+      name_(std::move(name)),
+      transport_(std::move(transport)) {}
+
+void CommImpl::reject(Status code, const std::string& message) {
+  transport_->abort(message);
+  detail::throw_status(code, message);
+}
+
+}  // namespace comm
+
+namespace {
+
+bool valid_dtype(DType t) {
+  try {
+    dtype_bits(t);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// Checks shared by every collective; `what` names the op for messages.
+void check_buffers(comm::CommImpl& c, const char* what, const void* src, const void* dst,
+                   size_t count, DType dtype, bool needs_sum) {
+  const int r = c.rank();
+  if (!valid_dtype(dtype))
+    c.reject(Status::kParamInvalid,
+             detail::cat(what, "(rank ", r, "): dtype value ", static_cast<int>(dtype),
+                         " is not a commfuse dtype"));
+  if (needs_sum && !kernels::cpu::reducible(dtype))
+    c.reject(Status::kParamInvalid,
+             detail::cat(what, "(rank ", r, "): dtype ", dtype_name(dtype),
+                         " cannot be summed (float32, float16, bfloat16, int8, int32)"));
+  if (dtype == DType::kInt4 && count % 2 != 0)
+    c.reject(Status::kParamInvalid, detail::cat(what, "(rank ", r, "): int4 count ", count,
+                                                " must be even (two elements per byte)"));
+  if (count > 0 && src == nullptr)
+    c.reject(Status::kParamNullptr,
+             detail::cat(what, "(rank ", r, "): src is null (count ", count, ")"));
+  if (count > 0 && dst == nullptr)
+    c.reject(Status::kParamNullptr,
+             detail::cat(what, "(rank ", r, "): dst is null (count ", count, ")"));
+}
+
+}  // namespace
+
+Comm::Comm(int rank, int world_size, std::string_view init_method)
+    : Comm(comm::create_comm(rank, world_size, init_method)) {}
+
+Comm::Comm(std::unique_ptr<comm::CommImpl> impl) : impl_(std::move(impl)) {
+  std::lock_guard<std::mutex> lock(comm::g_registry_mu);
+  comm::g_registry[impl_->name()] = this;
+}
+
+std::unique_ptr<Comm> Comm::from_env() {
+  return std::make_unique<Comm>(-1, -1, comm::init_method_from_env());
+}
+
+Comm::~Comm() {
+  std::lock_guard<std::mutex> lock(comm::g_registry_mu);
+  comm::g_registry.erase(impl_->name());
+}
+
+int Comm::rank() const {
+  return impl_->rank();
+}
+int Comm::world_size() const {
+  return impl_->world_size();
+}
+const std::string& Comm::name() const {
+  return impl_->name();
+}
+const char* Comm::transport_name() const {
+  return impl_->transport().name();
+}
+
+void Comm::barrier() {
+  impl_->transport().barrier();
+}
+
+void Comm::broadcast(void* buf, size_t count, DType dtype, int root) {
+  check_buffers(*impl_, "broadcast", buf, buf, count, dtype, false);
+  if (root < 0 || root >= world_size())
+    impl_->reject(Status::kParamInvalid, detail::cat("broadcast(rank ", rank(), "): root ", root,
+                                                     " is not in [0, ", world_size(), ")"));
+  impl_->transport().broadcast(buf, count, dtype, root);
+}
+
+void Comm::all_gather(const void* src, void* dst, size_t count, DType dtype) {
+  check_buffers(*impl_, "all_gather", src, dst, count, dtype, false);
+  impl_->transport().all_gather(src, dst, count, dtype);
+}
+
+void Comm::reduce_scatter(const void* src, void* dst, size_t count, DType dtype) {
+  check_buffers(*impl_, "reduce_scatter", src, dst, count, dtype, true);
+  impl_->transport().reduce_scatter(src, dst, count, dtype);
+}
+
+void Comm::all_reduce(const void* src, void* dst, size_t count, DType dtype) {
+  check_buffers(*impl_, "all_reduce", src, dst, count, dtype, true);
+  impl_->transport().all_reduce(src, dst, count, dtype);
+}
+
+void Comm::all_to_all(const void* src, void* dst, size_t count, DType dtype) {
+  check_buffers(*impl_, "all_to_all", src, dst, count, dtype, false);
+  impl_->transport().all_to_all(src, dst, count, dtype);
+}
+
+Comm& find_comm(std::string_view name) {
+  std::lock_guard<std::mutex> lock(comm::g_registry_mu);
+  auto it = comm::g_registry.find(name);
+  if (it == comm::g_registry.end()) {
+    std::string known;
+    for (const auto& [n, c] : comm::g_registry) known += detail::cat(known.empty() ? "" : ", ", n);
+    detail::throw_status(Status::kParamInvalid,
+                         detail::cat("unknown group '", name, "' (live communicators: ",
+                                     known.empty() ? "none" : known, ")"));
+  }
+  return *it->second;
+}
+
+}  // namespace commfuse

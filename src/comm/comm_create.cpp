@@ -1,0 +1,160 @@
+// Creating a communicator: every rank contributes a small record (host, process, shm
+// region) through the bootstrap, then ranks on one host map each other's regions.
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <sstream>
+
+#include "comm/bootstrap/bootstrap.hpp"
+#include "comm/bootstrap/host_identity.hpp"
+#include "comm/bootstrap/init_method.hpp"
+#include "comm/comm_impl.hpp"
+#include "comm/shm/shm_transport.hpp"
+#include "core/cpu_features.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/params.hpp"
+
+namespace commfuse::comm {
+
+// How the ranks swap set-up records and wait for each other: the TCP bootstrap here, MPI
+// for init "mpi" (comm/mpi declares the same signature).
+using SetupAllGather = std::function<std::vector<std::string>(const std::string&)>;
+using SetupBarrier = std::function<void()>;
+std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
+                                          const SetupAllGather& all_gather,
+                                          const SetupBarrier& barrier);
+
+namespace {
+
+// One rank's record, exchanged at creation. Text, one field per line: easy to debug.
+struct RankRecord {
+  std::string host;
+  int64_t pid = 0;
+  uint64_t start_time = 0;
+  std::string shm_name;
+  uint64_t slot_bytes = 0;
+  uint64_t group_id = 0;  // rank 0's random id names the communicator
+
+  std::string encode() const {
+    std::ostringstream os;
+    os << host << '\n'
+       << pid << '\n'
+       << start_time << '\n'
+       << shm_name << '\n'
+       << slot_bytes << '\n'
+       << group_id << '\n';
+    return os.str();
+  }
+  static RankRecord decode(const std::string& s, int from_rank) {
+    RankRecord r;
+    std::istringstream is(s);
+    std::getline(is, r.host);
+    is >> r.pid >> r.start_time >> r.shm_name >> r.slot_bytes >> r.group_id;
+    if (is.fail())
+      detail::throw_status(Status::kRuntimeError,
+                           detail::cat("comm init: malformed set-up record from rank ", from_rank));
+    return r;
+  }
+};
+
+size_t slot_bytes_param() {
+  const int64_t v = params::get_int("COMMFUSE_SHM_SLOT_BYTES");
+  CF_CHECK_ARG(v >= 4096 && v <= (int64_t{1} << 30) && v % 64 == 0, "COMMFUSE_SHM_SLOT_BYTES=", v,
+               " must be a multiple of 64 in [4096, 2^30]");
+  return static_cast<size_t>(v);
+}
+
+}  // namespace
+
+// Used by the TCP bootstrap below and by init "mpi" when every rank is on one host (the
+// records then travel through MPI): the record exchange is the caller's.
+std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
+                                          const SetupAllGather& all_gather,
+                                          const SetupBarrier& barrier) {
+  const size_t slot_bytes = slot_bytes_param();
+  shm::Segment own = shm::Segment::create(shm::region_bytes(slot_bytes));
+  RankRecord mine;
+  mine.host = host_identity();
+  const shm::PeerProcess me = shm::this_process();
+  mine.pid = me.pid;
+  mine.start_time = me.start_time;
+  mine.shm_name = own.name();
+  mine.slot_bytes = slot_bytes;
+  if (rank == 0) mine.group_id = std::random_device{}() * 4294967296ull + std::random_device{}();
+
+  const auto blobs = all_gather(mine.encode());
+  std::vector<RankRecord> recs;
+  for (int r = 0; r < world_size; ++r) recs.push_back(RankRecord::decode(blobs[r], r));
+  for (int r = 0; r < world_size; ++r) {
+    if (recs[r].host != mine.host)
+      detail::throw_status(
+          Status::kParamInvalid,
+          detail::cat("comm init(rank ", rank, "): rank ", r,
+                      " runs on another host; ranks on several hosts need init_method \"mpi\""));
+    if (recs[r].slot_bytes != slot_bytes)
+      detail::throw_status(Status::kParamInvalid,
+                           detail::cat("comm init(rank ", rank, "): rank ", r,
+                                       " has COMMFUSE_SHM_SLOT_BYTES=", recs[r].slot_bytes,
+                                       " but rank ", rank, " has ", slot_bytes));
+  }
+
+  std::vector<shm::Segment> segments;
+  std::vector<shm::PeerProcess> procs;
+  for (int r = 0; r < world_size; ++r) {
+    procs.push_back({static_cast<pid_t>(recs[r].pid), recs[r].start_time});
+    if (r == rank)
+      segments.push_back(std::move(own));
+    else
+      segments.push_back(shm::Segment::open(recs[r].shm_name, shm::region_bytes(slot_bytes)));
+  }
+  barrier();  // every rank has mapped every region: the names can go
+  segments[rank].unlink();
+  barrier();  // peers must not see a half-initialised comm fail before this point
+
+  char name[64];
+  std::snprintf(name, sizeof(name), "commfuse-%016llx-w%d",
+                static_cast<unsigned long long>(recs[0].group_id), world_size);
+  const bool oversubscribed = world_size > cpu::online_cores();
+  auto transport_impl = std::make_unique<shm::ShmTransport>(
+      rank, std::move(segments), std::move(procs), slot_bytes, oversubscribed);
+  CF_LOG(kInfo, "comm ", name, ": rank ", rank, "/", world_size, " on shm (slot ", slot_bytes,
+         " bytes", oversubscribed ? ", oversubscribed" : "", ")");
+  return std::make_unique<CommImpl>(rank, world_size, world_size, name, std::move(transport_impl));
+}
+
+namespace {
+
+std::unique_ptr<CommImpl> create_tcp_comm(const InitMethod& im) {
+  const int timeout = params::timeout_seconds();
+  const std::string transport = params::get_string("COMMFUSE_TRANSPORT");
+  CF_CHECK_ARG(transport != "mpi", "comm init(rank ", im.rank,
+               "): COMMFUSE_TRANSPORT=mpi needs init_method \"mpi\" (run under mpirun)");
+  slot_bytes_param();  // a bad value fails here, before waiting for the peers
+  // boot lives until create_shm_comm returns; its destructor frees the port.
+  auto boot = Bootstrap::create(im.host, im.port, im.rank, im.world_size, timeout);
+  return create_shm_comm(
+      im.rank, im.world_size, [&](const std::string& blob) { return boot->all_gather(blob); },
+      [&] { boot->barrier(); });
+}
+
+}  // namespace
+
+std::unique_ptr<CommImpl> create_mpi_comm(int rank, int world_size);  // comm/mpi
+
+std::unique_ptr<CommImpl> create_comm(int rank, int world_size, std::string_view init_method) {
+  const InitMethod im = parse_init_method(init_method, rank, world_size);
+  if (im.kind == InitKind::kMpi) return create_mpi_comm(rank, world_size);
+  log::set_rank(im.rank);
+  return create_tcp_comm(im);
+}
+
+std::string init_method_from_env() {
+  const bool have_rank = std::getenv("RANK") != nullptr;
+  const bool under_mpi =
+      std::getenv("OMPI_COMM_WORLD_RANK") != nullptr || std::getenv("PMI_RANK") != nullptr;
+  return !have_rank && under_mpi ? "mpi" : "env://";
+}
+
+}  // namespace commfuse::comm

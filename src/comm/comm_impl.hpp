@@ -1,0 +1,43 @@
+// What a Comm is inside: identity, the transport, and the registry that maps the
+// communicator's name (the operators' `group` / `hcom` argument) back to it.
+#pragma once
+
+#include <commfuse/commfuse.hpp>
+
+#include <memory>
+#include <string>
+
+#include "comm/transport.hpp"
+
+namespace commfuse::comm {
+
+class CommImpl {
+ public:
+  CommImpl(int rank, int world_size, int local_ranks, std::string name,
+           std::unique_ptr<Transport> transport);
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  int local_ranks() const { return local_ranks_; }  // ranks on this host
+  const std::string& name() const { return name_; }
+  Transport& transport() { return *transport_; }
+
+  // Argument errors found by one rank abort the group, so that its peers, already waiting
+  // inside the collective, fail at once naming this rank instead of waiting for the deadline.
+  [[noreturn]] void reject(Status code, const std::string& message);
+
+ private:
+  int rank_;
+  int world_size_;
+  int local_ranks_;
+  std::string name_;
+  std::unique_ptr<Transport> transport_;
+};
+
+// Creates the communicator: bootstrap, transport selection, shm mapping.
+std::unique_ptr<CommImpl> create_comm(int rank, int world_size, std::string_view init_method);
+
+// Which init method Comm::from_env uses: "mpi" under mpirun (no RANK set), else "env://".
+std::string init_method_from_env();
+
+}  // namespace commfuse::comm

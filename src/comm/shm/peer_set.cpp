@@ -1,0 +1,164 @@
+#include "comm/shm/peer_set.hpp"
+
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "core/params.hpp"
+
+namespace commfuse::comm::shm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void cpu_relax() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Shared (not private) futex: the word lives in memory mapped by several processes.
+void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int timeout_ms) {
+  timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+void futex_wake_all(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+// /proc/<pid>/stat: "pid (comm) state ... starttime(22)"; comm may contain spaces.
+bool read_stat(pid_t pid, char* state, uint64_t* start_time) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return false;
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) return false;
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  rest >> *state;
+  for (int i = 4; i <= 22 && rest >> field; ++i)
+    if (i == 22) *start_time = std::stoull(field);
+  return true;
+}
+
+}  // namespace
+
+PeerProcess this_process() {
+  PeerProcess p;
+  p.pid = getpid();
+  char state = 0;
+  read_stat(p.pid, &state, &p.start_time);
+  return p;
+}
+
+bool process_alive(const PeerProcess& p) {
+  if (kill(p.pid, 0) != 0 && errno == ESRCH) return false;
+  char state = 0;
+  uint64_t start = 0;
+  if (!read_stat(p.pid, &state, &start)) return false;
+  // A zombie (exited, not yet reaped) or a new process that reused the pid is not the peer.
+  return state != 'Z' && state != 'X' && start == p.start_time;
+}
+
+PeerSet::PeerSet(int rank, std::vector<Control*> controls, std::vector<PeerProcess> processes,
+                 bool oversubscribed)
+    : rank_(rank),
+      controls_(std::move(controls)),
+      processes_(std::move(processes)),
+      // With more ranks than cores a spinning rank steals the core its peer needs: give
+      // it up almost at once. Otherwise spin some tens of microseconds first.
+      spin_iters_(oversubscribed ? 32 : 8192),
+      yield_iters_(oversubscribed ? 200 : 32),
+      timeout_(params::timeout_seconds()) {}
+
+void PeerSet::publish(uint32_t phase) {
+  Control& c = mine();
+  c.progress.store(phase, std::memory_order_seq_cst);
+  if (c.waiters.load(std::memory_order_seq_cst) != 0) futex_wake_all(&c.progress);
+}
+
+void PeerSet::abort(const std::string& reason) {
+  Control& c = mine();
+  if (c.aborted.load() != 0) return;
+  std::snprintf(c.reason, sizeof(c.reason), "%s", reason.c_str());
+  c.aborted.store(1, std::memory_order_seq_cst);
+  // Wake everyone sleeping on us so they see the abort now, not at their next timeout.
+  c.progress.fetch_add(0, std::memory_order_seq_cst);
+  futex_wake_all(&c.progress);
+}
+
+std::string PeerSet::missing_ranks(uint32_t target) {
+  std::string s;
+  for (int r = 0; r < size(); ++r)
+    if (r != rank_ && !reached(of(r).progress.load(), target))
+      s += detail::cat(s.empty() ? "" : ", ", r);
+  return s;
+}
+
+void PeerSet::fail_waiting(const char* op, uint32_t /*target*/, const std::string& why) {
+  const std::string msg = detail::cat(op, "(rank ", rank_, "): ", why);
+  abort(msg);
+  detail::throw_status(Status::kRuntimeError, msg);
+}
+
+void PeerSet::check_peers(int peer, uint32_t target, const char* op) {
+  for (int r = 0; r < size(); ++r) {
+    if (r == rank_) continue;
+    Control& c = of(r);
+    if (c.aborted.load(std::memory_order_acquire) != 0)
+      fail_waiting(op, target, detail::cat("rank ", r, " failed: ", c.reason));
+    if (!process_alive(processes_[r]))
+      fail_waiting(
+          op, target,
+          detail::cat("rank ", r, " (pid ", processes_[r].pid, ") exited or was killed while rank ",
+                      rank_, " waited for rank ", peer));
+  }
+}
+
+void PeerSet::wait(int peer, uint32_t target, const char* op) {
+  Control& c = of(peer);
+  for (int i = 0; i < spin_iters_; ++i) {
+    if (reached(c.progress.load(std::memory_order_acquire), target)) return;
+    cpu_relax();
+  }
+  for (int i = 0; i < yield_iters_; ++i) {
+    if (reached(c.progress.load(std::memory_order_acquire), target)) return;
+    sched_yield();
+  }
+  const auto start = Clock::now();
+  const auto deadline = start + timeout_;
+  auto next_check = start;
+  while (true) {
+    const uint32_t seen = c.progress.load(std::memory_order_acquire);
+    if (reached(seen, target)) return;
+    const auto now = Clock::now();
+    if (now >= next_check) {
+      check_peers(peer, target, op);
+      next_check = now + std::chrono::milliseconds(100);
+    }
+    if (now >= deadline)
+      fail_waiting(
+          op, target,
+          detail::cat("timed out after ", timeout_.count(),
+                      " s (COMMFUSE_TIMEOUT_S) waiting for ranks ", missing_ranks(target)));
+    c.waiters.fetch_add(1, std::memory_order_seq_cst);
+    if (!reached(c.progress.load(std::memory_order_seq_cst), target))
+      futex_wait(&c.progress, seen, 20);
+    c.waiters.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
+void PeerSet::wait_all(uint32_t target, const char* op) {
+  for (int i = 1; i < size(); ++i) wait((rank_ + i) % size(), target, op);
+}
+
+}  // namespace commfuse::comm::shm

@@ -1,0 +1,79 @@
+// The ranks on this host as seen by one rank: each peer's control block in shared memory,
+// and how to wait for a peer to reach a phase — spin briefly, then yield, then futex-wait —
+// with a deadline and a check that the peer's process is still alive.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comm/transport.hpp"
+
+namespace commfuse::comm::shm {
+
+// Lives at the start of each rank's segment; written only by its owner (except waiters).
+struct alignas(64) Control {
+  std::atomic<uint32_t> progress;  // phase counter, monotonic (mod 2^32); also the futex word
+  std::atomic<uint32_t> waiters;   // peers sleeping on progress: the owner wakes them
+  std::atomic<uint32_t> aborted;   // nonzero once the owner has failed; reason below
+  uint32_t reserved;
+  struct Desc {
+    uint32_t op;
+    int32_t dtype;
+    uint64_t count;
+    int32_t root;
+    uint32_t op_seq;
+  } desc[2];  // the op the owner is in, by op sequence parity
+  char reason[512];
+};
+static_assert(sizeof(Control) <= 4096, "control block must fit its page");
+
+// Identity of a peer process, to tell "slow" from "dead" (and a reused pid from the peer).
+struct PeerProcess {
+  pid_t pid = 0;
+  uint64_t start_time = 0;  // /proc/<pid>/stat field 22
+};
+PeerProcess this_process();
+bool process_alive(const PeerProcess& p);
+
+// Phase comparison that survives wrap-around of the 32-bit counter.
+inline bool reached(uint32_t value, uint32_t target) {
+  return static_cast<int32_t>(value - target) >= 0;
+}
+
+class PeerSet {
+ public:
+  PeerSet(int rank, std::vector<Control*> controls, std::vector<PeerProcess> processes,
+          bool oversubscribed);
+
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(controls_.size()); }
+  Control& mine() { return *controls_[rank_]; }
+  Control& of(int r) { return *controls_[r]; }
+
+  // Publishes this rank's phase and wakes peers sleeping on it.
+  void publish(uint32_t phase);
+  // Waits until rank peer has published phase >= target. `op` names the operation for errors.
+  void wait(int peer, uint32_t target, const char* op);
+  void wait_all(uint32_t target, const char* op);
+  // Marks this rank failed so peers stop waiting for it, with the reason they will report.
+  void abort(const std::string& reason);
+
+ private:
+  [[noreturn]] void fail_waiting(const char* op, uint32_t target, const std::string& why);
+  void check_peers(int peer, uint32_t target, const char* op);
+  std::string missing_ranks(uint32_t target);
+
+  int rank_;
+  std::vector<Control*> controls_;
+  std::vector<PeerProcess> processes_;
+  int spin_iters_;
+  int yield_iters_;
+  std::chrono::seconds timeout_;
+};
+
+}  // namespace commfuse::comm::shm

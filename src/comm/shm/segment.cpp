@@ -1,0 +1,128 @@
+#include "comm/shm/segment.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <utility>
+
+#include "core/error.hpp"
+
+namespace commfuse::comm::shm {
+namespace {
+
+std::string random_name() {
+  std::random_device rd;  // kernel entropy: names are not guessable by other users
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "/commfuse-%08x%08x%08x", rd(), rd(), rd());
+  return buf;
+}
+
+[[noreturn]] void fail(const std::string& what, const std::string& name, size_t bytes, int err) {
+  detail::throw_status(
+      Status::kRuntimeError,
+      detail::cat("shm: ", what, " ", name, " (", bytes, " bytes) failed: ", std::strerror(err),
+                  err == ENOSPC || err == ENOMEM ? " (is /dev/shm full?)" : ""));
+}
+
+void* map(int fd, size_t bytes, const std::string& name) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) fail("mmap", name, bytes, errno);
+  return p;
+}
+
+}  // namespace
+
+Segment Segment::create(size_t bytes) {
+  Segment s;
+  int fd = -1;
+  for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
+    s.name_ = random_name();
+    fd = shm_open(s.name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0 && errno != EEXIST) fail("shm_open(create)", s.name_, bytes, errno);
+  }
+  if (fd < 0) fail("shm_open(create)", s.name_, bytes, EEXIST);
+  s.owner_linked_ = true;
+  s.bytes_ = bytes;
+  // posix_fallocate reserves the pages now, so a full /dev/shm is an error here rather
+  // than a SIGBUS in the middle of a collective.
+  const int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  if (err != 0) {
+    close(fd);
+    shm_unlink(s.name_.c_str());
+    s.owner_linked_ = false;
+    fail("posix_fallocate", s.name_, bytes, err);
+  }
+  try {
+    s.data_ = map(fd, bytes, s.name_);
+  } catch (...) {
+    close(fd);
+    throw;
+  }
+  close(fd);
+  return s;
+}
+
+Segment Segment::open(const std::string& name, size_t bytes) {
+  Segment s;
+  s.name_ = name;
+  s.bytes_ = bytes;
+  const int fd = shm_open(name.c_str(), O_RDWR, 0600);
+  if (fd < 0) fail("shm_open", name, bytes, errno);
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < bytes) {
+    close(fd);
+    detail::throw_status(
+        Status::kRuntimeError,
+        detail::cat("shm: segment ", name, " is ", st.st_size, " bytes, expected ", bytes));
+  }
+  try {
+    s.data_ = map(fd, bytes, name);
+  } catch (...) {
+    close(fd);
+    throw;
+  }
+  close(fd);
+  return s;
+}
+
+Segment::Segment(Segment&& o) noexcept
+    : data_(std::exchange(o.data_, nullptr)),
+      bytes_(std::exchange(o.bytes_, 0)),
+      name_(std::move(o.name_)),
+      owner_linked_(std::exchange(o.owner_linked_, false)) {}
+
+Segment& Segment::operator=(Segment&& o) noexcept {
+  if (this != &o) {
+    reset();
+    data_ = std::exchange(o.data_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+    name_ = std::move(o.name_);
+    owner_linked_ = std::exchange(o.owner_linked_, false);
+  }
+  return *this;
+}
+
+Segment::~Segment() {
+  reset();
+}
+
+void Segment::unlink() {
+  if (owner_linked_) {
+    shm_unlink(name_.c_str());
+    owner_linked_ = false;
+  }
+}
+
+void Segment::reset() noexcept {
+  unlink();
+  if (data_ != nullptr) munmap(data_, bytes_);
+  data_ = nullptr;
+  bytes_ = 0;
+}
+
+}  // namespace commfuse::comm::shm

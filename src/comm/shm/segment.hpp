@@ -1,0 +1,40 @@
+// One POSIX shared-memory segment: created 0600 under an unpredictable name by its owner,
+// mapped by the peers on the same host, unlinked by the owner once every peer has mapped
+// it (so a crash afterwards leaves nothing in /dev/shm).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace commfuse::comm::shm {
+
+class Segment {
+ public:
+  // Creates and maps a new zero-filled segment of bytes bytes (name "/commfuse-<random>").
+  static Segment create(size_t bytes);
+  // Maps an existing segment created by a peer.
+  static Segment open(const std::string& name, size_t bytes);
+
+  Segment() = default;
+  Segment(Segment&& other) noexcept;
+  Segment& operator=(Segment&& other) noexcept;
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+  ~Segment();  // unmaps; unlinks too if this process created it and has not unlinked yet
+
+  // Removes the name; the mapping stays valid. Idempotent.
+  void unlink();
+
+  void* data() const { return data_; }
+  size_t size() const { return bytes_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  void reset() noexcept;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  std::string name_;
+  bool owner_linked_ = false;
+};
+
+}  // namespace commfuse::comm::shm

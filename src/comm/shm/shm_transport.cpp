@@ -1,0 +1,279 @@
+#include "comm/shm/shm_transport.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.hpp"
+#include "kernels/cpu/reduce.hpp"
+
+namespace commfuse::comm::shm {
+namespace {
+
+// Below this many bytes per step an all-reduce is one-shot (every rank sums every rank's
+// data: one synchronization); above it two-shot (reduce-scatter + all-gather: each rank
+// reads only 1/R of the data per phase).
+constexpr size_t kOneShotBytes = 64 * 1024;
+
+size_t elem_bytes(DType t) {
+  return static_cast<size_t>(dtype_bits(t) / 8);
+}
+
+// memmove that accepts the null pointers of empty buffers (count 0 is a valid call).
+void copy_bytes(void* dst, const void* src, size_t n) {
+  if (n != 0) std::memmove(dst, src, n);
+}
+
+// Slice q of n elements split as evenly as possible over r parts.
+void slice(uint64_t n, int parts, int q, uint64_t* off, uint64_t* len) {
+  const uint64_t base = n / static_cast<uint64_t>(parts);
+  const uint64_t rem = n % static_cast<uint64_t>(parts);
+  const auto uq = static_cast<uint64_t>(q);
+  *off = uq * base + std::min(uq, rem);
+  *len = base + (uq < rem ? 1 : 0);
+}
+
+}  // namespace
+
+ShmTransport::ShmTransport(int rank, std::vector<Segment> segments,
+                           std::vector<PeerProcess> processes, size_t slot_bytes,
+                           bool oversubscribed)
+    : rank_(rank),
+      size_(static_cast<int>(segments.size())),
+      segments_(std::move(segments)),
+      peers_(
+          rank,
+          [&] {
+            std::vector<Control*> c;
+            for (auto& s : segments_) c.push_back(static_cast<Control*>(s.data()));
+            return c;
+          }(),
+          std::move(processes), oversubscribed),
+      slot_bytes_(slot_bytes) {
+  for (auto& s : segments_) base_.push_back(static_cast<uint8_t*>(s.data()));
+}
+
+template <typename Body>
+void ShmTransport::run(const CollDesc& desc, Body&& body) {
+  const char* op = coll_op_name(desc.op);
+  if (!failure_.empty())
+    detail::throw_status(
+        Status::kRuntimeError,
+        detail::cat(op, "(rank ", rank_,
+                    "): communicator is unusable after an earlier failure: ", failure_));
+  ++op_seq_;
+  try {
+    body(op);
+  } catch (const Error& e) {
+    failure_ = e.what();
+    peers_.abort(e.what());
+    throw;
+  }
+}
+
+uint32_t ShmTransport::begin_step(const char* op) {
+  const uint32_t s = step_++;
+  peers_.wait_all(3 * s - 3, op);  // everyone is done with step s-2, which used this slot
+  return s;
+}
+
+void ShmTransport::arrive(uint32_t s, bool first, const CollDesc& desc, const char* op) {
+  if (first) {
+    auto& d = peers_.mine().desc[op_seq_ & 1u];
+    d.op = static_cast<uint32_t>(desc.op);
+    d.dtype = static_cast<int32_t>(desc.dtype);
+    d.count = desc.count;
+    d.root = desc.root;
+    d.op_seq = op_seq_;
+  }
+  peers_.publish(3 * s + 1);
+  if (first) {
+    peers_.wait_all(3 * s + 1, op);
+    check_descriptors(desc, op);
+  }
+}
+
+void ShmTransport::check_descriptors(const CollDesc& desc, const char* op) {
+  for (int r = 0; r < size_; ++r) {
+    const auto& d = peers_.of(r).desc[op_seq_ & 1u];
+    CollDesc theirs;
+    theirs.op = static_cast<CollOp>(d.op);
+    theirs.dtype = static_cast<DType>(d.dtype);
+    theirs.count = d.count;
+    theirs.root = d.root;
+    if (!(theirs == desc) || d.op_seq != op_seq_)
+      detail::throw_status(
+          Status::kRuntimeError,
+          detail::cat(op, "(rank ", rank_, "): mismatched collective: rank ", r, " called ",
+                      describe(theirs), " (its call #", d.op_seq, ") but rank ", rank_, " called ",
+                      describe(desc), " (call #", op_seq_, ")"));
+  }
+}
+
+void ShmTransport::abort(const std::string& reason) {
+  if (failure_.empty()) failure_ = reason;
+  peers_.abort(reason);
+}
+
+void ShmTransport::barrier() {
+  CollDesc desc{CollOp::kBarrier, DType::kInt8, 0, -1};
+  run(desc, [&](const char* op) {
+    const uint32_t s = begin_step(op);
+    arrive(s, true, desc, op);
+    peers_.publish(3 * s + 3);
+  });
+}
+
+void ShmTransport::broadcast(void* buf, uint64_t count, DType dtype, int root) {
+  CollDesc desc{CollOp::kBroadcast, dtype, count, root};
+  run(desc, [&](const char* op) {
+    const size_t total = dtype_storage_bytes(dtype, count);
+    auto* p = static_cast<uint8_t*>(buf);
+    size_t off = 0;
+    bool first = true;
+    do {
+      const size_t n = std::min(slot_bytes_, total - off);
+      const uint32_t s = begin_step(op);
+      if (rank_ == root) copy_bytes(slot(rank_, s), p + off, n);
+      arrive(s, first, desc, op);
+      if (rank_ != root) {
+        peers_.wait(root, 3 * s + 1, op);
+        copy_bytes(p + off, slot(root, s), n);
+      }
+      peers_.publish(3 * s + 3);
+      off += n;
+      first = false;
+    } while (off < total);
+  });
+}
+
+void ShmTransport::all_gather(const void* src, void* dst, uint64_t count, DType dtype) {
+  CollDesc desc{CollOp::kAllGather, dtype, count, -1};
+  run(desc, [&](const char* op) {
+    const size_t per_rank = dtype_storage_bytes(dtype, count);
+    const auto* in = static_cast<const uint8_t*>(src);
+    auto* out = static_cast<uint8_t*>(dst);
+    size_t off = 0;
+    bool first = true;
+    do {
+      const size_t n = std::min(slot_bytes_, per_rank - off);
+      const uint32_t s = begin_step(op);
+      copy_bytes(slot(rank_, s), in + off, n);
+      arrive(s, first, desc, op);
+      copy_bytes(out + rank_ * per_rank + off, in + off, n);
+      for (int i = 1; i < size_; ++i) {
+        const int q = (rank_ + i) % size_;  // rotate so ranks don't all read rank 0 first
+        peers_.wait(q, 3 * s + 1, op);
+        copy_bytes(out + q * per_rank + off, slot(q, s), n);
+      }
+      peers_.publish(3 * s + 3);
+      off += n;
+      first = false;
+    } while (off < per_rank);
+  });
+}
+
+void ShmTransport::all_to_all(const void* src, void* dst, uint64_t count, DType dtype) {
+  CollDesc desc{CollOp::kAllToAll, dtype, count, -1};
+  run(desc, [&](const char* op) {
+    const size_t per_peer = dtype_storage_bytes(dtype, count);
+    const size_t chunk = std::max<size_t>(64, (slot_bytes_ / size_) & ~size_t{63});
+    const auto* in = static_cast<const uint8_t*>(src);
+    auto* out = static_cast<uint8_t*>(dst);
+    size_t off = 0;
+    bool first = true;
+    do {
+      const size_t n = std::min(chunk, per_peer - off);
+      const uint32_t s = begin_step(op);
+      uint8_t* mine = slot(rank_, s);
+      for (int q = 0; q < size_; ++q)
+        if (q != rank_) copy_bytes(mine + q * chunk, in + q * per_peer + off, n);
+      arrive(s, first, desc, op);
+      copy_bytes(out + rank_ * per_peer + off, in + rank_ * per_peer + off, n);
+      for (int i = 1; i < size_; ++i) {
+        const int q = (rank_ + i) % size_;
+        peers_.wait(q, 3 * s + 1, op);
+        copy_bytes(out + q * per_peer + off, slot(q, s) + rank_ * chunk, n);
+      }
+      peers_.publish(3 * s + 3);
+      off += n;
+      first = false;
+    } while (off < per_peer);
+  });
+}
+
+void ShmTransport::reduce_scatter(const void* src, void* dst, uint64_t count, DType dtype) {
+  CollDesc desc{CollOp::kReduceScatter, dtype, count, -1};
+  CF_CHECK_ARG(kernels::cpu::reducible(dtype), "reduce_scatter(rank ", rank_, "): dtype ",
+               dtype_name(dtype), " cannot be summed (float32, float16, bfloat16, int8, int32)");
+  run(desc, [&](const char* op) {
+    const size_t es = elem_bytes(dtype);
+    const uint64_t chunk = std::max<uint64_t>(1, slot_bytes_ / size_ / es);
+    const auto* in = static_cast<const uint8_t*>(src);
+    auto* out = static_cast<uint8_t*>(dst);
+    std::vector<const void*> parts(size_);
+    uint64_t off = 0;
+    bool first = true;
+    do {
+      const uint64_t n = std::min(chunk, count - off);
+      const uint32_t s = begin_step(op);
+      uint8_t* mine = slot(rank_, s);
+      for (int q = 0; q < size_; ++q)
+        copy_bytes(mine + q * chunk * es, in + (q * count + off) * es, n * es);
+      arrive(s, first, desc, op);
+      for (int i = 1; i < size_; ++i) peers_.wait((rank_ + i) % size_, 3 * s + 1, op);
+      for (int p = 0; p < size_; ++p) parts[p] = slot(p, s) + rank_ * chunk * es;
+      kernels::cpu::reduce_sum(parts.data(), size_, out + off * es, n, dtype);
+      peers_.publish(3 * s + 3);
+      off += n;
+      first = false;
+    } while (off < count);
+  });
+}
+
+void ShmTransport::all_reduce(const void* src, void* dst, uint64_t count, DType dtype) {
+  CollDesc desc{CollOp::kAllReduce, dtype, count, -1};
+  CF_CHECK_ARG(kernels::cpu::reducible(dtype), "all_reduce(rank ", rank_, "): dtype ",
+               dtype_name(dtype), " cannot be summed (float32, float16, bfloat16, int8, int32)");
+  run(desc, [&](const char* op) {
+    const size_t es = elem_bytes(dtype);
+    const uint64_t chunk = slot_bytes_ / es;
+    const auto* in = static_cast<const uint8_t*>(src);
+    auto* out = static_cast<uint8_t*>(dst);
+    std::vector<const void*> parts(size_);
+    uint64_t off = 0;
+    bool first = true;
+    do {
+      const uint64_t n = std::min(chunk, count - off);
+      const uint32_t s = begin_step(op);
+      copy_bytes(slot(rank_, s), in + off * es, n * es);
+      arrive(s, first, desc, op);
+      if (n * es <= kOneShotBytes || size_ == 1) {
+        for (int i = 1; i < size_; ++i) peers_.wait((rank_ + i) % size_, 3 * s + 1, op);
+        for (int p = 0; p < size_; ++p) parts[p] = slot(p, s);
+        kernels::cpu::reduce_sum(parts.data(), size_, out + off * es, n, dtype);
+      } else {
+        uint64_t my_off = 0, my_len = 0;
+        slice(n, size_, rank_, &my_off, &my_len);
+        for (int i = 1; i < size_; ++i) peers_.wait((rank_ + i) % size_, 3 * s + 1, op);
+        for (int p = 0; p < size_; ++p) parts[p] = slot(p, s) + my_off * es;
+        // My slice of my slot is read by no one else: the sum can overwrite it in place.
+        uint8_t* result = slot(rank_, s) + my_off * es;
+        kernels::cpu::reduce_sum(parts.data(), size_, result, my_len, dtype);
+        peers_.publish(3 * s + 2);
+        copy_bytes(out + (off + my_off) * es, result, my_len * es);
+        for (int i = 1; i < size_; ++i) {
+          const int q = (rank_ + i) % size_;
+          uint64_t q_off = 0, q_len = 0;
+          slice(n, size_, q, &q_off, &q_len);
+          peers_.wait(q, 3 * s + 2, op);
+          copy_bytes(out + (off + q_off) * es, slot(q, s) + q_off * es, q_len * es);
+        }
+      }
+      peers_.publish(3 * s + 3);
+      off += n;
+      first = false;
+    } while (off < count);
+  });
+}
+
+}  // namespace commfuse::comm::shm

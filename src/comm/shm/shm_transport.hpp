@@ -1,0 +1,65 @@
+// Collectives between the ranks of one host through their symmetric shared-memory
+// regions. Each rank owns a region: a control page (phase counter, op descriptor) and two
+// data slots. An operation runs as a sequence of steps; step s uses slot s % 2 and three
+// phases 3s+1 (my data is in my slot), 3s+2 (my reduced slice is in my slot), 3s+3 (I am
+// done reading everyone's slots for this step). A rank reuses its slot for step s only
+// after every peer has passed phase 3(s-2)+3, so consecutive operations need no barrier.
+// docs/algorithms.md describes each collective's steps and bytes moved.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/shm/peer_set.hpp"
+#include "comm/shm/segment.hpp"
+#include "comm/transport.hpp"
+
+namespace commfuse::comm::shm {
+
+constexpr size_t kControlBytes = 4096;
+
+// Bytes of one rank's region for a given slot size.
+inline size_t region_bytes(size_t slot_bytes) {
+  return kControlBytes + 2 * slot_bytes;
+}
+
+class ShmTransport final : public Transport {
+ public:
+  // segments[r] is rank r's region (this rank's own one created by it, the others opened).
+  ShmTransport(int rank, std::vector<Segment> segments, std::vector<PeerProcess> processes,
+               size_t slot_bytes, bool oversubscribed);
+
+  const char* name() const override { return "shm"; }
+  void barrier() override;
+  void broadcast(void* buf, uint64_t count, DType dtype, int root) override;
+  void all_gather(const void* src, void* dst, uint64_t count, DType dtype) override;
+  void reduce_scatter(const void* src, void* dst, uint64_t count, DType dtype) override;
+  void all_reduce(const void* src, void* dst, uint64_t count, DType dtype) override;
+  void all_to_all(const void* src, void* dst, uint64_t count, DType dtype) override;
+  void abort(const std::string& reason) override;
+
+ private:
+  template <typename Body>
+  void run(const CollDesc& desc, Body&& body);
+  // Starts step s: waits until every peer is done with the slot this step reuses.
+  uint32_t begin_step(const char* op);
+  // Publishes phase 3s+1; on an op's first step also checks every rank's descriptor.
+  void arrive(uint32_t s, bool first, const CollDesc& desc, const char* op);
+  void check_descriptors(const CollDesc& desc, const char* op);
+  uint8_t* slot(int r, uint32_t s) const {
+    return base_[r] + kControlBytes + (s & 1u) * slot_bytes_;
+  }
+
+  int rank_;
+  int size_;
+  std::vector<Segment> segments_;
+  std::vector<uint8_t*> base_;
+  PeerSet peers_;
+  size_t slot_bytes_;
+  uint32_t step_ = 0;
+  uint32_t op_seq_ = 0;
+  std::string failure_;  // set once an op failed: the transport is then unusable
+};
+
+}  // namespace commfuse::comm::shm

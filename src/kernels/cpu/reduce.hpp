@@ -1,0 +1,20 @@
+// Rank-order reduction: the one place where cross-rank sums are computed, so every
+// transport produces the same bits (SPEC §0: fp32 accumulation in rank order 0..R-1, one
+// rounding to the output dtype at the end).
+#pragma once
+
+#include <commfuse/commfuse.hpp>
+
+#include <cstddef>
+
+namespace commfuse::kernels::cpu {
+
+// True for the dtypes collectives can sum: float32, float16, bfloat16, int8, int32.
+bool reducible(DType dtype);
+
+// dst[i] = cast(src[0][i] + src[1][i] + ... + src[n_src - 1][i]), summed left to right.
+// Floats accumulate in fp32 and round once (RNE); integers sum exactly in int64 and
+// saturate to the dtype's range. dst may alias any src.
+void reduce_sum(const void* const* src, int n_src, void* dst, size_t count, DType dtype);
+
+}  // namespace commfuse::kernels::cpu

@@ -1,0 +1,324 @@
+// One rank of a multi-rank test. Started by `commfuse launch -n W` (env://) or by mpirun
+// (init "mpi"), exactly as users start their programs. Each case checks its results
+// bitwise against values computed locally, prints "rank R: <case> OK" and exits 0, or
+// prints what went wrong and exits 1.
+//
+//   commfuse_rank_tests collectives | many_ops | kill_peer | mismatch | bad_arg | c_api
+#include <commfuse/commfuse.h>
+#include <commfuse/commfuse.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+using commfuse::DType;
+
+namespace {
+
+int g_failures = 0;
+
+#define EXPECT(cond, ...)                                                    \
+  do {                                                                       \
+    if (!(cond)) {                                                           \
+      ++g_failures;                                                          \
+      std::fprintf(stderr, "FAILED %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+      std::fprintf(stderr, __VA_ARGS__);                                     \
+      std::fprintf(stderr, "\n");                                            \
+    }                                                                        \
+  } while (0)
+
+// Small integers: exact in every float format we sum, so fp32 sums are exact too.
+float value(int rank, size_t i) {
+  return static_cast<float>(static_cast<int>((rank * 131 + i * 7) % 17) - 8);
+}
+
+std::vector<uint8_t> encode(const std::vector<float>& x, DType t) {
+  std::vector<uint8_t> out(commfuse::dtype_storage_bytes(t, x.size()) + 1);
+  commfuse::convert(x.data(), DType::kFloat32, out.data(), t, x.size(), true);
+  out.resize(commfuse::dtype_storage_bytes(t, x.size()));
+  return out;
+}
+
+std::vector<float> inputs(int rank, size_t n) {
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) x[i] = value(rank, i);
+  return x;
+}
+
+const DType kMoveTypes[] = {DType::kFloat32, DType::kFloat16,      DType::kBFloat16, DType::kInt8,
+                            DType::kInt32,   DType::kFloat8E4M3FN, DType::kHiFloat8, DType::kInt4};
+const DType kSumTypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt8,
+                           DType::kInt32};
+
+void check_collectives(commfuse::Comm& c, size_t n) {
+  const int R = c.world_size(), me = c.rank();
+  for (DType t : kMoveTypes) {
+    const char* tn = commfuse::dtype_name(t).data();
+    const size_t nn = t == DType::kInt4 ? n & ~size_t{1} : n;
+    // all_gather
+    {
+      auto src = encode(inputs(me, nn), t);
+      std::vector<uint8_t> dst(src.size() * R, 0xCD);
+      c.all_gather(src.data(), dst.data(), nn, t);
+      for (int s = 0; s < R; ++s) {
+        auto want = encode(inputs(s, nn), t);
+        EXPECT(want.empty() ||
+                   std::memcmp(dst.data() + s * want.size(), want.data(), want.size()) == 0,
+               "all_gather %s n=%zu block %d", tn, nn, s);
+      }
+    }
+    // broadcast from every root
+    for (int root = 0; root < R; ++root) {
+      auto buf = encode(inputs(me, nn), t);
+      c.broadcast(buf.data(), nn, t, root);
+      EXPECT(buf == encode(inputs(root, nn), t), "broadcast %s n=%zu root %d", tn, nn, root);
+    }
+    // all_to_all: block s of rank q's input is inputs(q * R + s)
+    {
+      std::vector<uint8_t> src;
+      for (int s = 0; s < R; ++s) {
+        auto b = encode(inputs(me * R + s, nn), t);
+        src.insert(src.end(), b.begin(), b.end());
+      }
+      std::vector<uint8_t> dst(src.size(), 0xCD);
+      c.all_to_all(src.data(), dst.data(), nn, t);
+      for (int q = 0; q < R; ++q) {
+        auto want = encode(inputs(q * R + me, nn), t);
+        EXPECT(want.empty() ||
+                   std::memcmp(dst.data() + q * want.size(), want.data(), want.size()) == 0,
+               "all_to_all %s n=%zu from %d", tn, nn, q);
+      }
+    }
+  }
+  for (DType t : kSumTypes) {
+    const char* tn = commfuse::dtype_name(t).data();
+    std::vector<float> sum(n, 0.0f);
+    for (int s = 0; s < R; ++s)
+      for (size_t i = 0; i < n; ++i) sum[i] += value(s, i);
+    // all_reduce, out of place and in place
+    auto src = encode(inputs(me, n), t);
+    std::vector<uint8_t> dst(src.size(), 0xCD);
+    c.all_reduce(src.data(), dst.data(), n, t);
+    EXPECT(dst == encode(sum, t), "all_reduce %s n=%zu", tn, n);
+    c.all_reduce(src.data(), src.data(), n, t);
+    EXPECT(src == encode(sum, t), "all_reduce in place %s n=%zu", tn, n);
+    // reduce_scatter: block s of rank q's input is inputs(q + 1000 * s)
+    std::vector<uint8_t> rs_in;
+    for (int s = 0; s < R; ++s) {
+      auto b = encode(inputs(me + 1000 * s, n), t);
+      rs_in.insert(rs_in.end(), b.begin(), b.end());
+    }
+    std::vector<float> rs_sum(n, 0.0f);
+    for (int q = 0; q < R; ++q)
+      for (size_t i = 0; i < n; ++i) rs_sum[i] += value(q + 1000 * me, i);
+    std::vector<uint8_t> rs_out(commfuse::dtype_storage_bytes(t, n), 0xCD);
+    c.reduce_scatter(rs_in.data(), rs_out.data(), n, t);
+    EXPECT(rs_out == encode(rs_sum, t), "reduce_scatter %s n=%zu", tn, n);
+  }
+}
+
+// Results must be bitwise identical on every rank: gather everyone's and compare.
+void check_identical_everywhere(commfuse::Comm& c) {
+  const int R = c.world_size();
+  std::vector<float> x(4099);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.1f * static_cast<float>(i % 97) / (1 + c.rank());
+  std::vector<float> y(x.size());
+  c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
+  std::vector<float> all(x.size() * R);
+  c.all_gather(y.data(), all.data(), y.size(), DType::kFloat32);
+  for (int s = 1; s < R; ++s)
+    EXPECT(std::memcmp(all.data(), all.data() + s * y.size(), y.size() * 4) == 0,
+           "all_reduce result of rank %d differs from rank 0", s);
+  // ... and equal to the rank-order sum computed here.
+  for (size_t i = 0; i < x.size(); ++i) {
+    float want = 0.0f;
+    for (int s = 0; s < R; ++s) want += 0.1f * static_cast<float>(i % 97) / (1 + s);
+    if (std::memcmp(&want, &y[i], 4) != 0) {
+      EXPECT(false, "element %zu: %.9g vs rank-order sum %.9g", i, y[i], want);
+      break;
+    }
+  }
+}
+
+int case_collectives(commfuse::Comm& c) {
+  c.barrier();
+  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, size_t{70001}})
+    check_collectives(c, n);
+  check_identical_everywhere(c);
+  return 0;
+}
+
+int case_many_ops(commfuse::Comm& c) {
+  // Thousands of small mixed operations: flag/epoch reuse bugs show up as wrong data or hangs.
+  const int R = c.world_size(), me = c.rank();
+  for (int it = 0; it < 3000; ++it) {
+    const size_t n = 1 + it % 37;
+    switch (it % 4) {
+      case 0: {
+        std::vector<int32_t> x(n, me + it), y(n);
+        c.all_reduce(x.data(), y.data(), n, DType::kInt32);
+        const int32_t want = R * it + R * (R - 1) / 2;
+        EXPECT(y[n - 1] == want, "iteration %d all_reduce %d vs %d", it, y[n - 1], want);
+        break;
+      }
+      case 1: {
+        std::vector<int32_t> x(n, me * 100000 + it), y(n * R);
+        c.all_gather(x.data(), y.data(), n, DType::kInt32);
+        for (int s = 0; s < R; ++s)
+          EXPECT(y[s * n] == s * 100000 + it, "iteration %d all_gather block %d", it, s);
+        break;
+      }
+      case 2: {
+        int32_t v = me == it % R ? it : -1;
+        c.broadcast(&v, 1, DType::kInt32, it % R);
+        EXPECT(v == it, "iteration %d broadcast got %d", it, v);
+        break;
+      }
+      default:
+        c.barrier();
+    }
+    if (g_failures > 5) break;
+  }
+  return 0;
+}
+
+// Rank 1 kills itself in the middle of a sequence of all-reduces; every other rank must
+// get RUNTIME_ERROR naming rank 1, well before the deadline.
+int case_kill_peer(commfuse::Comm& c) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<float> x(1 << 16, 1.0f), y(x.size());
+  try {
+    for (int it = 0; it < 50; ++it) {
+      if (c.rank() == 1 && it == 20) raise(SIGKILL);
+      c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
+    }
+    EXPECT(false, "no error although rank 1 was killed");
+  } catch (const commfuse::RuntimeFailure& e) {
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("rank %d: got expected error after %.2f s: %s\n", c.rank(), s, e.what());
+    EXPECT(std::strstr(e.what(), "rank 1") != nullptr, "error does not name rank 1: %s", e.what());
+  }
+  return 0;
+}
+
+// Another communicator over the same ranks (tcp on the next port, or MPI again).
+std::unique_ptr<commfuse::Comm> second_comm(commfuse::Comm& c) {
+  const char* port = std::getenv("MASTER_PORT");
+  if (port == nullptr) return std::make_unique<commfuse::Comm>(c.rank(), c.world_size(), "mpi");
+  return std::make_unique<commfuse::Comm>(c.rank(), c.world_size(),
+                                          "tcp://127.0.0.1:" + std::to_string(std::atoi(port) + 2));
+}
+
+// Rank 1 calls all_reduce with a different count, then (new comm) with a different dtype.
+int case_mismatch(commfuse::Comm& c) {
+  std::vector<float> x(1024, 1.0f), y(x.size());
+  const size_t n = c.rank() == 1 ? 512 : 1024;
+  try {
+    c.all_reduce(x.data(), y.data(), n, DType::kFloat32);
+    EXPECT(false, "no error for mismatched counts");
+  } catch (const commfuse::RuntimeFailure& e) {
+    std::printf("rank %d: got expected error: %s\n", c.rank(), e.what());
+    EXPECT(
+        std::strstr(e.what(), "mismatch") != nullptr || std::strstr(e.what(), "rank 1") != nullptr,
+        "error does not explain: %s", e.what());
+  }
+  // The communicator is unusable afterwards, and says so instead of hanging.
+  try {
+    c.barrier();
+    EXPECT(false, "barrier after failure did not fail");
+  } catch (const commfuse::RuntimeFailure& e) {
+    EXPECT(std::strstr(e.what(), "earlier failure") != nullptr, "%s", e.what());
+  }
+  // A fresh communicator, and this time rank 1 disagrees on the dtype.
+  auto fresh = second_comm(c);
+  try {
+    fresh->all_gather(x.data(), y.data(), 64, c.rank() == 1 ? DType::kInt32 : DType::kFloat32);
+    EXPECT(false, "no error for mismatched dtypes");
+  } catch (const commfuse::RuntimeFailure& e) {
+    std::printf("rank %d: got expected error: %s\n", c.rank(), e.what());
+    EXPECT(std::strstr(e.what(), "int32") != nullptr && std::strstr(e.what(), "float32") != nullptr,
+           "error does not name both dtypes: %s", e.what());
+  }
+  return 0;
+}
+
+// Rank 1 passes a null buffer: it gets PARAM_NULLPTR, the others RUNTIME_ERROR naming it.
+int case_bad_arg(commfuse::Comm& c) {
+  std::vector<float> x(256, 1.0f), y(x.size());
+  try {
+    c.all_reduce(c.rank() == 1 ? nullptr : x.data(), y.data(), x.size(), DType::kFloat32);
+    EXPECT(false, "no error");
+  } catch (const commfuse::NullPointerError& e) {
+    EXPECT(c.rank() == 1, "rank %d got PARAM_NULLPTR: %s", c.rank(), e.what());
+    std::printf("rank %d: got expected PARAM_NULLPTR: %s\n", c.rank(), e.what());
+  } catch (const commfuse::RuntimeFailure& e) {
+    EXPECT(c.rank() != 1, "rank 1 got RUNTIME_ERROR: %s", e.what());
+    EXPECT(std::strstr(e.what(), "rank 1") != nullptr, "does not name rank 1: %s", e.what());
+    std::printf("rank %d: got expected RUNTIME_ERROR: %s\n", c.rank(), e.what());
+  }
+  return 0;
+}
+
+int case_c_api(commfuse::Comm& cpp_comm) {
+  // A second communicator through the C API, next to the C++ one (own port: +1).
+  commfuseComm_t comm = nullptr;
+  const char* port = std::getenv("MASTER_PORT");
+  const std::string init = port ? "tcp://127.0.0.1:" + std::to_string(std::atoi(port) + 1) : "mpi";
+  const int rank = cpp_comm.rank();
+  const int size = cpp_comm.world_size();
+  EXPECT(commfuseCommInitRank(rank, size, init.c_str(), &comm) == COMMFUSE_SUCCESS, "%s",
+         commfuseGetLastErrorMessage());
+  if (comm == nullptr) return 1;
+  char name[COMMFUSE_COMM_NAME_MAX];
+  EXPECT(commfuseCommGetName(comm, name) == COMMFUSE_SUCCESS, "get name");
+  EXPECT(&commfuse::find_comm(name) != nullptr, "find_comm(%s)", name);
+  int r = -1, w = -1;
+  commfuseCommRank(comm, &r);
+  commfuseCommSize(comm, &w);
+  EXPECT(r == rank && w == size, "rank/size %d/%d", r, w);
+  std::vector<float> x(100, static_cast<float>(r)), y(100);
+  EXPECT(commfuseAllReduce(x.data(), y.data(), 100, COMMFUSE_FLOAT32, comm) == COMMFUSE_SUCCESS,
+         "%s", commfuseGetLastErrorMessage());
+  EXPECT(y[99] == static_cast<float>(w * (w - 1) / 2), "sum %g", y[99]);
+  EXPECT(commfuseBarrier(comm) == COMMFUSE_SUCCESS, "%s", commfuseGetLastErrorMessage());
+  EXPECT(commfuseCommDestroy(comm) == COMMFUSE_SUCCESS, "destroy");
+  try {
+    commfuse::find_comm(name);
+    EXPECT(false, "destroyed comm still registered");
+  } catch (const commfuse::InvalidArgument&) {
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::map<std::string, std::function<int(commfuse::Comm&)>> cases = {
+      {"collectives", case_collectives}, {"many_ops", case_many_ops}, {"kill_peer", case_kill_peer},
+      {"mismatch", case_mismatch},       {"bad_arg", case_bad_arg},   {"c_api", case_c_api},
+  };
+  if (argc != 2 || !cases.count(argv[1])) {
+    std::fprintf(stderr, "usage: %s <case>\n", argv[0]);
+    return 2;
+  }
+  int rc = 0;
+  try {
+    auto comm = commfuse::Comm::from_env();
+    rc = cases.at(argv[1])(*comm);
+    if (g_failures == 0 && rc == 0)
+      std::printf("rank %d: %s OK (world %d, transport %s)\n", comm->rank(), argv[1],
+                  comm->world_size(), comm->transport_name());
+  } catch (const commfuse::Error& e) {
+    std::fprintf(stderr, "unexpected error %d: %s\n", static_cast<int>(e.code()), e.what());
+    return 1;
+  }
+  return g_failures == 0 ? rc : 1;
+}

@@ -1,0 +1,74 @@
+// Communicator creation errors that a single process can provoke.
+#include <gtest/gtest.h>
+
+#include <commfuse/commfuse.h>
+#include <commfuse/commfuse.hpp>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+namespace {
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+}  // namespace
+
+TEST(CommInit, RankOutOfRangeIsParamInvalid) {
+  try {
+    commfuse::Comm c(2, 2, "tcp://127.0.0.1:" + std::to_string(free_port()));
+    FAIL();
+  } catch (const commfuse::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("rank"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CommInit, SingleRankCommWorksAndIsFoundByName) {
+  commfuse::Comm c(0, 1, "tcp://127.0.0.1:" + std::to_string(free_port()));
+  EXPECT_EQ(c.world_size(), 1);
+  EXPECT_STREQ(c.transport_name(), "shm");
+  EXPECT_EQ(&commfuse::find_comm(c.name()), &c);
+  float x[3] = {1, 2, 3}, y[3] = {};
+  c.all_reduce(x, y, 3, commfuse::DType::kFloat32);
+  EXPECT_EQ(y[2], 3.0f);
+}
+
+TEST(CommInit, UnknownGroupNameIsParamInvalid) {
+  try {
+    commfuse::find_comm("no-such-group");
+    FAIL();
+  } catch (const commfuse::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("no-such-group"), std::string::npos);
+  }
+}
+
+TEST(CommInit, CApiReportsBadInitMethod) {
+  commfuseComm_t comm = nullptr;
+  EXPECT_EQ(commfuseCommInitRank(0, 1, "udp://x", &comm), COMMFUSE_PARAM_INVALID);
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_NE(std::string(commfuseGetLastErrorMessage()).find("udp://x"), std::string::npos)
+      << commfuseGetLastErrorMessage();
+  EXPECT_EQ(commfuseCommInitRank(0, 1, nullptr, &comm), COMMFUSE_PARAM_NULLPTR);
+  EXPECT_EQ(commfuseAllReduce(nullptr, nullptr, 0, COMMFUSE_FLOAT32, nullptr),
+            COMMFUSE_PARAM_NULLPTR);
+}
+
+TEST(CommInit, BadArgumentOnSingleRankComm) {
+  commfuse::Comm c(0, 1, "tcp://127.0.0.1:" + std::to_string(free_port()));
+  float x[2] = {};
+  EXPECT_THROW(c.all_reduce(x, x, 2, commfuse::DType::kHiFloat8), commfuse::InvalidArgument);
+  EXPECT_THROW(c.broadcast(x, 2, commfuse::DType::kFloat32, 0), commfuse::RuntimeFailure)
+      << "after a rejected call the communicator is aborted";
+}

@@ -1,0 +1,54 @@
+// `commfuse bench <collective>`: starts W ranks under mpirun (so OpenMPI's own collective
+// can be timed in the same processes, same run) and lets them run bench-worker.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench_options.hpp"
+#include "commands.hpp"
+#include "core/error.hpp"
+#include "launcher.hpp"
+
+namespace commfuse::cli {
+
+int cmd_bench(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  BenchOptions o = parse_bench_options(args);
+  o.port = pick_free_port();
+  std::vector<std::string> cmd = {COMMFUSE_MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-n",
+                                  std::to_string(o.nprocs)};
+  if (o.transport == "mpi") {
+    // What a multi-machine job uses: MPI over TCP, for our transport and the baseline alike.
+    for (const char* a : {"--mca", "btl", "tcp,self"}) cmd.push_back(a);
+  }
+  for (const char* a : {"-x", "COMMFUSE_TRANSPORT"}) cmd.push_back(a);
+  cmd.push_back(self_exe_path());
+  cmd.push_back("bench-worker");
+  for (const auto& a : to_args(o)) cmd.push_back(a);
+
+  setenv("COMMFUSE_TRANSPORT", o.transport.c_str(), 1);
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    std::perror("commfuse bench: fork");
+    return 1;
+  }
+  if (pid == 0) {
+    std::vector<char*> cargv;
+    for (auto& a : cmd) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    execvp(cargv[0], cargv.data());
+    std::fprintf(stderr, "commfuse bench: cannot execute %s\n", cargv[0]);
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+}  // namespace commfuse::cli
