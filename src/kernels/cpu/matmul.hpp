@@ -1,0 +1,79 @@
+// CPU GEMM for the fused operators: c = a @ b (+ bias), accumulated in fp32 and rounded
+// once to c's dtype, round-half-to-even (SPEC §0). Backed by oneDNN matmul primitives
+// that are created once per descriptor and cached (DESIGN "Plan, then execute").
+//
+// Layout: row-major with explicit row strides, so a row block of a larger buffer (a
+// peer's chunk of a gathered matrix, a slice of the output) is used in place. b may be
+// given transposed: an (n, k) buffer viewed as (k, n).
+//
+// fp16 always, and bf16 where oneDNN has no bf16 matmul for this CPU (no AVX512), are
+// widened to fp32 into per-thread scratch and multiplied in fp32; the fp32 result is then
+// rounded once to c's dtype, so every path computes the same thing up to fp32 summation
+// order. COMMFUSE_VERBOSE=1 logs, per new plan, which implementation oneDNN chose and
+// whether inputs were widened.
+#pragma once
+
+#include <commfuse/commfuse.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace commfuse::kernels::cpu {
+
+// What to multiply; immutable once planned, and the plan cache's key.
+struct MatmulDesc {
+  int64_t m = 0;                       // rows of a and c; may be 0 (nothing to do)
+  int64_t k = 0;                       // >= 1
+  int64_t n = 0;                       // >= 1
+  DType a_dtype = DType::kFloat32;     // float32, float16 or bfloat16
+  DType b_dtype = DType::kFloat32;     // = a_dtype
+  bool b_transposed = false;           // b is an (n, k) buffer with row stride ldb
+  int64_t lda = 0;                     // row strides in elements: lda >= k,
+  int64_t ldb = 0;                     // ldb >= (b_transposed ? k : n),
+  int64_t ldc = 0;                     // ldc >= n
+  DType c_dtype = DType::kFloat32;     // float32 or a_dtype
+  bool has_bias = false;               // c = a @ b + bias, bias of shape (n,)
+  DType bias_dtype = DType::kFloat32;  // float32 or a_dtype
+  // c += a @ b (+ bias) instead of c = ...; c must be float32. For k-chunked schedules
+  // that sum partial products into one fp32 accumulator.
+  bool accumulate = false;
+
+  bool operator==(const MatmulDesc&) const = default;
+};
+
+// A dense descriptor: lda = k, ldb = n (k if b_transposed), ldc = n, c and bias in dtype.
+MatmulDesc dense_matmul_desc(int64_t m, int64_t k, int64_t n, DType dtype,
+                             bool b_transposed = false);
+
+// Throws InvalidArgument naming the field (and its value) that is out of range.
+void validate(const MatmulDesc& desc);
+
+// A validated descriptor with its oneDNN primitive (opaque; see matmul_plan.hpp).
+class MatmulPlan;
+
+// Validates desc and returns its plan, from the cache when it was planned before with the
+// same thread count (compute_threads()). Holding the pointer keeps the plan alive even if
+// the cache evicts it. Thread-safe.
+std::shared_ptr<const MatmulPlan> plan_matmul(const MatmulDesc& desc);
+
+// Runs a plan. a, b, c (and bias when has_bias) must be non-null unless m == 0
+// (NullPointerError naming the argument). c must not overlap a, b or bias. Thread-safe:
+// several threads may run the same plan on different buffers.
+void matmul(const MatmulPlan& plan, const void* a, const void* b, const void* bias, void* c);
+
+// plan_matmul(desc) then matmul(plan, ...).
+void matmul(const MatmulDesc& desc, const void* a, const void* b, const void* bias, void* c);
+
+// One line: shape, dtypes, oneDNN implementation, widening, threads.
+std::string describe(const MatmulPlan& plan);
+// True when the plan widens its fp16/bf16 inputs to fp32 before a fp32 primitive.
+bool widens_inputs(const MatmulPlan& plan);
+
+// Plans currently cached (at most kMatmulPlanCacheCapacity, least recently used evicted).
+inline constexpr size_t kMatmulPlanCacheCapacity = 64;
+size_t matmul_plan_cache_size();
+void clear_matmul_plan_cache();
+
+}  // namespace commfuse::kernels::cpu

@@ -1,0 +1,273 @@
+// Matmul planning: validation, the choice of oneDNN primitive and the plan cache.
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstdint>
+#include <mutex>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/params.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/matmul_plan.hpp"
+#include "kernels/cpu/threads.hpp"
+
+namespace commfuse::kernels::cpu {
+namespace {
+
+using dt = dnnl::memory::data_type;
+using dims = dnnl::memory::dims;
+
+bool is_float_input(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16;
+}
+
+// dtype_name throws for a value outside the enum; error messages must not.
+std::string name_of(DType t) {
+  try {
+    return std::string(dtype_name(t));
+  } catch (const Error&) {
+    return detail::cat("dtype(", static_cast<int>(t), ")");
+  }
+}
+
+dt to_dnnl(DType t) {
+  switch (t) {
+    case DType::kFloat32:
+      return dt::f32;
+    case DType::kFloat16:
+      return dt::f16;
+    case DType::kBFloat16:
+      return dt::bf16;
+    default:
+      break;
+  }
+  CF_ASSERT(false);
+  return dt::undef;
+}
+
+int verbose_level() {
+  // Read once like COMMFUSE_LOG; a bad value must not make every GEMM fail.
+  static const int level = [] {
+    try {
+      return static_cast<int>(params::get_int("COMMFUSE_VERBOSE"));
+    } catch (const Error& e) {
+      log::write(log::Level::kWarn, detail::cat(e.what(), "; verbose output off"));
+      return 0;
+    }
+  }();
+  return level;
+}
+
+// Operand layouts handed to oneDNN. The caller's strides when oneDNN reads the caller's
+// buffers, dense ones when it reads our fp32 scratch.
+struct Layout {
+  dt in;
+  dt out;
+  dt bias;
+  bool dense_inputs;
+  bool dense_c;
+};
+
+dnnl::matmul::primitive_desc make_pd(const MatmulDesc& d, const Layout& l) {
+  const int64_t lda = l.dense_inputs ? d.k : d.lda;
+  const int64_t ldb = l.dense_inputs ? (d.b_transposed ? d.k : d.n) : d.ldb;
+  const int64_t ldc = l.dense_c ? d.n : d.ldc;
+  const dnnl::memory::desc a_md({d.m, d.k}, l.in, dims{lda, 1});
+  // A transposed b is the (n, k) buffer read column-wise: strides (1, ldb).
+  const dnnl::memory::desc b_md({d.k, d.n}, l.in, d.b_transposed ? dims{1, ldb} : dims{ldb, 1});
+  const dnnl::memory::desc c_md({d.m, d.n}, l.out, dims{ldc, 1});
+  const dnnl::memory::desc bias_md =
+      d.has_bias ? dnnl::memory::desc({1, d.n}, l.bias, dims{d.n, 1}) : dnnl::memory::desc();
+  dnnl::primitive_attr attr;
+  if (d.accumulate) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);  // dst = dst + (a @ b + bias), summed in fp32
+    attr.set_post_ops(ops);
+  }
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, bias_md, c_md), attr,
+                                      cpu_engine());
+}
+
+void set_primitive(const dnnl::matmul::primitive_desc& pd, MatmulPlan& plan) {
+  plan.primitive = dnnl::matmul(pd);
+  plan.impl = pd.impl_info_str();
+  plan.a_md = pd.src_desc();
+  plan.b_md = pd.weights_desc();
+  plan.c_md = pd.dst_desc();
+  plan.bias_md = pd.bias_desc();  // zero desc when there is no bias
+}
+
+bool is_reference_impl(const dnnl::matmul::primitive_desc& pd) {
+  // oneDNN's "ref:any" loops are orders of magnitude slower than widening to fp32.
+  return std::string_view(pd.impl_info_str()).starts_with("ref");
+}
+
+// fp16/bf16 straight into oneDNN, when this oneDNN and CPU have a real kernel for it.
+bool try_native(const MatmulDesc& d, MatmulPlan& plan) {
+  Layout l{to_dnnl(d.a_dtype), to_dnnl(d.c_dtype), to_dnnl(d.bias_dtype), false, false};
+  std::vector<bool> bias_f32_options{false};
+  // Some kernels take only a fp32 bias; converting n values per call is cheap.
+  if (d.has_bias && d.bias_dtype != DType::kFloat32) bias_f32_options.push_back(true);
+  for (const bool bias_f32 : bias_f32_options) {
+    if (bias_f32) l.bias = dt::f32;
+    try {
+      auto pd = make_pd(d, l);
+      if (is_reference_impl(pd)) return false;
+      set_primitive(pd, plan);
+      plan.bias_to_f32 = bias_f32;
+      return true;
+    } catch (const dnnl::error&) {
+      // unimplemented for this CPU: try the next option
+    }
+  }
+  return false;
+}
+
+void plan_widened(const MatmulDesc& d, MatmulPlan& plan) {
+  const bool narrow_c = d.c_dtype != DType::kFloat32;
+  const Layout l{dt::f32, dt::f32, dt::f32, d.a_dtype != DType::kFloat32, narrow_c};
+  try {
+    set_primitive(make_pd(d, l), plan);
+  } catch (const dnnl::error& e) {
+    detail::throw_status(Status::kRuntimeError,
+                         detail::cat("matmul: oneDNN could not create a float32 matmul for ",
+                                     describe(plan), ": ", e.what()));
+  }
+  plan.widened = d.a_dtype != DType::kFloat32;
+  plan.bias_to_f32 = d.has_bias && d.bias_dtype != DType::kFloat32;
+}
+
+std::shared_ptr<const MatmulPlan> create_plan(const MatmulDesc& d, int threads) {
+  auto plan = std::make_shared<MatmulPlan>();
+  plan->desc = d;
+  plan->threads = threads;
+  if (d.m == 0) return plan;
+  // Some oneDNN kernels size their work split from the thread count at creation.
+  ScopedComputeThreads scoped(threads);
+  if (d.a_dtype == DType::kFloat32 || !try_native(d, *plan)) plan_widened(d, *plan);
+  if (verbose_level() >= 1) log::write(log::Level::kInfo, "matmul plan: " + describe(*plan));
+  return plan;
+}
+
+struct CacheEntry {
+  MatmulDesc desc;
+  int threads;
+  std::shared_ptr<const MatmulPlan> plan;
+  uint64_t last_use;
+};
+
+struct PlanCache {
+  std::mutex mu;
+  std::vector<CacheEntry> entries;  // <= kMatmulPlanCacheCapacity: a linear scan is cheap
+  uint64_t clock = 0;
+};
+
+PlanCache& plan_cache() {
+  // Never destroyed: destroying primitives after oneDNN's own statics at exit is unsafe.
+  static PlanCache* const cache = new PlanCache;
+  return *cache;
+}
+
+}  // namespace
+
+const dnnl::engine& cpu_engine() {
+  static const dnnl::engine* const engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *engine;
+}
+
+MatmulDesc dense_matmul_desc(int64_t m, int64_t k, int64_t n, DType dtype, bool b_transposed) {
+  MatmulDesc d;
+  d.m = m;
+  d.k = k;
+  d.n = n;
+  d.a_dtype = d.b_dtype = d.c_dtype = d.bias_dtype = dtype;
+  d.b_transposed = b_transposed;
+  d.lda = k;
+  d.ldb = b_transposed ? k : n;
+  d.ldc = n;
+  return d;
+}
+
+void validate(const MatmulDesc& d) {
+  CF_CHECK_ARG(d.m >= 0, "matmul: m is ", d.m, " but must be >= 0");
+  CF_CHECK_ARG(d.k >= 1, "matmul: k is ", d.k, " but must be >= 1");
+  CF_CHECK_ARG(d.n >= 1, "matmul: n is ", d.n, " but must be >= 1");
+  CF_CHECK_ARG(is_float_input(d.a_dtype), "matmul: a dtype ", name_of(d.a_dtype),
+               " is not supported (float32, float16, bfloat16)");
+  CF_CHECK_ARG(d.b_dtype == d.a_dtype, "matmul: b dtype ", name_of(d.b_dtype),
+               " must equal a dtype ", name_of(d.a_dtype));
+  CF_CHECK_ARG(d.c_dtype == DType::kFloat32 || d.c_dtype == d.a_dtype, "matmul: c dtype ",
+               name_of(d.c_dtype), " must be float32 or a dtype ", name_of(d.a_dtype));
+  CF_CHECK_ARG(!d.has_bias || d.bias_dtype == DType::kFloat32 || d.bias_dtype == d.a_dtype,
+               "matmul: bias dtype ", name_of(d.bias_dtype), " must be float32 or a dtype ",
+               name_of(d.a_dtype));
+  CF_CHECK_ARG(!d.accumulate || d.c_dtype == DType::kFloat32,
+               "matmul: accumulate needs a float32 c, but c dtype is ", name_of(d.c_dtype));
+  CF_CHECK_ARG(d.lda >= d.k, "matmul: lda is ", d.lda, " but must be >= k = ", d.k);
+  const int64_t min_ldb = d.b_transposed ? d.k : d.n;
+  CF_CHECK_ARG(d.ldb >= min_ldb, "matmul: ldb is ", d.ldb,
+               " but must be >= ", d.b_transposed ? "k = " : "n = ", min_ldb,
+               d.b_transposed ? " (b transposed)" : "");
+  CF_CHECK_ARG(d.ldc >= d.n, "matmul: ldc is ", d.ldc, " but must be >= n = ", d.n);
+}
+
+std::shared_ptr<const MatmulPlan> plan_matmul(const MatmulDesc& desc) {
+  validate(desc);
+  const int threads = compute_threads();
+  PlanCache& cache = plan_cache();
+  // Creation happens under the lock: it is rare, and two threads asking for the same new
+  // plan then JIT it once.
+  std::lock_guard<std::mutex> lock(cache.mu);
+  ++cache.clock;
+  for (CacheEntry& e : cache.entries) {
+    if (e.threads == threads && e.desc == desc) {
+      e.last_use = cache.clock;
+      return e.plan;
+    }
+  }
+  auto plan = create_plan(desc, threads);
+  if (cache.entries.size() >= kMatmulPlanCacheCapacity) {
+    auto oldest = cache.entries.begin();
+    for (auto it = cache.entries.begin(); it != cache.entries.end(); ++it)
+      if (it->last_use < oldest->last_use) oldest = it;
+    cache.entries.erase(oldest);
+  }
+  cache.entries.push_back({desc, threads, plan, cache.clock});
+  return plan;
+}
+
+std::string describe(const MatmulPlan& p) {
+  const MatmulDesc& d = p.desc;
+  std::string s =
+      detail::cat("m=", d.m, " k=", d.k, " n=", d.n, " a=", name_of(d.a_dtype),
+                  " b=", name_of(d.b_dtype), d.b_transposed ? "(T)" : "", " c=", name_of(d.c_dtype),
+                  " lda=", d.lda, " ldb=", d.ldb, " ldc=", d.ldc);
+  if (d.has_bias) s += detail::cat(" bias=", name_of(d.bias_dtype));
+  if (d.accumulate) s += " accumulate";
+  s += detail::cat(" -> ", p.impl.empty() ? "none" : p.impl);
+  if (p.widened)
+    s += detail::cat(", ", name_of(d.a_dtype), " widened to float32 (no native kernel)");
+  if (p.bias_to_f32) s += ", bias widened to float32";
+  return s + detail::cat(", ", p.threads, " threads");
+}
+
+bool widens_inputs(const MatmulPlan& plan) {
+  return plan.widened;
+}
+
+size_t matmul_plan_cache_size() {
+  PlanCache& cache = plan_cache();
+  std::lock_guard<std::mutex> lock(cache.mu);
+  return cache.entries.size();
+}
+
+void clear_matmul_plan_cache() {
+  PlanCache& cache = plan_cache();
+  std::lock_guard<std::mutex> lock(cache.mu);
+  cache.entries.clear();
+}
+
+}  // namespace commfuse::kernels::cpu

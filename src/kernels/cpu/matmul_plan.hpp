@@ -1,0 +1,33 @@
+// The inside of a matmul plan: the oneDNN primitive chosen for a descriptor and how its
+// operands are fed to it. Shared by matmul_plan.cpp (creation, cache) and matmul.cpp
+// (execution) only.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <string>
+
+#include "kernels/cpu/matmul.hpp"
+
+namespace commfuse::kernels::cpu {
+
+class MatmulPlan {
+ public:
+  MatmulDesc desc;
+  int threads = 1;  // OpenMP threads at creation; execution uses the same number
+  // fp16/bf16 a and b are widened to dense fp32 scratch and multiplied in fp32; when c is
+  // fp16/bf16 the fp32 result goes to scratch and is rounded once into c.
+  bool widened = false;
+  // The primitive takes a fp32 bias but the caller's bias is fp16/bf16: it is widened
+  // (n values) on every call.
+  bool bias_to_f32 = false;
+  dnnl::matmul primitive;  // empty when m == 0
+  // The primitive's operand descriptors, kept so a call wraps buffers without querying.
+  dnnl::memory::desc a_md, b_md, c_md, bias_md;
+  std::string impl;  // oneDNN's impl_info_str(), e.g. "gemm:jit"
+};
+
+// The engine every plan is created on, and executed with.
+const dnnl::engine& cpu_engine();
+
+}  // namespace commfuse::kernels::cpu

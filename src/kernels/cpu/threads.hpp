@@ -1,0 +1,34 @@
+// How many threads a rank's compute kernels use (DESIGN "Threads per rank"): ranks on one
+// host share its cores, so each takes its share unless COMMFUSE_NUM_THREADS says otherwise.
+#pragma once
+
+namespace commfuse::kernels::cpu {
+
+// The number of ranks of this process's communicator that run on this host. The
+// communicator layer sets it; until then it is 1. Values < 1 are treated as 1.
+void set_local_ranks(int local_ranks);
+int local_ranks();
+
+// The rule itself: override if > 0, else max(1, cores / local_ranks).
+int compute_threads_for(int override_threads, int cores, int local_ranks);
+
+// compute_threads_for(COMMFUSE_NUM_THREADS, online cores, local_ranks()). The variable
+// is read once (the environment is fixed at start); an invalid value throws
+// InvalidArgument naming it.
+int compute_threads();
+
+// Runs the scope with n threads in oneDNN (its Debian build uses OpenMP, which reads the
+// calling thread's OpenMP thread count) and restores the caller's count afterwards, so a
+// host application's own OpenMP setting survives our calls.
+class ScopedComputeThreads {
+ public:
+  explicit ScopedComputeThreads(int n);
+  ~ScopedComputeThreads();
+  ScopedComputeThreads(const ScopedComputeThreads&) = delete;
+  ScopedComputeThreads& operator=(const ScopedComputeThreads&) = delete;
+
+ private:
+  int previous_ = 0;  // 0: nothing to restore
+};
+
+}  // namespace commfuse::kernels::cpu

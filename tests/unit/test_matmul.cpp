@@ -1,0 +1,443 @@
+// kernels::cpu::matmul against a float64 reference.
+//
+// Integer-valued inputs make every fp32 partial sum exact (|sum| < 2^24), whatever order
+// oneDNN sums in, so the result must equal the exact product rounded once to c's dtype:
+// compared bit for bit. This is what catches a second rounding (e.g. a bf16 intermediate).
+// Real-valued inputs are compared with the bound
+//   |c - ref| <= (k + 2) * 2^-24 * (sum_p |a_ip b_pj| + |bias_j| + |c0_ij|) + ulp_out(|ref| + e)/2
+// the first term (e) bounds fp32 summation in any order with or without FMA (Higham's
+// gamma_{k+1}, plus one addition for the bias or the accumulated c), the second the single
+// final rounding to c's dtype.
+#include <gtest/gtest.h>
+
+#include <commfuse/commfuse.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/onednn_info.hpp"
+#include "kernels/cpu/threads.hpp"
+
+namespace cpu = commfuse::kernels::cpu;
+using commfuse::DType;
+using cpu::MatmulDesc;
+
+namespace {
+
+constexpr uint8_t kSentinel = 0xA5;  // c's padding bytes, which matmul must not touch
+
+size_t esize(DType t) {
+  return static_cast<size_t>(commfuse::dtype_bits(t) / 8);
+}
+
+std::vector<uint8_t> encode(const std::vector<float>& v, DType t) {
+  std::vector<uint8_t> raw(v.size() * esize(t));
+  commfuse::convert(v.data(), DType::kFloat32, raw.data(), t, v.size());
+  return raw;
+}
+
+float decode_at(const std::vector<uint8_t>& raw, DType t, size_t i) {
+  float x = 0;
+  commfuse::convert(raw.data() + i * esize(t), t, &x, DType::kFloat32, 1);
+  return x;
+}
+
+float round_to(float x, DType t) {
+  uint8_t tmp[4];
+  commfuse::convert(&x, DType::kFloat32, tmp, t, 1);
+  float y = 0;
+  commfuse::convert(tmp, t, &y, DType::kFloat32, 1);
+  return y;
+}
+
+// A problem in the caller's layout: padding of a and b holds NaN (reading it would poison
+// the result), c's padding holds kSentinel bytes.
+struct Problem {
+  MatmulDesc d;
+  std::vector<float> a, b, bias, c0;  // values, representable in their dtypes
+  std::vector<uint8_t> a_raw, b_raw, bias_raw, c_raw;
+
+  int64_t b_rows() const { return d.b_transposed ? d.n : d.k; }
+  int64_t b_cols() const { return d.b_transposed ? d.k : d.n; }
+  float a_at(int64_t i, int64_t p) const { return a[i * d.lda + p]; }
+  float b_at(int64_t p, int64_t j) const {
+    return d.b_transposed ? b[j * d.ldb + p] : b[p * d.ldb + j];
+  }
+};
+
+Problem make_problem(const MatmulDesc& d, bool integers, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> ints(-3, 3);
+  std::uniform_real_distribution<float> reals(-1.0f, 1.0f);
+  auto value = [&](DType t) {
+    return integers ? static_cast<float>(ints(rng)) : round_to(reals(rng), t);
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Problem p;
+  p.d = d;
+  auto fill = [&](std::vector<float>& v, int64_t rows, int64_t cols, int64_t ld, DType t) {
+    v.assign(static_cast<size_t>(rows * ld), nan);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) v[r * ld + c] = value(t);
+  };
+  fill(p.a, d.m, d.k, d.lda, d.a_dtype);
+  fill(p.b, p.b_rows(), p.b_cols(), d.ldb, d.b_dtype);
+  if (d.has_bias) fill(p.bias, 1, d.n, d.n, d.bias_dtype);
+  p.c0.assign(static_cast<size_t>(d.m * d.ldc), 0.0f);
+  if (d.accumulate)
+    for (int64_t i = 0; i < d.m; ++i)
+      for (int64_t j = 0; j < d.n; ++j) p.c0[i * d.ldc + j] = value(DType::kFloat32);
+  p.a_raw = encode(p.a, d.a_dtype);
+  p.b_raw = encode(p.b, d.b_dtype);
+  p.bias_raw = encode(p.bias, d.bias_dtype);
+  p.c_raw.assign(static_cast<size_t>(d.m * d.ldc) * esize(d.c_dtype), kSentinel);
+  for (int64_t i = 0; i < d.m; ++i)
+    for (int64_t j = 0; j < d.n; ++j) {
+      const float v = p.c0[i * d.ldc + j];
+      commfuse::convert(&v, DType::kFloat32, p.c_raw.data() + (i * d.ldc + j) * esize(d.c_dtype),
+                        d.c_dtype, 1);
+    }
+  return p;
+}
+
+void run(Problem& p) {
+  cpu::matmul(p.d, p.a_raw.data(), p.b_raw.data(), p.d.has_bias ? p.bias_raw.data() : nullptr,
+              p.c_raw.data());
+}
+
+// Result (m x n, dense) read from c; fails the test if c's padding changed.
+std::vector<float> result(const Problem& p) {
+  const MatmulDesc& d = p.d;
+  std::vector<float> out(static_cast<size_t>(d.m * d.n));
+  for (int64_t i = 0; i < d.m; ++i) {
+    for (int64_t j = 0; j < d.n; ++j)
+      out[i * d.n + j] = decode_at(p.c_raw, d.c_dtype, static_cast<size_t>(i * d.ldc + j));
+    for (size_t byte = (i * d.ldc + d.n) * esize(d.c_dtype);
+         byte < (i + 1) * d.ldc * esize(d.c_dtype); ++byte)
+      EXPECT_EQ(p.c_raw[byte], kSentinel) << "c padding overwritten in row " << i;
+  }
+  return out;
+}
+
+struct Reference {
+  std::vector<double> value;      // a @ b + bias + c0, exact in float64 for our inputs
+  std::vector<double> magnitude;  // sum |a||b| + |bias| + |c0|
+};
+
+Reference reference(const Problem& p) {
+  const MatmulDesc& d = p.d;
+  Reference r;
+  r.value.assign(static_cast<size_t>(d.m * d.n), 0.0);
+  r.magnitude.assign(r.value.size(), 0.0);
+  for (int64_t i = 0; i < d.m; ++i)
+    for (int64_t j = 0; j < d.n; ++j) {
+      double s = 0, mag = 0;
+      for (int64_t q = 0; q < d.k; ++q) {
+        const double prod = static_cast<double>(p.a_at(i, q)) * p.b_at(q, j);
+        s += prod;
+        mag += std::fabs(prod);
+      }
+      if (d.has_bias) s += p.bias[j], mag += std::fabs(p.bias[j]);
+      if (d.accumulate) s += p.c0[i * d.ldc + j], mag += std::fabs(p.c0[i * d.ldc + j]);
+      r.value[i * d.n + j] = s;
+      r.magnitude[i * d.n + j] = mag;
+    }
+  return r;
+}
+
+// Integer-valued problem: bitwise equality with the exact result rounded once.
+void expect_exact(Problem& p) {
+  run(p);
+  const std::vector<float> got = result(p);
+  const Reference ref = reference(p);
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float want = round_to(static_cast<float>(ref.value[i]), p.d.c_dtype);
+    if (std::memcmp(&got[i], &want, 4) != 0 && ++bad <= 5)
+      ADD_FAILURE() << "element " << i << ": got " << got[i] << " want " << want;
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+double ulp(double x, DType t) {
+  const int precision = t == DType::kFloat32 ? 24 : t == DType::kFloat16 ? 11 : 8;
+  const int min_exp = t == DType::kFloat16 ? -14 : -126;
+  const int e = x > 0 ? std::max(static_cast<int>(std::floor(std::log2(x))), min_exp) : min_exp;
+  return std::ldexp(1.0, e - precision + 1);
+}
+
+void expect_close(Problem& p) {
+  run(p);
+  const std::vector<float> got = result(p);
+  const Reference ref = reference(p);
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double e32 = (p.d.k + 2) * std::ldexp(1.0, -24) * ref.magnitude[i];
+    const double bound = e32 + 0.5 * ulp(std::fabs(ref.value[i]) + e32, p.d.c_dtype);
+    if (!(std::fabs(got[i] - ref.value[i]) <= bound) && ++bad <= 5)
+      ADD_FAILURE() << "element " << i << ": got " << got[i] << " want " << ref.value[i]
+                    << " bound " << bound;
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+MatmulDesc desc_of(int64_t m, int64_t k, int64_t n, DType t, bool transposed = false) {
+  return cpu::dense_matmul_desc(m, k, n, t, transposed);
+}
+
+std::string dtype_label(const testing::TestParamInfo<DType>& info) {
+  return std::string(commfuse::dtype_name(info.param));
+}
+
+class MatmulTyped : public testing::TestWithParam<DType> {};
+
+INSTANTIATE_TEST_SUITE_P(AllDtypes, MatmulTyped,
+                         testing::Values(DType::kFloat32, DType::kFloat16, DType::kBFloat16),
+                         dtype_label);
+
+TEST_P(MatmulTyped, ExactIntegerShapes) {
+  const DType t = GetParam();
+  // m = 1 is the decode case; k = 13, 37, 67 are not multiples of 8 (vector tails).
+  const int64_t shapes[][3] = {{1, 1, 1},     {1, 37, 65},   {7, 13, 5},
+                               {64, 100, 48}, {129, 67, 33}, {256, 512, 256}};
+  uint32_t seed = 1;
+  for (const auto& s : shapes) {
+    for (const bool transposed : {false, true}) {
+      SCOPED_TRACE(testing::Message() << s[0] << "x" << s[1] << "x" << s[2] << " T=" << transposed);
+      Problem p = make_problem(desc_of(s[0], s[1], s[2], t, transposed), true, seed++);
+      expect_exact(p);
+    }
+  }
+}
+
+TEST_P(MatmulTyped, ExactWithBiasAndOutputDtypes) {
+  const DType t = GetParam();
+  uint32_t seed = 100;
+  for (const DType c_dtype : {t, DType::kFloat32}) {
+    for (const DType bias_dtype : {t, DType::kFloat32}) {
+      SCOPED_TRACE(testing::Message() << "c " << commfuse::dtype_name(c_dtype) << " bias "
+                                      << commfuse::dtype_name(bias_dtype));
+      MatmulDesc d = desc_of(33, 70, 41, t);
+      d.c_dtype = c_dtype;
+      d.has_bias = true;
+      d.bias_dtype = bias_dtype;
+      Problem p = make_problem(d, true, seed++);
+      expect_exact(p);
+    }
+  }
+}
+
+TEST_P(MatmulTyped, RowBlockOfLargerBuffers) {
+  const DType t = GetParam();
+  uint32_t seed = 200;
+  for (const bool transposed : {false, true}) {
+    for (const DType c_dtype : {t, DType::kFloat32}) {
+      MatmulDesc d = desc_of(19, 45, 23, t, transposed);
+      d.lda = 64;
+      d.ldb += 7;
+      d.ldc = 40;
+      d.c_dtype = c_dtype;
+      d.has_bias = true;
+      Problem p = make_problem(d, true, seed++);
+      expect_exact(p);
+    }
+  }
+}
+
+TEST_P(MatmulTyped, RealValuedWithinBound) {
+  const DType t = GetParam();
+  uint32_t seed = 300;
+  const int64_t shapes[][3] = {{1, 512, 96}, {50, 300, 70}, {128, 512, 128}};
+  for (const auto& s : shapes) {
+    for (const DType c_dtype : {t, DType::kFloat32}) {
+      MatmulDesc d = desc_of(s[0], s[1], s[2], t, seed % 2 == 1);
+      d.c_dtype = c_dtype;
+      d.has_bias = true;
+      Problem p = make_problem(d, false, seed++);
+      expect_close(p);
+    }
+  }
+}
+
+TEST_P(MatmulTyped, AccumulateAddsIntoFloat32C) {
+  const DType t = GetParam();
+  MatmulDesc d = desc_of(17, 29, 31, t);
+  d.c_dtype = DType::kFloat32;
+  d.accumulate = true;
+  Problem p = make_problem(d, true, 400);  // c starts at c0 != 0
+  expect_exact(p);                         // c0 + a @ b
+  Problem real = make_problem(d, false, 401);
+  expect_close(real);
+}
+
+TEST_P(MatmulTyped, AccumulateTwiceIsTwiceTheProduct) {
+  const DType t = GetParam();
+  MatmulDesc d = desc_of(40, 64, 24, t);
+  d.c_dtype = DType::kFloat32;
+  Problem once = make_problem(d, true, 500);
+  run(once);
+  d.accumulate = true;
+  Problem twice = make_problem(d, true, 500);  // same a, b
+  std::fill(twice.c_raw.begin(), twice.c_raw.end(), 0);
+  run(twice);
+  run(twice);
+  const std::vector<float> x1 = result(once), x2 = result(twice);
+  for (size_t i = 0; i < x1.size(); ++i) ASSERT_EQ(x2[i], 2 * x1[i]) << i;
+}
+
+TEST_P(MatmulTyped, SamePlanFromManyThreads) {
+  const DType t = GetParam();
+  MatmulDesc d = desc_of(48, 80, 40, t);
+  d.c_dtype = DType::kFloat32;
+  auto plan = cpu::plan_matmul(d);
+  std::vector<Problem> problems;
+  for (uint32_t i = 0; i < 4; ++i) problems.push_back(make_problem(d, true, 600 + i));
+  std::vector<std::thread> threads;
+  for (Problem& p : problems)
+    threads.emplace_back([&plan, &p] {
+      for (int rep = 0; rep < 3; ++rep)
+        cpu::matmul(*plan, p.a_raw.data(), p.b_raw.data(), nullptr, p.c_raw.data());
+    });
+  for (auto& th : threads) th.join();
+  for (Problem& p : problems) {
+    const std::vector<float> got = result(p);
+    const Reference ref = reference(p);
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], ref.value[i]) << i;
+  }
+}
+
+TEST(Matmul, ZeroRowsIsANoOp) {
+  MatmulDesc d = desc_of(0, 8, 4, DType::kBFloat16);
+  EXPECT_NO_THROW(cpu::matmul(d, nullptr, nullptr, nullptr, nullptr));
+  uint8_t untouched = kSentinel;
+  EXPECT_NO_THROW(cpu::matmul(d, nullptr, nullptr, nullptr, &untouched));
+  EXPECT_EQ(untouched, kSentinel);
+  d.k = 0;  // still validated
+  EXPECT_THROW(cpu::matmul(d, nullptr, nullptr, nullptr, nullptr), commfuse::InvalidArgument);
+}
+
+TEST(Matmul, DescribeNamesImplementationAndWidening) {
+  auto plan = cpu::plan_matmul(desc_of(4, 8, 4, DType::kFloat16));
+  const std::string text = cpu::describe(*plan);
+  EXPECT_NE(text.find("m=4 k=8 n=4 a=float16"), std::string::npos) << text;
+  EXPECT_EQ(cpu::widens_inputs(*plan), text.find("float16 widened to float32") != std::string::npos)
+      << text;
+  // oneDNN 2.x has no fp16 matmul for CPUs at all (bf16 is native only with AVX512).
+  if (cpu::onednn_version().starts_with("2.")) {
+    EXPECT_TRUE(cpu::widens_inputs(*plan)) << text;
+  }
+  EXPECT_FALSE(cpu::widens_inputs(*cpu::plan_matmul(desc_of(4, 8, 4, DType::kFloat32))));
+}
+
+TEST(MatmulPlanCache, SameDescSamePlanDifferentDescNewPlan) {
+  cpu::clear_matmul_plan_cache();
+  EXPECT_EQ(cpu::matmul_plan_cache_size(), 0u);
+  const MatmulDesc d = desc_of(16, 32, 8, DType::kFloat32);
+  auto p1 = cpu::plan_matmul(d);
+  auto p2 = cpu::plan_matmul(d);
+  EXPECT_EQ(p1.get(), p2.get());
+  EXPECT_EQ(cpu::matmul_plan_cache_size(), 1u);
+  MatmulDesc other = d;
+  other.ldc = 9;
+  auto p3 = cpu::plan_matmul(other);
+  EXPECT_NE(p3.get(), p1.get());
+  EXPECT_EQ(cpu::matmul_plan_cache_size(), 2u);
+  other = d;
+  other.accumulate = true;
+  EXPECT_NE(cpu::plan_matmul(other).get(), p1.get());
+  EXPECT_EQ(cpu::matmul_plan_cache_size(), 3u);
+}
+
+TEST(MatmulPlanCache, EvictsLeastRecentlyUsed) {
+  cpu::clear_matmul_plan_cache();
+  const MatmulDesc first = desc_of(1, 1, 1, DType::kFloat32);
+  const MatmulDesc hot = desc_of(2, 1, 1, DType::kFloat32);
+  auto first_plan = cpu::plan_matmul(first);  // kept alive, so a re-plan is a new object
+  auto hot_plan = cpu::plan_matmul(hot);
+  for (int64_t i = 0; i < static_cast<int64_t>(cpu::kMatmulPlanCacheCapacity); ++i) {
+    cpu::plan_matmul(desc_of(1, 1, 2 + i, DType::kFloat32));
+    cpu::plan_matmul(hot);  // stays recently used
+  }
+  EXPECT_EQ(cpu::matmul_plan_cache_size(), cpu::kMatmulPlanCacheCapacity);
+  EXPECT_EQ(cpu::plan_matmul(hot).get(), hot_plan.get());
+  EXPECT_NE(cpu::plan_matmul(first).get(), first_plan.get());
+}
+
+template <typename E>
+void expect_error(const MatmulDesc& d, const void* a, const void* b, const void* bias, void* c,
+                  const std::string& needle) {
+  try {
+    cpu::matmul(d, a, b, bias, c);
+    ADD_FAILURE() << "no error; expected one mentioning '" << needle << "'";
+  } catch (const E& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(Matmul, InvalidDescriptorsNameTheArgument) {
+  using commfuse::InvalidArgument;
+  float buf[64] = {};
+  const MatmulDesc ok = desc_of(2, 4, 4, DType::kFloat32);
+  auto bad = [&](auto edit, const std::string& needle) {
+    MatmulDesc d = ok;
+    edit(d);
+    expect_error<InvalidArgument>(d, buf, buf, buf, buf, needle);
+  };
+  bad([](MatmulDesc& d) { d.m = -1; }, "m is -1");
+  bad([](MatmulDesc& d) { d.k = 0; }, "k is 0");
+  bad([](MatmulDesc& d) { d.n = 0; }, "n is 0");
+  bad([](MatmulDesc& d) { d.a_dtype = d.b_dtype = DType::kInt8; }, "a dtype int8");
+  bad([](MatmulDesc& d) { d.b_dtype = DType::kFloat16; }, "b dtype float16");
+  bad([](MatmulDesc& d) { d.c_dtype = DType::kBFloat16; }, "c dtype bfloat16");
+  bad([](MatmulDesc& d) { d.has_bias = true, d.bias_dtype = DType::kFloat16; },
+      "bias dtype float16");
+  bad(
+      [](MatmulDesc& d) {
+        d.a_dtype = d.b_dtype = d.c_dtype = DType::kBFloat16;
+        d.accumulate = true;
+      },
+      "accumulate needs a float32 c");
+  bad([](MatmulDesc& d) { d.lda = 3; }, "lda is 3");
+  bad([](MatmulDesc& d) { d.ldb = 3; }, "ldb is 3");
+  bad([](MatmulDesc& d) { d.b_transposed = true, d.n = 8, d.ldb = 3; }, "(b transposed)");
+  bad([](MatmulDesc& d) { d.ldc = 2; }, "ldc is 2");
+  EXPECT_THROW(cpu::plan_matmul([&] {
+                 MatmulDesc d = ok;
+                 d.lda = 0;
+                 return d;
+               }()),
+               InvalidArgument);
+}
+
+TEST(Matmul, NullPointersNameTheArgument) {
+  using commfuse::NullPointerError;
+  float buf[64] = {};
+  MatmulDesc d = desc_of(2, 4, 4, DType::kFloat32);
+  expect_error<NullPointerError>(d, nullptr, buf, nullptr, buf, "a is null");
+  expect_error<NullPointerError>(d, buf, nullptr, nullptr, buf, "b is null");
+  expect_error<NullPointerError>(d, buf, buf, nullptr, nullptr, "c is null");
+  d.has_bias = true;
+  expect_error<NullPointerError>(d, buf, buf, nullptr, buf, "bias is null");
+}
+
+TEST(ComputeThreads, OverrideElseCoresPerLocalRank) {
+  EXPECT_EQ(cpu::compute_threads_for(3, 16, 4), 3);
+  EXPECT_EQ(cpu::compute_threads_for(0, 16, 4), 4);
+  EXPECT_EQ(cpu::compute_threads_for(0, 16, 3), 5);
+  EXPECT_EQ(cpu::compute_threads_for(0, 2, 8), 1);
+  EXPECT_EQ(cpu::compute_threads_for(0, 2, 0), 2);
+  const int before = cpu::local_ranks();
+  cpu::set_local_ranks(0);
+  EXPECT_EQ(cpu::local_ranks(), 1);
+  cpu::set_local_ranks(before);
+  EXPECT_GE(cpu::compute_threads(), 1);
+}
+
+}  // namespace
