@@ -101,6 +101,65 @@ commfuseStatus_t commfuseAllReduce(const void* sendbuf, void* recvbuf, uint64_t 
 commfuseStatus_t commfuseAllToAll(const void* sendbuf, void* recvbuf, uint64_t countPerPeer,
                                   commfuseDataType dtype, commfuseComm_t comm);
 
+/* ---- Fused operators (SPEC.md §2), aclnn-shaped ----
+ *
+ * Tensors are descriptors of caller-owned memory. Each operator has two calls:
+ *   XxxGetWorkspaceSize(inputs..., outputs..., &workspaceSize, &executor)
+ *     validates every argument on this rank before any communication (an invalid one
+ *     returns its status here, and aborts the group so that peers already waiting fail at
+ *     once naming this rank) and creates an executor;
+ *   Xxx(workspace, workspaceSize, executor, stream)
+ *     runs it. The executor is consumed by this call, successful or not (as aclnn's is);
+ *     an executor that will not be run is freed with commfuseDestroyOpExecutor.
+ * The tensors' memory must stay valid until the second call returns; the descriptors
+ * themselves may be destroyed right after the first call. workspace must be 4-byte aligned
+ * and hold workspaceSize bytes (null when 0). stream is for GPU builds; pass NULL on CPU.
+ * Both calls are collective over the group, in the same order on every rank.
+ *
+ * Common arguments: group is a communicator name (commfuseCommGetName); bias is optional
+ * (NULL); commTurn is 0 (automatic chunking) or 1..64 (chunks per rank block);
+ * streamMode must be 1, the only value CANN defines. */
+
+typedef struct commfuseTensor commfuseTensor_t;
+typedef struct commfuseOpExecutor commfuseOpExecutor_t;
+
+/* A descriptor of ndim (<= 8) dims over data. strides are in elements, NULL = row-major
+ * contiguous. Returns NULL on a bad argument (see commfuseGetLastErrorMessage). */
+commfuseTensor_t* commfuseCreateTensor(const int64_t* shape, uint64_t ndim, const int64_t* strides,
+                                       commfuseDataType dtype, void* data);
+commfuseStatus_t commfuseDestroyTensor(const commfuseTensor_t* tensor);
+/* Frees an executor that GetWorkspaceSize returned and that will not be executed. */
+commfuseStatus_t commfuseDestroyOpExecutor(commfuseOpExecutor_t* executor);
+
+/* output (m*R, n) = gatherOut @ x2 + bias; gatherOut (m*R, k) = the ranks' x1 in rank order.
+ * x1 (m, k); x2 (k, n), may be a transposed view; gatherIndex must be 0. gatherOut NULL or
+ * shape (0,) means gather_output = false (the gathered rows are not returned). */
+commfuseStatus_t commfuseAllGatherMatmulGetWorkspaceSize(
+    const commfuseTensor_t* x1, const commfuseTensor_t* x2, const commfuseTensor_t* bias,
+    const char* group, int64_t gatherIndex, int64_t commTurn, int64_t streamMode,
+    const commfuseTensor_t* output, const commfuseTensor_t* gatherOut, uint64_t* workspaceSize,
+    commfuseOpExecutor_t** executor);
+commfuseStatus_t commfuseAllGatherMatmul(void* workspace, uint64_t workspaceSize,
+                                         commfuseOpExecutor_t* executor, void* stream);
+
+/* output (m/R, n) on rank r = rows [r*m/R, (r+1)*m/R) of sum over ranks of x1 @ x2, plus
+ * bias once. reduceOp must be "sum". */
+commfuseStatus_t commfuseMatmulReduceScatterGetWorkspaceSize(
+    const commfuseTensor_t* x1, const commfuseTensor_t* x2, const commfuseTensor_t* bias,
+    const char* group, const char* reduceOp, int64_t commTurn, int64_t streamMode,
+    const commfuseTensor_t* output, uint64_t* workspaceSize, commfuseOpExecutor_t** executor);
+commfuseStatus_t commfuseMatmulReduceScatter(void* workspace, uint64_t workspaceSize,
+                                             commfuseOpExecutor_t* executor, void* stream);
+
+/* output (x1's leading dims, n) = sum over ranks of x1 @ x2, plus bias once; bitwise
+ * identical on every rank. x1 (m, k) or (b, s, k). reduceOp must be "sum". */
+commfuseStatus_t commfuseMatmulAllReduceGetWorkspaceSize(
+    const commfuseTensor_t* x1, const commfuseTensor_t* x2, const commfuseTensor_t* bias,
+    const char* group, const char* reduceOp, int64_t commTurn, int64_t streamMode,
+    const commfuseTensor_t* output, uint64_t* workspaceSize, commfuseOpExecutor_t** executor);
+commfuseStatus_t commfuseMatmulAllReduce(void* workspace, uint64_t workspaceSize,
+                                         commfuseOpExecutor_t* executor, void* stream);
+
 #ifdef __cplusplus
 }
 #endif

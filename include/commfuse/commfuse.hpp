@@ -6,7 +6,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -138,5 +140,123 @@ class Comm {
 // The live communicator with this name (operators' `group` argument). An unknown name
 // throws InvalidArgument.
 Comm& find_comm(std::string_view name);
+
+// ---- Fused operators (SPEC §2) ----
+
+// A non-owning view of a tensor: element pointer, dtype, shape and strides in elements.
+// Inputs are never written through it. ndim == 0 means "absent" (an optional tensor not
+// given). The ops take row-major (ND) tensors; x2 may also be a transposed view, e.g.
+// TensorView(w, dtype, {n, k}).t() for an (n, k) buffer used as (k, n).
+struct TensorView {
+  static constexpr int kMaxDims = 8;
+
+  void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  int ndim = 0;
+  int64_t shape[kMaxDims] = {};
+  int64_t strides[kMaxDims] = {};
+
+  TensorView() = default;
+  // Contiguous row-major. More than kMaxDims dims throws InvalidArgument.
+  TensorView(const void* data, DType dtype, std::initializer_list<int64_t> shape);
+  // Explicit strides (elements), one per dim.
+  TensorView(const void* data, DType dtype, std::initializer_list<int64_t> shape,
+             std::initializer_list<int64_t> strides);
+  // The same buffer with the two dims of a 2-D view swapped (InvalidArgument otherwise).
+  TensorView t() const;
+  bool present() const { return ndim > 0; }
+  int64_t numel() const;
+};
+
+struct AllGatherMatmulOptions {
+  std::optional<TensorView> bias;  // (n,), dtype of x1 or float32
+  int64_t gather_index = 0;        // 0 only: gather x1
+  bool gather_output = true;       // false: gather_out must be absent or shape (0,)
+  int64_t comm_turn = 0;           // 0 = automatic chunking, 1..64 = chunks per rank block
+};
+
+// MatmulReduceScatter and MatmulAllReduce.
+struct MatmulReduceOptions {
+  std::string reduce_op = "sum";   // the only defined value
+  std::optional<TensorView> bias;  // (n,), dtype of x1 or float32; added once, not R times
+  int64_t comm_turn = 0;           // as AllGatherMatmulOptions::comm_turn
+};
+
+namespace ops {
+struct AllGatherMatmulPlanData;
+struct MatmulReduceScatterPlanData;
+struct MatmulAllReducePlanData;
+}  // namespace ops
+
+// Plan then execute (SPEC §0 "Two phases"). The constructor validates every argument on
+// this rank before any communication (an invalid one throws, and aborts the group so that
+// peers already waiting fail at once naming this rank); execute runs the op on the tensors
+// given to the constructor, which must stay alive, and may be called again. execute needs
+// workspace_size() bytes of workspace, 4-byte aligned (null when the size is 0).
+// Collective: every rank of `group` constructs and executes its plan in the same order.
+class AllGatherMatmulPlan {
+ public:
+  // output (m·R, n) = gather_out @ x2 + bias; gather_out (m·R, k) = rank-order concat of x1.
+  AllGatherMatmulPlan(const TensorView& x1, const TensorView& x2, std::string_view group,
+                      int world_size, const TensorView& output, const TensorView& gather_out,
+                      const AllGatherMatmulOptions& options = {});
+  ~AllGatherMatmulPlan();
+  AllGatherMatmulPlan(AllGatherMatmulPlan&&) noexcept;
+  AllGatherMatmulPlan& operator=(AllGatherMatmulPlan&&) noexcept;
+
+  size_t workspace_size() const;
+  const char* schedule_name() const;  // which algorithm was chosen ("unfused", ...)
+  void execute(void* workspace, size_t workspace_bytes);
+
+ private:
+  std::unique_ptr<ops::AllGatherMatmulPlanData> data_;
+};
+
+class MatmulReduceScatterPlan {
+ public:
+  // output (m/R, n) on rank r = rows [r·m/R, (r+1)·m/R) of Σ_s x1_s @ x2_s, plus bias.
+  MatmulReduceScatterPlan(const TensorView& x1, const TensorView& x2, std::string_view group,
+                          int world_size, const TensorView& output,
+                          const MatmulReduceOptions& options = {});
+  ~MatmulReduceScatterPlan();
+  MatmulReduceScatterPlan(MatmulReduceScatterPlan&&) noexcept;
+  MatmulReduceScatterPlan& operator=(MatmulReduceScatterPlan&&) noexcept;
+
+  size_t workspace_size() const;
+  const char* schedule_name() const;
+  void execute(void* workspace, size_t workspace_bytes);
+
+ private:
+  std::unique_ptr<ops::MatmulReduceScatterPlanData> data_;
+};
+
+class MatmulAllReducePlan {
+ public:
+  // x1 (m, k) or (b, s, k); output = x1's leading dims × n = Σ_s x1_s @ x2_s + bias,
+  // bitwise identical on every rank (when every rank passes the same bias).
+  MatmulAllReducePlan(const TensorView& x1, const TensorView& x2, std::string_view group,
+                      const TensorView& output, const MatmulReduceOptions& options = {});
+  ~MatmulAllReducePlan();
+  MatmulAllReducePlan(MatmulAllReducePlan&&) noexcept;
+  MatmulAllReducePlan& operator=(MatmulAllReducePlan&&) noexcept;
+
+  size_t workspace_size() const;
+  const char* schedule_name() const;
+  void execute(void* workspace, size_t workspace_bytes);
+
+ private:
+  std::unique_ptr<ops::MatmulAllReducePlanData> data_;
+};
+
+// One-shot forms: plan, allocate the workspace, execute (torch_npu's npu_all_gather_base_mm,
+// npu_mm_reduce_scatter_base, npu_mm_all_reduce_base).
+void all_gather_matmul(const TensorView& x1, const TensorView& x2, std::string_view group,
+                       int world_size, const TensorView& output, const TensorView& gather_out,
+                       const AllGatherMatmulOptions& options = {});
+void matmul_reduce_scatter(const TensorView& x1, const TensorView& x2, std::string_view group,
+                           int world_size, const TensorView& output,
+                           const MatmulReduceOptions& options = {});
+void matmul_all_reduce(const TensorView& x1, const TensorView& x2, std::string_view group,
+                       const TensorView& output, const MatmulReduceOptions& options = {});
 
 }  // namespace commfuse

@@ -1,0 +1,219 @@
+// C entry points of the fused operators (aclnn shape): tensor descriptors, then per op
+// XxxGetWorkspaceSize (all validation; makes the executor) and Xxx (runs and frees it).
+#include <commfuse/commfuse.h>
+#include <commfuse/commfuse.hpp>
+
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include "api/c_api_guard.hpp"
+#include "comm/comm_impl.hpp"
+#include "core/error.hpp"
+
+struct commfuseTensor {
+  commfuse::TensorView view;
+};
+
+// One planned op. `op` says which Xxx call may run it.
+struct commfuseOpExecutor {
+  const char* op = nullptr;
+  std::unique_ptr<commfuse::AllGatherMatmulPlan> all_gather_matmul;
+  std::unique_ptr<commfuse::MatmulReduceScatterPlan> matmul_reduce_scatter;
+  std::unique_ptr<commfuse::MatmulAllReducePlan> matmul_all_reduce;
+};
+
+namespace {
+
+using commfuse::TensorView;
+using commfuse::api::guarded;
+
+TensorView view_of(const commfuseTensor_t* t) {
+  return t != nullptr ? t->view : TensorView{};
+}
+
+std::optional<TensorView> optional_view(const commfuseTensor_t* t) {
+  if (t == nullptr) return std::nullopt;
+  return t->view;
+}
+
+void check_outputs(const char* fn, uint64_t* workspace_size, commfuseOpExecutor_t** executor) {
+  CF_CHECK_NOTNULL(workspace_size, fn, ": workspaceSize (output) is null");
+  CF_CHECK_NOTNULL(executor, fn, ": executor (output) is null");
+  *executor = nullptr;
+  *workspace_size = 0;
+}
+
+// streamMode has no meaning on CPU; 1 is the only value CANN defines, so ported code passes
+// it and anything else is a mistake worth reporting. Checked after the plan (which found the
+// group), so the rejection names the rank and aborts the group like every other.
+void check_stream_mode(const char* op, const char* group, int64_t stream_mode) {
+  if (stream_mode == 1) return;
+  commfuse::comm::CommImpl& c = commfuse::find_comm(group).impl();
+  c.reject(commfuse::Status::kParamInvalid,
+           commfuse::detail::cat(op, "(rank ", c.rank(), "): streamMode is ", stream_mode,
+                                 " but must be 1"));
+}
+
+template <typename Plan>
+void finish(const char* op, std::unique_ptr<Plan> plan, uint64_t* workspace_size,
+            commfuseOpExecutor_t** executor, std::unique_ptr<Plan> commfuseOpExecutor::*slot) {
+  auto e = std::make_unique<commfuseOpExecutor>();
+  e->op = op;
+  *workspace_size = plan->workspace_size();
+  e.get()->*slot = std::move(plan);
+  *executor = e.release();
+}
+
+// The C API has no world_size argument (aclnn takes the group only): it is the group's.
+int group_size(const char* op, const char* group) {
+  try {
+    return commfuse::find_comm(group).world_size();
+  } catch (const commfuse::Error& e) {
+    commfuse::detail::throw_status(e.code(), commfuse::detail::cat(op, ": group: ", e.what()));
+  }
+}
+
+// Takes ownership first, so the executor is freed whatever happens next.
+std::unique_ptr<commfuseOpExecutor> consume(const char* fn, const char* op,
+                                            commfuseOpExecutor_t* executor) {
+  std::unique_ptr<commfuseOpExecutor> e(executor);
+  CF_CHECK_NOTNULL(e, fn, ": executor is null");
+  CF_CHECK_ARG(std::strcmp(e->op, op) == 0, fn, ": executor was made for ", e->op, ", not ", op);
+  return e;
+}
+
+}  // namespace
+
+extern "C" {
+
+commfuseTensor_t* commfuseCreateTensor(const int64_t* shape, uint64_t ndim, const int64_t* strides,
+                                       commfuseDataType dtype, void* data) {
+  commfuseTensor_t* out = nullptr;
+  guarded("commfuseCreateTensor", [&] {
+    CF_CHECK_ARG(ndim >= 1 && ndim <= static_cast<uint64_t>(TensorView::kMaxDims),
+                 "commfuseCreateTensor: ndim is ", ndim, " but must be 1..", TensorView::kMaxDims);
+    CF_CHECK_NOTNULL(shape, "commfuseCreateTensor: shape is null (ndim ", ndim, ")");
+    commfuse::dtype_bits(static_cast<commfuse::DType>(dtype));  // throws for unknown values
+    auto t = std::make_unique<commfuseTensor>();
+    TensorView& v = t->view;
+    v.data = data;
+    v.dtype = static_cast<commfuse::DType>(dtype);
+    v.ndim = static_cast<int>(ndim);
+    int64_t contiguous = 1;
+    for (int i = v.ndim - 1; i >= 0; --i) {
+      CF_CHECK_ARG(shape[i] >= 0, "commfuseCreateTensor: shape[", i, "] is ", shape[i],
+                   " (negative)");
+      v.shape[i] = shape[i];
+      v.strides[i] = strides != nullptr ? strides[i] : contiguous;
+      contiguous *= shape[i];
+    }
+    out = t.release();
+  });
+  return out;
+}
+
+commfuseStatus_t commfuseDestroyTensor(const commfuseTensor_t* tensor) {
+  return guarded("commfuseDestroyTensor", [&] { delete tensor; });
+}
+
+commfuseStatus_t commfuseDestroyOpExecutor(commfuseOpExecutor_t* executor) {
+  return guarded("commfuseDestroyOpExecutor", [&] { delete executor; });
+}
+
+commfuseStatus_t commfuseAllGatherMatmulGetWorkspaceSize(
+    const commfuseTensor_t* x1, const commfuseTensor_t* x2, const commfuseTensor_t* bias,
+    const char* group, int64_t gatherIndex, int64_t commTurn, int64_t streamMode,
+    const commfuseTensor_t* output, const commfuseTensor_t* gatherOut, uint64_t* workspaceSize,
+    commfuseOpExecutor_t** executor) {
+  constexpr const char* fn = "commfuseAllGatherMatmulGetWorkspaceSize";
+  return guarded(fn, [&] {
+    check_outputs(fn, workspaceSize, executor);
+    CF_CHECK_NOTNULL(group, "all_gather_matmul: group is null");
+    commfuse::AllGatherMatmulOptions o;
+    o.bias = optional_view(bias);
+    o.gather_index = gatherIndex;
+    // No gather_out, or torch's empty (0,) tensor: the gathered rows are not returned.
+    o.gather_output =
+        gatherOut != nullptr && !(gatherOut->view.ndim == 1 && gatherOut->view.shape[0] == 0);
+    o.comm_turn = commTurn;
+    const int world = group_size("all_gather_matmul", group);
+    auto plan = std::make_unique<commfuse::AllGatherMatmulPlan>(
+        view_of(x1), view_of(x2), group, world, view_of(output), view_of(gatherOut), o);
+    check_stream_mode("all_gather_matmul", group, streamMode);
+    finish("all_gather_matmul", std::move(plan), workspaceSize, executor,
+           &commfuseOpExecutor::all_gather_matmul);
+  });
+}
+
+commfuseStatus_t commfuseAllGatherMatmul(void* workspace, uint64_t workspaceSize,
+                                         commfuseOpExecutor_t* executor, void* /*stream*/) {
+  constexpr const char* fn = "commfuseAllGatherMatmul";
+  return guarded(fn, [&] {
+    auto e = consume(fn, "all_gather_matmul", executor);
+    e->all_gather_matmul->execute(workspace, workspaceSize);
+  });
+}
+
+commfuseStatus_t commfuseMatmulReduceScatterGetWorkspaceSize(
+    const commfuseTensor_t* x1, const commfuseTensor_t* x2, const commfuseTensor_t* bias,
+    const char* group, const char* reduceOp, int64_t commTurn, int64_t streamMode,
+    const commfuseTensor_t* output, uint64_t* workspaceSize, commfuseOpExecutor_t** executor) {
+  constexpr const char* fn = "commfuseMatmulReduceScatterGetWorkspaceSize";
+  return guarded(fn, [&] {
+    check_outputs(fn, workspaceSize, executor);
+    CF_CHECK_NOTNULL(group, "matmul_reduce_scatter: group is null");
+    CF_CHECK_NOTNULL(reduceOp, "matmul_reduce_scatter: reduceOp is null");
+    commfuse::MatmulReduceOptions o;
+    o.reduce_op = reduceOp;
+    o.bias = optional_view(bias);
+    o.comm_turn = commTurn;
+    const int world = group_size("matmul_reduce_scatter", group);
+    auto plan = std::make_unique<commfuse::MatmulReduceScatterPlan>(view_of(x1), view_of(x2), group,
+                                                                    world, view_of(output), o);
+    check_stream_mode("matmul_reduce_scatter", group, streamMode);
+    finish("matmul_reduce_scatter", std::move(plan), workspaceSize, executor,
+           &commfuseOpExecutor::matmul_reduce_scatter);
+  });
+}
+
+commfuseStatus_t commfuseMatmulReduceScatter(void* workspace, uint64_t workspaceSize,
+                                             commfuseOpExecutor_t* executor, void* /*stream*/) {
+  constexpr const char* fn = "commfuseMatmulReduceScatter";
+  return guarded(fn, [&] {
+    auto e = consume(fn, "matmul_reduce_scatter", executor);
+    e->matmul_reduce_scatter->execute(workspace, workspaceSize);
+  });
+}
+
+commfuseStatus_t commfuseMatmulAllReduceGetWorkspaceSize(
+    const commfuseTensor_t* x1, const commfuseTensor_t* x2, const commfuseTensor_t* bias,
+    const char* group, const char* reduceOp, int64_t commTurn, int64_t streamMode,
+    const commfuseTensor_t* output, uint64_t* workspaceSize, commfuseOpExecutor_t** executor) {
+  constexpr const char* fn = "commfuseMatmulAllReduceGetWorkspaceSize";
+  return guarded(fn, [&] {
+    check_outputs(fn, workspaceSize, executor);
+    CF_CHECK_NOTNULL(group, "matmul_all_reduce: group is null");
+    CF_CHECK_NOTNULL(reduceOp, "matmul_all_reduce: reduceOp is null");
+    commfuse::MatmulReduceOptions o;
+    o.reduce_op = reduceOp;
+    o.bias = optional_view(bias);
+    o.comm_turn = commTurn;
+    auto plan = std::make_unique<commfuse::MatmulAllReducePlan>(view_of(x1), view_of(x2), group,
+                                                                view_of(output), o);
+    check_stream_mode("matmul_all_reduce", group, streamMode);
+    finish("matmul_all_reduce", std::move(plan), workspaceSize, executor,
+           &commfuseOpExecutor::matmul_all_reduce);
+  });
+}
+
+commfuseStatus_t commfuseMatmulAllReduce(void* workspace, uint64_t workspaceSize,
+                                         commfuseOpExecutor_t* executor, void* /*stream*/) {
+  constexpr const char* fn = "commfuseMatmulAllReduce";
+  return guarded(fn, [&] {
+    auto e = consume(fn, "matmul_all_reduce", executor);
+    e->matmul_all_reduce->execute(workspace, workspaceSize);
+  });
+}
+
+}  // extern "C"

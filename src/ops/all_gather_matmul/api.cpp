@@ -1,0 +1,52 @@
+// Public C++ entry points of all_gather_matmul over the plan and its schedules.
+#include <commfuse/commfuse.hpp>
+
+#include <memory>
+#include <vector>
+
+#include "ops/all_gather_matmul/plan.hpp"
+
+namespace commfuse {
+
+AllGatherMatmulPlan::AllGatherMatmulPlan(const TensorView& x1, const TensorView& x2,
+                                         std::string_view group, int world_size,
+                                         const TensorView& output, const TensorView& gather_out,
+                                         const AllGatherMatmulOptions& options)
+    : data_(std::make_unique<ops::AllGatherMatmulPlanData>(
+          ops::plan_all_gather_matmul(ops::validate_all_gather_matmul(
+              x1, x2, group, world_size, output, gather_out, options)))) {}
+
+AllGatherMatmulPlan::~AllGatherMatmulPlan() = default;
+AllGatherMatmulPlan::AllGatherMatmulPlan(AllGatherMatmulPlan&&) noexcept = default;
+AllGatherMatmulPlan& AllGatherMatmulPlan::operator=(AllGatherMatmulPlan&&) noexcept = default;
+
+size_t AllGatherMatmulPlan::workspace_size() const {
+  return data_->workspace_bytes;
+}
+
+const char* AllGatherMatmulPlan::schedule_name() const {
+  return ops::schedule_name(data_->schedule);
+}
+
+void AllGatherMatmulPlan::execute(void* workspace, size_t workspace_bytes) {
+  const ops::AllGatherMatmulProblem& p = data_->problem;
+  comm::CommImpl& c = ops::comm_for_execute(ops::kAllGatherMatmulOp, p.group, p.rank, p.world_size);
+  ops::check_workspace(ops::kAllGatherMatmulOp, c, workspace, workspace_bytes,
+                       data_->workspace_bytes);
+  switch (data_->schedule) {
+    case ops::AllGatherMatmulSchedule::kUnfused:
+      ops::run_all_gather_matmul_unfused(*data_, c, workspace);
+      return;
+  }
+}
+
+void all_gather_matmul(const TensorView& x1, const TensorView& x2, std::string_view group,
+                       int world_size, const TensorView& output, const TensorView& gather_out,
+                       const AllGatherMatmulOptions& options) {
+  AllGatherMatmulPlan plan(x1, x2, group, world_size, output, gather_out, options);
+  // float elements: the workspace is aligned for the fp32 partial sums other ops keep there.
+  std::vector<float> workspace((plan.workspace_size() + sizeof(float) - 1) / sizeof(float));
+  plan.execute(workspace.data(), plan.workspace_size());
+}
+
+}  // namespace commfuse

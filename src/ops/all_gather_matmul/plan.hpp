@@ -1,0 +1,67 @@
+// AllGatherMatmul (SPEC §2): the validated problem, the plan (problem + chosen schedule +
+// workspace) and the schedules. One file per job:
+//   validate.cpp          every rejection rule, raised on the calling rank before any
+//                         communication
+//   plan.cpp              schedule choice and workspace size
+//   schedule_unfused.cpp  all_gather of x1, then one GEMM (any transport)
+//   api.cpp               the public C++ entry points
+#pragma once
+
+#include <commfuse/commfuse.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kernels/cpu/matmul.hpp"
+#include "ops/common/tensor_checks.hpp"
+
+namespace commfuse::ops {
+
+inline constexpr const char* kAllGatherMatmulOp = "all_gather_matmul";
+
+struct AllGatherMatmulProblem {
+  std::string group;
+  int rank = 0;
+  int world_size = 1;
+  DType dtype = DType::kFloat32;  // x1, x2, output, gather_out
+  int64_t m = 0;                  // rows per rank
+  int64_t k = 0;
+  int64_t n = 0;
+  const void* x1 = nullptr;  // (m, k) dense
+  WeightLayout x2;
+  BiasArg bias;
+  void* output = nullptr;      // (m·R, n) dense
+  void* gather_out = nullptr;  // (m·R, k) dense; null when gather_output is false
+  int64_t comm_turn = 0;
+};
+
+// Every rule of SPEC §2 for all_gather_matmul; throws (and aborts the group) on the first
+// violation.
+AllGatherMatmulProblem validate_all_gather_matmul(const TensorView& x1, const TensorView& x2,
+                                                  std::string_view group, int world_size,
+                                                  const TensorView& output,
+                                                  const TensorView& gather_out,
+                                                  const AllGatherMatmulOptions& options);
+
+// Tried in this order; the first that applies is chosen (oneDNN's list habit). The fused
+// shared-memory schedule goes before kUnfused when it lands.
+enum class AllGatherMatmulSchedule {
+  kUnfused,  // transport all_gather, then one GEMM: correct on every transport
+};
+const char* schedule_name(AllGatherMatmulSchedule s);
+
+struct AllGatherMatmulPlanData {
+  AllGatherMatmulProblem problem;
+  AllGatherMatmulSchedule schedule = AllGatherMatmulSchedule::kUnfused;
+  size_t workspace_bytes = 0;
+  std::shared_ptr<const kernels::cpu::MatmulPlan> gemm;  // null when m == 0
+};
+
+AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem);
+
+void run_all_gather_matmul_unfused(const AllGatherMatmulPlanData& plan, comm::CommImpl& comm,
+                                   void* workspace);
+
+}  // namespace commfuse::ops

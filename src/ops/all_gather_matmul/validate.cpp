@@ -1,0 +1,56 @@
+// all_gather_matmul's rejection rules (SPEC §2), in the order a reader checks arguments.
+#include "ops/all_gather_matmul/plan.hpp"
+
+namespace commfuse::ops {
+
+AllGatherMatmulProblem validate_all_gather_matmul(const TensorView& x1, const TensorView& x2,
+                                                  std::string_view group, int world_size,
+                                                  const TensorView& output,
+                                                  const TensorView& gather_out,
+                                                  const AllGatherMatmulOptions& options) {
+  const OpContext ctx(kAllGatherMatmulOp, group);
+  check_world_size(ctx, world_size);
+  if (options.gather_index == 1) ctx.invalid("gather_index=1 is not supported (only 0: gather x1)");
+  if (options.gather_index != 0)
+    ctx.invalid("gather_index is ", options.gather_index, " but must be 0 (gather x1)");
+  check_comm_turn(ctx, options.comm_turn);
+
+  check_present(ctx, "x1", x1);
+  check_ndim(ctx, "x1", x1, 2);
+  check_float_dtype(ctx, "x1", x1);
+  check_contiguous(ctx, "x1", x1);
+  AllGatherMatmulProblem p;
+  p.group = std::string(group);
+  p.rank = ctx.rank();
+  p.world_size = ctx.world_size();
+  p.dtype = x1.dtype;
+  p.m = x1.shape[0];
+  p.k = x1.shape[1];
+  if (p.k < 1) ctx.invalid("x1 dim 1 (k) is ", p.k, " but must be >= 1");
+  p.x1 = x1.data;
+  p.x2 = check_x2(ctx, x2, p.dtype, p.k);
+  p.n = p.x2.n;
+  p.bias = check_bias(ctx, options.bias, p.dtype, p.n);
+  const int64_t rows = p.m * p.world_size;
+
+  check_present(ctx, "output", output);
+  check_same_dtype(ctx, "output", output, "x1", p.dtype);
+  check_shape(ctx, "output", output, {rows, p.n}, "(m·R, n)");
+  check_contiguous(ctx, "output", output);
+  p.output = output.data;
+
+  if (options.gather_output) {
+    check_present(ctx, "gather_out", gather_out);
+    check_same_dtype(ctx, "gather_out", gather_out, "x1", p.dtype);
+    check_shape(ctx, "gather_out", gather_out, {rows, p.k}, "(m·R, k)");
+    check_contiguous(ctx, "gather_out", gather_out);
+    p.gather_out = gather_out.data;
+  } else if (gather_out.present()) {
+    // Absent or the empty (0,) tensor torch returns for gather_output=False.
+    check_shape(ctx, "gather_out", gather_out, {0}, "(0,) (gather_output is false)");
+  }
+  p.comm_turn = options.comm_turn;
+  return p;
+}
+
+}  // namespace commfuse::ops

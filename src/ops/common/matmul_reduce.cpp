@@ -1,0 +1,50 @@
+#include "ops/common/matmul_reduce.hpp"
+
+namespace commfuse::ops {
+
+MatmulReduceProblem validate_matmul_operands(const OpContext& ctx, const TensorView& x1,
+                                             const TensorView& x2,
+                                             const MatmulReduceOptions& options, bool allow_3d) {
+  check_reduce_op(ctx, options.reduce_op);
+  check_comm_turn(ctx, options.comm_turn);
+  check_present(ctx, "x1", x1);
+  if (!(x1.ndim == 2 || (allow_3d && x1.ndim == 3)))
+    ctx.invalid("x1 must be ", allow_3d ? "2-D (m, k) or 3-D (b, s, k)" : "2-D (m, k)",
+                " but has shape ", shape_str(x1));
+  check_float_dtype(ctx, "x1", x1);
+  check_contiguous(ctx, "x1", x1);
+  MatmulReduceProblem p;
+  p.group = ctx.comm().name();
+  p.rank = ctx.rank();
+  p.world_size = ctx.world_size();
+  p.dtype = x1.dtype;
+  p.k = x1.shape[x1.ndim - 1];
+  p.m = x1.numel() / (p.k > 0 ? p.k : 1);
+  if (p.k < 1) ctx.invalid("x1 dim ", x1.ndim - 1, " (k) is ", p.k, " but must be >= 1");
+  p.x1 = x1.data;
+  // check_x2 names "x1 dim 1"; for 3-D x1 k is dim 2, so say so first.
+  if (x1.ndim == 3 && x2.present() && x2.ndim == 2 && x2.shape[0] != p.k)
+    ctx.invalid("x2 dim 0 is ", x2.shape[0], " but x1 dim 2 is ", p.k, " (k must match)");
+  p.x2 = check_x2(ctx, x2, p.dtype, p.k);
+  p.n = p.x2.n;
+  p.bias = check_bias(ctx, options.bias, p.dtype, p.n);
+  p.comm_turn = options.comm_turn;
+  return p;
+}
+
+std::shared_ptr<const kernels::cpu::MatmulPlan> plan_partial_product(const MatmulReduceProblem& p) {
+  if (p.m == 0) return nullptr;
+  kernels::cpu::MatmulDesc d;
+  d.m = p.m;
+  d.k = p.k;
+  d.n = p.n;
+  d.a_dtype = d.b_dtype = p.dtype;
+  d.c_dtype = DType::kFloat32;
+  d.b_transposed = p.x2.transposed;
+  d.lda = p.k;
+  d.ldb = p.x2.ld;
+  d.ldc = p.n;
+  return kernels::cpu::plan_matmul(d);
+}
+
+}  // namespace commfuse::ops

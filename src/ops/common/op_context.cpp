@@ -1,0 +1,45 @@
+#include "ops/common/op_context.hpp"
+
+#include <cstdint>
+
+namespace commfuse::ops {
+
+OpContext::OpContext(const char* op, std::string_view group) : op_(op) {
+  if (group.data() == nullptr)
+    detail::throw_status(Status::kParamNullptr, detail::cat(op, ": group is null"));
+  try {
+    comm_ = &find_comm(group).impl();
+  } catch (const Error& e) {
+    detail::throw_status(e.code(), detail::cat(op, ": group: ", e.what()));
+  }
+}
+
+comm::CommImpl& comm_for_execute(const char* op, const std::string& group, int planned_rank,
+                                 int planned_world_size) {
+  comm::CommImpl* c = nullptr;
+  try {
+    c = &find_comm(group).impl();
+  } catch (const Error&) {
+    detail::throw_status(Status::kParamInvalid,
+                         detail::cat(op, "(rank ", planned_rank, "): group '", group,
+                                     "' was destroyed after the plan was made"));
+  }
+  CF_ASSERT(c->rank() == planned_rank && c->world_size() == planned_world_size);
+  return *c;
+}
+
+void check_workspace(const char* op, comm::CommImpl& c, const void* workspace,
+                     size_t workspace_bytes, size_t needed) {
+  const auto prefix = detail::cat(op, "(rank ", c.rank(), "): ");
+  if (workspace_bytes < needed)
+    c.reject(Status::kParamInvalid, detail::cat(prefix, "workspaceSize is ", workspace_bytes,
+                                                " bytes but the plan needs ", needed));
+  if (needed > 0 && workspace == nullptr)
+    c.reject(Status::kParamNullptr,
+             detail::cat(prefix, "workspace is null but the plan needs ", needed, " bytes"));
+  if (reinterpret_cast<uintptr_t>(workspace) % alignof(float) != 0)
+    c.reject(Status::kParamInvalid,
+             detail::cat(prefix, "workspace is not ", alignof(float), "-byte aligned"));
+}
+
+}  // namespace commfuse::ops

@@ -1,0 +1,128 @@
+#include "ops/common/tensor_checks.hpp"
+
+namespace commfuse::ops {
+namespace {
+
+bool known_dtype(DType t) {
+  try {
+    dtype_bits(t);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+std::string shape_str(const TensorView& t) {
+  std::string s = "(";
+  for (int i = 0; i < t.ndim; ++i) s += detail::cat(i ? ", " : "", t.shape[i]);
+  return s + (t.ndim == 1 ? ",)" : ")");
+}
+
+void check_present(const OpContext& ctx, const char* name, const TensorView& t) {
+  if (!t.present()) ctx.reject(Status::kParamNullptr, name, " is null");
+  if (t.ndim > TensorView::kMaxDims)
+    ctx.invalid(name, " has ", t.ndim, " dims (at most ", TensorView::kMaxDims, ")");
+  if (!known_dtype(t.dtype))
+    ctx.invalid(name, " dtype value ", static_cast<int>(t.dtype), " is not a commfuse dtype");
+  for (int i = 0; i < t.ndim; ++i)
+    if (t.shape[i] < 0) ctx.invalid(name, " dim ", i, " is ", t.shape[i], " (negative)");
+  if (t.data == nullptr && t.numel() > 0)
+    ctx.reject(Status::kParamNullptr, name, " data is null (shape ", shape_str(t), ")");
+}
+
+void check_float_dtype(const OpContext& ctx, const char* name, const TensorView& t) {
+  if (t.dtype != DType::kFloat16 && t.dtype != DType::kBFloat16 && t.dtype != DType::kFloat32)
+    ctx.invalid(name, " dtype is ", dtype_name(t.dtype),
+                " but must be float16, bfloat16 or float32");
+}
+
+void check_same_dtype(const OpContext& ctx, const char* name, const TensorView& t,
+                      const char* ref_name, DType ref) {
+  if (t.dtype != ref)
+    ctx.invalid(name, " dtype is ", dtype_name(t.dtype), " but ", ref_name, " dtype is ",
+                dtype_name(ref), " (must match)");
+}
+
+void check_ndim(const OpContext& ctx, const char* name, const TensorView& t, int ndim) {
+  if (t.ndim != ndim)
+    ctx.invalid(name, " must be ", ndim, "-D but has shape ", shape_str(t), " (", t.ndim, "-D)");
+}
+
+void check_contiguous(const OpContext& ctx, const char* name, const TensorView& t) {
+  int64_t expect = 1;
+  for (int i = t.ndim - 1; i >= 0; --i) {
+    // A dim of size 1 has no meaningful stride (PyTorch's rule too).
+    if (t.shape[i] != 1 && t.strides[i] != expect)
+      ctx.invalid(name, " must be row-major contiguous (shape ", shape_str(t), ", dim ", i,
+                  " stride ", t.strides[i], ", expected ", expect, ")");
+    expect *= t.shape[i];
+  }
+}
+
+void check_shape(const OpContext& ctx, const char* name, const TensorView& t,
+                 std::initializer_list<int64_t> want, const char* meaning) {
+  bool same = t.ndim == static_cast<int>(want.size());
+  int i = 0;
+  for (int64_t w : want) same = same && t.shape[i++] == w;
+  if (!same) {
+    TensorView w;
+    w.ndim = static_cast<int>(want.size());
+    i = 0;
+    for (int64_t v : want) w.shape[i++] = v;
+    ctx.invalid(name, " shape is ", shape_str(t), " but must be ", shape_str(w), " ", meaning);
+  }
+}
+
+WeightLayout check_x2(const OpContext& ctx, const TensorView& x2, DType x1_dtype, int64_t k) {
+  check_present(ctx, "x2", x2);
+  check_ndim(ctx, "x2", x2, 2);
+  check_same_dtype(ctx, "x2", x2, "x1", x1_dtype);
+  if (x2.shape[0] != k)
+    ctx.invalid("x2 dim 0 is ", x2.shape[0], " but x1 dim ", 1, " is ", k, " (k must match)");
+  WeightLayout w{x2.data, x2.shape[1], false, 0};
+  if (w.n < 1) ctx.invalid("x2 dim 1 (n) is ", w.n, " but must be >= 1");
+  const int64_t s0 = x2.strides[0], s1 = x2.strides[1];
+  if ((s1 == 1 || w.n == 1) && s0 >= w.n && s0 >= 1) {
+    w.ld = s0;  // (k, n) row-major, possibly a row block of a wider buffer
+  } else if ((s0 == 1 || k == 1) && s1 >= k && s1 >= 1) {
+    w.transposed = true;  // an (n, k) buffer viewed as (k, n)
+    w.ld = s1;
+  } else {
+    ctx.invalid("x2 strides (", s0, ", ", s1, ") for shape ", shape_str(x2),
+                " are neither row-major (k, n) nor a transposed (n, k) buffer");
+  }
+  return w;
+}
+
+BiasArg check_bias(const OpContext& ctx, const std::optional<TensorView>& bias, DType x1_dtype,
+                   int64_t n) {
+  if (!bias || !bias->present()) return {};
+  const TensorView& b = *bias;
+  check_present(ctx, "bias", b);
+  if (b.dtype != x1_dtype && b.dtype != DType::kFloat32)
+    ctx.invalid("bias dtype is ", dtype_name(b.dtype), " but must be x1's (", dtype_name(x1_dtype),
+                ") or float32");
+  check_shape(ctx, "bias", b, {n}, "(n,)");
+  check_contiguous(ctx, "bias", b);
+  return {b.data, b.dtype};
+}
+
+void check_comm_turn(const OpContext& ctx, int64_t comm_turn) {
+  if (comm_turn < 0 || comm_turn > 64)
+    ctx.invalid("comm_turn is ", comm_turn, " but must be 0 (automatic) or 1..64");
+}
+
+void check_reduce_op(const OpContext& ctx, std::string_view reduce_op) {
+  if (reduce_op.data() == nullptr) ctx.reject(Status::kParamNullptr, "reduce_op is null");
+  if (reduce_op != "sum")
+    ctx.invalid("reduce_op is '", reduce_op, "' but only \"sum\" is supported");
+}
+
+void check_world_size(const OpContext& ctx, int world_size) {
+  if (world_size != ctx.world_size())
+    ctx.invalid("world_size is ", world_size, " but group has ", ctx.world_size(), " ranks");
+}
+
+}  // namespace commfuse::ops

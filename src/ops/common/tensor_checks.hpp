@@ -1,0 +1,61 @@
+// Argument checks shared by the matmul+collective ops. Each rejects through the OpContext
+// (PARAM_NULLPTR / PARAM_INVALID naming the op, the rank and the argument, SPEC §0), so
+// every op's validate.cpp reads as a list of its rules.
+#pragma once
+
+#include <commfuse/commfuse.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "ops/common/op_context.hpp"
+
+namespace commfuse::ops {
+
+// "(8, 64)"
+std::string shape_str(const TensorView& t);
+
+// A required tensor: present (an absent view, a null C pointer, is PARAM_NULLPTR), a
+// valid dtype, non-negative dims, data non-null unless it has no elements.
+void check_present(const OpContext& ctx, const char* name, const TensorView& t);
+// fp16, bf16 or fp32: the dtypes the ops compute in.
+void check_float_dtype(const OpContext& ctx, const char* name, const TensorView& t);
+void check_same_dtype(const OpContext& ctx, const char* name, const TensorView& t,
+                      const char* ref_name, DType ref);
+void check_ndim(const OpContext& ctx, const char* name, const TensorView& t, int ndim);
+// Row-major dense (x1 may not be a transposed view, SPEC §0; outputs are written densely).
+void check_contiguous(const OpContext& ctx, const char* name, const TensorView& t);
+// shape == want; `meaning` spells the expected shape in the op's terms, e.g. "(m·R, n)".
+void check_shape(const OpContext& ctx, const char* name, const TensorView& t,
+                 std::initializer_list<int64_t> want, const char* meaning);
+
+// x2 as the GEMM reads it: (k, n) row-major with row stride ld, or a transposed view of an
+// (n, k) buffer with row stride ld.
+struct WeightLayout {
+  const void* data = nullptr;
+  int64_t n = 0;
+  bool transposed = false;
+  int64_t ld = 0;
+};
+// x2: present, 2-D, dtype of x1, dim 0 == k (named in the message), n >= 1, and either
+// layout above.
+WeightLayout check_x2(const OpContext& ctx, const TensorView& x2, DType x1_dtype, int64_t k);
+
+struct BiasArg {
+  const void* data = nullptr;  // null: no bias
+  DType dtype = DType::kFloat32;
+};
+// Optional bias: 1-D (n,), contiguous, dtype of x1 or float32.
+BiasArg check_bias(const OpContext& ctx, const std::optional<TensorView>& bias, DType x1_dtype,
+                   int64_t n);
+
+// 0 (automatic) or 1..64 chunks per rank block.
+void check_comm_turn(const OpContext& ctx, int64_t comm_turn);
+// "sum" only (SPEC §2).
+void check_reduce_op(const OpContext& ctx, std::string_view reduce_op);
+// The op's world_size argument must equal the group's size.
+void check_world_size(const OpContext& ctx, int world_size);
+
+}  // namespace commfuse::ops

@@ -1,0 +1,48 @@
+// Public C++ entry points of matmul_all_reduce over the plan and its schedules.
+#include <commfuse/commfuse.hpp>
+
+#include <memory>
+#include <vector>
+
+#include "ops/matmul_all_reduce/plan.hpp"
+
+namespace commfuse {
+
+MatmulAllReducePlan::MatmulAllReducePlan(const TensorView& x1, const TensorView& x2,
+                                         std::string_view group, const TensorView& output,
+                                         const MatmulReduceOptions& options)
+    : data_(std::make_unique<ops::MatmulAllReducePlanData>(ops::plan_matmul_all_reduce(
+          ops::validate_matmul_all_reduce(x1, x2, group, output, options)))) {}
+
+MatmulAllReducePlan::~MatmulAllReducePlan() = default;
+MatmulAllReducePlan::MatmulAllReducePlan(MatmulAllReducePlan&&) noexcept = default;
+MatmulAllReducePlan& MatmulAllReducePlan::operator=(MatmulAllReducePlan&&) noexcept = default;
+
+size_t MatmulAllReducePlan::workspace_size() const {
+  return data_->workspace_bytes;
+}
+
+const char* MatmulAllReducePlan::schedule_name() const {
+  return ops::schedule_name(data_->schedule);
+}
+
+void MatmulAllReducePlan::execute(void* workspace, size_t workspace_bytes) {
+  const ops::MatmulReduceProblem& p = data_->problem;
+  comm::CommImpl& c = ops::comm_for_execute(ops::kMatmulAllReduceOp, p.group, p.rank, p.world_size);
+  ops::check_workspace(ops::kMatmulAllReduceOp, c, workspace, workspace_bytes,
+                       data_->workspace_bytes);
+  switch (data_->schedule) {
+    case ops::MatmulAllReduceSchedule::kUnfused:
+      ops::run_matmul_all_reduce_unfused(*data_, c, workspace);
+      return;
+  }
+}
+
+void matmul_all_reduce(const TensorView& x1, const TensorView& x2, std::string_view group,
+                       const TensorView& output, const MatmulReduceOptions& options) {
+  MatmulAllReducePlan plan(x1, x2, group, output, options);
+  std::vector<float> workspace(plan.workspace_size() / sizeof(float));
+  plan.execute(workspace.data(), plan.workspace_size());
+}
+
+}  // namespace commfuse

@@ -1,0 +1,52 @@
+// Public C++ entry points of matmul_reduce_scatter over the plan and its schedules.
+#include <commfuse/commfuse.hpp>
+
+#include <memory>
+#include <vector>
+
+#include "ops/matmul_reduce_scatter/plan.hpp"
+
+namespace commfuse {
+
+MatmulReduceScatterPlan::MatmulReduceScatterPlan(const TensorView& x1, const TensorView& x2,
+                                                 std::string_view group, int world_size,
+                                                 const TensorView& output,
+                                                 const MatmulReduceOptions& options)
+    : data_(std::make_unique<ops::MatmulReduceScatterPlanData>(ops::plan_matmul_reduce_scatter(
+          ops::validate_matmul_reduce_scatter(x1, x2, group, world_size, output, options)))) {}
+
+MatmulReduceScatterPlan::~MatmulReduceScatterPlan() = default;
+MatmulReduceScatterPlan::MatmulReduceScatterPlan(MatmulReduceScatterPlan&&) noexcept = default;
+MatmulReduceScatterPlan& MatmulReduceScatterPlan::operator=(MatmulReduceScatterPlan&&) noexcept =
+    default;
+
+size_t MatmulReduceScatterPlan::workspace_size() const {
+  return data_->workspace_bytes;
+}
+
+const char* MatmulReduceScatterPlan::schedule_name() const {
+  return ops::schedule_name(data_->schedule);
+}
+
+void MatmulReduceScatterPlan::execute(void* workspace, size_t workspace_bytes) {
+  const ops::MatmulReduceProblem& p = data_->problem;
+  comm::CommImpl& c =
+      ops::comm_for_execute(ops::kMatmulReduceScatterOp, p.group, p.rank, p.world_size);
+  ops::check_workspace(ops::kMatmulReduceScatterOp, c, workspace, workspace_bytes,
+                       data_->workspace_bytes);
+  switch (data_->schedule) {
+    case ops::MatmulReduceScatterSchedule::kUnfused:
+      ops::run_matmul_reduce_scatter_unfused(*data_, c, workspace);
+      return;
+  }
+}
+
+void matmul_reduce_scatter(const TensorView& x1, const TensorView& x2, std::string_view group,
+                           int world_size, const TensorView& output,
+                           const MatmulReduceOptions& options) {
+  MatmulReduceScatterPlan plan(x1, x2, group, world_size, output, options);
+  std::vector<float> workspace(plan.workspace_size() / sizeof(float));
+  plan.execute(workspace.data(), plan.workspace_size());
+}
+
+}  // namespace commfuse

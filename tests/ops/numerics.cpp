@@ -1,0 +1,269 @@
+// Numerics of the three ops against float64 references of the unfused composition
+// (SPEC §2), run on every rank of a real multi-rank job.
+//
+// Integer-valued inputs (see values()): every fp32 partial sum is exact, so outputs must
+// equal the exact result rounded once to the output dtype, bit for bit, whatever the GEMM's
+// summation order. Random-valued inputs in [-1, 1): |out - ref| <= u_out·|ref| + g·S + 2^-24
+// per element, where u_out is the output dtype's unit roundoff (2^-24 fp32, 2^-11 fp16,
+// 2^-8 bf16: the one final rounding), S = Σ|x1·x2| + |bias| over the terms of that element,
+// and g = (terms + 2)·2^-24 bounds fp32 accumulation of `terms` products (k for
+// all_gather_matmul, R·k for the reducing ops) plus the bias add.
+#include "numerics.hpp"
+
+#include <commfuse/commfuse.h>
+
+#include <cmath>
+#include <string>
+
+namespace optest {
+namespace {
+
+enum class BiasKind { kNone, kSameDtype, kFloat32 };
+
+struct Case {
+  DType dtype = DType::kFloat32;
+  BiasKind bias = BiasKind::kNone;
+  bool transposed = false;
+  bool random = false;
+  int64_t comm_turn = 0;
+};
+
+std::string describe(const Case& c, const char* op) {
+  return std::string(op) + " " + std::string(commfuse::dtype_name(c.dtype)) +
+         (c.bias == BiasKind::kNone        ? " no-bias"
+          : c.bias == BiasKind::kSameDtype ? " bias"
+                                           : " bias-f32") +
+         (c.transposed ? " x2^T" : "") + (c.random ? " random" : " integer") + " comm_turn " +
+         std::to_string(c.comm_turn);
+}
+
+// One rank's operands in the op's dtype and, decoded, as float64.
+struct Operands {
+  std::vector<uint8_t> x1, x2, bias;    // x2 holds (n, k) when transposed
+  std::vector<double> x1d, x2d, biasd;  // x2d is (k, n)
+  DType bias_dtype = DType::kFloat32;
+};
+
+Operands make_operands(const Case& c, int rank, uint64_t tag, int64_t m, int64_t k, int64_t n) {
+  Operands o;
+  const uint64_t seed = tag * 1000 + static_cast<uint64_t>(rank) * 10;
+  o.x1 = encode(values(seed + 1, static_cast<size_t>(m * k), c.random), c.dtype);
+  o.x1d = decode(o.x1, c.dtype);
+  // Each rank its own weights (SPEC §2: x2 is per-rank).
+  std::vector<float> w = values(seed + 2, static_cast<size_t>(k * n), c.random);  // (k, n)
+  std::vector<float> stored = w;
+  if (c.transposed)
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t j = 0; j < n; ++j) stored[j * k + i] = w[i * n + j];
+  o.x2 = encode(stored, c.dtype);
+  std::vector<double> sd = decode(o.x2, c.dtype);
+  o.x2d.resize(static_cast<size_t>(k * n));
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t j = 0; j < n; ++j) o.x2d[i * n + j] = c.transposed ? sd[j * k + i] : sd[i * n + j];
+  if (c.bias != BiasKind::kNone) {
+    // The same bias on every rank (added once by the reducing ops).
+    o.bias_dtype = c.bias == BiasKind::kFloat32 ? DType::kFloat32 : c.dtype;
+    o.bias = encode(values(tag * 1000 + 999, static_cast<size_t>(n), c.random), o.bias_dtype);
+    o.biasd = decode(o.bias, o.bias_dtype);
+  }
+  return o;
+}
+
+commfuse::TensorView x2_view(const Operands& o, const Case& c, int64_t k, int64_t n) {
+  if (c.transposed) return commfuse::TensorView(o.x2.data(), c.dtype, {n, k}).t();
+  return commfuse::TensorView(o.x2.data(), c.dtype, {k, n});
+}
+
+std::optional<commfuse::TensorView> bias_view(const Operands& o, int64_t n) {
+  if (o.bias.empty()) return std::nullopt;
+  return commfuse::TensorView(o.bias.data(), o.bias_dtype, {n});
+}
+
+// out (rows x n) vs ref; S holds Σ|terms| per element.
+void compare(const Case& c, const char* op, const std::vector<uint8_t>& out,
+             const std::vector<double>& ref, const std::vector<double>& sum_abs, int terms) {
+  const std::string what = describe(c, op);
+  if (!c.random) {
+    const auto want = round_to(ref, c.dtype);
+    if (out != want) {
+      const auto got = decode(out, c.dtype);
+      size_t i = 0;
+      while (i < got.size() && got[i] == decode(want, c.dtype)[i]) ++i;
+      EXPECT(false, "%s: not bitwise equal to the rounded reference (first at %zu: %g vs %g)",
+             what.c_str(), i, i < got.size() ? got[i] : 0.0, i < ref.size() ? ref[i] : 0.0);
+    }
+    return;
+  }
+  const auto got = decode(out, c.dtype);
+  const double g = (terms + 2) * std::ldexp(1.0, -24);
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double tol =
+        unit_roundoff(c.dtype) * std::fabs(ref[i]) + g * sum_abs[i] + std::ldexp(1.0, -24);
+    if (!(std::fabs(got[i] - ref[i]) <= tol)) {
+      EXPECT(false, "%s: element %zu is %.9g, reference %.9g, tolerance %.3g", what.c_str(), i,
+             got[i], ref[i], tol);
+      return;
+    }
+  }
+}
+
+// ---- all_gather_matmul ----
+
+void run_all_gather_matmul(commfuse::Comm& comm, const Case& c, uint64_t tag, int64_t m, int64_t k,
+                           int64_t n, bool gather_output) {
+  const int R = comm.world_size(), me = comm.rank();
+  const Operands mine = make_operands(c, me, tag, m, k, n);
+  std::vector<uint8_t> output(static_cast<size_t>(m * R * n) * elem_bytes(c.dtype), 0xCD);
+  std::vector<uint8_t> gather(
+      gather_output ? static_cast<size_t>(m * R * k) * elem_bytes(c.dtype) : 0, 0xCD);
+  commfuse::AllGatherMatmulOptions o;
+  o.bias = bias_view(mine, n);
+  o.gather_output = gather_output;
+  o.comm_turn = c.comm_turn;
+  const commfuse::TensorView gv = gather_output
+                                      ? commfuse::TensorView(gather.data(), c.dtype, {m * R, k})
+                                      : commfuse::TensorView(nullptr, c.dtype, {0});
+  commfuse::all_gather_matmul(commfuse::TensorView(mine.x1.data(), c.dtype, {m, k}),
+                              x2_view(mine, c, k, n), comm.name(), R,
+                              commfuse::TensorView(output.data(), c.dtype, {m * R, n}), gv, o);
+
+  // Reference: gather_out = concat of every rank's x1 (bitwise); output = gather_out @ x2 + b.
+  std::vector<uint8_t> want_gather;
+  std::vector<double> gathered;
+  for (int s = 0; s < R; ++s) {
+    const Operands o_s = make_operands(c, s, tag, m, k, n);
+    want_gather.insert(want_gather.end(), o_s.x1.begin(), o_s.x1.end());
+    gathered.insert(gathered.end(), o_s.x1d.begin(), o_s.x1d.end());
+  }
+  if (gather_output)
+    EXPECT(gather == want_gather, "%s: gather_out differs from the ranks' x1",
+           describe(c, "all_gather_matmul").c_str());
+  std::vector<double> ref(static_cast<size_t>(m * R * n)), sum_abs(ref.size());
+  for (int64_t i = 0; i < m * R; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = mine.biasd.empty() ? 0.0 : mine.biasd[j];
+      double abs = std::fabs(acc);
+      for (int64_t t = 0; t < k; ++t) {
+        const double p = gathered[i * k + t] * mine.x2d[t * n + j];
+        acc += p;
+        abs += std::fabs(p);
+      }
+      ref[i * n + j] = acc;
+      sum_abs[i * n + j] = abs;
+    }
+  compare(c, "all_gather_matmul", output, ref, sum_abs, static_cast<int>(k));
+}
+
+// ---- matmul_reduce_scatter / matmul_all_reduce ----
+
+// Σ_s x1_s @ x2_s + bias over all m rows, with Σ|terms| per element.
+void reduce_reference(const Case& c, int R, uint64_t tag, int64_t m, int64_t k, int64_t n,
+                      std::vector<double>& ref, std::vector<double>& sum_abs) {
+  ref.assign(static_cast<size_t>(m * n), 0.0);
+  sum_abs.assign(ref.size(), 0.0);
+  for (int s = 0; s < R; ++s) {
+    const Operands o = make_operands(c, s, tag, m, k, n);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t t = 0; t < k; ++t) {
+          const double p = o.x1d[i * k + t] * o.x2d[t * n + j];
+          ref[i * n + j] += p;
+          sum_abs[i * n + j] += std::fabs(p);
+        }
+    if (s == 0 && !o.biasd.empty())
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          ref[i * n + j] += o.biasd[j];
+          sum_abs[i * n + j] += std::fabs(o.biasd[j]);
+        }
+  }
+}
+
+void run_matmul_reduce_scatter(commfuse::Comm& comm, const Case& c, uint64_t tag, int64_t m,
+                               int64_t k, int64_t n) {
+  const int R = comm.world_size(), me = comm.rank();
+  const Operands mine = make_operands(c, me, tag, m, k, n);
+  const int64_t rows = m / R;
+  std::vector<uint8_t> output(static_cast<size_t>(rows * n) * elem_bytes(c.dtype), 0xCD);
+  commfuse::MatmulReduceOptions o;
+  o.bias = bias_view(mine, n);
+  o.comm_turn = c.comm_turn;
+  commfuse::matmul_reduce_scatter(commfuse::TensorView(mine.x1.data(), c.dtype, {m, k}),
+                                  x2_view(mine, c, k, n), comm.name(), R,
+                                  commfuse::TensorView(output.data(), c.dtype, {rows, n}), o);
+  std::vector<double> ref, sum_abs;
+  reduce_reference(c, R, tag, m, k, n, ref, sum_abs);
+  const auto first = static_cast<std::ptrdiff_t>(me * rows * n);
+  const auto last = static_cast<std::ptrdiff_t>((me + 1) * rows * n);
+  compare(c, "matmul_reduce_scatter", output,
+          std::vector<double>(ref.begin() + first, ref.begin() + last),
+          std::vector<double>(sum_abs.begin() + first, sum_abs.begin() + last),
+          static_cast<int>(R * k));
+}
+
+// x1 is (b, s, k) when b > 0, else (m, k).
+void run_matmul_all_reduce(commfuse::Comm& comm, const Case& c, uint64_t tag, int64_t m, int64_t k,
+                           int64_t n, int64_t b) {
+  const int R = comm.world_size(), me = comm.rank();
+  const Operands mine = make_operands(c, me, tag, m, k, n);
+  std::vector<uint8_t> output(static_cast<size_t>(m * n) * elem_bytes(c.dtype), 0xCD);
+  commfuse::MatmulReduceOptions o;
+  o.bias = bias_view(mine, n);
+  o.comm_turn = c.comm_turn;
+  const auto x1 = b > 0 ? commfuse::TensorView(mine.x1.data(), c.dtype, {b, m / b, k})
+                        : commfuse::TensorView(mine.x1.data(), c.dtype, {m, k});
+  const auto out = b > 0 ? commfuse::TensorView(output.data(), c.dtype, {b, m / b, n})
+                         : commfuse::TensorView(output.data(), c.dtype, {m, n});
+  commfuse::matmul_all_reduce(x1, x2_view(mine, c, k, n), comm.name(), out, o);
+  std::vector<double> ref, sum_abs;
+  reduce_reference(c, R, tag, m, k, n, ref, sum_abs);
+  compare(c, "matmul_all_reduce", output, ref, sum_abs, static_cast<int>(R * k));
+  // Bitwise identical on every rank: gather everyone's output and compare with rank 0's.
+  std::vector<uint8_t> all(output.size() * R);
+  comm.all_gather(output.data(), all.data(), output.size(), DType::kInt8);
+  for (int s = 1; s < R; ++s)
+    EXPECT(output.empty() ||
+               std::memcmp(all.data(), all.data() + s * output.size(), output.size()) == 0,
+           "%s: rank %d's output differs from rank 0's", describe(c, "matmul_all_reduce").c_str(),
+           s);
+}
+
+}  // namespace
+
+int case_numerics(commfuse::Comm& comm) {
+  const int R = comm.world_size();
+  const DType dtypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
+  const BiasKind biases[] = {BiasKind::kNone, BiasKind::kSameDtype, BiasKind::kFloat32};
+  const int64_t turns[] = {0, 1, 3, 64};
+  const int64_t k = 64, n = 24;
+  uint64_t tag = 1;
+  int idx = 0;
+  for (DType dt : dtypes)
+    for (BiasKind bk : biases)
+      for (bool tr : {false, true}) {
+        Case c{dt, bk, tr, false, turns[idx % 4]};
+        ++idx;
+        // m = 5 rows per rank: not a multiple of any chunking.
+        run_all_gather_matmul(comm, c, tag++, 5, k, n, true);
+        c.comm_turn = turns[idx % 4];
+        run_all_gather_matmul(comm, c, tag++, 5, k, n, false);
+        run_matmul_reduce_scatter(comm, c, tag++, 3 * R, k, n);
+        run_matmul_all_reduce(comm, c, tag++, 6, k, n, idx % 2 ? 2 : 0);
+      }
+  for (DType dt : dtypes) {
+    // m = 0: empty outputs, the op still synchronizes.
+    Case c{dt, BiasKind::kSameDtype, false, false, 0};
+    run_all_gather_matmul(comm, c, tag++, 0, k, n, true);
+    run_all_gather_matmul(comm, c, tag++, 0, k, n, false);
+    run_matmul_reduce_scatter(comm, c, tag++, 0, k, n);
+    run_matmul_all_reduce(comm, c, tag++, 0, k, n, 0);
+    // Random values: tolerance from the dtype and k (file comment).
+    c = Case{dt, BiasKind::kFloat32, true, true, 3};
+    run_all_gather_matmul(comm, c, tag++, 8, k, 32, true);
+    run_matmul_reduce_scatter(comm, c, tag++, 8 * R, k, 32);
+    run_matmul_all_reduce(comm, c, tag++, 8, k, 32, 0);
+  }
+  return 0;
+}
+
+}  // namespace optest

@@ -1,0 +1,17 @@
+// Test cases of the operator multi-rank binary (ops_rank_main.cpp runs them by name).
+#pragma once
+
+#include <commfuse/commfuse.hpp>
+
+#include <optional>
+
+#include "op_test_util.hpp"
+
+namespace optest {
+
+int case_numerics(commfuse::Comm& comm);     // numerics.cpp
+int case_c_api(commfuse::Comm& comm);        // c_api.cpp: C entry points agree with C++
+int case_reject(commfuse::Comm& comm);       // reject.cpp: every SPEC §2 rule, C++ and C
+int case_reject_peer(commfuse::Comm& comm);  // reject.cpp: rank 1 wrong, others not hung
+
+}  // namespace optest

@@ -1,0 +1,353 @@
+// Every rejection rule of SPEC §2 (and the API's own argument rules): the right status, a
+// message naming the op, the rank and the argument, raised in the plan step, before any
+// communication and without touching outputs.
+#include <commfuse/commfuse.h>
+
+#include <cstring>
+#include <string>
+
+#include "numerics.hpp"
+
+namespace optest {
+namespace {
+
+using commfuse::Status;
+using commfuse::TensorView;
+
+void check_message(const char* what, const char* msg, std::initializer_list<const char*> needles) {
+  for (const char* needle : needles)
+    EXPECT(std::strstr(msg, needle) != nullptr, "%s: message lacks '%s': %s", what, needle, msg);
+}
+
+template <typename F>
+void expect_reject(const char* what, Status code, std::initializer_list<const char*> needles,
+                   F&& f) {
+  try {
+    f();
+    EXPECT(false, "%s: accepted", what);
+  } catch (const commfuse::Error& e) {
+    EXPECT(e.code() == code, "%s: status %d, expected %d: %s", what, static_cast<int>(e.code()),
+           static_cast<int>(code), e.what());
+    check_message(what, e.what(), needles);
+  }
+}
+
+void expect_c(const char* what, commfuseStatus_t got, commfuseStatus_t code,
+              std::initializer_list<const char*> needles) {
+  EXPECT(got == code, "%s: status %d, expected %d: %s", what, static_cast<int>(got),
+         static_cast<int>(code), commfuseGetLastErrorMessage());
+  if (got == code) check_message(what, commfuseGetLastErrorMessage(), needles);
+}
+
+constexpr DType kF16 = DType::kFloat16;
+constexpr int64_t kM = 4, kK = 16, kN = 8;
+
+struct Buffers {
+  std::vector<uint8_t> in = std::vector<uint8_t>(1 << 16, 0);
+  std::vector<uint8_t> out = std::vector<uint8_t>(1 << 16, 0xCD);
+  void* i() { return in.data(); }
+  void* o() { return out.data(); }
+};
+
+struct AgmArgs {
+  TensorView x1, x2, output, gather_out;
+  std::string group;
+  int world = 1;
+  commfuse::AllGatherMatmulOptions opt;
+  void plan() const {
+    commfuse::AllGatherMatmulPlan p(x1, x2, group, world, output, gather_out, opt);
+  }
+};
+
+struct ReduceArgs {
+  TensorView x1, x2, output;
+  std::string group;
+  int world = 1;
+  commfuse::MatmulReduceOptions opt;
+  void plan_rs() const { commfuse::MatmulReduceScatterPlan p(x1, x2, group, world, output, opt); }
+  void plan_ar() const { commfuse::MatmulAllReducePlan p(x1, x2, group, output, opt); }
+};
+
+void reject_all_gather_matmul(commfuse::Comm& comm, Buffers& b, const std::string& rank) {
+  const int R = comm.world_size();
+  AgmArgs ok{TensorView(b.i(), kF16, {kM, kK}),
+             TensorView(b.i(), kF16, {kK, kN}),
+             TensorView(b.o(), kF16, {kM * R, kN}),
+             TensorView(b.o(), kF16, {kM * R, kK}),
+             comm.name(),
+             R,
+             {}};
+  const char* op = "all_gather_matmul";
+  const Status inv = Status::kParamInvalid;
+  auto with = [&](auto mod) {
+    AgmArgs a = ok;
+    mod(a);
+    return [a] { a.plan(); };
+  };
+  expect_reject("agm unknown group", inv, {op, "unknown group", "no_such_group"},
+                with([](AgmArgs& a) { a.group = "no_such_group"; }));
+  expect_reject("agm world_size", inv, {op, rank.c_str(), "world_size is 99"},
+                with([](AgmArgs& a) { a.world = 99; }));
+  expect_reject("agm gather_index 1", inv, {op, rank.c_str(), "gather_index=1 is not supported"},
+                with([](AgmArgs& a) { a.opt.gather_index = 1; }));
+  expect_reject("agm gather_index 2", inv, {op, rank.c_str(), "gather_index is 2"},
+                with([](AgmArgs& a) { a.opt.gather_index = 2; }));
+  for (int64_t turn : {-1, 65})
+    expect_reject("agm comm_turn", inv, {op, rank.c_str(), "comm_turn is"},
+                  with([turn](AgmArgs& a) { a.opt.comm_turn = turn; }));
+  expect_reject("agm x1 absent", Status::kParamNullptr, {op, rank.c_str(), "x1 is null"},
+                with([](AgmArgs& a) { a.x1 = TensorView(); }));
+  expect_reject("agm x1 null data", Status::kParamNullptr, {op, rank.c_str(), "x1 data is null"},
+                with([](AgmArgs& a) { a.x1.data = nullptr; }));
+  expect_reject("agm x1 3-D", inv, {op, rank.c_str(), "x1 must be 2-D"}, with([&](AgmArgs& a) {
+                  a.x1 = TensorView(b.i(), kF16, {1, kM, kK});
+                }));
+  expect_reject("agm x1 int8", inv, {op, rank.c_str(), "x1 dtype is int8"},
+                with([&](AgmArgs& a) { a.x1.dtype = DType::kInt8; }));
+  expect_reject("agm x1 transposed", inv, {op, rank.c_str(), "x1 must be row-major"},
+                with([&](AgmArgs& a) {
+                  a.x1 = TensorView(b.i(), kF16, {kK, kM}).t();
+                }));
+  expect_reject("agm k = 0", inv, {op, rank.c_str(), "k", ">= 1"}, with([&](AgmArgs& a) {
+                  a.x1 = TensorView(b.i(), kF16, {kM, 0});
+                  a.x2 = TensorView(b.i(), kF16, {0, kN});
+                }));
+  expect_reject("agm x2 dtype", inv, {op, rank.c_str(), "x2 dtype is bfloat16", "float16"},
+                with([](AgmArgs& a) { a.x2.dtype = DType::kBFloat16; }));
+  expect_reject("agm k mismatch", inv,
+                {op, rank.c_str(), "x2 dim 0 is 12 but x1 dim 1 is 16 (k must match)"},
+                with([&](AgmArgs& a) {
+                  a.x2 = TensorView(b.i(), kF16, {12, kN});
+                }));
+  expect_reject("agm x2 3-D", inv, {op, rank.c_str(), "x2 must be 2-D"}, with([&](AgmArgs& a) {
+                  a.x2 = TensorView(b.i(), kF16, {1, kK, kN});
+                }));
+  expect_reject("agm x2 strides", inv, {op, rank.c_str(), "x2 strides"}, with([&](AgmArgs& a) {
+                  a.x2 = TensorView(b.i(), kF16, {kK, kN}, {2 * kN, 2});
+                }));
+  expect_reject("agm output shape", inv, {op, rank.c_str(), "output shape is", "(m·R, n)"},
+                with([&](AgmArgs& a) {
+                  a.output = TensorView(b.o(), kF16, {kM, kN + 1});
+                }));
+  expect_reject("agm output dtype", inv, {op, rank.c_str(), "output dtype is float32"},
+                with([](AgmArgs& a) { a.output.dtype = DType::kFloat32; }));
+  expect_reject("agm output absent", Status::kParamNullptr, {op, rank.c_str(), "output is null"},
+                with([](AgmArgs& a) { a.output = TensorView(); }));
+  expect_reject("agm gather_out shape", inv, {op, rank.c_str(), "gather_out shape is"},
+                with([&](AgmArgs& a) {
+                  a.gather_out = TensorView(b.o(), kF16, {kM, kK + 1});
+                }));
+  expect_reject("agm gather_out dtype", inv, {op, rank.c_str(), "gather_out dtype is bfloat16"},
+                with([](AgmArgs& a) { a.gather_out.dtype = DType::kBFloat16; }));
+  expect_reject("agm gather_out absent", Status::kParamNullptr,
+                {op, rank.c_str(), "gather_out is null"},
+                with([](AgmArgs& a) { a.gather_out = TensorView(); }));
+  expect_reject("agm gather_out not empty", inv, {op, rank.c_str(), "gather_out", "(0,)"},
+                with([](AgmArgs& a) { a.opt.gather_output = false; }));
+  expect_reject("agm bias shape", inv, {op, rank.c_str(), "bias shape is"},
+                with([&](AgmArgs& a) { a.opt.bias = TensorView(b.i(), kF16, {kN + 1}); }));
+  expect_reject("agm bias dtype", inv, {op, rank.c_str(), "bias dtype is bfloat16"},
+                with([&](AgmArgs& a) { a.opt.bias = TensorView(b.i(), DType::kBFloat16, {kN}); }));
+  // Accepted: fp32 bias, transposed x2, gather_output false with gather_out absent.
+  AgmArgs a = ok;
+  a.opt.bias = TensorView(b.i(), DType::kFloat32, {kN});
+  a.x2 = TensorView(b.i(), kF16, {kN, kK}).t();
+  a.opt.gather_output = false;
+  a.gather_out = TensorView();
+  commfuse::AllGatherMatmulPlan plan(a.x1, a.x2, a.group, a.world, a.output, a.gather_out, a.opt);
+  EXPECT(plan.workspace_size() == static_cast<size_t>(kM * R * kK * 2), "workspace %zu",
+         plan.workspace_size());
+}
+
+void reject_reducing(commfuse::Comm& comm, Buffers& b, const std::string& rank) {
+  const int R = comm.world_size();
+  const Status inv = Status::kParamInvalid;
+  ReduceArgs rs{TensorView(b.i(), kF16, {kM * R, kK}),
+                TensorView(b.i(), kF16, {kK, kN}),
+                TensorView(b.o(), kF16, {kM, kN}),
+                comm.name(),
+                R,
+                {}};
+  ReduceArgs ar{TensorView(b.i(), kF16, {2, kM, kK}),
+                TensorView(b.i(), kF16, {kK, kN}),
+                TensorView(b.o(), kF16, {2, kM, kN}),
+                comm.name(),
+                R,
+                {}};
+  auto with = [](const ReduceArgs& base, bool all_reduce, auto mod) {
+    ReduceArgs a = base;
+    mod(a);
+    return [a, all_reduce] { all_reduce ? a.plan_ar() : a.plan_rs(); };
+  };
+  for (bool all_reduce : {false, true}) {
+    const ReduceArgs& ok = all_reduce ? ar : rs;
+    const char* op = all_reduce ? "matmul_all_reduce" : "matmul_reduce_scatter";
+    expect_reject(op, inv, {op, "unknown group"},
+                  with(ok, all_reduce, [](ReduceArgs& a) { a.group = "nope"; }));
+    expect_reject(op, inv, {op, rank.c_str(), "reduce_op is 'max'", "sum"},
+                  with(ok, all_reduce, [](ReduceArgs& a) { a.opt.reduce_op = "max"; }));
+    expect_reject(op, inv, {op, rank.c_str(), "comm_turn is 65"},
+                  with(ok, all_reduce, [](ReduceArgs& a) { a.opt.comm_turn = 65; }));
+    expect_reject(op, Status::kParamNullptr, {op, rank.c_str(), "x1 is null"},
+                  with(ok, all_reduce, [](ReduceArgs& a) { a.x1 = TensorView(); }));
+    expect_reject(op, inv, {op, rank.c_str(), "x1 must be"},
+                  with(ok, all_reduce, [&](ReduceArgs& a) {
+                    a.x1 = TensorView(b.i(), kF16, {1, 1, kM, kK});
+                  }));
+    expect_reject(op, inv, {op, rank.c_str(), "x1 dtype is int32"},
+                  with(ok, all_reduce, [](ReduceArgs& a) { a.x1.dtype = DType::kInt32; }));
+    expect_reject(op, inv, {op, rank.c_str(), "x2 dtype is float32", "must match"},
+                  with(ok, all_reduce, [](ReduceArgs& a) { a.x2.dtype = DType::kFloat32; }));
+    expect_reject(op, inv, {op, rank.c_str(), "x2 dim 0 is 15", "(k must match)"},
+                  with(ok, all_reduce, [&](ReduceArgs& a) {
+                    a.x2 = TensorView(b.i(), kF16, {kK - 1, kN});
+                  }));
+    expect_reject(op, inv, {op, rank.c_str(), "output shape is"},
+                  with(ok, all_reduce, [&](ReduceArgs& a) {
+                    a.output = TensorView(b.o(), kF16, {kM + 1, kN});
+                  }));
+    expect_reject(op, inv, {op, rank.c_str(), "output dtype is bfloat16"},
+                  with(ok, all_reduce, [](ReduceArgs& a) { a.output.dtype = DType::kBFloat16; }));
+    expect_reject(op, inv, {op, rank.c_str(), "bias dtype is int8"},
+                  with(ok, all_reduce,
+                       [&](ReduceArgs& a) { a.opt.bias = TensorView(b.i(), DType::kInt8, {kN}); }));
+  }
+  const char* op = "matmul_reduce_scatter";
+  expect_reject(op, inv, {op, rank.c_str(), "world_size is 99"},
+                with(rs, false, [](ReduceArgs& a) { a.world = 99; }));
+  expect_reject(op, inv, {op, rank.c_str(), "x1 must be 2-D"}, with(rs, false, [&](ReduceArgs& a) {
+                  a.x1 = TensorView(b.i(), kF16, {1, kM * R, kK});
+                }));
+  if (R > 1)  // m % R: only a world of 2 or more can violate it
+    expect_reject(op, inv, {op, rank.c_str(), "multiple of the world size"},
+                  with(rs, false, [&](ReduceArgs& a) {
+                    a.x1 = TensorView(b.i(), kF16, {kM * R + 1, kK});
+                  }));
+  expect_reject("matmul_all_reduce 3-D output", inv, {"matmul_all_reduce", "(b, s, n)"},
+                with(ar, true, [&](ReduceArgs& a) {
+                  a.output = TensorView(b.o(), kF16, {2 * kM, kN});
+                }));
+}
+
+void reject_c_api(commfuse::Comm& comm, Buffers& b, const std::string& rank) {
+  const int R = comm.world_size();
+  const auto f16 = COMMFUSE_FLOAT16;
+  const int64_t s_x1[] = {kM, kK}, s_x2[] = {kK, kN}, s_bad_x2[] = {kK + 1, kN},
+                s_out[] = {kM * R, kN}, s_g[] = {kM * R, kK}, s_neg[] = {-1, 2};
+  EXPECT(commfuseCreateTensor(s_x1, 0, nullptr, f16, b.i()) == nullptr, "ndim 0 accepted");
+  check_message("create ndim 0", commfuseGetLastErrorMessage(), {"ndim"});
+  EXPECT(commfuseCreateTensor(s_neg, 2, nullptr, f16, b.i()) == nullptr, "negative accepted");
+  check_message("create negative", commfuseGetLastErrorMessage(), {"shape[0] is -1"});
+  EXPECT(commfuseCreateTensor(nullptr, 2, nullptr, f16, b.i()) == nullptr, "null shape accepted");
+  commfuseTensor_t* x1 = commfuseCreateTensor(s_x1, 2, nullptr, f16, b.i());
+  commfuseTensor_t* x2 = commfuseCreateTensor(s_x2, 2, nullptr, f16, b.i());
+  commfuseTensor_t* bad_x2 = commfuseCreateTensor(s_bad_x2, 2, nullptr, f16, b.i());
+  commfuseTensor_t* out = commfuseCreateTensor(s_out, 2, nullptr, f16, b.o());
+  commfuseTensor_t* g = commfuseCreateTensor(s_g, 2, nullptr, f16, b.o());
+  const std::string group = comm.name();
+  const char* gn = group.c_str();
+  uint64_t ws = 0;
+  commfuseOpExecutor_t* e = nullptr;
+  const char* op = "all_gather_matmul";
+  expect_c(
+      "c agm null x1",
+      commfuseAllGatherMatmulGetWorkspaceSize(nullptr, x2, nullptr, gn, 0, 0, 1, out, g, &ws, &e),
+      COMMFUSE_PARAM_NULLPTR, {op, rank.c_str(), "x1 is null"});
+  expect_c(
+      "c agm null workspaceSize",
+      commfuseAllGatherMatmulGetWorkspaceSize(x1, x2, nullptr, gn, 0, 0, 1, out, g, nullptr, &e),
+      COMMFUSE_PARAM_NULLPTR, {"workspaceSize"});
+  expect_c(
+      "c agm null group",
+      commfuseAllGatherMatmulGetWorkspaceSize(x1, x2, nullptr, nullptr, 0, 0, 1, out, g, &ws, &e),
+      COMMFUSE_PARAM_NULLPTR, {op, "group"});
+  expect_c(
+      "c agm unknown group",
+      commfuseAllGatherMatmulGetWorkspaceSize(x1, x2, nullptr, "nope", 0, 0, 1, out, g, &ws, &e),
+      COMMFUSE_PARAM_INVALID, {op, "unknown group 'nope'"});
+  expect_c(
+      "c agm k mismatch",
+      commfuseAllGatherMatmulGetWorkspaceSize(x1, bad_x2, nullptr, gn, 0, 0, 1, out, g, &ws, &e),
+      COMMFUSE_PARAM_INVALID, {op, rank.c_str(), "x2 dim 0 is 17 but x1 dim 1 is 16"});
+  expect_c("c agm gatherIndex",
+           commfuseAllGatherMatmulGetWorkspaceSize(x1, x2, nullptr, gn, 1, 0, 1, out, g, &ws, &e),
+           COMMFUSE_PARAM_INVALID, {op, rank.c_str(), "gather_index=1 is not supported"});
+  expect_c("c agm commTurn",
+           commfuseAllGatherMatmulGetWorkspaceSize(x1, x2, nullptr, gn, 0, 99, 1, out, g, &ws, &e),
+           COMMFUSE_PARAM_INVALID, {op, rank.c_str(), "comm_turn is 99"});
+  expect_c("c agm streamMode",
+           commfuseAllGatherMatmulGetWorkspaceSize(x1, x2, nullptr, gn, 0, 0, 0, out, g, &ws, &e),
+           COMMFUSE_PARAM_INVALID, {op, rank.c_str(), "streamMode is 0"});
+  EXPECT(e == nullptr, "an executor was returned with an error");
+  op = "matmul_reduce_scatter";
+  expect_c(
+      "c mrs reduceOp",
+      commfuseMatmulReduceScatterGetWorkspaceSize(x1, x2, nullptr, gn, "min", 0, 1, out, &ws, &e),
+      COMMFUSE_PARAM_INVALID, {op, rank.c_str(), "reduce_op is 'min'"});
+  expect_c(
+      "c mrs null reduceOp",
+      commfuseMatmulReduceScatterGetWorkspaceSize(x1, x2, nullptr, gn, nullptr, 0, 1, out, &ws, &e),
+      COMMFUSE_PARAM_NULLPTR, {op, "reduceOp"});
+  op = "matmul_all_reduce";
+  expect_c("c mar output shape",
+           commfuseMatmulAllReduceGetWorkspaceSize(x1, x2, nullptr, gn, "sum", 0, 1, g, &ws, &e),
+           COMMFUSE_PARAM_INVALID, {op, rank.c_str(), "output shape is"});
+  expect_c("c execute null executor", commfuseMatmulAllReduce(nullptr, 0, nullptr, nullptr),
+           COMMFUSE_PARAM_NULLPTR, {"executor is null"});
+  // An executor made for one op cannot run as another; it is consumed anyway.
+  commfuseTensor_t* mar_out = commfuseCreateTensor(s_x1, 2, nullptr, f16, b.o());
+  const int64_t s_out_small[] = {kM, kN};
+  commfuseDestroyTensor(mar_out);
+  mar_out = commfuseCreateTensor(s_out_small, 2, nullptr, f16, b.o());
+  EXPECT(commfuseMatmulAllReduceGetWorkspaceSize(x1, x2, nullptr, gn, "sum", 0, 1, mar_out, &ws,
+                                                 &e) == COMMFUSE_SUCCESS,
+         "%s", commfuseGetLastErrorMessage());
+  expect_c("c executor of another op", commfuseAllGatherMatmul(nullptr, 0, e, nullptr),
+           COMMFUSE_PARAM_INVALID, {"made for matmul_all_reduce"});
+  // Unexecuted executors are freed with commfuseDestroyOpExecutor.
+  EXPECT(commfuseMatmulAllReduceGetWorkspaceSize(x1, x2, nullptr, gn, "sum", 0, 1, mar_out, &ws,
+                                                 &e) == COMMFUSE_SUCCESS,
+         "%s", commfuseGetLastErrorMessage());
+  EXPECT(commfuseDestroyOpExecutor(e) == COMMFUSE_SUCCESS, "destroy executor");
+  for (commfuseTensor_t* t : {x1, x2, bad_x2, out, g, mar_out}) commfuseDestroyTensor(t);
+}
+
+}  // namespace
+
+int case_reject(commfuse::Comm& comm) {
+  Buffers b;
+  const std::string rank = "(rank " + std::to_string(comm.rank()) + ")";
+  reject_all_gather_matmul(comm, b, rank);
+  reject_reducing(comm, b, rank);
+  reject_c_api(comm, b, rank);
+  EXPECT(b.out == std::vector<uint8_t>(b.out.size(), 0xCD), "a rejected call wrote an output");
+  return 0;
+}
+
+// Rank 1 passes x2 with the wrong k: it gets PARAM_INVALID from the plan, before any
+// communication; the others, already executing, fail fast with RUNTIME_ERROR naming rank 1
+// instead of waiting for the deadline.
+int case_reject_peer(commfuse::Comm& comm) {
+  const int R = comm.world_size(), me = comm.rank();
+  std::vector<uint8_t> in(1 << 14, 0), out(static_cast<size_t>(kM * R * kN) * 2, 0xCD);
+  commfuse::AllGatherMatmulOptions opt;
+  opt.gather_output = false;
+  try {
+    commfuse::all_gather_matmul(TensorView(in.data(), kF16, {kM, kK}),
+                                TensorView(in.data(), kF16, {me == 1 ? kK + 1 : kK, kN}),
+                                comm.name(), R, TensorView(out.data(), kF16, {kM * R, kN}),
+                                TensorView(), opt);
+    EXPECT(false, "rank %d: no error", me);
+  } catch (const commfuse::InvalidArgument& e) {
+    EXPECT(me == 1, "rank %d got PARAM_INVALID: %s", me, e.what());
+    std::printf("rank %d: got expected PARAM_INVALID: %s\n", me, e.what());
+  } catch (const commfuse::RuntimeFailure& e) {
+    EXPECT(me != 1, "rank 1 got RUNTIME_ERROR: %s", e.what());
+    EXPECT(std::strstr(e.what(), "rank 1") != nullptr, "does not name rank 1: %s", e.what());
+    std::printf("rank %d: got expected RUNTIME_ERROR: %s\n", me, e.what());
+  }
+  if (me == 1) EXPECT(out == std::vector<uint8_t>(out.size(), 0xCD), "rank 1's output was written");
+  return 0;
+}
+
+}  // namespace optest
