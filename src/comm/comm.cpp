@@ -8,6 +8,7 @@
 #include "comm/comm_impl.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu/reduce.hpp"
+#include "kernels/cpu/threads.hpp"
 
 namespace commfuse {
 namespace comm {
@@ -25,7 +26,10 @@ CommImpl::CommImpl(int rank, int world_size, int local_ranks, std::string name,
       world_size_(world_size),
       local_ranks_(local_ranks),
       name_(std::move(name)),
-      transport_(std::move(transport)) {}
+      transport_(std::move(transport)) {
+  // Ranks on one host share its cores: the compute kernels take their share.
+  kernels::cpu::set_local_ranks(local_ranks);
+}
 
 void CommImpl::reject(Status code, const std::string& message) {
   transport_->abort(message);

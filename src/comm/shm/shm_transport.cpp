@@ -245,18 +245,27 @@ void ShmTransport::all_reduce(const void* src, void* dst, uint64_t count, DType 
     do {
       const uint64_t n = std::min(chunk, count - off);
       const uint32_t s = begin_step(op);
-      copy_bytes(slot(rank_, s), in + off * es, n * es);
+      // (Tests shrink the slot: the threshold shrinks with it so both paths get exercised.)
+      const bool one_shot = n * es <= std::min(kOneShotBytes, slot_bytes_ / 4) || size_ == 1;
+      uint64_t my_off = 0, my_len = 0;
+      slice(n, size_, rank_, &my_off, &my_len);
+      if (one_shot) {
+        copy_bytes(slot(rank_, s), in + off * es, n * es);
+      } else {
+        // Peers read only their own slice of my slot: my slice stays out of it.
+        copy_bytes(slot(rank_, s), in + off * es, my_off * es);
+        copy_bytes(slot(rank_, s) + (my_off + my_len) * es, in + (off + my_off + my_len) * es,
+                   (n - my_off - my_len) * es);
+      }
       arrive(s, first, desc, op);
-      if (n * es <= kOneShotBytes || size_ == 1) {
-        for (int i = 1; i < size_; ++i) peers_.wait((rank_ + i) % size_, 3 * s + 1, op);
-        for (int p = 0; p < size_; ++p) parts[p] = slot(p, s);
+      for (int i = 1; i < size_; ++i) peers_.wait((rank_ + i) % size_, 3 * s + 1, op);
+      if (one_shot) {
+        for (int p = 0; p < size_; ++p) parts[p] = p == rank_ ? in + off * es : slot(p, s);
         kernels::cpu::reduce_sum(parts.data(), size_, out + off * es, n, dtype);
       } else {
-        uint64_t my_off = 0, my_len = 0;
-        slice(n, size_, rank_, &my_off, &my_len);
-        for (int i = 1; i < size_; ++i) peers_.wait((rank_ + i) % size_, 3 * s + 1, op);
-        for (int p = 0; p < size_; ++p) parts[p] = slot(p, s) + my_off * es;
-        // My slice of my slot is read by no one else: the sum can overwrite it in place.
+        for (int p = 0; p < size_; ++p)
+          parts[p] = (p == rank_ ? in + off * es : slot(p, s)) + my_off * es;
+        // The sum goes to the unused slice of my slot, where the peers copy it from.
         uint8_t* result = slot(rank_, s) + my_off * es;
         kernels::cpu::reduce_sum(parts.data(), size_, result, my_len, dtype);
         peers_.publish(3 * s + 2);
