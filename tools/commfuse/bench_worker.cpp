@@ -150,7 +150,10 @@ int cmd_bench_worker(int argc, char** argv) {
                             ? o.iters
                             : static_cast<int>(std::clamp<uint64_t>(
                                   (uint64_t{256} << 20) / std::max<uint64_t>(bytes, 1), 5, 2000));
-      for (int i = 0; i < o.warmup; ++i) {
+      // Warm-up scales with the iteration count (page faults, caches, both libraries' lazy
+      // set-up), the same for commfuse and MPI.
+      const int warmup = o.warmup + std::min(iters / 10, 50);
+      for (int i = 0; i < warmup; ++i) {
         cf();
         if (mpi) mpi();
       }

@@ -30,7 +30,23 @@ void load_f32(const void* src, DType t, size_t off, float* dst, size_t n) {
                     DType::kFloat32, n);
 }
 
+// float32: accumulate straight into dst (no widening needed), block by block so that a
+// dst aliasing a src is read before it is written.
+void reduce_f32(const void* const* src, int n_src, float* dst, size_t count) {
+  float acc[kBlock];
+  for (size_t off = 0; off < count; off += kBlock) {
+    const size_t n = std::min(kBlock, count - off);
+    std::memcpy(acc, static_cast<const float*>(src[0]) + off, n * sizeof(float));
+    for (int s = 1; s < n_src; ++s) add_f32(acc, static_cast<const float*>(src[s]) + off, n);
+    std::memcpy(dst + off, acc, n * sizeof(float));
+  }
+}
+
 void reduce_float(const void* const* src, int n_src, void* dst, size_t count, DType t) {
+  if (t == DType::kFloat32) {
+    reduce_f32(src, n_src, static_cast<float*>(dst), count);
+    return;
+  }
   float acc[kBlock];
   float tmp[kBlock];
   const size_t esize = static_cast<size_t>(dtype_bits(t) / 8);
