@@ -1,6 +1,7 @@
 #include "comm/transport.hpp"
 
 #include "core/error.hpp"
+#include "kernels/cpu/reduce.hpp"
 
 namespace commfuse::comm {
 
@@ -32,6 +33,19 @@ std::string describe(const CollDesc& d) {
   std::string s = detail::cat(coll_op_name(d.op), " count ", d.count, " ", dtype);
   if (d.op == CollOp::kBroadcast) s += detail::cat(" root ", d.root);
   return s;
+}
+
+void check_usable(const char* op, int rank, const std::string& failure) {
+  if (!failure.empty())
+    detail::throw_status(Status::kRuntimeError,
+                         detail::cat(op, "(rank ", rank,
+                                     "): communicator is unusable after an earlier failure: ",
+                                     failure));
+}
+
+void check_reducible(const char* op, int rank, DType dtype) {
+  CF_CHECK_ARG(kernels::cpu::reducible(dtype), op, "(rank ", rank, "): dtype ", dtype_name(dtype),
+               " cannot be summed (float32, float16, bfloat16, int8, int32)");
 }
 
 }  // namespace commfuse::comm

@@ -44,6 +44,12 @@ struct CollDesc {
 // "all_reduce count 1024 bfloat16"
 std::string describe(const CollDesc& d);
 
+// Checks every transport makes at the start of a collective: RUNTIME_ERROR if an earlier
+// failure left the transport unusable (failure is its message, empty if none), and
+// PARAM_INVALID if a sum was asked of a dtype that cannot be summed.
+void check_usable(const char* op, int rank, const std::string& failure);
+void check_reducible(const char* op, int rank, DType dtype);
+
 class Transport {
  public:
   virtual ~Transport() = default;

@@ -76,11 +76,7 @@ uint8_t* MpiTransport::scratch(size_t bytes) {
 template <typename Body>
 void MpiTransport::run(const CollDesc& desc, Body&& body) {
   const char* op = coll_op_name(desc.op);
-  if (!failure_.empty())
-    detail::throw_status(
-        Status::kRuntimeError,
-        detail::cat(op, "(rank ", rank_,
-                    "): communicator is unusable after an earlier failure: ", failure_));
+  check_usable(op, rank_, failure_);
   ++op_seq_;
   try {
     WireDesc mine{};
@@ -211,8 +207,7 @@ void MpiTransport::all_to_all(const void* src, void* dst, uint64_t count, DType 
 }
 
 void MpiTransport::reduce_scatter(const void* src, void* dst, uint64_t count, DType dtype) {
-  CF_CHECK_ARG(kernels::cpu::reducible(dtype), "reduce_scatter(rank ", rank_, "): dtype ",
-               dtype_name(dtype), " cannot be summed (float32, float16, bfloat16, int8, int32)");
+  check_reducible("reduce_scatter", rank_, dtype);
   run(CollDesc{CollOp::kReduceScatter, dtype, count, -1}, [&](const char* op) {
     const size_t es = elem_bytes(dtype);
     const uint64_t piece = std::max<uint64_t>(1, kScratchBytes / size_ / es);
@@ -238,8 +233,7 @@ void MpiTransport::reduce_scatter(const void* src, void* dst, uint64_t count, DT
 }
 
 void MpiTransport::all_reduce(const void* src, void* dst, uint64_t count, DType dtype) {
-  CF_CHECK_ARG(kernels::cpu::reducible(dtype), "all_reduce(rank ", rank_, "): dtype ",
-               dtype_name(dtype), " cannot be summed (float32, float16, bfloat16, int8, int32)");
+  check_reducible("all_reduce", rank_, dtype);
   run(CollDesc{CollOp::kAllReduce, dtype, count, -1}, [&](const char* op) {
     const auto* in = static_cast<const uint8_t*>(src);
     auto* out = static_cast<uint8_t*>(dst);

@@ -58,11 +58,7 @@ ShmTransport::ShmTransport(int rank, std::vector<Segment> segments,
 template <typename Body>
 void ShmTransport::run(const CollDesc& desc, Body&& body) {
   const char* op = coll_op_name(desc.op);
-  if (!failure_.empty())
-    detail::throw_status(
-        Status::kRuntimeError,
-        detail::cat(op, "(rank ", rank_,
-                    "): communicator is unusable after an earlier failure: ", failure_));
+  check_usable(op, rank_, failure_);
   ++op_seq_;
   try {
     body(op);
@@ -206,8 +202,7 @@ void ShmTransport::all_to_all(const void* src, void* dst, uint64_t count, DType 
 
 void ShmTransport::reduce_scatter(const void* src, void* dst, uint64_t count, DType dtype) {
   CollDesc desc{CollOp::kReduceScatter, dtype, count, -1};
-  CF_CHECK_ARG(kernels::cpu::reducible(dtype), "reduce_scatter(rank ", rank_, "): dtype ",
-               dtype_name(dtype), " cannot be summed (float32, float16, bfloat16, int8, int32)");
+  check_reducible("reduce_scatter", rank_, dtype);
   run(desc, [&](const char* op) {
     const size_t es = elem_bytes(dtype);
     const uint64_t chunk = std::max<uint64_t>(1, slot_bytes_ / size_ / es);
@@ -235,8 +230,7 @@ void ShmTransport::reduce_scatter(const void* src, void* dst, uint64_t count, DT
 
 void ShmTransport::all_reduce(const void* src, void* dst, uint64_t count, DType dtype) {
   CollDesc desc{CollOp::kAllReduce, dtype, count, -1};
-  CF_CHECK_ARG(kernels::cpu::reducible(dtype), "all_reduce(rank ", rank_, "): dtype ",
-               dtype_name(dtype), " cannot be summed (float32, float16, bfloat16, int8, int32)");
+  check_reducible("all_reduce", rank_, dtype);
   run(desc, [&](const char* op) {
     const size_t es = elem_bytes(dtype);
     const uint64_t chunk = std::min(slot_bytes_, kReduceStepBytes) / es;
