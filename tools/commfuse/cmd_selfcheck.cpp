@@ -1,4 +1,4 @@
-// `commfuse selfcheck` (and, until the first operator lands, `commfuse demo`): checks the
+// `commfuse selfcheck` (also the first part of `commfuse demo`): checks the
 // number formats against SPEC §1's check values and the scalar reference, and times the
 // bulk converters against the scalar reference in the same run.
 #include <commfuse/commfuse.hpp>
@@ -148,13 +148,6 @@ int cmd_selfcheck(int /*argc*/, char** /*argv*/) {
                 t.bulk_gbs / t.ref_gbs);
   std::printf("\nselfcheck: %s\n", ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
-}
-
-int cmd_demo(int argc, char** argv) {
-  std::printf(
-      "commfuse demo — no fused operator has landed yet; running the number-format "
-      "self-check (SPEC §1).\n\n");
-  return cmd_selfcheck(argc, argv);
 }
 
 }  // namespace commfuse::cli

@@ -16,7 +16,7 @@ void usage(FILE* out) {
                "commands:\n"
                "  info        version, build, backends, CPU features, oneDNN/MPI, parameters\n"
                "  demo        the main job: operators across local ranks, verified, timed\n"
-               "              (until the first operator lands: the number-format self-check)\n"
+               "              (number formats, then all_gather_matmul on 8 ranks vs float64)\n"
                "  selfcheck   number formats: SPEC check values, bulk vs reference, throughput\n"
                "  bench       bench all-reduce|all-gather|reduce-scatter|all-to-all -n W [-b 4K]\n"
                "              [-e 64M] [-f 2] [--dtype T] [--transport shm|mpi] [--json FILE]:\n"
@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "info") return commfuse::cli::cmd_info(argc - 1, argv + 1);
     if (cmd == "demo") return commfuse::cli::cmd_demo(argc - 1, argv + 1);
+    if (cmd == "demo-worker") return commfuse::cli::cmd_demo_worker(argc - 1, argv + 1);
     if (cmd == "selfcheck") return commfuse::cli::cmd_selfcheck(argc - 1, argv + 1);
     if (cmd == "launch") return commfuse::cli::cmd_launch(argc - 1, argv + 1);
     if (cmd == "bench") return commfuse::cli::cmd_bench(argc - 1, argv + 1);
