@@ -69,6 +69,20 @@ void ShmTransport::run(const CollDesc& desc, Body&& body) {
   }
 }
 
+template <typename StepBody>
+void ShmTransport::for_each_step(const char* op, uint64_t total, uint64_t chunk, StepBody&& body) {
+  uint64_t off = 0;
+  bool first = true;
+  do {  // at least one step, so an empty op still synchronizes and checks descriptors
+    const uint64_t n = std::min(chunk, total - off);
+    const uint32_t s = begin_step(op);
+    body(s, off, n, first);
+    peers_.publish(3 * s + 3);
+    off += n;
+    first = false;
+  } while (off < total);
+}
+
 uint32_t ShmTransport::begin_step(const char* op) {
   const uint32_t s = step_++;
   peers_.wait_all(3 * s - 3, op);  // everyone is done with step s-2, which used this slot
@@ -127,21 +141,14 @@ void ShmTransport::broadcast(void* buf, uint64_t count, DType dtype, int root) {
   run(desc, [&](const char* op) {
     const size_t total = dtype_storage_bytes(dtype, count);
     auto* p = static_cast<uint8_t*>(buf);
-    size_t off = 0;
-    bool first = true;
-    do {
-      const size_t n = std::min(slot_bytes_, total - off);
-      const uint32_t s = begin_step(op);
+    for_each_step(op, total, slot_bytes_, [&](uint32_t s, uint64_t off, uint64_t n, bool first) {
       if (rank_ == root) copy_bytes(slot(rank_, s), p + off, n);
       arrive(s, first, desc, op);
       if (rank_ != root) {
         peers_.wait(root, 3 * s + 1, op);
         copy_bytes(p + off, slot(root, s), n);
       }
-      peers_.publish(3 * s + 3);
-      off += n;
-      first = false;
-    } while (off < total);
+    });
   });
 }
 
@@ -151,11 +158,7 @@ void ShmTransport::all_gather(const void* src, void* dst, uint64_t count, DType 
     const size_t per_rank = dtype_storage_bytes(dtype, count);
     const auto* in = static_cast<const uint8_t*>(src);
     auto* out = static_cast<uint8_t*>(dst);
-    size_t off = 0;
-    bool first = true;
-    do {
-      const size_t n = std::min(slot_bytes_, per_rank - off);
-      const uint32_t s = begin_step(op);
+    for_each_step(op, per_rank, slot_bytes_, [&](uint32_t s, uint64_t off, uint64_t n, bool first) {
       copy_bytes(slot(rank_, s), in + off, n);
       arrive(s, first, desc, op);
       copy_bytes(out + rank_ * per_rank + off, in + off, n);
@@ -164,10 +167,7 @@ void ShmTransport::all_gather(const void* src, void* dst, uint64_t count, DType 
         peers_.wait(q, 3 * s + 1, op);
         copy_bytes(out + q * per_rank + off, slot(q, s), n);
       }
-      peers_.publish(3 * s + 3);
-      off += n;
-      first = false;
-    } while (off < per_rank);
+    });
   });
 }
 
@@ -178,11 +178,7 @@ void ShmTransport::all_to_all(const void* src, void* dst, uint64_t count, DType 
     const size_t chunk = std::max<size_t>(64, (slot_bytes_ / size_) & ~size_t{63});
     const auto* in = static_cast<const uint8_t*>(src);
     auto* out = static_cast<uint8_t*>(dst);
-    size_t off = 0;
-    bool first = true;
-    do {
-      const size_t n = std::min(chunk, per_peer - off);
-      const uint32_t s = begin_step(op);
+    for_each_step(op, per_peer, chunk, [&](uint32_t s, uint64_t off, uint64_t n, bool first) {
       uint8_t* mine = slot(rank_, s);
       for (int q = 0; q < size_; ++q)
         if (q != rank_) copy_bytes(mine + q * chunk, in + q * per_peer + off, n);
@@ -193,10 +189,7 @@ void ShmTransport::all_to_all(const void* src, void* dst, uint64_t count, DType 
         peers_.wait(q, 3 * s + 1, op);
         copy_bytes(out + q * per_peer + off, slot(q, s) + rank_ * chunk, n);
       }
-      peers_.publish(3 * s + 3);
-      off += n;
-      first = false;
-    } while (off < per_peer);
+    });
   });
 }
 
@@ -209,11 +202,7 @@ void ShmTransport::reduce_scatter(const void* src, void* dst, uint64_t count, DT
     const auto* in = static_cast<const uint8_t*>(src);
     auto* out = static_cast<uint8_t*>(dst);
     std::vector<const void*> parts(size_);
-    uint64_t off = 0;
-    bool first = true;
-    do {
-      const uint64_t n = std::min(chunk, count - off);
-      const uint32_t s = begin_step(op);
+    for_each_step(op, count, chunk, [&](uint32_t s, uint64_t off, uint64_t n, bool first) {
       uint8_t* mine = slot(rank_, s);
       for (int q = 0; q < size_; ++q)
         copy_bytes(mine + q * chunk * es, in + (q * count + off) * es, n * es);
@@ -221,10 +210,7 @@ void ShmTransport::reduce_scatter(const void* src, void* dst, uint64_t count, DT
       for (int i = 1; i < size_; ++i) peers_.wait((rank_ + i) % size_, 3 * s + 1, op);
       for (int p = 0; p < size_; ++p) parts[p] = slot(p, s) + rank_ * chunk * es;
       kernels::cpu::reduce_sum(parts.data(), size_, out + off * es, n, dtype);
-      peers_.publish(3 * s + 3);
-      off += n;
-      first = false;
-    } while (off < count);
+    });
   });
 }
 
@@ -237,11 +223,7 @@ void ShmTransport::all_reduce(const void* src, void* dst, uint64_t count, DType 
     const auto* in = static_cast<const uint8_t*>(src);
     auto* out = static_cast<uint8_t*>(dst);
     std::vector<const void*> parts(size_);
-    uint64_t off = 0;
-    bool first = true;
-    do {
-      const uint64_t n = std::min(chunk, count - off);
-      const uint32_t s = begin_step(op);
+    for_each_step(op, count, chunk, [&](uint32_t s, uint64_t off, uint64_t n, bool first) {
       // Up to 4 ranks one-shot always: with 2 ranks each reads the other's data once either
       // way and one-shot saves a synchronization; at 4 ranks on 2 cores it measured faster
       // too (bench/collectives.sh). Larger groups use two-shot past 64 KiB per step. (Tests
@@ -278,10 +260,7 @@ void ShmTransport::all_reduce(const void* src, void* dst, uint64_t count, DType 
           copy_bytes(out + (off + q_off) * es, slot(q, s) + q_off * es, q_len * es);
         }
       }
-      peers_.publish(3 * s + 3);
-      off += n;
-      first = false;
-    } while (off < count);
+    });
   });
 }
 

@@ -42,6 +42,10 @@ class ShmTransport final : public Transport {
  private:
   template <typename Body>
   void run(const CollDesc& desc, Body&& body);
+  // Runs body(s, off, n, first) for each step over [0, total) in pieces of at most chunk
+  // (one step when total is 0), publishing "done reading" (3s+3) after each.
+  template <typename StepBody>
+  void for_each_step(const char* op, uint64_t total, uint64_t chunk, StepBody&& body);
   // Starts step s: waits until every peer is done with the slot this step reuses.
   uint32_t begin_step(const char* op);
   // Publishes phase 3s+1; on an op's first step also checks every rank's descriptor.
