@@ -6,12 +6,7 @@
 
 #include "core/convert_fast.hpp"
 #include "core/error.hpp"
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define CF_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define CF_SIMD_CLONES
-#endif
+#include "core/simd.hpp"
 
 namespace commfuse::kernels::cpu {
 namespace {
