@@ -19,6 +19,10 @@ const char* coll_op_name(CollOp op) {
       return "all_reduce";
     case CollOp::kAllToAll:
       return "all_to_all";
+    case CollOp::kGatherStream:
+      return "gather_stream";
+    case CollOp::kAllToAllStream:
+      return "all_to_all_stream";
   }
   return "unknown_collective";
 }
@@ -32,6 +36,7 @@ std::string describe(const CollDesc& d) {
   }
   std::string s = detail::cat(coll_op_name(d.op), " count ", d.count, " ", dtype);
   if (d.op == CollOp::kBroadcast) s += detail::cat(" root ", d.root);
+  if (d.unit != 0) s += detail::cat(" unit ", d.unit);
   return s;
 }
 

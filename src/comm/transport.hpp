@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace commfuse::comm {
@@ -28,6 +29,8 @@ enum class CollOp : uint32_t {
   kReduceScatter,
   kAllReduce,
   kAllToAll,
+  kGatherStream,
+  kAllToAllStream,
 };
 const char* coll_op_name(CollOp op);
 
@@ -38,11 +41,54 @@ struct CollDesc {
   uint64_t count = 0;  // elements: per rank (all_gather, reduce_scatter output), per peer
                        // (all_to_all), total (all_reduce, broadcast)
   int32_t root = -1;   // broadcast only
+  uint64_t unit = 0;   // streams only: the piece granularity, which must match too
 
   bool operator==(const CollDesc&) const = default;
 };
 // "all_reduce count 1024 bfloat16"
 std::string describe(const CollDesc& d);
+
+// Streaming collectives for the fused operators (docs/algorithms.md "Streams"). Instead of
+// buffers the op passes callbacks, so a transport that can (shm) lets the op write its
+// contribution straight into the shared region and compute on the peers' contributions in
+// place, with no staging copies; other transports stage through buffers and their plain
+// collectives. Data moves in pieces, at the same offsets on every rank: each piece is a
+// multiple of `unit` bytes and at most `max_piece` bytes (0: the transport's choice), and a
+// piece is never split below `unit`. Callbacks never see an empty piece (an empty stream
+// still synchronizes the ranks). Pointers handed to a callback are valid only during
+// that call. A callback may throw: the transport then aborts the group like any failure.
+using StreamPeerFn = std::function<void(int src, const uint8_t* data, uint64_t off, uint64_t n)>;
+using StreamAllFn = std::function<void(const uint8_t* const* parts, uint64_t off, uint64_t n)>;
+
+// The piece size a stream uses: a multiple of unit, at most max_piece (when set) and limit,
+// but never below one unit.
+uint64_t stream_piece_bytes(uint64_t bytes, uint64_t unit, uint64_t max_piece, uint64_t limit);
+
+// Every rank contributes `bytes` (equal on every rank) and sees every rank's contribution.
+struct GatherStream {
+  uint64_t bytes = 0;
+  uint64_t unit = 1;  // bytes must be a multiple of unit
+  uint64_t max_piece = 0;
+  // Writes this rank's bytes [off, off + n) to dst. Required.
+  std::function<void(uint8_t* dst, uint64_t off, uint64_t n)> pack;
+  // Optional: called once per rank for each piece, this rank first, then rank+1, rank+2, ...
+  // (mod R), each as soon as that rank's piece is readable.
+  StreamPeerFn on_piece;
+  // Optional: after the on_piece calls of a piece, every rank's piece in rank order 0..R-1.
+  StreamAllFn on_all;
+};
+
+// Every rank sends `bytes` (equal on every rank) to every rank and sees what each rank sent
+// it: the streaming all_to_all.
+struct AllToAllStream {
+  uint64_t bytes = 0;  // per destination
+  uint64_t unit = 1;
+  uint64_t max_piece = 0;
+  // Writes this rank's bytes [off, off + n) for destination rank `to` to dst. Required.
+  std::function<void(int to, uint8_t* dst, uint64_t off, uint64_t n)> pack;
+  StreamPeerFn on_piece;  // as in GatherStream: what rank src sent this rank
+  StreamAllFn on_all;
+};
 
 // Checks every transport makes at the start of a collective: RUNTIME_ERROR if an earlier
 // failure left the transport unusable (failure is its message, empty if none), and
@@ -54,6 +100,8 @@ class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;  // "shm", "mpi"
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
 
   virtual void barrier() = 0;
   // buf holds count elements of dtype; on return every rank has root's data.
@@ -68,9 +116,19 @@ class Transport {
   // src: R * count, block s goes to rank s; dst: R * count, block s came from rank s.
   virtual void all_to_all(const void* src, void* dst, uint64_t count, DType dtype) = 0;
 
+  // The streams; the default implementations stage each piece through the plain collectives.
+  virtual void gather_stream(const GatherStream& s);
+  virtual void all_to_all_stream(const AllToAllStream& s);
+
   // Marks this rank failed (e.g. it rejected its arguments) so that peers waiting for it
   // fail promptly with this reason instead of waiting for the deadline.
   virtual void abort(const std::string& reason) = 0;
+
+ private:
+  template <typename Body>
+  void staged(const char* op, Body&& body);
+  void staged_gather(const GatherStream& s);
+  void staged_all_to_all(const AllToAllStream& s);
 };
 
 }  // namespace commfuse::comm

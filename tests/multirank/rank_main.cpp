@@ -3,7 +3,8 @@
 // bitwise against values computed locally, prints "rank R: <case> OK" and exits 0, or
 // prints what went wrong and exits 1.
 //
-//   commfuse_rank_tests collectives | many_ops | kill_peer | mismatch | bad_arg | c_api
+//   commfuse_rank_tests collectives | many_ops | kill_peer | mismatch | bad_arg | c_api |
+//                       streams
 #include <commfuse/commfuse.h>
 #include <commfuse/commfuse.hpp>
 
@@ -19,6 +20,8 @@
 #include <vector>
 
 using commfuse::DType;
+
+int case_streams(commfuse::Comm& c);  // stream_cases.cpp
 
 namespace {
 
@@ -304,6 +307,7 @@ int main(int argc, char** argv) {
   const std::map<std::string, std::function<int(commfuse::Comm&)>> cases = {
       {"collectives", case_collectives}, {"many_ops", case_many_ops}, {"kill_peer", case_kill_peer},
       {"mismatch", case_mismatch},       {"bad_arg", case_bad_arg},   {"c_api", case_c_api},
+      {"streams", case_streams},
   };
   if (argc != 2 || !cases.count(argv[1])) {
     std::fprintf(stderr, "usage: %s <case>\n", argv[0]);

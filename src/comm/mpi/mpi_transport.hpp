@@ -38,6 +38,8 @@ class MpiTransport final : public Transport {
   MpiTransport(const MpiTransport&) = delete;
   MpiTransport& operator=(const MpiTransport&) = delete;
 
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
   const char* name() const override { return "mpi"; }
   void barrier() override;
   void broadcast(void* buf, uint64_t count, DType dtype, int root) override;

@@ -27,6 +27,7 @@ struct alignas(64) Control {
     uint64_t count;
     int32_t root;
     uint32_t op_seq;
+    uint64_t unit;
   } desc[2];  // the op the owner is in, by op sequence parity
   char reason[512];
 };

@@ -55,34 +55,6 @@ ShmTransport::ShmTransport(int rank, std::vector<Segment> segments,
   for (auto& s : segments_) base_.push_back(static_cast<uint8_t*>(s.data()));
 }
 
-template <typename Body>
-void ShmTransport::run(const CollDesc& desc, Body&& body) {
-  const char* op = coll_op_name(desc.op);
-  check_usable(op, rank_, failure_);
-  ++op_seq_;
-  try {
-    body(op);
-  } catch (const Error& e) {
-    failure_ = e.what();
-    peers_.abort(e.what());
-    throw;
-  }
-}
-
-template <typename StepBody>
-void ShmTransport::for_each_step(const char* op, uint64_t total, uint64_t chunk, StepBody&& body) {
-  uint64_t off = 0;
-  bool first = true;
-  do {  // at least one step, so an empty op still synchronizes and checks descriptors
-    const uint64_t n = std::min(chunk, total - off);
-    const uint32_t s = begin_step(op);
-    body(s, off, n, first);
-    peers_.publish(3 * s + 3);
-    off += n;
-    first = false;
-  } while (off < total);
-}
-
 uint32_t ShmTransport::begin_step(const char* op) {
   const uint32_t s = step_++;
   peers_.wait_all(3 * s - 3, op);  // everyone is done with step s-2, which used this slot
@@ -96,6 +68,7 @@ void ShmTransport::arrive(uint32_t s, bool first, const CollDesc& desc, const ch
     d.dtype = static_cast<int32_t>(desc.dtype);
     d.count = desc.count;
     d.root = desc.root;
+    d.unit = desc.unit;
     d.op_seq = op_seq_;
   }
   peers_.publish(3 * s + 1);
@@ -113,6 +86,7 @@ void ShmTransport::check_descriptors(const CollDesc& desc, const char* op) {
     theirs.dtype = static_cast<DType>(d.dtype);
     theirs.count = d.count;
     theirs.root = d.root;
+    theirs.unit = d.unit;
     if (!(theirs == desc) || d.op_seq != op_seq_)
       detail::throw_status(
           Status::kRuntimeError,

@@ -7,6 +7,7 @@
 // docs/algorithms.md describes each collective's steps and bytes moved.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "comm/shm/peer_set.hpp"
 #include "comm/shm/segment.hpp"
 #include "comm/transport.hpp"
+#include "core/error.hpp"
 
 namespace commfuse::comm::shm {
 
@@ -30,6 +32,8 @@ class ShmTransport final : public Transport {
   ShmTransport(int rank, std::vector<Segment> segments, std::vector<PeerProcess> processes,
                size_t slot_bytes, bool oversubscribed);
 
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
   const char* name() const override { return "shm"; }
   void barrier() override;
   void broadcast(void* buf, uint64_t count, DType dtype, int root) override;
@@ -37,6 +41,8 @@ class ShmTransport final : public Transport {
   void reduce_scatter(const void* src, void* dst, uint64_t count, DType dtype) override;
   void all_reduce(const void* src, void* dst, uint64_t count, DType dtype) override;
   void all_to_all(const void* src, void* dst, uint64_t count, DType dtype) override;
+  void gather_stream(const GatherStream& s) override;
+  void all_to_all_stream(const AllToAllStream& s) override;
   void abort(const std::string& reason) override;
 
  private:
@@ -65,5 +71,35 @@ class ShmTransport final : public Transport {
   uint32_t op_seq_ = 0;
   std::string failure_;  // set once an op failed: the transport is then unusable
 };
+
+// Templates shared by the collectives (shm_transport.cpp) and the streams (shm_stream.cpp).
+
+template <typename Body>
+void ShmTransport::run(const CollDesc& desc, Body&& body) {
+  const char* op = coll_op_name(desc.op);
+  check_usable(op, rank_, failure_);
+  ++op_seq_;
+  try {
+    body(op);
+  } catch (const std::exception& e) {  // ours, or one a stream callback let through
+    failure_ = e.what();
+    peers_.abort(e.what());
+    throw;
+  }
+}
+
+template <typename StepBody>
+void ShmTransport::for_each_step(const char* op, uint64_t total, uint64_t chunk, StepBody&& body) {
+  uint64_t off = 0;
+  bool first = true;
+  do {  // at least one step, so an empty op still synchronizes and checks descriptors
+    const uint64_t n = std::min(chunk, total - off);
+    const uint32_t s = begin_step(op);
+    body(s, off, n, first);
+    peers_.publish(3 * s + 3);
+    off += n;
+    first = false;
+  } while (off < total);
+}
 
 }  // namespace commfuse::comm::shm

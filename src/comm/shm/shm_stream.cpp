@@ -1,0 +1,64 @@
+// The streams on shared memory: pack writes straight into this rank's slot and the
+// callbacks read the peers' slots in place, so a piece is copied at most once (by pack)
+// and fused ops compute on peer data without staging it. Steps follow the collectives'
+// protocol (shm_transport.hpp); a unit too large for a slot falls back to the staged
+// default.
+#include <vector>
+
+#include "comm/shm/shm_transport.hpp"
+
+namespace commfuse::comm::shm {
+
+void ShmTransport::gather_stream(const GatherStream& gs) {
+  const uint64_t piece = stream_piece_bytes(gs.bytes, gs.unit, gs.max_piece, slot_bytes_);
+  if (piece > slot_bytes_) {
+    Transport::gather_stream(gs);
+    return;
+  }
+  const CollDesc desc{CollOp::kGatherStream, DType::kInt8, gs.bytes, -1, gs.unit};
+  run(desc, [&](const char* op) {
+    std::vector<const uint8_t*> parts(static_cast<size_t>(size_));
+    for_each_step(op, gs.bytes, piece, [&](uint32_t s, uint64_t off, uint64_t n, bool first) {
+      if (n != 0) gs.pack(slot(rank_, s), off, n);
+      arrive(s, first, desc, op);
+      for (int i = 0; i < size_; ++i) {
+        const int q = (rank_ + i) % size_;  // own piece first: it needs no wait
+        if (i != 0) peers_.wait(q, 3 * s + 1, op);
+        parts[q] = slot(q, s);
+        if (gs.on_piece && n != 0) gs.on_piece(q, parts[q], off, n);
+      }
+      if (gs.on_all && n != 0) gs.on_all(parts.data(), off, n);
+    });
+  });
+}
+
+void ShmTransport::all_to_all_stream(const AllToAllStream& as) {
+  // Each step's slot holds one piece per destination, at q * piece.
+  const uint64_t piece =
+      stream_piece_bytes(as.bytes, as.unit, as.max_piece, slot_bytes_ / static_cast<size_t>(size_));
+  if (piece * static_cast<uint64_t>(size_) > slot_bytes_) {
+    Transport::all_to_all_stream(as);
+    return;
+  }
+  const CollDesc desc{CollOp::kAllToAllStream, DType::kInt8, as.bytes, -1, as.unit};
+  run(desc, [&](const char* op) {
+    std::vector<const uint8_t*> parts(static_cast<size_t>(size_));
+    for_each_step(op, as.bytes, piece, [&](uint32_t s, uint64_t off, uint64_t n, bool first) {
+      if (n != 0)
+        for (int i = 1; i <= size_; ++i) {  // peers first (they wait for it), own piece last
+          const int q = (rank_ + i) % size_;
+          as.pack(q, slot(rank_, s) + static_cast<size_t>(q) * piece, off, n);
+        }
+      arrive(s, first, desc, op);
+      for (int i = 0; i < size_; ++i) {
+        const int q = (rank_ + i) % size_;
+        if (i != 0) peers_.wait(q, 3 * s + 1, op);
+        parts[q] = slot(q, s) + static_cast<size_t>(rank_) * piece;
+        if (as.on_piece && n != 0) as.on_piece(q, parts[q], off, n);
+      }
+      if (as.on_all && n != 0) as.on_all(parts.data(), off, n);
+    });
+  });
+}
+
+}  // namespace commfuse::comm::shm

@@ -1,0 +1,143 @@
+// The transport streams (comm/transport.hpp) through the communicator's real transport:
+// every rank's data arrives intact, in the promised order, in pieces of the promised size,
+// on the shm fast path, on its staged fallback (a unit larger than a slot) and on MPI.
+// A callback that throws on one rank fails every rank instead of hanging them.
+#include <commfuse/commfuse.hpp>
+
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "comm/comm_impl.hpp"
+
+namespace {
+
+int g_stream_failures = 0;
+
+void expect(bool ok, const std::string& what) {
+  if (ok) return;
+  ++g_stream_failures;
+  std::fprintf(stderr, "FAILED streams: %s\n", what.c_str());
+}
+
+uint8_t pattern(int from, int to, uint64_t i) {
+  return static_cast<uint8_t>((from * 37 + to * 11 + i * 13 + i / 251) & 0xFF);
+}
+
+struct Shape {
+  uint64_t units, unit, max_piece;
+  std::string str() const {
+    return "units " + std::to_string(units) + " unit " + std::to_string(unit) + " max_piece " +
+           std::to_string(max_piece);
+  }
+};
+
+void check_piece(const Shape& sh, uint64_t off, uint64_t n, const std::string& what) {
+  expect(n > 0 && n % sh.unit == 0 && off % sh.unit == 0,
+         what + ": piece off " + std::to_string(off) + " n " + std::to_string(n));
+  if (sh.max_piece >= sh.unit) expect(n <= sh.max_piece, what + ": piece above max_piece");
+}
+
+void gather(commfuse::comm::Transport& t, const Shape& sh) {
+  const int R = t.size(), me = t.rank();
+  const std::string what = "gather_stream " + sh.str();
+  commfuse::comm::GatherStream gs;
+  gs.bytes = sh.units * sh.unit;
+  gs.unit = sh.unit;
+  gs.max_piece = sh.max_piece;
+  std::vector<uint64_t> seen(static_cast<size_t>(R), 0);
+  uint64_t all_seen = 0;
+  int expected_next = 0;  // index i of (me + i) % R expected next within a piece
+  gs.pack = [&](uint8_t* dst, uint64_t off, uint64_t n) {
+    check_piece(sh, off, n, what);
+    for (uint64_t i = 0; i < n; ++i) dst[i] = pattern(me, 0, off + i);
+  };
+  gs.on_piece = [&](int src, const uint8_t* data, uint64_t off, uint64_t n) {
+    expect(src == (me + expected_next) % R, what + ": order, got rank " + std::to_string(src));
+    expected_next = (expected_next + 1) % R;
+    expect(off == seen[src], what + ": rank " + std::to_string(src) + " piece out of sequence");
+    for (uint64_t i = 0; i < n; ++i)
+      if (data[i] != pattern(src, 0, off + i)) {
+        expect(false, what + ": data of rank " + std::to_string(src));
+        break;
+      }
+    seen[src] += n;
+  };
+  gs.on_all = [&](const uint8_t* const* parts, uint64_t off, uint64_t n) {
+    expect(off == all_seen, what + ": on_all out of sequence");
+    for (int q = 0; q < R; ++q)
+      expect(parts[q][n - 1] == pattern(q, 0, off + n - 1), what + ": on_all part order");
+    all_seen += n;
+  };
+  t.gather_stream(gs);
+  for (int q = 0; q < R; ++q) expect(seen[q] == gs.bytes, what + ": bytes seen");
+  expect(all_seen == gs.bytes, what + ": on_all bytes");
+}
+
+void all_to_all(commfuse::comm::Transport& t, const Shape& sh) {
+  const int R = t.size(), me = t.rank();
+  const std::string what = "all_to_all_stream " + sh.str();
+  commfuse::comm::AllToAllStream as;
+  as.bytes = sh.units * sh.unit;
+  as.unit = sh.unit;
+  as.max_piece = sh.max_piece;
+  std::vector<uint64_t> seen(static_cast<size_t>(R), 0);
+  as.pack = [&](int to, uint8_t* dst, uint64_t off, uint64_t n) {
+    check_piece(sh, off, n, what);
+    for (uint64_t i = 0; i < n; ++i) dst[i] = pattern(me, to, off + i);
+  };
+  as.on_piece = [&](int src, const uint8_t* data, uint64_t off, uint64_t n) {
+    expect(off == seen[src], what + ": piece out of sequence");
+    for (uint64_t i = 0; i < n; ++i)
+      if (data[i] != pattern(src, me, off + i)) {
+        expect(false, what + ": data from rank " + std::to_string(src));
+        break;
+      }
+    seen[src] += n;
+  };
+  as.on_all = [&](const uint8_t* const* parts, uint64_t off, uint64_t) {
+    for (int q = 0; q < R; ++q)
+      expect(parts[q][0] == pattern(q, me, off), what + ": on_all part order");
+  };
+  t.all_to_all_stream(as);
+  for (int q = 0; q < R; ++q) expect(seen[q] == as.bytes, what + ": bytes seen");
+}
+
+}  // namespace
+
+int case_streams(commfuse::Comm& c) {
+  commfuse::comm::Transport& t = c.impl().transport();
+  // The tests run with 4 KiB slots: unit 5000 takes the staged fallback on shm.
+  const Shape shapes[] = {{0, 1, 0},    {1, 1, 0},    {1000, 1, 0}, {9001, 1, 100}, {300, 24, 0},
+                          {70, 24, 50}, {3, 5000, 0}, {170, 64, 0}, {5, 3000, 6000}};
+  for (const Shape& sh : shapes) {
+    gather(t, sh);
+    all_to_all(t, sh);
+  }
+  // A callback that throws on the last rank: every rank fails, none hangs.
+  const int R = c.world_size();
+  if (R > 1) {
+    commfuse::comm::GatherStream gs;
+    gs.bytes = 4096;
+    gs.pack = [&](uint8_t* dst, uint64_t, uint64_t n) {
+      if (c.rank() == R - 1) throw std::runtime_error("pack refused on purpose");
+      for (uint64_t i = 0; i < n; ++i) dst[i] = 0;
+    };
+    bool failed = false;
+    std::string msg;
+    try {
+      t.gather_stream(gs);
+    } catch (const std::exception& e) {
+      failed = true;
+      msg = e.what();
+    }
+    expect(failed, "a throwing pack on rank " + std::to_string(R - 1) + " did not fail rank " +
+                       std::to_string(c.rank()));
+    if (c.rank() != R - 1)
+      expect(msg.find("pack refused on purpose") != std::string::npos ||
+                 msg.find("rank " + std::to_string(R - 1)) != std::string::npos,
+             "error does not name the failing rank: " + msg);
+  }
+  return g_stream_failures == 0 ? 0 : 1;
+}
