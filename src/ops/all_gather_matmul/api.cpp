@@ -34,8 +34,8 @@ void AllGatherMatmulPlan::execute(void* workspace, size_t workspace_bytes) {
   ops::check_workspace(ops::kAllGatherMatmulOp, c, workspace, workspace_bytes,
                        data_->workspace_bytes);
   switch (data_->schedule) {
-    case ops::AllGatherMatmulSchedule::kUnfused:
-      ops::run_all_gather_matmul_unfused(*data_, c, workspace);
+    case ops::AllGatherMatmulSchedule::kFused:
+      ops::run_all_gather_matmul_fused(*data_, c, workspace);
       return;
   }
 }

@@ -3,7 +3,8 @@
 //   validate.cpp          every rejection rule, raised on the calling rank before any
 //                         communication
 //   plan.cpp              schedule choice and workspace size
-//   schedule_unfused.cpp  all_gather of x1, then one GEMM (any transport)
+//   schedule_fused.cpp    x1's rows streamed to every rank, each block multiplied as it
+//                         arrives (any transport; in place from the peers' shm slots)
 //   api.cpp               the public C++ entry points
 #pragma once
 
@@ -14,7 +15,7 @@
 #include <memory>
 #include <string>
 
-#include "kernels/cpu/matmul.hpp"
+#include "ops/common/row_gemm.hpp"
 #include "ops/common/tensor_checks.hpp"
 
 namespace commfuse::ops {
@@ -45,23 +46,24 @@ AllGatherMatmulProblem validate_all_gather_matmul(const TensorView& x1, const Te
                                                   const TensorView& gather_out,
                                                   const AllGatherMatmulOptions& options);
 
-// Tried in this order; the first that applies is chosen (oneDNN's list habit). The fused
-// shared-memory schedule goes before kUnfused when it lands.
+// Tried in this order; the first that applies is chosen (oneDNN's list habit). The
+// unfused composition (all_gather, then one GEMM) is what `commfuse bench` and the demo
+// measure it against.
 enum class AllGatherMatmulSchedule {
-  kUnfused,  // transport all_gather, then one GEMM: correct on every transport
+  kFused,  // gather_stream of x1's rows, GEMM per arriving block: any transport
 };
 const char* schedule_name(AllGatherMatmulSchedule s);
 
 struct AllGatherMatmulPlanData {
   AllGatherMatmulProblem problem;
-  AllGatherMatmulSchedule schedule = AllGatherMatmulSchedule::kUnfused;
+  AllGatherMatmulSchedule schedule = AllGatherMatmulSchedule::kFused;
   size_t workspace_bytes = 0;
-  std::shared_ptr<const kernels::cpu::MatmulPlan> gemm;  // null when m == 0
+  RowGemmShape gemm;  // one block of gathered rows @ x2 + bias -> output rows
 };
 
 AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem);
 
-void run_all_gather_matmul_unfused(const AllGatherMatmulPlanData& plan, comm::CommImpl& comm,
-                                   void* workspace);
+void run_all_gather_matmul_fused(const AllGatherMatmulPlanData& plan, comm::CommImpl& comm,
+                                 void* workspace);
 
 }  // namespace commfuse::ops

@@ -1,6 +1,7 @@
 #include "ops/common/epilogue.hpp"
 
 #include <cstring>
+#include <memory>
 
 namespace commfuse::ops {
 
@@ -23,6 +24,38 @@ void add_bias_and_round(float* acc, int64_t rows, int64_t n, const BiasArg& bias
     std::memcpy(dst, acc, count * sizeof(float));
   else
     convert(acc, DType::kFloat32, dst, dst_dtype, count);
+}
+
+void sum_bias_round(const float* const* parts, int n_parts, int64_t rows, int64_t n,
+                    const float* bias32, void* dst, DType dst_dtype) {
+  thread_local std::unique_ptr<float[]> row_buf;
+  thread_local int64_t row_cap = 0;
+  if (n > row_cap) {
+    row_buf = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(n));
+    row_cap = n;
+  }
+  const size_t out_es = dtype_storage_bytes(dst_dtype, 1);
+  for (int64_t r = 0; r < rows; ++r) {
+    // One row at a time: the accumulator stays in L1 while every part streams through.
+    float* acc = dst_dtype == DType::kFloat32 ? static_cast<float*>(dst) + r * n : row_buf.get();
+    const float* p0 = parts[0] + r * n;
+    for (int64_t j = 0; j < n; ++j) acc[j] = p0[j];
+    for (int q = 1; q < n_parts; ++q) {
+      const float* pq = parts[q] + r * n;
+      for (int64_t j = 0; j < n; ++j) acc[j] += pq[j];
+    }
+    if (bias32 != nullptr)
+      for (int64_t j = 0; j < n; ++j) acc[j] += bias32[j];
+    if (dst_dtype != DType::kFloat32)
+      convert(acc, DType::kFloat32,
+              static_cast<uint8_t*>(dst) + static_cast<size_t>(r * n) * out_es, dst_dtype,
+              static_cast<size_t>(n));
+  }
+}
+
+void widen_bias(const BiasArg& bias, int64_t n, float* bias32) {
+  if (bias.data == nullptr) return;
+  convert(bias.data, bias.dtype, bias32, DType::kFloat32, static_cast<size_t>(n));
 }
 
 }  // namespace commfuse::ops

@@ -32,19 +32,32 @@ MatmulReduceProblem validate_matmul_operands(const OpContext& ctx, const TensorV
   return p;
 }
 
-std::shared_ptr<const kernels::cpu::MatmulPlan> plan_partial_product(const MatmulReduceProblem& p) {
-  if (p.m == 0) return nullptr;
-  kernels::cpu::MatmulDesc d;
-  d.m = p.m;
-  d.k = p.k;
-  d.n = p.n;
-  d.a_dtype = d.b_dtype = p.dtype;
-  d.c_dtype = DType::kFloat32;
-  d.b_transposed = p.x2.transposed;
-  d.lda = p.k;
-  d.ldb = p.x2.ld;
-  d.ldc = p.n;
-  return kernels::cpu::plan_matmul(d);
+RowGemmShape partial_product_shape(const MatmulReduceProblem& p) {
+  RowGemmShape s;
+  s.dtype = p.dtype;
+  s.k = p.k;
+  s.n = p.n;
+  s.b = p.x2;
+  s.c_dtype = DType::kFloat32;
+  return s;
+}
+
+size_t matmul_reduce_workspace_bytes(const MatmulReduceProblem& p) {
+  const size_t gemm = row_gemm_workspace_bytes(partial_product_shape(p));
+  return (gemm + sizeof(float) - 1) / sizeof(float) * sizeof(float) +
+         static_cast<size_t>(p.n) * sizeof(float);
+}
+
+float* matmul_reduce_bias32(const MatmulReduceProblem& p, void* workspace) {
+  const size_t gemm = row_gemm_workspace_bytes(partial_product_shape(p));
+  return static_cast<float*>(workspace) + (gemm + sizeof(float) - 1) / sizeof(float);
+}
+
+uint64_t matmul_reduce_piece_bytes(const MatmulReduceProblem& p, int64_t rows) {
+  const uint64_t row_bytes = static_cast<uint64_t>(p.n) * sizeof(float);
+  if (p.comm_turn > 0)
+    return static_cast<uint64_t>((rows + p.comm_turn - 1) / p.comm_turn) * row_bytes;
+  return uint64_t{1} << 20;
 }
 
 }  // namespace commfuse::ops

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "kernels/cpu/matmul.hpp"
+#include "ops/common/row_gemm.hpp"
 #include "ops/common/tensor_checks.hpp"
 
 namespace commfuse::ops {
@@ -36,8 +36,18 @@ MatmulReduceProblem validate_matmul_operands(const OpContext& ctx, const TensorV
                                              const TensorView& x2,
                                              const MatmulReduceOptions& options, bool allow_3d);
 
-// The local partial product x1 @ x2 in fp32, no bias (it is added once, after the sum).
-// Null when m == 0.
-std::shared_ptr<const kernels::cpu::MatmulPlan> plan_partial_product(const MatmulReduceProblem& p);
+// Row blocks of the local partial product x1 @ x2 in fp32, no bias (it is added once,
+// after the sum).
+RowGemmShape partial_product_shape(const MatmulReduceProblem& p);
+
+// The fused schedules' workspace: the block GEMM's, then the bias as n fp32 values.
+size_t matmul_reduce_workspace_bytes(const MatmulReduceProblem& p);
+// Where that bias starts in the workspace (filled by widen_bias at execute).
+float* matmul_reduce_bias32(const MatmulReduceProblem& p, void* workspace);
+
+// Pieces of the fp32 partials: one shm slot at most, and at most 1 MiB so a piece's R parts
+// are still in cache when they are summed (the all_reduce measurement, docs/algorithms.md);
+// comm_turn c > 0: ceil(rows/c) rows (SPEC §2).
+uint64_t matmul_reduce_piece_bytes(const MatmulReduceProblem& p, int64_t rows);
 
 }  // namespace commfuse::ops

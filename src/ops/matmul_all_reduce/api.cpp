@@ -32,8 +32,8 @@ void MatmulAllReducePlan::execute(void* workspace, size_t workspace_bytes) {
   ops::check_workspace(ops::kMatmulAllReduceOp, c, workspace, workspace_bytes,
                        data_->workspace_bytes);
   switch (data_->schedule) {
-    case ops::MatmulAllReduceSchedule::kUnfused:
-      ops::run_matmul_all_reduce_unfused(*data_, c, workspace);
+    case ops::MatmulAllReduceSchedule::kFused:
+      ops::run_matmul_all_reduce_fused(*data_, c, workspace);
       return;
   }
 }

@@ -5,8 +5,8 @@ namespace commfuse::ops {
 
 const char* schedule_name(MatmulAllReduceSchedule s) {
   switch (s) {
-    case MatmulAllReduceSchedule::kUnfused:
-      return "unfused";
+    case MatmulAllReduceSchedule::kFused:
+      return "fused";
   }
   return "?";
 }
@@ -15,10 +15,9 @@ MatmulAllReducePlanData plan_matmul_all_reduce(MatmulReduceProblem problem) {
   MatmulAllReducePlanData plan;
   plan.problem = std::move(problem);
   const MatmulReduceProblem& p = plan.problem;
-  plan.schedule = MatmulAllReduceSchedule::kUnfused;
-  // fp32: the partial product (m, n), reduced in place, and the bias as fp32.
-  plan.workspace_bytes = static_cast<size_t>(p.m * p.n + p.n) * sizeof(float);
-  plan.gemm = plan_partial_product(p);
+  plan.schedule = MatmulAllReduceSchedule::kFused;
+  plan.workspace_bytes = matmul_reduce_workspace_bytes(p);
+  plan.gemm = partial_product_shape(p);
   return plan;
 }
 

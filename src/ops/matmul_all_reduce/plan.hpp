@@ -1,5 +1,6 @@
 // MatmulAllReduce (SPEC §2): validate.cpp (rejection rules), plan.cpp (schedule and
-// workspace), schedule_unfused.cpp (fp32 GEMM, transport all_reduce, bias, one rounding),
+// workspace), schedule_fused.cpp (fp32 partial GEMM per piece straight into the
+// transport stream, rank-order sum + bias + one rounding per piece),
 // api.cpp (public C++ entry points).
 #pragma once
 
@@ -18,22 +19,23 @@ MatmulReduceProblem validate_matmul_all_reduce(const TensorView& x1, const Tenso
                                                std::string_view group, const TensorView& output,
                                                const MatmulReduceOptions& options);
 
-// Tried in order, first applicable wins; the fused schedule goes first when it lands.
+// Tried in order, first applicable wins. The unfused composition (fp32 GEMM, then the
+// collective) is what `commfuse bench` and the demo measure it against.
 enum class MatmulAllReduceSchedule {
-  kUnfused,  // fp32 partial GEMM, transport all_reduce, bias + rounding
+  kFused,  // partial GEMM per piece into the stream, sum + bias + rounding per piece
 };
 const char* schedule_name(MatmulAllReduceSchedule s);
 
 struct MatmulAllReducePlanData {
   MatmulReduceProblem problem;
-  MatmulAllReduceSchedule schedule = MatmulAllReduceSchedule::kUnfused;
+  MatmulAllReduceSchedule schedule = MatmulAllReduceSchedule::kFused;
   size_t workspace_bytes = 0;
-  std::shared_ptr<const kernels::cpu::MatmulPlan> gemm;  // null when m == 0
+  RowGemmShape gemm;  // row blocks of the fp32 partial product
 };
 
 MatmulAllReducePlanData plan_matmul_all_reduce(MatmulReduceProblem problem);
 
-void run_matmul_all_reduce_unfused(const MatmulAllReducePlanData& plan, comm::CommImpl& comm,
-                                   void* workspace);
+void run_matmul_all_reduce_fused(const MatmulAllReducePlanData& plan, comm::CommImpl& comm,
+                                 void* workspace);
 
 }  // namespace commfuse::ops

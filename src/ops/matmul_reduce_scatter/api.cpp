@@ -35,8 +35,8 @@ void MatmulReduceScatterPlan::execute(void* workspace, size_t workspace_bytes) {
   ops::check_workspace(ops::kMatmulReduceScatterOp, c, workspace, workspace_bytes,
                        data_->workspace_bytes);
   switch (data_->schedule) {
-    case ops::MatmulReduceScatterSchedule::kUnfused:
-      ops::run_matmul_reduce_scatter_unfused(*data_, c, workspace);
+    case ops::MatmulReduceScatterSchedule::kFused:
+      ops::run_matmul_reduce_scatter_fused(*data_, c, workspace);
       return;
   }
 }

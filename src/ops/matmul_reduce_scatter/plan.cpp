@@ -5,8 +5,8 @@ namespace commfuse::ops {
 
 const char* schedule_name(MatmulReduceScatterSchedule s) {
   switch (s) {
-    case MatmulReduceScatterSchedule::kUnfused:
-      return "unfused";
+    case MatmulReduceScatterSchedule::kFused:
+      return "fused";
   }
   return "?";
 }
@@ -15,11 +15,9 @@ MatmulReduceScatterPlanData plan_matmul_reduce_scatter(MatmulReduceProblem probl
   MatmulReduceScatterPlanData plan;
   plan.problem = std::move(problem);
   const MatmulReduceProblem& p = plan.problem;
-  plan.schedule = MatmulReduceScatterSchedule::kUnfused;
-  // fp32: the partial product (m, n), this rank's reduced block (m/R, n), the bias as fp32.
-  const int64_t floats = p.m * p.n + (p.m / p.world_size) * p.n + p.n;
-  plan.workspace_bytes = static_cast<size_t>(floats) * sizeof(float);
-  plan.gemm = plan_partial_product(p);
+  plan.schedule = MatmulReduceScatterSchedule::kFused;
+  plan.workspace_bytes = matmul_reduce_workspace_bytes(p);
+  plan.gemm = partial_product_shape(p);
   return plan;
 }
 

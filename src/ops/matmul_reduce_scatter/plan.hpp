@@ -1,6 +1,7 @@
 // MatmulReduceScatter (SPEC §2): validate.cpp (rejection rules), plan.cpp (schedule and
-// workspace), schedule_unfused.cpp (fp32 GEMM, transport reduce_scatter, bias, one
-// rounding), api.cpp (public C++ entry points).
+// workspace), schedule_fused.cpp (fp32 partial GEMM per piece straight into the
+// transport stream, rank-order sum + bias + one rounding per piece), api.cpp (public C++ entry
+// points).
 #pragma once
 
 #include <commfuse/commfuse.hpp>
@@ -19,22 +20,23 @@ MatmulReduceProblem validate_matmul_reduce_scatter(const TensorView& x1, const T
                                                    const TensorView& output,
                                                    const MatmulReduceOptions& options);
 
-// Tried in order, first applicable wins; the fused schedule goes first when it lands.
+// Tried in order, first applicable wins. The unfused composition (fp32 GEMM, then the
+// collective) is what `commfuse bench` and the demo measure it against.
 enum class MatmulReduceScatterSchedule {
-  kUnfused,  // fp32 partial GEMM, transport reduce_scatter, bias + rounding
+  kFused,  // partial GEMM per piece into the stream, sum + bias + rounding per piece
 };
 const char* schedule_name(MatmulReduceScatterSchedule s);
 
 struct MatmulReduceScatterPlanData {
   MatmulReduceProblem problem;
-  MatmulReduceScatterSchedule schedule = MatmulReduceScatterSchedule::kUnfused;
+  MatmulReduceScatterSchedule schedule = MatmulReduceScatterSchedule::kFused;
   size_t workspace_bytes = 0;
-  std::shared_ptr<const kernels::cpu::MatmulPlan> gemm;  // null when m == 0
+  RowGemmShape gemm;  // row blocks of the fp32 partial product
 };
 
 MatmulReduceScatterPlanData plan_matmul_reduce_scatter(MatmulReduceProblem problem);
 
-void run_matmul_reduce_scatter_unfused(const MatmulReduceScatterPlanData& plan,
-                                       comm::CommImpl& comm, void* workspace);
+void run_matmul_reduce_scatter_fused(const MatmulReduceScatterPlanData& plan, comm::CommImpl& comm,
+                                     void* workspace);
 
 }  // namespace commfuse::ops

@@ -1,0 +1,116 @@
+#include "ops/common/row_gemm.hpp"
+
+#include <cstring>
+#include <memory>
+
+#include "core/convert_fast.hpp"
+#include "core/error.hpp"
+
+namespace commfuse::ops {
+namespace {
+
+bool needs_widening(const RowGemmShape& s) {
+  if (s.dtype == DType::kFloat32) return false;
+  // Ask the GEMM layer whether it would widen this dtype (no native oneDNN kernel here).
+  kernels::cpu::MatmulDesc probe = kernels::cpu::dense_matmul_desc(1, s.k, s.n, s.dtype);
+  return kernels::cpu::widens_inputs(*kernels::cpu::plan_matmul(probe));
+}
+
+void widen(const void* src, DType t, float* dst, size_t count) {
+  const auto* p = static_cast<const uint16_t*>(src);
+  if (t == DType::kFloat16)
+    fast::f16_to_f32(p, dst, count);
+  else
+    fast::bf16_to_f32(p, dst, count);
+}
+
+// Grows, never shrinks: per calling thread, so concurrent executes never share it.
+float* thread_buffer(int which, size_t count) {
+  thread_local std::unique_ptr<float[]> buf[2];
+  thread_local size_t cap[2] = {0, 0};
+  if (count > cap[which]) {
+    buf[which] = std::make_unique_for_overwrite<float[]>(count);
+    cap[which] = count;
+  }
+  return buf[which].get();
+}
+
+}  // namespace
+
+size_t row_gemm_workspace_bytes(const RowGemmShape& s) {
+  if (!needs_widening(s)) return 0;
+  return static_cast<size_t>(s.k * s.n + s.n) * sizeof(float);
+}
+
+RowGemm::RowGemm(const RowGemmShape& s, void* workspace) : s_(s), widened_(needs_widening(s)) {
+  b_ = s.b.data;
+  bias_ = s.bias.data;
+  ldb_ = s.b.ld;
+  if (!widened_) return;
+  CF_ASSERT(workspace != nullptr);
+  auto* b32 = static_cast<float*>(workspace);
+  const int64_t rows = s.b.transposed ? s.n : s.k;
+  const int64_t cols = s.b.transposed ? s.k : s.n;
+  const auto* src = static_cast<const uint16_t*>(s.b.data);
+  for (int64_t r = 0; r < rows; ++r)
+    widen(src + r * s.b.ld, s.dtype, b32 + r * cols, static_cast<size_t>(cols));
+  b_ = b32;
+  ldb_ = cols;
+  if (s.bias.data != nullptr) {
+    float* bias32 = b32 + s.k * s.n;
+    if (s.bias.dtype == DType::kFloat32)
+      std::memcpy(bias32, s.bias.data, static_cast<size_t>(s.n) * sizeof(float));
+    else
+      widen(s.bias.data, s.bias.dtype, bias32, static_cast<size_t>(s.n));
+    bias_ = bias32;
+  }
+}
+
+kernels::cpu::MatmulDesc RowGemm::desc_for(int64_t rows) const {
+  kernels::cpu::MatmulDesc d;
+  d.m = rows;
+  d.k = s_.k;
+  d.n = s_.n;
+  d.a_dtype = d.b_dtype = widened_ ? DType::kFloat32 : s_.dtype;
+  d.b_transposed = s_.b.transposed;
+  d.lda = s_.k;
+  d.ldb = ldb_;
+  d.ldc = s_.n;
+  d.c_dtype = widened_ ? DType::kFloat32 : s_.c_dtype;
+  d.has_bias = bias_ != nullptr;
+  d.bias_dtype = widened_ ? DType::kFloat32 : s_.bias.dtype;
+  return d;
+}
+
+void RowGemm::run(const void* a, int64_t rows, void* c, void* a_copy) const {
+  if (rows == 0) return;
+  const size_t row_bytes = dtype_storage_bytes(s_.dtype, static_cast<size_t>(s_.k));
+  const auto plan = kernels::cpu::plan_matmul(desc_for(rows));
+  if (!widened_) {
+    if (a_copy != nullptr) std::memcpy(a_copy, a, row_bytes * static_cast<size_t>(rows));
+    kernels::cpu::matmul(*plan, a, b_, bias_, c);
+    return;
+  }
+  // Row by row: the copy to gather_out and the widening read the row while it is in L1.
+  float* a32 = thread_buffer(0, static_cast<size_t>(rows * s_.k));
+  const auto* src = static_cast<const uint8_t*>(a);
+  auto* copy = static_cast<uint8_t*>(a_copy);
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = src + static_cast<size_t>(r) * row_bytes;
+    if (copy != nullptr) std::memcpy(copy + static_cast<size_t>(r) * row_bytes, row, row_bytes);
+    widen(row, s_.dtype, a32 + r * s_.k, static_cast<size_t>(s_.k));
+  }
+  if (s_.c_dtype == DType::kFloat32) {
+    kernels::cpu::matmul(*plan, a32, b_, bias_, c);
+    return;
+  }
+  float* c32 = thread_buffer(1, static_cast<size_t>(rows * s_.n));
+  kernels::cpu::matmul(*plan, a32, b_, bias_, c32);
+  auto* out = static_cast<uint16_t*>(c);
+  if (s_.c_dtype == DType::kFloat16)
+    fast::f32_to_f16(c32, out, static_cast<size_t>(rows * s_.n));
+  else
+    fast::f32_to_bf16(c32, out, static_cast<size_t>(rows * s_.n));
+}
+
+}  // namespace commfuse::ops

@@ -1,0 +1,53 @@
+// Row blocks of one product a @ b, multiplied as they become available: a peer's rows read
+// in place from its shm slot, one piece of a stream at a time. b and the bias are prepared
+// once per execute, never per block: where oneDNN has no native kernel for the dtype (fp16
+// always; bf16 without AVX512-BF16) they are widened to fp32 once into the workspace, and
+// each block's rows are widened in the same pass that copies them (to gather_out) anyway.
+// The result is the same as one big GEMM up to oneDNN's fp32 summation order: fp32
+// accumulation, bias in fp32, one RNE rounding to c's dtype (SPEC §0).
+#pragma once
+
+#include <commfuse/commfuse.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/matmul.hpp"
+#include "ops/common/tensor_checks.hpp"
+
+namespace commfuse::ops {
+
+struct RowGemmShape {
+  DType dtype = DType::kFloat32;  // a and b
+  int64_t k = 0;
+  int64_t n = 0;
+  WeightLayout b;
+  BiasArg bias;                     // absent: no bias
+  DType c_dtype = DType::kFloat32;  // dtype or float32
+};
+
+// Workspace bytes RowGemm needs for this shape (the widened b and bias; 0 if native).
+size_t row_gemm_workspace_bytes(const RowGemmShape& s);
+
+class RowGemm {
+ public:
+  // Prepares b and the bias into workspace (row_gemm_workspace_bytes(s) bytes, float-aligned).
+  RowGemm(const RowGemmShape& s, void* workspace);
+
+  // c (rows x n, row stride n) = a (rows x k, row stride k) @ b (+ bias). When a_copy is
+  // non-null a's rows are also copied there verbatim (gather_out), in the same pass.
+  void run(const void* a, int64_t rows, void* c, void* a_copy = nullptr) const;
+
+  bool widened() const { return widened_; }
+
+ private:
+  kernels::cpu::MatmulDesc desc_for(int64_t rows) const;
+
+  RowGemmShape s_;
+  bool widened_ = false;
+  const void* b_ = nullptr;     // b as the primitive reads it (fp32 copy when widened)
+  const void* bias_ = nullptr;  // likewise
+  int64_t ldb_ = 0;
+};
+
+}  // namespace commfuse::ops
