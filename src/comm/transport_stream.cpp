@@ -7,6 +7,7 @@
 
 #include "comm/transport.hpp"
 #include "core/error.hpp"
+#include "core/trace.hpp"
 
 namespace commfuse::comm {
 namespace {
@@ -14,6 +15,22 @@ namespace {
 // Pieces of a few MiB keep the staging buffers small and give the callbacks work to
 // overlap with on transports that progress in the background.
 constexpr uint64_t kDefaultPieceBytes = 4u << 20;
+
+void deliver(const StreamPeerFn& on_piece, const StreamAllFn& on_all,
+             const std::vector<const uint8_t*>& parts, int r, uint64_t off, uint64_t n) {
+  if (n == 0) return;
+  const int w = static_cast<int>(parts.size());
+  if (on_piece)
+    for (int i = 0; i < w; ++i) {
+      const int q = (r + i) % w;
+      trace::Span span("compute", "stream", q, n);
+      on_piece(q, parts[q], off, n);
+    }
+  if (on_all) {
+    trace::Span span("reduce", "stream", -1, n);
+    on_all(parts.data(), off, n);
+  }
+}
 
 }  // namespace
 
@@ -53,12 +70,16 @@ void Transport::staged_gather(const GatherStream& s) {
   uint64_t off = 0;
   do {  // at least once, so an empty stream still synchronizes
     const uint64_t n = std::min(piece, s.bytes - off);
-    if (n != 0) s.pack(mine.data(), off, n);
-    all_gather(mine.data(), all.data(), n, DType::kInt8);
+    if (n != 0) {
+      trace::Span span("pack", "gather_stream", r, n);
+      s.pack(mine.data(), off, n);
+    }
+    {
+      trace::Span span("transfer", "gather_stream", -1, n);
+      all_gather(mine.data(), all.data(), n, DType::kInt8);
+    }
     for (int q = 0; q < w; ++q) parts[q] = all.data() + static_cast<size_t>(q) * n;
-    if (s.on_piece && n != 0)
-      for (int i = 0; i < w; ++i) s.on_piece((r + i) % w, parts[(r + i) % w], off, n);
-    if (s.on_all && n != 0) s.on_all(parts.data(), off, n);
+    deliver(s.on_piece, s.on_all, parts, r, off, n);
     off += n;
   } while (off < s.bytes);
 }
@@ -77,13 +98,15 @@ void Transport::staged_all_to_all(const AllToAllStream& s) {
     if (n != 0)
       for (int i = 1; i <= w; ++i) {  // peers first, this rank last (as on shm)
         const int q = (r + i) % w;
+        trace::Span span("pack", "all_to_all_stream", q, n);
         s.pack(q, out.data() + static_cast<size_t>(q) * n, off, n);
       }
-    all_to_all(out.data(), in.data(), n, DType::kInt8);
+    {
+      trace::Span span("transfer", "all_to_all_stream", -1, n);
+      all_to_all(out.data(), in.data(), n, DType::kInt8);
+    }
     for (int q = 0; q < w; ++q) parts[q] = in.data() + static_cast<size_t>(q) * n;
-    if (s.on_piece && n != 0)
-      for (int i = 0; i < w; ++i) s.on_piece((r + i) % w, parts[(r + i) % w], off, n);
-    if (s.on_all && n != 0) s.on_all(parts.data(), off, n);
+    deliver(s.on_piece, s.on_all, parts, r, off, n);
     off += n;
   } while (off < s.bytes);
 }

@@ -30,9 +30,10 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
                "all-to-all)");
   o.op = args[0];
   CF_CHECK_ARG(o.op == "all-gather" || o.op == "all-reduce" || o.op == "reduce-scatter" ||
-                   o.op == "all-to-all",
+                   o.op == "all-to-all" || is_fused_bench(o.op),
                "bench: unknown benchmark '", o.op,
-               "' (all-gather, all-reduce, reduce-scatter, all-to-all)");
+               "' (all-gather, all-reduce, reduce-scatter, all-to-all, all-gather-matmul, "
+               "matmul-reduce-scatter, matmul-all-reduce)");
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& {
@@ -61,6 +62,16 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
       o.json = value() == "-" ? std::string() : args[i];
     else if (a == "--port")
       o.port = std::atoi(value().c_str());
+    else if (a == "--m")
+      o.m = std::atoll(value().c_str());
+    else if (a == "--k")
+      o.k = std::atoll(value().c_str());
+    else if (a == "--n")
+      o.n = std::atoll(value().c_str());
+    else if (a == "--comm-turn")
+      o.comm_turn = std::atoll(value().c_str());
+    else if (a == "--trace")
+      o.trace = value() == "-" ? std::string() : args[i];
     else
       CF_CHECK_ARG(false, "bench: unknown option '", a, "'");
   }
@@ -74,7 +85,18 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
                "bench: --iters/--warmup must be "
                ">= 0 and --rounds >= 1");
   dtype_from_name(o.dtype);  // validates
+  CF_CHECK_ARG(o.m >= 0 && o.k >= 1 && o.n >= 1, "bench: --m must be >= 0, --k and --n >= 1");
+  if (is_fused_bench(o.op)) {
+    CF_CHECK_ARG(o.m % o.nprocs == 0, "bench: --m ", o.m, " must be a multiple of -n ", o.nprocs);
+    if (o.op != "all-gather-matmul")
+      CF_CHECK_ARG(o.k % o.nprocs == 0, "bench: --k ", o.k, " must be a multiple of -n ", o.nprocs,
+                   " (each rank holds k/R columns of x1)");
+  }
   return o;
+}
+
+bool is_fused_bench(const std::string& op) {
+  return op == "all-gather-matmul" || op == "matmul-reduce-scatter" || op == "matmul-all-reduce";
 }
 
 std::vector<std::string> to_args(const BenchOptions& o) {
@@ -100,7 +122,17 @@ std::vector<std::string> to_args(const BenchOptions& o) {
           "--json",
           o.json.empty() ? std::string("-") : o.json,
           "--port",
-          std::to_string(o.port)};
+          std::to_string(o.port),
+          "--m",
+          std::to_string(o.m),
+          "--k",
+          std::to_string(o.k),
+          "--n",
+          std::to_string(o.n),
+          "--comm-turn",
+          std::to_string(o.comm_turn),
+          "--trace",
+          o.trace.empty() ? std::string("-") : o.trace};
 }
 
 }  // namespace commfuse::cli

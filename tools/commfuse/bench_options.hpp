@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,24 @@ struct BenchOptions {
   int rounds = 5;    // alternating commfuse / MPI rounds; the median is reported
   std::string json;  // --json FILE: one JSON object per row
   int port = 0;      // bench-worker only: bootstrap port chosen by the parent
+  // Fused matmul benchmarks (all-gather-matmul, matmul-reduce-scatter, matmul-all-reduce).
+  int64_t m = 2048;       // --m: global rows (all-gather-matmul: m·R, the gathered rows)
+  int64_t k = 4096;       // --k: total k (matmul-*: each rank holds k/R columns of x1)
+  int64_t n = 4096;       // --n
+  int64_t comm_turn = 0;  // --comm-turn
+  std::string trace;      // --trace FILE: COMMFUSE_TRACE for the fused op
 };
+
+// One rank of a fused-operator benchmark (bench_fused.cpp); rank 0 prints and writes json.
+}  // namespace commfuse::cli
+namespace commfuse {
+class Comm;
+}
+namespace commfuse::cli {
+int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json);
+
+// True for the fused-operator benchmarks (bench_fused.cpp), false for the collectives.
+bool is_fused_bench(const std::string& op);
 
 // Parses argv after the sub-command name. Throws InvalidArgument with a message naming
 // the bad option.

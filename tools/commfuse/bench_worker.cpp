@@ -91,6 +91,12 @@ int cmd_bench_worker(int argc, char** argv) {
       json = std::fopen(o.json.c_str(), "w");
       CF_CHECK_ARG(json != nullptr, "bench: cannot write --json file ", o.json);
     }
+    if (is_fused_bench(o.op)) {
+      rc = run_fused_bench(o, comm, json);
+      if (json) std::fclose(json);
+      MPI_Finalize();
+      return rc;
+    }
     if (rank == 0) {
       std::printf(
           "# commfuse bench %s: %d ranks, transport %s (%s), dtype %s, median of %d rounds\n",

@@ -25,6 +25,14 @@ int cmd_bench(int argc, char** argv) {
     for (const char* a : {"--mca", "btl", "tcp,self"}) cmd.push_back(a);
   }
   for (const char* a : {"-x", "COMMFUSE_TRANSPORT"}) cmd.push_back(a);
+  if (!o.trace.empty()) {
+    // Every rank appends to the file (core/trace.hpp): start it empty.
+    FILE* f = std::fopen(o.trace.c_str(), "w");
+    CF_CHECK_ARG(f != nullptr, "bench: cannot write --trace file ", o.trace);
+    std::fclose(f);
+    setenv("COMMFUSE_TRACE", o.trace.c_str(), 1);
+    for (const char* a : {"-x", "COMMFUSE_TRACE"}) cmd.push_back(a);
+  }
   cmd.push_back(self_exe_path());
   cmd.push_back("bench-worker");
   for (const auto& a : to_args(o)) cmd.push_back(a);

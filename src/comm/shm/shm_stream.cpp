@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "comm/shm/shm_transport.hpp"
+#include "core/trace.hpp"
 
 namespace commfuse::comm::shm {
 
@@ -19,15 +20,27 @@ void ShmTransport::gather_stream(const GatherStream& gs) {
   run(desc, [&](const char* op) {
     std::vector<const uint8_t*> parts(static_cast<size_t>(size_));
     for_each_step(op, gs.bytes, piece, [&](uint32_t s, uint64_t off, uint64_t n, bool first) {
-      if (n != 0) gs.pack(slot(rank_, s), off, n);
+      if (n != 0) {
+        trace::Span span("pack", op, rank_, n);
+        gs.pack(slot(rank_, s), off, n);
+      }
       arrive(s, first, desc, op);
       for (int i = 0; i < size_; ++i) {
         const int q = (rank_ + i) % size_;  // own piece first: it needs no wait
-        if (i != 0) peers_.wait(q, 3 * s + 1, op);
+        if (i != 0) {
+          trace::Span span("wait", op, q);
+          peers_.wait(q, 3 * s + 1, op);
+        }
         parts[q] = slot(q, s);
-        if (gs.on_piece && n != 0) gs.on_piece(q, parts[q], off, n);
+        if (gs.on_piece && n != 0) {
+          trace::Span span("compute", op, q, n);
+          gs.on_piece(q, parts[q], off, n);
+        }
       }
-      if (gs.on_all && n != 0) gs.on_all(parts.data(), off, n);
+      if (gs.on_all && n != 0) {
+        trace::Span span("reduce", op, -1, n);
+        gs.on_all(parts.data(), off, n);
+      }
     });
   });
 }
@@ -47,16 +60,26 @@ void ShmTransport::all_to_all_stream(const AllToAllStream& as) {
       if (n != 0)
         for (int i = 1; i <= size_; ++i) {  // peers first (they wait for it), own piece last
           const int q = (rank_ + i) % size_;
+          trace::Span span("pack", op, q, n);
           as.pack(q, slot(rank_, s) + static_cast<size_t>(q) * piece, off, n);
         }
       arrive(s, first, desc, op);
       for (int i = 0; i < size_; ++i) {
         const int q = (rank_ + i) % size_;
-        if (i != 0) peers_.wait(q, 3 * s + 1, op);
+        if (i != 0) {
+          trace::Span span("wait", op, q);
+          peers_.wait(q, 3 * s + 1, op);
+        }
         parts[q] = slot(q, s) + static_cast<size_t>(rank_) * piece;
-        if (as.on_piece && n != 0) as.on_piece(q, parts[q], off, n);
+        if (as.on_piece && n != 0) {
+          trace::Span span("compute", op, q, n);
+          as.on_piece(q, parts[q], off, n);
+        }
       }
-      if (as.on_all && n != 0) as.on_all(parts.data(), off, n);
+      if (as.on_all && n != 0) {
+        trace::Span span("reduce", op, -1, n);
+        as.on_all(parts.data(), off, n);
+      }
     });
   });
 }

@@ -5,6 +5,7 @@
 
 #include "core/convert_fast.hpp"
 #include "core/error.hpp"
+#include "core/trace.hpp"
 
 namespace commfuse::ops {
 namespace {
@@ -88,6 +89,7 @@ void RowGemm::run(const void* a, int64_t rows, void* c, void* a_copy) const {
   const auto plan = kernels::cpu::plan_matmul(desc_for(rows));
   if (!widened_) {
     if (a_copy != nullptr) std::memcpy(a_copy, a, row_bytes * static_cast<size_t>(rows));
+    trace::Span span("gemm", "row_gemm", -1, static_cast<uint64_t>(rows));
     kernels::cpu::matmul(*plan, a, b_, bias_, c);
     return;
   }
@@ -95,11 +97,15 @@ void RowGemm::run(const void* a, int64_t rows, void* c, void* a_copy) const {
   float* a32 = thread_buffer(0, static_cast<size_t>(rows * s_.k));
   const auto* src = static_cast<const uint8_t*>(a);
   auto* copy = static_cast<uint8_t*>(a_copy);
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* row = src + static_cast<size_t>(r) * row_bytes;
-    if (copy != nullptr) std::memcpy(copy + static_cast<size_t>(r) * row_bytes, row, row_bytes);
-    widen(row, s_.dtype, a32 + r * s_.k, static_cast<size_t>(s_.k));
+  {
+    trace::Span span("copy+widen", "row_gemm", -1, static_cast<uint64_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* row = src + static_cast<size_t>(r) * row_bytes;
+      if (copy != nullptr) std::memcpy(copy + static_cast<size_t>(r) * row_bytes, row, row_bytes);
+      widen(row, s_.dtype, a32 + r * s_.k, static_cast<size_t>(s_.k));
+    }
   }
+  trace::Span span("gemm", "row_gemm", -1, static_cast<uint64_t>(rows));
   if (s_.c_dtype == DType::kFloat32) {
     kernels::cpu::matmul(*plan, a32, b_, bias_, c);
     return;

@@ -1,0 +1,42 @@
+// COMMFUSE_TRACE=file: a Chrome-trace (Trace Event Format) timeline of what each rank did —
+// every piece's pack (copy or GEMM into the slot), wait for a peer, and compute — so the
+// overlap of communication and GEMM can be seen. Open the file in https://ui.perfetto.dev
+// or chrome://tracing: one process track per rank. Every process of a job appends its
+// events to the same file (flock; the first writer opens the JSON array, whose closing
+// bracket the format makes optional). Off (one branch per span) unless the variable is set.
+#pragma once
+
+#include <cstdint>
+
+namespace commfuse::trace {
+
+bool enabled();
+// The track this process's events go to (the rank); set by the communicator.
+void set_rank(int rank);
+// Writes the buffered events now (also done at exit and whenever the buffer fills).
+void flush();
+
+// A complete event ("ph":"X") from construction to destruction. name and cat must be
+// string literals (stored as pointers); arg is shown as args.peer when >= 0.
+class Span {
+ public:
+  Span(const char* name, const char* cat, int64_t peer = -1, uint64_t bytes = 0)
+      : name_(name), cat_(cat), peer_(peer), bytes_(bytes), start_ns_(enabled() ? now_ns() : 0) {}
+  ~Span() {
+    if (start_ns_ != 0) record(name_, cat_, peer_, bytes_, start_ns_, now_ns());
+  }
+  Span(const Span&) = delete;
+  Span& operator=(const Span&) = delete;
+
+ private:
+  static uint64_t now_ns();
+  static void record(const char* name, const char* cat, int64_t peer, uint64_t bytes,
+                     uint64_t start_ns, uint64_t end_ns);
+  const char* name_;
+  const char* cat_;
+  int64_t peer_;
+  uint64_t bytes_;
+  uint64_t start_ns_;
+};
+
+}  // namespace commfuse::trace

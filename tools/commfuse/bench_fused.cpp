@@ -1,0 +1,234 @@
+// `commfuse bench all-gather-matmul | matmul-reduce-scatter | matmul-all-reduce`: the fused
+// operator against, in the same processes and alternating rounds, the unfused composition
+// (commfuse's collective, then the same oneDNN GEMM), the same with OpenMPI's collective,
+// and the GEMM alone on the same work. Exposed communication = (fused - gemm) /
+// (unfused - gemm): 0 means the collective is completely hidden, 1 means not at all.
+#include <mpi.h>
+
+#include <commfuse/commfuse.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench_options.hpp"
+#include "core/error.hpp"
+#include "kernels/cpu/matmul.hpp"
+
+namespace commfuse::cli {
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double mean_over_ranks(double v) {
+  double sum = 0;
+  int R = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &R);
+  MPI_Allreduce(&v, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return sum / R;
+}
+
+double time_us(const std::function<void()>& f, int iters) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  for (int i = 0; i < iters; ++i) f();
+  return (MPI_Wtime() - t0) * 1e6 / iters;
+}
+
+std::vector<uint8_t> random_matrix(size_t count, DType t, uint32_t seed) {
+  std::vector<float> v(count);
+  uint32_t x = seed * 2654435761u + 1;
+  for (auto& f : v) {
+    x = x * 1664525u + 1013904223u;
+    f = static_cast<float>(static_cast<int>(x >> 9) % 2001 - 1000) / 1000.0f;
+  }
+  std::vector<uint8_t> out(dtype_storage_bytes(t, count));
+  convert(v.data(), DType::kFloat32, out.data(), t, count);
+  return out;
+}
+
+// Largest |a - b| over two matrices of dtype t (the fused and unfused outputs).
+double max_diff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, DType t) {
+  const size_t count = a.size() / dtype_storage_bytes(t, 1);
+  std::vector<float> fa(count), fb(count);
+  convert(a.data(), t, fa.data(), DType::kFloat32, count);
+  convert(b.data(), t, fb.data(), DType::kFloat32, count);
+  double d = 0;
+  for (size_t i = 0; i < count; ++i) d = std::max(d, std::fabs(double(fa[i]) - double(fb[i])));
+  return d;
+}
+
+struct Case {
+  std::function<void()> fused, unfused, unfused_mpi, gemm;
+  double flops = 0;  // per rank
+  std::string shapes;
+  const std::vector<uint8_t>* fused_out = nullptr;
+  const std::vector<uint8_t>* unfused_out = nullptr;
+};
+
+}  // namespace
+
+int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
+  const int R = comm.world_size(), rank = comm.rank();
+  const DType t = dtype_from_name(o.dtype);
+  CF_CHECK_ARG(t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16,
+               "bench: --dtype for the matmul ops is float32, float16 or bfloat16");
+  const size_t es = dtype_storage_bytes(t, 1);
+  const int64_t m = o.m / R;  // rows per rank (all-gather-matmul); output rows (reduce-scatter)
+  const int64_t k = o.op == "all-gather-matmul" ? o.k : o.k / R;  // this rank's x1 columns
+  const int64_t n = o.n;
+  const std::string name = comm.name();
+
+  // Buffers live for the whole run; each variant writes its own output.
+  const int64_t x1_rows = o.op == "all-gather-matmul" ? m : o.m;
+  auto x1 = random_matrix(static_cast<size_t>(x1_rows * k), t, 1 + rank);
+  auto x2 = random_matrix(static_cast<size_t>(k * n), t, 100 + rank);
+  const int64_t out_rows = o.op == "all-gather-matmul"       ? o.m
+                           : o.op == "matmul-reduce-scatter" ? m
+                                                             : o.m;
+  std::vector<uint8_t> out(static_cast<size_t>(out_rows * n) * es), out_unfused(out.size()),
+      out_mpi(out.size());
+  std::vector<uint8_t> gathered(o.op == "all-gather-matmul" ? static_cast<size_t>(o.m * k) * es
+                                                            : 0),
+      gathered_mpi(gathered.size());
+  std::vector<float> partial(o.op == "all-gather-matmul" ? 0 : static_cast<size_t>(o.m * n)),
+      reduced(static_cast<size_t>(out_rows * n));
+  const TensorView x2v(x2.data(), t, {k, n});
+  Case c;
+  c.fused_out = &out;
+  c.unfused_out = &out_unfused;
+
+  std::vector<float> workspace;
+  if (o.op == "all-gather-matmul") {
+    AllGatherMatmulOptions opt;
+    opt.comm_turn = o.comm_turn;
+    auto plan = std::make_shared<AllGatherMatmulPlan>(
+        TensorView(x1.data(), t, {m, k}), x2v, name, R, TensorView(out.data(), t, {o.m, n}),
+        TensorView(gathered.data(), t, {o.m, k}), opt);
+    workspace.resize(plan->workspace_size() / sizeof(float) + 1);
+    c.fused = [&, plan] { plan->execute(workspace.data(), plan->workspace_size()); };
+    const auto gemm = kernels::cpu::plan_matmul(kernels::cpu::dense_matmul_desc(o.m, k, n, t));
+    c.gemm = [&, gemm] {
+      kernels::cpu::matmul(*gemm, gathered.data(), x2.data(), nullptr, out_unfused.data());
+    };
+    c.unfused = [&, gemm] {
+      comm.all_gather(x1.data(), gathered.data(), static_cast<uint64_t>(m * k), t);
+      kernels::cpu::matmul(*gemm, gathered.data(), x2.data(), nullptr, out_unfused.data());
+    };
+    c.unfused_mpi = [&, gemm] {
+      MPI_Allgather(x1.data(), static_cast<int>(m * k * es), MPI_BYTE, gathered_mpi.data(),
+                    static_cast<int>(m * k * es), MPI_BYTE, MPI_COMM_WORLD);
+      kernels::cpu::matmul(*gemm, gathered_mpi.data(), x2.data(), nullptr, out_mpi.data());
+    };
+    c.flops = 2.0 * static_cast<double>(o.m) * k * n;
+  } else {
+    MatmulReduceOptions opt;
+    opt.comm_turn = o.comm_turn;
+    const bool rs = o.op == "matmul-reduce-scatter";
+    const TensorView x1v(x1.data(), t, {o.m, k});
+    const TensorView outv(out.data(), t, {out_rows, n});
+    std::function<void()> exec;
+    if (rs) {
+      auto plan = std::make_shared<MatmulReduceScatterPlan>(x1v, x2v, name, R, outv, opt);
+      workspace.resize(plan->workspace_size() / sizeof(float) + 1);
+      c.fused = [&, plan] { plan->execute(workspace.data(), plan->workspace_size()); };
+    } else {
+      auto plan = std::make_shared<MatmulAllReducePlan>(x1v, x2v, name, outv, opt);
+      workspace.resize(plan->workspace_size() / sizeof(float) + 1);
+      c.fused = [&, plan] { plan->execute(workspace.data(), plan->workspace_size()); };
+    }
+    auto pd = kernels::cpu::dense_matmul_desc(o.m, k, n, t);
+    pd.c_dtype = DType::kFloat32;
+    const auto gemm32 = kernels::cpu::plan_matmul(pd);
+    const auto gemm = kernels::cpu::plan_matmul(kernels::cpu::dense_matmul_desc(o.m, k, n, t));
+    const auto reduced_count = static_cast<uint64_t>(out_rows * n);
+    c.gemm = [&, gemm] {
+      kernels::cpu::matmul(*gemm, x1.data(), x2.data(), nullptr, out_mpi.data());
+    };
+    c.unfused = [&, gemm32, rs, reduced_count] {
+      kernels::cpu::matmul(*gemm32, x1.data(), x2.data(), nullptr, partial.data());
+      if (rs)
+        comm.reduce_scatter(partial.data(), reduced.data(), reduced_count, DType::kFloat32);
+      else
+        comm.all_reduce(partial.data(), reduced.data(), reduced_count, DType::kFloat32);
+      convert(reduced.data(), DType::kFloat32, out_unfused.data(), t, reduced_count);
+    };
+    c.unfused_mpi = [&, gemm32, rs, reduced_count] {
+      kernels::cpu::matmul(*gemm32, x1.data(), x2.data(), nullptr, partial.data());
+      if (rs)
+        MPI_Reduce_scatter_block(partial.data(), reduced.data(), static_cast<int>(reduced_count),
+                                 MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      else
+        MPI_Allreduce(partial.data(), reduced.data(), static_cast<int>(reduced_count), MPI_FLOAT,
+                      MPI_SUM, MPI_COMM_WORLD);
+      convert(reduced.data(), DType::kFloat32, out_mpi.data(), t, reduced_count);
+    };
+    c.flops = 2.0 * static_cast<double>(o.m) * k * n;
+  }
+
+  // One of each to warm up (plans, pages), and to size the rounds: ~0.3 s of each variant.
+  c.fused();
+  c.unfused();
+  const double diff = max_diff(out, out_unfused, t);
+  c.unfused_mpi();
+  const double est = time_us(c.gemm, 1);
+  int iters =
+      o.iters > 0 ? o.iters : std::clamp(static_cast<int>(3e5 / std::max(est, 1.0)), 1, 200);
+  // Every rank must run the same number of iterations (they are collective): rank 0 decides.
+  MPI_Bcast(&iters, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::vector<double> ft, ut, mt, gt;
+  for (int r = 0; r < o.rounds; ++r) {
+    ft.push_back(time_us(c.fused, iters));
+    ut.push_back(time_us(c.unfused, iters));
+    mt.push_back(time_us(c.unfused_mpi, iters));
+    gt.push_back(time_us(c.gemm, iters));
+  }
+  const double fused = mean_over_ranks(median(ft)), unfused = mean_over_ranks(median(ut)),
+               unfused_mpi = mean_over_ranks(median(mt)), gemm = mean_over_ranks(median(gt));
+  double worst_diff = 0;
+  MPI_Allreduce(&diff, &worst_diff, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  const double exposed = unfused > gemm ? (fused - gemm) / (unfused - gemm) : NAN;
+  if (rank == 0) {
+    std::printf(
+        "# commfuse bench %s: %d ranks, transport %s, dtype %s, m=%lld (global) k=%lld "
+        "n=%lld comm_turn %lld; per-rank GEMM %lldx%lldx%lld; median of %d rounds x %d\n",
+        o.op.c_str(), R, comm.transport_name(), o.dtype.c_str(), static_cast<long long>(o.m),
+        static_cast<long long>(o.k), static_cast<long long>(o.n),
+        static_cast<long long>(o.comm_turn),
+        static_cast<long long>(o.op == "all-gather-matmul" ? o.m : o.m), static_cast<long long>(k),
+        static_cast<long long>(n), o.rounds, iters);
+    std::printf(
+        "# unfused = commfuse %s then the same oneDNN GEMM; unfused_mpi = OpenMPI's; "
+        "gemm = the GEMM alone on the same work\n",
+        o.op == "all-gather-matmul" ? "all_gather" : "reduce collective (fp32)");
+    std::printf("%12s %12s %14s %12s %9s %10s %10s %9s %12s\n", "fused(us)", "unfused(us)",
+                "unfused_mpi(us)", "gemm(us)", "TFLOP/s", "speedup", "vs_mpi", "fused/gemm",
+                "exposed_comm");
+    std::printf("%12.1f %12.1f %14.1f %12.1f %9.3f %9.2fx %9.2fx %9.3f %12.2f\n", fused, unfused,
+                unfused_mpi, gemm, c.flops / fused / 1e6, unfused / fused, unfused_mpi / fused,
+                fused / gemm, exposed);
+    std::printf(
+        "# max |fused - unfused| = %.3g (oneDNN's fp32 summation order may differ by "
+        "block shape)\n\n",
+        worst_diff);
+    if (json)
+      std::fprintf(json,
+                   "{\"op\":\"%s\",\"transport\":\"%s\",\"world_size\":%d,\"dtype\":\"%s\","
+                   "\"m\":%lld,\"k\":%lld,\"n\":%lld,\"comm_turn\":%lld,\"fused_us\":%.3f,"
+                   "\"unfused_us\":%.3f,\"unfused_mpi_us\":%.3f,\"gemm_alone_us\":%.3f,"
+                   "\"tflops\":%.4f,\"exposed_comm\":%.4f,\"max_diff\":%.6g}\n",
+                   o.op.c_str(), comm.transport_name(), R, o.dtype.c_str(),
+                   static_cast<long long>(o.m), static_cast<long long>(o.k),
+                   static_cast<long long>(o.n), static_cast<long long>(o.comm_turn), fused, unfused,
+                   unfused_mpi, gemm, c.flops / fused / 1e6, exposed, worst_diff);
+  }
+  return 0;
+}
+
+}  // namespace commfuse::cli
