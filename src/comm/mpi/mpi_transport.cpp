@@ -49,6 +49,7 @@ CollDesc to_desc(const WireDesc& w) {
   d.dtype = static_cast<DType>(w.dtype);
   d.count = w.count;
   d.root = w.root;
+  d.unit = w.unit;
   return d;
 }
 
@@ -84,6 +85,7 @@ void MpiTransport::run(const CollDesc& desc, Body&& body) {
     mine.dtype = static_cast<int32_t>(desc.dtype);
     mine.count = desc.count;
     mine.root = desc.root;
+    mine.unit = desc.unit;
     mine.op_seq = op_seq_;
     exchange_descriptors(mine, op);
     check_descriptors(desc, op);
@@ -94,6 +96,10 @@ void MpiTransport::run(const CollDesc& desc, Body&& body) {
     failure_ = e.what();
     throw;
   }
+}
+
+void MpiTransport::run_fn(const CollDesc& desc, const std::function<void(const char*)>& body) {
+  run(desc, body);
 }
 
 void MpiTransport::exchange_descriptors(const WireDesc& mine, const char* op) {

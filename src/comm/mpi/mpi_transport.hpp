@@ -13,6 +13,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,8 @@ struct WireDesc {
   uint64_t count;
   int32_t root;
   uint32_t op_seq;
-  char reason[480];
+  uint64_t unit;  // streams: piece granularity
+  char reason[472];
 };
 
 class MpiTransport final : public Transport {
@@ -47,9 +49,13 @@ class MpiTransport final : public Transport {
   void reduce_scatter(const void* src, void* dst, uint64_t count, DType dtype) override;
   void all_reduce(const void* src, void* dst, uint64_t count, DType dtype) override;
   void all_to_all(const void* src, void* dst, uint64_t count, DType dtype) override;
+  void gather_stream(const GatherStream& s) override;
+  void all_to_all_stream(const AllToAllStream& s) override;
   void abort(const std::string& reason) override;
 
  private:
+  // run() for bodies defined in other files (the streams, mpi_stream.cpp).
+  void run_fn(const CollDesc& desc, const std::function<void(const char*)>& body);
   template <typename Body>
   void run(const CollDesc& desc, Body&& body);
   // Sends mine to every peer and receives theirs into descs_.
