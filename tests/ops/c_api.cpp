@@ -59,7 +59,7 @@ int case_c_api(commfuse::Comm& comm) {
                                                    0, 0, 1, cout.get(), nullptr, &ws,
                                                    &exec) == COMMFUSE_SUCCESS,
            "%s", commfuseGetLastErrorMessage());
-    EXPECT(ws == static_cast<uint64_t>((k * n + n) * 4), "workspace %llu",
+    EXPECT(ws >= static_cast<uint64_t>((k * n + n) * 4), "workspace %llu",
            static_cast<unsigned long long>(ws));
     EXPECT(with_workspace(ws, exec, commfuseAllGatherMatmul) == COMMFUSE_SUCCESS, "%s",
            commfuseGetLastErrorMessage());

@@ -257,6 +257,12 @@ int case_numerics(commfuse::Comm& comm) {
     run_all_gather_matmul(comm, c, tag++, 0, k, n, false);
     run_matmul_reduce_scatter(comm, c, tag++, 0, k, n);
     run_matmul_all_reduce(comm, c, tag++, 0, k, n, 0);
+    // m = 70 rows per rank: at or above all_gather_matmul's batching threshold, so each
+    // arriving block is multiplied on its own (m = 5 and 8 above take the batched path).
+    c = Case{dt, BiasKind::kSameDtype, false, false, 3};
+    run_all_gather_matmul(comm, c, tag++, 70, k, n, true);
+    c = Case{dt, BiasKind::kNone, true, false, 0};
+    run_all_gather_matmul(comm, c, tag++, 70, k, n, false);
     // Random values: tolerance from the dtype and k (file comment).
     c = Case{dt, BiasKind::kFloat32, true, true, 3};
     run_all_gather_matmul(comm, c, tag++, 8, k, 32, true);

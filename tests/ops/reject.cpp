@@ -155,9 +155,9 @@ void reject_all_gather_matmul(commfuse::Comm& comm, Buffers& b, const std::strin
   a.opt.gather_output = false;
   a.gather_out = TensorView();
   commfuse::AllGatherMatmulPlan plan(a.x1, a.x2, a.group, a.world, a.output, a.gather_out, a.opt);
-  // fp16 is always widened for oneDNN: the workspace holds x2 and the bias as fp32 (no
-  // gathered rows: the fused schedule multiplies them where they arrive).
-  EXPECT(plan.workspace_size() == static_cast<size_t>((kK * kN + kN) * 4), "workspace %zu",
+  // fp16 is always widened for oneDNN: the workspace holds at least x2 and the bias as fp32
+  // (plus, for few rows per rank, the staged rows: all_gather_matmul/plan.hpp).
+  EXPECT(plan.workspace_size() >= static_cast<size_t>((kK * kN + kN) * 4), "workspace %zu",
          plan.workspace_size());
 }
 

@@ -25,6 +25,12 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
   // Only the widened x2 and bias when oneDNN needs fp32: gathered rows are multiplied where
   // they arrive, so no gathered copy of x1 is needed even without gather_output.
   plan.workspace_bytes = row_gemm_workspace_bytes(plan.gemm);
+  plan.batched = p.m < kBatchedBelowRows && p.world_size > 1;
+  if (plan.batched) {
+    plan.staging_offset = (plan.workspace_bytes + 63) / 64 * 64;
+    plan.workspace_bytes =
+        plan.staging_offset + RowGemm::staging_bytes(plan.gemm, p.m * p.world_size);
+  }
   return plan;
 }
 

@@ -59,7 +59,14 @@ struct AllGatherMatmulPlanData {
   AllGatherMatmulSchedule schedule = AllGatherMatmulSchedule::kFused;
   size_t workspace_bytes = 0;
   RowGemmShape gemm;  // one block of gathered rows @ x2 + bias -> output rows
+  // Few rows per rank (decode): stage every rank's rows as they arrive, then one GEMM over
+  // all m·R rows, so x2 is streamed from memory once rather than once per rank.
+  bool batched = false;
+  size_t staging_offset = 0;  // where the staged rows start in the workspace
 };
+
+// Below this many rows per rank the block GEMMs are bound by reading x2, not by arithmetic.
+inline constexpr int64_t kBatchedBelowRows = 64;
 
 AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem);
 

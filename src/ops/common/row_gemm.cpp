@@ -83,40 +83,69 @@ kernels::cpu::MatmulDesc RowGemm::desc_for(int64_t rows) const {
   return d;
 }
 
-void RowGemm::run(const void* a, int64_t rows, void* c, void* a_copy) const {
-  if (rows == 0) return;
+size_t RowGemm::staging_bytes(const RowGemmShape& s, int64_t rows) {
+  const DType t = needs_widening(s) ? DType::kFloat32 : s.dtype;
+  return dtype_storage_bytes(t, static_cast<size_t>(rows * s.k));
+}
+
+void RowGemm::copy_rows(const void* a, int64_t rows, void* dst, void* a_copy) const {
   const size_t row_bytes = dtype_storage_bytes(s_.dtype, static_cast<size_t>(s_.k));
-  const auto plan = kernels::cpu::plan_matmul(desc_for(rows));
   if (!widened_) {
     if (a_copy != nullptr) std::memcpy(a_copy, a, row_bytes * static_cast<size_t>(rows));
-    trace::Span span("gemm", "row_gemm", -1, static_cast<uint64_t>(rows));
-    kernels::cpu::matmul(*plan, a, b_, bias_, c);
+    if (dst != a) std::memcpy(dst, a, row_bytes * static_cast<size_t>(rows));
     return;
   }
   // Row by row: the copy to gather_out and the widening read the row while it is in L1.
-  float* a32 = thread_buffer(0, static_cast<size_t>(rows * s_.k));
+  trace::Span span("copy+widen", "row_gemm", -1, static_cast<uint64_t>(rows));
   const auto* src = static_cast<const uint8_t*>(a);
   auto* copy = static_cast<uint8_t*>(a_copy);
-  {
-    trace::Span span("copy+widen", "row_gemm", -1, static_cast<uint64_t>(rows));
-    for (int64_t r = 0; r < rows; ++r) {
-      const uint8_t* row = src + static_cast<size_t>(r) * row_bytes;
-      if (copy != nullptr) std::memcpy(copy + static_cast<size_t>(r) * row_bytes, row, row_bytes);
-      widen(row, s_.dtype, a32 + r * s_.k, static_cast<size_t>(s_.k));
-    }
+  auto* a32 = static_cast<float*>(dst);
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = src + static_cast<size_t>(r) * row_bytes;
+    if (copy != nullptr) std::memcpy(copy + static_cast<size_t>(r) * row_bytes, row, row_bytes);
+    widen(row, s_.dtype, a32 + r * s_.k, static_cast<size_t>(s_.k));
   }
+}
+
+void RowGemm::gemm(const void* a_ready, int64_t rows, void* c) const {
+  if (rows == 0) return;
+  const auto plan = kernels::cpu::plan_matmul(desc_for(rows));
   trace::Span span("gemm", "row_gemm", -1, static_cast<uint64_t>(rows));
-  if (s_.c_dtype == DType::kFloat32) {
-    kernels::cpu::matmul(*plan, a32, b_, bias_, c);
+  if (!widened_ || s_.c_dtype == DType::kFloat32) {
+    kernels::cpu::matmul(*plan, a_ready, b_, bias_, c);
     return;
   }
   float* c32 = thread_buffer(1, static_cast<size_t>(rows * s_.n));
-  kernels::cpu::matmul(*plan, a32, b_, bias_, c32);
+  kernels::cpu::matmul(*plan, a_ready, b_, bias_, c32);
   auto* out = static_cast<uint16_t*>(c);
   if (s_.c_dtype == DType::kFloat16)
     fast::f32_to_f16(c32, out, static_cast<size_t>(rows * s_.n));
   else
     fast::f32_to_bf16(c32, out, static_cast<size_t>(rows * s_.n));
+}
+
+void RowGemm::run(const void* a, int64_t rows, void* c, void* a_copy) const {
+  if (rows == 0) return;
+  if (!widened_) {
+    copy_rows(a, rows, const_cast<void*>(a), a_copy);  // only the gather_out copy
+    gemm(a, rows, c);
+    return;
+  }
+  float* a32 = thread_buffer(0, static_cast<size_t>(rows * s_.k));
+  copy_rows(a, rows, a32, a_copy);
+  gemm(a32, rows, c);
+}
+
+void RowGemm::stage(const void* a, int64_t rows, int64_t at_row, void* staging,
+                    void* a_copy) const {
+  const DType t = widened_ ? DType::kFloat32 : s_.dtype;
+  auto* dst =
+      static_cast<uint8_t*>(staging) + dtype_storage_bytes(t, static_cast<size_t>(at_row * s_.k));
+  copy_rows(a, rows, dst, a_copy);
+}
+
+void RowGemm::run_staged(const void* staging, int64_t rows, void* c) const {
+  gemm(staging, rows, c);
 }
 
 }  // namespace commfuse::ops

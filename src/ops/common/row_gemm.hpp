@@ -38,10 +38,22 @@ class RowGemm {
   // non-null a's rows are also copied there verbatim (gather_out), in the same pass.
   void run(const void* a, int64_t rows, void* c, void* a_copy = nullptr) const;
 
+  // Batched instead, for few rows per block (decode): every GEMM call streams all of b from
+  // memory, so R calls of 8 rows cost R times one call of 8·R rows. stage() copies (and
+  // widens) a block into `staging` at row at_row (and verbatim into a_copy), run_staged()
+  // multiplies all staged rows at once.
+  static size_t staging_bytes(const RowGemmShape& s, int64_t rows);
+  void stage(const void* a, int64_t rows, int64_t at_row, void* staging, void* a_copy) const;
+  void run_staged(const void* staging, int64_t rows, void* c) const;
+
   bool widened() const { return widened_; }
 
  private:
   kernels::cpu::MatmulDesc desc_for(int64_t rows) const;
+  // Copies rows of a to a_copy (when set) and to dst in the GEMM's input type.
+  void copy_rows(const void* a, int64_t rows, void* dst, void* a_copy) const;
+  // c = a_ready (the GEMM's input type, dense) @ b (+ bias), rounded to c's dtype.
+  void gemm(const void* a_ready, int64_t rows, void* c) const;
 
   RowGemmShape s_;
   bool widened_ = false;
