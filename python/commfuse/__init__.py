@@ -78,5 +78,12 @@ __all__ = [
     "InternalError",
 ]
 
+# Public classes print as commfuse.X (not commfuse._errors.X) in tracebacks and reprs.
+for _cls in (Communicator, SpawnContext, SpawnError, ProcessRaisedException,
+             ProcessExitedException, Error, NullPointerError, InvalidArgument, RuntimeFailure,
+             InternalError):
+    _cls.__module__ = __name__
+del _cls
+
 #: Version of the loaded libcommfuse ("0.1.0").
 __version__: str = _commfuse.version()

@@ -91,6 +91,7 @@ class SpawnContext:
         self._failure: Optional[SpawnError] = None
 
     def pids(self) -> list[Optional[int]]:
+        """Process ids in rank order."""
         return [p.pid for p in self.processes]
 
     def _receive(self, rank: int) -> None:

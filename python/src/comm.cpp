@@ -92,12 +92,19 @@ void bind_comm(nb::module_& m) {
            nb::arg("init_method"),
            "Create the communicator (collective: every rank calls it). rank/world_size -1: "
            "from the environment (env://) or MPI (mpi).")
-      .def_prop_ro("rank", [](const PyComm& p) { return p.get("rank").rank(); })
-      .def_prop_ro("world_size", [](const PyComm& p) { return p.get("world_size").world_size(); })
-      .def_prop_ro("name", [](const PyComm& p) { return p.get("name").name(); })
-      .def_prop_ro("transport",
-                   [](const PyComm& p) { return std::string(p.get("transport").transport_name()); })
-      .def_prop_ro("alive", &PyComm::alive)
+      .def_prop_ro(
+          "rank", [](const PyComm& p) { return p.get("rank").rank(); }, "This rank.")
+      .def_prop_ro(
+          "world_size", [](const PyComm& p) { return p.get("world_size").world_size(); },
+          "Number of ranks.")
+      .def_prop_ro(
+          "name", [](const PyComm& p) { return p.get("name").name(); },
+          "The group / hcom string operators take.")
+      .def_prop_ro(
+          "transport",
+          [](const PyComm& p) { return std::string(p.get("transport").transport_name()); },
+          "'shm' or 'mpi'.")
+      .def_prop_ro("alive", &PyComm::alive, "False once destroyed.")
       .def("destroy", &PyComm::destroy, "Free the communicator now (idempotent).")
       .def(
           "barrier",

@@ -6,6 +6,7 @@
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/tuple.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <tuple>
@@ -139,6 +140,15 @@ TensorRef make_tensor_ref(AnyArray array, std::optional<std::string_view> dtype,
     v.shape[i] = static_cast<int64_t>(array.shape(i));
     v.strides[i] = array.stride(i);
   }
+  if (v.numel() == 0) {
+    // No element to place: exporters differ on such strides (numpy's DLPack gives 0s), so
+    // give the row-major ones the ops expect.
+    int64_t stride = 1;
+    for (int i = v.ndim - 1; i >= 0; --i) {
+      v.strides[i] = stride;
+      stride *= std::max<int64_t>(v.shape[i], 1);
+    }
+  }
   if (d == DType::kInt4) {
     // Two elements per byte along the last dim, which must be dense.
     CF_CHECK_ARG(ndim >= 1, "an int4 tensor needs at least one dim (packed along the last)");
@@ -211,7 +221,9 @@ void bind_tensor_ref(nb::module_& m) {
             return nb::tuple(l);
           },
           "Strides in elements.")
-      .def_prop_ro("read_only", [](const TensorRef& t) { return t.read_only; })
+      .def_prop_ro(
+          "read_only", [](const TensorRef& t) { return t.read_only; },
+          "The caller's array must not be written (refused as an output).")
       .def_prop_ro("contiguous", &TensorRef::contiguous, "Row-major dense.")
       .def_prop_ro(
           "numel", [](const TensorRef& t) { return t.view.numel(); }, "Number of elements.");
