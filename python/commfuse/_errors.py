@@ -3,7 +3,7 @@ subclasses arrive as the class matching their status code, built as ``cls(messag
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Union
 
 from . import _commfuse
 
@@ -15,12 +15,19 @@ class Error(Exception):
     ``message`` the one-line message naming the function, argument and value.
     Errors raised by libcommfuse (C++ ``commfuse::Error`` and subclasses) arrive as the
     subclass matching their status.
+
+    Constructed as ``Error(message, code=None)`` or, as issue 7 spells it,
+    ``Error(code, message)`` (an int first and a str second); a subclass without ``code``
+    carries its own status.
     """
 
     #: SPEC §0 status code of this class (an instance may carry its own).
     code: int = 561000
 
-    def __init__(self, message: str, code: Optional[int] = None) -> None:
+    def __init__(self, message: Union[str, int], code: Union[int, str, None] = None) -> None:
+        if isinstance(message, int) and isinstance(code, str):
+            message, code = code, message  # Error(code, message)
+        message = str(message)
         super().__init__(message)
         self.message = message
         if code is not None:

@@ -29,6 +29,9 @@ def test_error_classes():
         assert type(back) is cls and back.code == code and back.message == "boom"
     e = commfuse.Error("custom", 161002)
     assert e.code == 161002 and e.status == "PARAM_INVALID"
+    e = commfuse.Error(361001, "code first")  # issue 7's Error(code, message)
+    assert e.code == 361001 and e.message == "code first" and str(e) == "code first"
+    assert commfuse.InvalidArgument(161002, "x").message == "x"
     assert commfuse.InvalidArgument.__module__ == "commfuse"
 
 
