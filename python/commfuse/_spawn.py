@@ -7,6 +7,7 @@ import multiprocessing.connection as mpc
 import os
 import signal
 import socket
+import time
 import traceback
 from typing import Any, Callable, Optional, Sequence
 
@@ -120,6 +121,15 @@ class SpawnContext:
                 f"process {rank} (rank {rank}, pid {p.pid}) terminated with {how}", rank, p.pid,
                 code)
 
+    def _terminate(self, ranks: set[int]) -> None:
+        for i in ranks:
+            self.processes[i].terminate()
+        for i in ranks:
+            self.processes[i].join(5)
+            if self.processes[i].is_alive():
+                self.processes[i].kill()
+                self.processes[i].join()
+
     def join(self, timeout: Optional[float] = None) -> list[Any]:
         """Wait for every process; return fn's return values in rank order.
 
@@ -128,8 +138,6 @@ class SpawnContext:
         raised: :class:`ProcessRaisedException` (with the child's traceback and rank) or
         :class:`ProcessExitedException`.
         """
-        import time
-
         user_deadline = None if timeout is None else time.monotonic() + timeout
         grace_deadline: Optional[float] = None
         pending = set(range(len(self.processes)))
@@ -142,7 +150,11 @@ class SpawnContext:
             waitables: dict[Any, int] = {}
             for i in pending:
                 waitables[self.processes[i].sentinel if self._done[i] else self._conns[i]] = i
-            ready = mpc.wait(list(waitables), timeout=left)
+            try:
+                ready = mpc.wait(list(waitables), timeout=left)
+            except BaseException:  # KeyboardInterrupt in the parent: leave no orphans
+                self._terminate(pending)
+                raise
             if not ready:
                 break  # timeout, or the grace after a failure, expired
             for w in ready:
@@ -154,13 +166,7 @@ class SpawnContext:
                 self._check_exit(i)
                 pending.discard(i)
         if pending:
-            for i in pending:
-                self.processes[i].terminate()
-            for i in pending:
-                self.processes[i].join(5)
-                if self.processes[i].is_alive():
-                    self.processes[i].kill()
-                    self.processes[i].join()
+            self._terminate(pending)
             if self._failure is None:
                 raise TimeoutError(f"spawn: ranks {sorted(pending)} did not finish within "
                                    f"{timeout} s (terminated)")

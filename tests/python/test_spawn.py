@@ -94,3 +94,18 @@ def test_join_false_and_bad_nprocs():
     assert ctx.join() == [0, 1]
     with pytest.raises(ValueError, match="nprocs"):
         commfuse.spawn(_raise_on_rank, nprocs=0)
+
+
+def _hang(rank):
+    if rank == 1:
+        import threading
+
+        threading.Event().wait()  # never set: this rank never returns
+    return rank
+
+
+def test_join_timeout_terminates_the_stragglers():
+    ctx = commfuse.spawn(_hang, nprocs=2, join=False, start_method="fork")
+    with pytest.raises(TimeoutError, match=r"ranks \[1\] did not finish"):
+        ctx.join(timeout=1.0)
+    assert not any(p.is_alive() for p in ctx.processes)
