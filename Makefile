@@ -31,8 +31,9 @@ test-asan: install-deps
 	cmake --build --preset asan -j $(JOBS)
 	ctest --preset asan -j $(JOBS)
 
+# PYTHONPATH: test this tree's build/python, whatever the .pth file points at.
 test-python: build
-	$(PYTHON) -m pytest -q tests/python
+	PYTHONPATH=$(CURDIR)/build/python$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m pytest -q tests/python
 
 install: build
 	cmake --install build --prefix $(PREFIX)

@@ -1,0 +1,206 @@
+"""Communicators and collectives: ``commfuse.init`` and :class:`Communicator`."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any, Optional
+
+import numpy.typing as npt
+
+from . import _commfuse
+from ._errors import InvalidArgument
+from ._tensor import Args
+
+
+class Communicator:
+    """A group of ranks that run collectives and fused operators together.
+
+    Made by :func:`init`. ``name`` is the ``hcom`` / ``group`` string the operators take
+    (torch_npu's ``get_hccl_comm_name``); an operator also accepts the Communicator itself.
+    Collectives are collective: every rank calls them in the same order with matching
+    arguments. Sums are float32 in rank order 0..R-1 (int8/int32: exact, saturating), so
+    every rank gets the same bits. An argument error on one rank fails the call on every
+    rank at once; after any failure the communicator refuses further calls.
+
+    Arrays: numpy (ml_dtypes formats included) or CPU DLPack tensors (torch); raw codes
+    (HiFloat8 in uint8, int4 packed two per byte in uint8) with ``dtype=``. Results are new
+    arrays unless ``out=`` names a dense, writable array of the result's shape and dtype,
+    which is written in place and returned.
+
+    Use it as a context manager, or call :meth:`destroy`, to free it promptly.
+    """
+
+    def __init__(self, impl: _commfuse.Comm) -> None:
+        self._impl = impl
+
+    @property
+    def rank(self) -> int:
+        """This process's rank in [0, world_size)."""
+        return self._impl.rank
+
+    @property
+    def world_size(self) -> int:
+        """Number of ranks R."""
+        return self._impl.world_size
+
+    @property
+    def name(self) -> str:
+        """The ``hcom`` string operators take, e.g. ``"commfuse-1f2e...-w8"``."""
+        return self._impl.name
+
+    @property
+    def transport(self) -> str:
+        """``"shm"`` (ranks on one host) or ``"mpi"``."""
+        return self._impl.transport
+
+    def barrier(self) -> None:
+        """Return once every rank has called barrier()."""
+        self._impl.barrier()
+
+    def _args(self, fn: str) -> Args:
+        return Args(fn, self._impl.name)  # raises InvalidArgument once destroyed
+
+    def all_gather(self, x: Any, out: Any = None, *, dtype: Optional[npt.DTypeLike] = None) -> Any:
+        """Concatenate every rank's ``x`` along dim 0, in rank order.
+
+        Args:
+            x: this rank's array, shape (m, ...) (every rank the same shape and dtype).
+            out: optional result buffer of shape (R·m, ...) (0-d x: (R,)).
+            dtype: format of raw codes in x (e.g. ``"hifloat8"``, ``"int4"`` packed).
+
+        Returns:
+            (R·m, ...) array: rank s's x at rows [s·m, (s+1)·m).
+        """
+        with self._args("all_gather") as a:
+            src = a.input(x, "x", dtype, contiguous=True)
+            r = self._impl.world_size
+            shape = (r * src.shape[0],) + tuple(src.shape[1:]) if src.shape else (r,)
+            if src.dtype == "int4":  # packed: the result is packed bytes like x
+                shape = (r * x.shape[0],) + tuple(x.shape[1:]) if x.ndim else (r,)
+            array, dst = a.output(out, "out", shape, src.dtype, like=x)
+        self._impl.all_gather(src, dst)
+        return array
+
+    def all_reduce(self, x: Any, out: Any = None, *, op: str = "sum",
+                   dtype: Optional[npt.DTypeLike] = None) -> Any:
+        """Element-wise sum over ranks (float32, float16, bfloat16: fp32 in rank order,
+        one rounding; int8/int32: exact, saturating). ``out`` may be ``x`` (in place).
+
+        Returns:
+            array of x's shape and dtype, bitwise identical on every rank.
+        """
+        with self._args("all_reduce") as a:
+            _check_op(op)
+            src = a.input(x, "x", dtype, contiguous=True)
+            array, dst = a.output(out, "out", _storage_shape(x, src), src.dtype, like=x)
+        self._impl.all_reduce(src, dst)
+        return array
+
+    def reduce_scatter(self, x: Any, out: Any = None, *, op: str = "sum",
+                       dtype: Optional[npt.DTypeLike] = None) -> Any:
+        """Sum over ranks, then rank r keeps block r of R.
+
+        Args:
+            x: (R·m, ...) array; its elements split into R equal blocks.
+            out: optional result buffer of m·... elements.
+
+        Returns:
+            (m, ...) array on rank r = sum over ranks s of x_s[r·m:(r+1)·m] (flat when
+            x.shape[0] is not a multiple of R but its size is).
+        """
+        with self._args("reduce_scatter") as a:
+            _check_op(op)
+            src = a.input(x, "x", dtype, contiguous=True)
+            array, dst = a.output(out, "out", _block_shape(src, self._impl.world_size),
+                                  src.dtype, like=x)
+        self._impl.reduce_scatter(src, dst)
+        return array
+
+    def all_to_all(self, x: Any, out: Any = None, *,
+                   dtype: Optional[npt.DTypeLike] = None) -> Any:
+        """Block s (of R equal blocks of x) goes to rank s.
+
+        Returns:
+            array of x's shape: block s came from rank s (block r of rank s's x).
+        """
+        with self._args("all_to_all") as a:
+            src = a.input(x, "x", dtype, contiguous=True)
+            array, dst = a.output(out, "out", _storage_shape(x, src), src.dtype, like=x)
+        self._impl.all_to_all(src, dst)
+        return array
+
+    def broadcast(self, x: Any, root: int = 0, *, dtype: Optional[npt.DTypeLike] = None) -> Any:
+        """Overwrite ``x`` on every rank with rank ``root``'s ``x``, in place; returns ``x``.
+        ``x`` must be dense and writable on every rank."""
+        with self._args("broadcast") as a:
+            try:
+                from ._tensor import tensor_ref
+                buf = tensor_ref(x, dtype, output=True, fn="broadcast")
+            except InvalidArgument as e:
+                raise InvalidArgument(f"x: {e.message}") from None
+        self._impl.broadcast(buf, int(root))
+        return x
+
+    def destroy(self) -> None:
+        """Free the communicator now (idempotent). Later calls raise InvalidArgument."""
+        self._impl.destroy()
+
+    def __enter__(self) -> "Communicator":
+        return self
+
+    def __exit__(self, tp: Optional[type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        self.destroy()
+
+    def __repr__(self) -> str:
+        if not self._impl.alive:
+            return "<commfuse.Communicator destroyed>"
+        return (f"<commfuse.Communicator {self.name} rank {self.rank}/{self.world_size} "
+                f"{self.transport}>")
+
+
+def _check_op(op: str) -> None:
+    if op != "sum":
+        raise InvalidArgument(f"op is {op!r} but only 'sum' is supported")
+
+
+def _storage_shape(x: Any, ref: _commfuse.TensorRef) -> tuple[int, ...]:
+    """x's own shape (int4: the packed bytes' shape, not the element count)."""
+    return tuple(x.shape) if ref.dtype == "int4" else tuple(ref.shape)
+
+
+def _block_shape(src: _commfuse.TensorRef, r: int) -> tuple[int, ...]:
+    shape = tuple(src.shape)
+    if shape and shape[0] % r == 0 and src.dtype != "int4":
+        return (shape[0] // r,) + shape[1:]
+    n = src.numel // r if src.dtype != "int4" else src.numel // r // 2
+    return (n,)
+
+
+def init(rank: Optional[int] = None, world_size: Optional[int] = None,
+         init_method: str = "env://") -> Communicator:
+    """Join a group of ``world_size`` ranks as ``rank`` (collective: every rank calls it).
+
+    Args:
+        rank: this process's rank; None takes it from ``RANK`` (env://) or MPI (mpi).
+        world_size: number of ranks; None takes it from ``WORLD_SIZE`` or MPI.
+        init_method: how the ranks find each other:
+            ``"tcp://host:port"``: rank 0 listens there (rank and world_size required);
+            ``"env://"``: ``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE`` as torch
+            sets them (and :func:`commfuse.spawn` does); ``"mpi"``: under ``mpirun``.
+
+    Returns:
+        The Communicator. Ranks on one host talk through shared memory.
+
+    Raises:
+        InvalidArgument: a malformed init_method, a missing variable, rank not in
+            [0, world_size).
+        RuntimeFailure: a peer did not arrive within ``COMMFUSE_TIMEOUT_S`` or failed.
+    """
+    if not isinstance(init_method, str):
+        raise InvalidArgument(f"init: init_method must be a str, got {type(init_method).__name__}")
+    if init_method.startswith("tcp://") and (rank is None or world_size is None):
+        raise InvalidArgument(f"init: {init_method} needs rank and world_size")
+    r = -1 if rank is None else int(rank)
+    w = -1 if world_size is None else int(world_size)
+    return Communicator(_commfuse.Comm(r, w, init_method))

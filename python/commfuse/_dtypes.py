@@ -1,0 +1,77 @@
+"""The one table of commfuse dtypes and their numpy representation (SPEC §1).
+
+Every module that maps arrays to formats (convert, the operators, the collectives) reads
+this table; a new format is one row here (and its name in libcommfuse's dtype table).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import ml_dtypes
+import numpy as np
+import numpy.typing as npt
+
+from . import _commfuse
+from ._errors import InvalidArgument
+
+# commfuse canonical name -> numpy dtype of arrays holding that format.
+NUMPY_DTYPES = {
+    "float32": np.dtype(np.float32),
+    "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
+    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
+    "float8_e8m0": np.dtype(ml_dtypes.float8_e8m0fnu),
+    "hifloat8": np.dtype(np.uint8),  # raw codes
+    "int4": np.dtype(ml_dtypes.int4),  # unpacked, one value per byte
+    "int8": np.dtype(np.int8),
+    "int32": np.dtype(np.int32),
+    "int64": np.dtype(np.int64),
+}
+INT4 = NUMPY_DTYPES["int4"]
+
+
+def format_of(dt: np.dtype) -> Optional[str]:
+    """commfuse name of an array dtype that is itself a format (uint8 is not: raw codes)."""
+    for name, candidate in NUMPY_DTYPES.items():
+        if name != "hifloat8" and dt == candidate:
+            return name
+    return None
+
+
+def canonical(dtype: npt.DTypeLike, what: str, fn: str = "convert") -> str:
+    """commfuse name of a dtype given as a name string or a numpy / ml_dtypes dtype."""
+    if isinstance(dtype, str):
+        return _commfuse.dtype_name(dtype)  # C++ raises InvalidArgument naming it
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise InvalidArgument(f"{fn}: {what} {dtype!r} is not a dtype") from None
+    name = format_of(dt)
+    if name is None:
+        known = ", ".join(NUMPY_DTYPES)
+        raise InvalidArgument(
+            f"{fn}: {what} {dt} is not a commfuse format (known: {known}; "
+            "HiFloat8 is named by the string 'hifloat8')")
+    return name
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """numpy dtype of arrays holding the commfuse format ``name`` (canonical name)."""
+    return NUMPY_DTYPES[name]
+
+
+# torch dtype (as str(tensor.dtype)) -> commfuse name, for tensors that come through DLPack.
+TORCH_DTYPES = {
+    "torch.float32": "float32",
+    "torch.float16": "float16",
+    "torch.bfloat16": "bfloat16",
+    "torch.float8_e4m3fn": "float8_e4m3fn",
+    "torch.float8_e5m2": "float8_e5m2",
+    "torch.float8_e8m0fnu": "float8_e8m0",
+    "torch.int8": "int8",
+    "torch.int32": "int32",
+    "torch.int64": "int64",
+    "torch.uint8": None,  # raw codes: the caller names the format (dtype="hifloat8")
+}

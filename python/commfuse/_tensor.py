@@ -1,0 +1,170 @@
+"""Arrays in and out of libcommfuse, without copies where the layout allows.
+
+The one place that turns a caller's array into a ``_commfuse.TensorRef`` (the C++
+``TensorView`` over the array's own memory) and allocates results. Every operator and
+collective goes through :class:`Args`, so an argument problem found in Python fails the
+whole group at once (like one found in C++) instead of leaving the peers waiting.
+
+Accepted arrays:
+
+- numpy arrays of every format in ``_dtypes.NUMPY_DTYPES`` (ml_dtypes formats are passed
+  as same-width unsigned views of the same memory: numpy cannot export them itself);
+  raw codes (HiFloat8 in uint8, packed int4 in uint8) with ``dtype=``.
+- any CPU tensor with ``__dlpack__`` (torch, jax, ...); torch float8 tensors are passed as
+  uint8 views, since DLPack exporters may not support float8.
+- anything else ``numpy.asarray`` accepts (lists, scalars): converted, which copies.
+
+Inputs the C++ op needs dense (x1, bias, collective sources) are copied when a numpy
+array is not C-contiguous; x2 is passed with its strides (a transposed view is not copied).
+Outputs are never copied: an ``out=`` array must be dense and writable.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from . import _commfuse
+from ._dtypes import INT4, NUMPY_DTYPES, TORCH_DTYPES, canonical, format_of
+from ._errors import Error, InvalidArgument
+
+_UINT_OF_SIZE = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
+                 8: np.dtype(np.uint64)}
+# numpy dtypes that numpy itself exports (DLPack / buffer protocol); ml_dtypes' are not.
+_NUMPY_OWN = {np.dtype(t) for t in (np.float32, np.float16, np.int8, np.int32, np.int64,
+                                    np.uint8, np.uint16, np.uint32, np.uint64)}
+
+
+def is_torch(x: Any) -> bool:
+    return type(x).__module__.split(".", 1)[0] == "torch"
+
+
+def _numpy_ref(x: np.ndarray, name: Optional[str], contiguous: bool,
+               output: bool) -> _commfuse.TensorRef:
+    if x.dtype == INT4:
+        raise InvalidArgument("int4 tensors are packed two per byte: pass "
+                              "commfuse.pack_int4(x) with dtype='int4'")
+    if name is None:
+        name = format_of(x.dtype)
+        if name is None:
+            hint = ("raw codes need dtype= (e.g. dtype='hifloat8')" if x.dtype.kind == "u"
+                    else "supported: " + ", ".join(n for n in NUMPY_DTYPES if n != "hifloat8"))
+            raise InvalidArgument(f"array dtype {x.dtype} is not a commfuse format; {hint}")
+    if not x.dtype.isnative:
+        if output:
+            raise InvalidArgument(f"array has non-native byte order ({x.dtype})")
+        x = x.astype(x.dtype.newbyteorder("="))
+    if contiguous and not output and not x.flags.c_contiguous:
+        x = np.ascontiguousarray(x)
+    if x.dtype not in _NUMPY_OWN:  # ml_dtypes formats: the same memory as unsigned codes
+        x = x.view(_UINT_OF_SIZE[x.dtype.itemsize])
+    return _commfuse.TensorRef(x, name, read_only=not x.flags.writeable)
+
+
+def _torch_ref(x: Any, name: Optional[str], contiguous: bool,
+               output: bool) -> _commfuse.TensorRef:
+    import torch  # only reached with a torch tensor in hand
+
+    own = TORCH_DTYPES.get(str(x.dtype))
+    if name is None:
+        name = own
+    if contiguous and not output and not x.is_contiguous():
+        x = x.contiguous()
+    if x.dtype.itemsize == 1 and x.dtype not in (torch.int8, torch.uint8):
+        x = x.view(torch.uint8)  # float8: DLPack exporters may not support it
+    return _commfuse.TensorRef(x.detach(), name)
+
+
+def tensor_ref(x: Any, dtype: Optional[npt.DTypeLike] = None, *, contiguous: bool = False,
+               output: bool = False, fn: str = "commfuse") -> _commfuse.TensorRef:
+    """The TensorRef for one argument (see the module docstring). ``dtype`` names the format
+    of raw codes; ``contiguous`` copies a non-dense numpy input; ``output`` forbids copies."""
+    name = None if dtype is None else canonical(dtype, "dtype", fn)
+    if isinstance(x, np.ndarray):
+        return _numpy_ref(x, name, contiguous, output)
+    if is_torch(x):
+        return _torch_ref(x, name, contiguous, output)
+    if hasattr(x, "__dlpack__"):
+        return _commfuse.TensorRef(x, name)
+    if output:
+        raise InvalidArgument(f"an output must be an array, got {type(x).__name__}")
+    return _numpy_ref(np.asarray(x), name, contiguous, output)
+
+
+def empty(shape: Sequence[int], name: str, like: Any = None) -> Any:
+    """A new array for a result: a torch tensor when ``like`` is one, else numpy."""
+    shape = tuple(max(int(d), 0) for d in shape)
+    if like is not None and is_torch(like):
+        import torch
+
+        own = TORCH_DTYPES.get(str(like.dtype))
+        if own == name:
+            return torch.empty(shape, dtype=like.dtype)
+    # int4 results are packed bytes, two elements per byte (as libcommfuse writes them).
+    return np.empty(shape, dtype=np.uint8 if name == "int4" else NUMPY_DTYPES[name])
+
+
+def dim(ref: _commfuse.TensorRef, i: int) -> int:
+    """ref.shape[i], or 0 when ref has no dim i (the op rejects the shape; allocation must not
+    fail before it does)."""
+    shape = ref.shape
+    return int(shape[i]) if -len(shape) <= i < len(shape) else 0
+
+
+def group_name(hcom: Any) -> str:
+    """The group string of an operator's ``hcom`` / ``group`` argument: a name, or an object
+    with ``.name`` (a Communicator)."""
+    if isinstance(hcom, str):
+        return hcom
+    name = getattr(hcom, "name", None)
+    if isinstance(name, str):
+        return name
+    raise InvalidArgument(f"hcom must be a communicator name (str) or a Communicator, got "
+                          f"{type(hcom).__name__}")
+
+
+class Args:
+    """Prepares one call's arguments; an Error raised inside the ``with`` block gets the
+    ``fn(rank r): `` prefix and aborts the group (when it exists), so peers already waiting
+    in the op fail at once naming this rank, as they do for errors found in C++."""
+
+    def __init__(self, fn: str, group: str) -> None:
+        self.fn = fn
+        self.group = group
+        self.rank, self.world_size = _commfuse.group_info(group)
+
+    def __enter__(self) -> "Args":
+        return self
+
+    def __exit__(self, tp: Optional[type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> bool:
+        if isinstance(exc, Error):
+            message = f"{self.fn}(rank {self.rank}): {exc.message}"
+            _commfuse.abort_group(self.group, message)
+            raise type(exc)(message, exc.code) from None
+        return False
+
+    def input(self, x: Any, what: str, dtype: Optional[npt.DTypeLike] = None, *,
+              contiguous: bool = False) -> _commfuse.TensorRef:
+        try:
+            return tensor_ref(x, dtype, contiguous=contiguous, fn=self.fn)
+        except Error as e:
+            raise type(e)(f"{what}: {e.message}", e.code) from None
+
+    def output(self, out: Any, what: str, shape: Sequence[int], name: str,
+               like: Any = None) -> tuple[Any, _commfuse.TensorRef]:
+        """(array, ref) for a result: ``out`` when given (never copied), else a new array."""
+        array = empty(shape, name, like) if out is None else out
+        raw = isinstance(array, np.ndarray) and array.dtype.kind == "u" and name not in (
+            "int8", "int32", "int64")
+        try:
+            ref = tensor_ref(array, name if raw else None, output=True, fn=self.fn)
+        except Error as e:
+            raise type(e)(f"{what}: {e.message}", e.code) from None
+        return array, ref
+
+    def optional(self, x: Any, what: str, **kw: Any) -> Optional[_commfuse.TensorRef]:
+        return None if x is None else self.input(x, what, **kw)

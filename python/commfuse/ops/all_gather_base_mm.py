@@ -1,0 +1,53 @@
+"""AllGatherMatmul (SPEC §2): torch_npu's ``npu_all_gather_base_mm``."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from .. import _commfuse
+from .._tensor import Args, dim, group_name
+
+
+def all_gather_base_mm(input: Any, x2: Any, hcom: Any, world_size: int, *, bias: Any = None,
+                       gather_index: int = 0, gather_output: bool = True, comm_turn: int = 0,
+                       out: Any = None, gather_out: Any = None) -> tuple[Any, Any]:
+    """All-gather the row blocks of ``input`` over the group, then multiply by ``x2``.
+
+    ``gather_out = concat_s(input_s)`` (rank order) and ``output = gather_out @ x2 + bias``,
+    accumulated in float32 and rounded once to input's dtype.
+
+    Args:
+        input: this rank's x1 block, (m, k), float16, bfloat16 or float32. Not copied when
+            row-major contiguous (otherwise a numpy array is copied first).
+        x2: this rank's weight, (k, n), input's dtype; a transposed view of an (n, k) array
+            (``w.T``) is used in place.
+        hcom: the communicator's name (``comm.name``) or the Communicator.
+        world_size: the group's size R (must match it).
+        bias: optional (n,), input's dtype or float32; added once per output row.
+        gather_index: 0 (gather input); 1 is not supported.
+        gather_output: False returns an empty (0,) array as gather_out.
+        comm_turn: 0 = automatic chunking, 1..64 = chunks per rank block.
+        out: optional (m·R, n) buffer for output, written in place and returned.
+        gather_out: optional (m·R, k) buffer for gather_out, written in place and returned.
+
+    Returns:
+        ``(output, gather_out)``: new numpy arrays (torch tensors when input is one) unless
+        given as ``out`` / ``gather_out``.
+
+    Raises:
+        InvalidArgument: wrong dtype, shape, world_size, gather_index, comm_turn or group
+            (on this rank; its peers fail with RuntimeFailure naming this rank).
+        RuntimeFailure: a peer failed or timed out.
+    """
+    group = group_name(hcom)
+    with Args("all_gather_base_mm", group) as a:
+        x1r = a.input(input, "input", contiguous=True)
+        x2r = a.input(x2, "x2")
+        biasr = a.optional(bias, "bias", contiguous=True)
+        rows = dim(x1r, 0) * (a.world_size if a.world_size > 0 else max(int(world_size), 1))
+        output, outr = a.output(out, "out", (rows, dim(x2r, 1)), x1r.dtype, like=input)
+        shape = (rows, dim(x1r, 1)) if gather_output else (0,)
+        gathered, gatherr = a.output(gather_out, "gather_out", shape, x1r.dtype, like=input)
+    _commfuse.all_gather_matmul(x1r, x2r, group, int(world_size), outr, gatherr, biasr,
+                                int(gather_index), bool(gather_output), int(comm_turn))
+    return output, gathered

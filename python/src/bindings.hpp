@@ -1,0 +1,18 @@
+// The pieces of the `_commfuse` extension, one bind_* function per file. module.cpp calls
+// them in order; adding an operator is one new op_<name>.cpp plus one line here and one
+// in module.cpp.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+namespace commfuse::python {
+
+void bind_errors(nanobind::module_& m);      // errors.cpp: exception translation
+void bind_formats(nanobind::module_& m);     // formats.cpp: dtype names, convert, int4 packing
+void bind_tensor_ref(nanobind::module_& m);  // tensor_ref.cpp: arrays -> TensorView
+void bind_comm(nanobind::module_& m);        // comm.cpp: communicators and collectives
+void bind_all_gather_matmul(nanobind::module_& m);      // op_all_gather_matmul.cpp
+void bind_matmul_reduce_scatter(nanobind::module_& m);  // op_matmul_reduce_scatter.cpp
+void bind_matmul_all_reduce(nanobind::module_& m);      // op_matmul_all_reduce.cpp
+
+}  // namespace commfuse::python

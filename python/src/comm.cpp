@@ -1,0 +1,172 @@
+// Communicators and collectives: `_commfuse.Comm` owns a commfuse::Comm. destroy() frees it
+// early (later calls raise InvalidArgument); otherwise it lives as long as the Python object.
+//
+// Buffer sizes are checked here, against the arrays' real sizes, before any communication;
+// a mismatch rejects through the communicator (aborting it) like every argument error.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/unique_ptr.h>
+
+#include <commfuse/commfuse.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "bindings.hpp"
+#include "comm/comm_impl.hpp"
+#include "core/error.hpp"
+#include "tensor_ref.hpp"
+
+namespace nb = nanobind;
+
+namespace commfuse::python {
+namespace {
+
+class PyComm {
+ public:
+  PyComm(int rank, int world_size, const std::string& init_method) {
+    nb::gil_scoped_release release;  // waits for the peers
+    comm_ = std::make_unique<Comm>(rank, world_size, init_method);
+  }
+
+  Comm& get(const char* what) const {
+    CF_CHECK_ARG(comm_ != nullptr, what, ": the communicator was destroyed");
+    return *comm_;
+  }
+  bool alive() const { return comm_ != nullptr; }
+  void destroy() {
+    nb::gil_scoped_release release;
+    comm_.reset();
+  }
+
+ private:
+  std::unique_ptr<Comm> comm_;
+};
+
+// "all_gather(rank 1): " + message, rejected through the communicator (aborting it).
+template <typename... Args>
+[[noreturn]] void reject(Comm& c, const char* op, Args&&... args) {
+  c.impl().reject(Status::kParamInvalid,
+                  detail::cat(op, "(rank ", c.rank(), "): ", std::forward<Args>(args)...));
+}
+
+bool overlap(const TensorRef& a, const TensorRef& b) {
+  const auto* pa = static_cast<const char*>(a.view.data);
+  const auto* pb = static_cast<const char*>(b.view.data);
+  return pa < pb + b.storage_bytes() && pb < pa + a.storage_bytes();
+}
+
+// The rules every collective shares: dense buffers, one dtype, dst writable, src and dst
+// disjoint (all_reduce: equal is allowed too), and the element counts the collective needs.
+void check_pair(Comm& c, const char* op, const TensorRef& src, const TensorRef& dst,
+                int64_t src_count, int64_t dst_count, bool same_allowed) {
+  if (!src.contiguous()) reject(c, op, "src must be row-major contiguous");
+  if (!dst.contiguous()) reject(c, op, "dst must be row-major contiguous");
+  if (dst.read_only) reject(c, op, "dst is read-only");
+  if (src.view.dtype != dst.view.dtype)
+    reject(c, op, "dst dtype is ", dtype_name(dst.view.dtype), " but src dtype is ",
+           dtype_name(src.view.dtype));
+  if (src.view.numel() != src_count || dst.view.numel() != dst_count)
+    reject(c, op, "src has ", src.view.numel(), " and dst ", dst.view.numel(),
+           " elements but need ", src_count, " and ", dst_count);
+  const bool same = src.view.data == dst.view.data;
+  if (overlap(src, dst) && !(same && same_allowed))
+    reject(c, op, "src and dst overlap", same_allowed ? " (only src == dst is allowed)" : "");
+}
+
+// src's element count must split into world_size blocks.
+int64_t block_count(Comm& c, const char* op, const TensorRef& src) {
+  const int64_t n = src.view.numel();
+  if (n % c.world_size() != 0)
+    reject(c, op, "src has ", n, " elements, not a multiple of the world size ", c.world_size());
+  return n / c.world_size();
+}
+
+}  // namespace
+
+void bind_comm(nb::module_& m) {
+  nb::class_<PyComm>(m, "Comm", "A live commfuse::Comm (use commfuse.init instead).")
+      .def(nb::init<int, int, const std::string&>(), nb::arg("rank"), nb::arg("world_size"),
+           nb::arg("init_method"),
+           "Create the communicator (collective: every rank calls it). rank/world_size -1: "
+           "from the environment (env://) or MPI (mpi).")
+      .def_prop_ro(
+          "rank", [](const PyComm& p) { return p.get("rank").rank(); }, "This rank.")
+      .def_prop_ro(
+          "world_size", [](const PyComm& p) { return p.get("world_size").world_size(); },
+          "Number of ranks.")
+      .def_prop_ro(
+          "name", [](const PyComm& p) { return p.get("name").name(); },
+          "The group / hcom string operators take.")
+      .def_prop_ro(
+          "transport",
+          [](const PyComm& p) { return std::string(p.get("transport").transport_name()); },
+          "'shm' or 'mpi'.")
+      .def_prop_ro("alive", &PyComm::alive, "False once destroyed.")
+      .def("destroy", &PyComm::destroy, "Free the communicator now (idempotent).")
+      .def(
+          "barrier",
+          [](PyComm& p) {
+            Comm& c = p.get("barrier");
+            nb::gil_scoped_release release;
+            c.barrier();
+          },
+          "Wait until every rank has called barrier().")
+      .def(
+          "broadcast",
+          [](PyComm& p, const TensorRef& buf, int root) {
+            Comm& c = p.get("broadcast");
+            if (!buf.contiguous()) reject(c, "broadcast", "buf must be row-major contiguous");
+            if (buf.read_only) reject(c, "broadcast", "buf is read-only");
+            const auto count = static_cast<size_t>(buf.view.numel());
+            nb::gil_scoped_release release;
+            c.broadcast(buf.view.data, count, buf.view.dtype, root);
+          },
+          nb::arg("buf"), nb::arg("root"), "buf (every rank) = buf of rank root, in place.")
+      .def(
+          "all_gather",
+          [](PyComm& p, const TensorRef& src, const TensorRef& dst) {
+            Comm& c = p.get("all_gather");
+            const int64_t n = src.view.numel();
+            check_pair(c, "all_gather", src, dst, n, n * c.world_size(), false);
+            nb::gil_scoped_release release;
+            c.all_gather(src.view.data, dst.view.data, static_cast<size_t>(n), src.view.dtype);
+          },
+          nb::arg("src"), nb::arg("dst"), "dst (R·n elements) = rank-order concat of every src.")
+      .def(
+          "all_reduce",
+          [](PyComm& p, const TensorRef& src, const TensorRef& dst) {
+            Comm& c = p.get("all_reduce");
+            const int64_t n = src.view.numel();
+            check_pair(c, "all_reduce", src, dst, n, n, true);
+            nb::gil_scoped_release release;
+            c.all_reduce(src.view.data, dst.view.data, static_cast<size_t>(n), src.view.dtype);
+          },
+          nb::arg("src"), nb::arg("dst"), "dst = rank-order sum of every src (src may be dst).")
+      .def(
+          "reduce_scatter",
+          [](PyComm& p, const TensorRef& src, const TensorRef& dst) {
+            Comm& c = p.get("reduce_scatter");
+            const int64_t n = block_count(c, "reduce_scatter", src);
+            check_pair(c, "reduce_scatter", src, dst, n * c.world_size(), n, false);
+            nb::gil_scoped_release release;
+            c.reduce_scatter(src.view.data, dst.view.data, static_cast<size_t>(n), src.view.dtype);
+          },
+          nb::arg("src"), nb::arg("dst"),
+          "dst (n elements) on rank r = rank-order sum of block r (of R) of every src.")
+      .def(
+          "all_to_all",
+          [](PyComm& p, const TensorRef& src, const TensorRef& dst) {
+            Comm& c = p.get("all_to_all");
+            const int64_t n = block_count(c, "all_to_all", src);
+            check_pair(c, "all_to_all", src, dst, n * c.world_size(), n * c.world_size(), false);
+            nb::gil_scoped_release release;
+            c.all_to_all(src.view.data, dst.view.data, static_cast<size_t>(n), src.view.dtype);
+          },
+          nb::arg("src"), nb::arg("dst"),
+          "Block s of src goes to rank s; block s of dst came from rank s.");
+}
+
+}  // namespace commfuse::python

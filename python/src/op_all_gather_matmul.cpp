@@ -1,0 +1,43 @@
+// all_gather_base_mm (SPEC §2): commfuse::all_gather_matmul on TensorRefs. Every argument
+// rule is the C++ op's (it rejects through the group); only the output's writability and
+// density, which a TensorView cannot express, are checked here.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include <commfuse/commfuse.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "bindings.hpp"
+#include "tensor_ref.hpp"
+
+namespace nb = nanobind;
+
+namespace commfuse::python {
+
+void bind_all_gather_matmul(nb::module_& m) {
+  m.def(
+      "all_gather_matmul",
+      [](const TensorRef& x1, const TensorRef& x2, const std::string& group, int world_size,
+         const TensorRef& output, const TensorRef* gather_out, const TensorRef* bias,
+         int64_t gather_index, bool gather_output, int64_t comm_turn) {
+        constexpr const char* kOp = "all_gather_matmul";
+        check_output(kOp, group, "output", output);
+        if (gather_out != nullptr) check_output(kOp, group, "gather_out", *gather_out);
+        AllGatherMatmulOptions options;
+        if (bias != nullptr) options.bias = bias->view;
+        options.gather_index = gather_index;
+        options.gather_output = gather_output;
+        options.comm_turn = comm_turn;
+        nb::gil_scoped_release release;
+        all_gather_matmul(x1.view, x2.view, group, world_size, output.view,
+                          view_or_absent(gather_out), options);
+      },
+      nb::arg("x1"), nb::arg("x2"), nb::arg("group"), nb::arg("world_size"), nb::arg("output"),
+      nb::arg("gather_out").none(), nb::arg("bias").none(), nb::arg("gather_index"),
+      nb::arg("gather_output"), nb::arg("comm_turn"),
+      "output (m·R, n) = gather_out @ x2 + bias; gather_out (m·R, k) = rank-order concat of x1.");
+}
+
+}  // namespace commfuse::python

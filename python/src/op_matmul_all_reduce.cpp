@@ -1,0 +1,36 @@
+// mm_all_reduce_base (SPEC §2): commfuse::matmul_all_reduce on TensorRefs.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include <commfuse/commfuse.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "bindings.hpp"
+#include "tensor_ref.hpp"
+
+namespace nb = nanobind;
+
+namespace commfuse::python {
+
+void bind_matmul_all_reduce(nb::module_& m) {
+  m.def(
+      "matmul_all_reduce",
+      [](const TensorRef& x1, const TensorRef& x2, const std::string& group,
+         const TensorRef& output, const std::string& reduce_op, const TensorRef* bias,
+         int64_t comm_turn) {
+        check_output("matmul_all_reduce", group, "output", output);
+        MatmulReduceOptions options;
+        options.reduce_op = reduce_op;
+        if (bias != nullptr) options.bias = bias->view;
+        options.comm_turn = comm_turn;
+        nb::gil_scoped_release release;
+        matmul_all_reduce(x1.view, x2.view, group, output.view, options);
+      },
+      nb::arg("x1"), nb::arg("x2"), nb::arg("group"), nb::arg("output"), nb::arg("reduce_op"),
+      nb::arg("bias").none(), nb::arg("comm_turn"),
+      "output (x1's leading dims, n) = Σ_s x1_s @ x2_s + bias, identical on every rank.");
+}
+
+}  // namespace commfuse::python

@@ -1,0 +1,36 @@
+// mm_reduce_scatter_base (SPEC §2): commfuse::matmul_reduce_scatter on TensorRefs.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include <commfuse/commfuse.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "bindings.hpp"
+#include "tensor_ref.hpp"
+
+namespace nb = nanobind;
+
+namespace commfuse::python {
+
+void bind_matmul_reduce_scatter(nb::module_& m) {
+  m.def(
+      "matmul_reduce_scatter",
+      [](const TensorRef& x1, const TensorRef& x2, const std::string& group, int world_size,
+         const TensorRef& output, const std::string& reduce_op, const TensorRef* bias,
+         int64_t comm_turn) {
+        check_output("matmul_reduce_scatter", group, "output", output);
+        MatmulReduceOptions options;
+        options.reduce_op = reduce_op;
+        if (bias != nullptr) options.bias = bias->view;
+        options.comm_turn = comm_turn;
+        nb::gil_scoped_release release;
+        matmul_reduce_scatter(x1.view, x2.view, group, world_size, output.view, options);
+      },
+      nb::arg("x1"), nb::arg("x2"), nb::arg("group"), nb::arg("world_size"), nb::arg("output"),
+      nb::arg("reduce_op"), nb::arg("bias").none(), nb::arg("comm_turn"),
+      "output (m/R, n) on rank r = rows [r·m/R, (r+1)·m/R) of Σ_s x1_s @ x2_s, plus bias.");
+}
+
+}  // namespace commfuse::python

@@ -1,0 +1,137 @@
+"""Errors through Python: the class follows the SPEC §0 status, .code carries it, the
+message names the op, the rank and the argument; an argument error on one rank fails its
+peers at once (RuntimeFailure naming that rank) instead of leaving them waiting."""
+
+import pickle
+import re
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import commfuse
+from ranks import run
+
+F32 = np.float32
+
+
+def test_error_classes():
+    for cls, code, base in [(commfuse.NullPointerError, 161001, None),
+                            (commfuse.InvalidArgument, 161002, ValueError),
+                            (commfuse.RuntimeFailure, 361001, RuntimeError),
+                            (commfuse.InternalError, 561000, None)]:
+        assert issubclass(cls, commfuse.Error) and issubclass(cls, Exception)
+        if base is not None:
+            assert issubclass(cls, base)
+        e = cls("boom")
+        assert e.code == code and e.message == "boom" and str(e) == "boom"
+        back = pickle.loads(pickle.dumps(e))
+        assert type(back) is cls and back.code == code and back.message == "boom"
+    e = commfuse.Error("custom", 161002)
+    assert e.code == 161002 and e.status == "PARAM_INVALID"
+    e = commfuse.Error(361001, "code first")  # issue 7's Error(code, message)
+    assert e.code == 361001 and e.message == "code first" and str(e) == "code first"
+    assert commfuse.InvalidArgument(161002, "x").message == "x"
+    assert commfuse.InvalidArgument.__module__ == "commfuse"
+
+
+def test_errors_without_a_group():
+    # No communicator needed: the group lookup fails first, on this rank only.
+    x, w = np.ones((2, 4), F32), np.ones((4, 3), F32)
+    with pytest.raises(commfuse.InvalidArgument, match="unknown group 'nope'") as info:
+        commfuse.all_gather_base_mm(x, w, "nope", 1)
+    assert info.value.code == 161002
+    with pytest.raises(commfuse.InvalidArgument, match="hcom must be"):
+        commfuse.mm_all_reduce_base(x, w, 17)
+    with pytest.raises(commfuse.InvalidArgument, match="not supported"):
+        commfuse.init(0, 1, init_method="udp://x:1")
+    with pytest.raises(commfuse.InvalidArgument, match="needs rank and world_size"):
+        commfuse.init(init_method="tcp://127.0.0.1:1")
+    with pytest.raises(commfuse.InvalidArgument, match="rank is 3 but world_size is 2"):
+        commfuse.init(3, 2, init_method="tcp://127.0.0.1:1")
+
+
+def _outcome(fn):
+    """(class name, code, message) of what fn raised, or None."""
+    try:
+        fn()
+    except commfuse.Error as e:
+        return type(e).__name__, e.code, e.message
+    return None
+
+
+def _rejection_body(rank, case):
+    """Rank 1 passes a bad argument, rank 0 a good one; both report what they got."""
+    with commfuse.init() as comm:
+        R = comm.world_size
+        bad = rank == 1
+        x = np.ones((2, 8), F32)
+        w = np.ones((8, 4), F32)
+        if case == "k_mismatch":
+            op = lambda: commfuse.all_gather_base_mm(x, np.ones((6 if bad else 8, 4), F32),
+                                                     comm.name, R)
+        elif case == "dtype_mismatch":
+            op = lambda: commfuse.mm_all_reduce_base(x, w.astype(np.float16) if bad else w,
+                                                     comm.name)
+        elif case == "world_size":
+            op = lambda: commfuse.all_gather_base_mm(x, w, comm.name, 3 if bad else R)
+        elif case == "gather_index":
+            op = lambda: commfuse.all_gather_base_mm(x, w, comm.name, R, gather_index=int(bad))
+        elif case == "comm_turn":
+            op = lambda: commfuse.mm_reduce_scatter_base(x, w, comm.name, R,
+                                                         comm_turn=65 if bad else 0)
+        elif case == "reduce_op":
+            op = lambda: commfuse.mm_reduce_scatter_base(x, w, comm.name, R,
+                                                         reduce_op="max" if bad else "sum")
+        elif case == "m_not_multiple":
+            op = lambda: commfuse.mm_reduce_scatter_base(np.ones((3 if bad else 2, 8), F32), w,
+                                                         comm.name, R)
+        elif case == "out_shape":
+            op = lambda: commfuse.mm_all_reduce_base(x, w, comm.name,
+                                                     out=np.empty((2, 5 if bad else 4), F32))
+        elif case == "out_read_only":
+            out = np.empty((2, 4), F32)
+            out.flags.writeable = not bad
+            op = lambda: commfuse.mm_all_reduce_base(x, w, comm.name, out=out)
+        elif case == "python_side_dtype":  # found in Python, before the C++ op
+            op = lambda: commfuse.all_gather_base_mm(
+                x.astype(np.uint8) if bad else x, w, comm.name, R)
+        elif case == "collective_count":
+            op = lambda: comm.all_reduce(x, out=np.empty(5 if bad else 16, F32))
+        elif case == "collective_dtype":
+            op = lambda: comm.all_reduce(x.astype(ml_dtypes.float8_e4m3fn) if bad else x)
+        elif case == "collective_op":
+            op = lambda: comm.all_reduce(x, op="max" if bad else "sum")
+        elif case == "collective_split":
+            op = lambda: comm.reduce_scatter(np.ones(3 if bad else 4, F32))
+        return _outcome(op)
+
+
+REJECTIONS = {
+    "k_mismatch": r"all_gather_matmul\(rank 1\): x2 dim 0 is 6 but x1 dim 1 is 8",
+    "dtype_mismatch": r"matmul_all_reduce\(rank 1\): x2 dtype is float16",
+    "world_size": r"all_gather_matmul\(rank 1\): world_size is 3 but group has 2 ranks",
+    "gather_index": r"gather_index=1 is not supported",
+    "comm_turn": r"comm_turn is 65 but must be 0 \(automatic\) or 1\.\.64",
+    "reduce_op": r"reduce_op is 'max' but only \"sum\" is supported",
+    "m_not_multiple": r"x1 dim 0 \(m\) is 3 but must be a multiple of the world size 2",
+    "out_shape": r"matmul_all_reduce\(rank 1\): output",
+    "out_read_only": r"matmul_all_reduce\(rank 1\): output is read-only",
+    "python_side_dtype": r"all_gather_base_mm\(rank 1\): input: array dtype uint8 is not a "
+                         r"commfuse format; raw codes need dtype=",
+    "collective_count": r"all_reduce\(rank 1\): src has 16 and dst 5 elements",
+    "collective_dtype": r"all_reduce\(rank 1\): dtype float8_e4m3fn cannot be summed",
+    "collective_op": r"all_reduce\(rank 1\): op is 'max' but only 'sum' is supported",
+    "collective_split": r"reduce_scatter\(rank 1\): src has 3 elements, not a multiple",
+}
+
+
+@pytest.mark.parametrize("case", list(REJECTIONS))
+def test_rejection_fails_the_group(case):
+    outcomes = run(_rejection_body, 2, case)
+    bad, good = outcomes[1], outcomes[0]
+    assert bad is not None and bad[:2] == ("InvalidArgument", 161002), bad
+    assert re.search(REJECTIONS[case], bad[2]), bad[2]
+    # The peer did not wait for the deadline: it failed naming rank 1's reason.
+    assert good is not None and good[:2] == ("RuntimeFailure", 361001), good
+    assert "rank 1 failed" in good[2] and re.search(REJECTIONS[case], good[2]), good[2]

@@ -1,0 +1,145 @@
+"""The three matmul operators through Python at world sizes 1, 2, 4, every dtype path
+(float32, float16, bfloat16; bias of x1's dtype or float32; x2 row-major or a transposed
+view; new outputs or out= buffers), against numpy."""
+
+import numpy as np
+import pytest
+
+import commfuse
+from ranks import FLOAT_DTYPES, WORLD_SIZES, run, small_ints
+
+# (dtype, bias: None | "same" | "float32", x2 transposed view, out= buffers)
+CASES = [(d, b, t, o) for d in FLOAT_DTYPES for b, t, o in
+         [(None, False, False), ("same", True, False), ("float32", False, True),
+          ("float32", True, True)]]
+
+
+def _x2(w, dt, transposed):
+    """w (k, n) as dt: row-major, or the transposed view of an (n, k) array."""
+    return np.ascontiguousarray(w.T).astype(dt).T if transposed else w.astype(dt)
+
+
+def _bias(kind, n, dt, seed):
+    if kind is None:
+        return None, 0.0
+    b = small_ints(seed, (n,)) * 2
+    return b.astype(np.float32 if kind == "float32" else dt), b
+
+
+def _all_gather_body(rank):
+    with commfuse.init() as comm:
+        R = comm.world_size
+        m, k, n = 3, 16, 5
+        checked = 0
+        for i, (name, bias_kind, transposed, use_out) in enumerate(CASES):
+            dt = FLOAT_DTYPES[name]
+            blocks = [small_ints(100 * i + s, (m, k)) for s in range(R)]
+            w = small_ints(1000 * i + rank, (k, n))  # weights differ per rank
+            bias, bias64 = _bias(bias_kind, n, dt, 7 * i + rank)
+            out = np.empty((m * R, n), dt) if use_out else None
+            gout = np.empty((m * R, k), dt) if use_out else None
+            output, gather_out = commfuse.all_gather_base_mm(
+                blocks[rank].astype(dt), _x2(w, dt, transposed), comm.name, R, bias=bias,
+                out=out, gather_out=gout)
+            want_gather = np.concatenate(blocks)
+            assert output.dtype == dt and gather_out.dtype == dt, name
+            assert output.shape == (m * R, n) and gather_out.shape == (m * R, k)
+            np.testing.assert_array_equal(gather_out.astype(np.float64), want_gather)
+            np.testing.assert_array_equal(output.astype(np.float64),
+                                          want_gather @ w + bias64, err_msg=str(CASES[i]))
+            if use_out:
+                assert output is out and gather_out is gout
+            checked += 1
+        # gather_output=False: gather_out is the empty (0,) array; comm_turn accepted.
+        x = small_ints(5, (2, 4)).astype(np.float32)
+        w = small_ints(6, (4, 3)).astype(np.float32)
+        output, gather_out = commfuse.all_gather_base_mm(x, w, comm, R, gather_output=False,
+                                                         comm_turn=2)
+        assert gather_out.shape == (0,)
+        np.testing.assert_array_equal(output, np.concatenate([x] * R) @ w)
+        # m = 0: empty outputs, the op still synchronizes.
+        output, gather_out = commfuse.all_gather_base_mm(np.zeros((0, 4), np.float32), w,
+                                                         comm.name, R)
+        assert output.shape == (0, 3) and gather_out.shape == (0, 4)
+        # Random floats (not exact): float32 result close to float64.
+        rng = np.random.default_rng(42)
+        xs = [rng.standard_normal((4, 33)).astype(np.float32) for _ in range(R)]
+        w = np.random.default_rng(43 + rank).standard_normal((33, 7)).astype(np.float32)
+        output, _ = commfuse.all_gather_base_mm(xs[rank], w, comm.name, R)
+        want = np.concatenate(xs).astype(np.float64) @ w.astype(np.float64)
+        np.testing.assert_allclose(output, want, rtol=1e-5, atol=1e-5)
+        return checked
+
+
+@pytest.mark.parametrize("world_size", WORLD_SIZES)
+def test_all_gather_base_mm(world_size):
+    assert run(_all_gather_body, world_size) == [len(CASES)] * world_size
+
+
+def _reduce_scatter_body(rank):
+    with commfuse.init() as comm:
+        R = comm.world_size
+        rows, k, n = 2, 24, 6
+        m = rows * R
+        for i, (name, bias_kind, transposed, use_out) in enumerate(CASES):
+            dt = FLOAT_DTYPES[name]
+            x1s = [small_ints(100 * i + s, (m, k)) for s in range(R)]
+            ws = [small_ints(1000 * i + s, (k, n)) for s in range(R)]
+            bias, bias64 = _bias(bias_kind, n, dt, i)  # the same bias on every rank
+            out = np.empty((rows, n), dt) if use_out else None
+            output = commfuse.mm_reduce_scatter_base(x1s[rank].astype(dt),
+                                                     _x2(ws[rank], dt, transposed), comm.name,
+                                                     R, bias=bias, out=out)
+            total = sum(a @ b for a, b in zip(x1s, ws)) + bias64  # bias once, not R times
+            assert output.dtype == dt and output.shape == (rows, n)
+            np.testing.assert_array_equal(output.astype(np.float64),
+                                          total[rank * rows:(rank + 1) * rows],
+                                          err_msg=str(CASES[i]))
+            if use_out:
+                assert output is out
+        return output.tobytes()
+
+
+@pytest.mark.parametrize("world_size", WORLD_SIZES)
+def test_mm_reduce_scatter_base(world_size):
+    run(_reduce_scatter_body, world_size)
+
+
+def _all_reduce_body(rank):
+    with commfuse.init() as comm:
+        R = comm.world_size
+        results = []
+        for i, (name, bias_kind, transposed, use_out) in enumerate(CASES):
+            dt = FLOAT_DTYPES[name]
+            shape = (2, 3, 16) if i % 2 else (5, 16)  # (b, s, k) and (m, k)
+            x1s = [small_ints(100 * i + s, shape) for s in range(R)]
+            ws = [small_ints(1000 * i + s, (16, 4)) for s in range(R)]
+            bias, bias64 = _bias(bias_kind, 4, dt, i)
+            out = np.empty(shape[:-1] + (4,), dt) if use_out else None
+            output = commfuse.mm_all_reduce_base(x1s[rank].astype(dt),
+                                                 _x2(ws[rank], dt, transposed), comm.name,
+                                                 bias=bias, out=out)
+            want = sum(a @ b for a, b in zip(x1s, ws)) + bias64
+            assert output.dtype == dt and output.shape == shape[:-1] + (4,)
+            np.testing.assert_array_equal(output.astype(np.float64), want,
+                                          err_msg=str(CASES[i]))
+            if use_out:
+                assert output is out
+            results.append(output.tobytes())
+        # Random floats: rank-order fp32 sum, so every rank gets the same bits.
+        x = np.random.default_rng(rank).standard_normal((7, 40)).astype(np.float32)
+        w = np.random.default_rng(100 + rank).standard_normal((40, 9)).astype(np.float32)
+        output = commfuse.mm_all_reduce_base(x, w, comm.name)
+        xs = [np.random.default_rng(s).standard_normal((7, 40)) for s in range(R)]
+        ws = [np.random.default_rng(100 + s).standard_normal((40, 9)) for s in range(R)]
+        want = sum(a.astype(np.float32).astype(np.float64) @ b.astype(np.float32) for a, b in
+                   zip(xs, ws))
+        np.testing.assert_allclose(output, want, rtol=1e-4, atol=1e-4)
+        results.append(output.tobytes())
+        return results
+
+
+@pytest.mark.parametrize("world_size", WORLD_SIZES)
+def test_mm_all_reduce_base(world_size):
+    results = run(_all_reduce_body, world_size)
+    assert all(r == results[0] for r in results), "ranks got different bits"

@@ -1,0 +1,111 @@
+"""commfuse.spawn: return values, environment, and failures surfacing in the parent with
+the failing rank and its traceback."""
+
+import os
+
+import pytest
+
+import commfuse
+from ranks import run
+
+
+def _env_body(rank, tag):
+    keys = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"]
+    return tag, rank, {k: os.environ.get(k) for k in keys}
+
+
+def test_results_in_rank_order_and_environment():
+    results = run(_env_body, 3, "t")
+    assert [r[:2] for r in results] == [("t", 0), ("t", 1), ("t", 2)]
+    ports = {r[2]["MASTER_PORT"] for r in results}
+    assert len(ports) == 1 and 0 < int(ports.pop()) < 65536
+    for rank, (_, _, env) in enumerate(results):
+        assert env["RANK"] == env["LOCAL_RANK"] == str(rank)
+        assert env["WORLD_SIZE"] == env["LOCAL_WORLD_SIZE"] == "3"
+        assert env["MASTER_ADDR"] == "127.0.0.1"
+
+
+def _raise_on_rank(rank, bad_rank):
+    if rank == bad_rank:
+        raise ValueError(f"boom from rank {rank}")
+    return rank
+
+
+def test_child_exception_surfaces_with_rank_and_traceback():
+    with pytest.raises(commfuse.ProcessRaisedException) as info:
+        run(_raise_on_rank, 3, 2)
+    e = info.value
+    assert e.rank == e.error_index == 2 and isinstance(e.pid, int)
+    text = str(e)
+    assert "process 2 (rank 2" in text
+    assert "Traceback (most recent call last)" in text and "_raise_on_rank" in text
+    assert "ValueError: boom from rank 2" in text
+    assert isinstance(e.exception, ValueError) and str(e.exception) == "boom from rank 2"
+    assert isinstance(e, commfuse.SpawnError)
+
+
+def _raise_while_peers_wait(rank):
+    comm = commfuse.init()
+    if rank == 1:
+        raise KeyError("rank 1 gives up")
+    comm.barrier()  # peers notice rank 1's death and fail by themselves
+
+
+def test_peers_of_a_raising_rank_do_not_hang():
+    with pytest.raises(commfuse.ProcessRaisedException) as info:
+        run(_raise_while_peers_wait, 3)
+    assert info.value.rank == 1 and "rank 1 gives up" in str(info.value)
+
+
+def _exit_on_rank(rank):
+    if rank == 1:
+        os._exit(3)
+
+
+def test_child_exit_without_exception():
+    with pytest.raises(commfuse.ProcessExitedException) as info:
+        run(_exit_on_rank, 2)
+    assert info.value.rank == 1 and info.value.exit_code == 3
+    assert "exit code 3" in str(info.value)
+
+
+def _commfuse_error_on_rank(rank):
+    with commfuse.init() as comm:
+        if rank == 0:
+            commfuse.all_gather_base_mm(__import__("numpy").ones((2, 2), "float32"),
+                                        __import__("numpy").ones((3, 2), "float32"),
+                                        comm.name, comm.world_size)
+        else:
+            comm.barrier()
+
+
+def test_commfuse_error_in_child_keeps_its_class_and_code():
+    with pytest.raises(commfuse.ProcessRaisedException) as info:
+        run(_commfuse_error_on_rank, 2)
+    # Whichever rank is reported first, the exception object is a commfuse.Error.
+    err = info.value.exception
+    assert isinstance(err, commfuse.Error), info.value
+    assert err.code in (161002, 361001) and "x2 dim 0 is 3" in err.message
+
+
+def test_join_false_and_bad_nprocs():
+    ctx = commfuse.spawn(_raise_on_rank, args=(-1,), nprocs=2, join=False, start_method="fork")
+    assert len(ctx.pids()) == 2
+    assert ctx.join() == [0, 1]
+    with pytest.raises(ValueError, match="nprocs"):
+        commfuse.spawn(_raise_on_rank, nprocs=0)
+
+
+def _hang(rank):
+    if rank == 1:
+        import threading
+
+        threading.Event().wait()  # never set: this rank never returns
+    return rank
+
+
+def test_join_timeout_terminates_the_stragglers():
+    ctx = commfuse.spawn(_hang, nprocs=2, join=False, start_method="fork")
+    with pytest.raises(TimeoutError, match=r"ranks \[1\] did not finish"):
+        ctx.join(timeout=1.0)
+    assert not any(p.is_alive() for p in ctx.processes)
