@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Regenerates the README's fused-operator table (issue 4's three targets): each row is the
+# median over runs of `commfuse bench <op>`, which times in the same processes the fused
+# op, our collective + the same oneDNN GEMM (unfused), OpenMPI's collective + GEMM, and the
+# GEMM alone on the same work.
+# usage: bench/fused_ops.sh [build-dir] [runs]   (default build, 3 runs)
+set -euo pipefail
+build=${1:-build}
+runs=${2:-3}
+out=$(mktemp -d)
+run() {  # name, then bench arguments
+  local name=$1
+  shift
+  for r in $(seq 1 "$runs"); do
+    "$build/bin/commfuse" bench "$@" --json "$out/$name-$r.json" >/dev/null
+  done
+}
+# 1. shm, W=2, bf16, global m=2048, k=n=4096: communication hidden behind the GEMM.
+run 1-shm-prefill all-gather-matmul -n 2 --m 2048 --k 4096 --n 4096 --dtype bfloat16 --rounds 3
+# 2. MPI over TCP, W=2: a shape where the all_gather and the GEMM take similar time alone.
+run 2-mpi-balanced all-gather-matmul -n 2 --m 4096 --k 4096 --n 64 --dtype bfloat16 \
+  --transport mpi --rounds 5
+# 3. Decode: 8 rows per rank, k=n=4096, W=2, shm.
+run 3-shm-decode all-gather-matmul -n 2 --m 16 --k 4096 --n 4096 --dtype bfloat16 --rounds 5
+# The siblings at the prefill shape (not targets; for reference).
+run 4-shm-mm-rs matmul-reduce-scatter -n 2 --m 2048 --k 4096 --n 4096 --dtype bfloat16 --rounds 3
+run 5-shm-mm-ar matmul-all-reduce -n 2 --m 2048 --k 4096 --n 4096 --dtype bfloat16 --rounds 3
+python3 - "$out" <<'PY'
+import glob, json, os, statistics, sys, collections
+rows = collections.defaultdict(list)
+for f in sorted(glob.glob(sys.argv[1] + "/*.json")):
+    name = os.path.basename(f).rsplit("-", 1)[0]
+    rows[name] += [json.loads(l) for l in open(f)]
+print("| case | op | transport | W | m, k, n | fused ms | unfused ms | unfused (OpenMPI) ms | GEMM alone ms | fused / GEMM | fused / unfused | exposed comm |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+for name, js in sorted(rows.items()):
+    med = lambda key: statistics.median(j[key] for j in js)
+    f, u, um, g = (med(k) / 1e3 for k in ("fused_us", "unfused_us", "unfused_mpi_us", "gemm_alone_us"))
+    ratio_g = statistics.median(j["fused_us"] / j["gemm_alone_us"] for j in js)
+    ratio_u = statistics.median(j["fused_us"] / j["unfused_us"] for j in js)
+    j = js[0]
+    print(f"| {name} | {j['op']} | {j['transport']} | {j['world_size']} | {j['m']}, {j['k']}, {j['n']} "
+          f"| {f:.2f} | {u:.2f} | {um:.2f} | {g:.2f} | {ratio_g:.3f} | {ratio_u:.3f} | {med('exposed_comm'):.2f} |")
+PY
+rm -rf "$out"
