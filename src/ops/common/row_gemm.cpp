@@ -49,6 +49,7 @@ RowGemm::RowGemm(const RowGemmShape& s, void* workspace) : s_(s), widened_(needs
   ldb_ = s.b.ld;
   if (!widened_) return;
   CF_ASSERT(workspace != nullptr);
+  trace::Span span("widen x2", "row_gemm", -1, static_cast<uint64_t>(s.k * s.n));
   auto* b32 = static_cast<float*>(workspace);
   const int64_t rows = s.b.transposed ? s.n : s.k;
   const int64_t cols = s.b.transposed ? s.k : s.n;
