@@ -143,15 +143,6 @@ void Batch::wait() {
                                    " s (COMMFUSE_TIMEOUT_S) waiting for ", missing));
 }
 
-void Batch::progress() {
-  if (requests_.empty()) return;
-  std::vector<int> done(requests_.size());
-  int n_done = 0;
-  check(MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &n_done, done.data(),
-                     MPI_STATUSES_IGNORE),
-        "MPI_Testsome", op_, rank_);
-}
-
 std::string Batch::missing_peers() const {
   // Receives name the ranks we did not hear from; if only sends are stuck, the ranks that
   // did not take our data.

@@ -37,9 +37,6 @@ class Batch {
   // transfer completing (a large transfer on a slow link is not a hang); on expiry the
   // batch is cancelled and RUNTIME_ERROR names the peers whose data did not arrive.
   void wait();
-  // One non-blocking pass over the batch's requests: drives MPI's progress (Open MPI's TCP
-  // transport moves bytes only inside MPI calls) between pieces of computation.
-  void progress();
 
  private:
   void post(int peer, void* buf, size_t bytes, bool is_recv);

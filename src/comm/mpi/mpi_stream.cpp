@@ -1,29 +1,27 @@
-// The streams over MPI, pipelined: after the descriptor exchange every piece's receives are
-// posted at once (into a staging buffer of R x bytes), then for each piece i this rank
-// packs it, sends it to every peer, and hands piece i-1 to the callbacks — so piece i is in
-// flight while piece i-1 is computed on, and the computation never waits for the whole
-// transfer. Pieces default to 256 KiB so that the transfer is cut fine enough to overlap;
-// between callbacks the pending receives are polled, which is when Open MPI's TCP
-// transport moves bytes. Only the packed bytes cross the wire.
+// The streams over MPI, pipelined (mpi_pipeline.hpp): after the descriptor exchange every
+// piece's receives are posted at once into a staging buffer; this rank packs piece i and
+// sends it, then hands piece i-1 to the callbacks — so piece i is on the wire while piece
+// i-1 is computed on, and the computation never waits for the whole transfer. A progress
+// thread keeps Open MPI moving bytes during the computation where MPI's thread level allows
+// (it moves bytes only inside MPI calls); otherwise the transfers are polled between
+// blocks. Pieces default to 1 MiB. Only the packed bytes cross the wire.
 //
 // Limitation: a callback that throws on one rank (an internal failure: the ops validate
 // before they communicate) is reported to its peers by the deadline (COMMFUSE_TIMEOUT_S),
 // not at once as on shm: they are waiting for data, not for a descriptor.
 #if COMMFUSE_HAVE_MPI
 #include <algorithm>
-#include <memory>
 #include <vector>
 
-#include "comm/mpi/mpi_requests.hpp"
+#include "comm/mpi/mpi_pipeline.hpp"
 #include "comm/mpi/mpi_transport.hpp"
-#include "core/params.hpp"
 #include "core/trace.hpp"
 
 namespace commfuse::comm::mpi {
 namespace {
 
 constexpr int kStreamTag = 3;  // descriptors use 1, collectives 2
-constexpr uint64_t kStreamPieceBytes = 256 * 1024;
+constexpr uint64_t kStreamPieceBytes = 1u << 20;
 
 struct Piece {
   uint64_t off, n;
@@ -46,16 +44,13 @@ void MpiTransport::gather_stream(const GatherStream& gs) {
     const size_t R = static_cast<size_t>(size_);
     std::vector<uint8_t> staging(gs.bytes * R);  // rank q's bytes at q * bytes
     auto at = [&](int q, uint64_t off) { return staging.data() + q * gs.bytes + off; };
-    std::vector<std::unique_ptr<Batch>> recvs;
-    for (const Piece& p : pieces) {
-      recvs.push_back(
-          std::make_unique<Batch>(comm_, kStreamTag, rank_, op, timeout_s_, oversubscribed_));
-      for (int i = 1; i < size_; ++i) {
-        const int q = (rank_ + size_ - i) % size_;
-        recvs.back()->recv(q, at(q, p.off), p.n);
+    Pipeline pipe(comm_, kStreamTag, rank_, op, timeout_s_, oversubscribed_, pieces.size());
+    for (size_t i = 0; i < pieces.size(); ++i)
+      for (int k = 1; k < size_; ++k) {
+        const int q = (rank_ + size_ - k) % size_;
+        pipe.expect(i, {q, at(q, pieces[i].off), pieces[i].n});
       }
-    }
-    Batch sends(comm_, kStreamTag, rank_, op, timeout_s_, oversubscribed_);
+    pipe.start();
     std::vector<const uint8_t*> parts(R);
     auto deliver = [&](size_t i) {
       const Piece& p = pieces[i];
@@ -65,14 +60,14 @@ void MpiTransport::gather_stream(const GatherStream& gs) {
       }
       {
         trace::Span span("wait", op, -1, p.n);
-        recvs[i]->wait();
+        pipe.wait(i);
       }
       for (int k = 0; k < size_; ++k) parts[k] = at(k, p.off);
       for (int k = 1; k < size_ && gs.on_piece; ++k) {
         const int q = (rank_ + k) % size_;
         trace::Span span("compute", op, q, p.n);
         gs.on_piece(q, parts[q], p.off, p.n);
-        if (i + 1 < pieces.size()) recvs[i + 1]->progress();
+        pipe.poll();
       }
       if (gs.on_all) {
         trace::Span span("reduce", op, -1, p.n);
@@ -86,12 +81,14 @@ void MpiTransport::gather_stream(const GatherStream& gs) {
           trace::Span span("pack", op, rank_, p.n);
           gs.pack(at(rank_, p.off), p.off, p.n);
         }
-        for (int k = 1; k < size_; ++k) sends.send((rank_ + k) % size_, at(rank_, p.off), p.n);
-        sends.progress();
+        std::vector<Pipeline::Transfer> sends;
+        for (int k = 1; k < size_; ++k)
+          sends.push_back({(rank_ + k) % size_, at(rank_, p.off), p.n});
+        pipe.send(i, std::move(sends));
       }
       if (i >= 1) deliver(i - 1);
     }
-    sends.wait();
+    pipe.finish();
   });
 }
 
@@ -107,29 +104,26 @@ void MpiTransport::all_to_all_stream(const AllToAllStream& as) {
     auto at = [&](std::vector<uint8_t>& b, int q, uint64_t off) {
       return b.data() + q * as.bytes + off;
     };
-    std::vector<std::unique_ptr<Batch>> recvs;
-    for (const Piece& p : pieces) {
-      recvs.push_back(
-          std::make_unique<Batch>(comm_, kStreamTag, rank_, op, timeout_s_, oversubscribed_));
-      for (int i = 1; i < size_; ++i) {
-        const int q = (rank_ + size_ - i) % size_;
-        recvs.back()->recv(q, at(in, q, p.off), p.n);
+    Pipeline pipe(comm_, kStreamTag, rank_, op, timeout_s_, oversubscribed_, pieces.size());
+    for (size_t i = 0; i < pieces.size(); ++i)
+      for (int k = 1; k < size_; ++k) {
+        const int q = (rank_ + size_ - k) % size_;
+        pipe.expect(i, {q, at(in, q, pieces[i].off), pieces[i].n});
       }
-    }
-    Batch sends(comm_, kStreamTag, rank_, op, timeout_s_, oversubscribed_);
+    pipe.start();
     std::vector<const uint8_t*> parts(R);
     auto deliver = [&](size_t i) {
       const Piece& p = pieces[i];
       {
         trace::Span span("wait", op, -1, p.n);
-        recvs[i]->wait();
+        pipe.wait(i);
       }
       for (int k = 0; k < size_; ++k) parts[k] = at(in, k, p.off);
       for (int k = 0; k < size_ && as.on_piece; ++k) {
         const int q = (rank_ + k) % size_;
         trace::Span span("compute", op, q, p.n);
         as.on_piece(q, parts[q], p.off, p.n);
-        if (i + 1 < pieces.size()) recvs[i + 1]->progress();
+        pipe.poll();
       }
       if (as.on_all) {
         trace::Span span("reduce", op, -1, p.n);
@@ -139,18 +133,19 @@ void MpiTransport::all_to_all_stream(const AllToAllStream& as) {
     for (size_t i = 0; i <= pieces.size(); ++i) {
       if (i < pieces.size()) {
         const Piece& p = pieces[i];
+        std::vector<Pipeline::Transfer> sends;
         for (int k = 1; k <= size_; ++k) {  // peers first, so their data leaves early
           const int q = (rank_ + k) % size_;
           trace::Span span("pack", op, q, p.n);
           uint8_t* dst = q == rank_ ? at(in, q, p.off) : at(out, q, p.off);
           as.pack(q, dst, p.off, p.n);
-          if (q != rank_) sends.send(q, dst, p.n);
-          sends.progress();
+          if (q != rank_) sends.push_back({q, dst, p.n});
         }
+        pipe.send(i, std::move(sends));
       }
       if (i >= 1) deliver(i - 1);
     }
-    sends.wait();
+    pipe.finish();
   });
 }
 

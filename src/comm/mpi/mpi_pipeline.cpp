@@ -1,0 +1,231 @@
+#if COMMFUSE_HAVE_MPI
+#include "comm/mpi/mpi_pipeline.hpp"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "comm/mpi/mpi_requests.hpp"
+#include "core/error.hpp"
+
+namespace commfuse::comm::mpi {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint64_t kMaxMessage = uint64_t{1} << 30;  // MPI counts are int
+
+void post(MPI_Comm comm, int tag, const Pipeline::Transfer& t, bool is_recv,
+          std::vector<MPI_Request>& out, const char* op, int rank) {
+  for (uint64_t off = 0; off < t.bytes; off += kMaxMessage) {
+    const int n = static_cast<int>(std::min(kMaxMessage, t.bytes - off));
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (is_recv)
+      check(MPI_Irecv(t.buf + off, n, MPI_BYTE, t.peer, tag, comm, &r), "MPI_Irecv", op, rank);
+    else
+      check(MPI_Isend(t.buf + off, n, MPI_BYTE, t.peer, tag, comm, &r), "MPI_Isend", op, rank);
+    out.push_back(r);
+  }
+}
+
+// Tests requests; completed ones become MPI_REQUEST_NULL. True if all are complete,
+// *progressed set if any completed in this call.
+bool test_all(std::vector<MPI_Request>& reqs, bool* progressed, const char* op, int rank) {
+  if (reqs.empty()) return true;
+  std::vector<int> idx(reqs.size());
+  int n = 0;
+  check(
+      MPI_Testsome(static_cast<int>(reqs.size()), reqs.data(), &n, idx.data(), MPI_STATUSES_IGNORE),
+      "MPI_Testsome", op, rank);
+  if (n == MPI_UNDEFINED) return true;
+  if (n > 0) *progressed = true;
+  return std::all_of(reqs.begin(), reqs.end(), [](MPI_Request r) { return r == MPI_REQUEST_NULL; });
+}
+
+}  // namespace
+
+bool mpi_allows_progress_thread() {
+  static const bool ok = [] {
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    return provided >= MPI_THREAD_SERIALIZED;
+  }();
+  return ok;
+}
+
+Pipeline::Pipeline(MPI_Comm comm, int tag, int rank, const char* op, int timeout_s,
+                   bool oversubscribed, size_t pieces)
+    : comm_(comm),
+      tag_(tag),
+      rank_(rank),
+      op_(op),
+      timeout_s_(timeout_s),
+      oversubscribed_(oversubscribed),
+      threaded_(mpi_allows_progress_thread()) {
+  for (size_t i = 0; i < pieces; ++i) pieces_.push_back(std::make_unique<Piece>());
+}
+
+Pipeline::~Pipeline() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+  // A pipeline abandoned by an exception: late data must not land in freed buffers.
+  for (auto& p : pieces_)
+    for (auto& r : p->recv_reqs)
+      if (r != MPI_REQUEST_NULL) {
+        MPI_Cancel(&r);
+        MPI_Request_free(&r);
+      }
+  for (auto& r : send_reqs_)
+    if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+}
+
+void Pipeline::expect(size_t piece, Transfer t) {
+  pieces_[piece]->recvs.push_back(t);
+}
+
+void Pipeline::start() {
+  if (threaded_) {
+    // The thread makes every MPI call from here to finish(): SERIALIZED is respected
+    // because the caller makes none meanwhile.
+    thread_ = std::thread([this] { thread_main(); });
+    return;
+  }
+  for (auto& p : pieces_)
+    for (const Transfer& t : p->recvs) post(comm_, tag_, t, true, p->recv_reqs, op_, rank_);
+}
+
+void Pipeline::send(size_t piece, std::vector<Transfer> sends) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pieces_[piece]->sends = std::move(sends);
+    pieces_[piece]->sends_ready = true;
+  }
+  if (!threaded_) step();
+}
+
+void Pipeline::poll() {
+  if (!threaded_) step();
+}
+
+bool Pipeline::step() {
+  bool progressed = false;
+  while (next_send_ < pieces_.size()) {
+    Piece& p = *pieces_[next_send_];
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!p.sends_ready) break;
+    }
+    for (const Transfer& t : p.sends) post(comm_, tag_, t, false, send_reqs_, op_, rank_);
+    p.sent = true;
+    ++next_send_;
+  }
+  for (auto& p : pieces_)
+    if (!p->arrived.load(std::memory_order_relaxed) &&
+        test_all(p->recv_reqs, &progressed, op_, rank_))
+      p->arrived.store(true, std::memory_order_release);
+  test_all(send_reqs_, &progressed, op_, rank_);
+  return progressed;
+}
+
+void Pipeline::thread_main() {
+  try {
+    for (auto& p : pieces_)
+      for (const Transfer& t : p->recvs) post(comm_, tag_, t, true, p->recv_reqs, op_, rank_);
+    auto last = Clock::now();
+    int idle = 0;
+    while (!stop_.load(std::memory_order_acquire)) {
+      if (step()) {
+        last = Clock::now();
+        idle = 0;
+      }
+      const bool all_in = std::all_of(pieces_.begin(), pieces_.end(), [](const auto& p) {
+        return p->arrived.load(std::memory_order_relaxed);
+      });
+      const bool all_out = next_send_ == pieces_.size() &&
+                           std::all_of(send_reqs_.begin(), send_reqs_.end(),
+                                       [](MPI_Request r) { return r == MPI_REQUEST_NULL; });
+      if (all_in && all_out) break;
+      if (Clock::now() - last > std::chrono::seconds(timeout_s_)) {
+        // Nothing moved for the whole deadline: name the peers whose data is missing (or,
+        // with everything received, say our data was not taken).
+        size_t i = 0;
+        while (i < pieces_.size() && pieces_[i]->arrived.load()) ++i;
+        failure_ = i < pieces_.size()
+                       ? missing(i)
+                       : detail::cat(op_, "(rank ", rank_, "): timed out after ", timeout_s_,
+                                     " s (COMMFUSE_TIMEOUT_S) waiting for the peers to take rank ",
+                                     rank_, "'s data");
+        failed_.store(true, std::memory_order_release);
+        break;
+      }
+      // The caller computes on this core: poll briskly a while, then back off.
+      if (++idle > (oversubscribed_ ? 16 : 256))
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      else
+        sched_yield();
+    }
+  } catch (const Error& e) {
+    failure_ = e.what();
+    failed_.store(true, std::memory_order_release);
+  }
+  done_.store(true, std::memory_order_release);
+}
+
+std::string Pipeline::missing(size_t piece) const {
+  std::string s;
+  const Piece& p = *pieces_[piece];
+  for (size_t i = 0; i < p.recvs.size(); ++i)
+    if (i < p.recv_reqs.size() && p.recv_reqs[i] != MPI_REQUEST_NULL)
+      s += detail::cat(s.empty() ? "" : ", ", p.recvs[i].peer);
+  return detail::cat(op_, "(rank ", rank_, "): timed out after ", timeout_s_,
+                     " s (COMMFUSE_TIMEOUT_S) waiting for ranks ", s.empty() ? "?" : s);
+}
+
+void Pipeline::fail(const std::string& why) {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+  detail::throw_status(Status::kRuntimeError, why);
+}
+
+void Pipeline::wait(size_t piece) {
+  Piece& p = *pieces_[piece];
+  auto last = Clock::now();
+  int polls = 0;
+  while (!p.arrived.load(std::memory_order_acquire)) {
+    if (threaded_) {
+      if (failed_.load(std::memory_order_acquire)) fail(failure_);
+      if (++polls > 64)
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      else
+        sched_yield();
+      // The thread owns the deadline; this is only a backstop should it have stopped.
+      if (done_.load() && !p.arrived.load())
+        fail(detail::cat(op_, "(rank ", rank_, "): transfer stopped"));
+    } else {
+      if (step()) last = Clock::now();
+      if (Clock::now() - last > std::chrono::seconds(timeout_s_)) fail(missing(piece));
+      if (++polls > (oversubscribed_ ? 16 : 4096)) sched_yield();
+    }
+  }
+}
+
+void Pipeline::finish() {
+  if (threaded_) {
+    thread_.join();
+    if (failed_.load()) detail::throw_status(Status::kRuntimeError, failure_);
+    return;
+  }
+  auto last = Clock::now();
+  while (!std::all_of(send_reqs_.begin(), send_reqs_.end(),
+                      [](MPI_Request r) { return r == MPI_REQUEST_NULL; })) {
+    if (step()) last = Clock::now();
+    if (Clock::now() - last > std::chrono::seconds(timeout_s_))
+      fail(detail::cat(op_, "(rank ", rank_, "): timed out after ", timeout_s_,
+                       " s (COMMFUSE_TIMEOUT_S) waiting for the peers to take rank ", rank_,
+                       "'s data"));
+    sched_yield();
+  }
+}
+
+}  // namespace commfuse::comm::mpi
+#endif  // COMMFUSE_HAVE_MPI
