@@ -7,6 +7,7 @@
 
 #include "comm/comm_impl.hpp"
 #include "core/error.hpp"
+#include "core/trace.hpp"
 #include "kernels/cpu/reduce.hpp"
 #include "kernels/cpu/threads.hpp"
 
@@ -29,6 +30,7 @@ CommImpl::CommImpl(int rank, int world_size, int local_ranks, std::string name,
       transport_(std::move(transport)) {
   // Ranks on one host share its cores: the compute kernels take their share.
   kernels::cpu::set_local_ranks(local_ranks);
+  trace::set_rank(rank);  // COMMFUSE_TRACE: this process's track is named by its rank
 }
 
 void CommImpl::reject(Status code, const std::string& message) {

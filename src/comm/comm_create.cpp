@@ -15,7 +15,6 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
-#include "core/trace.hpp"
 
 namespace commfuse::comm {
 
@@ -148,7 +147,6 @@ std::unique_ptr<CommImpl> create_comm(int rank, int world_size, std::string_view
   const InitMethod im = parse_init_method(init_method, rank, world_size);
   if (im.kind == InitKind::kMpi) return create_mpi_comm(rank, world_size);
   log::set_rank(im.rank);
-  trace::set_rank(im.rank);
   return create_tcp_comm(im);
 }
 
