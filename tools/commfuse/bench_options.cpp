@@ -30,9 +30,11 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
                "all-to-all)");
   o.op = args[0];
   CF_CHECK_ARG(o.op == "all-gather" || o.op == "all-reduce" || o.op == "reduce-scatter" ||
-                   o.op == "all-to-all",
+                   o.op == "all-to-all" || o.op == "alltoall-quant-matmul" ||
+                   o.op == "alltoall-matmul",
                "bench: unknown benchmark '", o.op,
-               "' (all-gather, all-reduce, reduce-scatter, all-to-all)");
+               "' (all-gather, all-reduce, reduce-scatter, all-to-all, alltoall-quant-matmul, "
+               "alltoall-matmul)");
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& {
@@ -61,6 +63,14 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
       o.json = value() == "-" ? std::string() : args[i];
     else if (a == "--port")
       o.port = std::atoi(value().c_str());
+    else if (a == "--bs")
+      o.bs = std::atoll(value().c_str());
+    else if (a == "--h")
+      o.h = std::atoll(value().c_str());
+    else if (a == "--n")
+      o.n = std::atoll(value().c_str());
+    else if (a == "--combo")
+      o.combo = value();
     else
       CF_CHECK_ARG(false, "bench: unknown option '", a, "'");
   }
@@ -73,6 +83,9 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
   CF_CHECK_ARG(o.iters >= 0 && o.warmup >= 0 && o.rounds >= 1,
                "bench: --iters/--warmup must be "
                ">= 0 and --rounds >= 1");
+  CF_CHECK_ARG(o.combo == "a16w8" || o.combo == "a16w4" || o.combo == "a4w4", "bench: --combo '",
+               o.combo, "' is not a16w8, a16w4 or a4w4");
+  CF_CHECK_ARG(o.bs >= 1 && o.h >= 1 && o.n >= 1, "bench: --bs, --h, --n must be >= 1");
   dtype_from_name(o.dtype);  // validates
   return o;
 }
@@ -100,7 +113,15 @@ std::vector<std::string> to_args(const BenchOptions& o) {
           "--json",
           o.json.empty() ? std::string("-") : o.json,
           "--port",
-          std::to_string(o.port)};
+          std::to_string(o.port),
+          "--bs",
+          std::to_string(o.bs),
+          "--h",
+          std::to_string(o.h),
+          "--n",
+          std::to_string(o.n),
+          "--combo",
+          o.combo};
 }
 
 }  // namespace commfuse::cli

@@ -21,6 +21,9 @@ struct BenchOptions {
   int rounds = 5;    // alternating commfuse / MPI rounds; the median is reported
   std::string json;  // --json FILE: one JSON object per row
   int port = 0;      // bench-worker only: bootstrap port chosen by the parent
+  // alltoall-quant-matmul / alltoall-matmul (bench_alltoall.cpp): global problem shape.
+  int64_t bs = 4096, h = 2048, n = 4096;
+  std::string combo = "a16w8";  // a16w8 | a16w4 | a4w4
 };
 
 // Parses argv after the sub-command name. Throws InvalidArgument with a message naming
@@ -30,5 +33,17 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args);
 std::vector<std::string> to_args(const BenchOptions& o);
 // "4K", "64M", "1G", "4096" -> bytes.
 uint64_t parse_size(const std::string& s);
+
+}  // namespace commfuse::cli
+
+namespace commfuse {
+class Comm;
+}
+
+namespace commfuse::cli {
+
+// One rank of `commfuse bench alltoall-quant-matmul|alltoall-matmul` (bench_alltoall.cpp),
+// inside bench-worker (MPI initialised, comm created). Returns the exit code.
+int bench_alltoall(const BenchOptions& o, Comm& comm);
 
 }  // namespace commfuse::cli
