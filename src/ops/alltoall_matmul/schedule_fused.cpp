@@ -1,7 +1,7 @@
 // alltoall_matmul, fused: all_to_all_stream with one token row per unit; on_piece copies
 // each source's segment of the received rows into its place in the permuted row (on shm
-// straight from the peer's slot), and once kGemmRows rows are complete (on_all) the GEMM
-// runs on them, writing their output rows.
+// straight from the peer's slot), and once gemm_chunk_rows() rows are complete (on_all) the
+// GEMM runs on them, writing their output rows; the last chunk runs after the stream.
 #include <cstring>
 
 #include "kernels/cpu/matmul.hpp"
@@ -19,6 +19,7 @@ void run_alltoall_matmul_fused(const AlltoAllMatmulPlanData& plan, comm::CommImp
   auto* perm = static_cast<uint8_t*>(p.all_to_all_out ? p.all_to_all_out : workspace);
   const auto* x1 = static_cast<const uint8_t*>(p.x1);
   int64_t done = 0;
+  const int64_t gemm_rows = gemm_chunk_rows(comm, rows);
 
   auto gemm = [&](int64_t r0, int64_t r1) {
     kernels::cpu::MatmulDesc d;
@@ -39,7 +40,7 @@ void run_alltoall_matmul_fused(const AlltoAllMatmulPlanData& plan, comm::CommImp
   comm::AllToAllStream st;
   st.bytes = static_cast<uint64_t>(rows) * unit;
   st.unit = unit;
-  st.max_piece = static_cast<uint64_t>(kGemmRows) * unit;
+  st.max_piece = static_cast<uint64_t>(kPieceRows) * unit;
   st.pack = [&](int to, uint8_t* dst, uint64_t off, uint64_t n) {
     std::memcpy(dst, x1 + static_cast<size_t>(to * rows) * unit + off, n);
   };
@@ -51,7 +52,7 @@ void run_alltoall_matmul_fused(const AlltoAllMatmulPlanData& plan, comm::CommImp
   };
   st.on_all = [&](const uint8_t* const*, uint64_t off, uint64_t n) {
     const int64_t assembled = static_cast<int64_t>((off + n) / unit);
-    if (assembled - done >= kGemmRows || assembled == rows) {
+    if (assembled - done >= gemm_rows && assembled < rows) {
       gemm(done, assembled);
       done = assembled;
     }

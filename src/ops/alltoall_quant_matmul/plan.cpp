@@ -1,6 +1,9 @@
 // alltoall_quant_matmul planning: the GEMM path for the combination's value bounds and the
 // workspace layout.
 #include <algorithm>
+#include <string_view>
+
+#include "core/params.hpp"
 
 #include "kernels/cpu/quant_per_token.hpp"
 #include "ops/alltoall_quant_matmul/plan.hpp"
@@ -15,6 +18,12 @@ size_t take(size_t& at, size_t bytes) {
 }
 
 }  // namespace
+
+int64_t gemm_chunk_rows(comm::CommImpl& comm, int64_t rows) {
+  const int64_t v = params::get_int("COMMFUSE_ALLTOALL_GEMM_ROWS");
+  if (v > 0) return std::min(rows, v);
+  return std::string_view(comm.transport().name()) == "shm" ? rows : std::min<int64_t>(rows, 1024);
+}
 
 AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProblem problem) {
   namespace cpu = kernels::cpu;
@@ -37,7 +46,7 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
   }
   // A -128 weight would need b_max 128; the bound only has to be an upper bound.
   if (p.combo == QuantCombo::kA16W8) plan.b_max = 128;
-  plan.gemm_rows = std::min(rows, 2 * kGemmRows);
+  plan.gemm_rows = gemm_chunk_rows(find_comm(p.group).impl(), rows);
   cpu::IntMatmulDesc d;
   d.m = rows;
   d.k = p.combo == QuantCombo::kA4W4 ? p.h : k;  // A4W4: one GEMM per source segment
@@ -59,7 +68,9 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
 
   QuantWorkspace& w = plan.ws;
   size_t at = 0;
-  const size_t gr = static_cast<size_t>(plan.gemm_rows), n = static_cast<size_t>(p.n);
+  // A chunk may end up to one piece past gemm_rows.
+  const size_t gr = static_cast<size_t>(std::min(rows, plan.gemm_rows + kPieceRows)),
+               n = static_cast<size_t>(p.n);
   w.q = take(at, static_cast<size_t>(rows * k));
   w.scales =
       take(at, sizeof(float) * static_cast<size_t>(p.combo == QuantCombo::kA4W4 ? rows * R : rows));

@@ -55,9 +55,15 @@ AlltoAllQuantMatmulProblem validate_alltoall_quant_matmul(
     const TensorView& output, const TensorView& all_to_all_out,
     const AlltoAllQuantMatmulOptions& options);
 
-// Rows per GEMM chunk: pieces of the stream are at most this many token rows, and
-// smaller pieces (small shm slots) are collected until this many are assembled.
-inline constexpr int64_t kGemmRows = 256;
+// Pieces of the stream are at most kPieceRows token rows. The GEMM runs on chunks of
+// gemm_chunk_rows() rows, collected from as many pieces as it takes.
+inline constexpr int64_t kPieceRows = 256;
+// COMMFUSE_ALLTOALL_GEMM_ROWS, or automatic: on shm the stream cannot run in the background
+// of a GEMM (the rank that computes is the one that copies), and oneDNN's GEMM is fastest
+// on all rows at once, so one GEMM after the last piece (measured: 256-row chunks made the
+// op 10-40% slower at the README shape); other transports get 1024-row chunks so that
+// assembly of the next chunk can overlap the GEMM of this one when the transport allows.
+int64_t gemm_chunk_rows(comm::CommImpl& comm, int64_t rows);
 
 // Byte offsets into the workspace (each 64-byte aligned).
 struct QuantWorkspace {
@@ -75,10 +81,10 @@ struct QuantWorkspace {
 
 struct AlltoAllQuantMatmulPlanData {
   AlltoAllQuantMatmulProblem problem;
-  int a_max = 127;  // quantized activation bound: Q (A16) or 8 (int4 x1)
-  int b_max = 127;  // weight bound: 127 (int8) or 8 (int4)
-  int qmax = 127;   // Q of the dynamic quantization (A16)
-  int64_t gemm_rows = 0;
+  int a_max = 127;        // quantized activation bound: Q (A16) or 8 (int4 x1)
+  int b_max = 127;        // weight bound: 127 (int8) or 8 (int4)
+  int qmax = 127;         // Q of the dynamic quantization (A16)
+  int64_t gemm_rows = 0;  // rows per GEMM chunk
   kernels::cpu::IntMatmulPath path = kernels::cpu::IntMatmulPath::kS8;
   std::shared_ptr<const kernels::cpu::IntMatmulPlan> full_gemm;  // for prepare_b
   QuantWorkspace ws;

@@ -10,10 +10,9 @@
 //             on_piece is what keeps it one pass over the peers' data: the row's scale needs
 //             the amax of all R segments before any value can be rounded, and on_all is the
 //             first point where they are all readable.
-//   GEMM      once kGemmRows rows are assembled (or the last piece arrived) the int GEMM runs
-//             on them and the epilogue writes their output rows. On transports that move the
-//             next piece in the background this overlaps the transfer with the GEMM; on shm
-//             the peers can run one piece ahead while this rank computes.
+//   GEMM      once gemm_rows rows are assembled the int GEMM runs on them and the epilogue
+//             writes their output rows; the last chunk runs after the stream. On shm the
+//             default is one chunk (plan.hpp, gemm_chunk_rows says why).
 #include <algorithm>
 #include <cstring>
 
@@ -109,13 +108,13 @@ class FusedRun {
     comm::AllToAllStream st;
     st.bytes = static_cast<uint64_t>(rows_) * unit_;
     st.unit = unit_;
-    st.max_piece = static_cast<uint64_t>(kGemmRows) * unit_;
+    st.max_piece = static_cast<uint64_t>(kPieceRows) * unit_;
     st.pack = [&](int to, uint8_t* dst, uint64_t off, uint64_t n) { pack(to, dst, off, n); };
     st.on_all = [&](const uint8_t* const* parts, uint64_t off, uint64_t n) {
       assemble(parts, off, n);
     };
     t.all_to_all_stream(st);
-    if (done_ < rows_) gemm(done_, rows_);  // not reached: the last piece ends at rows_
+    if (done_ < rows_) gemm(done_, rows_);  // the last chunk, after the stream
   }
 
  private:
@@ -187,7 +186,7 @@ class FusedRun {
       scales_[i] = cpu::quantize_row_with_amax(row_, k, amax, plan_.qmax, q);
     }
     const int64_t assembled = r0 + nr;
-    if (assembled - done_ >= kGemmRows || assembled == rows_) {
+    if (assembled - done_ >= plan_.gemm_rows && assembled < rows_) {
       gemm(done_, assembled);
       done_ = assembled;
     }
