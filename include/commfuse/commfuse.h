@@ -160,6 +160,47 @@ commfuseStatus_t commfuseMatmulAllReduceGetWorkspaceSize(
 commfuseStatus_t commfuseMatmulAllReduce(void* workspace, uint64_t workspaceSize,
                                          commfuseOpExecutor_t* executor, void* stream);
 
+/* ---- AlltoAllQuantMatmul / AlltoAllMatmul (SPEC.md §3), aclnn-shaped ----
+ *
+ * x1 (BS, H) on every rank, BS % R == 0; rank r's permuted activations (BS/R, R*H) hold, in
+ * columns [s*H, (s+1)*H), rows r*BS/R.. of rank s's x1. output (BS/R, N).
+ * alltoAllOutOptional: NULL, or (BS/R, R*H) in x1's dtype receiving the permuted rows.
+ * alltoAllAxesOptional: NULL or [-2, -1]. */
+
+/* An array of int64 (like aclIntArray). */
+typedef struct commfuseIntArray commfuseIntArray_t;
+commfuseIntArray_t* commfuseCreateIntArray(const int64_t* value, uint64_t size);
+commfuseStatus_t commfuseDestroyIntArray(const commfuseIntArray_t* array);
+
+/* Combinations: A16W8 (x1 fp16/bf16, x2 int8, x1QuantMode 7, x2QuantMode 2), A16W4 (x2 int4,
+ * activations quantized to the int4 range), A4W4 (x1 and x2 int4, x1QuantMode 3 with
+ * x1ScaleOptional fp32 (BS,)). x2 (R*H, N), or (N, R*H) with transposeX2. x2Scale fp32 (N,).
+ * x1ScaleOptional for A16: optional smooth scale (R*H,) in x1's dtype. Reserved (must be
+ * NULL / these values): commScaleOptional, x1OffsetOptional, x2OffsetOptional,
+ * commQuantMode 0, commQuantDtype -1, groupSize 0, transposeX1 false. x1QuantDtype is
+ * ignored. */
+commfuseStatus_t commfuseAlltoAllQuantMatmulGetWorkspaceSize(
+    const commfuseTensor_t* x1, const commfuseTensor_t* x2, const commfuseTensor_t* biasOptional,
+    const commfuseTensor_t* x1ScaleOptional, const commfuseTensor_t* x2Scale,
+    const commfuseTensor_t* commScaleOptional, const commfuseTensor_t* x1OffsetOptional,
+    const commfuseTensor_t* x2OffsetOptional, const char* group,
+    const commfuseIntArray_t* alltoAllAxesOptional, int64_t x1QuantMode, int64_t x2QuantMode,
+    int64_t commQuantMode, int64_t commQuantDtype, int64_t x1QuantDtype, int64_t groupSize,
+    int transposeX1, int transposeX2, const commfuseTensor_t* output,
+    const commfuseTensor_t* alltoAllOutOptional, uint64_t* workspaceSize,
+    commfuseOpExecutor_t** executor);
+commfuseStatus_t commfuseAlltoAllQuantMatmul(void* workspace, uint64_t workspaceSize,
+                                             commfuseOpExecutor_t* executor, void* stream);
+
+/* output = permuted @ x2 + bias; x1, x2, output fp16/bf16/fp32, bias x1's dtype or fp32. */
+commfuseStatus_t commfuseAlltoAllMatmulGetWorkspaceSize(
+    const commfuseTensor_t* x1, const commfuseTensor_t* x2, const commfuseTensor_t* biasOptional,
+    const char* group, const commfuseIntArray_t* alltoAllAxesOptional, int transposeX1,
+    int transposeX2, const commfuseTensor_t* output, const commfuseTensor_t* alltoAllOutOptional,
+    uint64_t* workspaceSize, commfuseOpExecutor_t** executor);
+commfuseStatus_t commfuseAlltoAllMatmul(void* workspace, uint64_t workspaceSize,
+                                        commfuseOpExecutor_t* executor, void* stream);
+
 #ifdef __cplusplus
 }
 #endif

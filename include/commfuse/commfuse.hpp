@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace commfuse {
 
@@ -258,5 +259,105 @@ void matmul_reduce_scatter(const TensorView& x1, const TensorView& x2, std::stri
                            const MatmulReduceOptions& options = {});
 void matmul_all_reduce(const TensorView& x1, const TensorView& x2, std::string_view group,
                        const TensorView& output, const MatmulReduceOptions& options = {});
+
+// ---- AlltoAllQuantMatmul and AlltoAllMatmul (SPEC §3) ----
+//
+// x1 (BS, H) on every rank, BS % R == 0. Rank r's permuted activations are
+//   permuted[i, s*H:(s+1)*H] = x1 of rank s, row r*BS/R + i      (shape (BS/R, R*H))
+// and output (BS/R, N) = permuted @ x2 (+ bias), quantized as below for the quant op.
+
+// x1QuantMode / x2QuantMode values (CANN's enum).
+enum class QuantMode : int64_t {
+  kNone = 0,
+  kPerTensor = 1,
+  kPerChannel = 2,
+  kPerToken = 3,
+  kPerGroup = 4,
+  kPerBlock = 5,
+  kMx = 6,
+  kPerTokenDynamic = 7,
+};
+
+// Everything of aclnnAlltoAllQuantMatmul besides x1, x2, x2Scale, group and the outputs.
+// Supported combinations (SPEC §3; anything else is PARAM_INVALID):
+//   A16W8  x1 float16/bfloat16, x2 int8, x1_quant_mode 7 (dynamic per token), x2 mode 2
+//   A16W4  x1 float16/bfloat16, x2 int4, x1_quant_mode 7, x2 mode 2
+//   A4W4   x1 int4, x2 int4, x1_quant_mode 3 (static per token: x1_scale fp32 (BS,)), mode 2
+struct AlltoAllQuantMatmulOptions {
+  std::optional<TensorView> bias;      // (N,): x1's dtype or float32 (A4W4: fp16/bf16/fp32)
+  std::optional<TensorView> x1_scale;  // A16: optional smooth scale (R*H,), x1's dtype;
+                                       // A4W4: required per-token scale (BS,), float32
+  int64_t x1_quant_mode = 7;
+  int64_t x2_quant_mode = 2;
+  bool transpose_x2 = false;  // x2 is stored (N, R*H) instead of (R*H, N)
+  // Reserved (SPEC §3): must stay absent / at these values.
+  std::optional<TensorView> comm_scale, x1_offset, x2_offset;
+  std::optional<std::vector<int64_t>> all_to_all_axes;  // absent or {-2, -1}
+  int64_t comm_quant_mode = 0;
+  int64_t comm_quant_dtype = -1;
+  int64_t x1_quant_dtype = 2;  // ignored (CANN's example passes 2)
+  int64_t group_size = 0;
+  bool transpose_x1 = false;
+};
+
+struct AlltoAllMatmulOptions {
+  std::optional<TensorView> bias;                       // (N,), x1's dtype or float32
+  bool transpose_x2 = false;                            // x2 is stored (N, R*H)
+  std::optional<std::vector<int64_t>> all_to_all_axes;  // absent or {-2, -1}
+  bool transpose_x1 = false;                            // reserved: must be false
+};
+
+namespace ops {
+struct AlltoAllQuantMatmulPlanData;
+struct AlltoAllMatmulPlanData;
+}  // namespace ops
+
+// Plan then execute, as AllGatherMatmulPlan. x2_scale: float32 (N,). output (BS/R, N):
+// x1's dtype (A4W4: float16 or bfloat16). all_to_all_out: absent, or (BS/R, R*H) in x1's
+// dtype, receiving `permuted` before quantization.
+class AlltoAllQuantMatmulPlan {
+ public:
+  AlltoAllQuantMatmulPlan(const TensorView& x1, const TensorView& x2, const TensorView& x2_scale,
+                          std::string_view group, const TensorView& output,
+                          const TensorView& all_to_all_out = {},
+                          const AlltoAllQuantMatmulOptions& options = {});
+  ~AlltoAllQuantMatmulPlan();
+  AlltoAllQuantMatmulPlan(AlltoAllQuantMatmulPlan&&) noexcept;
+  AlltoAllQuantMatmulPlan& operator=(AlltoAllQuantMatmulPlan&&) noexcept;
+
+  size_t workspace_size() const;
+  const char* schedule_name() const;
+  const char* combination_name() const;  // "A16W8", "A16W4", "A4W4"
+  void execute(void* workspace, size_t workspace_bytes);
+
+ private:
+  std::unique_ptr<ops::AlltoAllQuantMatmulPlanData> data_;
+};
+
+// output (BS/R, N) = permuted @ x2 + bias; x1, x2, output float16, bfloat16 or float32.
+class AlltoAllMatmulPlan {
+ public:
+  AlltoAllMatmulPlan(const TensorView& x1, const TensorView& x2, std::string_view group,
+                     const TensorView& output, const TensorView& all_to_all_out = {},
+                     const AlltoAllMatmulOptions& options = {});
+  ~AlltoAllMatmulPlan();
+  AlltoAllMatmulPlan(AlltoAllMatmulPlan&&) noexcept;
+  AlltoAllMatmulPlan& operator=(AlltoAllMatmulPlan&&) noexcept;
+
+  size_t workspace_size() const;
+  const char* schedule_name() const;
+  void execute(void* workspace, size_t workspace_bytes);
+
+ private:
+  std::unique_ptr<ops::AlltoAllMatmulPlanData> data_;
+};
+
+void alltoall_quant_matmul(const TensorView& x1, const TensorView& x2, const TensorView& x2_scale,
+                           std::string_view group, const TensorView& output,
+                           const TensorView& all_to_all_out = {},
+                           const AlltoAllQuantMatmulOptions& options = {});
+void alltoall_matmul(const TensorView& x1, const TensorView& x2, std::string_view group,
+                     const TensorView& output, const TensorView& all_to_all_out = {},
+                     const AlltoAllMatmulOptions& options = {});
 
 }  // namespace commfuse

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 
+#include "api/c_api_executor.hpp"
 #include "api/c_api_guard.hpp"
 #include "comm/comm_impl.hpp"
 #include "core/error.hpp"
@@ -21,6 +22,9 @@ struct commfuseOpExecutor {
   std::unique_ptr<commfuse::AllGatherMatmulPlan> all_gather_matmul;
   std::unique_ptr<commfuse::MatmulReduceScatterPlan> matmul_reduce_scatter;
   std::unique_ptr<commfuse::MatmulAllReducePlan> matmul_all_reduce;
+  // Ops with their C entry points in other files (api/c_api_executor.hpp).
+  std::shared_ptr<void> plan;
+  commfuse::api::RunPlanFn run = nullptr;
 };
 
 namespace {
@@ -84,6 +88,25 @@ std::unique_ptr<commfuseOpExecutor> consume(const char* fn, const char* op,
 }
 
 }  // namespace
+
+namespace commfuse::api {
+
+commfuseOpExecutor_t* make_executor(const char* op, std::shared_ptr<void> plan, RunPlanFn run) {
+  auto e = std::make_unique<commfuseOpExecutor>();
+  e->op = op;
+  e->plan = std::move(plan);
+  e->run = run;
+  return e.release();
+}
+
+void run_executor(const char* fn, const char* op, commfuseOpExecutor_t* executor, void* workspace,
+                  uint64_t workspace_bytes) {
+  auto e = consume(fn, op, executor);
+  CF_ASSERT(e->plan && e->run);
+  e->run(e->plan.get(), workspace, workspace_bytes);
+}
+
+}  // namespace commfuse::api
 
 extern "C" {
 

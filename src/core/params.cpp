@@ -9,7 +9,7 @@
 namespace commfuse::params {
 namespace {
 
-constexpr std::array<Param, 8> kParams{{
+constexpr std::array<Param, 9> kParams{{
     {"COMMFUSE_LOG", Kind::kChoice, "warn", "error|warn|info|debug",
      "log level; lines go to stderr prefixed host:pid:rank"},
     {"COMMFUSE_TIMEOUT_S", Kind::kInt, "300", "",
@@ -26,6 +26,8 @@ constexpr std::array<Param, 8> kParams{{
      "pretend this process runs on the named host (tests of the multi-host paths)"},
     {"COMMFUSE_VERBOSE", Kind::kInt, "0", "",
      "1 = print one line per algorithm/schedule decision (like ONEDNN_VERBOSE)"},
+    {"COMMFUSE_ALLTOALL_GEMM_ROWS", Kind::kInt, "0", "",
+     "token rows per GEMM chunk of alltoall(_quant)_matmul; 0 = one GEMM on shm, 1024 otherwise"},
 }};
 
 const Param& find(std::string_view env) {

@@ -14,4 +14,8 @@ int case_c_api(commfuse::Comm& comm);        // c_api.cpp: C entry points agree 
 int case_reject(commfuse::Comm& comm);       // reject.cpp: every SPEC §2 rule, C++ and C
 int case_reject_peer(commfuse::Comm& comm);  // reject.cpp: rank 1 wrong, others not hung
 
+// alltoall_cases.cpp / alltoall_reject.cpp (SPEC §3)
+int case_alltoall_numerics(commfuse::Comm& comm);
+int case_alltoall_reject(commfuse::Comm& comm);
+
 }  // namespace optest

@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
       {"c_api", optest::case_c_api},
       {"reject", optest::case_reject},
       {"reject_peer", optest::case_reject_peer},
+      {"alltoall_numerics", optest::case_alltoall_numerics},
+      {"alltoall_reject", optest::case_alltoall_reject},
   };
   if (argc != 2 || !cases.count(argv[1])) {
     std::fprintf(stderr, "usage: %s <case>\n", argv[0]);

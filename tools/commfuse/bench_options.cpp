@@ -30,10 +30,11 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
                "all-to-all)");
   o.op = args[0];
   CF_CHECK_ARG(o.op == "all-gather" || o.op == "all-reduce" || o.op == "reduce-scatter" ||
-                   o.op == "all-to-all" || is_fused_bench(o.op),
+                   o.op == "all-to-all" || is_fused_bench(o.op) || o.op == "alltoall-quant-matmul" ||
+                   o.op == "alltoall-matmul",
                "bench: unknown benchmark '", o.op,
                "' (all-gather, all-reduce, reduce-scatter, all-to-all, all-gather-matmul, "
-               "matmul-reduce-scatter, matmul-all-reduce)");
+               "matmul-reduce-scatter, matmul-all-reduce, alltoall-quant-matmul, alltoall-matmul)");
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& {
@@ -72,6 +73,12 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
       o.comm_turn = std::atoll(value().c_str());
     else if (a == "--trace")
       o.trace = value() == "-" ? std::string() : args[i];
+    else if (a == "--bs")
+      o.bs = std::atoll(value().c_str());
+    else if (a == "--h")
+      o.h = std::atoll(value().c_str());
+    else if (a == "--combo")
+      o.combo = value();
     else
       CF_CHECK_ARG(false, "bench: unknown option '", a, "'");
   }
@@ -84,6 +91,9 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
   CF_CHECK_ARG(o.iters >= 0 && o.warmup >= 0 && o.rounds >= 1,
                "bench: --iters/--warmup must be "
                ">= 0 and --rounds >= 1");
+  CF_CHECK_ARG(o.combo == "a16w8" || o.combo == "a16w4" || o.combo == "a4w4", "bench: --combo '",
+               o.combo, "' is not a16w8, a16w4 or a4w4");
+  CF_CHECK_ARG(o.bs >= 1 && o.h >= 1 && o.n >= 1, "bench: --bs, --h, --n must be >= 1");
   dtype_from_name(o.dtype);  // validates
   CF_CHECK_ARG(o.m >= 0 && o.k >= 1 && o.n >= 1, "bench: --m must be >= 0, --k and --n >= 1");
   if (is_fused_bench(o.op)) {
@@ -132,7 +142,13 @@ std::vector<std::string> to_args(const BenchOptions& o) {
           "--comm-turn",
           std::to_string(o.comm_turn),
           "--trace",
-          o.trace.empty() ? std::string("-") : o.trace};
+          o.trace.empty() ? std::string("-") : o.trace,
+          "--bs",
+          std::to_string(o.bs),
+          "--h",
+          std::to_string(o.h),
+          "--combo",
+          o.combo};
 }
 
 }  // namespace commfuse::cli

@@ -28,6 +28,9 @@ struct BenchOptions {
   int64_t n = 4096;       // --n
   int64_t comm_turn = 0;  // --comm-turn
   std::string trace;      // --trace FILE: COMMFUSE_TRACE for the fused op
+  // alltoall-quant-matmul / alltoall-matmul (bench_alltoall.cpp): global problem shape.
+  int64_t bs = 4096, h = 2048;  // and --n above
+  std::string combo = "a16w8";  // a16w8 | a16w4 | a4w4
 };
 
 // One rank of a fused-operator benchmark (bench_fused.cpp); rank 0 prints and writes json.
@@ -48,5 +51,17 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args);
 std::vector<std::string> to_args(const BenchOptions& o);
 // "4K", "64M", "1G", "4096" -> bytes.
 uint64_t parse_size(const std::string& s);
+
+}  // namespace commfuse::cli
+
+namespace commfuse {
+class Comm;
+}
+
+namespace commfuse::cli {
+
+// One rank of `commfuse bench alltoall-quant-matmul|alltoall-matmul` (bench_alltoall.cpp),
+// inside bench-worker (MPI initialised, comm created). Returns the exit code.
+int bench_alltoall(const BenchOptions& o, Comm& comm);
 
 }  // namespace commfuse::cli

@@ -86,6 +86,11 @@ int cmd_bench_worker(int argc, char** argv) {
     const std::string init =
         o.transport == "mpi" ? std::string("mpi") : "tcp://127.0.0.1:" + std::to_string(o.port);
     Comm comm(rank, R, init);
+    if (o.op.rfind("alltoall", 0) == 0) {  // fused-operator benchmarks: bench_alltoall.cpp
+      rc = bench_alltoall(o, comm);
+      MPI_Finalize();
+      return rc;
+    }
     FILE* json = nullptr;
     if (rank == 0 && !o.json.empty()) {
       json = std::fopen(o.json.c_str(), "w");

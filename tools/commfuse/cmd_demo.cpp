@@ -155,6 +155,7 @@ int cmd_demo_worker(int, char**) {
                   r.schedule.c_str());
     }
   }
+  failures += demo_alltoall_quant_matmul_row(*comm);
   return failures == 0 ? 0 : 1;
 }
 

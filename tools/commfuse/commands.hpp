@@ -12,3 +12,14 @@ int cmd_bench(int argc, char** argv);         // collective benchmarks vs OpenMP
 int cmd_bench_worker(int argc, char** argv);  // one rank of cmd_bench (under mpirun)
 
 }  // namespace commfuse::cli
+
+namespace commfuse {
+class Comm;
+}
+
+namespace commfuse::cli {
+
+// demo_alltoall.cpp: the demo's alltoall_quant_matmul A16W8 row; returns the failure count.
+int demo_alltoall_quant_matmul_row(Comm& comm);
+
+}  // namespace commfuse::cli

@@ -1,0 +1,233 @@
+// Integer GEMM (int_matmul.hpp): path choice, the oneDNN s8 primitive and its cache, and
+// the exact k-blocked fp32 path.
+#include "kernels/cpu/int_matmul.hpp"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/params.hpp"
+#include "core/simd.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/matmul_plan.hpp"
+#include "kernels/cpu/threads.hpp"
+
+namespace commfuse::kernels::cpu {
+
+class IntMatmulPlan {
+ public:
+  IntMatmulDesc desc;
+  IntMatmulPath path = IntMatmulPath::kF32Blocked;
+  int threads = 1;
+  int64_t k_block = 0;     // kF32Blocked: k per exact fp32 block
+  dnnl::matmul primitive;  // kS8
+  dnnl::memory::desc a_md, b_md, c_md;
+  std::string impl;
+};
+
+namespace {
+
+using dt = dnnl::memory::data_type;
+using dims = dnnl::memory::dims;
+
+// vpmaddubsw sums two (a + 128) * b products into a saturating int16 (see the header).
+constexpr int64_t kInt16Max = 32767;
+
+int verbose_level() {
+  static const int level = [] {
+    try {
+      return static_cast<int>(params::get_int("COMMFUSE_VERBOSE"));
+    } catch (const Error&) {
+      return 0;
+    }
+  }();
+  return level;
+}
+
+std::shared_ptr<const IntMatmulPlan> create(const IntMatmulDesc& d, int threads) {
+  auto plan = std::make_shared<IntMatmulPlan>();
+  plan->desc = d;
+  plan->threads = threads;
+  plan->path = choose_int_matmul_path(d.a_max, d.b_max);
+  // Every fp32 partial sum of a k-block is an integer of magnitude <= k_block*a_max*b_max.
+  const int64_t per_term = std::max<int64_t>(1, int64_t{d.a_max} * d.b_max);
+  plan->k_block = std::max<int64_t>(1, std::min<int64_t>(d.k, (int64_t{1} << 24) / per_term));
+  if (plan->path == IntMatmulPath::kS8 && d.m > 0) {
+    ScopedComputeThreads scoped(threads);
+    const dnnl::memory::desc a_md({d.m, d.k}, dt::s8, dims{d.lda, 1});
+    const dnnl::memory::desc b_md({d.k, d.n}, dt::s8,
+                                  d.b_transposed ? dims{1, d.ldb} : dims{d.ldb, 1});
+    const dnnl::memory::desc c_md({d.m, d.n}, dt::s32, dims{d.ldc, 1});
+    try {
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), cpu_engine());
+      plan->primitive = dnnl::matmul(pd);
+      plan->impl = pd.impl_info_str();
+      plan->a_md = pd.src_desc();
+      plan->b_md = pd.weights_desc();
+      plan->c_md = pd.dst_desc();
+    } catch (const dnnl::error&) {
+      plan->path = IntMatmulPath::kF32Blocked;  // no int8 matmul in this oneDNN build
+    }
+  }
+  if (verbose_level() >= 1) log::write(log::Level::kInfo, "int matmul plan: " + describe(*plan));
+  return plan;
+}
+
+struct Cache {
+  std::mutex mu;
+  struct Entry {
+    IntMatmulDesc desc;
+    int threads;
+    std::shared_ptr<const IntMatmulPlan> plan;
+  };
+  std::vector<Entry> entries;  // small: a linear scan, oldest dropped first
+};
+
+Cache& cache() {
+  static Cache* const c = new Cache;  // never destroyed (oneDNN statics, see matmul_plan.cpp)
+  return *c;
+}
+
+dnnl::stream& thread_stream() {
+  thread_local dnnl::stream stream(cpu_engine());
+  return stream;
+}
+
+struct Scratch {
+  std::unique_ptr<float[]> a, c;
+  size_t a_cap = 0, c_cap = 0;
+  float* get(std::unique_ptr<float[]>& p, size_t& cap, size_t count) {
+    if (count > cap) {
+      p = std::make_unique_for_overwrite<float[]>(count);
+      cap = count;
+    }
+    return p.get();
+  }
+};
+
+CF_SIMD_CLONES void widen_s8(const int8_t* src, float* dst, size_t count) {
+  for (size_t i = 0; i < count; ++i) dst[i] = static_cast<float>(src[i]);
+}
+
+// c (int32, stride ldc) = or += the exact integers held by the dense fp32 block.
+CF_SIMD_CLONES void store_block(const float* f, int32_t* c, size_t n, bool add) {
+  if (add)
+    for (size_t j = 0; j < n; ++j) c[j] += static_cast<int32_t>(f[j]);
+  else
+    for (size_t j = 0; j < n; ++j) c[j] = static_cast<int32_t>(f[j]);
+}
+
+void run_f32_blocked(const IntMatmulPlan& plan, const int8_t* a, const float* b, int32_t* c) {
+  const IntMatmulDesc& d = plan.desc;
+  thread_local Scratch s;
+  float* a32 = s.get(s.a, s.a_cap, static_cast<size_t>(d.m * d.k));
+  float* c32 = s.get(s.c, s.c_cap, static_cast<size_t>(d.m * d.n));
+  for (int64_t r = 0; r < d.m; ++r)
+    widen_s8(a + r * d.lda, a32 + r * d.k, static_cast<size_t>(d.k));
+  const int64_t ldb = d.b_transposed ? d.k : d.n;  // prepare_b writes b densely
+  for (int64_t k0 = 0; k0 < d.k; k0 += plan.k_block) {
+    const int64_t kb = std::min(plan.k_block, d.k - k0);
+    MatmulDesc md;
+    md.m = d.m;
+    md.k = kb;
+    md.n = d.n;
+    md.b_transposed = d.b_transposed;
+    md.lda = d.k;
+    md.ldb = ldb;
+    md.ldc = d.n;
+    const float* bb = d.b_transposed ? b + k0 : b + k0 * d.n;
+    matmul(md, a32 + k0, bb, nullptr, c32);
+    for (int64_t r = 0; r < d.m; ++r)
+      store_block(c32 + r * d.n, c + r * d.ldc, static_cast<size_t>(d.n), k0 != 0);
+  }
+}
+
+}  // namespace
+
+const char* int_matmul_path_name(IntMatmulPath p) {
+  return p == IntMatmulPath::kS8 ? "s8s8s32" : "f32-blocked";
+}
+
+IntMatmulPath choose_int_matmul_path(int a_max, int b_max) {
+  // oneDNN shifts a to u8 (a + 128 <= 255 for int8 a) and sums pairs in int16.
+  const int64_t shifted_a = std::min<int64_t>(255, int64_t{a_max} + 128);
+  return 2 * shifted_a * b_max <= kInt16Max ? IntMatmulPath::kS8 : IntMatmulPath::kF32Blocked;
+}
+
+std::shared_ptr<const IntMatmulPlan> plan_int_matmul(const IntMatmulDesc& d) {
+  CF_CHECK_ARG(d.m >= 0 && d.k >= 1 && d.n >= 1, "int_matmul: m, k, n are ", d.m, ", ", d.k, ", ",
+               d.n, " (need m >= 0, k >= 1, n >= 1)");
+  CF_CHECK_ARG(d.lda >= d.k, "int_matmul: lda is ", d.lda, " but must be >= k = ", d.k);
+  CF_CHECK_ARG(d.ldb >= (d.b_transposed ? d.k : d.n), "int_matmul: ldb is ", d.ldb, " too small");
+  CF_CHECK_ARG(d.ldc >= d.n, "int_matmul: ldc is ", d.ldc, " but must be >= n = ", d.n);
+  CF_CHECK_ARG(d.a_max >= 1 && d.a_max <= 128 && d.b_max >= 1 && d.b_max <= 128,
+               "int_matmul: value bounds ", d.a_max, ", ", d.b_max, " must be in 1..128");
+  const int threads = compute_threads();
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  for (auto& e : c.entries)
+    if (e.threads == threads && e.desc == d) return e.plan;
+  auto plan = create(d, threads);
+  if (c.entries.size() >= 32) c.entries.erase(c.entries.begin());
+  c.entries.push_back({d, threads, plan});
+  return plan;
+}
+
+IntMatmulPath path_of(const IntMatmulPlan& plan) {
+  return plan.path;
+}
+
+std::string describe(const IntMatmulPlan& p) {
+  const IntMatmulDesc& d = p.desc;
+  return detail::cat("m=", d.m, " k=", d.k, " n=", d.n, d.b_transposed ? " b(T)" : "",
+                     " |a|<=", d.a_max, " |b|<=", d.b_max, " -> ", int_matmul_path_name(p.path),
+                     p.path == IntMatmulPath::kS8 ? " (" + p.impl + ")"
+                                                  : detail::cat(" (k blocks of ", p.k_block, ")"),
+                     ", ", p.threads, " threads");
+}
+
+size_t prepared_b_bytes(const IntMatmulPlan& plan) {
+  if (plan.path == IntMatmulPath::kS8) return 0;
+  return static_cast<size_t>(plan.desc.k * plan.desc.n) * sizeof(float);
+}
+
+void prepare_b(const IntMatmulPlan& plan, const int8_t* b, void* prepared) {
+  if (plan.path == IntMatmulPath::kS8) return;
+  const IntMatmulDesc& d = plan.desc;
+  const int64_t rows = d.b_transposed ? d.n : d.k, cols = d.b_transposed ? d.k : d.n;
+  auto* out = static_cast<float*>(prepared);
+  for (int64_t r = 0; r < rows; ++r)
+    widen_s8(b + r * d.ldb, out + r * cols, static_cast<size_t>(cols));
+}
+
+void int_matmul(const IntMatmulPlan& plan, const int8_t* a, const void* b_prepared, int32_t* c) {
+  const IntMatmulDesc& d = plan.desc;
+  if (d.m == 0) return;
+  if (plan.path == IntMatmulPath::kF32Blocked) {
+    run_f32_blocked(plan, a, static_cast<const float*>(b_prepared), c);
+    return;
+  }
+  auto wrap = [](const dnnl::memory::desc& md, const void* p) {
+    return dnnl::memory(md, cpu_engine(), const_cast<void*>(p));
+  };
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap(plan.a_md, a)},
+                                             {DNNL_ARG_WEIGHTS, wrap(plan.b_md, b_prepared)},
+                                             {DNNL_ARG_DST, wrap(plan.c_md, c)}};
+  ScopedComputeThreads scoped(plan.threads);
+  try {
+    plan.primitive.execute(thread_stream(), args);
+    thread_stream().wait();
+  } catch (const dnnl::error& e) {
+    detail::throw_status(Status::kRuntimeError, detail::cat("int_matmul: oneDNN failed (",
+                                                            describe(plan), "): ", e.what()));
+  }
+}
+
+}  // namespace commfuse::kernels::cpu

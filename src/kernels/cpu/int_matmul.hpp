@@ -1,0 +1,57 @@
+// Integer GEMM for the quantized operators: c (int32) = a (int8) @ b (int8), exact int32
+// accumulation (SPEC §0). a is (m, k) row-major with row stride lda; b is (k, n) row-major
+// or, when b_transposed, an (n, k) buffer; c is (m, n) with row stride ldc.
+//
+// Two implementations, chosen per descriptor from the value bounds the caller promises:
+//  - kS8: oneDNN's s8 x s8 -> s32 matmul. Without VNNI (this AVX2 CPU) oneDNN multiplies
+//    with vpmaddubsw, which adds (a + 128) * b for two k at a time into a saturating int16:
+//    exact only while 2 * 255 * max|b| <= 32767, i.e. max|b| <= 64. True for int4 operands
+//    (A16W4, A4W4); not for int8 weights, where it was measured to give wrong sums.
+//  - kF32Blocked: a and b widened to fp32 (b once per call by the caller, see prepare_b)
+//    and multiplied by oneDNN's fp32 matmul in k-blocks short enough that every partial
+//    sum is an integer below 2^24 (exact in fp32); blocks are added in int32. Used for
+//    int8 x int8 (A16W8): exact, at fp32 speed.
+// COMMFUSE_VERBOSE=1 logs the choice and oneDNN's implementation per new plan.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace commfuse::kernels::cpu {
+
+enum class IntMatmulPath { kS8, kF32Blocked };
+const char* int_matmul_path_name(IntMatmulPath p);
+
+struct IntMatmulDesc {
+  int64_t m = 0, k = 0, n = 0;  // m may be 0
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  bool b_transposed = false;
+  int a_max = 127;  // bounds on |a| and |b| the caller guarantees (e.g. 127, 8)
+  int b_max = 127;
+  bool operator==(const IntMatmulDesc&) const = default;
+};
+
+// The path the bounds allow: kS8 when oneDNN's int8 kernel is exact for them, else
+// kF32Blocked.
+IntMatmulPath choose_int_matmul_path(int a_max, int b_max);
+
+class IntMatmulPlan;
+// Validated (InvalidArgument naming the field) and cached like plan_matmul. Thread-safe.
+std::shared_ptr<const IntMatmulPlan> plan_int_matmul(const IntMatmulDesc& desc);
+
+IntMatmulPath path_of(const IntMatmulPlan& plan);
+std::string describe(const IntMatmulPlan& plan);
+
+// b as the plan's path consumes it: kS8 reads the int8 b itself (0 bytes); kF32Blocked
+// reads b widened to fp32 in the same layout (k*n floats), which prepare_b writes once per
+// call so chunked GEMMs over the same b widen it once.
+size_t prepared_b_bytes(const IntMatmulPlan& plan);
+void prepare_b(const IntMatmulPlan& plan, const int8_t* b, void* prepared);
+
+// c = a @ b. b_prepared: the int8 b (kS8) or prepare_b's output (kF32Blocked), with the
+// descriptor's layout and ldb.
+void int_matmul(const IntMatmulPlan& plan, const int8_t* a, const void* b_prepared, int32_t* c);
+
+}  // namespace commfuse::kernels::cpu

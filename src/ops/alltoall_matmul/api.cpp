@@ -1,0 +1,46 @@
+// Public C++ entry points of alltoall_matmul.
+#include <commfuse/commfuse.hpp>
+
+#include <memory>
+#include <vector>
+
+#include "ops/alltoall_matmul/plan.hpp"
+
+namespace commfuse {
+
+AlltoAllMatmulPlan::AlltoAllMatmulPlan(const TensorView& x1, const TensorView& x2,
+                                       std::string_view group, const TensorView& output,
+                                       const TensorView& all_to_all_out,
+                                       const AlltoAllMatmulOptions& options)
+    : data_(std::make_unique<ops::AlltoAllMatmulPlanData>(ops::plan_alltoall_matmul(
+          ops::validate_alltoall_matmul(x1, x2, group, output, all_to_all_out, options)))) {}
+
+AlltoAllMatmulPlan::~AlltoAllMatmulPlan() = default;
+AlltoAllMatmulPlan::AlltoAllMatmulPlan(AlltoAllMatmulPlan&&) noexcept = default;
+AlltoAllMatmulPlan& AlltoAllMatmulPlan::operator=(AlltoAllMatmulPlan&&) noexcept = default;
+
+size_t AlltoAllMatmulPlan::workspace_size() const {
+  return data_->workspace_bytes;
+}
+
+const char* AlltoAllMatmulPlan::schedule_name() const {
+  return "fused";
+}
+
+void AlltoAllMatmulPlan::execute(void* workspace, size_t workspace_bytes) {
+  const ops::AlltoAllMatmulProblem& p = data_->problem;
+  comm::CommImpl& c = ops::comm_for_execute(ops::kAlltoAllMatmulOp, p.group, p.rank, p.world_size);
+  ops::check_workspace(ops::kAlltoAllMatmulOp, c, workspace, workspace_bytes,
+                       data_->workspace_bytes);
+  ops::run_alltoall_matmul_fused(*data_, c, workspace);
+}
+
+void alltoall_matmul(const TensorView& x1, const TensorView& x2, std::string_view group,
+                     const TensorView& output, const TensorView& all_to_all_out,
+                     const AlltoAllMatmulOptions& options) {
+  AlltoAllMatmulPlan plan(x1, x2, group, output, all_to_all_out, options);
+  std::vector<float> workspace((plan.workspace_size() + sizeof(float) - 1) / sizeof(float));
+  plan.execute(workspace.data(), plan.workspace_size());
+}
+
+}  // namespace commfuse

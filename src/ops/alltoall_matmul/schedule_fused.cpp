@@ -1,0 +1,64 @@
+// alltoall_matmul, fused: all_to_all_stream with one token row per unit; on_piece copies
+// each source's segment of the received rows into its place in the permuted row (on shm
+// straight from the peer's slot), and once gemm_chunk_rows() rows are complete (on_all) the
+// GEMM runs on them, writing their output rows; the last chunk runs after the stream.
+#include <cstring>
+
+#include "kernels/cpu/matmul.hpp"
+#include "ops/alltoall_matmul/plan.hpp"
+#include "ops/alltoall_quant_matmul/plan.hpp"
+
+namespace commfuse::ops {
+
+void run_alltoall_matmul_fused(const AlltoAllMatmulPlanData& plan, comm::CommImpl& comm,
+                               void* workspace) {
+  const AlltoAllMatmulProblem& p = plan.problem;
+  const int64_t rows = p.rows(), k = p.k();
+  const size_t es = dtype_storage_bytes(p.dtype, 1);
+  const size_t unit = static_cast<size_t>(p.h) * es;
+  auto* perm = static_cast<uint8_t*>(p.all_to_all_out ? p.all_to_all_out : workspace);
+  const auto* x1 = static_cast<const uint8_t*>(p.x1);
+  int64_t done = 0;
+  const int64_t gemm_rows = gemm_chunk_rows(comm, rows);
+
+  auto gemm = [&](int64_t r0, int64_t r1) {
+    kernels::cpu::MatmulDesc d;
+    d.m = r1 - r0;
+    d.k = k;
+    d.n = p.n;
+    d.a_dtype = d.b_dtype = d.c_dtype = p.dtype;
+    d.b_transposed = p.x2_transposed;
+    d.lda = k;
+    d.ldb = p.x2_transposed ? k : p.n;
+    d.ldc = p.n;
+    d.has_bias = p.bias.data != nullptr;
+    d.bias_dtype = d.has_bias ? p.bias.dtype : DType::kFloat32;
+    kernels::cpu::matmul(d, perm + static_cast<size_t>(r0 * k) * es, p.x2, p.bias.data,
+                         static_cast<uint8_t*>(p.output) + static_cast<size_t>(r0 * p.n) * es);
+  };
+
+  comm::AllToAllStream st;
+  st.bytes = static_cast<uint64_t>(rows) * unit;
+  st.unit = unit;
+  st.max_piece = static_cast<uint64_t>(kPieceRows) * unit;
+  st.pack = [&](int to, uint8_t* dst, uint64_t off, uint64_t n) {
+    std::memcpy(dst, x1 + static_cast<size_t>(to * rows) * unit + off, n);
+  };
+  st.on_piece = [&](int src, const uint8_t* data, uint64_t off, uint64_t n) {
+    const int64_t r0 = static_cast<int64_t>(off / unit);
+    for (uint64_t j = 0; j < n / unit; ++j)
+      std::memcpy(perm + (static_cast<size_t>(r0 + j) * p.world_size + src) * unit, data + j * unit,
+                  unit);
+  };
+  st.on_all = [&](const uint8_t* const*, uint64_t off, uint64_t n) {
+    const int64_t assembled = static_cast<int64_t>((off + n) / unit);
+    if (assembled - done >= gemm_rows && assembled < rows) {
+      gemm(done, assembled);
+      done = assembled;
+    }
+  };
+  comm.transport().all_to_all_stream(st);
+  if (done < rows) gemm(done, rows);
+}
+
+}  // namespace commfuse::ops

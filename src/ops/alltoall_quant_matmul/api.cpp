@@ -1,0 +1,55 @@
+// Public C++ entry points of alltoall_quant_matmul over the plan and its schedule.
+#include <commfuse/commfuse.hpp>
+
+#include <memory>
+#include <vector>
+
+#include "ops/alltoall_quant_matmul/plan.hpp"
+
+namespace commfuse {
+
+AlltoAllQuantMatmulPlan::AlltoAllQuantMatmulPlan(const TensorView& x1, const TensorView& x2,
+                                                 const TensorView& x2_scale, std::string_view group,
+                                                 const TensorView& output,
+                                                 const TensorView& all_to_all_out,
+                                                 const AlltoAllQuantMatmulOptions& options)
+    : data_(std::make_unique<ops::AlltoAllQuantMatmulPlanData>(
+          ops::plan_alltoall_quant_matmul(ops::validate_alltoall_quant_matmul(
+              x1, x2, x2_scale, group, output, all_to_all_out, options)))) {}
+
+AlltoAllQuantMatmulPlan::~AlltoAllQuantMatmulPlan() = default;
+AlltoAllQuantMatmulPlan::AlltoAllQuantMatmulPlan(AlltoAllQuantMatmulPlan&&) noexcept = default;
+AlltoAllQuantMatmulPlan& AlltoAllQuantMatmulPlan::operator=(AlltoAllQuantMatmulPlan&&) noexcept =
+    default;
+
+size_t AlltoAllQuantMatmulPlan::workspace_size() const {
+  return data_->ws.total;
+}
+
+const char* AlltoAllQuantMatmulPlan::schedule_name() const {
+  return data_->path == kernels::cpu::IntMatmulPath::kS8 ? "fused (int GEMM: oneDNN s8s8s32)"
+                                                         : "fused (int GEMM: exact f32 blocks)";
+}
+
+const char* AlltoAllQuantMatmulPlan::combination_name() const {
+  return ops::combo_name(data_->problem.combo);
+}
+
+void AlltoAllQuantMatmulPlan::execute(void* workspace, size_t workspace_bytes) {
+  const ops::AlltoAllQuantMatmulProblem& p = data_->problem;
+  comm::CommImpl& c =
+      ops::comm_for_execute(ops::kAlltoAllQuantMatmulOp, p.group, p.rank, p.world_size);
+  ops::check_workspace(ops::kAlltoAllQuantMatmulOp, c, workspace, workspace_bytes, data_->ws.total);
+  ops::run_alltoall_quant_matmul_fused(*data_, c, workspace);
+}
+
+void alltoall_quant_matmul(const TensorView& x1, const TensorView& x2, const TensorView& x2_scale,
+                           std::string_view group, const TensorView& output,
+                           const TensorView& all_to_all_out,
+                           const AlltoAllQuantMatmulOptions& options) {
+  AlltoAllQuantMatmulPlan plan(x1, x2, x2_scale, group, output, all_to_all_out, options);
+  std::vector<float> workspace((plan.workspace_size() + sizeof(float) - 1) / sizeof(float));
+  plan.execute(workspace.data(), plan.workspace_size());
+}
+
+}  // namespace commfuse

@@ -1,0 +1,91 @@
+// alltoall_quant_matmul planning: the GEMM path for the combination's value bounds and the
+// workspace layout.
+#include <algorithm>
+#include <string_view>
+
+#include "core/params.hpp"
+
+#include "kernels/cpu/quant_per_token.hpp"
+#include "ops/alltoall_quant_matmul/plan.hpp"
+
+namespace commfuse::ops {
+namespace {
+
+size_t take(size_t& at, size_t bytes) {
+  const size_t off = at;
+  at = (at + bytes + 63) / 64 * 64;
+  return off;
+}
+
+}  // namespace
+
+int64_t gemm_chunk_rows(comm::CommImpl& comm, int64_t rows) {
+  const int64_t v = params::get_int("COMMFUSE_ALLTOALL_GEMM_ROWS");
+  if (v > 0) return std::min(rows, v);
+  return std::string_view(comm.transport().name()) == "shm" ? rows : std::min<int64_t>(rows, 1024);
+}
+
+AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProblem problem) {
+  namespace cpu = kernels::cpu;
+  AlltoAllQuantMatmulPlanData plan;
+  plan.problem = std::move(problem);
+  const AlltoAllQuantMatmulProblem& p = plan.problem;
+  const int64_t R = p.world_size, rows = p.rows(), k = p.k();
+  switch (p.combo) {
+    case QuantCombo::kA16W8:
+      plan.qmax = plan.a_max = cpu::kInt8QuantMax;
+      plan.b_max = 127;  // int8 weights are symmetric in practice but may hold -128
+      break;
+    case QuantCombo::kA16W4:
+      plan.qmax = plan.a_max = cpu::kInt4QuantMax;  // activations in the int4 range
+      plan.b_max = 8;
+      break;
+    case QuantCombo::kA4W4:
+      plan.a_max = plan.b_max = 8;
+      break;
+  }
+  // A -128 weight would need b_max 128; the bound only has to be an upper bound.
+  if (p.combo == QuantCombo::kA16W8) plan.b_max = 128;
+  plan.gemm_rows = gemm_chunk_rows(find_comm(p.group).impl(), rows);
+  cpu::IntMatmulDesc d;
+  d.m = rows;
+  d.k = p.combo == QuantCombo::kA4W4 ? p.h : k;  // A4W4: one GEMM per source segment
+  d.n = p.n;
+  d.lda = k;
+  d.ldb = p.x2_transposed ? k : p.n;
+  d.ldc = p.n;
+  d.b_transposed = p.x2_transposed;
+  d.a_max = plan.a_max;
+  d.b_max = plan.b_max;
+  plan.path = cpu::choose_int_matmul_path(d.a_max, d.b_max);
+  if (plan.path == cpu::IntMatmulPath::kF32Blocked) {
+    // prepare_b widens all of x2 (K x N) at once.
+    cpu::IntMatmulDesc full = d;
+    full.k = k;
+    plan.full_gemm = cpu::plan_int_matmul(full);
+    plan.path = cpu::path_of(*plan.full_gemm);
+  }
+
+  QuantWorkspace& w = plan.ws;
+  size_t at = 0;
+  // A chunk may end up to one piece past gemm_rows.
+  const size_t gr = static_cast<size_t>(std::min(rows, plan.gemm_rows + kPieceRows)),
+               n = static_cast<size_t>(p.n);
+  w.q = take(at, static_cast<size_t>(rows * k));
+  w.scales =
+      take(at, sizeof(float) * static_cast<size_t>(p.combo == QuantCombo::kA4W4 ? rows * R : rows));
+  const size_t kn = static_cast<size_t>(k) * n;
+  w.b = take(at, plan.path == cpu::IntMatmulPath::kF32Blocked ? kn * sizeof(float)
+                 : p.combo == QuantCombo::kA16W8              ? 0
+                                                              : kn);  // int4 unpacked to int8
+  w.acc = take(at, gr * n * sizeof(int32_t));
+  w.yacc = take(at, p.combo == QuantCombo::kA4W4 ? gr * n * sizeof(float) : 0);
+  w.row = take(at, static_cast<size_t>(k) * sizeof(float));
+  w.out_row = take(at, n * sizeof(float));
+  w.smooth = take(at, p.smooth ? static_cast<size_t>(k) * sizeof(float) : 0);
+  w.bias = take(at, n * sizeof(float));
+  w.total = at;
+  return plan;
+}
+
+}  // namespace commfuse::ops

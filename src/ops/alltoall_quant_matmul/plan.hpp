@@ -1,0 +1,98 @@
+// AlltoAllQuantMatmul (SPEC §3): the validated problem, the plan and the schedule.
+//   validate.cpp        every rejection rule, on the calling rank, before any communication
+//   plan.cpp            combination, GEMM path, workspace layout
+//   schedule_fused.cpp  all_to_all_stream; quantize while permuting; chunked int GEMM;
+//                       epilogue
+//   api.cpp             the public C++ entry points (C API: src/api/c_api_alltoall.cpp)
+#pragma once
+
+#include <commfuse/commfuse.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kernels/cpu/int_matmul.hpp"
+#include "ops/common/tensor_checks.hpp"
+
+namespace commfuse::ops {
+
+inline constexpr const char* kAlltoAllQuantMatmulOp = "alltoall_quant_matmul";
+
+enum class QuantCombo { kA16W8, kA16W4, kA4W4 };
+const char* combo_name(QuantCombo c);
+
+struct AlltoAllQuantMatmulProblem {
+  std::string group;
+  int rank = 0;
+  int world_size = 1;
+  QuantCombo combo = QuantCombo::kA16W8;
+  DType x1_dtype = DType::kFloat16;
+  DType out_dtype = DType::kFloat16;
+  int64_t bs = 0;  // x1 rows (per rank)
+  int64_t h = 0;   // x1 columns
+  int64_t n = 0;
+  const void* x1 = nullptr;  // (BS, H) dense
+  const void* x2 = nullptr;  // (R*H, N) or, transposed, (N, R*H); dense
+  bool x2_transposed = false;
+  const float* x2_scale = nullptr;     // (N,)
+  const void* smooth = nullptr;        // A16: (R*H,) in x1's dtype, or null
+  const float* token_scale = nullptr;  // A4W4: (BS,)
+  BiasArg bias;
+  void* output = nullptr;          // (BS/R, N) dense
+  void* all_to_all_out = nullptr;  // (BS/R, R*H) in x1's dtype, or null
+
+  int64_t rows() const { return bs / world_size; }
+  int64_t k() const { return h * world_size; }
+};
+
+// alltoAllAxesOptional: absent or [-2, -1] (shared with alltoall_matmul).
+void check_alltoall_axes(const OpContext& ctx, const std::optional<std::vector<int64_t>>& axes);
+
+AlltoAllQuantMatmulProblem validate_alltoall_quant_matmul(
+    const TensorView& x1, const TensorView& x2, const TensorView& x2_scale, std::string_view group,
+    const TensorView& output, const TensorView& all_to_all_out,
+    const AlltoAllQuantMatmulOptions& options);
+
+// Pieces of the stream are at most kPieceRows token rows. The GEMM runs on chunks of
+// gemm_chunk_rows() rows, collected from as many pieces as it takes.
+inline constexpr int64_t kPieceRows = 256;
+// COMMFUSE_ALLTOALL_GEMM_ROWS, or automatic: on shm the stream cannot run in the background
+// of a GEMM (the rank that computes is the one that copies), and oneDNN's GEMM is fastest
+// on all rows at once, so one GEMM after the last piece (measured: 256-row chunks made the
+// op 10-40% slower at the README shape); other transports get 1024-row chunks so that
+// assembly of the next chunk can overlap the GEMM of this one when the transport allows.
+int64_t gemm_chunk_rows(comm::CommImpl& comm, int64_t rows);
+
+// Byte offsets into the workspace (each 64-byte aligned).
+struct QuantWorkspace {
+  size_t q = 0;        // rows x K int8: quantized permuted rows
+  size_t scales = 0;   // A16: rows fp32; A4W4: rows x R fp32 (scale of segment s at i*R+s)
+  size_t b = 0;        // x2 as the GEMM reads it (fp32 widened or int4 unpacked to int8)
+  size_t acc = 0;      // gemm_rows x N int32
+  size_t yacc = 0;     // A4W4: gemm_rows x N fp32
+  size_t row = 0;      // K fp32: one permuted row being assembled
+  size_t out_row = 0;  // N fp32
+  size_t smooth = 0;   // K fp32 (A16 with smooth scale)
+  size_t bias = 0;     // N fp32
+  size_t total = 0;
+};
+
+struct AlltoAllQuantMatmulPlanData {
+  AlltoAllQuantMatmulProblem problem;
+  int a_max = 127;        // quantized activation bound: Q (A16) or 8 (int4 x1)
+  int b_max = 127;        // weight bound: 127 (int8) or 8 (int4)
+  int qmax = 127;         // Q of the dynamic quantization (A16)
+  int64_t gemm_rows = 0;  // rows per GEMM chunk
+  kernels::cpu::IntMatmulPath path = kernels::cpu::IntMatmulPath::kS8;
+  std::shared_ptr<const kernels::cpu::IntMatmulPlan> full_gemm;  // for prepare_b
+  QuantWorkspace ws;
+};
+
+AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProblem problem);
+
+void run_alltoall_quant_matmul_fused(const AlltoAllQuantMatmulPlanData& plan, comm::CommImpl& comm,
+                                     void* workspace);
+
+}  // namespace commfuse::ops

@@ -1,0 +1,381 @@
+// alltoall_quant_matmul and alltoall_matmul (SPEC §3) on every rank of a real multi-rank job:
+// numerics against references, every rejection rule, and the C API.
+//
+// Quantized combinations: the test quantizes the permuted rows itself with a scalar
+// transcription of SPEC §3 (the same fp32 operations, so the same q and s bit for bit as
+// the kernel, whose bitwise agreement tests/unit/test_quant_per_token.cpp checks), then
+// computes the output in float64 from those q and s. The op's epilogue rounds 3 times in
+// fp32 per term (A4W4: 2 per segment plus the R-1 additions) and once to the output dtype:
+//   |out - ref| <= u_out·|ref| + (2R + 4)·2^-24·S,  S = Σ_terms |f32(acc)·scales| + |bias|.
+// alltoAllOut is compared bitwise with the permuted rows; a permuted row that is zero on
+// every rank must give bias-only output (s = 0, no NaN).
+#include <commfuse/commfuse.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "numerics.hpp"
+
+namespace optest {
+namespace {
+
+using commfuse::Status;
+using commfuse::TensorView;
+
+enum class Combo { kA16W8, kA16W4, kA4W4 };
+enum class Bias { kNone, kX1, kF32 };
+
+struct QCase {
+  Combo combo = Combo::kA16W8;
+  DType x1 = DType::kFloat16;   // A16: activations; A4W4: int4
+  DType out = DType::kFloat16;  // A4W4: fp16 or bf16; else = x1
+  bool smooth = false, transposed = false, a2a_out = false;
+  Bias bias = Bias::kNone;
+  int64_t rows = 5, h = 20, n = 12;  // rows per rank = BS / R
+};
+
+std::string describe(const QCase& c) {
+  const char* names[] = {"A16W8", "A16W4", "A4W4"};
+  return std::string(names[static_cast<int>(c.combo)]) + " x1 " +
+         std::string(commfuse::dtype_name(c.x1)) + " out " +
+         std::string(commfuse::dtype_name(c.out)) + (c.smooth ? " smooth" : "") +
+         (c.transposed ? " x2^T" : "") + (c.a2a_out ? " a2a_out" : "") +
+         (c.bias == Bias::kNone ? ""
+          : c.bias == Bias::kX1 ? " bias"
+                                : " bias-f32") +
+         " rows " + std::to_string(c.rows);
+}
+
+float uniform(uint64_t seed, uint64_t i, float lo, float hi) {
+  return lo + (hi - lo) * static_cast<float>(mix(seed, i) >> 8) / 16777216.0f;
+}
+
+int iuniform(uint64_t seed, uint64_t i, int lo, int hi) {
+  return lo + static_cast<int>(mix(seed, i) % static_cast<uint32_t>(hi - lo + 1));
+}
+
+// One rank's inputs. x1 row j of every rank is all zero when j % rows == 1 (so permuted row 1
+// is zero everywhere).
+struct RankData {
+  std::vector<uint8_t> x1;      // (BS, H) encoded
+  std::vector<double> x1d;      // decoded (A16) or int4 values (A4W4)
+  std::vector<float> token;     // A4W4 (BS,)
+  std::vector<int8_t> w;        // logical (K, N) weights
+  std::vector<uint8_t> x2;      // stored (maybe transposed, packed)
+  std::vector<float> x2_scale;  // (N,)
+  std::vector<uint8_t> smooth;  // (K,) x1 dtype
+  std::vector<float> smoothf;
+  std::vector<uint8_t> bias;
+  std::vector<double> biasd;
+  DType bias_dtype = DType::kFloat32;
+};
+
+RankData make_rank(const QCase& c, int R, int rank, uint64_t tag) {
+  RankData d;
+  const int64_t bs = c.rows * R, k = c.h * R;
+  const uint64_t seed = tag * 100 + static_cast<uint64_t>(rank);
+  std::vector<float> x(static_cast<size_t>(bs * c.h));
+  for (int64_t j = 0; j < bs; ++j)
+    for (int64_t t = 0; t < c.h; ++t) {
+      const size_t i = static_cast<size_t>(j * c.h + t);
+      if (j % c.rows == 1 && c.rows > 1) {
+        x[i] = 0.0f;
+      } else if (c.combo == Combo::kA4W4) {
+        x[i] = static_cast<float>(iuniform(seed, i, -8, 7));
+      } else {
+        x[i] = uniform(seed, i, -2.0f, 2.0f);
+        if (i % 17 == 0) x[i] *= 8.0f;  // outliers: the row max varies
+      }
+    }
+  d.x1 = encode(x, c.x1);
+  if (c.combo == Combo::kA4W4) {
+    d.x1d.assign(x.begin(), x.end());
+    d.token.resize(static_cast<size_t>(bs));
+    for (int64_t j = 0; j < bs; ++j) d.token[j] = uniform(seed + 7, j, 0.01f, 0.1f);
+  } else {
+    d.x1d = decode(d.x1, c.x1);
+  }
+  const bool w4 = c.combo != Combo::kA16W8;
+  d.w.resize(static_cast<size_t>(k * c.n));
+  for (size_t i = 0; i < d.w.size(); ++i)
+    d.w[i] =
+        static_cast<int8_t>(w4 ? iuniform(seed + 1, i, -8, 7) : iuniform(seed + 1, i, -127, 127));
+  std::vector<int8_t> stored = d.w;
+  if (c.transposed)
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t j = 0; j < c.n; ++j) stored[j * k + i] = d.w[i * c.n + j];
+  if (w4) {
+    d.x2.resize(stored.size() / 2);
+    commfuse::pack_int4(stored.data(), d.x2.data(), stored.size());
+  } else {
+    d.x2.assign(reinterpret_cast<uint8_t*>(stored.data()),
+                reinterpret_cast<uint8_t*>(stored.data()) + stored.size());
+  }
+  d.x2_scale.resize(static_cast<size_t>(c.n));
+  for (int64_t j = 0; j < c.n; ++j) d.x2_scale[j] = uniform(seed + 2, j, 0.001f, 0.02f);
+  if (c.smooth) {
+    std::vector<float> s(static_cast<size_t>(k));
+    for (int64_t i = 0; i < k; ++i) s[i] = uniform(seed + 3, i, 0.5f, 1.5f);
+    d.smooth = encode(s, c.x1);
+    const auto sd = decode(d.smooth, c.x1);
+    d.smoothf.assign(sd.begin(), sd.end());
+  }
+  if (c.bias != Bias::kNone) {
+    d.bias_dtype = c.bias == Bias::kF32 ? DType::kFloat32 : c.combo == Combo::kA4W4 ? c.out : c.x1;
+    std::vector<float> b(static_cast<size_t>(c.n));
+    for (int64_t j = 0; j < c.n; ++j) b[j] = uniform(seed + 4, j, -1.0f, 1.0f);
+    d.bias = encode(b, d.bias_dtype);
+    d.biasd = decode(d.bias, d.bias_dtype);
+  }
+  return d;
+}
+
+// SPEC §3 dynamic per-token quantization, written out: fp32 throughout.
+float ref_quantize(const std::vector<float>& v, int Q, std::vector<int>& q) {
+  float amax = 0.0f;
+  for (float x : v) amax = std::max(amax, std::fabs(x));
+  q.assign(v.size(), 0);
+  if (amax == 0.0f) return 0.0f;
+  const float inv = static_cast<float>(Q) / amax;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const float t = v[i] * inv;
+    float r = std::nearbyint(t);
+    r = std::min(std::max(r, -static_cast<float>(Q)), static_cast<float>(Q));
+    q[i] = static_cast<int>(r);
+  }
+  return amax / static_cast<float>(Q);
+}
+
+void run_quant_case(commfuse::Comm& comm, const QCase& c, uint64_t tag, bool via_c_api) {
+  const int R = comm.world_size(), me = comm.rank();
+  const int64_t bs = c.rows * R, k = c.h * R;
+  const RankData mine = make_rank(c, R, me, tag);
+  const size_t out_es = elem_bytes(c.out);
+  std::vector<uint8_t> out(static_cast<size_t>(c.rows * c.n) * out_es, 0xCD);
+  const size_t a2a_bytes = commfuse::dtype_storage_bytes(c.x1, static_cast<size_t>(c.rows * k));
+  std::vector<uint8_t> a2a(c.a2a_out ? a2a_bytes : 0, 0xCD);
+  const DType x2t = c.combo == Combo::kA16W8 ? DType::kInt8 : DType::kInt4;
+  TensorView x1v(const_cast<uint8_t*>(mine.x1.data()), c.x1, {bs, c.h});
+  TensorView x2v(const_cast<uint8_t*>(mine.x2.data()), x2t,
+                 {c.transposed ? c.n : k, c.transposed ? k : c.n});
+  TensorView sv(const_cast<float*>(mine.x2_scale.data()), DType::kFloat32, {c.n});
+  TensorView ov(out.data(), c.out, {c.rows, c.n});
+  TensorView av = c.a2a_out ? TensorView(a2a.data(), c.x1, {c.rows, k}) : TensorView();
+  commfuse::AlltoAllQuantMatmulOptions o;
+  o.x1_quant_mode = c.combo == Combo::kA4W4 ? 3 : 7;
+  o.transpose_x2 = c.transposed;
+  std::optional<TensorView> x1s, bias;
+  if (c.combo == Combo::kA4W4)
+    x1s = TensorView(const_cast<float*>(mine.token.data()), DType::kFloat32, {bs});
+  else if (c.smooth)
+    x1s = TensorView(const_cast<uint8_t*>(mine.smooth.data()), c.x1, {k});
+  if (c.bias != Bias::kNone)
+    bias = TensorView(const_cast<uint8_t*>(mine.bias.data()), mine.bias_dtype, {c.n});
+  o.x1_scale = x1s;
+  o.bias = bias;
+  if (!via_c_api) {
+    commfuse::alltoall_quant_matmul(x1v, x2v, sv, comm.name(), ov, av, o);
+  } else {
+    auto mk = [](const TensorView& t) -> commfuseTensor_t* {
+      if (!t.present()) return nullptr;
+      return commfuseCreateTensor(t.shape, static_cast<uint64_t>(t.ndim), t.strides,
+                                  static_cast<commfuseDataType>(t.dtype), t.data);
+    };
+    commfuseTensor_t *tx1 = mk(x1v), *tx2 = mk(x2v), *ts = mk(sv), *to = mk(ov), *ta = mk(av);
+    commfuseTensor_t* tb = bias ? mk(*bias) : nullptr;
+    commfuseTensor_t* tx1s = x1s ? mk(*x1s) : nullptr;
+    const int64_t axes[2] = {-2, -1};
+    commfuseIntArray_t* ax = commfuseCreateIntArray(axes, 2);
+    uint64_t ws = 0;
+    commfuseOpExecutor_t* ex = nullptr;
+    commfuseStatus_t st = commfuseAlltoAllQuantMatmulGetWorkspaceSize(
+        tx1, tx2, tb, tx1s, ts, nullptr, nullptr, nullptr, comm.name().c_str(), ax, o.x1_quant_mode,
+        2, 0, -1, 2, 0, 0, c.transposed ? 1 : 0, to, ta, &ws, &ex);
+    EXPECT(st == COMMFUSE_SUCCESS, "C plan: %s", commfuseGetLastErrorMessage());
+    std::vector<float> w((ws + 3) / 4);
+    st = commfuseAlltoAllQuantMatmul(ws ? w.data() : nullptr, ws, ex, nullptr);
+    EXPECT(st == COMMFUSE_SUCCESS, "C run: %s", commfuseGetLastErrorMessage());
+    for (auto* t : {tx1, tx2, ts, to, ta, tb, tx1s}) commfuseDestroyTensor(t);
+    commfuseDestroyIntArray(ax);
+  }
+
+  // Reference: permuted rows, quantization, float64 GEMM + epilogue.
+  std::vector<RankData> all;
+  for (int s = 0; s < R; ++s) all.push_back(s == me ? mine : make_rank(c, R, s, tag));
+  const std::string what = describe(c) + (via_c_api ? " (C API)" : "");
+  if (c.a2a_out) {
+    std::vector<uint8_t> want;
+    const size_t row_bytes = commfuse::dtype_storage_bytes(c.x1, static_cast<size_t>(c.h));
+    for (int64_t i = 0; i < c.rows; ++i)
+      for (int s = 0; s < R; ++s) {
+        const uint8_t* src = all[s].x1.data() + static_cast<size_t>(me * c.rows + i) * row_bytes;
+        want.insert(want.end(), src, src + row_bytes);
+      }
+    EXPECT(a2a == want, "%s: alltoAllOut differs from the permuted rows", what.c_str());
+  }
+  const int Q = c.combo == Combo::kA16W8 ? 127 : 7;
+  const auto got = decode(out, c.out);
+  for (int64_t i = 0; i < c.rows; ++i) {
+    // q[s*H + t] and one scale per segment (A16: all segments share the row's scale).
+    std::vector<int> q(static_cast<size_t>(k));
+    std::vector<double> seg_scale(static_cast<size_t>(R));
+    if (c.combo == Combo::kA4W4) {
+      for (int s = 0; s < R; ++s) {
+        const int64_t src_row = me * c.rows + i;
+        for (int64_t t = 0; t < c.h; ++t)
+          q[s * c.h + t] = static_cast<int>(all[s].x1d[src_row * c.h + t]);
+        seg_scale[s] = all[s].token[src_row];
+      }
+    } else {
+      std::vector<float> v(static_cast<size_t>(k));
+      for (int s = 0; s < R; ++s)
+        for (int64_t t = 0; t < c.h; ++t) {
+          float x = static_cast<float>(all[s].x1d[(me * c.rows + i) * c.h + t]);
+          if (c.smooth) x = x * mine.smoothf[s * c.h + t];
+          v[s * c.h + t] = x;
+        }
+      const float sc = ref_quantize(v, Q, q);
+      for (int s = 0; s < R; ++s) seg_scale[s] = sc;
+    }
+    for (int64_t j = 0; j < c.n; ++j) {
+      const double b = mine.biasd.empty() ? 0.0 : mine.biasd[j];
+      double ref = b, S = std::fabs(b);
+      const int nseg = c.combo == Combo::kA4W4 ? R : 1;
+      const int64_t seg_k = k / nseg;
+      for (int s = 0; s < nseg; ++s) {
+        int64_t acc = 0;
+        for (int64_t t = s * seg_k; t < (s + 1) * seg_k; ++t)
+          acc += int64_t{q[t]} * mine.w[t * c.n + j];
+        const double term = static_cast<double>(acc) * mine.x2_scale[j] * seg_scale[s];
+        ref += term;
+        S += std::fabs(term);
+      }
+      const double g = got[i * c.n + j];
+      const double tol =
+          unit_roundoff(c.out) * std::fabs(ref) + (2 * R + 4) * std::ldexp(1.0, -24) * S;
+      if (!(std::fabs(g - ref) <= tol)) {
+        EXPECT(false, "%s: output (%lld, %lld) is %.9g, reference %.9g, tolerance %.3g",
+               what.c_str(), static_cast<long long>(i), static_cast<long long>(j), g, ref, tol);
+        return;
+      }
+    }
+  }
+}
+
+void run_float_case(commfuse::Comm& comm, DType t, Bias bk, bool transposed, bool a2a_out,
+                    int64_t rows, uint64_t tag) {
+  const int R = comm.world_size(), me = comm.rank();
+  const int64_t h = 12, n = 10, bs = rows * R, k = h * R;
+  auto x1_of = [&](int s) {
+    return encode(values(tag * 10 + static_cast<uint64_t>(s), static_cast<size_t>(bs * h), false),
+                  t);
+  };
+  const auto x1 = x1_of(me);
+  std::vector<float> w =
+      values(tag * 10 + 99 + static_cast<uint64_t>(me), static_cast<size_t>(k * n), false);
+  std::vector<float> stored = w;
+  if (transposed)
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t j = 0; j < n; ++j) stored[j * k + i] = w[i * n + j];
+  const auto x2 = encode(stored, t);
+  const DType bt = bk == Bias::kF32 ? DType::kFloat32 : t;
+  const auto bias = encode(values(tag + 5, static_cast<size_t>(n), false), bt);
+  std::vector<uint8_t> out(static_cast<size_t>(rows * n) * elem_bytes(t), 0xCD);
+  std::vector<uint8_t> a2a(a2a_out ? static_cast<size_t>(rows * k) * elem_bytes(t) : 0, 0xCD);
+  commfuse::AlltoAllMatmulOptions o;
+  o.transpose_x2 = transposed;
+  if (bk != Bias::kNone) o.bias = TensorView(const_cast<uint8_t*>(bias.data()), bt, {n});
+  commfuse::alltoall_matmul(
+      TensorView(const_cast<uint8_t*>(x1.data()), t, {bs, h}),
+      TensorView(const_cast<uint8_t*>(x2.data()), t, {transposed ? n : k, transposed ? k : n}),
+      comm.name(), TensorView(out.data(), t, {rows, n}),
+      a2a_out ? TensorView(a2a.data(), t, {rows, k}) : TensorView(), o);
+  // Integer inputs: exact fp32 sums, so bitwise equal to the exactly rounded reference.
+  std::vector<std::vector<double>> xs;
+  for (int s = 0; s < R; ++s) xs.push_back(decode(x1_of(s), t));
+  const auto wd = decode(encode(w, t), t);
+  const auto bd = decode(bias, bt);
+  std::vector<double> ref(static_cast<size_t>(rows * n));
+  std::vector<uint8_t> want_a2a;
+  const size_t rb = static_cast<size_t>(h) * elem_bytes(t);
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int s = 0; s < R; ++s) {
+      const auto src = x1_of(s);
+      want_a2a.insert(want_a2a.end(), src.begin() + (me * rows + i) * rb,
+                      src.begin() + (me * rows + i + 1) * rb);
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = bk == Bias::kNone ? 0.0 : bd[j];
+      for (int s = 0; s < R; ++s)
+        for (int64_t u = 0; u < h; ++u)
+          acc += xs[s][(me * rows + i) * h + u] * wd[(s * h + u) * n + j];
+      ref[i * n + j] = acc;
+    }
+  }
+  const std::string what = std::string("alltoall_matmul ") + std::string(commfuse::dtype_name(t)) +
+                           (transposed ? " x2^T" : "") + (a2a_out ? " a2a_out" : "") + " rows " +
+                           std::to_string(rows);
+  EXPECT(out == round_to(ref, t), "%s: output not bitwise equal to the rounded reference",
+         what.c_str());
+  if (a2a_out) EXPECT(a2a == want_a2a, "%s: alltoAllOut differs", what.c_str());
+}
+
+}  // namespace
+
+int case_alltoall_numerics(commfuse::Comm& comm) {
+  const int R = comm.world_size();
+  uint64_t tag = 1;
+  int idx = 0;
+  const Bias biases[] = {Bias::kNone, Bias::kX1, Bias::kF32};
+  for (Combo cb : {Combo::kA16W8, Combo::kA16W4, Combo::kA4W4})
+    for (DType dt : {DType::kFloat16, DType::kBFloat16})
+      for (bool tr : {false, true})
+        for (bool sm : {false, true}) {
+          if (cb == Combo::kA4W4 && sm) continue;  // no smooth scale in A4W4
+          QCase c;
+          c.combo = cb;
+          c.x1 = cb == Combo::kA4W4 ? DType::kInt4 : dt;
+          c.out = dt;
+          c.transposed = tr;
+          c.smooth = sm;
+          c.bias = biases[idx % 3];
+          c.a2a_out = idx % 2 == 0;
+          ++idx;
+          run_quant_case(comm, c, tag++, false);
+        }
+  // Many rows (> 256, not a multiple of it): pieces gathered into several GEMM chunks.
+  if (R <= 4)
+    for (Combo cb : {Combo::kA16W8, Combo::kA16W4, Combo::kA4W4}) {
+      QCase c;
+      c.combo = cb;
+      c.x1 = cb == Combo::kA4W4 ? DType::kInt4 : DType::kBFloat16;
+      c.out = DType::kBFloat16;
+      c.rows = 300;
+      c.bias = Bias::kF32;
+      c.a2a_out = true;
+      c.smooth = cb != Combo::kA4W4;
+      run_quant_case(comm, c, tag++, false);
+    }
+  // One row per rank; the C API.
+  QCase one;
+  one.rows = 1;
+  run_quant_case(comm, one, tag++, false);
+  QCase capi;
+  capi.bias = Bias::kF32;
+  capi.a2a_out = true;
+  capi.smooth = true;
+  run_quant_case(comm, capi, tag++, true);
+
+  idx = 0;
+  for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
+    for (bool tr : {false, true}) {
+      run_float_case(comm, dt, biases[idx % 3], tr, idx % 2 == 1, 5, tag++);
+      ++idx;
+    }
+  if (R <= 4) run_float_case(comm, DType::kBFloat16, Bias::kX1, false, true, 300, tag++);
+  return 0;
+}
+
+}  // namespace optest

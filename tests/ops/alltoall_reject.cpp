@@ -1,0 +1,224 @@
+// Every rejection rule of SPEC §3 for alltoall_quant_matmul and alltoall_matmul: the right
+// status and a message naming the op, the rank and the argument, in the plan step.
+#include <commfuse/commfuse.h>
+
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "numerics.hpp"
+
+namespace optest {
+namespace {
+
+using commfuse::Status;
+using commfuse::TensorView;
+
+void expect_reject(const std::string& rank, const char* what, Status code,
+                   std::initializer_list<const char*> needles, const std::function<void()>& f) {
+  try {
+    f();
+    EXPECT(false, "%s: accepted", what);
+  } catch (const commfuse::Error& e) {
+    EXPECT(e.code() == code, "%s: status %d, expected %d: %s", what, static_cast<int>(e.code()),
+           static_cast<int>(code), e.what());
+    EXPECT(std::strstr(e.what(), rank.c_str()) != nullptr, "%s: message lacks '%s': %s", what,
+           rank.c_str(), e.what());
+    for (const char* n : needles)
+      EXPECT(std::strstr(e.what(), n) != nullptr, "%s: message lacks '%s': %s", what, n, e.what());
+  }
+}
+
+struct QArgs {
+  TensorView x1, x2, scale, out, a2a;
+  std::string group;
+  commfuse::AlltoAllQuantMatmulOptions o;
+  void plan() const { commfuse::AlltoAllQuantMatmulPlan p(x1, x2, scale, group, out, a2a, o); }
+};
+
+}  // namespace
+
+int case_alltoall_reject(commfuse::Comm& comm) {
+  const int R = comm.world_size();
+  const std::string rank = "alltoall_quant_matmul(rank " + std::to_string(comm.rank()) + ")";
+  std::vector<uint8_t> in(1 << 16, 0), outb(1 << 16, 0xCD);
+  void* i = in.data();
+  void* o = outb.data();
+  constexpr DType F16 = DType::kFloat16, BF16 = DType::kBFloat16, I8 = DType::kInt8,
+                  I4 = DType::kInt4, F32 = DType::kFloat32;
+  const int64_t rows = 2, bs = rows * R, h = 8, k = h * R, n = 6;
+  const QArgs ok{TensorView(i, F16, {bs, h}),
+                 TensorView(i, I8, {k, n}),
+                 TensorView(i, F32, {n}),
+                 TensorView(o, F16, {rows, n}),
+                 TensorView(),
+                 comm.name(),
+                 {}};
+  ok.plan();  // the baseline is accepted
+  auto q = [&](const char* what, Status code, std::initializer_list<const char*> needles,
+               const std::function<void(QArgs&)>& mutate) {
+    QArgs a = ok;
+    mutate(a);
+    expect_reject(rank, what, code, needles, [&] { a.plan(); });
+  };
+  const Status INV = Status::kParamInvalid, NUL = Status::kParamNullptr;
+  // Combinations.
+  q("A16 with x1QuantMode 3", INV, {"unsupported combination", "x1QuantMode 3"},
+    [](QArgs& a) { a.o.x1_quant_mode = 3; });
+  q("x2QuantMode 1", INV, {"unsupported combination", "x2QuantMode 1"},
+    [](QArgs& a) { a.o.x2_quant_mode = 1; });
+  q("fp32 x1", INV, {"unsupported combination", "x1 float32"}, [&](QArgs& a) {
+    a.x1 = TensorView(i, F32, {bs, h});
+  });
+  q("int4 x1 with int8 x2", INV, {"unsupported combination"}, [&](QArgs& a) {
+    a.x1 = TensorView(i, I4, {bs, h});
+    a.o.x1_quant_mode = 3;
+  });
+  q("x2 float16", INV, {"unsupported combination", "x2 float16"}, [&](QArgs& a) {
+    a.x2 = TensorView(i, F16, {k, n});
+  });
+  // Reserved arguments.
+  q("commScale", INV, {"commScaleOptional"},
+    [&](QArgs& a) { a.o.comm_scale = TensorView(i, F32, {n}); });
+  q("x1Offset", INV, {"x1OffsetOptional"},
+    [&](QArgs& a) { a.o.x1_offset = TensorView(i, F32, {n}); });
+  q("x2Offset", INV, {"x2OffsetOptional"},
+    [&](QArgs& a) { a.o.x2_offset = TensorView(i, F32, {n}); });
+  q("commQuantMode", INV, {"commQuantMode"}, [](QArgs& a) { a.o.comm_quant_mode = 1; });
+  q("commQuantDtype", INV, {"commQuantDtype"}, [](QArgs& a) { a.o.comm_quant_dtype = 2; });
+  q("groupSize", INV, {"groupSize"}, [](QArgs& a) { a.o.group_size = 128; });
+  q("transposeX1", INV, {"transposeX1"}, [](QArgs& a) { a.o.transpose_x1 = true; });
+  q("alltoAllAxes", INV, {"alltoAllAxesOptional", "[-1, -2]"}, [](QArgs& a) {
+    a.o.all_to_all_axes = std::vector<int64_t>{-1, -2};
+  });
+  // Shapes.
+  if (R > 1)
+    q("BS % R", INV, {"x1 dim 0 (BS)"}, [&](QArgs& a) { a.x1 = TensorView(i, F16, {bs + 1, h}); });
+  q("BS = 0", INV, {"x1 is empty"}, [&](QArgs& a) { a.x1 = TensorView(i, F16, {0, h}); });
+  q("empty x1", INV, {"x1"}, [&](QArgs& a) { a.x1 = TensorView(i, F16, {bs, 0}); });
+  q("empty x2 (N = 0)", INV, {"x2"}, [&](QArgs& a) { a.x2 = TensorView(i, I8, {k, 0}); });
+  q("x2 dim 0 != R*H", INV, {"x2 dim 0", "R*H"}, [&](QArgs& a) {
+    a.x2 = TensorView(i, I8, {k + 1, n});
+  });
+  q("x2 transposed dim 1", INV, {"x2 dim 1", "transposeX2"}, [&](QArgs& a) {
+    a.o.transpose_x2 = true;  // x2 still (k, n): dim 1 is n, not k
+  });
+  q("x1 3-D", INV, {"x1 must be 2-D"}, [&](QArgs& a) { a.x1 = TensorView(i, F16, {1, bs, h}); });
+  q("x1 null", NUL, {"x1 is null"}, [](QArgs& a) { a.x1 = TensorView(); });
+  q("x2Scale null", NUL, {"x2Scale is null"}, [](QArgs& a) { a.scale = TensorView(); });
+  q("x2Scale shape", INV, {"x2Scale shape", "N = 6"},
+    [&](QArgs& a) { a.scale = TensorView(i, F32, {n + 1}); });
+  q("x2Scale dtype", INV, {"x2Scale dtype"}, [&](QArgs& a) { a.scale = TensorView(i, F16, {n}); });
+  q("smooth shape", INV, {"x1ScaleOptional shape"},
+    [&](QArgs& a) { a.o.x1_scale = TensorView(i, F16, {k + 1}); });
+  q("smooth dtype", INV, {"x1ScaleOptional dtype"},
+    [&](QArgs& a) { a.o.x1_scale = TensorView(i, F32, {k}); });
+  q("bias dtype", INV, {"bias dtype"}, [&](QArgs& a) { a.o.bias = TensorView(i, BF16, {n}); });
+  q("bias shape", INV, {"bias shape"}, [&](QArgs& a) { a.o.bias = TensorView(i, F32, {n + 1}); });
+  q("output shape", INV, {"output shape", "(BS/R, N)"}, [&](QArgs& a) {
+    a.out = TensorView(o, F16, {rows + 1, n});
+  });
+  q("output dtype", INV, {"output dtype"}, [&](QArgs& a) {
+    a.out = TensorView(o, BF16, {rows, n});
+  });
+  q("output null", NUL, {"output is null"}, [](QArgs& a) { a.out = TensorView(); });
+  q("alltoAllOut shape", INV, {"alltoAllOutOptional shape"}, [&](QArgs& a) {
+    a.a2a = TensorView(o, F16, {rows, k + 1});
+  });
+  q("alltoAllOut dtype", INV, {"alltoAllOutOptional dtype"}, [&](QArgs& a) {
+    a.a2a = TensorView(o, F32, {rows, k});
+  });
+  // int4.
+  q("int4 x2 odd N", INV, {"x2 dim 1", "even"}, [&](QArgs& a) {
+    a.x2 = TensorView(i, I4, {k, 5});
+  });
+  auto a4w4 = [&](QArgs& a) {
+    a.x1 = TensorView(i, I4, {bs, h});
+    a.x2 = TensorView(i, I4, {k, n});
+    a.o.x1_quant_mode = 3;
+    a.o.x1_scale = TensorView(i, F32, {bs});
+  };
+  {
+    QArgs a = ok;
+    a4w4(a);
+    a.plan();  // the A4W4 baseline is accepted
+  }
+  q("int4 x1 odd H", INV, {"x1 dim 1 (H)", "even"}, [&](QArgs& a) {
+    a4w4(a);
+    a.x1 = TensorView(i, I4, {bs, 7});
+    a.x2 = TensorView(i, I4, {7 * R, n});
+  });
+  q("A4W4 without token scale", NUL, {"x1ScaleOptional is null"}, [&](QArgs& a) {
+    a4w4(a);
+    a.o.x1_scale.reset();
+  });
+  q("A4W4 token scale shape", INV, {"x1ScaleOptional shape", "(BS,)"}, [&](QArgs& a) {
+    a4w4(a);
+    a.o.x1_scale = TensorView(i, F32, {k});
+  });
+  q("A4W4 token scale dtype", INV, {"x1ScaleOptional dtype"}, [&](QArgs& a) {
+    a4w4(a);
+    a.o.x1_scale = TensorView(i, F16, {bs});
+  });
+  q("A4W4 output float32", INV, {"output dtype", "A4W4"}, [&](QArgs& a) {
+    a4w4(a);
+    a.out = TensorView(o, F32, {rows, n});
+  });
+  {
+    QArgs a = ok;
+    a.group = "no-such-group";  // no group, so no rank in the message
+    expect_reject("alltoall_quant_matmul: group", "unknown group", INV, {"no-such-group"},
+                  [&] { a.plan(); });
+  }
+
+  // C API: a null executor pointer, and a reserved argument through the C signature.
+  {
+    auto* t1 = commfuseCreateTensor(ok.x1.shape, 2, nullptr, COMMFUSE_FLOAT16, i);
+    auto* t2 = commfuseCreateTensor(ok.x2.shape, 2, nullptr, COMMFUSE_INT8, i);
+    auto* ts = commfuseCreateTensor(ok.scale.shape, 1, nullptr, COMMFUSE_FLOAT32, i);
+    auto* to = commfuseCreateTensor(ok.out.shape, 2, nullptr, COMMFUSE_FLOAT16, o);
+    uint64_t ws = 0;
+    commfuseOpExecutor_t* ex = nullptr;
+    commfuseStatus_t st = commfuseAlltoAllQuantMatmulGetWorkspaceSize(
+        t1, t2, nullptr, nullptr, ts, nullptr, nullptr, nullptr, comm.name().c_str(), nullptr, 7, 2,
+        0, -1, 2, 0, 1, 0, to, nullptr, &ws, &ex);
+    EXPECT(
+        st == COMMFUSE_PARAM_INVALID && std::strstr(commfuseGetLastErrorMessage(), "transposeX1"),
+        "C transposeX1: %d %s", static_cast<int>(st), commfuseGetLastErrorMessage());
+    st = commfuseAlltoAllQuantMatmulGetWorkspaceSize(
+        t1, t2, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, comm.name().c_str(), nullptr,
+        7, 2, 0, -1, 2, 0, 0, 0, to, nullptr, &ws, &ex);
+    EXPECT(st == COMMFUSE_PARAM_NULLPTR && std::strstr(commfuseGetLastErrorMessage(), "x2Scale"),
+           "C null x2Scale: %d %s", static_cast<int>(st), commfuseGetLastErrorMessage());
+    st = commfuseAlltoAllQuantMatmul(nullptr, 0, nullptr, nullptr);
+    EXPECT(st == COMMFUSE_PARAM_NULLPTR, "C null executor: %d", static_cast<int>(st));
+    for (auto* t : {t1, t2, ts, to}) commfuseDestroyTensor(t);
+  }
+
+  // alltoall_matmul.
+  const std::string mrank = "alltoall_matmul(rank " + std::to_string(comm.rank()) + ")";
+  auto m = [&](const char* what, Status code, std::initializer_list<const char*> needles,
+               TensorView x1, TensorView x2, TensorView out, commfuse::AlltoAllMatmulOptions mo) {
+    expect_reject(mrank, what, code, needles, [&] {
+      commfuse::AlltoAllMatmulPlan p(x1, x2, comm.name(), out, TensorView(), mo);
+    });
+  };
+  const TensorView mx1(i, F16, {bs, h}), mx2(i, F16, {k, n}), mout(o, F16, {rows, n});
+  commfuse::AlltoAllMatmulPlan(mx1, mx2, comm.name(), mout);  // accepted
+  m("int8 x1", INV, {"x1 dtype"}, TensorView(i, I8, {bs, h}), mx2, mout, {});
+  m("x2 dtype", INV, {"x2 dtype"}, mx1, TensorView(i, BF16, {k, n}), mout, {});
+  m("x2 dim 0", INV, {"x2 dim 0"}, mx1, TensorView(i, F16, {k + 2, n}), mout, {});
+  m("output shape", INV, {"output shape"}, mx1, mx2, TensorView(o, F16, {rows, n + 1}), {});
+  commfuse::AlltoAllMatmulOptions t1;
+  t1.transpose_x1 = true;
+  m("transposeX1", INV, {"transposeX1"}, mx1, mx2, mout, t1);
+  commfuse::AlltoAllMatmulOptions ax;
+  ax.all_to_all_axes = std::vector<int64_t>{0};
+  m("axes", INV, {"alltoAllAxesOptional"}, mx1, mx2, mout, ax);
+  if (R > 1) m("BS % R", INV, {"x1 dim 0 (BS)"}, TensorView(i, F16, {bs + 1, h}), mx2, mout, {});
+  // The group is still usable after all these rejections? No: a rejection aborts the group
+  // (SPEC §0), so nothing collective runs after this case.
+  return 0;
+}
+
+}  // namespace optest

@@ -1,0 +1,174 @@
+// The per-token quantizer and the integer GEMM against straightforward references.
+//
+// quantize_per_token: q and s bit for bit against a scalar transcription of SPEC §3 (fp32
+// amax, Q / amax once per row, one multiply, round half to even, clamp), on random rows,
+// exact ties (x.5 after scaling), all-zero rows, NaN, int8 and int4 Q.
+// int_matmul: every path equal to the exact int64 sum, at the extreme values that make
+// oneDNN's non-VNNI int8 kernel saturate, and with k longer than one exact fp32 block.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/int_matmul.hpp"
+#include "kernels/cpu/quant_per_token.hpp"
+
+namespace cpu = commfuse::kernels::cpu;
+
+namespace {
+
+float ref_row(const std::vector<float>& v, int Q, std::vector<int8_t>& q) {
+  float amax = 0.0f;
+  for (float x : v)
+    if (std::fabs(x) > amax) amax = std::fabs(x);
+  q.assign(v.size(), 0);
+  if (amax == 0.0f) return 0.0f;
+  const float inv = static_cast<float>(Q) / amax;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const float t = v[i] * inv;
+    if (std::isnan(t)) continue;
+    float r = std::nearbyint(t);
+    if (r > Q) r = static_cast<float>(Q);
+    if (r < -Q) r = static_cast<float>(-Q);
+    q[i] = static_cast<int8_t>(r);
+  }
+  return amax / static_cast<float>(Q);
+}
+
+void expect_same(const std::vector<float>& v, int Q) {
+  std::vector<int8_t> want, got(v.size());
+  const float ws = ref_row(v, Q, want);
+  const float gs = cpu::quantize_row_per_token(v.data(), v.size(), Q, got.data());
+  EXPECT_EQ(std::memcmp(&ws, &gs, sizeof(float)), 0) << ws << " vs " << gs;
+  EXPECT_EQ(want, got);
+}
+
+}  // namespace
+
+TEST(QuantPerToken, RandomRowsMatchReferenceBitwise) {
+  std::mt19937 g(7);
+  for (int Q : {cpu::kInt8QuantMax, cpu::kInt4QuantMax})
+    for (int len : {1, 2, 7, 31, 64, 257, 1000}) {
+      for (int rep = 0; rep < 20; ++rep) {
+        std::vector<float> v(static_cast<size_t>(len));
+        std::normal_distribution<float> d(0.0f, rep % 2 ? 1e-3f : 3.0f);
+        for (float& x : v) x = d(g);
+        expect_same(v, Q);
+      }
+    }
+}
+
+TEST(QuantPerToken, TiesRoundHalfToEven) {
+  // amax = Q makes the scale 1: v * (Q / amax) = v exactly, so x.5 values are exact ties.
+  for (int Q : {127, 7}) {
+    std::vector<float> v = {static_cast<float>(Q), 0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 3.5f};
+    std::vector<int8_t> q(v.size());
+    const float s = cpu::quantize_row_per_token(v.data(), v.size(), Q, q.data());
+    EXPECT_EQ(s, 1.0f);
+    const std::vector<int8_t> want = {static_cast<int8_t>(Q), 0, 2, 2, 0, -2, -2, 4};
+    EXPECT_EQ(q, want);
+    expect_same(v, Q);
+  }
+}
+
+TEST(QuantPerToken, ZeroRowGivesZerosAndScaleZero) {
+  std::vector<float> v(33, 0.0f);
+  v[3] = -0.0f;
+  std::vector<int8_t> q(v.size(), 99);
+  EXPECT_EQ(cpu::quantize_row_per_token(v.data(), v.size(), 127, q.data()), 0.0f);
+  for (int8_t x : q) EXPECT_EQ(x, 0);
+}
+
+TEST(QuantPerToken, NaNElementsGiveZeroAndDoNotSetTheScale) {
+  std::vector<float> v = {1.0f, std::numeric_limits<float>::quiet_NaN(), -2.0f};
+  std::vector<int8_t> q(3);
+  EXPECT_EQ(cpu::quantize_row_per_token(v.data(), 3, 127, q.data()), 2.0f / 127.0f);
+  EXPECT_EQ(q[1], 0);
+  EXPECT_EQ(q[2], -127);
+  expect_same(v, 127);
+}
+
+TEST(QuantPerToken, RowsAndScales) {
+  const int64_t rows = 5, cols = 40;
+  std::vector<float> x(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i)) * (1 + i % 5);
+  std::vector<int8_t> q(x.size());
+  std::vector<float> s(rows);
+  cpu::quantize_per_token(x.data(), rows, cols, 127, q.data(), s.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<float> row(x.begin() + r * cols, x.begin() + (r + 1) * cols);
+    std::vector<int8_t> want;
+    EXPECT_EQ(ref_row(row, 127, want), s[r]);
+    EXPECT_EQ(std::vector<int8_t>(q.begin() + r * cols, q.begin() + (r + 1) * cols), want);
+  }
+}
+
+namespace {
+
+// c = a @ b through int_matmul against int64 sums.
+void check_int_matmul(int64_t m, int64_t k, int64_t n, bool bt, int a_max, int b_max, bool extreme,
+                      cpu::IntMatmulPath want_path) {
+  std::mt19937 g(static_cast<unsigned>(m * 131 + k * 7 + n + bt));
+  std::vector<int8_t> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
+  auto fill = [&](std::vector<int8_t>& v, int mx) {
+    std::uniform_int_distribution<int> d(-mx, mx);
+    for (auto& x : v) x = static_cast<int8_t>(extreme ? (d(g) >= 0 ? mx : -mx) : d(g));
+  };
+  fill(a, a_max);
+  fill(b, b_max);
+  cpu::IntMatmulDesc d;
+  d.m = m;
+  d.k = k;
+  d.n = n;
+  d.lda = k;
+  d.ldb = bt ? k : n;
+  d.ldc = n;
+  d.b_transposed = bt;
+  d.a_max = a_max;
+  d.b_max = b_max;
+  const auto plan = cpu::plan_int_matmul(d);
+  EXPECT_EQ(cpu::path_of(*plan), want_path) << cpu::describe(*plan);
+  std::vector<float> prepared(cpu::prepared_b_bytes(*plan) / sizeof(float) + 1);
+  cpu::prepare_b(*plan, b.data(), prepared.data());
+  const void* bp =
+      cpu::prepared_b_bytes(*plan) ? static_cast<const void*>(prepared.data()) : b.data();
+  std::vector<int32_t> c(static_cast<size_t>(m * n), 12345);
+  cpu::int_matmul(*plan, a.data(), bp, c.data());
+  int64_t bad = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t r = 0;
+      for (int64_t p = 0; p < k; ++p) r += int64_t{a[i * k + p]} * b[bt ? j * k + p : p * n + j];
+      bad += r != c[i * n + j];
+    }
+  EXPECT_EQ(bad, 0) << cpu::describe(*plan);
+}
+
+}  // namespace
+
+TEST(IntMatmul, PathChoice) {
+  EXPECT_EQ(cpu::choose_int_matmul_path(127, 128), cpu::IntMatmulPath::kF32Blocked);
+  EXPECT_EQ(cpu::choose_int_matmul_path(7, 8), cpu::IntMatmulPath::kS8);
+  EXPECT_EQ(cpu::choose_int_matmul_path(8, 8), cpu::IntMatmulPath::kS8);
+}
+
+TEST(IntMatmul, Int8IsExactIncludingSaturatingValues) {
+  for (bool bt : {false, true})
+    for (bool extreme : {false, true}) {
+      check_int_matmul(9, 40, 11, bt, 127, 127, extreme, cpu::IntMatmulPath::kF32Blocked);
+      // k > 1040: several exact fp32 blocks summed in int32.
+      check_int_matmul(3, 2500, 5, bt, 127, 127, extreme, cpu::IntMatmulPath::kF32Blocked);
+    }
+}
+
+TEST(IntMatmul, Int4RangeIsExactOnTheInt8Kernel) {
+  for (bool bt : {false, true})
+    for (bool extreme : {false, true}) {
+      check_int_matmul(9, 40, 11, bt, 8, 8, extreme, cpu::IntMatmulPath::kS8);
+      check_int_matmul(17, 3000, 13, bt, 7, 8, extreme, cpu::IntMatmulPath::kS8);
+    }
+}

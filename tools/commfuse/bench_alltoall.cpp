@@ -1,0 +1,254 @@
+// `commfuse bench alltoall-quant-matmul|alltoall-matmul`: the fused operator against, in
+// the same processes and run,
+//   (a) the unfused quantized pipeline: all_to_all into a receive buffer, a separate
+//       permute pass, a separate quantize pass, the same int GEMM, a separate dequant pass;
+//   (b) the unquantized path: all_to_all + permute + one bf16/fp16 GEMM (oneDNN).
+// Rounds alternate the three; the median per variant is reported (mean over ranks).
+// #wrong counts output elements where the fused op and pipeline (a) differ (they compute the
+// same quantization and the same integer GEMM, so they must agree bit for bit).
+#include <mpi.h>
+
+#include <commfuse/commfuse.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench_options.hpp"
+#include "core/convert_fast.hpp"
+#include "core/error.hpp"
+#include "kernels/cpu/int_matmul.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/quant_per_token.hpp"
+
+namespace commfuse::cli {
+namespace {
+
+namespace cpu = kernels::cpu;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double time_us(const std::function<void()>& f, int iters) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  for (int i = 0; i < iters; ++i) f();
+  return (MPI_Wtime() - t0) * 1e6 / iters;
+}
+
+double mean_over_ranks(double v, int R) {
+  double sum = 0;
+  MPI_Allreduce(&v, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return sum / R;
+}
+
+uint32_t hash(uint64_t i) {
+  uint64_t z = i * 0x9E3779B97F4A7C15ull + 0x94D049BB133111EBull;
+  z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
+  return static_cast<uint32_t>(z >> 32);
+}
+
+}  // namespace
+
+int bench_alltoall(const BenchOptions& o, Comm& comm) {
+  const int R = comm.world_size(), me = comm.rank();
+  const bool quant = o.op == "alltoall-quant-matmul";
+  const DType t = dtype_from_name(o.dtype);
+  CF_CHECK_ARG(o.bs % R == 0, "bench: --bs ", o.bs, " must be a multiple of -n ", R);
+  CF_CHECK_ARG(!quant || o.combo != "a4w4" || o.h % 2 == 0, "bench: a4w4 needs an even --h");
+  const int64_t rows = o.bs / R, h = o.h, k = h * R, n = o.n;
+  const bool a4w4 = quant && o.combo == "a4w4", w4 = quant && o.combo != "a16w8";
+  // Activations in x1's dtype (a4w4: int4 plus fp32 token scales), weights int8/int4 and,
+  // for path (b), the same weights in x1's dtype (a4w4: bfloat16).
+  const DType half = a4w4 ? DType::kBFloat16 : t;
+  const DType x1t = a4w4 ? DType::kInt4 : t;
+  std::vector<float> xf(static_cast<size_t>(o.bs * h));
+  for (size_t i = 0; i < xf.size(); ++i)
+    xf[i] = a4w4 ? static_cast<float>(static_cast<int>(hash(i + me * 7777) % 16) - 8)
+                 : (static_cast<float>(hash(i + me * 7777) % 2001) - 1000.0f) / 500.0f;
+  std::vector<uint8_t> x1(dtype_storage_bytes(x1t, xf.size()));
+  convert(xf.data(), DType::kFloat32, x1.data(), x1t, xf.size());
+  std::vector<float> token(static_cast<size_t>(o.bs), 0.01f);
+  std::vector<int8_t> w(static_cast<size_t>(k * n));
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = static_cast<int8_t>(w4 ? static_cast<int>(hash(i + 3) % 16) - 8
+                                  : static_cast<int>(hash(i + 3) % 255) - 127);
+  std::vector<uint8_t> x2q(w4 ? w.size() / 2 : w.size());
+  if (w4)
+    pack_int4(w.data(), x2q.data(), w.size());
+  else
+    std::memcpy(x2q.data(), w.data(), w.size());
+  std::vector<float> wf(w.begin(), w.end());
+  std::vector<uint8_t> x2h(dtype_storage_bytes(half, wf.size()));
+  convert(wf.data(), DType::kFloat32, x2h.data(), half, wf.size());
+  std::vector<float> x2_scale(static_cast<size_t>(n), 0.001f);
+  const size_t hes = dtype_storage_bytes(half, 1);
+  std::vector<uint8_t> out_fused(static_cast<size_t>(rows * n) * hes),
+      out_unfused(out_fused.size()), out_half(out_fused.size());
+
+  // The fused operator.
+  std::function<void()> fused;
+  std::unique_ptr<AlltoAllQuantMatmulPlan> qplan;
+  std::unique_ptr<AlltoAllMatmulPlan> mplan;
+  std::vector<float> ws;
+  if (quant) {
+    AlltoAllQuantMatmulOptions qo;
+    qo.x1_quant_mode = a4w4 ? 3 : 7;
+    if (a4w4) qo.x1_scale = TensorView(token.data(), DType::kFloat32, {o.bs});
+    qplan = std::make_unique<AlltoAllQuantMatmulPlan>(
+        TensorView(x1.data(), x1t, {o.bs, h}),
+        TensorView(x2q.data(), w4 ? DType::kInt4 : DType::kInt8, {k, n}),
+        TensorView(x2_scale.data(), DType::kFloat32, {n}), comm.name(),
+        TensorView(out_fused.data(), half, {rows, n}), TensorView(), qo);
+    ws.resize(qplan->workspace_size() / sizeof(float) + 1);
+    fused = [&] { qplan->execute(ws.data(), qplan->workspace_size()); };
+  } else {
+    mplan = std::make_unique<AlltoAllMatmulPlan>(TensorView(x1.data(), t, {o.bs, h}),
+                                                 TensorView(x2h.data(), t, {k, n}), comm.name(),
+                                                 TensorView(out_fused.data(), t, {rows, n}));
+    ws.resize(mplan->workspace_size() / sizeof(float) + 1);
+    fused = [&] { mplan->execute(ws.data(), mplan->workspace_size()); };
+  }
+
+  // (a) the unfused quantized pipeline (a16 combos).
+  std::vector<uint8_t> recv(x1.size()), perm(x1.size());
+  std::vector<float> rowf(static_cast<size_t>(k)), scales(static_cast<size_t>(rows));
+  std::vector<int8_t> q(static_cast<size_t>(rows * k)), w8(w.size());
+  std::vector<int32_t> acc(static_cast<size_t>(rows * n));
+  std::vector<float> yrow(static_cast<size_t>(n));
+  std::function<void()> unfused;
+  cpu::IntMatmulDesc gd;
+  gd.m = rows;
+  gd.k = k;
+  gd.n = n;
+  gd.lda = k;
+  gd.ldb = n;
+  gd.ldc = n;
+  gd.a_max = w4 ? 7 : 127;
+  gd.b_max = w4 ? 8 : 128;
+  std::vector<float> bprep;
+  const size_t row_bytes = static_cast<size_t>(h) * hes;
+  auto permute = [&] {
+    comm.all_to_all(x1.data(), recv.data(), static_cast<size_t>(rows * h), t);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int s = 0; s < R; ++s)
+        std::memcpy(perm.data() + (static_cast<size_t>(i) * R + s) * row_bytes,
+                    recv.data() + (static_cast<size_t>(s) * rows + i) * row_bytes, row_bytes);
+  };
+  if (quant && !a4w4) {
+    unfused = [&] {
+      permute();
+      for (int64_t i = 0; i < rows; ++i) {  // quantize pass
+        const auto* src = reinterpret_cast<const uint16_t*>(perm.data()) + i * k;
+        if (t == DType::kFloat16)
+          fast::f16_to_f32(src, rowf.data(), static_cast<size_t>(k));
+        else
+          fast::bf16_to_f32(src, rowf.data(), static_cast<size_t>(k));
+        scales[i] = cpu::quantize_row_per_token(rowf.data(), static_cast<size_t>(k), w4 ? 7 : 127,
+                                                q.data() + i * k);
+      }
+      const auto g = cpu::plan_int_matmul(gd);  // int GEMM (weights prepared per call)
+      const void* b = x2q.data();
+      if (w4) {
+        unpack_int4(x2q.data(), w8.data(), w8.size());
+        b = w8.data();
+      }
+      if (cpu::prepared_b_bytes(*g)) {
+        bprep.resize(cpu::prepared_b_bytes(*g) / sizeof(float));
+        cpu::prepare_b(*g, static_cast<const int8_t*>(b), bprep.data());
+        b = bprep.data();
+      }
+      cpu::int_matmul(*g, q.data(), b, acc.data());
+      for (int64_t i = 0; i < rows; ++i) {  // dequant pass
+        for (int64_t j = 0; j < n; ++j)
+          yrow[j] = static_cast<float>(acc[i * n + j]) * x2_scale[j] * scales[i];
+        auto* dst = reinterpret_cast<uint16_t*>(out_unfused.data()) + i * n;
+        if (t == DType::kFloat16)
+          fast::f32_to_f16(yrow.data(), dst, static_cast<size_t>(n));
+        else
+          fast::f32_to_bf16(yrow.data(), dst, static_cast<size_t>(n));
+      }
+    };
+  }
+  // (b) the unquantized path.
+  std::function<void()> half_path;
+  if (!a4w4) {
+    const auto md = cpu::dense_matmul_desc(rows, k, n, t);
+    half_path = [&, md] {
+      permute();
+      cpu::matmul(md, perm.data(), x2h.data(), nullptr, out_half.data());
+    };
+  }
+
+  const int iters = std::max(1, o.iters);
+  for (int i = 0; i < std::max(1, o.warmup); ++i) {
+    fused();
+    if (unfused) unfused();
+    if (half_path) half_path();
+  }
+  std::vector<double> tf, tu, th;
+  for (int r = 0; r < o.rounds; ++r) {
+    tf.push_back(time_us(fused, iters));
+    if (unfused) tu.push_back(time_us(unfused, iters));
+    if (half_path) th.push_back(time_us(half_path, iters));
+  }
+  uint64_t wrong = 0, total_wrong = 0;
+  if (unfused)
+    for (size_t i = 0; i < out_fused.size(); i += hes)
+      wrong += std::memcmp(out_fused.data() + i, out_unfused.data() + i, hes) != 0;
+  MPI_Allreduce(&wrong, &total_wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  const double f_us = mean_over_ranks(median(tf), R);
+  const double u_us = unfused ? mean_over_ranks(median(tu), R) : 0;
+  const double h_us = half_path ? mean_over_ranks(median(th), R) : 0;
+  if (me == 0) {
+    const std::string combo = quant ? o.combo : std::string("-");
+    const std::string sched = quant ? qplan->schedule_name() : mplan->schedule_name();
+    std::printf("# commfuse bench %s: %d ranks, transport %s, median of %d rounds x %d iters\n",
+                o.op.c_str(), R, comm.transport_name(), o.rounds, iters);
+    std::printf("# fused schedule: %s\n", sched.c_str());
+    std::printf(
+        "# unfused_quant: all_to_all, permute, quantize, int GEMM, dequant (separate passes)\n");
+    std::printf("# %s_path: all_to_all, permute, %s GEMM (oneDNN)\n",
+                std::string(dtype_name(half)).c_str(), std::string(dtype_name(half)).c_str());
+    std::printf("%6s %6s %6s %6s %9s %14s %18s %15s %9s %11s %11s %7s\n", "BS", "H", "N", "combo",
+                "dtype", "fused(us)", "unfused_quant(us)", "half_path(us)", "TFLOP/s", "x_unfused",
+                "x_half", "#wrong");
+    const double flops = 2.0 * static_cast<double>(rows) * k * n;
+    auto fmt = [](const char* f, double v) {
+      char b[32];
+      std::snprintf(b, sizeof(b), f, v);
+      return std::string(b);
+    };
+    auto cell = [&](double v) { return v > 0 ? fmt("%.0f", v) : std::string("n/a"); };
+    auto ratio = [&](double a, double b) {
+      return a > 0 ? fmt("%.2f", a / b) : std::string("n/a");
+    };
+    std::printf("%6lld %6lld %6lld %6s %9s %14.0f %18s %15s %9.3f %11s %11s %7llu\n",
+                static_cast<long long>(o.bs), static_cast<long long>(h), static_cast<long long>(n),
+                combo.c_str(), o.dtype.c_str(), f_us, cell(u_us).c_str(), cell(h_us).c_str(),
+                flops / f_us / 1e6, ratio(u_us, f_us).c_str(), ratio(h_us, f_us).c_str(),
+                static_cast<unsigned long long>(total_wrong));
+    if (!o.json.empty()) {
+      FILE* json = std::fopen(o.json.c_str(), "w");
+      CF_CHECK_ARG(json != nullptr, "bench: cannot write --json file ", o.json);
+      std::fprintf(json,
+                   "{\"op\":\"%s\",\"transport\":\"%s\",\"world_size\":%d,\"bs\":%lld,\"h\":%lld,"
+                   "\"n\":%lld,\"combo\":\"%s\",\"dtype\":\"%s\",\"fused_us\":%.1f,"
+                   "\"unfused_quant_us\":%s,\"bf16_path_us\":%s,\"tflops\":%.4f,\"wrong\":%llu}\n",
+                   o.op.c_str(), o.transport.c_str(), R, static_cast<long long>(o.bs),
+                   static_cast<long long>(h), static_cast<long long>(n), combo.c_str(),
+                   o.dtype.c_str(), f_us, u_us > 0 ? std::to_string(u_us).c_str() : "null",
+                   h_us > 0 ? std::to_string(h_us).c_str() : "null", flops / f_us / 1e6,
+                   static_cast<unsigned long long>(total_wrong));
+      std::fclose(json);
+    }
+  }
+  return total_wrong == 0 ? 0 : 1;
+}
+
+}  // namespace commfuse::cli
