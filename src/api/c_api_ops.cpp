@@ -4,9 +4,11 @@
 #include <commfuse/commfuse.hpp>
 
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 
+#include "api/c_api_executor.hpp"
 #include "api/c_api_guard.hpp"
 #include "comm/comm_impl.hpp"
 #include "core/error.hpp"
@@ -21,6 +23,8 @@ struct commfuseOpExecutor {
   std::unique_ptr<commfuse::AllGatherMatmulPlan> all_gather_matmul;
   std::unique_ptr<commfuse::MatmulReduceScatterPlan> matmul_reduce_scatter;
   std::unique_ptr<commfuse::MatmulAllReducePlan> matmul_all_reduce;
+  // Ops whose C entry points live in their own file (api/c_api_executor.hpp).
+  std::function<void(void*, size_t)> run;
 };
 
 namespace {
@@ -217,3 +221,25 @@ commfuseStatus_t commfuseMatmulAllReduce(void* workspace, uint64_t workspaceSize
 }
 
 }  // extern "C"
+
+// The executor for ops whose C entry points live in other files (api/c_api_executor.hpp).
+namespace commfuse::api {
+
+TensorView tensor_view(const commfuseTensor_t* t) {
+  return view_of(t);
+}
+
+commfuseOpExecutor_t* make_executor(const char* op, std::function<void(void*, size_t)> run) {
+  auto e = std::make_unique<commfuseOpExecutor>();
+  e->op = op;
+  e->run = std::move(run);
+  return e.release();
+}
+
+void run_executor(const char* fn, const char* op, commfuseOpExecutor_t* executor, void* workspace,
+                  uint64_t workspace_size) {
+  auto e = consume(fn, op, executor);
+  e->run(workspace, static_cast<size_t>(workspace_size));
+}
+
+}  // namespace commfuse::api

@@ -30,9 +30,11 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
                "all-to-all)");
   o.op = args[0];
   CF_CHECK_ARG(o.op == "all-gather" || o.op == "all-reduce" || o.op == "reduce-scatter" ||
-                   o.op == "all-to-all",
+                   o.op == "all-to-all" || o.op == "quant-all-reduce" ||
+                   o.op == "quant-reduce-scatter",
                "bench: unknown benchmark '", o.op,
-               "' (all-gather, all-reduce, reduce-scatter, all-to-all)");
+               "' (all-gather, all-reduce, reduce-scatter, all-to-all, quant-all-reduce, "
+               "quant-reduce-scatter)");
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& {
@@ -61,6 +63,10 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
       o.json = value() == "-" ? std::string() : args[i];
     else if (a == "--port")
       o.port = std::atoi(value().c_str());
+    else if (a == "--scales")
+      o.scales = value();
+    else if (a == "--out-dtype")
+      o.out_dtype = value();
     else
       CF_CHECK_ARG(false, "bench: unknown option '", a, "'");
   }
@@ -74,6 +80,12 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
                "bench: --iters/--warmup must be "
                ">= 0 and --rounds >= 1");
   dtype_from_name(o.dtype);  // validates
+  if (o.op.rfind("quant-", 0) == 0) {
+    if (o.dtype == "float32") o.dtype = "int8";  // the quantized ops' default
+    CF_CHECK_ARG(o.scales == "kg" || o.scales == "mx", "bench: --scales '", o.scales,
+                 "' is not kg or mx");
+    dtype_from_name(o.out_dtype);
+  }
   return o;
 }
 
@@ -100,7 +112,11 @@ std::vector<std::string> to_args(const BenchOptions& o) {
           "--json",
           o.json.empty() ? std::string("-") : o.json,
           "--port",
-          std::to_string(o.port)};
+          std::to_string(o.port),
+          "--scales",
+          o.scales,
+          "--out-dtype",
+          o.out_dtype};
 }
 
 }  // namespace commfuse::cli

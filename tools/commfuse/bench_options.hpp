@@ -21,6 +21,9 @@ struct BenchOptions {
   int rounds = 5;    // alternating commfuse / MPI rounds; the median is reported
   std::string json;  // --json FILE: one JSON object per row
   int port = 0;      // bench-worker only: bootstrap port chosen by the parent
+  // quant-all-reduce / quant-reduce-scatter only (-b/-e are then elements):
+  std::string scales = "kg";          // kg (fp32 per 128) | mx (e8m0 per 32)
+  std::string out_dtype = "float32";  // float32 | float16 | bfloat16
 };
 
 // Parses argv after the sub-command name. Throws InvalidArgument with a message naming

@@ -1,0 +1,23 @@
+// What an op's C entry points in their own file need from c_api_ops.cpp, which owns the
+// tensor descriptor and the executor types.
+#pragma once
+
+#include <commfuse/commfuse.h>
+#include <commfuse/commfuse.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+namespace commfuse::api {
+
+// The view a descriptor holds; absent (ndim 0) for null.
+TensorView tensor_view(const commfuseTensor_t* t);
+// A new executor for `op` whose execution is run(workspace, workspaceSize).
+commfuseOpExecutor_t* make_executor(const char* op, std::function<void(void*, size_t)> run);
+// Takes ownership of executor (it is freed whatever happens), checks that it was made for
+// `op` and runs it.
+void run_executor(const char* fn, const char* op, commfuseOpExecutor_t* executor, void* workspace,
+                  uint64_t workspace_size);
+
+}  // namespace commfuse::api

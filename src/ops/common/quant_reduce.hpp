@@ -1,0 +1,54 @@
+// What QuantAllReduce and QuantReduceScatter share (SPEC §4): the operand rules, the wire
+// row (a token row's H codes followed by its scales, so one row travels as one unit), and
+// the fused step that dequantizes the ranks' rows in rank order into one fp32 accumulator
+// and rounds it once to the output dtype.
+#pragma once
+
+#include <commfuse/commfuse.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "kernels/cpu/dequant.hpp"
+#include "ops/common/tensor_checks.hpp"
+
+namespace commfuse::ops {
+
+struct QuantReduceProblem {
+  std::string group;
+  int rank = 0;
+  int world_size = 1;
+  DType x_dtype = DType::kInt8;
+  kernels::cpu::ScaleKind kind = kernels::cpu::ScaleKind::kGroup128;
+  int64_t rows = 0;  // BS: x's leading dims flattened
+  int64_t h = 0;
+  const uint8_t* x = nullptr;       // (rows, h) codes
+  const uint8_t* scales = nullptr;  // rows × scale_row_bytes
+  DType out_dtype = DType::kFloat32;
+  void* output = nullptr;
+
+  int64_t scale_bytes() const { return kernels::cpu::scale_row_bytes(kind, h); }
+  // Bytes of one row on the wire: codes, then scales.
+  int64_t unit() const { return h + scale_bytes(); }
+};
+
+// reduce_op, x (2-D or 3-D, an 8-bit format, H % group == 0, no empty dims) and scales
+// (float32 → K-G, float8_e8m0 → MX, shape from x). Fills everything but the output.
+QuantReduceProblem validate_quant_operands(const OpContext& ctx, const TensorView& x,
+                                           const TensorView& scales, std::string_view reduce_op);
+// output: present, float32 / float16 / bfloat16, contiguous (the shape is the op's rule).
+void check_quant_output(const OpContext& ctx, const TensorView& output);
+
+// Copies rows [row0, row0 + n_rows) of x and their scales into dst as wire rows.
+void pack_rows(const QuantReduceProblem& p, int64_t row0, int64_t n_rows, uint8_t* dst);
+
+// out rows [0, n_rows) (dense, p.out_dtype, h columns) = Σ_r dequant(parts[r] rows) in rank
+// order r = 0..R-1, one rounding. acc: h floats of scratch (unused for float32 output).
+void sum_rows(const QuantReduceProblem& p, const uint8_t* const* parts, int64_t n_rows, void* out,
+              float* acc);
+
+// Piece size for the streams: R parts of a piece (what one on_all call reads) fit in L2.
+uint64_t quant_piece_bytes(const QuantReduceProblem& p);
+
+}  // namespace commfuse::ops

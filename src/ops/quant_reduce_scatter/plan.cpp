@@ -1,0 +1,25 @@
+// quant_reduce_scatter planning: schedule and workspace.
+#include "ops/quant_reduce_scatter/plan.hpp"
+
+namespace commfuse::ops {
+
+const char* schedule_name(QuantReduceScatterSchedule s) {
+  switch (s) {
+    case QuantReduceScatterSchedule::kAllToAllStream:
+      return "fused_all_to_all_stream";
+  }
+  return "?";
+}
+
+QuantReduceScatterPlanData plan_quant_reduce_scatter(QuantReduceProblem problem) {
+  QuantReduceScatterPlanData plan;
+  plan.problem = std::move(problem);
+  plan.schedule = QuantReduceScatterSchedule::kAllToAllStream;
+  // One fp32 accumulator row for float16 / bfloat16 output; float32 output is its own.
+  const QuantReduceProblem& p = plan.problem;
+  plan.workspace_bytes =
+      p.out_dtype == DType::kFloat32 ? 0 : static_cast<size_t>(p.h) * sizeof(float);
+  return plan;
+}
+
+}  // namespace commfuse::ops
