@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "demo_quant.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "launcher.hpp"
 
@@ -155,6 +156,7 @@ int cmd_demo_worker(int, char**) {
                   r.schedule.c_str());
     }
   }
+  failures += demo_quant_all_reduce_row(*comm);  // demo_quant.cpp
   return failures == 0 ? 0 : 1;
 }
 

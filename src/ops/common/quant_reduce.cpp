@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string_view>
 
 namespace commfuse::ops {
 namespace {
@@ -119,7 +120,8 @@ void sum_rows(const QuantReduceProblem& p, const uint8_t* const* parts, int64_t 
   }
 }
 
-uint64_t quant_piece_bytes(const QuantReduceProblem& p) {
+uint64_t quant_piece_bytes(const QuantReduceProblem& p, const comm::Transport& transport) {
+  if (std::string_view(transport.name()) != "shm") return 0;
   const uint64_t unit = static_cast<uint64_t>(p.unit());
   const uint64_t per_part = kPieceTargetBytes / static_cast<uint64_t>(p.world_size);
   return std::max(unit, per_part / unit * unit);

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "comm/transport.hpp"
 #include "kernels/cpu/dequant.hpp"
 #include "ops/common/tensor_checks.hpp"
 
@@ -48,7 +49,9 @@ void pack_rows(const QuantReduceProblem& p, int64_t row0, int64_t n_rows, uint8_
 void sum_rows(const QuantReduceProblem& p, const uint8_t* const* parts, int64_t n_rows, void* out,
               float* acc);
 
-// Piece size for the streams: R parts of a piece (what one on_all call reads) fit in L2.
-uint64_t quant_piece_bytes(const QuantReduceProblem& p);
+// max_piece for the streams. shm: the R parts of a piece (what one on_all call reads in
+// place) fit in L2. Other transports: 0, their own (larger) staging piece, since every
+// piece costs them a round trip.
+uint64_t quant_piece_bytes(const QuantReduceProblem& p, const comm::Transport& transport);
 
 }  // namespace commfuse::ops

@@ -17,7 +17,7 @@ void run_quant_all_reduce_gather_stream(const QuantAllReducePlanData& plan, comm
   comm::GatherStream gs;
   gs.bytes = static_cast<uint64_t>(p.rows) * unit;
   gs.unit = unit;
-  gs.max_piece = quant_piece_bytes(p);
+  gs.max_piece = quant_piece_bytes(p, comm.transport());
   gs.pack = [&](uint8_t* dst, uint64_t off, uint64_t n) {
     pack_rows(p, static_cast<int64_t>(off / unit), static_cast<int64_t>(n / unit), dst);
   };

@@ -17,7 +17,7 @@ void run_quant_reduce_scatter_all_to_all_stream(const QuantReduceScatterPlanData
   comm::AllToAllStream as;
   as.bytes = static_cast<uint64_t>(block_rows) * unit;
   as.unit = unit;
-  as.max_piece = quant_piece_bytes(p);
+  as.max_piece = quant_piece_bytes(p, comm.transport());
   as.pack = [&](int to, uint8_t* dst, uint64_t off, uint64_t n) {
     pack_rows(p, to * block_rows + static_cast<int64_t>(off / unit), static_cast<int64_t>(n / unit),
               dst);
