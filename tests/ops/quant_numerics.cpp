@@ -24,6 +24,7 @@ struct QuantCase {
   DType out;
   bool three_d;
   int64_t h;
+  bool odd_rows = false;  // 2-D all-reduce with rows % R != 0 (the one-pass schedule on shm)
 };
 
 struct RankInput {
@@ -118,7 +119,7 @@ std::string label(const QuantCase& c, bool rs) {
 void run_case(commfuse::Comm& comm, const QuantCase& c, bool rs, bool exact) {
   const int R = comm.world_size(), me = comm.rank();
   // 2-D: (8R, H); 3-D: (2, 3R, H). Both divisible by R for the reduce-scatter.
-  const int64_t b = 2, s = 3 * R, rows = c.three_d ? b * s : 8 * R;
+  const int64_t b = 2, s = 3 * R, rows = c.three_d ? b * s : 8 * R + (c.odd_rows ? 1 : 0);
   std::vector<RankInput> all;
   for (int r = 0; r < R; ++r) all.push_back(make_input(c, r, rows, exact));
   const RankInput& mine = all[static_cast<size_t>(me)];
@@ -146,6 +147,10 @@ void run_case(commfuse::Comm& comm, const QuantCase& c, bool rs, bool exact) {
       plan.execute(ws.data(), plan.workspace_size());
     } else {
       commfuse::QuantAllReducePlan plan(x, sc, comm.name(), "sum", o);
+      const bool two_phase = std::string(comm.transport_name()) == "shm" && R >= 4 && rows % R == 0;
+      EXPECT(std::string(plan.schedule_name()) ==
+                 (two_phase ? "fused_rs_all_gather" : "fused_gather_stream"),
+             "%s: schedule %s", what.c_str(), plan.schedule_name());
       ws.resize(plan.workspace_size() / 4);
       plan.execute(ws.data(), plan.workspace_size());
     }
@@ -233,6 +238,10 @@ int case_quant_numerics(commfuse::Comm& comm) {
     run_case(comm, {DType::kInt8, false, DType::kFloat32, false, 1024}, rs, false);
     run_case(comm, {DType::kFloat8E4M3FN, true, DType::kBFloat16, true, 128}, rs, false);
   }
+  // With R >= 4 on shm, rows % R == 0 takes the two-phase schedule; these take one pass.
+  for (DType od : outs)
+    run_case(comm, {DType::kFloat8E4M3FN, true, od, false, 192, true}, false, true);
+  run_case(comm, {DType::kHiFloat8, false, DType::kFloat16, false, 256, true}, false, true);
   check_mx_index(comm);
   return 0;
 }

@@ -38,6 +38,7 @@ QuantReduceProblem validate_quant_operands(const OpContext& ctx, const TensorVie
   p.group = ctx.comm().name();
   p.rank = ctx.rank();
   p.world_size = ctx.world_size();
+  p.transport = ctx.comm().transport().name();
   p.x_dtype = x.dtype;
   p.h = x.shape[x.ndim - 1];
   p.rows = x.numel() / p.h;
@@ -118,6 +119,26 @@ void sum_rows(const QuantReduceProblem& p, const uint8_t* const* parts, int64_t 
     if (a != reinterpret_cast<float*>(dst))
       kernels::cpu::store_f32_as(a, dst, p.out_dtype, static_cast<size_t>(p.h));
   }
+}
+
+void reduce_own_block(const QuantReduceProblem& p, comm::Transport& transport, void* out,
+                      float* acc) {
+  const uint64_t unit = static_cast<uint64_t>(p.unit());
+  const int64_t block_rows = p.rows / p.world_size;
+  const size_t out_row_bytes = static_cast<size_t>(p.h) * (dtype_bits(p.out_dtype) / 8);
+  comm::AllToAllStream as;
+  as.bytes = static_cast<uint64_t>(block_rows) * unit;
+  as.unit = unit;
+  as.max_piece = quant_piece_bytes(p, transport);
+  as.pack = [&](int to, uint8_t* dst, uint64_t off, uint64_t n) {
+    pack_rows(p, to * block_rows + static_cast<int64_t>(off / unit), static_cast<int64_t>(n / unit),
+              dst);
+  };
+  as.on_all = [&](const uint8_t* const* parts, uint64_t off, uint64_t n) {
+    sum_rows(p, parts, static_cast<int64_t>(n / unit),
+             static_cast<uint8_t*>(out) + off / unit * out_row_bytes, acc);
+  };
+  transport.all_to_all_stream(as);
 }
 
 uint64_t quant_piece_bytes(const QuantReduceProblem& p, const comm::Transport& transport) {

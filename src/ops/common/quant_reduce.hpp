@@ -20,6 +20,7 @@ struct QuantReduceProblem {
   std::string group;
   int rank = 0;
   int world_size = 1;
+  std::string transport;  // the group's ("shm", "mpi"): schedules depend on it
   DType x_dtype = DType::kInt8;
   kernels::cpu::ScaleKind kind = kernels::cpu::ScaleKind::kGroup128;
   int64_t rows = 0;  // BS: x's leading dims flattened
@@ -48,6 +49,13 @@ void pack_rows(const QuantReduceProblem& p, int64_t row0, int64_t n_rows, uint8_
 // order r = 0..R-1, one rounding. acc: h floats of scratch (unused for float32 output).
 void sum_rows(const QuantReduceProblem& p, const uint8_t* const* parts, int64_t n_rows, void* out,
               float* acc);
+
+// Rank r's block of the sum: rows [r·rows/R, (r+1)·rows/R) (rows % R == 0), through an
+// all-to-all stream whose unit is one wire row: pack(to) copies this rank's rows of block
+// `to`, on_all sums every rank's rows of this rank's block in place, in rank order, into
+// out (rows/R dense rows of p.out_dtype). acc: h floats of scratch.
+void reduce_own_block(const QuantReduceProblem& p, comm::Transport& transport, void* out,
+                      float* acc);
 
 // max_piece for the streams. shm: the R parts of a piece (what one on_all call reads in
 // place) fit in L2. Other transports: 0, their own (larger) staging piece, since every

@@ -32,6 +32,9 @@ void QuantAllReducePlan::execute(void* workspace, size_t workspace_bytes) {
   ops::check_workspace(ops::kQuantAllReduceOp, c, workspace, workspace_bytes,
                        data_->workspace_bytes);
   switch (data_->schedule) {
+    case ops::QuantAllReduceSchedule::kRsAllGather:
+      ops::run_quant_all_reduce_rs_all_gather(*data_, c, workspace);
+      return;
     case ops::QuantAllReduceSchedule::kGatherStream:
       ops::run_quant_all_reduce_gather_stream(*data_, c, workspace);
       return;
