@@ -1,8 +1,12 @@
 #include "ops/common/quant_reduce.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 #include <string_view>
+
+#include "kernels/cpu/threads.hpp"
 
 namespace commfuse::ops {
 namespace {
@@ -39,6 +43,7 @@ QuantReduceProblem validate_quant_operands(const OpContext& ctx, const TensorVie
   p.rank = ctx.rank();
   p.world_size = ctx.world_size();
   p.transport = ctx.comm().transport().name();
+  p.threads = std::max(1, kernels::cpu::compute_threads());
   p.x_dtype = x.dtype;
   p.h = x.shape[x.ndim - 1];
   p.rows = x.numel() / p.h;
@@ -108,10 +113,14 @@ void sum_rows(const QuantReduceProblem& p, const uint8_t* const* parts, int64_t 
               float* acc) {
   const int64_t unit = p.unit();
   const size_t out_row_bytes = static_cast<size_t>(p.h) * (dtype_bits(p.out_dtype) / 8);
+  const int threads = n_rows >= 2 * p.threads ? p.threads : 1;
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
   for (int64_t i = 0; i < n_rows; ++i) {
     uint8_t* dst = static_cast<uint8_t*>(out) + static_cast<size_t>(i) * out_row_bytes;
     // float32 output: accumulate in place, it is the fp32 accumulator.
-    float* a = p.out_dtype == DType::kFloat32 ? reinterpret_cast<float*>(dst) : acc;
+    float* a = p.out_dtype == DType::kFloat32
+                   ? reinterpret_cast<float*>(dst)
+                   : acc + static_cast<size_t>(omp_get_thread_num()) * static_cast<size_t>(p.h);
     for (int r = 0; r < p.world_size; ++r) {
       const uint8_t* row = parts[r] + i * unit;
       kernels::cpu::dequant_accumulate_row(p.x_dtype, p.kind, row, row + p.h, p.h, a, r == 0);
@@ -119,6 +128,12 @@ void sum_rows(const QuantReduceProblem& p, const uint8_t* const* parts, int64_t 
     if (a != reinterpret_cast<float*>(dst))
       kernels::cpu::store_f32_as(a, dst, p.out_dtype, static_cast<size_t>(p.h));
   }
+}
+
+size_t acc_bytes(const QuantReduceProblem& p) {
+  return p.out_dtype == DType::kFloat32
+             ? 0
+             : static_cast<size_t>(p.threads) * static_cast<size_t>(p.h) * sizeof(float);
 }
 
 void reduce_own_block(const QuantReduceProblem& p, comm::Transport& transport, void* out,

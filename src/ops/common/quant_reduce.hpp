@@ -29,6 +29,9 @@ struct QuantReduceProblem {
   const uint8_t* scales = nullptr;  // rows × scale_row_bytes
   DType out_dtype = DType::kFloat32;
   void* output = nullptr;
+  // Threads that split a piece's rows (kernels::cpu::compute_threads(): more than one only
+  // when this rank has cores to itself, e.g. one rank per host).
+  int threads = 1;
 
   int64_t scale_bytes() const { return kernels::cpu::scale_row_bytes(kind, h); }
   // Bytes of one row on the wire: codes, then scales.
@@ -46,7 +49,10 @@ void check_quant_output(const OpContext& ctx, const TensorView& output);
 void pack_rows(const QuantReduceProblem& p, int64_t row0, int64_t n_rows, uint8_t* dst);
 
 // out rows [0, n_rows) (dense, p.out_dtype, h columns) = Σ_r dequant(parts[r] rows) in rank
-// order r = 0..R-1, one rounding. acc: h floats of scratch (unused for float32 output).
+// order r = 0..R-1, one rounding. Rows are split over p.threads threads (each row is summed
+// by one thread in the same order, so the bits do not depend on it). acc: p.threads × h
+// floats of scratch (unused for float32 output), see acc_bytes.
+
 void sum_rows(const QuantReduceProblem& p, const uint8_t* const* parts, int64_t n_rows, void* out,
               float* acc);
 
@@ -56,6 +62,9 @@ void sum_rows(const QuantReduceProblem& p, const uint8_t* const* parts, int64_t 
 // out (rows/R dense rows of p.out_dtype). acc: h floats of scratch.
 void reduce_own_block(const QuantReduceProblem& p, comm::Transport& transport, void* out,
                       float* acc);
+
+// Scratch bytes sum_rows needs (0 for float32 output).
+size_t acc_bytes(const QuantReduceProblem& p);
 
 // max_piece for the streams. shm: the R parts of a piece (what one on_all call reads in
 // place) fit in L2. Other transports: 0, their own (larger) staging piece, since every

@@ -17,18 +17,16 @@ QuantAllReducePlanData plan_quant_all_reduce(QuantReduceProblem problem) {
   QuantAllReducePlanData plan;
   plan.problem = std::move(problem);
   const QuantReduceProblem& p = plan.problem;
-  // One fp32 accumulator row for float16 / bfloat16 output; float32 output is its own.
-  const size_t acc_bytes =
-      p.out_dtype == DType::kFloat32 ? 0 : static_cast<size_t>(p.h) * sizeof(float);
+  const size_t acc = acc_bytes(p);  // fp32 accumulator rows, one per thread
   if (p.transport == "shm" && p.world_size >= kRsAllGatherMinRanks && p.rows % p.world_size == 0) {
     plan.schedule = QuantAllReduceSchedule::kRsAllGather;
     const size_t block = static_cast<size_t>(p.rows / p.world_size * p.h) *
                          static_cast<size_t>(dtype_bits(p.out_dtype) / 8);
     plan.block_bytes = (block + 3) / 4 * 4;  // the accumulator after it stays float-aligned
-    plan.workspace_bytes = plan.block_bytes + acc_bytes;
+    plan.workspace_bytes = plan.block_bytes + acc;
   } else {
     plan.schedule = QuantAllReduceSchedule::kGatherStream;
-    plan.workspace_bytes = acc_bytes;
+    plan.workspace_bytes = acc;
   }
   return plan;
 }

@@ -15,10 +15,9 @@ QuantReduceScatterPlanData plan_quant_reduce_scatter(QuantReduceProblem problem)
   QuantReduceScatterPlanData plan;
   plan.problem = std::move(problem);
   plan.schedule = QuantReduceScatterSchedule::kAllToAllStream;
-  // One fp32 accumulator row for float16 / bfloat16 output; float32 output is its own.
-  const QuantReduceProblem& p = plan.problem;
-  plan.workspace_bytes =
-      p.out_dtype == DType::kFloat32 ? 0 : static_cast<size_t>(p.h) * sizeof(float);
+  // fp32 accumulator rows (one per thread) for float16 / bfloat16 output; float32 output is
+  // its own accumulator.
+  plan.workspace_bytes = acc_bytes(plan.problem);
   return plan;
 }
 
