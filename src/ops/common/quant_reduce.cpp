@@ -18,10 +18,6 @@ bool is_quant_code(DType t) {
          t == DType::kFloat8E5M2;
 }
 
-// Two parts of ~256 KiB: big enough to amortize a step's flags, small enough that the R
-// parts read by one on_all call plus the output rows stay in L2.
-constexpr uint64_t kPieceTargetBytes = 512u << 10;
-
 }  // namespace
 
 QuantReduceProblem validate_quant_operands(const OpContext& ctx, const TensorView& x,
@@ -156,11 +152,8 @@ void reduce_own_block(const QuantReduceProblem& p, comm::Transport& transport, v
   transport.all_to_all_stream(as);
 }
 
-uint64_t quant_piece_bytes(const QuantReduceProblem& p, const comm::Transport& transport) {
-  if (std::string_view(transport.name()) != "shm") return 0;
-  const uint64_t unit = static_cast<uint64_t>(p.unit());
-  const uint64_t per_part = kPieceTargetBytes / static_cast<uint64_t>(p.world_size);
-  return std::max(unit, per_part / unit * unit);
+uint64_t quant_piece_bytes(const QuantReduceProblem&, const comm::Transport&) {
+  return 0;
 }
 
 }  // namespace commfuse::ops

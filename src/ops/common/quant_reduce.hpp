@@ -66,9 +66,12 @@ void reduce_own_block(const QuantReduceProblem& p, comm::Transport& transport, v
 // Scratch bytes sum_rows needs (0 for float32 output).
 size_t acc_bytes(const QuantReduceProblem& p);
 
-// max_piece for the streams. shm: the R parts of a piece (what one on_all call reads in
-// place) fit in L2. Other transports: 0, their own (larger) staging piece, since every
-// piece costs them a round trip.
+// max_piece for the streams: 0, the transport's largest piece (a whole slot on shm, 4 MiB
+// staged on MPI). Each piece is one synchronization of all ranks; with more runnable
+// processes than cores (2+ ranks on this 2-core VM, next to other jobs) each one can cost a
+// scheduler time slice. Measured: pieces sized for L2 (512 KiB for the R parts) were 2-5x
+// slower than whole-slot pieces at 1-4 Mi elements, W = 2; the data is streamed once either
+// way, so nothing is lost by missing L2.
 uint64_t quant_piece_bytes(const QuantReduceProblem& p, const comm::Transport& transport);
 
 }  // namespace commfuse::ops
