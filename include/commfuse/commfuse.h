@@ -201,6 +201,41 @@ commfuseStatus_t commfuseAlltoAllMatmulGetWorkspaceSize(
 commfuseStatus_t commfuseAlltoAllMatmul(void* workspace, uint64_t workspaceSize,
                                         commfuseOpExecutor_t* executor, void* stream);
 
+/* ---- Quantized reductions (SPEC.md §4) and quantize helpers (§5) ----
+ *
+ * x: (bs, H) or (b, s, H) codes, int8 / hifloat8 / float8_e4m3fn / float8_e5m2. scales:
+ * float32 (..., H/128) (per-token-group, 128 elements each) or float8_e8m0 (..., H/64, 2)
+ * (MX, 32 elements each; x float8 only). output float32, float16 or bfloat16. The sum over
+ * ranks of x*scale is taken in fp32 in rank order and rounded once: identical on every
+ * rank. reduceOp must be "sum". Two calls as for the operators above. */
+commfuseStatus_t commfuseQuantAllReduceGetWorkspaceSize(const commfuseTensor_t* x,
+                                                        const commfuseTensor_t* scales,
+                                                        const char* group, const char* reduceOp,
+                                                        const commfuseTensor_t* output,
+                                                        uint64_t* workspaceSize,
+                                                        commfuseOpExecutor_t** executor);
+commfuseStatus_t commfuseQuantAllReduce(void* workspace, uint64_t workspaceSize,
+                                        commfuseOpExecutor_t* executor, void* stream);
+/* output (BS/R, H) on rank r = rows [r*BS/R, (r+1)*BS/R) of the sum; BS % R == 0. */
+commfuseStatus_t commfuseQuantReduceScatterGetWorkspaceSize(const commfuseTensor_t* x,
+                                                            const commfuseTensor_t* scales,
+                                                            const char* group, const char* reduceOp,
+                                                            const commfuseTensor_t* output,
+                                                            uint64_t* workspaceSize,
+                                                            commfuseOpExecutor_t** executor);
+commfuseStatus_t commfuseQuantReduceScatter(void* workspace, uint64_t workspaceSize,
+                                            commfuseOpExecutor_t* executor, void* stream);
+
+/* Quantize x (float32/float16/bfloat16, last dim H) into q (x's shape, its dtype picks the
+ * format) and scales, in the layouts the ops take. mode "per_token_group" or "mx";
+ * groupSize 0 = the mode's (128 / 32). Local, not collective. */
+commfuseStatus_t commfuseQuantize(const commfuseTensor_t* x, const char* mode, int64_t groupSize,
+                                  const commfuseTensor_t* q, const commfuseTensor_t* scales);
+/* output (q's shape, float32/float16/bfloat16) = q * scale, the map the ops apply. */
+commfuseStatus_t commfuseDequantize(const commfuseTensor_t* q, const commfuseTensor_t* scales,
+                                    const char* mode, int64_t groupSize,
+                                    const commfuseTensor_t* output);
+
 #ifdef __cplusplus
 }
 #endif

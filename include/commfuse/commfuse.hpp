@@ -360,4 +360,67 @@ void alltoall_matmul(const TensorView& x1, const TensorView& x2, std::string_vie
                      const TensorView& output, const TensorView& all_to_all_out = {},
                      const AlltoAllMatmulOptions& options = {});
 
+// ---- Quantized reductions (SPEC §4) and quantize helpers (SPEC §5) ----
+
+namespace ops {
+struct QuantAllReducePlanData;
+struct QuantReduceScatterPlanData;
+}  // namespace ops
+
+// x: (bs, H) or (b, s, H) codes in int8, hifloat8, float8_e4m3fn or float8_e5m2. scales:
+// float32 (bs, H/128) / (b, s, H/128), one per 128 elements (K-G), or float8_e8m0
+// (bs, H/64, 2) / (b, s, H/64, 2), one per 32 elements (MX; x float8 only). The sum over
+// ranks of x·scale is taken in fp32 in rank order and rounded once to output's dtype
+// (float32, float16, bfloat16): bitwise identical on every rank. reduce_op must be "sum".
+// Plans behave like the matmul ops' plans above.
+class QuantAllReducePlan {
+ public:
+  // output: x's shape.
+  QuantAllReducePlan(const TensorView& x, const TensorView& scales, std::string_view group,
+                     std::string_view reduce_op, const TensorView& output);
+  ~QuantAllReducePlan();
+  QuantAllReducePlan(QuantAllReducePlan&&) noexcept;
+  QuantAllReducePlan& operator=(QuantAllReducePlan&&) noexcept;
+
+  size_t workspace_size() const;
+  const char* schedule_name() const;
+  void execute(void* workspace, size_t workspace_bytes);
+
+ private:
+  std::unique_ptr<ops::QuantAllReducePlanData> data_;
+};
+
+class QuantReduceScatterPlan {
+ public:
+  // output (BS/R, H) on rank r = rows [r·BS/R, (r+1)·BS/R) of the sum; BS = bs or b·s.
+  QuantReduceScatterPlan(const TensorView& x, const TensorView& scales, std::string_view group,
+                         std::string_view reduce_op, const TensorView& output);
+  ~QuantReduceScatterPlan();
+  QuantReduceScatterPlan(QuantReduceScatterPlan&&) noexcept;
+  QuantReduceScatterPlan& operator=(QuantReduceScatterPlan&&) noexcept;
+
+  size_t workspace_size() const;
+  const char* schedule_name() const;
+  void execute(void* workspace, size_t workspace_bytes);
+
+ private:
+  std::unique_ptr<ops::QuantReduceScatterPlanData> data_;
+};
+
+void quant_all_reduce(const TensorView& x, const TensorView& scales, std::string_view group,
+                      const TensorView& output, std::string_view reduce_op = "sum");
+void quant_reduce_scatter(const TensorView& x, const TensorView& scales, std::string_view group,
+                          const TensorView& output, std::string_view reduce_op = "sum");
+
+// quantize x (float32, float16 or bfloat16, last dim H) into q (x's shape; its dtype picks
+// the format) and scales, in the layouts above. mode "per_token_group" (q int8, hifloat8,
+// float8_e4m3fn, float8_e5m2; float32 scales, group 128) or "mx" (q float8_e4m3fn or
+// float8_e5m2; float8_e8m0 scales (…, H/64, 2), group 32). group_size 0 means the mode's.
+// "per_token" is not supported yet. Not collective.
+void quantize(const TensorView& x, std::string_view mode, const TensorView& q,
+              const TensorView& scales, int64_t group_size = 0);
+// output (q's shape, float32 / float16 / bfloat16) = q · scale, the map the ops apply.
+void dequantize(const TensorView& q, const TensorView& scales, std::string_view mode,
+                const TensorView& output, int64_t group_size = 0);
+
 }  // namespace commfuse

@@ -4,6 +4,7 @@
 #include <commfuse/commfuse.hpp>
 
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -22,9 +23,8 @@ struct commfuseOpExecutor {
   std::unique_ptr<commfuse::AllGatherMatmulPlan> all_gather_matmul;
   std::unique_ptr<commfuse::MatmulReduceScatterPlan> matmul_reduce_scatter;
   std::unique_ptr<commfuse::MatmulAllReducePlan> matmul_all_reduce;
-  // Ops with their C entry points in other files (api/c_api_executor.hpp).
-  std::shared_ptr<void> plan;
-  commfuse::api::RunPlanFn run = nullptr;
+  // Ops whose C entry points live in their own file (api/c_api_executor.hpp).
+  std::function<void(void*, size_t)> run;
 };
 
 namespace {
@@ -89,24 +89,6 @@ std::unique_ptr<commfuseOpExecutor> consume(const char* fn, const char* op,
 
 }  // namespace
 
-namespace commfuse::api {
-
-commfuseOpExecutor_t* make_executor(const char* op, std::shared_ptr<void> plan, RunPlanFn run) {
-  auto e = std::make_unique<commfuseOpExecutor>();
-  e->op = op;
-  e->plan = std::move(plan);
-  e->run = run;
-  return e.release();
-}
-
-void run_executor(const char* fn, const char* op, commfuseOpExecutor_t* executor, void* workspace,
-                  uint64_t workspace_bytes) {
-  auto e = consume(fn, op, executor);
-  CF_ASSERT(e->plan && e->run);
-  e->run(e->plan.get(), workspace, workspace_bytes);
-}
-
-}  // namespace commfuse::api
 
 extern "C" {
 
@@ -240,3 +222,25 @@ commfuseStatus_t commfuseMatmulAllReduce(void* workspace, uint64_t workspaceSize
 }
 
 }  // extern "C"
+
+// The executor for ops whose C entry points live in other files (api/c_api_executor.hpp).
+namespace commfuse::api {
+
+TensorView tensor_view(const commfuseTensor_t* t) {
+  return view_of(t);
+}
+
+commfuseOpExecutor_t* make_executor(const char* op, std::function<void(void*, size_t)> run) {
+  auto e = std::make_unique<commfuseOpExecutor>();
+  e->op = op;
+  e->run = std::move(run);
+  return e.release();
+}
+
+void run_executor(const char* fn, const char* op, commfuseOpExecutor_t* executor, void* workspace,
+                  uint64_t workspace_size) {
+  auto e = consume(fn, op, executor);
+  e->run(workspace, static_cast<size_t>(workspace_size));
+}
+
+}  // namespace commfuse::api

@@ -31,10 +31,12 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
   o.op = args[0];
   CF_CHECK_ARG(o.op == "all-gather" || o.op == "all-reduce" || o.op == "reduce-scatter" ||
                    o.op == "all-to-all" || is_fused_bench(o.op) || o.op == "alltoall-quant-matmul" ||
-                   o.op == "alltoall-matmul",
+                   o.op == "alltoall-matmul" || o.op == "quant-all-reduce" ||
+                   o.op == "quant-reduce-scatter",
                "bench: unknown benchmark '", o.op,
                "' (all-gather, all-reduce, reduce-scatter, all-to-all, all-gather-matmul, "
-               "matmul-reduce-scatter, matmul-all-reduce, alltoall-quant-matmul, alltoall-matmul)");
+               "matmul-reduce-scatter, matmul-all-reduce, alltoall-quant-matmul, alltoall-matmul, "
+               "quant-all-reduce, quant-reduce-scatter)");
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& {
@@ -79,6 +81,10 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
       o.h = std::atoll(value().c_str());
     else if (a == "--combo")
       o.combo = value();
+    else if (a == "--scales")
+      o.scales = value();
+    else if (a == "--out-dtype")
+      o.out_dtype = value();
     else
       CF_CHECK_ARG(false, "bench: unknown option '", a, "'");
   }
@@ -101,6 +107,12 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
     if (o.op != "all-gather-matmul")
       CF_CHECK_ARG(o.k % o.nprocs == 0, "bench: --k ", o.k, " must be a multiple of -n ", o.nprocs,
                    " (each rank holds k/R columns of x1)");
+  }
+  if (o.op.rfind("quant-", 0) == 0) {
+    if (o.dtype == "float32") o.dtype = "int8";  // the quantized ops' default
+    CF_CHECK_ARG(o.scales == "kg" || o.scales == "mx", "bench: --scales '", o.scales,
+                 "' is not kg or mx");
+    dtype_from_name(o.out_dtype);
   }
   return o;
 }
@@ -148,7 +160,12 @@ std::vector<std::string> to_args(const BenchOptions& o) {
           "--h",
           std::to_string(o.h),
           "--combo",
-          o.combo};
+          o.combo,
+
+          "--scales",
+          o.scales,
+          "--out-dtype",
+          o.out_dtype};
 }
 
 }  // namespace commfuse::cli

@@ -31,6 +31,9 @@ struct BenchOptions {
   // alltoall-quant-matmul / alltoall-matmul (bench_alltoall.cpp): global problem shape.
   int64_t bs = 4096, h = 2048;  // and --n above
   std::string combo = "a16w8";  // a16w8 | a16w4 | a4w4
+  // quant-all-reduce / quant-reduce-scatter only (-b/-e are then elements):
+  std::string scales = "kg";          // kg (fp32 per 128) | mx (e8m0 per 32)
+  std::string out_dtype = "float32";  // float32 | float16 | bfloat16
 };
 
 // One rank of a fused-operator benchmark (bench_fused.cpp); rank 0 prints and writes json.

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bench_options.hpp"
+#include "bench_quant.hpp"
 #include "commands.hpp"
 #include "core/error.hpp"
 
@@ -80,6 +81,11 @@ int cmd_bench_worker(int argc, char** argv) {
   int rc = 0;
   try {
     const BenchOptions o = parse_bench_options(std::vector<std::string>(argv + 1, argv + argc));
+    if (o.op.rfind("quant-", 0) == 0) {  // bench_quant.cpp
+      rc = run_quant_bench(rank, R, o);
+      MPI_Finalize();
+      return rc;
+    }
     const DType t = dtype_from_name(o.dtype);
     const size_t es = static_cast<size_t>(dtype_bits(t) / 8);
     CF_CHECK_ARG(es >= 1, "bench: dtype ", o.dtype, " is sub-byte");

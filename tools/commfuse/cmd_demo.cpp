@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "demo_quant.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "launcher.hpp"
 
@@ -156,6 +157,7 @@ int cmd_demo_worker(int, char**) {
     }
   }
   failures += demo_alltoall_quant_matmul_row(*comm);
+  failures += demo_quant_all_reduce_row(*comm);  // demo_quant.cpp
   return failures == 0 ? 0 : 1;
 }
 

@@ -21,6 +21,9 @@ void usage(FILE* out) {
                "  bench       bench all-reduce|all-gather|reduce-scatter|all-to-all -n W [-b 4K]\n"
                "              [-e 64M] [-f 2] [--dtype T] [--transport shm|mpi] [--json FILE]:\n"
                "              nccl-tests columns, and OpenMPI's collective timed in the same run\n"
+               "              also quant-all-reduce|quant-reduce-scatter (-b/-e in elements)\n"
+               "              [--dtype int8|hifloat8|float8_e4m3fn|float8_e5m2] [--scales kg|mx]\n"
+               "              [--out-dtype float32|float16|bfloat16]\n"
                "  launch      launch -n W [--] program [args...]: run W local ranks of a program\n"
                "  version     print the version\n");
 }

@@ -1,0 +1,96 @@
+// C entry points of the quantized reductions (aclnn shape: XxxGetWorkspaceSize validates
+// and makes the executor, Xxx runs and frees it) and of the quantize helpers.
+#include <commfuse/commfuse.h>
+#include <commfuse/commfuse.hpp>
+
+#include <memory>
+
+#include "api/c_api_executor.hpp"
+#include "api/c_api_guard.hpp"
+#include "core/error.hpp"
+
+namespace {
+
+using commfuse::api::guarded;
+using commfuse::api::tensor_view;
+
+template <typename Plan>
+commfuseStatus_t plan_quant(const char* fn, const char* op, const commfuseTensor_t* x,
+                            const commfuseTensor_t* scales, const char* group, const char* reduceOp,
+                            const commfuseTensor_t* output, uint64_t* workspaceSize,
+                            commfuseOpExecutor_t** executor) {
+  return guarded(fn, [&] {
+    CF_CHECK_NOTNULL(workspaceSize, fn, ": workspaceSize (output) is null");
+    CF_CHECK_NOTNULL(executor, fn, ": executor (output) is null");
+    *executor = nullptr;
+    *workspaceSize = 0;
+    CF_CHECK_NOTNULL(group, op, ": group is null");
+    CF_CHECK_NOTNULL(reduceOp, op, ": reduceOp is null");
+    auto plan = std::make_shared<Plan>(tensor_view(x), tensor_view(scales), group, reduceOp,
+                                       tensor_view(output));
+    *workspaceSize = plan->workspace_size();
+    *executor = commfuse::api::make_executor(
+        op, [plan](void* ws, size_t bytes) { plan->execute(ws, bytes); });
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+commfuseStatus_t commfuseQuantAllReduceGetWorkspaceSize(const commfuseTensor_t* x,
+                                                        const commfuseTensor_t* scales,
+                                                        const char* group, const char* reduceOp,
+                                                        const commfuseTensor_t* output,
+                                                        uint64_t* workspaceSize,
+                                                        commfuseOpExecutor_t** executor) {
+  return plan_quant<commfuse::QuantAllReducePlan>("commfuseQuantAllReduceGetWorkspaceSize",
+                                                  "quant_all_reduce", x, scales, group, reduceOp,
+                                                  output, workspaceSize, executor);
+}
+
+commfuseStatus_t commfuseQuantAllReduce(void* workspace, uint64_t workspaceSize,
+                                        commfuseOpExecutor_t* executor, void* /*stream*/) {
+  constexpr const char* fn = "commfuseQuantAllReduce";
+  return guarded(fn, [&] {
+    commfuse::api::run_executor(fn, "quant_all_reduce", executor, workspace, workspaceSize);
+  });
+}
+
+commfuseStatus_t commfuseQuantReduceScatterGetWorkspaceSize(const commfuseTensor_t* x,
+                                                            const commfuseTensor_t* scales,
+                                                            const char* group, const char* reduceOp,
+                                                            const commfuseTensor_t* output,
+                                                            uint64_t* workspaceSize,
+                                                            commfuseOpExecutor_t** executor) {
+  return plan_quant<commfuse::QuantReduceScatterPlan>("commfuseQuantReduceScatterGetWorkspaceSize",
+                                                      "quant_reduce_scatter", x, scales, group,
+                                                      reduceOp, output, workspaceSize, executor);
+}
+
+commfuseStatus_t commfuseQuantReduceScatter(void* workspace, uint64_t workspaceSize,
+                                            commfuseOpExecutor_t* executor, void* /*stream*/) {
+  constexpr const char* fn = "commfuseQuantReduceScatter";
+  return guarded(fn, [&] {
+    commfuse::api::run_executor(fn, "quant_reduce_scatter", executor, workspace, workspaceSize);
+  });
+}
+
+commfuseStatus_t commfuseQuantize(const commfuseTensor_t* x, const char* mode, int64_t groupSize,
+                                  const commfuseTensor_t* q, const commfuseTensor_t* scales) {
+  return guarded("commfuseQuantize", [&] {
+    CF_CHECK_NOTNULL(mode, "quantize: mode is null");
+    commfuse::quantize(tensor_view(x), mode, tensor_view(q), tensor_view(scales), groupSize);
+  });
+}
+
+commfuseStatus_t commfuseDequantize(const commfuseTensor_t* q, const commfuseTensor_t* scales,
+                                    const char* mode, int64_t groupSize,
+                                    const commfuseTensor_t* output) {
+  return guarded("commfuseDequantize", [&] {
+    CF_CHECK_NOTNULL(mode, "dequantize: mode is null");
+    commfuse::dequantize(tensor_view(q), tensor_view(scales), mode, tensor_view(output), groupSize);
+  });
+}
+
+}  // extern "C"

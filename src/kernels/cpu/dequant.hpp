@@ -1,0 +1,42 @@
+// Dequantization kernels of the quantized reductions and helpers (SPEC §4, §5): 8-bit
+// codes times their group's scale in fp32, accumulated in rank order, rounded once.
+// Scales: K-G = one fp32 per 128 elements; MX = one E8M0 byte per 32 elements.
+#pragma once
+
+#include <commfuse/commfuse.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace commfuse::kernels::cpu {
+
+enum class ScaleKind { kGroup128, kMx32 };
+
+inline constexpr int64_t kKgGroup = 128;
+inline constexpr int64_t kMxGroup = 32;
+
+// Elements per scale.
+inline int64_t scale_group(ScaleKind k) {
+  return k == ScaleKind::kGroup128 ? kKgGroup : kMxGroup;
+}
+// Bytes of one row's scales (H a multiple of the group): K-G 4·H/128, MX H/32 — both H/32.
+inline int64_t scale_row_bytes(ScaleKind k, int64_t h) {
+  return k == ScaleKind::kGroup128 ? h / kKgGroup * 4 : h / kMxGroup;
+}
+
+// The fp32 value of every code of an 8-bit format (int8, hifloat8, float8_e4m3fn,
+// float8_e5m2, float8_e8m0): 256 entries, exact (built once from the bulk decoders).
+const float* code_values(DType dtype);
+
+// One row of H codes with its scales (K-G: H/128 floats, unaligned allowed; MX: H/32 E8M0
+// bytes in the (H/64, 2) row-major order, which is simply group order).
+// first: acc = dequant(row); otherwise acc += dequant(row). The product code·scale is one
+// fp32 multiply, then one fp32 add, so summing rows of ranks 0..R-1 in order gives SPEC §4's
+// rank-order fp32 sum bit for bit.
+void dequant_accumulate_row(DType x_dtype, ScaleKind kind, const uint8_t* codes,
+                            const uint8_t* scales, int64_t h, float* acc, bool first);
+
+// dst (count elements of out_dtype: float32, float16 or bfloat16) = acc rounded once (RNE).
+void store_f32_as(const float* acc, void* dst, DType out_dtype, size_t count);
+
+}  // namespace commfuse::kernels::cpu

@@ -1,0 +1,159 @@
+#include "ops/common/quant_reduce.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string_view>
+
+#include "kernels/cpu/threads.hpp"
+
+namespace commfuse::ops {
+namespace {
+
+using kernels::cpu::ScaleKind;
+
+bool is_quant_code(DType t) {
+  return t == DType::kInt8 || t == DType::kHiFloat8 || t == DType::kFloat8E4M3FN ||
+         t == DType::kFloat8E5M2;
+}
+
+}  // namespace
+
+QuantReduceProblem validate_quant_operands(const OpContext& ctx, const TensorView& x,
+                                           const TensorView& scales, std::string_view reduce_op) {
+  check_reduce_op(ctx, reduce_op);
+  check_present(ctx, "x", x);
+  if (!is_quant_code(x.dtype))
+    ctx.invalid("x dtype is ", dtype_name(x.dtype),
+                " but must be int8, hifloat8, float8_e4m3fn or float8_e5m2");
+  if (x.ndim != 2 && x.ndim != 3)
+    ctx.invalid("x must be 2-D (bs, H) or 3-D (b, s, H) but has shape ", shape_str(x));
+  for (int i = 0; i < x.ndim; ++i)
+    if (x.shape[i] == 0)
+      ctx.invalid("x dim ", i, " is 0 (shape ", shape_str(x), "): empty tensors are not accepted");
+  check_contiguous(ctx, "x", x);
+
+  QuantReduceProblem p;
+  p.group = ctx.comm().name();
+  p.rank = ctx.rank();
+  p.world_size = ctx.world_size();
+  p.transport = ctx.comm().transport().name();
+  p.threads = std::max(1, kernels::cpu::compute_threads());
+  p.x_dtype = x.dtype;
+  p.h = x.shape[x.ndim - 1];
+  p.rows = x.numel() / p.h;
+  p.x = static_cast<const uint8_t*>(x.data);
+
+  check_present(ctx, "scales", scales);
+  if (scales.dtype == DType::kFloat32) {
+    p.kind = ScaleKind::kGroup128;
+  } else if (scales.dtype == DType::kFloat8E8M0) {
+    p.kind = ScaleKind::kMx32;
+    if (x.dtype != DType::kFloat8E4M3FN && x.dtype != DType::kFloat8E5M2)
+      ctx.invalid("x dtype ", dtype_name(x.dtype),
+                  " with float8_e8m0 scales (MX) is not supported: MX takes float8_e4m3fn or "
+                  "float8_e5m2");
+  } else {
+    ctx.invalid("scales dtype is ", dtype_name(scales.dtype),
+                " but must be float32 (per-token-group, K-G) or float8_e8m0 (MX)");
+  }
+  const bool mx = p.kind == ScaleKind::kMx32;
+  const int64_t div = mx ? 64 : 128;
+  if (p.h % div != 0)
+    ctx.invalid("x dim ", x.ndim - 1, " (H) is ", p.h, " but must be a multiple of ", div,
+                mx ? " (MX scales)" : " (K-G scales, group 128)");
+
+  // K-G: x's leading dims + (H/128); MX: x's leading dims + (H/64, 2).
+  const int want_ndim = x.ndim - 1 + (mx ? 2 : 1);
+  const char* layout = mx ? (x.ndim == 2 ? "(bs, H/64, 2)" : "(b, s, H/64, 2)")
+                          : (x.ndim == 2 ? "(bs, H/128)" : "(b, s, H/128)");
+  if (scales.ndim != want_ndim)
+    ctx.invalid("scales must be ", want_ndim, "-D ", layout, " but has shape ", shape_str(scales));
+  for (int i = 0; i < x.ndim - 1; ++i)
+    if (scales.shape[i] != x.shape[i])
+      ctx.invalid("scales dim ", i, " is ", scales.shape[i], " but x dim ", i, " is ", x.shape[i],
+                  " (must match)");
+  const int last = x.ndim - 1;
+  if (scales.shape[last] != p.h / div)
+    ctx.invalid("scales dim ", last, " is ", scales.shape[last], " but must be H/", div, " = ",
+                p.h / div);
+  if (mx && scales.shape[last + 1] != 2)
+    ctx.invalid("scales dim ", last + 1, " is ", scales.shape[last + 1],
+                " but must be 2 (MX scales are (…, H/64, 2))");
+  check_contiguous(ctx, "scales", scales);
+  p.scales = static_cast<const uint8_t*>(scales.data);
+  return p;
+}
+
+void check_quant_output(const OpContext& ctx, const TensorView& output) {
+  check_present(ctx, "output", output);
+  check_float_dtype(ctx, "output", output);
+  check_contiguous(ctx, "output", output);
+}
+
+void pack_rows(const QuantReduceProblem& p, int64_t row0, int64_t n_rows, uint8_t* dst) {
+  const int64_t sb = p.scale_bytes();
+  const uint8_t* x = p.x + row0 * p.h;
+  const uint8_t* s = p.scales + row0 * sb;
+  for (int64_t i = 0; i < n_rows; ++i) {
+    std::memcpy(dst, x, static_cast<size_t>(p.h));
+    std::memcpy(dst + p.h, s, static_cast<size_t>(sb));
+    dst += p.h + sb;
+    x += p.h;
+    s += sb;
+  }
+}
+
+void sum_rows(const QuantReduceProblem& p, const uint8_t* const* parts, int64_t n_rows, void* out,
+              float* acc) {
+  const int64_t unit = p.unit();
+  const size_t out_row_bytes = static_cast<size_t>(p.h) * (dtype_bits(p.out_dtype) / 8);
+  const int threads = n_rows >= 2 * p.threads ? p.threads : 1;
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (int64_t i = 0; i < n_rows; ++i) {
+    uint8_t* dst = static_cast<uint8_t*>(out) + static_cast<size_t>(i) * out_row_bytes;
+    // float32 output: accumulate in place, it is the fp32 accumulator.
+    float* a = p.out_dtype == DType::kFloat32
+                   ? reinterpret_cast<float*>(dst)
+                   : acc + static_cast<size_t>(omp_get_thread_num()) * static_cast<size_t>(p.h);
+    for (int r = 0; r < p.world_size; ++r) {
+      const uint8_t* row = parts[r] + i * unit;
+      kernels::cpu::dequant_accumulate_row(p.x_dtype, p.kind, row, row + p.h, p.h, a, r == 0);
+    }
+    if (a != reinterpret_cast<float*>(dst))
+      kernels::cpu::store_f32_as(a, dst, p.out_dtype, static_cast<size_t>(p.h));
+  }
+}
+
+size_t acc_bytes(const QuantReduceProblem& p) {
+  return p.out_dtype == DType::kFloat32
+             ? 0
+             : static_cast<size_t>(p.threads) * static_cast<size_t>(p.h) * sizeof(float);
+}
+
+void reduce_own_block(const QuantReduceProblem& p, comm::Transport& transport, void* out,
+                      float* acc) {
+  const uint64_t unit = static_cast<uint64_t>(p.unit());
+  const int64_t block_rows = p.rows / p.world_size;
+  const size_t out_row_bytes = static_cast<size_t>(p.h) * (dtype_bits(p.out_dtype) / 8);
+  comm::AllToAllStream as;
+  as.bytes = static_cast<uint64_t>(block_rows) * unit;
+  as.unit = unit;
+  as.max_piece = quant_piece_bytes(p, transport);
+  as.pack = [&](int to, uint8_t* dst, uint64_t off, uint64_t n) {
+    pack_rows(p, to * block_rows + static_cast<int64_t>(off / unit), static_cast<int64_t>(n / unit),
+              dst);
+  };
+  as.on_all = [&](const uint8_t* const* parts, uint64_t off, uint64_t n) {
+    sum_rows(p, parts, static_cast<int64_t>(n / unit),
+             static_cast<uint8_t*>(out) + off / unit * out_row_bytes, acc);
+  };
+  transport.all_to_all_stream(as);
+}
+
+uint64_t quant_piece_bytes(const QuantReduceProblem&, const comm::Transport&) {
+  return 0;
+}
+
+}  // namespace commfuse::ops

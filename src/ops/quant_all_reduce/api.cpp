@@ -1,0 +1,51 @@
+// Public C++ entry points of quant_all_reduce over the plan and its schedules.
+#include <commfuse/commfuse.hpp>
+
+#include <memory>
+#include <vector>
+
+#include "ops/quant_all_reduce/plan.hpp"
+
+namespace commfuse {
+
+QuantAllReducePlan::QuantAllReducePlan(const TensorView& x, const TensorView& scales,
+                                       std::string_view group, std::string_view reduce_op,
+                                       const TensorView& output)
+    : data_(std::make_unique<ops::QuantAllReducePlanData>(ops::plan_quant_all_reduce(
+          ops::validate_quant_all_reduce(x, scales, group, reduce_op, output)))) {}
+
+QuantAllReducePlan::~QuantAllReducePlan() = default;
+QuantAllReducePlan::QuantAllReducePlan(QuantAllReducePlan&&) noexcept = default;
+QuantAllReducePlan& QuantAllReducePlan::operator=(QuantAllReducePlan&&) noexcept = default;
+
+size_t QuantAllReducePlan::workspace_size() const {
+  return data_->workspace_bytes;
+}
+
+const char* QuantAllReducePlan::schedule_name() const {
+  return ops::schedule_name(data_->schedule);
+}
+
+void QuantAllReducePlan::execute(void* workspace, size_t workspace_bytes) {
+  const ops::QuantReduceProblem& p = data_->problem;
+  comm::CommImpl& c = ops::comm_for_execute(ops::kQuantAllReduceOp, p.group, p.rank, p.world_size);
+  ops::check_workspace(ops::kQuantAllReduceOp, c, workspace, workspace_bytes,
+                       data_->workspace_bytes);
+  switch (data_->schedule) {
+    case ops::QuantAllReduceSchedule::kRsAllGather:
+      ops::run_quant_all_reduce_rs_all_gather(*data_, c, workspace);
+      return;
+    case ops::QuantAllReduceSchedule::kGatherStream:
+      ops::run_quant_all_reduce_gather_stream(*data_, c, workspace);
+      return;
+  }
+}
+
+void quant_all_reduce(const TensorView& x, const TensorView& scales, std::string_view group,
+                      const TensorView& output, std::string_view reduce_op) {
+  QuantAllReducePlan plan(x, scales, group, reduce_op, output);
+  std::vector<float> workspace(plan.workspace_size() / sizeof(float));
+  plan.execute(workspace.data(), plan.workspace_size());
+}
+
+}  // namespace commfuse

@@ -1,0 +1,44 @@
+// QuantAllReduce (SPEC §4): validate.cpp (rejection rules), plan.cpp (schedule and
+// workspace), schedule_rs_all_gather.cpp and schedule_gather_stream.cpp (the fused
+// schedules), api.cpp (public C++ entry points; the C API is src/api/c_api_quant.cpp).
+#pragma once
+
+#include <commfuse/commfuse.hpp>
+
+#include <cstddef>
+
+#include "ops/common/quant_reduce.hpp"
+
+namespace commfuse::ops {
+
+inline constexpr const char* kQuantAllReduceOp = "quant_all_reduce";
+
+QuantReduceProblem validate_quant_all_reduce(const TensorView& x, const TensorView& scales,
+                                             std::string_view group, std::string_view reduce_op,
+                                             const TensorView& output);
+
+// Tried in order, first applicable wins.
+enum class QuantAllReduceSchedule {
+  kRsAllGather,   // shm, R >= kRsAllGatherMinRanks, rows % R == 0: own block, then all_gather
+  kGatherStream,  // every rank reads every rank's quantized rows and sums them (one pass)
+};
+// From this many ranks on shm, dequantizing each element R times (one pass) costs more than
+// the second phase's copy (measured on 2 cores: README "QuantAllReduce benchmark").
+inline constexpr int kRsAllGatherMinRanks = 4;
+const char* schedule_name(QuantAllReduceSchedule s);
+
+struct QuantAllReducePlanData {
+  QuantReduceProblem problem;
+  QuantAllReduceSchedule schedule = QuantAllReduceSchedule::kGatherStream;
+  size_t workspace_bytes = 0;
+  size_t block_bytes = 0;  // kRsAllGather: this rank's rounded block, first in the workspace
+};
+
+QuantAllReducePlanData plan_quant_all_reduce(QuantReduceProblem problem);
+
+void run_quant_all_reduce_rs_all_gather(const QuantAllReducePlanData& plan, comm::CommImpl& comm,
+                                        void* workspace);
+void run_quant_all_reduce_gather_stream(const QuantAllReducePlanData& plan, comm::CommImpl& comm,
+                                        void* workspace);
+
+}  // namespace commfuse::ops

@@ -1,0 +1,37 @@
+// QuantReduceScatter (SPEC §4): validate.cpp (rejection rules), plan.cpp (schedule and
+// workspace), schedule_all_to_all_stream.cpp (the fused one-pass schedule), api.cpp (public
+// C++ entry points; the C API is src/api/c_api_quant.cpp).
+#pragma once
+
+#include <commfuse/commfuse.hpp>
+
+#include <cstddef>
+
+#include "ops/common/quant_reduce.hpp"
+
+namespace commfuse::ops {
+
+inline constexpr const char* kQuantReduceScatterOp = "quant_reduce_scatter";
+
+QuantReduceProblem validate_quant_reduce_scatter(const TensorView& x, const TensorView& scales,
+                                                 std::string_view group, std::string_view reduce_op,
+                                                 const TensorView& output);
+
+// Tried in order, first applicable wins.
+enum class QuantReduceScatterSchedule {
+  kAllToAllStream,  // each rank reads every rank's rows of its own block and sums them
+};
+const char* schedule_name(QuantReduceScatterSchedule s);
+
+struct QuantReduceScatterPlanData {
+  QuantReduceProblem problem;
+  QuantReduceScatterSchedule schedule = QuantReduceScatterSchedule::kAllToAllStream;
+  size_t workspace_bytes = 0;
+};
+
+QuantReduceScatterPlanData plan_quant_reduce_scatter(QuantReduceProblem problem);
+
+void run_quant_reduce_scatter_all_to_all_stream(const QuantReduceScatterPlanData& plan,
+                                                comm::CommImpl& comm, void* workspace);
+
+}  // namespace commfuse::ops
