@@ -415,8 +415,9 @@ void quant_reduce_scatter(const TensorView& x, const TensorView& scales, std::st
 // quantize x (float32, float16 or bfloat16, last dim H) into q (x's shape; its dtype picks
 // the format) and scales, in the layouts above. mode "per_token_group" (q int8, hifloat8,
 // float8_e4m3fn, float8_e5m2; float32 scales, group 128) or "mx" (q float8_e4m3fn or
-// float8_e5m2; float8_e8m0 scales (…, H/64, 2), group 32). group_size 0 means the mode's.
-// "per_token" is not supported yet. Not collective.
+// float8_e5m2; float8_e8m0 scales (…, H/64, 2), group 32) or "per_token" (q int8 or int4,
+// packed in pairs along H; float32 scales, one per row: x's leading dims; SPEC §3's
+// quantizer). group_size 0 means the mode's. Not collective.
 void quantize(const TensorView& x, std::string_view mode, const TensorView& q,
               const TensorView& scales, int64_t group_size = 0);
 // output (q's shape, float32 / float16 / bfloat16) = q · scale, the map the ops apply.

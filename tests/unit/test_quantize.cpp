@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/quant_per_token.hpp"
 #include "test_util.hpp"
 
 using commfuse::DType;
@@ -171,7 +172,7 @@ TEST(Quantize, Rejections) {
     }
   };
   expect_invalid([&] { commfuse::quantize(xv, "per_token", qv, sv); },
-                 "mode per_token: not supported yet");
+                 "scales must have x's leading dims");
   expect_invalid([&] { commfuse::quantize(xv, "blockwise", qv, sv); }, "mode is 'blockwise'");
   expect_invalid([&] { commfuse::quantize(xv, "per_token_group", qv, sv, 64); },
                  "group_size is 64");
@@ -233,7 +234,56 @@ TEST(Quantize, CApiMatchesCpp) {
   EXPECT_EQ(commfuseDequantize(tq, ts, "per_token_group", 128, tb), COMMFUSE_SUCCESS);
   for (size_t i = 0; i < 256; ++i)
     EXPECT_EQ(back[i], code_value(q[i], DType::kHiFloat8) * sc[i / 128]);
-  EXPECT_EQ(commfuseQuantize(tx, "per_token", 0, tq, ts), COMMFUSE_PARAM_INVALID);
+  EXPECT_EQ(commfuseQuantize(tx, "per_token", 0, tq, ts), COMMFUSE_PARAM_INVALID);  // hifloat8 q
   EXPECT_EQ(commfuseQuantize(tx, nullptr, 0, tq, ts), COMMFUSE_PARAM_NULLPTR);
   for (auto* t : {tx, tq, ts, tb}) commfuseDestroyTensor(t);
+}
+
+// mode per_token (SPEC §5, the §3 quantizer): codes and scales are the per-token kernel's
+// (itself pinned against a scalar reference in test_quant_per_token.cpp), int4 packed in
+// pairs, and dequantize is exactly code · scale; a zero row gives zeros and scale 0.
+TEST(Quantize, PerTokenInt8AndInt4) {
+  const int64_t rows = 3, h = 64;
+  std::vector<float> x(static_cast<size_t>(rows * h));
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = i < static_cast<size_t>(h) ? 0.0f : static_cast<float>((i * 37) % 101) / 7.0f - 7.0f;
+  for (DType qt : {DType::kInt8, DType::kInt4}) {
+    const int qmax = qt == DType::kInt8 ? 127 : 7;
+    std::vector<uint8_t> q(commfuse::dtype_storage_bytes(qt, x.size()));
+    std::vector<float> sc(rows), back(x.size());
+    const TensorView xv(x.data(), DType::kFloat32, {rows, h}), qv(q.data(), qt, {rows, h}),
+        sv(sc.data(), DType::kFloat32, {rows}), bv(back.data(), DType::kFloat32, {rows, h});
+    commfuse::quantize(xv, "per_token", qv, sv);
+    std::vector<int8_t> codes(x.size());
+    if (qt == DType::kInt8)
+      std::memcpy(codes.data(), q.data(), codes.size());
+    else
+      commfuse::unpack_int4(q.data(), codes.data(), codes.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<int8_t> want(static_cast<size_t>(h));
+      const float ws = commfuse::kernels::cpu::quantize_row_per_token(
+          x.data() + r * h, static_cast<size_t>(h), qmax, want.data());
+      EXPECT_EQ(sc[static_cast<size_t>(r)], ws) << "row " << r;
+      EXPECT_EQ(std::memcmp(want.data(), codes.data() + r * h, static_cast<size_t>(h)), 0)
+          << "row " << r;
+    }
+    EXPECT_EQ(sc[0], 0.0f);  // the all-zero row
+    commfuse::dequantize(qv, sv, "per_token", bv);
+    for (size_t i = 0; i < x.size(); ++i) {
+      EXPECT_EQ(back[i], static_cast<float>(codes[i]) * sc[i / static_cast<size_t>(h)]) << i;
+      EXPECT_LE(std::fabs(back[i] - x[i]), sc[i / static_cast<size_t>(h)] / 2 + 1e-6f) << i;
+    }
+  }
+  // int4 needs an even H; scales must be float32 with one value per row.
+  std::vector<float> x3(9);
+  std::vector<uint8_t> q3(8);
+  std::vector<float> s3(3);
+  EXPECT_THROW(commfuse::quantize(TensorView(x3.data(), DType::kFloat32, {3, 3}), "per_token",
+                                  TensorView(q3.data(), DType::kInt4, {3, 3}),
+                                  TensorView(s3.data(), DType::kFloat32, {3})),
+               commfuse::InvalidArgument);
+  EXPECT_THROW(commfuse::quantize(TensorView(x3.data(), DType::kFloat32, {3, 3}), "per_token",
+                                  TensorView(q3.data(), DType::kInt8, {3, 3}),
+                                  TensorView(s3.data(), DType::kFloat32, {1, 3})),
+               commfuse::InvalidArgument);
 }

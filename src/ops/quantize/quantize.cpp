@@ -16,13 +16,14 @@
 
 #include "core/error.hpp"
 #include "kernels/cpu/dequant.hpp"
+#include "ops/quantize/per_token.hpp"
 
 namespace commfuse {
 namespace {
 
 using kernels::cpu::ScaleKind;
 
-enum class Mode { kPerTokenGroup, kMx };
+enum class Mode { kPerTokenGroup, kMx, kPerToken };
 
 std::string shape_of(const TensorView& t) {
   std::string s = "(";
@@ -38,14 +39,13 @@ Mode parse_mode(const char* fn, std::string_view mode, int64_t group_size) {
   } else if (mode == "mx") {
     m = Mode::kMx;
   } else if (mode == "per_token") {
-    detail::throw_status(Status::kParamInvalid,
-                         detail::cat(fn,
-                                     ": mode per_token: not supported yet (use "
-                                     "per_token_group or mx)"));
+    CF_CHECK_ARG(group_size == 0, fn, ": group_size is ", group_size,
+                 " but mode per_token has one scale per row (pass 0)");
+    return Mode::kPerToken;
   } else {
-    detail::throw_status(
-        Status::kParamInvalid,
-        detail::cat(fn, ": mode is '", mode, "' but must be \"per_token_group\" or \"mx\""));
+    detail::throw_status(Status::kParamInvalid,
+                         detail::cat(fn, ": mode is '", mode,
+                                     "' but must be \"per_token_group\", \"mx\" or \"per_token\""));
   }
   const int64_t g = m == Mode::kMx ? kernels::cpu::kMxGroup : kernels::cpu::kKgGroup;
   CF_CHECK_ARG(group_size == 0 || group_size == g, fn, ": group_size is ", group_size, " but mode ",
@@ -143,6 +143,13 @@ float finite_amax(const float* v, int64_t n) {
 void quantize(const TensorView& x, std::string_view mode, const TensorView& q,
               const TensorView& scales, int64_t group_size) {
   constexpr const char* fn = "quantize";
+  if (parse_mode(fn, mode, group_size) == Mode::kPerToken) {
+    check_dense(fn, "x", x);
+    check_dense(fn, "q", q);
+    check_dense(fn, "scales", scales);
+    ops::quantize_per_token(fn, x, q, scales);
+    return;
+  }
   const Layout l = check_layout(fn, parse_mode(fn, mode, group_size), "x", x, q, scales);
   const int64_t g = kernels::cpu::scale_group(l.kind());
   const size_t xes = static_cast<size_t>(dtype_bits(x.dtype) / 8);
@@ -180,6 +187,13 @@ void quantize(const TensorView& x, std::string_view mode, const TensorView& q,
 void dequantize(const TensorView& q, const TensorView& scales, std::string_view mode,
                 const TensorView& output, int64_t group_size) {
   constexpr const char* fn = "dequantize";
+  if (parse_mode(fn, mode, group_size) == Mode::kPerToken) {
+    check_dense(fn, "q", q);
+    check_dense(fn, "scales", scales);
+    check_dense(fn, "output", output);
+    ops::dequantize_per_token(fn, q, scales, output);
+    return;
+  }
   const Layout l = check_layout(fn, parse_mode(fn, mode, group_size), "output", output, q, scales);
   const int64_t sb = kernels::cpu::scale_row_bytes(l.kind(), l.h);
   const size_t oes = static_cast<size_t>(dtype_bits(output.dtype) / 8);
