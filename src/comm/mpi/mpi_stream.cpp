@@ -42,8 +42,8 @@ void MpiTransport::gather_stream(const GatherStream& gs) {
   run_fn(desc, [&](const char* op) {
     const auto pieces = pieces_of(gs.bytes, piece);
     const size_t R = static_cast<size_t>(size_);
-    std::vector<uint8_t> staging(gs.bytes * R);  // rank q's bytes at q * bytes
-    auto at = [&](int q, uint64_t off) { return staging.data() + q * gs.bytes + off; };
+    uint8_t* staging = stream_buffer(gs.bytes * R);  // rank q's bytes at q * bytes
+    auto at = [&](int q, uint64_t off) { return staging + q * gs.bytes + off; };
     Pipeline pipe(comm_, kStreamTag, rank_, op, timeout_s_, oversubscribed_, pieces.size());
     for (size_t i = 0; i < pieces.size(); ++i)
       for (int k = 1; k < size_; ++k) {
@@ -100,10 +100,9 @@ void MpiTransport::all_to_all_stream(const AllToAllStream& as) {
     const size_t R = static_cast<size_t>(size_);
     // out: what this rank sends, destination q's bytes at q * bytes; in: what it receives,
     // from rank q at q * bytes (its own piece is packed straight into in).
-    std::vector<uint8_t> out(as.bytes * R), in(as.bytes * R);
-    auto at = [&](std::vector<uint8_t>& b, int q, uint64_t off) {
-      return b.data() + q * as.bytes + off;
-    };
+    uint8_t* in = stream_buffer(2 * as.bytes * R);
+    uint8_t* out = in + as.bytes * R;
+    auto at = [&](uint8_t* b, int q, uint64_t off) { return b + q * as.bytes + off; };
     Pipeline pipe(comm_, kStreamTag, rank_, op, timeout_s_, oversubscribed_, pieces.size());
     for (size_t i = 0; i < pieces.size(); ++i)
       for (int k = 1; k < size_; ++k) {

@@ -69,6 +69,14 @@ MpiTransport::~MpiTransport() {
   if (!finalized) MPI_Comm_free(&comm_);
 }
 
+uint8_t* MpiTransport::stream_buffer(size_t bytes) {
+  if (bytes > stream_cap_) {
+    stream_buf_ = std::make_unique_for_overwrite<uint8_t[]>(bytes);
+    stream_cap_ = bytes;
+  }
+  return stream_buf_.get();
+}
+
 uint8_t* MpiTransport::scratch(size_t bytes) {
   if (scratch_.size() < bytes) scratch_.resize(bytes);
   return scratch_.data();
