@@ -105,6 +105,7 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
   c.unfused_out = &out_unfused;
 
   std::vector<float> workspace;
+  std::vector<uint8_t> gemm_out;
   if (o.op == "all-gather-matmul") {
     AllGatherMatmulOptions opt;
     opt.comm_turn = o.comm_turn;
@@ -148,8 +149,10 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
     const auto gemm32 = kernels::cpu::plan_matmul(pd);
     const auto gemm = kernels::cpu::plan_matmul(kernels::cpu::dense_matmul_desc(o.m, k, n, t));
     const auto reduced_count = static_cast<uint64_t>(out_rows * n);
+    // The GEMM alone writes all o.m rows (the reduce-scatter output has only m of them).
+    gemm_out.resize(static_cast<size_t>(o.m * n) * es);
     c.gemm = [&, gemm] {
-      kernels::cpu::matmul(*gemm, x1.data(), x2.data(), nullptr, out_mpi.data());
+      kernels::cpu::matmul(*gemm, x1.data(), x2.data(), nullptr, gemm_out.data());
     };
     c.unfused = [&, gemm32, rs, reduced_count] {
       kernels::cpu::matmul(*gemm32, x1.data(), x2.data(), nullptr, partial.data());
