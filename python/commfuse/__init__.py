@@ -1,8 +1,10 @@
 """commfuse: fused communication + computation operators, Python API.
 
 The operators have torch_npu's names and argument order (``all_gather_base_mm``,
-``mm_reduce_scatter_base``, ``mm_all_reduce_base``) and run in libcommfuse (C++) on the
-caller's arrays without copies where the layout allows::
+``mm_reduce_scatter_base``, ``mm_all_reduce_base``), or CANN's (``alltoall_quant_matmul``,
+``alltoall_matmul``, ``quant_all_reduce``, ``quant_reduce_scatter``; ``quantize`` /
+``dequantize`` make their inputs) and run in libcommfuse (C++) on the caller's arrays
+without copies where the layout allows::
 
     import numpy as np, commfuse
 
@@ -35,8 +37,9 @@ float8_e5m2        ml_dtypes.float8_e5m2
 float8_e8m0        ml_dtypes.float8_e8m0fnu    alias "float8_e8m0fnu"; 0x00 = 2^-127
 hifloat8           numpy.uint8 (raw codes)     no numpy dtype exists for HiF8
 int4               ml_dtypes.int4              one value per byte (see pack_int4);
-                                               ops and collectives take int4 packed
-                                               in uint8 with dtype="int4"
+                                               alltoall_quant_matmul packs such arrays
+                                               itself; ops and collectives also take
+                                               int4 packed in uint8 with dtype="int4"
 int8/int32/int64   numpy.int8/int32/int64
 =================  ==========================  ======================================
 """
@@ -49,7 +52,9 @@ from ._convert import convert, pack_int4, unpack_int4
 from ._errors import Error, InternalError, InvalidArgument, NullPointerError, RuntimeFailure
 from ._spawn import (ProcessExitedException, ProcessRaisedException, SpawnContext, SpawnError,
                      free_port, spawn)
-from .ops import all_gather_base_mm, mm_all_reduce_base, mm_reduce_scatter_base
+from .ops import (all_gather_base_mm, alltoall_matmul, alltoall_quant_matmul, dequantize,
+                  mm_all_reduce_base, mm_reduce_scatter_base, quant_all_reduce,
+                  quant_reduce_scatter, quantize)
 
 __all__ = [
     "__version__",
@@ -66,6 +71,14 @@ __all__ = [
     "all_gather_base_mm",
     "mm_reduce_scatter_base",
     "mm_all_reduce_base",
+    # operators (SPEC §3)
+    "alltoall_quant_matmul",
+    "alltoall_matmul",
+    # operators (SPEC §4) and quantize helpers (SPEC §5)
+    "quant_all_reduce",
+    "quant_reduce_scatter",
+    "quantize",
+    "dequantize",
     # number formats (SPEC §1)
     "convert",
     "pack_int4",

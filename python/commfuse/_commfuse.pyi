@@ -159,3 +159,33 @@ def matmul_all_reduce(x1: TensorRef, x2: TensorRef, group: str, output: TensorRe
     """
     output (x1's leading dims, n) = Σ_s x1_s @ x2_s + bias, identical on every rank.
     """
+
+def alltoall_quant_matmul(x1: TensorRef, x2: TensorRef, x2_scale: TensorRef, group: str, output: TensorRef, all_to_all_out: TensorRef | None, bias: TensorRef | None, x1_scale: TensorRef | None, x1_quant_mode: int, x2_quant_mode: int, transpose_x2: bool) -> None:
+    """
+    output (BS/R, N) = quantized permuted @ x2, dequantized with x2_scale (and the per-token scales) plus bias; all_to_all_out (BS/R, R*H) = permuted.
+    """
+
+def alltoall_matmul(x1: TensorRef, x2: TensorRef, group: str, output: TensorRef, all_to_all_out: TensorRef | None, bias: TensorRef | None, transpose_x2: bool) -> None:
+    """
+    output (BS/R, N) = permuted @ x2 + bias; all_to_all_out (BS/R, R*H) = permuted.
+    """
+
+def quant_all_reduce(x: TensorRef, scales: TensorRef, group: str, output: TensorRef, reduce_op: str) -> None:
+    """
+    output (x's shape) = Σ_r dequant(x_r, scales_r), fp32 in rank order, one rounding.
+    """
+
+def quant_reduce_scatter(x: TensorRef, scales: TensorRef, group: str, output: TensorRef, reduce_op: str) -> None:
+    """
+    output (BS/R, H) on rank r = rows [r·BS/R, (r+1)·BS/R) of Σ_s dequant(x_s, scales_s).
+    """
+
+def quantize(x: TensorRef, mode: str, q: TensorRef, scales: TensorRef, group_size: int) -> None:
+    """
+    Quantize x into q (its dtype picks the format) and scales (SPEC §5); not collective.
+    """
+
+def dequantize(q: TensorRef, scales: TensorRef, mode: str, output: TensorRef, group_size: int) -> None:
+    """
+    output (q's shape) = q · scale, the map the quantized ops apply; not collective.
+    """

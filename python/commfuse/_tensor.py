@@ -131,10 +131,11 @@ class Args:
     ``fn(rank r): `` prefix and aborts the group (when it exists), so peers already waiting
     in the op fail at once naming this rank, as they do for errors found in C++."""
 
-    def __init__(self, fn: str, group: str) -> None:
+    def __init__(self, fn: str, group: Optional[str]) -> None:
+        # group None: a local (not collective) function; errors get the ``fn: `` prefix.
         self.fn = fn
         self.group = group
-        self.rank, self.world_size = _commfuse.group_info(group)
+        self.rank, self.world_size = (-1, -1) if group is None else _commfuse.group_info(group)
 
     def __enter__(self) -> "Args":
         return self
@@ -142,6 +143,8 @@ class Args:
     def __exit__(self, tp: Optional[type[BaseException]], exc: Optional[BaseException],
                  tb: Optional[TracebackType]) -> bool:
         if isinstance(exc, Error):
+            if self.group is None:
+                raise type(exc)(f"{self.fn}: {exc.message}", exc.code) from None
             message = f"{self.fn}(rank {self.rank}): {exc.message}"
             _commfuse.abort_group(self.group, message)
             raise type(exc)(message, exc.code) from None

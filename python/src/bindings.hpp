@@ -14,5 +14,10 @@ void bind_comm(nanobind::module_& m);        // comm.cpp: communicators and coll
 void bind_all_gather_matmul(nanobind::module_& m);      // op_all_gather_matmul.cpp
 void bind_matmul_reduce_scatter(nanobind::module_& m);  // op_matmul_reduce_scatter.cpp
 void bind_matmul_all_reduce(nanobind::module_& m);      // op_matmul_all_reduce.cpp
+void bind_alltoall_quant_matmul(nanobind::module_& m);  // op_alltoall_quant_matmul.cpp
+void bind_alltoall_matmul(nanobind::module_& m);        // op_alltoall_matmul.cpp
+void bind_quant_all_reduce(nanobind::module_& m);       // op_quant_all_reduce.cpp
+void bind_quant_reduce_scatter(nanobind::module_& m);   // op_quant_reduce_scatter.cpp
+void bind_quantize(nanobind::module_& m);               // op_quantize.cpp: and dequantize
 
 }  // namespace commfuse::python

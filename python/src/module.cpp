@@ -21,4 +21,9 @@ NB_MODULE(_commfuse, m) {
   bind_all_gather_matmul(m);
   bind_matmul_reduce_scatter(m);
   bind_matmul_all_reduce(m);
+  bind_alltoall_quant_matmul(m);
+  bind_alltoall_matmul(m);
+  bind_quant_all_reduce(m);
+  bind_quant_reduce_scatter(m);
+  bind_quantize(m);
 }

@@ -88,6 +88,7 @@ std::optional<DType> own_dtype(nb::dlpack::dtype t) {
 }  // namespace
 
 bool TensorRef::contiguous() const {
+  if (view.numel() == 0) return true;  // no element to place (strides are normalized anyway)
   int64_t expect = 1;
   for (int i = view.ndim - 1; i >= 0; --i) {
     if (view.shape[i] != 1 && view.strides[i] != expect) return false;

@@ -96,6 +96,19 @@ def _rejection_body(rank, case):
         elif case == "python_side_dtype":  # found in Python, before the C++ op
             op = lambda: commfuse.all_gather_base_mm(
                 x.astype(np.uint8) if bad else x, w, comm.name, R)
+        elif case == "quant_scales_shape":
+            op = lambda: commfuse.quant_all_reduce(np.ones((2, 128), np.int8),
+                                                   np.ones((2, 2 if bad else 1), F32), comm.name)
+        elif case == "quant_rows":
+            op = lambda: commfuse.quant_reduce_scatter(np.ones((3 if bad else 2, 128), np.int8),
+                                                       np.ones((3 if bad else 2, 1), F32), comm)
+        elif case == "a2a_combination":
+            op = lambda: commfuse.alltoall_quant_matmul(
+                np.ones((2, 8), np.float16), np.ones((2 * R * 4, 4), np.int8), np.ones(4, F32),
+                comm.name, R, x1_quant_mode=3 if bad else 7)
+        elif case == "a2a_world_size":
+            op = lambda: commfuse.alltoall_matmul(x, np.ones((8 * R, 4), F32), comm.name,
+                                                  3 if bad else R)
         elif case == "collective_count":
             op = lambda: comm.all_reduce(x, out=np.empty(5 if bad else 16, F32))
         elif case == "collective_dtype":
@@ -119,6 +132,11 @@ REJECTIONS = {
     "out_read_only": r"matmul_all_reduce\(rank 1\): output is read-only",
     "python_side_dtype": r"all_gather_base_mm\(rank 1\): input: array dtype uint8 is not a "
                          r"commfuse format; raw codes need dtype=",
+    "quant_scales_shape": r"quant_all_reduce\(rank 1\): scales",
+    "quant_rows": r"quant_reduce_scatter\(rank 1\): ",
+    "a2a_combination": r"alltoall_quant_matmul\(rank 1\): unsupported combination x1 float16, "
+                       r"x2 int8, x1QuantMode 3",
+    "a2a_world_size": r"alltoall_matmul\(rank 1\): world_size is 3 but group has 2 ranks",
     "collective_count": r"all_reduce\(rank 1\): src has 16 and dst 5 elements",
     "collective_dtype": r"all_reduce\(rank 1\): dtype float8_e4m3fn cannot be summed",
     "collective_op": r"all_reduce\(rank 1\): op is 'max' but only 'sum' is supported",

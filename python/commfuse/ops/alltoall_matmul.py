@@ -1,0 +1,54 @@
+"""AlltoAllMatmul (SPEC §3): the unquantized sibling of ``aclnnAlltoAllQuantMatmul``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import _commfuse
+from .._tensor import Args, dim, group_name
+from ._quant_common import check_world_size
+
+
+def alltoall_matmul(x1: Any, x2: Any, hcom: Any, world_size: int, *, bias: Any = None,
+                    transpose_x2: bool = False, return_alltoall_out: bool = False,
+                    out: Any = None, alltoall_out: Any = None) -> tuple[Any, Any]:
+    """All-to-all the token rows of ``x1``, then multiply by ``x2``.
+
+    On rank r, ``permuted[i, s*H:(s+1)*H] = x1 of rank s, row r*BS/R + i`` (shape
+    (BS/R, R*H)) and ``output = permuted @ x2 + bias``, float32 accumulation, one rounding.
+
+    Args:
+        x1: this rank's (BS, H) activations, float16, bfloat16 or float32; BS % R == 0.
+        x2: this rank's weight (R*H, N) in x1's dtype, or (N, R*H) with ``transpose_x2``.
+        hcom: the communicator's name or the Communicator.
+        world_size: the group's size R (must match it).
+        bias: optional (N,), x1's dtype or float32.
+        transpose_x2: x2 is stored (N, R*H).
+        return_alltoall_out: also return ``permuted``.
+        out: optional (BS/R, N) buffer for the output, written in place and returned.
+        alltoall_out: optional (BS/R, R*H) buffer for ``permuted``; implies
+            ``return_alltoall_out``.
+
+    Returns:
+        ``(output, alltoall_out)``; alltoall_out is None unless asked for.
+
+    Raises:
+        InvalidArgument: wrong dtype or shape, BS % R != 0, world_size mismatch, unknown
+            group.
+        RuntimeFailure: a peer failed or timed out.
+    """
+    group = group_name(hcom)
+    with Args("alltoall_matmul", group) as a:
+        r = check_world_size(a, world_size)
+        x1r = a.input(x1, "x1", contiguous=True)
+        x2r = a.input(x2, "x2", contiguous=True)
+        biasr = a.optional(bias, "bias", contiguous=True)
+        n = dim(x2r, 0) if transpose_x2 else dim(x2r, 1)
+        rows = dim(x1r, 0) // r
+        output, outr = a.output(out, "out", (rows, n), x1r.dtype, like=x1)
+        a2a = a2ar = None
+        if return_alltoall_out or alltoall_out is not None:
+            a2a, a2ar = a.output(alltoall_out, "alltoall_out", (rows, r * dim(x1r, 1)),
+                                 x1r.dtype, like=x1)
+    _commfuse.alltoall_matmul(x1r, x2r, group, outr, a2ar, biasr, bool(transpose_x2))
+    return output, a2a

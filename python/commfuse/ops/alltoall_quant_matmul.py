@@ -1,0 +1,98 @@
+"""AlltoAllQuantMatmul (SPEC §3): CANN's ``aclnnAlltoAllQuantMatmul``."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy.typing as npt
+
+from .. import _commfuse
+from .._tensor import Args, dim, group_name
+from ._quant_common import check_world_size, dtype_arg, maybe_int4_input, unpack
+
+
+def alltoall_quant_matmul(x1: Any, x2: Any, x2_scale: Any, hcom: Any, world_size: int, *,
+                          bias: Any = None, x1_scale: Any = None, x1_quant_mode: int = 7,
+                          x2_quant_mode: int = 2, transpose_x2: bool = False,
+                          return_alltoall_out: bool = False,
+                          output_dtype: Optional[npt.DTypeLike] = None,
+                          x1_dtype: Optional[npt.DTypeLike] = None,
+                          x2_dtype: Optional[npt.DTypeLike] = None, out: Any = None,
+                          alltoall_out: Any = None) -> tuple[Any, Any]:
+    """All-to-all the token rows of ``x1``, quantize them per token, multiply by ``x2``.
+
+    On rank r, ``permuted[i, s*H:(s+1)*H] = x1 of rank s, row r*BS/R + i`` (shape
+    (BS/R, R*H)); each permuted row is quantized (dynamic per-token, or A4W4's static
+    per-token scales that travel with their rows), multiplied by the integer weights with
+    int32 accumulation, then ``y = acc * x2_scale[n] * s_i + bias[n]`` in float32, rounded
+    once to the output dtype (SPEC §3).
+
+    Supported combinations (anything else raises InvalidArgument naming it):
+
+    - A16W8: x1 float16/bfloat16, x2 int8, x1_quant_mode 7, x2_quant_mode 2.
+    - A16W4: x1 float16/bfloat16, x2 int4, x1_quant_mode 7, x2_quant_mode 2 (activations
+      quantized to [-7, 7]).
+    - A4W4: x1 int4, x2 int4, x1_quant_mode 3 (x1_scale required), x2_quant_mode 2.
+
+    Args:
+        x1: this rank's (BS, H) activations; BS a multiple of R. float16 / bfloat16, or int4
+            (A4W4): an ``ml_dtypes.int4`` array (packed by the library: a copy), or packed
+            uint8 bytes (BS, H/2) with ``x1_dtype="int4"``.
+        x2: this rank's weight, (R*H, N), or (N, R*H) with ``transpose_x2=True`` (as CANN).
+            int8, or int4 (``ml_dtypes.int4``, packed by the library; or packed uint8 bytes
+            with ``x2_dtype="int4"``, packed along the last dim).
+        x2_scale: float32 (N,), per output channel.
+        hcom: the communicator's name (``comm.name``) or the Communicator.
+        world_size: the group's size R (must match it).
+        bias: optional (N,): x1's dtype or float32 (A4W4: float16, bfloat16 or float32).
+        x1_scale: A16W8 / A16W4: optional smooth scale (R*H,) in x1's dtype, multiplied
+            into each permuted row before quantization. A4W4: required float32 (BS,), the
+            per-token scale of each local row.
+        x1_quant_mode: 7 (dynamic per token) for A16, 3 (static per token) for A4W4.
+        x2_quant_mode: 2 (per channel).
+        transpose_x2: x2 is stored (N, R*H).
+        return_alltoall_out: also return ``permuted`` (before quantization).
+        output_dtype: dtype of a new output: x1's dtype by default (A4W4: bfloat16 unless
+            given as float16). Ignored when ``out`` is given.
+        x1_dtype, x2_dtype: format of x1 / x2 when they hold raw codes ("int4" packed).
+        out: optional (BS/R, N) buffer for the output, written in place and returned.
+        alltoall_out: optional (BS/R, R*H) buffer in x1's dtype (packed uint8 for int4);
+            implies ``return_alltoall_out``.
+
+    Returns:
+        ``(output, alltoall_out)``: alltoall_out is None unless asked for. For an
+        ``ml_dtypes.int4`` x1 a new alltoall_out is an ``ml_dtypes.int4`` array.
+
+    Raises:
+        InvalidArgument: unsupported combination, wrong dtype or shape, BS % R != 0,
+            reserved values, world_size mismatch, unknown group (on this rank; its peers
+            fail with RuntimeFailure naming this rank).
+        NullPointerError: A4W4 without x1_scale.
+        RuntimeFailure: a peer failed or timed out.
+    """
+    group = group_name(hcom)
+    with Args("alltoall_quant_matmul", group) as a:
+        r = check_world_size(a, world_size)
+        x1r, x1_unpacked = maybe_int4_input(a, x1, "x1", x1_dtype)
+        x2r, _ = maybe_int4_input(a, x2, "x2", x2_dtype)
+        scaler = a.input(x2_scale, "x2_scale", contiguous=True)
+        biasr = a.optional(bias, "bias", contiguous=True)
+        x1sr = a.optional(x1_scale, "x1_scale", contiguous=True)
+        n = dim(x2r, 0) if transpose_x2 else dim(x2r, 1)
+        rows = dim(x1r, 0) // r
+        if output_dtype is not None:
+            out_name = dtype_arg(output_dtype, "output_dtype")
+        else:
+            out_name = "bfloat16" if x1r.dtype == "int4" else x1r.dtype
+        like = None if x1_unpacked else x1
+        output, outr = a.output(out, "out", (rows, n), out_name, like=like)
+        a2a = a2ar = None
+        if return_alltoall_out or alltoall_out is not None:
+            k = r * dim(x1r, 1)
+            shape = (rows, k // 2) if x1r.dtype == "int4" else (rows, k)
+            a2a, a2ar = a.output(alltoall_out, "alltoall_out", shape, x1r.dtype, like=like)
+    _commfuse.alltoall_quant_matmul(x1r, x2r, scaler, group, outr, a2ar, biasr, x1sr,
+                                    int(x1_quant_mode), int(x2_quant_mode), bool(transpose_x2))
+    if a2a is not None and alltoall_out is None and x1_unpacked:
+        a2a = unpack(a2a)
+    return output, a2a

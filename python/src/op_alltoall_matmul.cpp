@@ -1,0 +1,38 @@
+// alltoall_matmul (SPEC §3, unquantized): commfuse::alltoall_matmul on TensorRefs.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include <commfuse/commfuse.hpp>
+
+#include <string>
+
+#include "bindings.hpp"
+#include "tensor_ref.hpp"
+
+namespace nb = nanobind;
+
+namespace commfuse::python {
+
+void bind_alltoall_matmul(nb::module_& m) {
+  m.def(
+      "alltoall_matmul",
+      [](const TensorRef& x1, const TensorRef& x2, const std::string& group,
+         const TensorRef& output, const TensorRef* all_to_all_out, const TensorRef* bias,
+         bool transpose_x2) {
+        constexpr const char* kOp = "alltoall_matmul";
+        check_output(kOp, group, "output", output);
+        if (all_to_all_out != nullptr)
+          check_output(kOp, group, "alltoAllOutOptional", *all_to_all_out);
+        AlltoAllMatmulOptions options;
+        if (bias != nullptr) options.bias = bias->view;
+        options.transpose_x2 = transpose_x2;
+        nb::gil_scoped_release release;
+        alltoall_matmul(x1.view, x2.view, group, output.view, view_or_absent(all_to_all_out),
+                        options);
+      },
+      nb::arg("x1"), nb::arg("x2"), nb::arg("group"), nb::arg("output"),
+      nb::arg("all_to_all_out").none(), nb::arg("bias").none(), nb::arg("transpose_x2"),
+      "output (BS/R, N) = permuted @ x2 + bias; all_to_all_out (BS/R, R*H) = permuted.");
+}
+
+}  // namespace commfuse::python

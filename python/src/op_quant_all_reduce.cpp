@@ -1,0 +1,29 @@
+// quant_all_reduce (SPEC §4): commfuse::quant_all_reduce on TensorRefs.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include <commfuse/commfuse.hpp>
+
+#include <string>
+
+#include "bindings.hpp"
+#include "tensor_ref.hpp"
+
+namespace nb = nanobind;
+
+namespace commfuse::python {
+
+void bind_quant_all_reduce(nb::module_& m) {
+  m.def(
+      "quant_all_reduce",
+      [](const TensorRef& x, const TensorRef& scales, const std::string& group,
+         const TensorRef& output, const std::string& reduce_op) {
+        check_output("quant_all_reduce", group, "output", output);
+        nb::gil_scoped_release release;
+        quant_all_reduce(x.view, scales.view, group, output.view, reduce_op);
+      },
+      nb::arg("x"), nb::arg("scales"), nb::arg("group"), nb::arg("output"), nb::arg("reduce_op"),
+      "output (x's shape) = Σ_r dequant(x_r, scales_r), fp32 in rank order, one rounding.");
+}
+
+}  // namespace commfuse::python
