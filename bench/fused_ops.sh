@@ -33,6 +33,9 @@ for f in sorted(glob.glob(sys.argv[1] + "/*.json")):
     rows[name] += [json.loads(l) for l in open(f)]
 print("| case | op | transport | W | m, k, n | fused ms | unfused ms | unfused (OpenMPI) ms | GEMM alone ms | fused / GEMM | fused / unfused | exposed comm |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+def fmt_exposed(js):
+    v = [j["exposed_comm"] for j in js if j["exposed_comm"] is not None]
+    return f"{statistics.median(v):.2f}" if v else "n/a"
 for name, js in sorted(rows.items()):
     med = lambda key: statistics.median(j[key] for j in js)
     f, u, um, g = (med(k) / 1e3 for k in ("fused_us", "unfused_us", "unfused_mpi_us", "gemm_alone_us"))
@@ -40,6 +43,6 @@ for name, js in sorted(rows.items()):
     ratio_u = statistics.median(j["fused_us"] / j["unfused_us"] for j in js)
     j = js[0]
     print(f"| {name} | {j['op']} | {j['transport']} | {j['world_size']} | {j['m']}, {j['k']}, {j['n']} "
-          f"| {f:.2f} | {u:.2f} | {um:.2f} | {g:.2f} | {ratio_g:.3f} | {ratio_u:.3f} | {med('exposed_comm'):.2f} |")
+          f"| {f:.2f} | {u:.2f} | {um:.2f} | {g:.2f} | {ratio_g:.3f} | {ratio_u:.3f} | {fmt_exposed(js)} |")
 PY
 rm -rf "$out"

@@ -263,6 +263,14 @@ int case_numerics(commfuse::Comm& comm) {
     run_all_gather_matmul(comm, c, tag++, 70, k, n, true);
     c = Case{dt, BiasKind::kNone, true, false, 0};
     run_all_gather_matmul(comm, c, tag++, 70, k, n, false);
+    // More gathered rows than one GEMM takes (all_gather_matmul/plan.hpp kGemmRows = 1024):
+    // GEMMs flushed mid-stream; and with comm_turn 1 one piece alone fills a GEMM.
+    if (R > 1) {
+      c = Case{dt, BiasKind::kFloat32, false, false, 0};
+      run_all_gather_matmul(comm, c, tag++, 1100 / R + 1, k, n, true);
+      c = Case{dt, BiasKind::kNone, false, false, 1};
+      run_all_gather_matmul(comm, c, tag++, 1030, k, n, false);
+    }
     // Random values: tolerance from the dtype and k (file comment).
     c = Case{dt, BiasKind::kFloat32, true, true, 3};
     run_all_gather_matmul(comm, c, tag++, 8, k, 32, true);

@@ -225,11 +225,12 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
                    "{\"op\":\"%s\",\"transport\":\"%s\",\"world_size\":%d,\"dtype\":\"%s\","
                    "\"m\":%lld,\"k\":%lld,\"n\":%lld,\"comm_turn\":%lld,\"fused_us\":%.3f,"
                    "\"unfused_us\":%.3f,\"unfused_mpi_us\":%.3f,\"gemm_alone_us\":%.3f,"
-                   "\"tflops\":%.4f,\"exposed_comm\":%.4f,\"max_diff\":%.6g}\n",
+                   "\"tflops\":%.4f,\"exposed_comm\":%s,\"max_diff\":%.6g}\n",
                    o.op.c_str(), comm.transport_name(), R, o.dtype.c_str(),
                    static_cast<long long>(o.m), static_cast<long long>(o.k),
                    static_cast<long long>(o.n), static_cast<long long>(o.comm_turn), fused, unfused,
-                   unfused_mpi, gemm, c.flops / fused / 1e6, exposed, worst_diff);
+                   unfused_mpi, gemm, c.flops / fused / 1e6,
+                   std::isfinite(exposed) ? std::to_string(exposed).c_str() : "null", worst_diff);
   }
   return 0;
 }

@@ -1,6 +1,8 @@
 // all_gather_matmul planning: the schedule, the block GEMM and its workspace.
 #include "ops/all_gather_matmul/plan.hpp"
 
+#include <algorithm>
+
 namespace commfuse::ops {
 
 const char* schedule_name(AllGatherMatmulSchedule s) {
@@ -25,12 +27,13 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
   // Only the widened x2 and bias when oneDNN needs fp32: gathered rows are multiplied where
   // they arrive, so no gathered copy of x1 is needed even without gather_output.
   plan.workspace_bytes = row_gemm_workspace_bytes(plan.gemm);
-  plan.batched = p.m < kBatchedBelowRows && p.world_size > 1;
-  if (plan.batched) {
-    plan.staging_offset = (plan.workspace_bytes + 63) / 64 * 64;
-    plan.workspace_bytes =
-        plan.staging_offset + RowGemm::staging_bytes(plan.gemm, p.m * p.world_size);
-  }
+  const int64_t rows = p.m * p.world_size;
+  plan.gemm_rows = p.m < kBatchedBelowRows ? rows : std::min(rows, kGemmRows);
+  plan.staging_offset = (plan.workspace_bytes + 63) / 64 * 64;
+  plan.staged_out_offset =
+      (plan.staging_offset + RowGemm::staging_bytes(plan.gemm, plan.gemm_rows) + 63) / 64 * 64;
+  plan.workspace_bytes = plan.staged_out_offset +
+                         dtype_storage_bytes(p.dtype, static_cast<size_t>(plan.gemm_rows * p.n));
   return plan;
 }
 

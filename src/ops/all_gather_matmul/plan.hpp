@@ -59,14 +59,20 @@ struct AllGatherMatmulPlanData {
   AllGatherMatmulSchedule schedule = AllGatherMatmulSchedule::kFused;
   size_t workspace_bytes = 0;
   RowGemmShape gemm;  // one block of gathered rows @ x2 + bias -> output rows
-  // Few rows per rank (decode): stage every rank's rows as they arrive, then one GEMM over
-  // all m·R rows, so x2 is streamed from memory once rather than once per rank.
-  bool batched = false;
-  size_t staging_offset = 0;  // where the staged rows start in the workspace
+  // Arriving rows are staged (widened in the same pass) until gemm_rows are ready, then one
+  // GEMM runs on them: each GEMM call streams and repacks all of x2, so calls on a few
+  // hundred rows cost measurably more than fewer, larger ones. Few rows per rank (decode):
+  // everything is staged and one GEMM runs at the end.
+  int64_t gemm_rows = 0;
+  size_t staging_offset = 0;  // staged rows (gemm_rows), then their output (gemm_rows x n)
+  size_t staged_out_offset = 0;
 };
 
-// Below this many rows per rank the block GEMMs are bound by reading x2, not by arithmetic.
+// Below this many rows per rank the block GEMMs are bound by reading x2, not by arithmetic:
+// all rows go into one GEMM.
 inline constexpr int64_t kBatchedBelowRows = 64;
+// Rows per GEMM call otherwise (two calls at the prefill benchmark's 2048 rows).
+inline constexpr int64_t kGemmRows = 1024;
 
 AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem);
 

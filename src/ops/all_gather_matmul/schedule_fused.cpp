@@ -3,13 +3,78 @@
 // first (no wait), then the peers' in rotating order, read in place from their shm slots
 // (staged through buffers on MPI). gather_out rows are written in the same pass that feeds
 // the GEMM. comm_turn c > 0 cuts each rank's rows into c pieces of ceil(m/c) rows (SPEC §2);
-// 0 lets the transport choose (one shm slot per piece). With few rows per rank (decode) the
-// blocks are staged as they arrive and multiplied by one GEMM at the end (plan.hpp).
+// 0 lets the transport choose (one shm slot per piece). Arriving blocks are staged (widened
+// in the same pass) and multiplied in GEMMs of up to plan.gemm_rows rows (RowBatcher): with
+// few rows per rank (decode) that is one GEMM at the end (plan.hpp).
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "ops/all_gather_matmul/plan.hpp"
 
 namespace commfuse::ops {
+namespace {
+
+// Gathers arriving row blocks into GEMMs of up to `cap` rows (plan.hpp: gemm_rows).
+class RowBatcher {
+ public:
+  RowBatcher(const RowGemm& gemm, int64_t cap, void* staging, uint8_t* staged_out, uint8_t* out,
+             size_t out_row_bytes)
+      : gemm_(gemm),
+        cap_(cap),
+        staging_(staging),
+        staged_out_(staged_out),
+        out_(out),
+        out_row_bytes_(out_row_bytes) {}
+
+  // rows of a (their output rows start at out_row); a_copy: where gather_out wants them.
+  void add(const uint8_t* a, int64_t rows, int64_t out_row, void* a_copy) {
+    if (rows >= cap_) {  // big enough on its own
+      gemm_.run(a, rows, out_ + static_cast<size_t>(out_row) * out_row_bytes_, a_copy);
+      return;
+    }
+    if (staged_ + rows > cap_) flush();
+    gemm_.stage(a, rows, staged_, staging_, a_copy);
+    segments_.push_back({out_row, rows});
+    staged_ += rows;
+    if (staged_ == cap_) flush();
+  }
+
+  void flush() {
+    if (staged_ == 0) return;
+    // Consecutive segments land in place; otherwise via the staged output.
+    bool contiguous = true;
+    for (size_t i = 1; i < segments_.size(); ++i)
+      contiguous =
+          contiguous && segments_[i].first == segments_[i - 1].first + segments_[i - 1].second;
+    if (contiguous) {
+      gemm_.run_staged(staging_, staged_,
+                       out_ + static_cast<size_t>(segments_[0].first) * out_row_bytes_);
+    } else {
+      gemm_.run_staged(staging_, staged_, staged_out_);
+      size_t at = 0;
+      for (const auto& [row, count] : segments_) {
+        const size_t bytes = static_cast<size_t>(count) * out_row_bytes_;
+        std::memcpy(out_ + static_cast<size_t>(row) * out_row_bytes_, staged_out_ + at, bytes);
+        at += bytes;
+      }
+    }
+    staged_ = 0;
+    segments_.clear();
+  }
+
+ private:
+  const RowGemm& gemm_;
+  int64_t cap_;
+  void* staging_;
+  uint8_t* staged_out_;
+  uint8_t* out_;
+  size_t out_row_bytes_;
+  int64_t staged_ = 0;
+  std::vector<std::pair<int64_t, int64_t>> segments_;  // (output row, rows) in staging order
+};
+
+}  // namespace
 
 void run_all_gather_matmul_fused(const AllGatherMatmulPlanData& plan, comm::CommImpl& comm,
                                  void* workspace) {
@@ -27,7 +92,9 @@ void run_all_gather_matmul_fused(const AllGatherMatmulPlanData& plan, comm::Comm
   if (p.comm_turn > 0)
     gs.max_piece = static_cast<uint64_t>((p.m + p.comm_turn - 1) / p.comm_turn) * row_bytes;
   gs.pack = [&](uint8_t* dst, uint64_t off, uint64_t n) { std::memcpy(dst, x1 + off, n); };
-  void* staging = static_cast<uint8_t*>(workspace) + plan.staging_offset;
+  auto* ws = static_cast<uint8_t*>(workspace);
+  RowBatcher batcher(gemm, plan.gemm_rows, ws + plan.staging_offset, ws + plan.staged_out_offset,
+                     out, out_row_bytes);
   gs.on_piece = [&](int src, const uint8_t* data, uint64_t off, uint64_t n) {
     const int64_t row = static_cast<int64_t>(src) * p.m + static_cast<int64_t>(off / row_bytes);
     const auto rows = static_cast<int64_t>(n / row_bytes);
@@ -35,13 +102,10 @@ void run_all_gather_matmul_fused(const AllGatherMatmulPlanData& plan, comm::Comm
     const uint8_t* a = src == p.rank ? x1 + off : data;
     void* a_copy =
         gathered != nullptr ? gathered + static_cast<uint64_t>(row) * row_bytes : nullptr;
-    if (plan.batched)
-      gemm.stage(a, rows, row, staging, a_copy);
-    else
-      gemm.run(a, rows, out + static_cast<uint64_t>(row) * out_row_bytes, a_copy);
+    batcher.add(a, rows, row, a_copy);
   };
   comm.transport().gather_stream(gs);
-  if (plan.batched) gemm.run_staged(staging, p.m * p.world_size, out);
+  batcher.flush();
 }
 
 }  // namespace commfuse::ops

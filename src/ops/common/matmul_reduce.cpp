@@ -1,5 +1,7 @@
 #include "ops/common/matmul_reduce.hpp"
 
+#include <algorithm>
+
 namespace commfuse::ops {
 
 MatmulReduceProblem validate_matmul_operands(const OpContext& ctx, const TensorView& x1,
@@ -45,7 +47,32 @@ RowGemmShape partial_product_shape(const MatmulReduceProblem& p) {
 size_t matmul_reduce_workspace_bytes(const MatmulReduceProblem& p) {
   const size_t gemm = row_gemm_workspace_bytes(partial_product_shape(p));
   return (gemm + sizeof(float) - 1) / sizeof(float) * sizeof(float) +
-         static_cast<size_t>(p.n) * sizeof(float);
+         static_cast<size_t>(p.n + p.m * p.n) * sizeof(float);
+}
+
+float* matmul_reduce_partial(const MatmulReduceProblem& p, void* workspace) {
+  return matmul_reduce_bias32(p, workspace) + p.n;
+}
+
+LazyPartial::LazyPartial(const RowGemm& gemm, const MatmulReduceProblem& p, float* partial,
+                         int ranges, int64_t range_rows)
+    : gemm_(gemm),
+      x1_(static_cast<const uint8_t*>(p.x1)),
+      x1_row_bytes_(dtype_storage_bytes(p.dtype, static_cast<size_t>(p.k))),
+      n_(p.n),
+      partial_(partial),
+      range_rows_(range_rows),
+      done_(static_cast<size_t>(ranges), 0) {}
+
+const float* LazyPartial::rows(int r, int64_t row, int64_t rows) {
+  int64_t& done = done_[static_cast<size_t>(r)];
+  while (done < row + rows) {
+    const int64_t count = std::min(kBlockRows, range_rows_ - done);
+    const int64_t first = r * range_rows_ + done;
+    gemm_.run(x1_ + static_cast<size_t>(first) * x1_row_bytes_, count, partial_ + first * n_);
+    done += count;
+  }
+  return partial_ + (r * range_rows_ + row) * n_;
 }
 
 float* matmul_reduce_bias32(const MatmulReduceProblem& p, void* workspace) {

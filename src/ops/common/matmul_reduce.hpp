@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ops/common/row_gemm.hpp"
 #include "ops/common/tensor_checks.hpp"
@@ -40,10 +41,38 @@ MatmulReduceProblem validate_matmul_operands(const OpContext& ctx, const TensorV
 // after the sum).
 RowGemmShape partial_product_shape(const MatmulReduceProblem& p);
 
-// The fused schedules' workspace: the block GEMM's, then the bias as n fp32 values.
+// The fused schedules' workspace: the block GEMM's, the bias as n fp32 values, then the
+// fp32 partial product (m, n).
 size_t matmul_reduce_workspace_bytes(const MatmulReduceProblem& p);
 // Where that bias starts in the workspace (filled by widen_bias at execute).
 float* matmul_reduce_bias32(const MatmulReduceProblem& p, void* workspace);
+// Where the partial product starts.
+float* matmul_reduce_partial(const MatmulReduceProblem& p, void* workspace);
+
+// The partial product x1 @ x2 computed on demand in blocks of kBlockRows rows: a piece's rows
+// are ready once their block is computed. One GEMM per block rather than per piece, because
+// each GEMM call streams (and repacks) all of x2: 64-row pieces measured 1.5x slower than
+// the unfused schedule's single GEMM. Later blocks' GEMMs still overlap the transfer of
+// earlier pieces on MPI. Rows are grouped in `ranges` of range_rows rows (matmul_reduce_
+// scatter: one range per destination rank, computed in the order the stream asks for them).
+class LazyPartial {
+ public:
+  static constexpr int64_t kBlockRows = 512;
+
+  LazyPartial(const RowGemm& gemm, const MatmulReduceProblem& p, float* partial, int ranges,
+              int64_t range_rows);
+  // Rows [row, row + rows) of range r, computed if they were not yet.
+  const float* rows(int r, int64_t row, int64_t rows);
+
+ private:
+  const RowGemm& gemm_;
+  const uint8_t* x1_;
+  size_t x1_row_bytes_;
+  int64_t n_;
+  float* partial_;
+  int64_t range_rows_;
+  std::vector<int64_t> done_;  // per range: rows computed so far (a prefix)
+};
 
 // Pieces of the fp32 partials: one shm slot at most, and at most 1 MiB so a piece's R parts
 // are still in cache when they are summed (the all_reduce measurement, docs/algorithms.md);

@@ -1,8 +1,11 @@
 // matmul_all_reduce, fused: a gather_stream of fp32 partial products. For each piece of
-// rows, pack runs the GEMM straight into the stream's buffer (this rank's shm slot) and
+// rows, pack copies the partial rows (computed in blocks on demand, LazyPartial) into the
+// stream's buffer (this rank's shm slot) and
 // every rank sums all R partials in rank order 0..R-1, adds the bias once and rounds once,
 // reading the peers' partials in place. Every rank sums the same values in the same order,
 // so the output is bitwise identical on all ranks (SPEC §0, §2). Any transport.
+#include <cstring>
+
 #include "ops/common/epilogue.hpp"
 #include "ops/matmul_all_reduce/plan.hpp"
 
@@ -15,17 +18,19 @@ void run_matmul_all_reduce_fused(const MatmulAllReducePlanData& plan, comm::Comm
   float* bias32 = matmul_reduce_bias32(p, workspace);
   widen_bias(p.bias, p.n, bias32);
   const uint64_t row_bytes = static_cast<uint64_t>(p.n) * sizeof(float);
-  const uint64_t x1_row_bytes = dtype_storage_bytes(p.dtype, static_cast<size_t>(p.k));
   const uint64_t out_row_bytes = dtype_storage_bytes(p.dtype, static_cast<size_t>(p.n));
-  const auto* x1 = static_cast<const uint8_t*>(p.x1);
   auto* out = static_cast<uint8_t*>(p.output);
 
   comm::GatherStream gs;
   gs.bytes = static_cast<uint64_t>(p.m) * row_bytes;
   gs.unit = row_bytes;
   gs.max_piece = matmul_reduce_piece_bytes(p, p.m);
+  LazyPartial partial(gemm, p, matmul_reduce_partial(p, workspace), 1, p.m);
   gs.pack = [&](uint8_t* dst, uint64_t off, uint64_t n) {
-    gemm.run(x1 + off / row_bytes * x1_row_bytes, static_cast<int64_t>(n / row_bytes), dst);
+    std::memcpy(
+        dst,
+        partial.rows(0, static_cast<int64_t>(off / row_bytes), static_cast<int64_t>(n / row_bytes)),
+        n);
   };
   gs.on_all = [&](const uint8_t* const* parts, uint64_t off, uint64_t n) {
     const auto* const* fparts = reinterpret_cast<const float* const*>(parts);
