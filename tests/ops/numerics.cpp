@@ -263,14 +263,17 @@ int case_numerics(commfuse::Comm& comm) {
     run_all_gather_matmul(comm, c, tag++, 70, k, n, true);
     c = Case{dt, BiasKind::kNone, true, false, 0};
     run_all_gather_matmul(comm, c, tag++, 70, k, n, false);
-    // More gathered rows than one GEMM takes (all_gather_matmul/plan.hpp kGemmRows = 1024):
-    // GEMMs flushed mid-stream; and with comm_turn 1 one piece alone fills a GEMM.
+    // Many gathered rows, in small pieces and (comm_turn 1) in one piece per rank.
     if (R > 1) {
       c = Case{dt, BiasKind::kFloat32, false, false, 0};
       run_all_gather_matmul(comm, c, tag++, 1100 / R + 1, k, n, true);
       c = Case{dt, BiasKind::kNone, false, false, 1};
       run_all_gather_matmul(comm, c, tag++, 1030, k, n, false);
     }
+    // x2 too big to stay in cache (k·n·4 > 2 MiB, all_gather_matmul/plan.hpp): the arriving
+    // rows are staged and multiplied by one GEMM, its output scattered to the ranks' rows.
+    c = Case{dt, BiasKind::kSameDtype, true, false, 2};
+    run_all_gather_matmul(comm, c, tag++, 5, 1024, 520, true);
     // Random values: tolerance from the dtype and k (file comment).
     c = Case{dt, BiasKind::kFloat32, true, true, 3};
     run_all_gather_matmul(comm, c, tag++, 8, k, 32, true);

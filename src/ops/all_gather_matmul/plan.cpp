@@ -28,7 +28,8 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
   // they arrive, so no gathered copy of x1 is needed even without gather_output.
   plan.workspace_bytes = row_gemm_workspace_bytes(plan.gemm);
   const int64_t rows = p.m * p.world_size;
-  plan.gemm_rows = p.m < kBatchedBelowRows ? rows : std::min(rows, kGemmRows);
+  const bool x2_cached = p.k * p.n * 4 <= kCachedX2Bytes;
+  plan.gemm_rows = x2_cached ? 1 : std::max<int64_t>(1, std::min(rows, kMaxGemmRows));
   plan.staging_offset = (plan.workspace_bytes + 63) / 64 * 64;
   plan.staged_out_offset =
       (plan.staging_offset + RowGemm::staging_bytes(plan.gemm, plan.gemm_rows) + 63) / 64 * 64;

@@ -68,11 +68,15 @@ struct AllGatherMatmulPlanData {
   size_t staged_out_offset = 0;
 };
 
-// Below this many rows per rank the block GEMMs are bound by reading x2, not by arithmetic:
-// all rows go into one GEMM.
-inline constexpr int64_t kBatchedBelowRows = 64;
-// Rows per GEMM call otherwise (two calls at the prefill benchmark's 2048 rows).
-inline constexpr int64_t kGemmRows = 1024;
+// How many gathered rows one GEMM call takes (plan.cpp). Each call streams and repacks all of
+// x2 (fp32): when that is more than kCachedX2Bytes, calls on a few hundred rows measured
+// several % slower in total than one call, so up to kMaxGemmRows rows (all of them at the
+// benchmark shapes) are staged — widened in the pass that copies them out of the shared
+// slots — and multiplied at once; the copies are the overlap that remains on shm, where the
+// same cores move the data and multiply. When x2 stays in cache each arriving block is
+// multiplied at once, overlapping the GEMM with the next block's transfer (MPI).
+inline constexpr int64_t kCachedX2Bytes = 2 << 20;
+inline constexpr int64_t kMaxGemmRows = 8192;
 
 AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem);
 

@@ -62,12 +62,13 @@ LazyPartial::LazyPartial(const RowGemm& gemm, const MatmulReduceProblem& p, floa
       n_(p.n),
       partial_(partial),
       range_rows_(range_rows),
+      block_rows_(p.k * p.n * 4 <= kCachedX2Bytes ? kBlockRowsCached : kBlockRowsStreamed),
       done_(static_cast<size_t>(ranges), 0) {}
 
 const float* LazyPartial::rows(int r, int64_t row, int64_t rows) {
   int64_t& done = done_[static_cast<size_t>(r)];
   while (done < row + rows) {
-    const int64_t count = std::min(kBlockRows, range_rows_ - done);
+    const int64_t count = std::min(block_rows_, range_rows_ - done);
     const int64_t first = r * range_rows_ + done;
     gemm_.run(x1_ + static_cast<size_t>(first) * x1_row_bytes_, count, partial_ + first * n_);
     done += count;

@@ -57,7 +57,11 @@ float* matmul_reduce_partial(const MatmulReduceProblem& p, void* workspace);
 // scatter: one range per destination rank, computed in the order the stream asks for them).
 class LazyPartial {
  public:
-  static constexpr int64_t kBlockRows = 512;
+  // Rows per GEMM call: large when x2 (fp32) does not stay in cache (each call streams it),
+  // small when it does (more overlap with the transfer on MPI).
+  static constexpr int64_t kBlockRowsStreamed = 2048;
+  static constexpr int64_t kBlockRowsCached = 256;
+  static constexpr int64_t kCachedX2Bytes = 2 << 20;
 
   LazyPartial(const RowGemm& gemm, const MatmulReduceProblem& p, float* partial, int ranges,
               int64_t range_rows);
@@ -71,6 +75,7 @@ class LazyPartial {
   int64_t n_;
   float* partial_;
   int64_t range_rows_;
+  int64_t block_rows_;
   std::vector<int64_t> done_;  // per range: rows computed so far (a prefix)
 };
 
