@@ -36,16 +36,16 @@ std::string describe(const CollDesc& d) {
   }
   std::string s = detail::cat(coll_op_name(d.op), " count ", d.count, " ", dtype);
   if (d.op == CollOp::kBroadcast) s += detail::cat(" root ", d.root);
-  if (d.unit != 0) s += detail::cat(" unit ", d.unit);
+  if (d.piece != 0) s += detail::cat(" piece ", d.piece);
   return s;
 }
 
 void check_usable(const char* op, int rank, const std::string& failure) {
   if (!failure.empty())
-    detail::throw_status(Status::kRuntimeError,
-                         detail::cat(op, "(rank ", rank,
-                                     "): communicator is unusable after an earlier failure: ",
-                                     failure));
+    detail::throw_status(
+        Status::kRuntimeError,
+        detail::cat(op, "(rank ", rank,
+                    "): communicator is unusable after an earlier failure: ", failure));
 }
 
 void check_reducible(const char* op, int rank, DType dtype) {

@@ -41,7 +41,7 @@ struct CollDesc {
   uint64_t count = 0;  // elements: per rank (all_gather, reduce_scatter output), per peer
                        // (all_to_all), total (all_reduce, broadcast)
   int32_t root = -1;   // broadcast only
-  uint64_t unit = 0;   // streams only: the piece granularity, which must match too
+  uint64_t piece = 0;  // streams only: the piece size, which must match too
 
   bool operator==(const CollDesc&) const = default;
 };

@@ -129,7 +129,10 @@ uint64_t Span::now_ns() {
 void Span::record(const char* name, const char* cat, int64_t peer, uint64_t bytes,
                   uint64_t start_ns, uint64_t end_ns) {
   thread_local const long tid = static_cast<long>(::syscall(SYS_gettid));
-  recorder().add(Event{name, cat, peer, bytes, start_ns, end_ns, tid});
+  try {  // runs in a destructor: a failure drops the event rather than terminating
+    recorder().add(Event{name, cat, peer, bytes, start_ns, end_ns, tid});
+  } catch (...) {
+  }
 }
 
 }  // namespace commfuse::trace

@@ -3,7 +3,8 @@
 // overlap of communication and GEMM can be seen. Open the file in https://ui.perfetto.dev
 // or chrome://tracing: one process track per rank. Every process of a job appends its
 // events to the same file (flock; the first writer opens the JSON array, whose closing
-// bracket the format makes optional). Off (one branch per span) unless the variable is set.
+// bracket the format makes optional), so delete an old file first (`commfuse bench --trace`
+// does). Off (one branch per span) unless the variable is set.
 #pragma once
 
 #include <cstdint>

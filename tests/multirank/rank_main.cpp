@@ -21,7 +21,8 @@
 
 using commfuse::DType;
 
-int case_streams(commfuse::Comm& c);  // stream_cases.cpp
+int case_streams(commfuse::Comm& c);          // stream_cases.cpp
+int case_stream_mismatch(commfuse::Comm& c);  // stream_cases.cpp
 
 namespace {
 
@@ -305,9 +306,10 @@ int case_c_api(commfuse::Comm& cpp_comm) {
 
 int main(int argc, char** argv) {
   const std::map<std::string, std::function<int(commfuse::Comm&)>> cases = {
-      {"collectives", case_collectives}, {"many_ops", case_many_ops}, {"kill_peer", case_kill_peer},
-      {"mismatch", case_mismatch},       {"bad_arg", case_bad_arg},   {"c_api", case_c_api},
-      {"streams", case_streams},
+      {"collectives", case_collectives}, {"many_ops", case_many_ops},
+      {"kill_peer", case_kill_peer},     {"mismatch", case_mismatch},
+      {"bad_arg", case_bad_arg},         {"c_api", case_c_api},
+      {"streams", case_streams},         {"stream_mismatch", case_stream_mismatch},
   };
   if (argc != 2 || !cases.count(argv[1])) {
     std::fprintf(stderr, "usage: %s <case>\n", argv[0]);

@@ -142,3 +142,26 @@ int case_streams(commfuse::Comm& c) {
   }
   return g_stream_failures == 0 ? 0 : 1;
 }
+
+// Ranks that cut the same stream into different pieces (e.g. different comm_turn) must all
+// fail naming the mismatch, not read each other's data at the wrong offsets.
+int case_stream_mismatch(commfuse::Comm& c) {
+  commfuse::comm::Transport& t = c.impl().transport();
+  commfuse::comm::GatherStream gs;
+  gs.bytes = 4000;
+  gs.unit = 8;
+  gs.max_piece = c.rank() == 0 ? 800 : 1600;
+  gs.pack = [](uint8_t* dst, uint64_t, uint64_t n) {
+    for (uint64_t i = 0; i < n; ++i) dst[i] = 1;
+  };
+  std::string msg;
+  try {
+    t.gather_stream(gs);
+  } catch (const commfuse::Error& e) {
+    msg = e.what();
+    expect(e.code() == commfuse::Status::kRuntimeError, "mismatch code");
+  }
+  expect(msg.find("piece") != std::string::npos,
+         "mismatched pieces not reported on rank " + std::to_string(c.rank()) + ": '" + msg + "'");
+  return g_stream_failures == 0 ? 0 : 1;
+}

@@ -1,9 +1,9 @@
 // The transfers of one stream over MPI, piece by piece, driven either by a progress thread
 // (when MPI allows calls from another thread: MPI_THREAD_SERIALIZED or better, and the
-// calling thread makes no MPI call until finish()) or, failing that, inline between the
-// caller's blocks of computation. With the thread, Open MPI's TCP transport keeps moving
-// bytes while the caller computes — it moves bytes only inside MPI calls — so a GEMM on
-// piece i overlaps the transfer of piece i+1 for real. Only built with MPI.
+// calling thread makes no MPI call until finish(); and the host's ranks do not outnumber its
+// cores) or, failing that, inline between the caller's blocks of computation. With the thread, Open
+// MPI's TCP transport keeps moving bytes while the caller computes — it moves bytes only inside MPI
+// calls — so a GEMM on piece i overlaps the transfer of piece i+1 for real. Only built with MPI.
 #pragma once
 
 #include <mpi.h>
@@ -57,6 +57,7 @@ class Pipeline {
   bool step();
   void thread_main();
   [[noreturn]] void fail(const std::string& why);
+  void back_off(int polls) const;  // between unproductive polls (inline mode)
   std::string missing(size_t piece) const;
 
   MPI_Comm comm_;
@@ -68,7 +69,8 @@ class Pipeline {
   bool threaded_;
   std::vector<std::unique_ptr<Piece>> pieces_;
   std::vector<MPI_Request> send_reqs_;
-  size_t next_send_ = 0;  // progress side: the next piece whose sends to post
+  size_t next_send_ = 0;      // progress side: the next piece whose sends to post
+  size_t first_pending_ = 0;  // progress side: pieces before it have all arrived
   std::mutex mu_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> done_{false};

@@ -38,7 +38,8 @@ std::vector<Piece> pieces_of(uint64_t bytes, uint64_t piece) {
 
 void MpiTransport::gather_stream(const GatherStream& gs) {
   const uint64_t piece = stream_piece_bytes(gs.bytes, gs.unit, gs.max_piece, kStreamPieceBytes);
-  const CollDesc desc{CollOp::kGatherStream, DType::kInt8, gs.bytes, -1, gs.unit};
+  // The piece size is checked across ranks: different pieces would mismatch messages.
+  const CollDesc desc{CollOp::kGatherStream, DType::kInt8, gs.bytes, -1, piece};
   run_fn(desc, [&](const char* op) {
     const auto pieces = pieces_of(gs.bytes, piece);
     const size_t R = static_cast<size_t>(size_);
@@ -94,7 +95,7 @@ void MpiTransport::gather_stream(const GatherStream& gs) {
 
 void MpiTransport::all_to_all_stream(const AllToAllStream& as) {
   const uint64_t piece = stream_piece_bytes(as.bytes, as.unit, as.max_piece, kStreamPieceBytes);
-  const CollDesc desc{CollOp::kAllToAllStream, DType::kInt8, as.bytes, -1, as.unit};
+  const CollDesc desc{CollOp::kAllToAllStream, DType::kInt8, as.bytes, -1, piece};
   run_fn(desc, [&](const char* op) {
     const auto pieces = pieces_of(as.bytes, piece);
     const size_t R = static_cast<size_t>(size_);

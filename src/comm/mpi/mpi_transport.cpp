@@ -49,7 +49,7 @@ CollDesc to_desc(const WireDesc& w) {
   d.dtype = static_cast<DType>(w.dtype);
   d.count = w.count;
   d.root = w.root;
-  d.unit = w.unit;
+  d.piece = w.unit;
   return d;
 }
 
@@ -93,12 +93,12 @@ void MpiTransport::run(const CollDesc& desc, Body&& body) {
     mine.dtype = static_cast<int32_t>(desc.dtype);
     mine.count = desc.count;
     mine.root = desc.root;
-    mine.unit = desc.unit;
+    mine.unit = desc.piece;
     mine.op_seq = op_seq_;
     exchange_descriptors(mine, op);
     check_descriptors(desc, op);
     body(op);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // ours, or one a stream callback let through
     // Every rank saw the same descriptors, so a mismatch or a failed peer fails everyone
     // alike; after a timeout MPI's state is unknown. Either way nothing more is sent.
     failure_ = e.what();

@@ -29,7 +29,7 @@ struct WireDesc {
   uint64_t count;
   int32_t root;
   uint32_t op_seq;
-  uint64_t unit;  // streams: piece granularity
+  uint64_t unit;  // streams: the piece size (CollDesc::piece)
   char reason[472];
 };
 

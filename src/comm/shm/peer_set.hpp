@@ -27,8 +27,8 @@ struct alignas(64) Control {
     uint64_t count;
     int32_t root;
     uint32_t op_seq;
-    uint64_t unit;
-  } desc[2];  // the op the owner is in, by op sequence parity
+    uint64_t unit;  // streams: the piece size (CollDesc::piece)
+  } desc[2];        // the op the owner is in, by op sequence parity
   char reason[512];
 };
 static_assert(sizeof(Control) <= 4096, "control block must fit its page");

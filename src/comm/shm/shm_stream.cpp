@@ -16,7 +16,8 @@ void ShmTransport::gather_stream(const GatherStream& gs) {
     Transport::gather_stream(gs);
     return;
   }
-  const CollDesc desc{CollOp::kGatherStream, DType::kInt8, gs.bytes, -1, gs.unit};
+  // The piece size is checked across ranks: different pieces would read wrong offsets.
+  const CollDesc desc{CollOp::kGatherStream, DType::kInt8, gs.bytes, -1, piece};
   run(desc, [&](const char* op) {
     std::vector<const uint8_t*> parts(static_cast<size_t>(size_));
     for_each_step(op, gs.bytes, piece, [&](uint32_t s, uint64_t off, uint64_t n, bool first) {
@@ -53,7 +54,7 @@ void ShmTransport::all_to_all_stream(const AllToAllStream& as) {
     Transport::all_to_all_stream(as);
     return;
   }
-  const CollDesc desc{CollOp::kAllToAllStream, DType::kInt8, as.bytes, -1, as.unit};
+  const CollDesc desc{CollOp::kAllToAllStream, DType::kInt8, as.bytes, -1, piece};
   run(desc, [&](const char* op) {
     std::vector<const uint8_t*> parts(static_cast<size_t>(size_));
     for_each_step(op, as.bytes, piece, [&](uint32_t s, uint64_t off, uint64_t n, bool first) {

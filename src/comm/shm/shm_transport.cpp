@@ -68,7 +68,7 @@ void ShmTransport::arrive(uint32_t s, bool first, const CollDesc& desc, const ch
     d.dtype = static_cast<int32_t>(desc.dtype);
     d.count = desc.count;
     d.root = desc.root;
-    d.unit = desc.unit;
+    d.unit = desc.piece;
     d.op_seq = op_seq_;
   }
   peers_.publish(3 * s + 1);
@@ -86,7 +86,7 @@ void ShmTransport::check_descriptors(const CollDesc& desc, const char* op) {
     theirs.dtype = static_cast<DType>(d.dtype);
     theirs.count = d.count;
     theirs.root = d.root;
-    theirs.unit = d.unit;
+    theirs.piece = d.unit;
     if (!(theirs == desc) || d.op_seq != op_seq_)
       detail::throw_status(
           Status::kRuntimeError,

@@ -60,9 +60,7 @@ struct AllGatherMatmulPlanData {
   size_t workspace_bytes = 0;
   RowGemmShape gemm;  // one block of gathered rows @ x2 + bias -> output rows
   // Arriving rows are staged (widened in the same pass) until gemm_rows are ready, then one
-  // GEMM runs on them: each GEMM call streams and repacks all of x2, so calls on a few
-  // hundred rows cost measurably more than fewer, larger ones. Few rows per rank (decode):
-  // everything is staged and one GEMM runs at the end.
+  // GEMM runs on them (1: every block is multiplied on arrival). See kCachedX2Bytes.
   int64_t gemm_rows = 0;
   size_t staging_offset = 0;  // staged rows (gemm_rows), then their output (gemm_rows x n)
   size_t staged_out_offset = 0;

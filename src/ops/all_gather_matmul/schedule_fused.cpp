@@ -1,11 +1,11 @@
 // all_gather_matmul, fused: x1's rows are streamed to every rank (Transport::gather_stream)
-// and each arriving block is multiplied at once into its output rows: this rank's block
-// first (no wait), then the peers' in rotating order, read in place from their shm slots
-// (staged through buffers on MPI). gather_out rows are written in the same pass that feeds
-// the GEMM. comm_turn c > 0 cuts each rank's rows into c pieces of ceil(m/c) rows (SPEC §2);
-// 0 lets the transport choose (one shm slot per piece). Arriving blocks are staged (widened
-// in the same pass) and multiplied in GEMMs of up to plan.gemm_rows rows (RowBatcher): with
-// few rows per rank (decode) that is one GEMM at the end (plan.hpp).
+// and each arriving block is handed over at once: this rank's block first (no wait), then
+// the peers' in rotating order, read in place from their shm slots (pipelined through
+// staging on MPI). gather_out rows are written in the same pass that feeds the GEMM.
+// comm_turn c > 0 caps pieces at ceil(m/c) rows (SPEC §2; the transport may cut them
+// smaller: one shm slot, 1 MiB on MPI); 0 lets the transport choose. When fp32 x2 stays in
+// cache each block is multiplied on arrival; otherwise blocks are staged (widened in the
+// same pass) and multiplied in GEMMs of up to plan.gemm_rows rows (RowBatcher, plan.hpp).
 #include <cstring>
 #include <utility>
 #include <vector>

@@ -66,6 +66,7 @@ LazyPartial::LazyPartial(const RowGemm& gemm, const MatmulReduceProblem& p, floa
       done_(static_cast<size_t>(ranges), 0) {}
 
 const float* LazyPartial::rows(int r, int64_t row, int64_t rows) {
+  CF_ASSERT(row >= 0 && rows >= 0 && row + rows <= range_rows_);
   int64_t& done = done_[static_cast<size_t>(r)];
   while (done < row + rows) {
     const int64_t count = std::min(block_rows_, range_rows_ - done);

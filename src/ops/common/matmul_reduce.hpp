@@ -49,7 +49,7 @@ float* matmul_reduce_bias32(const MatmulReduceProblem& p, void* workspace);
 // Where the partial product starts.
 float* matmul_reduce_partial(const MatmulReduceProblem& p, void* workspace);
 
-// The partial product x1 @ x2 computed on demand in blocks of kBlockRows rows: a piece's rows
+// The partial product x1 @ x2 computed on demand in blocks of rows: a piece's rows
 // are ready once their block is computed. One GEMM per block rather than per piece, because
 // each GEMM call streams (and repacks) all of x2: 64-row pieces measured 1.5x slower than
 // the unfused schedule's single GEMM. Later blocks' GEMMs still overlap the transfer of
@@ -81,7 +81,7 @@ class LazyPartial {
 
 // Pieces of the fp32 partials: one shm slot at most, and at most 1 MiB so a piece's R parts
 // are still in cache when they are summed (the all_reduce measurement, docs/algorithms.md);
-// comm_turn c > 0: ceil(rows/c) rows (SPEC §2).
+// comm_turn c > 0: at most ceil(rows/c) rows (SPEC §2; the transport may cut pieces smaller).
 uint64_t matmul_reduce_piece_bytes(const MatmulReduceProblem& p, int64_t rows);
 
 }  // namespace commfuse::ops
