@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bench_options.hpp"
+#include "bench_timing.hpp"
 #include "core/convert_fast.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu/int_matmul.hpp"
@@ -28,24 +29,6 @@ namespace commfuse::cli {
 namespace {
 
 namespace cpu = kernels::cpu;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-double time_us(const std::function<void()>& f, int iters) {
-  MPI_Barrier(MPI_COMM_WORLD);
-  const double t0 = MPI_Wtime();
-  for (int i = 0; i < iters; ++i) f();
-  return (MPI_Wtime() - t0) * 1e6 / iters;
-}
-
-double mean_over_ranks(double v, int R) {
-  double sum = 0;
-  MPI_Allreduce(&v, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  return sum / R;
-}
 
 uint32_t hash(uint64_t i) {
   uint64_t z = i * 0x9E3779B97F4A7C15ull + 0x94D049BB133111EBull;

@@ -15,31 +15,12 @@
 #include <vector>
 
 #include "bench_options.hpp"
+#include "bench_timing.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu/matmul.hpp"
 
 namespace commfuse::cli {
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-double mean_over_ranks(double v) {
-  double sum = 0;
-  int R = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &R);
-  MPI_Allreduce(&v, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  return sum / R;
-}
-
-double time_us(const std::function<void()>& f, int iters) {
-  MPI_Barrier(MPI_COMM_WORLD);
-  const double t0 = MPI_Wtime();
-  for (int i = 0; i < iters; ++i) f();
-  return (MPI_Wtime() - t0) * 1e6 / iters;
-}
 
 std::vector<uint8_t> random_matrix(size_t count, DType t, uint32_t seed) {
   std::vector<float> v(count);
@@ -192,8 +173,8 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
     mt.push_back(time_us(c.unfused_mpi, iters));
     gt.push_back(time_us(c.gemm, iters));
   }
-  const double fused = mean_over_ranks(median(ft)), unfused = mean_over_ranks(median(ut)),
-               unfused_mpi = mean_over_ranks(median(mt)), gemm = mean_over_ranks(median(gt));
+  const double fused = mean_over_ranks(median(ft), R), unfused = mean_over_ranks(median(ut), R),
+               unfused_mpi = mean_over_ranks(median(mt), R), gemm = mean_over_ranks(median(gt), R);
   double worst_diff = 0;
   MPI_Allreduce(&diff, &worst_diff, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   const double exposed = unfused > gemm ? (fused - gemm) / (unfused - gemm) : NAN;

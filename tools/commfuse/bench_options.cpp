@@ -30,9 +30,9 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
                "all-to-all)");
   o.op = args[0];
   CF_CHECK_ARG(o.op == "all-gather" || o.op == "all-reduce" || o.op == "reduce-scatter" ||
-                   o.op == "all-to-all" || is_fused_bench(o.op) || o.op == "alltoall-quant-matmul" ||
-                   o.op == "alltoall-matmul" || o.op == "quant-all-reduce" ||
-                   o.op == "quant-reduce-scatter",
+                   o.op == "all-to-all" || is_fused_bench(o.op) ||
+                   o.op == "alltoall-quant-matmul" || o.op == "alltoall-matmul" ||
+                   o.op == "quant-all-reduce" || o.op == "quant-reduce-scatter",
                "bench: unknown benchmark '", o.op,
                "' (all-gather, all-reduce, reduce-scatter, all-to-all, all-gather-matmul, "
                "matmul-reduce-scatter, matmul-all-reduce, alltoall-quant-matmul, alltoall-matmul, "

@@ -17,30 +17,13 @@
 #include <vector>
 
 #include "bench_quant.hpp"
+#include "bench_timing.hpp"
 #include "core/error.hpp"
 
 namespace commfuse::cli {
 namespace {
 
 constexpr int64_t kH = 1024;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-double mean_over_ranks(double v, int R) {
-  double sum = 0;
-  MPI_Allreduce(&v, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  return sum / R;
-}
-
-double time_us(const std::function<void()>& f, int iters) {
-  MPI_Barrier(MPI_COMM_WORLD);
-  const double t0 = MPI_Wtime();
-  for (int i = 0; i < iters; ++i) f();
-  return (MPI_Wtime() - t0) * 1e6 / iters;
-}
 
 // Rank r's logical input, any element computable on any rank (for the check).
 float input_value(int rank, uint64_t i) {

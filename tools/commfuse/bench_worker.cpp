@@ -16,6 +16,7 @@
 
 #include "bench_options.hpp"
 #include "bench_quant.hpp"
+#include "bench_timing.hpp"
 #include "commands.hpp"
 #include "core/error.hpp"
 
@@ -51,25 +52,7 @@ MPI_Datatype mpi_sum_type(DType t) {
   }
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // Mean over ranks of a per-rank value.
-double mean_over_ranks(double v, int R) {
-  double sum = 0;
-  MPI_Allreduce(&v, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  return sum / R;
-}
-
-double time_us(const std::function<void()>& f, int iters) {
-  MPI_Barrier(MPI_COMM_WORLD);
-  const double t0 = MPI_Wtime();
-  for (int i = 0; i < iters; ++i) f();
-  return (MPI_Wtime() - t0) * 1e6 / iters;
-}
-
 }  // namespace
 
 int cmd_bench_worker(int argc, char** argv) {
