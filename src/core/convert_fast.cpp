@@ -213,8 +213,9 @@ static_assert(kHiF8Table[0x08] == 0x3F800000u, "hif8 1.0");
 static_assert(kHiF8Table[0x6E] == 0x47000000u, "hif8 32768");
 static_assert(kE4M3Table[0x7E] == 0x43E00000u, "e4m3 448");
 
-CF_SIMD_CLONES void decode_table(const uint32_t* table, const uint8_t* src, float* dst,
-                                 size_t count) {
+CF_SIMD_KERNEL(void, decode_table,
+               (const uint32_t* table, const uint8_t* src, float* dst, size_t count),
+               (table, src, dst, count)) {
   for (size_t i = 0; i < count; ++i) dst[i] = detail::f32_from_bits(table[src[i]]);
 }
 
@@ -239,45 +240,53 @@ uint8_t f32_to_e8m0_one(uint32_t x, bool sat) {
   return e8m0_encode(x, sat);
 }
 
-CF_SIMD_CLONES void f16_to_f32(const uint16_t* src, float* dst, size_t count) {
+CF_SIMD_KERNEL(void, f16_to_f32, (const uint16_t* src, float* dst, size_t count),
+               (src, dst, count)) {
   for (size_t i = 0; i < count; ++i) dst[i] = detail::f32_from_bits(f16_decode(src[i]));
 }
-CF_SIMD_CLONES void f32_to_f16(const float* src, uint16_t* dst, size_t count) {
+CF_SIMD_KERNEL(void, f32_to_f16, (const float* src, uint16_t* dst, size_t count),
+               (src, dst, count)) {
   for (size_t i = 0; i < count; ++i)
     dst[i] = static_cast<uint16_t>(F16::encode(detail::f32_bits(src[i]), false));
 }
-CF_SIMD_CLONES void bf16_to_f32(const uint16_t* src, float* dst, size_t count) {
+CF_SIMD_KERNEL(void, bf16_to_f32, (const uint16_t* src, float* dst, size_t count),
+               (src, dst, count)) {
   for (size_t i = 0; i < count; ++i)
     dst[i] = detail::f32_from_bits(static_cast<uint32_t>(src[i]) << 16);
 }
-CF_SIMD_CLONES void f32_to_bf16(const float* src, uint16_t* dst, size_t count) {
+CF_SIMD_KERNEL(void, f32_to_bf16, (const float* src, uint16_t* dst, size_t count),
+               (src, dst, count)) {
   for (size_t i = 0; i < count; ++i)
     dst[i] = static_cast<uint16_t>(BF16::encode(detail::f32_bits(src[i]), false));
 }
 void e4m3fn_to_f32(const uint8_t* src, float* dst, size_t count) {
   decode_table(kE4M3Table.data(), src, dst, count);
 }
-CF_SIMD_CLONES void f32_to_e4m3fn(const float* src, uint8_t* dst, size_t count, bool sat) {
+CF_SIMD_KERNEL(void, f32_to_e4m3fn, (const float* src, uint8_t* dst, size_t count, bool sat),
+               (src, dst, count, sat)) {
   for (size_t i = 0; i < count; ++i)
     dst[i] = static_cast<uint8_t>(E4M3FN::encode(detail::f32_bits(src[i]), sat));
 }
 void e5m2_to_f32(const uint8_t* src, float* dst, size_t count) {
   decode_table(kE5M2Table.data(), src, dst, count);
 }
-CF_SIMD_CLONES void f32_to_e5m2(const float* src, uint8_t* dst, size_t count, bool sat) {
+CF_SIMD_KERNEL(void, f32_to_e5m2, (const float* src, uint8_t* dst, size_t count, bool sat),
+               (src, dst, count, sat)) {
   for (size_t i = 0; i < count; ++i)
     dst[i] = static_cast<uint8_t>(E5M2::encode(detail::f32_bits(src[i]), sat));
 }
 void hif8_to_f32(const uint8_t* src, float* dst, size_t count) {
   decode_table(kHiF8Table.data(), src, dst, count);
 }
-CF_SIMD_CLONES void f32_to_hif8(const float* src, uint8_t* dst, size_t count, bool sat) {
+CF_SIMD_KERNEL(void, f32_to_hif8, (const float* src, uint8_t* dst, size_t count, bool sat),
+               (src, dst, count, sat)) {
   for (size_t i = 0; i < count; ++i) dst[i] = hif8_encode(detail::f32_bits(src[i]), sat);
 }
 void e8m0_to_f32(const uint8_t* src, float* dst, size_t count) {
   decode_table(kE8M0Table.data(), src, dst, count);
 }
-CF_SIMD_CLONES void f32_to_e8m0(const float* src, uint8_t* dst, size_t count, bool sat) {
+CF_SIMD_KERNEL(void, f32_to_e8m0, (const float* src, uint8_t* dst, size_t count, bool sat),
+               (src, dst, count, sat)) {
   for (size_t i = 0; i < count; ++i) dst[i] = e8m0_encode(detail::f32_bits(src[i]), sat);
 }
 

@@ -2,6 +2,14 @@
 
 #include <unistd.h>
 
+#include <array>
+#include <cctype>
+#include <cstring>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/params.hpp"
+
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
@@ -47,11 +55,98 @@ Features detect() {
   return f;
 }
 
+constexpr std::array<const char*, 9> kLevelNames{"sse41",
+                                                 "avx2",
+                                                 "avx2_vnni",
+                                                 "avx512_core",
+                                                 "avx512_core_vnni",
+                                                 "avx512_core_bf16",
+                                                 "avx512_core_fp16",
+                                                 "avx512_core_amx",
+                                                 "all"};
+
+bool at_least(IsaLevel have, IsaLevel want) {
+  return static_cast<int>(have) >= static_cast<int>(want);
+}
+
 }  // namespace
 
-const Features& features() {
+const char* isa_level_name(IsaLevel l) {
+  return kLevelNames[static_cast<size_t>(l)];
+}
+
+IsaLevel isa_level_from_name(std::string_view name) {
+  std::string lower(name);
+  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  for (size_t i = 0; i < kLevelNames.size(); ++i)
+    if (lower == kLevelNames[i]) return static_cast<IsaLevel>(i);
+  detail::throw_status(Status::kParamInvalid,
+                       detail::cat("CPU ISA level '", name, "' is not one of sse41|avx2|avx2_vnni|",
+                                   "avx512_core|avx512_core_vnni|avx512_core_bf16|",
+                                   "avx512_core_fp16|avx512_core_amx|all"));
+}
+
+Features capped(const Features& f, IsaLevel level) {
+  Features c;
+  if (at_least(level, IsaLevel::kAvx2)) {
+    c.avx2 = f.avx2;
+    c.fma = f.fma;
+    c.f16c = f.f16c;
+  }
+  if (at_least(level, IsaLevel::kAvx2Vnni)) c.avx_vnni = f.avx_vnni;
+  if (at_least(level, IsaLevel::kAvx512Core)) {
+    c.avx512f = f.avx512f;
+    c.avx512bw = f.avx512bw;
+  }
+  if (at_least(level, IsaLevel::kAvx512CoreVnni)) c.avx512_vnni = f.avx512_vnni;
+  if (at_least(level, IsaLevel::kAvx512CoreBf16)) c.avx512_bf16 = f.avx512_bf16;
+  if (at_least(level, IsaLevel::kAvx512CoreFp16)) c.avx512_fp16 = f.avx512_fp16;
+  if (at_least(level, IsaLevel::kAvx512CoreAmx)) {
+    c.amx_tile = f.amx_tile;
+    c.amx_bf16 = f.amx_bf16;
+    c.amx_int8 = f.amx_int8;
+  }
+  return c;
+}
+
+IsaLevel highest_level(const Features& f) {
+  // Each level needs its own features and all of the levels below it.
+  if (!(f.avx2 && f.fma && f.f16c)) return IsaLevel::kSse41;
+  if (!(f.avx512f && f.avx512bw)) return f.avx_vnni ? IsaLevel::kAvx2Vnni : IsaLevel::kAvx2;
+  if (!f.avx512_vnni) return IsaLevel::kAvx512Core;
+  if (!f.avx512_bf16) return IsaLevel::kAvx512CoreVnni;
+  if (f.amx_tile && f.amx_bf16 && f.amx_int8) return IsaLevel::kAvx512CoreAmx;
+  return f.avx512_fp16 ? IsaLevel::kAvx512CoreFp16 : IsaLevel::kAvx512CoreBf16;
+}
+
+const Features& detected_features() {
   static const Features f = detect();
   return f;
+}
+
+IsaLevel max_isa() {
+  // Read from kernel dispatch, where nothing may throw: an invalid value is logged once
+  // (and shown as INVALID by `commfuse info`) and leaves the CPU uncapped, as an invalid
+  // COMMFUSE_LOG keeps "warn".
+  static const IsaLevel level = [] {
+    try {
+      return isa_level_from_name(params::get_string("COMMFUSE_MAX_CPU_ISA"));
+    } catch (const Error& e) {
+      CF_LOG(kWarn, e.what(), "; using all");
+      return IsaLevel::kAll;
+    }
+  }();
+  return level;
+}
+
+const Features& features() {
+  static const Features f = capped(detected_features(), max_isa());
+  return f;
+}
+
+bool use_avx2() {
+  static const bool on = features().avx2;
+  return on;
 }
 
 std::string describe(const Features& f) {
@@ -74,6 +169,21 @@ std::string describe(const Features& f) {
   add(f.amx_bf16, "amx_bf16");
   add(f.amx_int8, "amx_int8");
   return s.empty() ? "baseline x86-64" : s;
+}
+
+std::string model_name() {
+  std::string name;
+#if defined(__x86_64__)
+  unsigned regs[4];
+  if (__get_cpuid_max(0x80000000, nullptr) >= 0x80000004)
+    for (unsigned leaf = 0x80000002; leaf <= 0x80000004; ++leaf) {
+      __cpuid(leaf, regs[0], regs[1], regs[2], regs[3]);
+      name.append(reinterpret_cast<const char*>(regs), sizeof(regs));
+    }
+#endif
+  name.resize(std::strlen(name.c_str()));  // the brand string is NUL-padded
+  const size_t first = name.find_first_not_of(' '), last = name.find_last_not_of(' ');
+  return first == std::string::npos ? "unknown" : name.substr(first, last - first + 1);
 }
 
 int online_cores() {

@@ -1,8 +1,10 @@
 // CPU instruction-set features that decide which kernels can run (checked with cpuid and
-// the OS's xsave state, so a feature the OS does not enable reads as absent).
+// the OS's xsave state, so a feature the OS does not enable reads as absent), capped by
+// COMMFUSE_MAX_CPU_ISA so that one machine can run, and test, the paths of older CPUs.
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace commfuse::cpu {
 
@@ -21,9 +23,42 @@ struct Features {
   bool amx_int8 = false;
 };
 
+// ISA levels, oldest first, named as oneDNN's ONEDNN_MAX_CPU_ISA names them (lower case).
+// Each level allows its own features and those of every level before it.
+enum class IsaLevel {
+  kSse41,           // baseline x86-64: no AVX kernels
+  kAvx2,            // + avx2, fma, f16c
+  kAvx2Vnni,        // + avx_vnni
+  kAvx512Core,      // + avx512f, avx512bw
+  kAvx512CoreVnni,  // + avx512_vnni
+  kAvx512CoreBf16,  // + avx512_bf16
+  kAvx512CoreFp16,  // + avx512_fp16
+  kAvx512CoreAmx,   // + amx_tile, amx_bf16, amx_int8
+  kAll,             // no cap
+};
+const char* isa_level_name(IsaLevel l);
+// The level named (case-insensitive); throws InvalidArgument for an unknown name.
+IsaLevel isa_level_from_name(std::string_view name);
+
+// What the CPU and OS provide, uncapped.
+const Features& detected_features();
+// The cap in force: COMMFUSE_MAX_CPU_ISA, read once.
+IsaLevel max_isa();
+// detected_features() less everything above max_isa(): what every commfuse kernel choice
+// reads.
 const Features& features();
+// The features a level allows (cap applied to f).
+Features capped(const Features& f, IsaLevel level);
+// The highest level whose features f has (e.g. kAvx2 on an AVX2-only CPU).
+IsaLevel highest_level(const Features& f);
+
+// True when the AVX2 array-loop clones may run (simd.hpp's dispatch).
+bool use_avx2();
+
 // "avx2 fma f16c" style list of what is present.
 std::string describe(const Features& f);
+// The CPU's brand string (cpuid), e.g. "AMD EPYC 9R45"; "unknown" where there is none.
+std::string model_name();
 int online_cores();
 
 }  // namespace commfuse::cpu

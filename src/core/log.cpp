@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "core/cpu_features.hpp"
 #include "core/params.hpp"
 
 namespace commfuse::log {
@@ -72,6 +73,36 @@ void write(Level l, const std::string& message) {
   const std::string line = detail::cat(prefix(), " commfuse ", level_name(l), " ", message, "\n");
   std::lock_guard<std::mutex> lock(mu);
   std::fputs(line.c_str(), stderr);
+}
+
+int verbose_level() {
+  static const int level = [] {
+    try {
+      return static_cast<int>(params::get_int("COMMFUSE_VERBOSE"));
+    } catch (const Error& e) {
+      write(Level::kWarn, detail::cat(e.what(), "; verbose output off"));
+      return 0;
+    }
+  }();
+  return level;
+}
+
+void verbose(const std::string& message) {
+  if (verbose_level() < 1) return;
+  // Every decision depends on the CPU: say once which ISA the kernels were chosen for.
+  static std::once_flag cpu_line;
+  std::call_once(cpu_line, [] {
+    const cpu::IsaLevel cap = cpu::max_isa();
+    write(Level::kInfo,
+          detail::cat("verbose: cpu: ", cpu::model_name(), ", ISA ",
+                      cpu::isa_level_name(cpu::highest_level(cpu::features())), " (detected ",
+                      cpu::isa_level_name(cpu::highest_level(cpu::detected_features())),
+                      cap == cpu::IsaLevel::kAll ? std::string()
+                                                 : detail::cat(", capped by COMMFUSE_MAX_CPU_ISA=",
+                                                               cpu::isa_level_name(cap)),
+                      "), array loops ", cpu::use_avx2() ? "avx2" : "baseline x86-64"));
+  });
+  write(Level::kInfo, "verbose: " + message);
 }
 
 }  // namespace commfuse::log

@@ -19,6 +19,12 @@ void set_rank(int rank);
 std::string prefix();
 void write(Level l, const std::string& message);
 
+// COMMFUSE_VERBOSE, read once (an invalid value logs a warning and means 0).
+int verbose_level();
+// One decision line (a plan and why), printed when COMMFUSE_VERBOSE >= 1 whatever the log
+// level, prefixed "commfuse verbose:" like ONEDNN_VERBOSE's lines.
+void verbose(const std::string& message);
+
 }  // namespace commfuse::log
 
 #define CF_LOG(lvl, ...)                                                                         \

@@ -1,6 +1,7 @@
 #include "core/params.hpp"
 
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 
@@ -9,7 +10,7 @@
 namespace commfuse::params {
 namespace {
 
-constexpr std::array<Param, 9> kParams{{
+constexpr std::array<Param, 10> kParams{{
     {"COMMFUSE_LOG", Kind::kChoice, "warn", "error|warn|info|debug",
      "log level; lines go to stderr prefixed host:pid:rank"},
     {"COMMFUSE_TIMEOUT_S", Kind::kInt, "300", "",
@@ -28,6 +29,11 @@ constexpr std::array<Param, 9> kParams{{
      "1 = print one line per algorithm/schedule decision (like ONEDNN_VERBOSE)"},
     {"COMMFUSE_ALLTOALL_GEMM_ROWS", Kind::kInt, "0", "",
      "token rows per GEMM chunk of alltoall(_quant)_matmul; 0 = one GEMM on shm, 1024 otherwise"},
+    {"COMMFUSE_MAX_CPU_ISA", Kind::kChoice, "all",
+     "sse41|avx2|avx2_vnni|avx512_core|avx512_core_vnni|avx512_core_bf16|avx512_core_fp16|"
+     "avx512_core_amx|all",
+     "newest CPU ISA commfuse's kernels may use (older paths on a newer CPU); also caps oneDNN "
+     "when ONEDNN_MAX_CPU_ISA is unset"},
 }};
 
 const Param& find(std::string_view env) {
@@ -61,6 +67,9 @@ std::span<const Param> all() {
 std::string get_string(std::string_view env) {
   const Param& p = find(env);
   std::string value = raw_value(p);
+  // Choices are lower case; accept any case (oneDNN spells its ISA names in upper case).
+  if (p.kind == Kind::kChoice)
+    for (char& ch : value) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (p.kind == Kind::kChoice)
     CF_CHECK_ARG(choice_allowed(p.choices, value), p.env, "='", value, "' is not one of ",
                  p.choices);

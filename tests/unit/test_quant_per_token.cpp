@@ -14,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "core/cpu_features.hpp"
 #include "kernels/cpu/int_matmul.hpp"
 #include "kernels/cpu/quant_per_token.hpp"
 
@@ -151,17 +152,38 @@ void check_int_matmul(int64_t m, int64_t k, int64_t n, bool bt, int a_max, int b
 }  // namespace
 
 TEST(IntMatmul, PathChoice) {
-  EXPECT_EQ(cpu::choose_int_matmul_path(127, 128), cpu::IntMatmulPath::kF32Blocked);
-  EXPECT_EQ(cpu::choose_int_matmul_path(7, 8), cpu::IntMatmulPath::kS8);
-  EXPECT_EQ(cpu::choose_int_matmul_path(8, 8), cpu::IntMatmulPath::kS8);
+  // Without int32 accumulation (AVX2's vpmaddubsw) only int4-sized operands may use s8.
+  EXPECT_EQ(cpu::choose_int_matmul_path(127, 128, false), cpu::IntMatmulPath::kF32Blocked);
+  EXPECT_EQ(cpu::choose_int_matmul_path(127, 65, false), cpu::IntMatmulPath::kF32Blocked);
+  EXPECT_EQ(cpu::choose_int_matmul_path(127, 64, false), cpu::IntMatmulPath::kS8);  // 2*255*64 fits
+  EXPECT_EQ(cpu::choose_int_matmul_path(7, 8, false), cpu::IntMatmulPath::kS8);
+  EXPECT_EQ(cpu::choose_int_matmul_path(8, 8, false), cpu::IntMatmulPath::kS8);
+  // With it (VNNI, AMX) every int8 operand does.
+  EXPECT_EQ(cpu::choose_int_matmul_path(127, 128, true), cpu::IntMatmulPath::kS8);
+  EXPECT_EQ(cpu::choose_int_matmul_path(8, 8, true), cpu::IntMatmulPath::kS8);
+  // This machine's answer follows from its (capped) features, never from a constant.
+  const bool int32 = cpu::s8_gemm_accumulates_in_int32();
+  EXPECT_EQ(cpu::choose_int_matmul_path(127, 127), cpu::choose_int_matmul_path(127, 127, int32));
+}
+
+TEST(IntMatmul, Int32AccumulationNeedsVnniOrAmxUnderTheCap) {
+  const commfuse::cpu::Features& f = commfuse::cpu::features();
+  if (cpu::s8_gemm_accumulates_in_int32()) {
+    EXPECT_TRUE(f.avx512_vnni || f.avx_vnni || f.amx_int8) << commfuse::cpu::describe(f);
+  }
+  if (!(f.avx512_vnni || f.avx_vnni || f.amx_int8)) {
+    EXPECT_FALSE(cpu::s8_gemm_accumulates_in_int32()) << commfuse::cpu::describe(f);
+  }
 }
 
 TEST(IntMatmul, Int8IsExactIncludingSaturatingValues) {
+  // Whichever path this CPU takes for int8 x int8 must be exact at the saturating extremes.
+  const cpu::IntMatmulPath want = cpu::choose_int_matmul_path(127, 127);
   for (bool bt : {false, true})
     for (bool extreme : {false, true}) {
-      check_int_matmul(9, 40, 11, bt, 127, 127, extreme, cpu::IntMatmulPath::kF32Blocked);
-      // k > 1040: several exact fp32 blocks summed in int32.
-      check_int_matmul(3, 2500, 5, bt, 127, 127, extreme, cpu::IntMatmulPath::kF32Blocked);
+      check_int_matmul(9, 40, 11, bt, 127, 127, extreme, want);
+      // k > 1040: several exact fp32 blocks summed in int32 (on the f32-blocked path).
+      check_int_matmul(3, 2500, 5, bt, 127, 127, extreme, want);
     }
 }
 

@@ -9,6 +9,7 @@
 #include "core/build_info.hpp"
 #include "core/cpu_features.hpp"
 #include "core/params.hpp"
+#include "kernels/cpu/int_matmul.hpp"
 #include "kernels/cpu/onednn_info.hpp"
 
 namespace commfuse::cli {
@@ -27,12 +28,26 @@ int cmd_info(int /*argc*/, char** /*argv*/) {
   std::printf("  CUDA built        %s%s\n", yn(build::have_cuda()),
               build::have_cuda() ? "" : " (no CUDA kernels in this version)");
   std::printf("  oneDNN            %s\n", kernels::cpu::onednn_version().c_str());
-  std::printf("  CPU cores         %d online\n", cpu::online_cores());
+  std::printf("  CPU               %s, %d cores online\n", cpu::model_name().c_str(),
+              cpu::online_cores());
   std::printf(
       "  CPU features      AVX2 %s, AVX-512 %s, AVX512-BF16 %s, VNNI %s (avx512 %s, avx %s)\n",
       yn(f.avx2), yn(f.avx512f), yn(f.avx512_bf16), yn(f.avx512_vnni || f.avx_vnni),
       yn(f.avx512_vnni), yn(f.avx_vnni));
   std::printf("  CPU feature list  %s\n", cpu::describe(f).c_str());
+  const cpu::IsaLevel cap = cpu::max_isa();
+  std::printf("  CPU ISA           %s (detected %s%s)\n",
+              cpu::isa_level_name(cpu::highest_level(f)),
+              cpu::isa_level_name(cpu::highest_level(cpu::detected_features())),
+              cap == cpu::IsaLevel::kAll
+                  ? ""
+                  : (std::string(", capped by COMMFUSE_MAX_CPU_ISA=") + cpu::isa_level_name(cap))
+                        .c_str());
+  std::printf("  oneDNN ISA        %s\n", kernels::cpu::onednn_effective_isa().c_str());
+  std::printf("  int8 GEMM         %s\n",
+              kernels::cpu::s8_gemm_accumulates_in_int32()
+                  ? "oneDNN s8 (int32 accumulation: VNNI/AMX) for int8 and int4"
+                  : "oneDNN s8 for int4 ranges; exact f32 blocks for int8 (no VNNI/AMX)");
   std::printf("\nparameters (environment, value, default, description):\n");
   for (const auto& p : params::all()) {
     std::string value;

@@ -40,16 +40,20 @@ Table make_table(DType t) {
 
 // The multiply and the add are separate fp32 operations (no FMA is enabled for these
 // clones), as SPEC §4 defines the sum.
-CF_SIMD_CLONES void int8_set(const uint8_t* c, float s, float* acc, int64_t n) {
+CF_SIMD_KERNEL(void, int8_set, (const uint8_t* c, float s, float* acc, int64_t n), (c, s, acc, n)) {
   for (int64_t i = 0; i < n; ++i) acc[i] = static_cast<float>(static_cast<int8_t>(c[i])) * s;
 }
-CF_SIMD_CLONES void int8_add(const uint8_t* c, float s, float* acc, int64_t n) {
+CF_SIMD_KERNEL(void, int8_add, (const uint8_t* c, float s, float* acc, int64_t n), (c, s, acc, n)) {
   for (int64_t i = 0; i < n; ++i) acc[i] += static_cast<float>(static_cast<int8_t>(c[i])) * s;
 }
-CF_SIMD_CLONES void table_set(const float* lut, const uint8_t* c, float s, float* acc, int64_t n) {
+CF_SIMD_KERNEL(void, table_set,
+               (const float* lut, const uint8_t* c, float s, float* acc, int64_t n),
+               (lut, c, s, acc, n)) {
   for (int64_t i = 0; i < n; ++i) acc[i] = lut[c[i]] * s;
 }
-CF_SIMD_CLONES void table_add(const float* lut, const uint8_t* c, float s, float* acc, int64_t n) {
+CF_SIMD_KERNEL(void, table_add,
+               (const float* lut, const uint8_t* c, float s, float* acc, int64_t n),
+               (lut, c, s, acc, n)) {
   for (int64_t i = 0; i < n; ++i) acc[i] += lut[c[i]] * s;
 }
 

@@ -11,12 +11,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
 #include "core/simd.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/matmul_plan.hpp"
+#include "kernels/cpu/onednn_info.hpp"
 #include "kernels/cpu/threads.hpp"
 
 namespace commfuse::kernels::cpu {
@@ -39,17 +41,6 @@ using dims = dnnl::memory::dims;
 
 // vpmaddubsw sums two (a + 128) * b products into a saturating int16 (see the header).
 constexpr int64_t kInt16Max = 32767;
-
-int verbose_level() {
-  static const int level = [] {
-    try {
-      return static_cast<int>(params::get_int("COMMFUSE_VERBOSE"));
-    } catch (const Error&) {
-      return 0;
-    }
-  }();
-  return level;
-}
 
 std::shared_ptr<const IntMatmulPlan> create(const IntMatmulDesc& d, int threads) {
   auto plan = std::make_shared<IntMatmulPlan>();
@@ -76,7 +67,7 @@ std::shared_ptr<const IntMatmulPlan> create(const IntMatmulDesc& d, int threads)
       plan->path = IntMatmulPath::kF32Blocked;  // no int8 matmul in this oneDNN build
     }
   }
-  if (verbose_level() >= 1) log::write(log::Level::kInfo, "int matmul plan: " + describe(*plan));
+  log::verbose("int matmul plan: " + describe(*plan));
   return plan;
 }
 
@@ -112,12 +103,13 @@ struct Scratch {
   }
 };
 
-CF_SIMD_CLONES void widen_s8(const int8_t* src, float* dst, size_t count) {
+CF_SIMD_KERNEL(void, widen_s8, (const int8_t* src, float* dst, size_t count), (src, dst, count)) {
   for (size_t i = 0; i < count; ++i) dst[i] = static_cast<float>(src[i]);
 }
 
 // c (int32, stride ldc) = or += the exact integers held by the dense fp32 block.
-CF_SIMD_CLONES void store_block(const float* f, int32_t* c, size_t n, bool add) {
+CF_SIMD_KERNEL(void, store_block, (const float* f, int32_t* c, size_t n, bool add),
+               (f, c, n, add)) {
   if (add)
     for (size_t j = 0; j < n; ++j) c[j] += static_cast<int32_t>(f[j]);
   else
@@ -149,18 +141,66 @@ void run_f32_blocked(const IntMatmulPlan& plan, const int8_t* a, const float* b,
   }
 }
 
+// The safety net under the ISA check: one small s8 GEMM whose every pair of products
+// overflows int16 (a = 127 shifted to 255, b = +-127/-128), compared with the exact sums.
+bool s8_kernel_exact_at_int8_extremes() {
+  constexpr int64_t m = 2, k = 64, n = 2;
+  std::vector<int8_t> a(m * k), b(k * n);
+  for (int64_t i = 0; i < k; ++i) {
+    a[i] = 127;
+    a[k + i] = -128;
+    b[i * n] = 127;
+    b[i * n + 1] = -128;
+  }
+  std::vector<int32_t> c(m * n, 0);
+  try {
+    const dnnl::memory::desc a_md({m, k}, dt::s8, dims{k, 1});
+    const dnnl::memory::desc b_md({k, n}, dt::s8, dims{n, 1});
+    const dnnl::memory::desc c_md({m, n}, dt::s32, dims{n, 1});
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), cpu_engine());
+    dnnl::stream stream(cpu_engine());
+    dnnl::memory am(a_md, cpu_engine(), a.data()), bm(b_md, cpu_engine(), b.data()),
+        cm(c_md, cpu_engine(), c.data());
+    dnnl::matmul(pd).execute(stream,
+                             {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    stream.wait();
+  } catch (const dnnl::error&) {
+    return false;
+  }
+  const int32_t want[] = {127 * 127 * k, 127 * -128 * k, -128 * 127 * k, -128 * -128 * k};
+  return std::equal(c.begin(), c.end(), want);
+}
+
 }  // namespace
 
 const char* int_matmul_path_name(IntMatmulPath p) {
   return p == IntMatmulPath::kS8 ? "s8s8s32" : "f32-blocked";
 }
 
-IntMatmulPath choose_int_matmul_path(int a_max, int b_max) {
-  // oneDNN shifts a to u8 (a + 128 <= 255 for int8 a) and sums pairs in int16.
+IntMatmulPath choose_int_matmul_path(int a_max, int b_max, bool int32_accumulation) {
+  if (int32_accumulation) return IntMatmulPath::kS8;
+  // vpmaddubsw: oneDNN shifts a to u8 (a + 128 <= 255 for int8 a) and sums pairs in int16.
   const int64_t shifted_a = std::min<int64_t>(255, int64_t{a_max} + 128);
   return 2 * shifted_a * b_max <= kInt16Max ? IntMatmulPath::kS8 : IntMatmulPath::kF32Blocked;
 }
 
+IntMatmulPath choose_int_matmul_path(int a_max, int b_max) {
+  return choose_int_matmul_path(a_max, b_max, s8_gemm_accumulates_in_int32());
+}
+
+bool s8_gemm_accumulates_in_int32() {
+  static const bool yes = [] {
+    const commfuse::cpu::Features& f = commfuse::cpu::features();  // capped
+    if (!(f.avx512_vnni || f.avx_vnni || f.amx_int8)) return false;
+    if (!onednn_int8_accumulates_in_int32()) return false;  // ONEDNN_MAX_CPU_ISA below VNNI
+    const bool exact = s8_kernel_exact_at_int8_extremes();
+    if (!exact)
+      CF_LOG(kWarn, "int matmul: oneDNN's s8 kernel saturated on a VNNI CPU (",
+             onednn_effective_isa(), "); int8 x int8 uses the exact f32-blocked path");
+    return exact;
+  }();
+  return yes;
+}
 std::shared_ptr<const IntMatmulPlan> plan_int_matmul(const IntMatmulDesc& d) {
   CF_CHECK_ARG(d.m >= 0 && d.k >= 1 && d.n >= 1, "int_matmul: m, k, n are ", d.m, ", ", d.k, ", ",
                d.n, " (need m >= 0, k >= 1, n >= 1)");
@@ -190,7 +230,7 @@ std::string describe(const IntMatmulPlan& p) {
                      " |a|<=", d.a_max, " |b|<=", d.b_max, " -> ", int_matmul_path_name(p.path),
                      p.path == IntMatmulPath::kS8 ? " (" + p.impl + ")"
                                                   : detail::cat(" (k blocks of ", p.k_block, ")"),
-                     ", ", p.threads, " threads");
+                     ", oneDNN ISA ", onednn_effective_isa(), ", ", p.threads, " threads");
 }
 
 size_t prepared_b_bytes(const IntMatmulPlan& plan) {

@@ -2,11 +2,14 @@
 // accumulation (SPEC §0). a is (m, k) row-major with row stride lda; b is (k, n) row-major
 // or, when b_transposed, an (n, k) buffer; c is (m, n) with row stride ldc.
 //
-// Two implementations, chosen per descriptor from the value bounds the caller promises:
-//  - kS8: oneDNN's s8 x s8 -> s32 matmul. Without VNNI (this AVX2 CPU) oneDNN multiplies
-//    with vpmaddubsw, which adds (a + 128) * b for two k at a time into a saturating int16:
-//    exact only while 2 * 255 * max|b| <= 32767, i.e. max|b| <= 64. True for int4 operands
-//    (A16W4, A4W4); not for int8 weights, where it was measured to give wrong sums.
+// Two implementations, chosen per descriptor from the value bounds the caller promises and
+// the CPU (capped by COMMFUSE_MAX_CPU_ISA):
+//  - kS8: oneDNN's s8 x s8 -> s32 matmul. With VNNI or AMX-INT8 its products accumulate in
+//    int32: exact for any int8 operands. Without (AVX2, AVX-512 before VNNI) oneDNN
+//    multiplies with vpmaddubsw, which adds (a + 128) * b for two k at a time into a
+//    saturating int16: exact only while 2 * 255 * max|b| <= 32767, i.e. max|b| <= 64. True
+//    for int4 operands (A16W4, A4W4); not for int8 weights, where it was measured to give
+//    wrong sums.
 //  - kF32Blocked: a and b widened to fp32 (b once per call by the caller, see prepare_b)
 //    and multiplied by oneDNN's fp32 matmul in k-blocks short enough that every partial
 //    sum is an integer below 2^24 (exact in fp32); blocks are added in int32. Used for
@@ -34,8 +37,13 @@ struct IntMatmulDesc {
 };
 
 // The path the bounds allow: kS8 when oneDNN's int8 kernel is exact for them, else
-// kF32Blocked.
+// kF32Blocked. int32_accumulation: whether the kernel accumulates in int32 (VNNI / AMX).
+IntMatmulPath choose_int_matmul_path(int a_max, int b_max, bool int32_accumulation);
+// The same for this machine: int32_accumulation = s8_gemm_accumulates_in_int32().
 IntMatmulPath choose_int_matmul_path(int a_max, int b_max);
+// True when commfuse's features (capped) and oneDNN's effective ISA both have VNNI or
+// AMX-INT8, and oneDNN's s8 kernel summed a saturating probe exactly (checked once).
+bool s8_gemm_accumulates_in_int32();
 
 class IntMatmulPlan;
 // Validated (InvalidArgument naming the field) and cached like plan_matmul. Thread-safe.

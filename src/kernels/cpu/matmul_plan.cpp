@@ -12,6 +12,7 @@
 #include "core/params.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/matmul_plan.hpp"
+#include "kernels/cpu/onednn_info.hpp"
 #include "kernels/cpu/threads.hpp"
 
 namespace commfuse::kernels::cpu {
@@ -46,19 +47,6 @@ dt to_dnnl(DType t) {
   }
   CF_ASSERT(false);
   return dt::undef;
-}
-
-int verbose_level() {
-  // Read once like COMMFUSE_LOG; a bad value must not make every GEMM fail.
-  static const int level = [] {
-    try {
-      return static_cast<int>(params::get_int("COMMFUSE_VERBOSE"));
-    } catch (const Error& e) {
-      log::write(log::Level::kWarn, detail::cat(e.what(), "; verbose output off"));
-      return 0;
-    }
-  }();
-  return level;
 }
 
 // Operand layouts handed to oneDNN. The caller's strides when oneDNN reads the caller's
@@ -148,7 +136,7 @@ std::shared_ptr<const MatmulPlan> create_plan(const MatmulDesc& d, int threads) 
   // Some oneDNN kernels size their work split from the thread count at creation.
   ScopedComputeThreads scoped(threads);
   if (d.a_dtype == DType::kFloat32 || !try_native(d, *plan)) plan_widened(d, *plan);
-  if (verbose_level() >= 1) log::write(log::Level::kInfo, "matmul plan: " + describe(*plan));
+  log::verbose("matmul plan: " + describe(*plan));
   return plan;
 }
 
@@ -174,7 +162,10 @@ PlanCache& plan_cache() {
 }  // namespace
 
 const dnnl::engine& cpu_engine() {
-  static const dnnl::engine* const engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  static const dnnl::engine* const engine = [] {
+    apply_onednn_isa_cap();  // before oneDNN's first kernel fixes its ISA
+    return new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return *engine;
 }
 
@@ -247,7 +238,8 @@ std::string describe(const MatmulPlan& p) {
                   " lda=", d.lda, " ldb=", d.ldb, " ldc=", d.ldc);
   if (d.has_bias) s += detail::cat(" bias=", name_of(d.bias_dtype));
   if (d.accumulate) s += " accumulate";
-  s += detail::cat(" -> ", p.impl.empty() ? "none" : p.impl);
+  s += detail::cat(" -> ", p.impl.empty() ? "none" : p.impl, " (oneDNN ISA ",
+                   onednn_effective_isa(), ")");
   if (p.widened)
     s += detail::cat(", ", name_of(d.a_dtype), " widened to float32 (no native kernel)");
   if (p.bias_to_f32) s += ", bias widened to float32";

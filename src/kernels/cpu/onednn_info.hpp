@@ -1,6 +1,20 @@
+// What the oneDNN in this process is and which ISA it dispatches to, and the one place
+// commfuse's ISA cap (COMMFUSE_MAX_CPU_ISA) is handed to it.
 #pragma once
 #include <string>
 namespace commfuse::kernels::cpu {
 // "2.6.3 (cpu runtime: OpenMP, hash ...)" of the oneDNN the process loaded.
 std::string onednn_version();
+
+// Caps oneDNN at commfuse's COMMFUSE_MAX_CPU_ISA (mapped to the nearest oneDNN level not
+// above it) unless ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA say otherwise. Must run before
+// oneDNN creates its first kernel (oneDNN fixes its ISA then): cpu_engine() calls it.
+// Idempotent and thread-safe.
+void apply_onednn_isa_cap();
+
+// The ISA oneDNN's kernels use now, in oneDNN's spelling ("avx2", "avx512_core_amx", ...).
+std::string onednn_effective_isa();
+// True when oneDNN's s8 x s8 -> s32 kernels use VNNI (vpdpbusd) or AMX, whose products
+// accumulate in int32 without the int16 saturation of AVX2's vpmaddubsw.
+bool onednn_int8_accumulates_in_int32();
 }  // namespace commfuse::kernels::cpu

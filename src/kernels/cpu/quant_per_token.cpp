@@ -1,5 +1,5 @@
 // Per-token quantization loops (quant_per_token.hpp). Straight loops over fp32 that GCC
-// vectorizes (CF_SIMD_CLONES); the arithmetic is the formula of SPEC §3 in fp32, so the
+// vectorizes (CF_SIMD_KERNEL); the arithmetic is the formula of SPEC §3 in fp32, so the
 // vector and scalar forms give the same bits (one multiply, one rint, one clamp).
 #include "kernels/cpu/quant_per_token.hpp"
 
@@ -9,7 +9,7 @@
 
 namespace commfuse::kernels::cpu {
 
-CF_SIMD_CLONES float abs_max(const float* v, size_t count) {
+CF_SIMD_KERNEL(float, abs_max, (const float* v, size_t count), (v, count)) {
   float m = 0.0f;
   for (size_t i = 0; i < count; ++i) {
     const float a = std::fabs(v[i]);
@@ -18,8 +18,9 @@ CF_SIMD_CLONES float abs_max(const float* v, size_t count) {
   return m;
 }
 
-CF_SIMD_CLONES float quantize_row_with_amax(const float* v, size_t count, float amax, int qmax,
-                                            int8_t* q) {
+CF_SIMD_KERNEL(float, quantize_row_with_amax,
+               (const float* v, size_t count, float amax, int qmax, int8_t* q),
+               (v, count, amax, qmax, q)) {
   if (!(amax > 0.0f)) {  // all-zero row (SPEC §3: zeros with s = 0, where CANN gives NaN)
     for (size_t i = 0; i < count; ++i) q[i] = 0;
     return 0.0f;

@@ -1,0 +1,115 @@
+// The ISA cap (COMMFUSE_MAX_CPU_ISA): level names, what each level allows, and that the
+// features every kernel choice reads are the CPU's, less what the cap in force removes.
+// Run natively and again capped (tests/CMakeLists.txt), so both answers are checked.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "core/cpu_features.hpp"
+#include "core/error.hpp"
+#include "kernels/cpu/onednn_info.hpp"
+
+namespace cpu = commfuse::cpu;
+using cpu::IsaLevel;
+
+namespace {
+
+cpu::Features all_features() {
+  cpu::Features f;
+  f.avx2 = f.fma = f.f16c = f.avx_vnni = true;
+  f.avx512f = f.avx512bw = f.avx512_vnni = f.avx512_bf16 = f.avx512_fp16 = true;
+  f.amx_tile = f.amx_bf16 = f.amx_int8 = true;
+  return f;
+}
+
+bool subset(const cpu::Features& a, const cpu::Features& b) {
+  const bool pa[] = {a.avx2,     a.fma,         a.f16c,        a.avx512f,
+                     a.avx512bw, a.avx512_vnni, a.avx512_bf16, a.avx512_fp16,
+                     a.avx_vnni, a.amx_tile,    a.amx_bf16,    a.amx_int8};
+  const bool pb[] = {b.avx2,     b.fma,         b.f16c,        b.avx512f,
+                     b.avx512bw, b.avx512_vnni, b.avx512_bf16, b.avx512_fp16,
+                     b.avx_vnni, b.amx_tile,    b.amx_bf16,    b.amx_int8};
+  for (size_t i = 0; i < std::size(pa); ++i)
+    if (pa[i] && !pb[i]) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST(CpuIsa, LevelNamesRoundTripInAnyCase) {
+  for (int i = 0; i <= static_cast<int>(IsaLevel::kAll); ++i) {
+    const auto l = static_cast<IsaLevel>(i);
+    EXPECT_EQ(cpu::isa_level_from_name(cpu::isa_level_name(l)), l);
+  }
+  EXPECT_EQ(cpu::isa_level_from_name("AVX2"), IsaLevel::kAvx2);
+  EXPECT_EQ(cpu::isa_level_from_name("Avx512_Core_AMX"), IsaLevel::kAvx512CoreAmx);
+  try {
+    cpu::isa_level_from_name("avx3");
+    ADD_FAILURE() << "avx3 accepted";
+  } catch (const commfuse::Error& e) {
+    EXPECT_EQ(e.code(), commfuse::Status::kParamInvalid);
+    EXPECT_NE(std::string(e.what()).find("'avx3'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CpuIsa, EachLevelAllowsItsFeaturesAndThoseBelow) {
+  const cpu::Features all = all_features();
+  const cpu::Features avx2 = cpu::capped(all, IsaLevel::kAvx2);
+  EXPECT_TRUE(avx2.avx2 && avx2.fma && avx2.f16c);
+  EXPECT_FALSE(avx2.avx_vnni || avx2.avx512f || avx2.avx512_vnni || avx2.amx_int8);
+  EXPECT_EQ(cpu::describe(cpu::capped(all, IsaLevel::kSse41)), "baseline x86-64");
+  const cpu::Features vnni = cpu::capped(all, IsaLevel::kAvx512CoreVnni);
+  EXPECT_TRUE(vnni.avx512f && vnni.avx512bw && vnni.avx512_vnni && vnni.avx_vnni);
+  EXPECT_FALSE(vnni.avx512_bf16 || vnni.avx512_fp16 || vnni.amx_tile);
+  EXPECT_EQ(cpu::describe(cpu::capped(all, IsaLevel::kAll)), cpu::describe(all));
+  // Levels are cumulative, and the highest level of a capped full set is the cap.
+  for (int i = 0; i <= static_cast<int>(IsaLevel::kAll); ++i) {
+    const auto l = static_cast<IsaLevel>(i);
+    if (i > 0) {
+      EXPECT_TRUE(subset(cpu::capped(all, static_cast<IsaLevel>(i - 1)), cpu::capped(all, l)));
+    }
+    if (l != IsaLevel::kAll) {
+      EXPECT_EQ(cpu::highest_level(cpu::capped(all, l)), l);
+    }
+  }
+  // A cap never adds what the CPU lacks.
+  cpu::Features avx2_cpu;
+  avx2_cpu.avx2 = avx2_cpu.fma = avx2_cpu.f16c = true;
+  EXPECT_EQ(cpu::describe(cpu::capped(avx2_cpu, IsaLevel::kAll)), "avx2 fma f16c");
+  EXPECT_EQ(cpu::highest_level(avx2_cpu), IsaLevel::kAvx2);
+}
+
+TEST(CpuIsa, FeaturesAreTheDetectedOnesUnderTheCapInForce) {
+  const char* env = std::getenv("COMMFUSE_MAX_CPU_ISA");
+  const IsaLevel want = env != nullptr ? cpu::isa_level_from_name(env) : IsaLevel::kAll;
+  EXPECT_EQ(cpu::max_isa(), want);
+  EXPECT_EQ(cpu::describe(cpu::features()),
+            cpu::describe(cpu::capped(cpu::detected_features(), want)));
+  EXPECT_TRUE(subset(cpu::features(), cpu::detected_features()));
+  EXPECT_EQ(cpu::use_avx2(), cpu::features().avx2);
+  if (want <= IsaLevel::kAvx2Vnni) {
+    EXPECT_FALSE(cpu::features().avx512f);
+    EXPECT_FALSE(cpu::features().amx_int8);
+  }
+}
+
+TEST(CpuIsa, OneDnnIsCappedToMatchUnlessTheUserCappedIt) {
+  const std::string isa = commfuse::kernels::cpu::onednn_effective_isa();
+  // The user's ONEDNN_MAX_CPU_ISA wins over commfuse's cap (onednn_info.hpp).
+  const char* user = std::getenv("ONEDNN_MAX_CPU_ISA");
+  if (user == nullptr || *user == '\0') user = std::getenv("DNNL_MAX_CPU_ISA");
+  if (user != nullptr && *user == '\0') user = nullptr;
+  const IsaLevel cap = user != nullptr ? cpu::isa_level_from_name(user) : cpu::max_isa();
+  const bool has_avx2 = cpu::detected_features().avx2 && cpu::detected_features().fma;
+  if (cap == IsaLevel::kSse41) {
+    EXPECT_EQ(isa, "sse41");
+  }
+  if (cap == IsaLevel::kAvx2 && has_avx2) {
+    EXPECT_EQ(isa, "avx2");
+  }
+  if (cap == IsaLevel::kAll && cpu::detected_features().avx512f) {
+    EXPECT_NE(isa.find("avx512"), std::string::npos) << isa;
+  }
+  EXPECT_FALSE(isa.empty());
+}
