@@ -207,6 +207,9 @@ class AllGatherMatmulPlan {
 
   size_t workspace_size() const;
   const char* schedule_name() const;  // which algorithm was chosen ("unfused", ...)
+  // One line saying what the plan will run and on which kernels (the CPU's ISA decides,
+  // e.g. whether fp16/bf16 operands are widened to fp32): what COMMFUSE_VERBOSE=1 prints.
+  std::string description() const;
   void execute(void* workspace, size_t workspace_bytes);
 
  private:
@@ -225,6 +228,7 @@ class MatmulReduceScatterPlan {
 
   size_t workspace_size() const;
   const char* schedule_name() const;
+  std::string description() const;  // as AllGatherMatmulPlan::description()
   void execute(void* workspace, size_t workspace_bytes);
 
  private:
@@ -243,6 +247,7 @@ class MatmulAllReducePlan {
 
   size_t workspace_size() const;
   const char* schedule_name() const;
+  std::string description() const;  // as AllGatherMatmulPlan::description()
   void execute(void* workspace, size_t workspace_bytes);
 
  private:
@@ -328,6 +333,7 @@ class AlltoAllQuantMatmulPlan {
   size_t workspace_size() const;
   const char* schedule_name() const;
   const char* combination_name() const;  // "A16W8", "A16W4", "A4W4"
+  std::string description() const;       // as AllGatherMatmulPlan::description()
   void execute(void* workspace, size_t workspace_bytes);
 
  private:

@@ -51,16 +51,30 @@ int case_c_api(commfuse::Comm& comm) {
   uint64_t ws = 0;
   commfuseOpExecutor_t* exec = nullptr;
 
-  {  // all_gather_matmul, gather_output = false (no gatherOut): workspace holds x2 and the
-     // bias widened to fp32 (fp16 has no native oneDNN kernel)
+  {  // all_gather_matmul, gather_output = false (no gatherOut)
     std::vector<uint8_t> out_c(m * R * n * 2, 0xCD), out_cpp(out_c.size(), 0xCD);
     auto cout = tensor({m * R, n}, nullptr, cdt, out_c.data());
     EXPECT(commfuseAllGatherMatmulGetWorkspaceSize(cx1.get(), cx2.get(), cbias.get(), group.c_str(),
                                                    0, 0, 1, cout.get(), nullptr, &ws,
                                                    &exec) == COMMFUSE_SUCCESS,
            "%s", commfuseGetLastErrorMessage());
-    EXPECT(ws >= static_cast<uint64_t>((k * n + n) * 4), "workspace %llu",
-           static_cast<unsigned long long>(ws));
+    // The C workspace is the C++ plan's. Where this CPU has no native bf16 kernel (the plan
+    // says so) it holds x2 and the bias widened to fp32; with one (AVX512-BF16, AMX) neither.
+    commfuse::AllGatherMatmulOptions po;
+    po.bias = bias_cpp;
+    po.gather_output = false;
+    const commfuse::AllGatherMatmulPlan cpp_plan(
+        commfuse::TensorView(x1.data(), dt, {m, k}), x2_cpp, group, R,
+        commfuse::TensorView(out_cpp.data(), dt, {m * R, n}), commfuse::TensorView(), po);
+    const std::string how = cpp_plan.description();
+    EXPECT(ws == cpp_plan.workspace_size(), "C workspace %llu, C++ %zu",
+           static_cast<unsigned long long>(ws), cpp_plan.workspace_size());
+    if (how.find("widened to float32") != std::string::npos)
+      EXPECT(ws >= static_cast<uint64_t>((k * n + n) * 4), "workspace %llu for %s",
+             static_cast<unsigned long long>(ws), how.c_str());
+    else
+      EXPECT(how.find("-> ref") == std::string::npos, "native bf16 on oneDNN's reference: %s",
+             how.c_str());
     EXPECT(with_workspace(ws, exec, commfuseAllGatherMatmul) == COMMFUSE_SUCCESS, "%s",
            commfuseGetLastErrorMessage());
     commfuse::AllGatherMatmulOptions o;

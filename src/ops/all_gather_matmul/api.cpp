@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/log.hpp"
 #include "ops/all_gather_matmul/plan.hpp"
 
 namespace commfuse {
@@ -14,7 +15,9 @@ AllGatherMatmulPlan::AllGatherMatmulPlan(const TensorView& x1, const TensorView&
                                          const AllGatherMatmulOptions& options)
     : data_(std::make_unique<ops::AllGatherMatmulPlanData>(
           ops::plan_all_gather_matmul(ops::validate_all_gather_matmul(
-              x1, x2, group, world_size, output, gather_out, options)))) {}
+              x1, x2, group, world_size, output, gather_out, options)))) {
+  log::verbose(ops::describe(*data_));
+}
 
 AllGatherMatmulPlan::~AllGatherMatmulPlan() = default;
 AllGatherMatmulPlan::AllGatherMatmulPlan(AllGatherMatmulPlan&&) noexcept = default;
@@ -22,6 +25,10 @@ AllGatherMatmulPlan& AllGatherMatmulPlan::operator=(AllGatherMatmulPlan&&) noexc
 
 size_t AllGatherMatmulPlan::workspace_size() const {
   return data_->workspace_bytes;
+}
+
+std::string AllGatherMatmulPlan::description() const {
+  return ops::describe(*data_);
 }
 
 const char* AllGatherMatmulPlan::schedule_name() const {

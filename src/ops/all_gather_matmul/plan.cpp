@@ -38,4 +38,14 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
   return plan;
 }
 
+std::string describe(const AllGatherMatmulPlanData& plan) {
+  const AllGatherMatmulProblem& p = plan.problem;
+  const int64_t rows = p.m * p.world_size;
+  return detail::cat(
+      kAllGatherMatmulOp, "(rank ", p.rank, "): m=", p.m, "/rank x R=", p.world_size, " k=", p.k,
+      " n=", p.n, " ", dtype_name(p.dtype), ", schedule ", schedule_name(plan.schedule),
+      ", GEMMs of up to ", plan.gemm_rows, " rows, workspace ", plan.workspace_bytes,
+      " bytes; gemm: ", describe_row_gemm(plan.gemm, std::min(rows, plan.gemm_rows)));
+}
+
 }  // namespace commfuse::ops

@@ -77,6 +77,9 @@ inline constexpr int64_t kCachedX2Bytes = 2 << 20;
 inline constexpr int64_t kMaxGemmRows = 8192;
 
 AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem);
+// One line: op, shape, schedule, GEMM batching, workspace and the block GEMM's kernel (as
+// COMMFUSE_VERBOSE prints it and AllGatherMatmulPlan::description() returns it).
+std::string describe(const AllGatherMatmulPlanData& plan);
 
 void run_all_gather_matmul_fused(const AllGatherMatmulPlanData& plan, comm::CommImpl& comm,
                                  void* workspace);

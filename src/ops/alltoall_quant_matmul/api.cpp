@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/log.hpp"
 #include "ops/alltoall_quant_matmul/plan.hpp"
 
 namespace commfuse {
@@ -15,7 +16,9 @@ AlltoAllQuantMatmulPlan::AlltoAllQuantMatmulPlan(const TensorView& x1, const Ten
                                                  const AlltoAllQuantMatmulOptions& options)
     : data_(std::make_unique<ops::AlltoAllQuantMatmulPlanData>(
           ops::plan_alltoall_quant_matmul(ops::validate_alltoall_quant_matmul(
-              x1, x2, x2_scale, group, output, all_to_all_out, options)))) {}
+              x1, x2, x2_scale, group, output, all_to_all_out, options)))) {
+  log::verbose(ops::describe(*data_));
+}
 
 AlltoAllQuantMatmulPlan::~AlltoAllQuantMatmulPlan() = default;
 AlltoAllQuantMatmulPlan::AlltoAllQuantMatmulPlan(AlltoAllQuantMatmulPlan&&) noexcept = default;
@@ -24,6 +27,10 @@ AlltoAllQuantMatmulPlan& AlltoAllQuantMatmulPlan::operator=(AlltoAllQuantMatmulP
 
 size_t AlltoAllQuantMatmulPlan::workspace_size() const {
   return data_->ws.total;
+}
+
+std::string AlltoAllQuantMatmulPlan::description() const {
+  return ops::describe(*data_);
 }
 
 const char* AlltoAllQuantMatmulPlan::schedule_name() const {

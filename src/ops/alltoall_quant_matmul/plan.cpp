@@ -88,4 +88,13 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
   return plan;
 }
 
+std::string describe(const AlltoAllQuantMatmulPlanData& plan) {
+  const AlltoAllQuantMatmulProblem& p = plan.problem;
+  return detail::cat(kAlltoAllQuantMatmulOp, "(rank ", p.rank, "): ", combo_name(p.combo),
+                     " BS=", p.bs, " H=", p.h, " N=", p.n, " R=", p.world_size, ", GEMM chunks of ",
+                     plan.gemm_rows, " rows, workspace ", plan.ws.total, " bytes; int gemm: ",
+                     plan.full_gemm ? kernels::cpu::describe(*plan.full_gemm)
+                                    : std::string(kernels::cpu::int_matmul_path_name(plan.path)));
+}
+
 }  // namespace commfuse::ops

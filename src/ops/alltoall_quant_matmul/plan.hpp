@@ -91,6 +91,8 @@ struct AlltoAllQuantMatmulPlanData {
 };
 
 AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProblem problem);
+// One line: op, combination, shape, GEMM chunking, workspace and the int GEMM's path.
+std::string describe(const AlltoAllQuantMatmulPlanData& plan);
 
 void run_alltoall_quant_matmul_fused(const AlltoAllQuantMatmulPlanData& plan, comm::CommImpl& comm,
                                      void* workspace);

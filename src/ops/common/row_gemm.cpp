@@ -1,7 +1,9 @@
 #include "ops/common/row_gemm.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <string>
 
 #include "core/convert_fast.hpp"
 #include "core/error.hpp"
@@ -68,20 +70,36 @@ RowGemm::RowGemm(const RowGemmShape& s, void* workspace) : s_(s), widened_(needs
   }
 }
 
-kernels::cpu::MatmulDesc RowGemm::desc_for(int64_t rows) const {
+// The descriptor of one GEMM on `rows` rows. Widened operands are dense fp32 copies in the
+// workspace (b's row stride is then its dense width).
+kernels::cpu::MatmulDesc gemm_desc(const RowGemmShape& s, bool widened, int64_t rows) {
   kernels::cpu::MatmulDesc d;
   d.m = rows;
-  d.k = s_.k;
-  d.n = s_.n;
-  d.a_dtype = d.b_dtype = widened_ ? DType::kFloat32 : s_.dtype;
-  d.b_transposed = s_.b.transposed;
-  d.lda = s_.k;
-  d.ldb = ldb_;
-  d.ldc = s_.n;
-  d.c_dtype = widened_ ? DType::kFloat32 : s_.c_dtype;
-  d.has_bias = bias_ != nullptr;
-  d.bias_dtype = widened_ ? DType::kFloat32 : s_.bias.dtype;
+  d.k = s.k;
+  d.n = s.n;
+  d.a_dtype = d.b_dtype = widened ? DType::kFloat32 : s.dtype;
+  d.b_transposed = s.b.transposed;
+  d.lda = s.k;
+  d.ldb = widened ? (s.b.transposed ? s.k : s.n) : s.b.ld;
+  d.ldc = s.n;
+  d.c_dtype = widened ? DType::kFloat32 : s.c_dtype;
+  d.has_bias = s.bias.data != nullptr;
+  d.bias_dtype = widened ? DType::kFloat32 : s.bias.dtype;
   return d;
+}
+
+std::string describe_row_gemm(const RowGemmShape& s, int64_t rows) {
+  const bool widened = needs_widening(s);
+  std::string text = kernels::cpu::describe(
+      *kernels::cpu::plan_matmul(gemm_desc(s, widened, std::max<int64_t>(rows, 1))));
+  // The plan is of the fp32 GEMM when this layer widens: say so in the plan's own words.
+  if (widened)
+    text += detail::cat(", ", dtype_name(s.dtype), " widened to float32 (no native kernel)");
+  return text;
+}
+
+kernels::cpu::MatmulDesc RowGemm::desc_for(int64_t rows) const {
+  return gemm_desc(s_, widened_, rows);
 }
 
 size_t RowGemm::staging_bytes(const RowGemmShape& s, int64_t rows) {

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "kernels/cpu/matmul.hpp"
 #include "ops/common/tensor_checks.hpp"
@@ -28,6 +29,10 @@ struct RowGemmShape {
 
 // Workspace bytes RowGemm needs for this shape (the widened b and bias; 0 if native).
 size_t row_gemm_workspace_bytes(const RowGemmShape& s);
+// One line for a plan description: the GEMM a block of `rows` rows runs (oneDNN's
+// implementation, and "<dtype> widened to float32 (no native kernel)" where this layer
+// widens the operands because oneDNN has no native kernel for them on this CPU).
+std::string describe_row_gemm(const RowGemmShape& s, int64_t rows);
 
 class RowGemm {
  public:

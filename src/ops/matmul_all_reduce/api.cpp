@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/log.hpp"
 #include "ops/matmul_all_reduce/plan.hpp"
 
 namespace commfuse {
@@ -12,7 +13,9 @@ MatmulAllReducePlan::MatmulAllReducePlan(const TensorView& x1, const TensorView&
                                          std::string_view group, const TensorView& output,
                                          const MatmulReduceOptions& options)
     : data_(std::make_unique<ops::MatmulAllReducePlanData>(ops::plan_matmul_all_reduce(
-          ops::validate_matmul_all_reduce(x1, x2, group, output, options)))) {}
+          ops::validate_matmul_all_reduce(x1, x2, group, output, options)))) {
+  log::verbose(ops::describe(*data_));
+}
 
 MatmulAllReducePlan::~MatmulAllReducePlan() = default;
 MatmulAllReducePlan::MatmulAllReducePlan(MatmulAllReducePlan&&) noexcept = default;
@@ -20,6 +23,10 @@ MatmulAllReducePlan& MatmulAllReducePlan::operator=(MatmulAllReducePlan&&) noexc
 
 size_t MatmulAllReducePlan::workspace_size() const {
   return data_->workspace_bytes;
+}
+
+std::string MatmulAllReducePlan::description() const {
+  return ops::describe(*data_);
 }
 
 const char* MatmulAllReducePlan::schedule_name() const {

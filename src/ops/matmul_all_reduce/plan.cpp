@@ -21,4 +21,12 @@ MatmulAllReducePlanData plan_matmul_all_reduce(MatmulReduceProblem problem) {
   return plan;
 }
 
+std::string describe(const MatmulAllReducePlanData& plan) {
+  const MatmulReduceProblem& p = plan.problem;
+  return detail::cat(kMatmulAllReduceOp, "(rank ", p.rank, "): m=", p.m, " k=", p.k, " n=", p.n,
+                     " ", dtype_name(p.dtype), " R=", p.world_size, ", schedule ",
+                     schedule_name(plan.schedule), ", workspace ", plan.workspace_bytes,
+                     " bytes; gemm: ", describe_row_gemm(plan.gemm, p.m));
+}
+
 }  // namespace commfuse::ops

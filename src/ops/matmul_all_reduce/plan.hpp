@@ -34,6 +34,8 @@ struct MatmulAllReducePlanData {
 };
 
 MatmulAllReducePlanData plan_matmul_all_reduce(MatmulReduceProblem problem);
+// One line: op, shape, schedule, workspace and the partial-product GEMM's kernel.
+std::string describe(const MatmulAllReducePlanData& plan);
 
 void run_matmul_all_reduce_fused(const MatmulAllReducePlanData& plan, comm::CommImpl& comm,
                                  void* workspace);

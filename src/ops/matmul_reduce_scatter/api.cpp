@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/log.hpp"
 #include "ops/matmul_reduce_scatter/plan.hpp"
 
 namespace commfuse {
@@ -13,7 +14,9 @@ MatmulReduceScatterPlan::MatmulReduceScatterPlan(const TensorView& x1, const Ten
                                                  const TensorView& output,
                                                  const MatmulReduceOptions& options)
     : data_(std::make_unique<ops::MatmulReduceScatterPlanData>(ops::plan_matmul_reduce_scatter(
-          ops::validate_matmul_reduce_scatter(x1, x2, group, world_size, output, options)))) {}
+          ops::validate_matmul_reduce_scatter(x1, x2, group, world_size, output, options)))) {
+  log::verbose(ops::describe(*data_));
+}
 
 MatmulReduceScatterPlan::~MatmulReduceScatterPlan() = default;
 MatmulReduceScatterPlan::MatmulReduceScatterPlan(MatmulReduceScatterPlan&&) noexcept = default;
@@ -22,6 +25,10 @@ MatmulReduceScatterPlan& MatmulReduceScatterPlan::operator=(MatmulReduceScatterP
 
 size_t MatmulReduceScatterPlan::workspace_size() const {
   return data_->workspace_bytes;
+}
+
+std::string MatmulReduceScatterPlan::description() const {
+  return ops::describe(*data_);
 }
 
 const char* MatmulReduceScatterPlan::schedule_name() const {

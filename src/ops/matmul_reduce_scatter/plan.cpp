@@ -21,4 +21,12 @@ MatmulReduceScatterPlanData plan_matmul_reduce_scatter(MatmulReduceProblem probl
   return plan;
 }
 
+std::string describe(const MatmulReduceScatterPlanData& plan) {
+  const MatmulReduceProblem& p = plan.problem;
+  return detail::cat(kMatmulReduceScatterOp, "(rank ", p.rank, "): m=", p.m, " k=", p.k, " n=", p.n,
+                     " ", dtype_name(p.dtype), " R=", p.world_size, ", schedule ",
+                     schedule_name(plan.schedule), ", workspace ", plan.workspace_bytes,
+                     " bytes; gemm: ", describe_row_gemm(plan.gemm, p.m));
+}
+
 }  // namespace commfuse::ops

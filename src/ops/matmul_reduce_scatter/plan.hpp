@@ -35,6 +35,8 @@ struct MatmulReduceScatterPlanData {
 };
 
 MatmulReduceScatterPlanData plan_matmul_reduce_scatter(MatmulReduceProblem problem);
+// One line: op, shape, schedule, workspace and the partial-product GEMM's kernel.
+std::string describe(const MatmulReduceScatterPlanData& plan);
 
 void run_matmul_reduce_scatter_fused(const MatmulReduceScatterPlanData& plan, comm::CommImpl& comm,
                                      void* workspace);
