@@ -12,23 +12,21 @@
 namespace {
 
 void usage(FILE* out) {
-  std::fprintf(out,
-               "usage: commfuse <command> [args]\n"
-               "       commfuse <command> --help   (that command's usage)\n"
-               "\n"
-               "commands:\n"
-               "  info        version, build, backends, CPU features, oneDNN/MPI, parameters\n"
-               "  demo        the main job: operators across local ranks, verified, timed\n"
-               "              (number formats, then all_gather_matmul on 8 ranks vs float64)\n"
-               "  selfcheck   number formats: SPEC check values, bulk vs reference, throughput\n"
-               "  bench       bench all-reduce|all-gather|reduce-scatter|all-to-all -n W [-b 4K]\n"
-               "              [-e 64M] [-f 2] [--dtype T] [--transport shm|mpi] [--json FILE]:\n"
-               "              nccl-tests columns, and OpenMPI's collective timed in the same run\n"
-               "              also quant-all-reduce|quant-reduce-scatter (-b/-e in elements)\n"
-               "              [--dtype int8|hifloat8|float8_e4m3fn|float8_e5m2] [--scales kg|mx]\n"
-               "              [--out-dtype float32|float16|bfloat16]\n"
-               "  launch      launch -n W [--] program [args...]: run W local ranks of a program\n"
-               "  version     print the version (also --version)\n");
+  std::fprintf(
+      out,
+      "usage: commfuse <command> [args]\n"
+      "       commfuse <command> --help   (that command's usage)\n"
+      "\n"
+      "commands:\n"
+      "  info        version, build, backends, CPU features, oneDNN/MPI, parameters\n"
+      "  demo        the main job: operators across local ranks, verified, timed\n"
+      "              (number formats, then all_gather_matmul on 8 ranks vs float64)\n"
+      "  selfcheck   number formats: SPEC check values, bulk vs reference, throughput\n"
+      "  bench       bench <benchmark> [options]: collectives, fused matmul and quantized\n"
+      "              operators timed against OpenMPI and the unfused composition in the\n"
+      "              same run ('commfuse bench --help' lists them all)\n"
+      "  launch      launch -n W [--] program [args...]: run W local ranks of a program\n"
+      "  version     print the version (also --version)\n");
 }
 
 constexpr const char* kVersionUsage =
