@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -63,8 +64,9 @@ int cmd_bench_worker(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &R);
   int rc = 0;
   try {
-    const BenchOptions o = parse_bench_options(std::vector<std::string>(argv + 1, argv + argc));
-    if (o.op.rfind("quant-", 0) == 0) {  // bench_quant.cpp
+    const BenchOptions o =
+        parse_bench_options(std::vector<std::string>(argv + 1, argv + argc), /*internal=*/true);
+    if (o.family == kQuantReduce) {  // bench_quant.cpp
       rc = run_quant_bench(rank, R, o);
       MPI_Finalize();
       return rc;
@@ -75,7 +77,8 @@ int cmd_bench_worker(int argc, char** argv) {
     const std::string init =
         o.transport == "mpi" ? std::string("mpi") : "tcp://127.0.0.1:" + std::to_string(o.port);
     Comm comm(rank, R, init);
-    if (o.op.rfind("alltoall", 0) == 0) {  // fused-operator benchmarks: bench_alltoall.cpp
+    // All-to-all, then (quantized) matmul: bench_alltoall.cpp.
+    if (o.family & (kAlltoAllQuantMatmul | kAlltoAllMatmul)) {
       rc = bench_alltoall(o, comm);
       MPI_Finalize();
       return rc;
@@ -85,7 +88,7 @@ int cmd_bench_worker(int argc, char** argv) {
       json = std::fopen(o.json.c_str(), "w");
       CF_CHECK_ARG(json != nullptr, "bench: cannot write --json file ", o.json);
     }
-    if (is_fused_bench(o.op)) {
+    if (o.family == kFusedMatmul) {
       rc = run_fused_bench(o, comm, json);
       if (json) std::fclose(json);
       MPI_Finalize();
@@ -197,7 +200,7 @@ int cmd_bench_worker(int argc, char** argv) {
       if (total_wrong != 0) rc = 1;
     }
     if (json) std::fclose(json);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // commfuse::Error, or UsageError from the parent's args
     std::fprintf(stderr, "commfuse bench-worker (rank %d): %s\n", rank, e.what());
     rc = 1;
     MPI_Abort(MPI_COMM_WORLD, 1);

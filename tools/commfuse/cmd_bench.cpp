@@ -1,4 +1,4 @@
-// `commfuse bench <collective>`: starts W ranks under mpirun (so OpenMPI's own collective
+// `commfuse bench <benchmark>`: starts W ranks under mpirun (so OpenMPI's own collective
 // can be timed in the same processes, same run) and lets them run bench-worker.
 #include <sys/wait.h>
 #include <unistd.h>
@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_catalog.hpp"
 #include "bench_options.hpp"
 #include "commands.hpp"
 #include "core/error.hpp"
@@ -15,7 +16,8 @@
 namespace commfuse::cli {
 
 int cmd_bench(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (const auto rc = bench_help(args)) return *rc;
   BenchOptions o = parse_bench_options(args);
   o.port = pick_free_port();
   std::vector<std::string> cmd = {COMMFUSE_MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-n",

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_args.hpp"
 #include "commands.hpp"
 #include "demo_quant.hpp"
 #include "kernels/cpu/matmul.hpp"
@@ -19,6 +20,14 @@ namespace commfuse::cli {
 namespace {
 
 constexpr int kDemoRanks = 8;
+
+constexpr const char* kUsage =
+    "usage: commfuse demo\n"
+    "\n"
+    "The main job: the number-format self-check (commfuse selfcheck), then 8 local ranks\n"
+    "(commfuse launch) run the operators on the seed example of npu_all_gather_base_mm and\n"
+    "larger cases, each checked against a float64 reference and timed against the unfused\n"
+    "composition. Exit code 0 if every row passes, 1 on any FAIL.\n";
 
 // Inputs are multiples of 1/8 in [-1, 1]: exact in fp16/bf16, and every fp32 sum of
 // products is exact, so the only error left is the one final rounding.
@@ -162,8 +171,9 @@ int cmd_demo_worker(int, char**) {
 }
 
 int cmd_demo(int argc, char** argv) {
+  if (const auto rc = no_options(argc, argv, kUsage)) return *rc;
   std::printf("commfuse demo — 1. number formats (SPEC §1)\n\n");
-  const int formats = cmd_selfcheck(argc, argv);
+  const int formats = cmd_selfcheck(1, argv);  // argv[0] only: selfcheck takes no options
   std::printf(
       "\ncommfuse demo — 2. operators across %d local ranks (commfuse launch), checked "
       "against float64\n\n",

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 
+#include "cli_args.hpp"
 #include "comm/mpi/mpi_info.hpp"
 #include "commands.hpp"
 #include "core/build_info.hpp"
@@ -14,7 +15,17 @@
 
 namespace commfuse::cli {
 
-int cmd_info(int /*argc*/, char** /*argv*/) {
+namespace {
+constexpr const char* kUsage =
+    "usage: commfuse info\n"
+    "\n"
+    "Prints what a bug report needs: version, build type, compiler, backends, MPI, CUDA,\n"
+    "oneDNN, CPU cores and features, and every COMMFUSE_* parameter with its current value,\n"
+    "default and meaning.\n";
+}  // namespace
+
+int cmd_info(int argc, char** argv) {
+  if (const auto rc = no_options(argc, argv, kUsage)) return *rc;
   const auto& f = cpu::features();
   auto yn = [](bool b) { return b ? "yes" : "no"; };
   std::printf("commfuse %s\n", version());

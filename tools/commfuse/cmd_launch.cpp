@@ -1,7 +1,5 @@
 // `commfuse launch -n W [options] [--] program [args...]`: argument parsing; the launcher
 // itself is in launcher.cpp so that other commands (bench) can start ranks the same way.
-#include <charconv>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -9,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cli_args.hpp"
 #include "commands.hpp"
 #include "launcher.hpp"
 
@@ -42,15 +41,6 @@ int usage_error(const std::string& message) {
   std::fprintf(stderr, "commfuse launch: %s\n%s(run 'commfuse launch --help' for details)\n",
                message.c_str(), kUsage);
   return 2;
-}
-
-// The whole string must be the number: "-n 2x" is a mistake, not 2.
-template <typename T>
-std::optional<T> parse_number(std::string_view s) {
-  T value{};
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
-  return value;
 }
 
 // Matches `arg` against an option that takes a value, in the forms "-n 3", "-n3" (short
@@ -95,29 +85,24 @@ int cmd_launch(int argc, char** argv) {
     }
     bool missing = false;
     std::optional<std::string_view> v;
-    if ((v = option_value(argc, argv, i, "--nprocs", &missing)) ||
-        (v = option_value(argc, argv, i, "-n", &missing))) {
-      const auto n = parse_number<int>(*v);
-      if (!n || *n < 1)
-        return usage_error("-n must be a whole number of ranks, at least 1, got '" +
-                           std::string(*v) + "'");
-      opts.nprocs = *n;
-      have_n = true;
-    } else if ((v = option_value(argc, argv, i, "--grace", &missing))) {
-      const auto g = parse_number<double>(*v);
-      if (!g || !std::isfinite(*g) || *g < 0)
-        return usage_error("--grace must be a number of seconds >= 0, got '" + std::string(*v) +
-                           "'");
-      opts.grace_s = *g;
-    } else if ((v = option_value(argc, argv, i, "--port", &missing))) {
-      const auto p = parse_number<int>(*v);
-      if (!p || *p < 1 || *p > 65535)
-        return usage_error("--port must be in 1..65535, got '" + std::string(*v) + "'");
-      opts.port = *p;
-    } else if (missing) {
-      return usage_error("option " + std::string(arg) + " needs a value");
-    } else {
-      return usage_error("unknown option '" + std::string(arg) + "'");
+    try {  // the values: strictly numbers in range (cli_args.hpp), or a usage error
+      if ((v = option_value(argc, argv, i, "--nprocs", &missing))) {
+        opts.nprocs = parse_int("--nprocs", *v, 1);
+        have_n = true;
+      } else if ((v = option_value(argc, argv, i, "-n", &missing))) {
+        opts.nprocs = parse_int("-n", *v, 1);
+        have_n = true;
+      } else if ((v = option_value(argc, argv, i, "--grace", &missing))) {
+        opts.grace_s = parse_real("--grace", *v, 0);
+      } else if ((v = option_value(argc, argv, i, "--port", &missing))) {
+        opts.port = parse_int("--port", *v, 1, 65535);
+      } else if (missing) {
+        return usage_error("option " + std::string(arg) + " needs a value");
+      } else {
+        return usage_error("unknown option '" + std::string(arg) + "'");
+      }
+    } catch (const UsageError& e) {
+      return usage_error(e.what());
     }
   }
   if (!have_n) return usage_error("the number of ranks is required: -n W");

@@ -1,0 +1,215 @@
+// The `commfuse` binary (COMMFUSE_CLI_PATH) as a new user meets it: every command's --help,
+// the bench list, --version, and strict option values. The benchmark names come from the
+// same table the binary uses (bench_catalog.cpp), cross-checked against a list written here.
+// Nothing here starts a benchmark: every bench command below must stop at its arguments.
+#include <gtest/gtest.h>
+#include <commfuse/commfuse.hpp>
+
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bench_catalog.hpp"
+#include "subprocess.hpp"
+
+namespace commfuse::test {
+namespace {
+
+const std::string kCli = COMMFUSE_CLI_PATH;
+
+RunResult cli(std::vector<std::string> args) {
+  args.insert(args.begin(), kCli);
+  return run(args);
+}
+
+std::string joined(const std::vector<std::string>& args) {
+  std::string s;
+  for (const auto& a : args) s += a + " ";
+  return s;
+}
+
+// " name ": a name as a word of the help text. (Built with +=, which also keeps GCC 12's
+// -Wrestrict false positive on " " + std::string(x) + " " away.)
+std::string word(std::string_view name, const char* before = " ") {
+  std::string w = before;
+  w += name;
+  w += ' ';
+  return w;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(Cli, TheBenchmarkTableHasEveryBenchmark) {
+  const std::set<std::string> expected = {
+      "all-reduce",           "all-gather",
+      "reduce-scatter",       "all-to-all",
+      "all-gather-matmul",    "matmul-reduce-scatter",
+      "matmul-all-reduce",    "alltoall-quant-matmul",
+      "alltoall-matmul",      "quant-all-reduce",
+      "quant-reduce-scatter",
+  };
+  std::set<std::string> table;
+  for (const auto& b : cli::bench_catalog()) table.insert(std::string(b.name));
+  EXPECT_EQ(table, expected);
+}
+
+TEST(Cli, BenchHelpListsEveryBenchmarkAndOption) {
+  for (const char* help : {"--help", "-h"}) {
+    const auto r = cli({"bench", help});
+    ASSERT_FALSE(r.timed_out);
+    EXPECT_EQ(r.exit_code, 0) << help << r.err;
+    EXPECT_TRUE(contains(r.out, "usage: commfuse bench")) << r.out;
+    for (const auto& b : cli::bench_catalog())
+      EXPECT_TRUE(contains(r.out, word(b.name, "  "))) << b.name << "\n" << r.out;
+    for (const auto& o : cli::bench_option_specs())
+      EXPECT_EQ(contains(r.out, word(o.long_name)), !o.help.empty()) << o.long_name << "\n"
+                                                                     << r.out;
+  }
+}
+
+TEST(Cli, BenchWithoutArgumentsPrintsTheListAsAUsageError) {
+  const auto r = cli({"bench"});
+  EXPECT_EQ(r.exit_code, 2);  // like `commfuse` alone
+  EXPECT_EQ(r.out, "");
+  for (const auto& b : cli::bench_catalog())
+    EXPECT_TRUE(contains(r.err, word(b.name, "  "))) << b.name << "\n" << r.err;
+}
+
+TEST(Cli, EachBenchmarkHasItsOwnHelp) {
+  for (const auto& b : cli::bench_catalog()) {
+    const std::string name(b.name);
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"bench", name, "--help"},
+          std::vector<std::string>{"bench", name, "-n", "2", "-h"}}) {
+      const auto r = cli(args);
+      EXPECT_EQ(r.exit_code, 0) << joined(args) << r.err;
+      EXPECT_TRUE(contains(r.out, "usage: commfuse bench " + name + " [options]"))
+          << joined(args) << r.out;
+      EXPECT_FALSE(contains(r.out, "# commfuse bench")) << "it ran: " << r.out;
+      // An option may have a row per family (--dtype): listed if any of its rows applies.
+      std::set<std::string> applies, all;
+      for (const auto& o : cli::bench_option_specs()) {
+        if (o.help.empty()) continue;
+        all.insert(std::string(o.long_name));
+        if (o.families & b.family) applies.insert(std::string(o.long_name));
+      }
+      for (const auto& o : all)
+        EXPECT_EQ(contains(r.out, word(o)), applies.count(o) == 1) << name << " " << o;
+    }
+  }
+}
+
+TEST(Cli, EveryCommandHasHelp) {
+  for (const char* command : {"info", "demo", "selfcheck", "launch", "bench", "version"}) {
+    for (const char* help : {"--help", "-h"}) {
+      const auto r = cli({command, help});
+      ASSERT_FALSE(r.timed_out) << command;
+      EXPECT_EQ(r.exit_code, 0) << command << " " << help << r.err;
+      EXPECT_TRUE(contains(r.out, std::string("usage: commfuse ") + command))
+          << command << " " << help << ": " << r.out;
+      EXPECT_EQ(r.err, "") << command;
+      // Only the usage: demo and selfcheck print their check table when they run.
+      EXPECT_FALSE(contains(r.out, "PASS")) << command << " ran: " << r.out;
+    }
+  }
+  const auto r = cli({"--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.out, "usage: commfuse <command>")) << r.out;
+}
+
+TEST(Cli, CommandsWithoutOptionsRejectArguments) {
+  for (const char* command : {"info", "demo", "selfcheck", "version"}) {
+    const auto r = cli({command, "--bogus"});
+    EXPECT_EQ(r.exit_code, 2) << command;
+    EXPECT_TRUE(contains(r.err, "'--bogus'")) << command << ": " << r.err;
+    EXPECT_EQ(r.out, "") << command;
+  }
+}
+
+TEST(Cli, Version) {
+  const std::string expected = "commfuse " + std::string(commfuse::version()) + "\n";
+  for (const char* form : {"--version", "version"}) {
+    const auto r = cli({form});
+    EXPECT_EQ(r.exit_code, 0) << form;
+    EXPECT_EQ(r.out, expected) << form;
+  }
+}
+
+// A bad value must stop the command with a usage error (2) that names the option and the
+// value as given, before anything runs.
+TEST(Cli, BadValuesAreUsageErrorsNamingOptionAndValue) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string option, value;
+  };
+  const std::vector<Case> cases = {
+      {{"bench", "all-reduce", "--iters", "abc"}, "--iters", "abc"},
+      {{"bench", "all-reduce", "--iters=abc"}, "--iters", "abc"},
+      {{"bench", "all-reduce", "--iters", "99999999999999999999"},
+       "--iters",
+       "99999999999999999999"},
+      {{"bench", "all-reduce", "--warmup", "-1"}, "--warmup", "-1"},
+      {{"bench", "all-reduce", "--rounds", "0"}, "--rounds", "0"},
+      {{"bench", "all-reduce", "-b", "4Q"}, "-b", "4Q"},
+      {{"bench", "all-reduce", "-e", "64MB"}, "-e", "64MB"},
+      {{"bench", "all-reduce", "-b", "0"}, "-b", "0"},
+      {{"bench", "all-reduce", "-b", "4K4"}, "-b", "4K4"},
+      {{"bench", "all-reduce", "-f", "1"}, "-f", "1"},
+      {{"bench", "all-reduce", "-f", "2x"}, "-f", "2x"},
+      {{"bench", "all-reduce", "-n", "x"}, "-n", "x"},
+      {{"bench", "all-reduce", "-n", "2.5"}, "-n", "2.5"},
+      {{"bench", "all-reduce", "-n0"}, "-n", "0"},
+      {{"bench", "all-reduce", "--nprocs", "257"}, "--nprocs", "257"},
+      {{"bench", "all-reduce", "--dtype", "float33"}, "--dtype", "float33"},
+      {{"bench", "all-reduce", "--transport", "tcp"}, "--transport", "tcp"},
+      {{"bench", "all-gather-matmul", "--m", "1k"}, "--m", "1k"},
+      {{"bench", "all-gather-matmul", "--comm-turn", "65"}, "--comm-turn", "65"},
+      {{"bench", "matmul-all-reduce", "--k", ""}, "--k", ""},
+      {{"bench", "alltoall-quant-matmul", "--bs", "12abc"}, "--bs", "12abc"},
+      {{"bench", "alltoall-quant-matmul", "--combo", "a8w8"}, "--combo", "a8w8"},
+      {{"bench", "alltoall-matmul", "--h", "-5"}, "--h", "-5"},
+      {{"bench", "quant-all-reduce", "-b", "1.5.5K"}, "-b", "1.5.5K"},
+      {{"bench", "quant-reduce-scatter", "--scales", "per_token"}, "--scales", "per_token"},
+      {{"launch", "-n", "x", "true"}, "-n", "x"},
+      {{"launch", "-n", "2x", "true"}, "-n", "2x"},
+      {{"launch", "--grace", "soon", "-n", "2", "true"}, "--grace", "soon"},
+  };
+  for (const auto& c : cases) {
+    const auto r = cli(c.args);
+    ASSERT_FALSE(r.timed_out) << joined(c.args);
+    EXPECT_EQ(r.exit_code, 2) << joined(c.args) << r.err;
+    EXPECT_TRUE(contains(r.err, c.option + ": '" + c.value + "'")) << joined(c.args) << r.err;
+    EXPECT_EQ(r.out, "") << joined(c.args);
+  }
+}
+
+TEST(Cli, UnknownOptionsAndMisplacedOnesAreUsageErrors) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"bench", "all-reduce", "--bogus", "1"}, "unknown option '--bogus'"},
+      {{"bench", "all-reduce", "--port", "5000"}, "unknown option '--port'"},  // internal
+      {{"bench", "all-reduce", "--m", "64"}, "--m is not an option of all-reduce"},
+      {{"bench", "all-gather-matmul", "-b", "4K"}, "-b is not an option of all-gather-matmul"},
+      {{"bench", "all-reduce", "extra"}, "unexpected argument 'extra'"},
+      {{"bench", "all-reduce", "--iters"}, "--iters needs a value"},
+      {{"bench", "no-such-bench"}, "unknown benchmark 'no-such-bench'"},
+      {{"bench", "all-reduce", "-b", "8K", "-e", "4K"}, "-b 8192 is larger than -e 4096"},
+      {{"bench", "all-gather-matmul", "-n", "3", "--m", "64"}, "--m 64 is not a multiple of -n 3"},
+      {{"launch", "--bogus", "-n", "2", "true"}, "unknown option '--bogus'"},
+  };
+  for (const auto& c : cases) {
+    const auto r = cli(c.args);
+    EXPECT_EQ(r.exit_code, 2) << joined(c.args) << r.err;
+    EXPECT_TRUE(contains(r.err, c.message)) << joined(c.args) << r.err;
+    EXPECT_EQ(r.out, "") << joined(c.args);
+  }
+}
+
+}  // namespace
+}  // namespace commfuse::test

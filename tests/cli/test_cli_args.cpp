@@ -1,0 +1,134 @@
+// The CLI's value parsers and bench option table in-process (tools/commfuse/cli_args.hpp,
+// bench_options.hpp): what is accepted, what is refused, and that the parent's arguments
+// for the workers read back as the same options.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "bench_options.hpp"
+#include "cli_args.hpp"
+
+namespace commfuse::cli {
+namespace {
+
+// The message of the UsageError that f throws, or "" if it throws none.
+template <typename F>
+std::string usage_error(F f) {
+  try {
+    f();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CliArgs, IntegersMustBeWholeAndInRange) {
+  EXPECT_EQ(parse_integer("--x", "0", 0), 0);
+  EXPECT_EQ(parse_integer("--x", "-7", -10, 10), -7);
+  EXPECT_EQ(parse_integer("--x", "9223372036854775807", 0), INT64_MAX);
+  EXPECT_EQ(parse_int("-n", "256", 1, 256), 256);
+  EXPECT_EQ(usage_error([] { parse_integer("--iters", "abc", 0); }),
+            "--iters: 'abc' is not a non-negative integer");
+  EXPECT_EQ(usage_error([] { parse_int("-n", "x", 1); }), "-n: 'x' is not a positive integer");
+  EXPECT_EQ(usage_error([] { parse_int("-n", "0", 1, 256); }), "-n: '0' must be in 1..256");
+  EXPECT_EQ(usage_error([] { parse_integer("--m", "-1", 0); }), "--m: '-1' must be at least 0");
+  EXPECT_EQ(usage_error([] { parse_integer("--m", "9223372036854775808", 0); }),
+            "--m: '9223372036854775808' must be at least 0");
+  EXPECT_EQ(usage_error([] { parse_int("-n", "3000000000", 1); }),
+            "-n: '3000000000' must be in 1..2147483647");
+  for (const char* bad : {"", " 1", "1 ", "+1", "1.0", "1e3", "0x10", "2x", "--"})
+    EXPECT_NE(usage_error([&] { parse_integer("--x", bad, 0); }), "") << "'" << bad << "'";
+}
+
+TEST(CliArgs, RealsMustBeFiniteNumbersAboveTheMinimum) {
+  EXPECT_EQ(parse_real("-f", "2", 1, true), 2.0);
+  EXPECT_EQ(parse_real("-f", "1.5", 1, true), 1.5);
+  EXPECT_EQ(parse_real("--grace", "0", 0), 0.0);
+  EXPECT_EQ(usage_error([] { parse_real("-f", "1", 1, true); }), "-f: '1' must be greater than 1");
+  EXPECT_EQ(usage_error([] { parse_real("--grace", "-1", 0); }),
+            "--grace: '-1' must be at least 0");
+  for (const char* bad : {"", "x", "2x", "inf", "nan", "1,5", " 2"})
+    EXPECT_EQ(usage_error([&] { parse_real("-f", bad, 1, true); }),
+              std::string("-f: '") + bad + "' is not a number");
+}
+
+TEST(CliArgs, SizesTakeBinarySuffixes) {
+  EXPECT_EQ(parse_size("-b", "4096"), 4096u);
+  EXPECT_EQ(parse_size("-b", "8B"), 8u);
+  EXPECT_EQ(parse_size("-b", "4K"), 4096u);
+  EXPECT_EQ(parse_size("-b", "4k"), 4096u);
+  EXPECT_EQ(parse_size("-b", "1.5M"), 3u << 19);
+  EXPECT_EQ(parse_size("-b", "64MiB"), 64u << 20);
+  EXPECT_EQ(parse_size("-b", "1G"), 1u << 30);
+  EXPECT_EQ(usage_error([] { parse_size("-b", "4Q"); }),
+            "-b: '4Q' is not a size (a number with an optional K, M or G suffix, e.g. 4K)");
+  EXPECT_EQ(usage_error([] { parse_size("-b", "0"); }), "-b: '0' must be in 1..2^53");
+  EXPECT_EQ(usage_error([] { parse_size("-b", "1.3K"); }), "-b: '1.3K' is not a whole number");
+  EXPECT_EQ(usage_error([] { parse_size("-e", "10000000G"); }),
+            "-e: '10000000G' must be in 1..2^53");
+  for (const char* bad : {"", "K", "-4K", "4 K", " 4K", "4KK", "4MB", "1e3", "inf", "4K4", "."})
+    EXPECT_NE(usage_error([&] { parse_size("-b", bad); }), "") << "'" << bad << "'";
+}
+
+TEST(CliArgs, BenchDefaultsComeFromTheTablePerFamily) {
+  EXPECT_EQ(parse_bench_options({"all-reduce"}).dtype, "float32");
+  EXPECT_EQ(parse_bench_options({"quant-all-reduce"}).dtype, "int8");
+  EXPECT_EQ(parse_bench_options({"alltoall-quant-matmul"}).dtype, "bfloat16");
+  const BenchOptions o = parse_bench_options({"all-reduce"});
+  EXPECT_EQ(o.nprocs, 2);
+  EXPECT_EQ(o.min_bytes, 4096u);
+  EXPECT_EQ(o.max_bytes, 64u << 20);
+  EXPECT_EQ(o.factor, 2.0);
+  EXPECT_EQ(o.transport, "shm");
+  EXPECT_EQ(o.family, kCollective);
+}
+
+// What the parent passes to bench-worker must read back as the same options, exactly.
+TEST(CliArgs, WorkerArgumentsRoundTrip) {
+  const std::vector<std::vector<std::string>> inputs = {
+      {"all-gather", "-n", "4", "-b", "1.5K", "--maxbytes=3M", "-f", "1.4142135623730951",
+       "--iters=7", "--json", "out.json", "--dtype", "bfloat16"},
+      {"matmul-reduce-scatter", "-n4", "--m", "64", "--k", "128", "--n", "32", "--comm-turn", "3",
+       "--trace", "t.json"},
+      {"alltoall-quant-matmul", "--bs", "64", "--h", "6", "--combo", "a4w4", "--dtype", "float16"},
+      {"quant-reduce-scatter", "--scales", "mx", "--dtype", "float8_e5m2", "--out-dtype",
+       "bfloat16", "-b", "8K", "-e", "8K"},
+  };
+  for (const auto& in : inputs) {
+    BenchOptions a = parse_bench_options(in);
+    a.port = 12345;
+    const BenchOptions b = parse_bench_options(to_args(a), /*internal=*/true);
+    EXPECT_EQ(b.op, a.op);
+    EXPECT_EQ(b.family, a.family);
+    EXPECT_EQ(b.nprocs, a.nprocs);
+    EXPECT_EQ(b.min_bytes, a.min_bytes);
+    EXPECT_EQ(b.max_bytes, a.max_bytes);
+    EXPECT_EQ(b.factor, a.factor);
+    EXPECT_EQ(b.dtype, a.dtype);
+    EXPECT_EQ(b.transport, a.transport);
+    EXPECT_EQ(b.iters, a.iters);
+    EXPECT_EQ(b.warmup, a.warmup);
+    EXPECT_EQ(b.rounds, a.rounds);
+    EXPECT_EQ(b.json, a.json);
+    EXPECT_EQ(b.trace, a.trace);
+    EXPECT_EQ(b.port, 12345);
+    EXPECT_EQ(b.m, a.m);
+    EXPECT_EQ(b.k, a.k);
+    EXPECT_EQ(b.n, a.n);
+    EXPECT_EQ(b.comm_turn, a.comm_turn);
+    EXPECT_EQ(b.bs, a.bs);
+    EXPECT_EQ(b.h, a.h);
+    EXPECT_EQ(b.combo, a.combo);
+    EXPECT_EQ(b.scales, a.scales);
+    EXPECT_EQ(b.out_dtype, a.out_dtype);
+  }
+  const BenchOptions g = parse_bench_options(inputs[0]);
+  EXPECT_EQ(g.min_bytes, 1536u);
+  EXPECT_EQ(g.max_bytes, 3u << 20);
+  EXPECT_EQ(g.iters, 7);
+  EXPECT_EQ(g.json, "out.json");
+}
+
+}  // namespace
+}  // namespace commfuse::cli
