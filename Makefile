@@ -35,8 +35,18 @@ test-asan: install-deps
 	ctest --preset asan -j $(JOBS)
 
 # PYTHONPATH: test this tree's build/python, whatever the .pth file points at.
+# The tests marked `torch` run in a second pytest pass, with an interpreter that has torch:
+# $(TORCH_PYTHON) when set, $(PYTHON) when it has torch, else a venv in $(TORCH_VENV) over
+# Debian's python3-torch (scripts/install-torch-python.sh installs it once). There
+# COMMFUSE_REQUIRE_TORCH=1 makes a missing torch a failure, not a skip.
+TORCH_PYTHON ?=
+TORCH_VENV ?= build/torch-venv
 test-python: build
-	PYTHONPATH=$(CURDIR)/build/python$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m pytest -q tests/python
+	@torch_py=$$(PYTHON=$(PYTHON) TORCH_PYTHON=$(TORCH_PYTHON) TORCH_VENV=$(TORCH_VENV) \
+	    scripts/install-torch-python.sh) && \
+	export PYTHONPATH=$(CURDIR)/build/python$${PYTHONPATH:+:$$PYTHONPATH} && \
+	set -x && $(PYTHON) -m pytest -q -m "not torch" tests/python && \
+	COMMFUSE_REQUIRE_TORCH=1 "$$torch_py" -m pytest -q -m torch tests/python
 
 install: build
 	cmake --install build --prefix $(PREFIX)

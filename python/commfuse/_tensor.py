@@ -73,7 +73,8 @@ def _torch_ref(x: Any, name: Optional[str], contiguous: bool,
         name = own
     if contiguous and not output and not x.is_contiguous():
         x = x.contiguous()
-    if x.dtype.itemsize == 1 and x.dtype not in (torch.int8, torch.uint8):
+    # element_size(), not dtype.itemsize: torch.dtype has itemsize only from torch 2.1.
+    if x.element_size() == 1 and x.dtype not in (torch.int8, torch.uint8):
         x = x.view(torch.uint8)  # float8: DLPack exporters may not support it
     return _commfuse.TensorRef(x.detach(), name)
 

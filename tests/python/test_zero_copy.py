@@ -106,29 +106,3 @@ def test_operators_write_into_out_buffers():
     got = run(_out_body, 2)
     assert got[0][0] in ("InvalidArgument", "RuntimeFailure")
     assert "output must be row-major contiguous" in got[0][1] or "output" in got[1][1]
-
-
-def _torch_body(rank, torch_dtype_name):
-    import torch
-
-    dt = getattr(torch, torch_dtype_name)
-    with commfuse.init() as comm:
-        R = comm.world_size
-        x1 = torch.full((2, 4), rank + 1.0, dtype=dt)
-        w = torch.ones((3, 4), dtype=dt).t()  # transposed view
-        assert tensor_ref(x1).data_ptr == x1.data_ptr()
-        assert tensor_ref(w).data_ptr == w.data_ptr()
-        output, gather_out = commfuse.all_gather_base_mm(x1, w, comm.name, R)
-        assert isinstance(output, torch.Tensor) and output.dtype == dt
-        want = torch.cat([torch.full((2, 3), 4.0 * (s + 1)) for s in range(R)])
-        assert torch.equal(output.float(), want)
-        out = torch.empty((2, 3), dtype=dt)
-        y = commfuse.mm_all_reduce_base(x1, w, comm.name, out=out)
-        assert y is out and torch.equal(out.float(), torch.full((2, 3), 4.0 * R * (R + 1) / 2))
-        return True
-
-
-@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
-def test_torch_tensors(dtype):
-    pytest.importorskip("torch")
-    assert run(_torch_body, 2, dtype) == [True, True]
