@@ -27,13 +27,20 @@ typedef enum {
   COMMFUSE_STATUS_MAX_ENUM_ = 0x7FFFFFFF, /* keeps any int a valid value (C and C++) */
 } commfuseStatus_t;
 
-/* Element types. Values follow CANN's aclDataType so ported code keeps its constants. */
+/* Element types. Values follow CANN's aclDataType so ported code keeps its constants.
+ * UINT8, INT16, UINT16 and BOOL are data-movement types: the collectives that only move
+ * bytes (broadcast, all_gather, all_to_all) take them; sums, commfuseConvert and the
+ * operators reject them (PARAM_INVALID). */
 typedef enum {
   COMMFUSE_FLOAT32 = 0,
   COMMFUSE_FLOAT16 = 1,
   COMMFUSE_INT8 = 2,
   COMMFUSE_INT32 = 3,
+  COMMFUSE_UINT8 = 4,
+  COMMFUSE_INT16 = 6,
+  COMMFUSE_UINT16 = 7,
   COMMFUSE_INT64 = 9,
+  COMMFUSE_BOOL = 12,
   COMMFUSE_BFLOAT16 = 27,
   COMMFUSE_INT4 = 29,
   COMMFUSE_HIFLOAT8 = 34,
@@ -88,7 +95,9 @@ commfuseStatus_t commfuseCommGetName(commfuseComm_t comm, char* name);
 commfuseStatus_t commfuseCommRank(commfuseComm_t comm, int* rank);
 commfuseStatus_t commfuseCommSize(commfuseComm_t comm, int* worldSize);
 
-/* Collectives. count is in elements of dtype (see commfuse.hpp for per-op meaning). */
+/* Collectives. count is in elements of dtype (see commfuse.hpp for per-op meaning).
+ * Broadcast, AllGather and AllToAll move any dtype bitwise; ReduceScatter and AllReduce sum
+ * FLOAT32, FLOAT16, BFLOAT16, INT8 and INT32 only (others: PARAM_INVALID on this rank). */
 commfuseStatus_t commfuseBarrier(commfuseComm_t comm);
 commfuseStatus_t commfuseBroadcast(void* buf, uint64_t count, commfuseDataType dtype, int root,
                                    commfuseComm_t comm);

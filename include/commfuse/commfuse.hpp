@@ -30,7 +30,11 @@ enum class DType : int32_t {
   kFloat16 = COMMFUSE_FLOAT16,
   kInt8 = COMMFUSE_INT8,
   kInt32 = COMMFUSE_INT32,
+  kUInt8 = COMMFUSE_UINT8,  // uint8, int16, uint16, bool: data movement only (see commfuse.h)
+  kInt16 = COMMFUSE_INT16,
+  kUInt16 = COMMFUSE_UINT16,
   kInt64 = COMMFUSE_INT64,
+  kBool = COMMFUSE_BOOL,
   kBFloat16 = COMMFUSE_BFLOAT16,
   kInt4 = COMMFUSE_INT4,
   kHiFloat8 = COMMFUSE_HIFLOAT8,
@@ -108,7 +112,9 @@ class CommImpl;
 // Collectives are collective: every rank calls them in the same order with matching
 // arguments; a mismatch is reported (RUNTIME_ERROR naming it), never silently combined.
 // Sums are fp32 in rank order 0..R-1 (integers: exact, saturated), bitwise identical on
-// every rank. Counts are elements of dtype.
+// every rank; they take float32, float16, bfloat16, int8 and int32 (any other dtype, e.g.
+// uint8 or bool, is InvalidArgument on the calling rank). broadcast, all_gather and
+// all_to_all move every dtype bitwise. Counts are elements of dtype.
 class Comm {
  public:
   Comm(int rank, int world_size, std::string_view init_method);

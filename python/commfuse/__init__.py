@@ -41,6 +41,9 @@ int4               ml_dtypes.int4              one value per byte (see pack_int4
                                                itself; ops and collectives also take
                                                int4 packed in uint8 with dtype="int4"
 int8/int32/int64   numpy.int8/int32/int64
+uint8/int16/       numpy.uint8/int16/uint16/   data movement only: all_gather,
+uint16/bool        bool_                       all_to_all, broadcast (no sums, convert
+                                               or operators)
 =================  ==========================  ======================================
 """
 

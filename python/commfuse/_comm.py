@@ -23,7 +23,9 @@ class Communicator:
     rank at once; after any failure the communicator refuses further calls.
 
     Arrays: numpy (ml_dtypes formats included) or CPU DLPack tensors (torch); raw codes
-    (HiFloat8 in uint8, int4 packed two per byte in uint8) with ``dtype=``. Results are new
+    (HiFloat8 in uint8, int4 packed two per byte in uint8) with ``dtype=``. uint8, int16,
+    uint16 and bool arrays move (all_gather, all_to_all, broadcast) but cannot be summed
+    (InvalidArgument). Results are new
     arrays unless ``out=`` names a dense, writable array of the result's shape and dtype,
     which is written in place and returned.
 
@@ -84,7 +86,8 @@ class Communicator:
     def all_reduce(self, x: Any, out: Any = None, *, op: str = "sum",
                    dtype: Optional[npt.DTypeLike] = None) -> Any:
         """Element-wise sum over ranks (float32, float16, bfloat16: fp32 in rank order,
-        one rounding; int8/int32: exact, saturating). ``out`` may be ``x`` (in place).
+        one rounding; int8/int32: exact, saturating; other dtypes raise InvalidArgument).
+        ``out`` may be ``x`` (in place).
 
         Returns:
             array of x's shape and dtype, bitwise identical on every rank.

@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _commfuse
-from ._dtypes import INT4, NUMPY_DTYPES, canonical, format_of
+from ._dtypes import DATA_MOVEMENT, INT4, NUMBER_FORMATS, NUMPY_DTYPES, canonical, format_of
 from ._errors import InvalidArgument
 
 
@@ -32,13 +32,15 @@ def _source(arr: np.ndarray, src_dtype: Optional[npt.DTypeLike]) -> tuple[np.nda
     """(flat byte view, commfuse name) describing the input buffer."""
     if src_dtype is None:
         name = format_of(arr.dtype)
-        if name is None:
+        # uint8 / int16 / uint16 / bool only move through the collectives; a uint8 array here
+        # most likely holds HiFloat8 codes whose src_dtype was forgotten.
+        if name is None or name in DATA_MOVEMENT:
             hint = ("pass src_dtype= to name the format of raw codes (e.g. src_dtype='hifloat8')"
                     if arr.dtype.kind == "u" else
                     "cast to float32 first" if arr.dtype.kind in "fc" else
-                    "supported: " + ", ".join(n for n in NUMPY_DTYPES if n != "hifloat8"))
-            raise InvalidArgument(f"convert: input dtype {arr.dtype} is not a commfuse format; "
-                                  f"{hint}")
+                    "supported: " + ", ".join(n for n in NUMBER_FORMATS if n != "hifloat8"))
+            raise InvalidArgument(f"convert: input dtype {arr.dtype} is not a number format "
+                                  f"convert handles; {hint}")
     else:
         name = canonical(src_dtype, "src_dtype")
         if name == "int4":
@@ -92,8 +94,9 @@ def convert(array: npt.ArrayLike, dtype: npt.DTypeLike, saturate: bool = False,
         ``.view(numpy.int8)`` gives the values; ml_dtypes reads only the low nibble).
 
     Raises:
-        InvalidArgument: unknown dtype name, unsupported input dtype, or an int8 array
-            passed as src_dtype="int4" holding values outside [-8, 7].
+        InvalidArgument: unknown dtype name, unsupported input dtype (the data-movement
+            dtypes uint8, int16, uint16 and bool included: they have no conversion rules),
+            or an int8 array passed as src_dtype="int4" holding values outside [-8, 7].
     """
     arr = _as_array(array)
     src, src_name = _source(arr, src_dtype)

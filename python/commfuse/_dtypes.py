@@ -28,12 +28,22 @@ NUMPY_DTYPES = {
     "int8": np.dtype(np.int8),
     "int32": np.dtype(np.int32),
     "int64": np.dtype(np.int64),
+    # Data movement only: broadcast / all_gather / all_to_all copy them bitwise; sums,
+    # convert and the operators reject them.
+    "uint8": np.dtype(np.uint8),
+    "int16": np.dtype(np.int16),
+    "uint16": np.dtype(np.uint16),
+    "bool": np.dtype(np.bool_),
 }
 INT4 = NUMPY_DTYPES["int4"]
+DATA_MOVEMENT = ("uint8", "int16", "uint16", "bool")
+# The formats convert handles (SPEC §1).
+NUMBER_FORMATS = tuple(n for n in NUMPY_DTYPES if n not in DATA_MOVEMENT)
 
 
 def format_of(dt: np.dtype) -> Optional[str]:
-    """commfuse name of an array dtype that is itself a format (uint8 is not: raw codes)."""
+    """commfuse name of an array's own dtype: a uint8 array is "uint8" (HiFloat8 codes in
+    uint8 are only "hifloat8" when the caller says so with dtype=)."""
     for name, candidate in NUMPY_DTYPES.items():
         if name != "hifloat8" and dt == candidate:
             return name
@@ -73,5 +83,9 @@ TORCH_DTYPES = {
     "torch.int8": "int8",
     "torch.int32": "int32",
     "torch.int64": "int64",
-    "torch.uint8": None,  # raw codes: the caller names the format (dtype="hifloat8")
+    # Data movement only; raw codes in uint8 (HiFloat8, packed int4) take dtype=.
+    "torch.uint8": "uint8",
+    "torch.int16": "int16",
+    "torch.uint16": "uint16",
+    "torch.bool": "bool",
 }

@@ -9,7 +9,8 @@ Accepted arrays:
 
 - numpy arrays of every format in ``_dtypes.NUMPY_DTYPES`` (ml_dtypes formats are passed
   as same-width unsigned views of the same memory: numpy cannot export them itself);
-  raw codes (HiFloat8 in uint8, packed int4 in uint8) with ``dtype=``.
+  raw codes (HiFloat8 in uint8, packed int4 in uint8) with ``dtype=``. A uint8 array
+  without ``dtype=`` is plain uint8 data (as are int16, uint16 and bool arrays).
 - any CPU tensor with ``__dlpack__`` (torch, jax, ...); torch float8 tensors are passed as
   uint8 views, since DLPack exporters may not support float8.
 - anything else ``numpy.asarray`` accepts (lists, scalars): converted, which copies.
@@ -34,8 +35,9 @@ from ._errors import Error, InvalidArgument
 _UINT_OF_SIZE = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
                  8: np.dtype(np.uint64)}
 # numpy dtypes that numpy itself exports (DLPack / buffer protocol); ml_dtypes' are not.
-_NUMPY_OWN = {np.dtype(t) for t in (np.float32, np.float16, np.int8, np.int32, np.int64,
-                                    np.uint8, np.uint16, np.uint32, np.uint64)}
+_NUMPY_OWN = {np.dtype(t) for t in (np.float32, np.float16, np.int8, np.int16, np.int32,
+                                    np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+                                    np.bool_)}
 
 
 def is_torch(x: Any) -> bool:

@@ -71,9 +71,18 @@ std::optional<DType> own_dtype(nb::dlpack::dtype t) {
       return t.bits == 16 ? std::optional(DType::kBFloat16) : std::nullopt;
     case dtype_code::Int:
       if (t.bits == 8) return DType::kInt8;
+      if (t.bits == 16) return DType::kInt16;
       if (t.bits == 32) return DType::kInt32;
       if (t.bits == 64) return DType::kInt64;
       return std::nullopt;
+    case dtype_code::UInt:
+      // Plain uint8/uint16 data; raw codes of another format (HiFloat8, packed int4, ml_dtypes
+      // formats as unsigned views) are named by the dtype= argument instead.
+      if (t.bits == 8) return DType::kUInt8;
+      if (t.bits == 16) return DType::kUInt16;
+      return std::nullopt;
+    case dtype_code::Bool:
+      return t.bits == 8 ? std::optional(DType::kBool) : std::nullopt;
     case dtype_code::Float8_E4M3FN:
       return DType::kFloat8E4M3FN;
     case dtype_code::Float8_E5M2:
@@ -125,8 +134,8 @@ TensorRef make_tensor_ref(AnyArray array, std::optional<std::string_view> dtype,
   } else {
     CF_CHECK_ARG(own.has_value(), "an array of ", storage_name(storage),
                  " is not a commfuse dtype (float32, float16, bfloat16, float8_e4m3fn, "
-                 "float8_e5m2, float8_e8m0, int8, int32, int64); raw codes such as HiFloat8 "
-                 "in uint8 need dtype='hifloat8'");
+                 "float8_e5m2, float8_e8m0, int8, int16, int32, int64, uint8, uint16, bool); "
+                 "raw codes such as HiFloat8 in uint8 need dtype='hifloat8'");
     d = *own;
   }
 

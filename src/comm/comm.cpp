@@ -62,7 +62,7 @@ void check_buffers(comm::CommImpl& c, const char* what, const void* src, const v
   if (needs_sum && !kernels::cpu::reducible(dtype))
     c.reject(Status::kParamInvalid,
              detail::cat(what, "(rank ", r, "): dtype ", dtype_name(dtype),
-                         " cannot be summed (float32, float16, bfloat16, int8, int32)"));
+                         " cannot be summed (only ", kernels::cpu::reducible_names(), ")"));
   if (dtype == DType::kInt4 && count % 2 != 0)
     c.reject(Status::kParamInvalid, detail::cat(what, "(rank ", r, "): int4 count ", count,
                                                 " must be even (two elements per byte)"));

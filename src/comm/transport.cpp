@@ -50,7 +50,7 @@ void check_usable(const char* op, int rank, const std::string& failure) {
 
 void check_reducible(const char* op, int rank, DType dtype) {
   CF_CHECK_ARG(kernels::cpu::reducible(dtype), op, "(rank ", rank, "): dtype ", dtype_name(dtype),
-               " cannot be summed (float32, float16, bfloat16, int8, int32)");
+               " cannot be summed (only ", kernels::cpu::reducible_names(), ")");
 }
 
 }  // namespace commfuse::comm

@@ -18,6 +18,19 @@ namespace {
 
 constexpr size_t kBlock = 512;  // even, so int4 blocks start on a byte boundary
 
+// uint8, int16, uint16 and bool only travel through the collectives (byte copies): SPEC §1
+// defines no rounding or range rules for them, so convert refuses them rather than guess.
+bool is_data_movement_only(DType t) {
+  return t == DType::kUInt8 || t == DType::kInt16 || t == DType::kUInt16 || t == DType::kBool;
+}
+
+void check_number_format(DType t, const char* what) {
+  CF_CHECK_ARG(!is_data_movement_only(t), "convert: ", what, " ", dtype_name(t),
+               " is a data-movement dtype (collectives only) with no conversion rules; "
+               "convert handles float32, float16, bfloat16, float8_e4m3fn, float8_e5m2, "
+               "float8_e8m0, hifloat8, int4, int8, int32, int64");
+}
+
 bool is_integer(DType t) {
   return t == DType::kInt4 || t == DType::kInt8 || t == DType::kInt32 || t == DType::kInt64;
 }
@@ -85,6 +98,11 @@ void to_f32(const void* src, DType t, size_t offset, float* dst, size_t n) {
       for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
       return;
     }
+    case DType::kUInt8:
+    case DType::kInt16:
+    case DType::kUInt16:
+    case DType::kBool:
+      break;  // refused by convert() before any conversion
   }
   CF_ASSERT(false);
 }
@@ -138,6 +156,11 @@ void from_f32(const float* src, void* dst, DType t, size_t offset, size_t n, boo
       }
       return;
     }
+    case DType::kUInt8:
+    case DType::kInt16:
+    case DType::kUInt16:
+    case DType::kBool:
+      break;  // refused by convert() before any conversion
   }
   CF_ASSERT(false);
 }
@@ -190,6 +213,8 @@ void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_
                static_cast<int>(src_dtype), " is not a commfuse dtype");
   CF_CHECK_ARG(detail::dtype_is_valid(dst_dtype), "convert: dst_dtype value ",
                static_cast<int>(dst_dtype), " is not a commfuse dtype");
+  check_number_format(src_dtype, "src_dtype");
+  check_number_format(dst_dtype, "dst_dtype");
   if (count == 0) return;
   CF_CHECK_NOTNULL(src, "convert: src is null (count ", count, ")");
   CF_CHECK_NOTNULL(dst, "convert: dst is null (count ", count, ")");

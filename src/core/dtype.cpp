@@ -13,7 +13,7 @@ struct DTypeInfo {
   int bits;
 };
 
-constexpr std::array<DTypeInfo, 11> kDTypes{{
+constexpr std::array<DTypeInfo, 15> kDTypes{{
     {DType::kFloat32, "float32", 32},
     {DType::kFloat16, "float16", 16},
     {DType::kBFloat16, "bfloat16", 16},
@@ -25,6 +25,11 @@ constexpr std::array<DTypeInfo, 11> kDTypes{{
     {DType::kFloat8E5M2, "float8_e5m2", 8},
     {DType::kHiFloat8, "hifloat8", 8},
     {DType::kFloat8E8M0, "float8_e8m0", 8},
+    // Data movement only (collectives that copy bytes): numpy's and torch's spellings.
+    {DType::kUInt8, "uint8", 8},
+    {DType::kInt16, "int16", 16},
+    {DType::kUInt16, "uint16", 16},
+    {DType::kBool, "bool", 8},  // one byte per element, as numpy and torch store it
 }};
 
 struct Alias {
@@ -33,7 +38,7 @@ struct Alias {
 };
 
 // Spellings users bring from PyTorch, ml_dtypes, numpy and CANN.
-constexpr std::array<Alias, 12> kAliases{{
+constexpr std::array<Alias, 13> kAliases{{
     {"float", DType::kFloat32},
     {"fp32", DType::kFloat32},
     {"half", DType::kFloat16},
@@ -46,6 +51,7 @@ constexpr std::array<Alias, 12> kAliases{{
     {"hif8", DType::kHiFloat8},
     {"int", DType::kInt32},
     {"long", DType::kInt64},
+    {"short", DType::kInt16},
 }};
 
 const DTypeInfo* find(DType dtype) {

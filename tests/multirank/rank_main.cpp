@@ -4,7 +4,7 @@
 // prints what went wrong and exits 1.
 //
 //   commfuse_rank_tests collectives | many_ops | kill_peer | mismatch | bad_arg | c_api |
-//                       streams
+//                       streams | stream_mismatch | dtype_reject
 #include <commfuse/commfuse.h>
 #include <commfuse/commfuse.hpp>
 
@@ -21,8 +21,10 @@
 
 using commfuse::DType;
 
-int case_streams(commfuse::Comm& c);          // stream_cases.cpp
-int case_stream_mismatch(commfuse::Comm& c);  // stream_cases.cpp
+int case_streams(commfuse::Comm& c);                 // stream_cases.cpp
+int case_stream_mismatch(commfuse::Comm& c);         // stream_cases.cpp
+int check_move_dtypes(commfuse::Comm& c, size_t n);  // dtype_cases.cpp: failures
+int case_dtype_reject(commfuse::Comm& c);            // dtype_cases.cpp
 
 namespace {
 
@@ -153,8 +155,10 @@ void check_identical_everywhere(commfuse::Comm& c) {
 
 int case_collectives(commfuse::Comm& c) {
   c.barrier();
-  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, size_t{70001}})
+  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, size_t{70001}}) {
     check_collectives(c, n);
+    g_failures += check_move_dtypes(c, n);  // uint8, int16, uint16, bool
+  }
   check_identical_everywhere(c);
   return 0;
 }
@@ -306,10 +310,11 @@ int case_c_api(commfuse::Comm& cpp_comm) {
 
 int main(int argc, char** argv) {
   const std::map<std::string, std::function<int(commfuse::Comm&)>> cases = {
-      {"collectives", case_collectives}, {"many_ops", case_many_ops},
-      {"kill_peer", case_kill_peer},     {"mismatch", case_mismatch},
-      {"bad_arg", case_bad_arg},         {"c_api", case_c_api},
-      {"streams", case_streams},         {"stream_mismatch", case_stream_mismatch},
+      {"collectives", case_collectives},   {"many_ops", case_many_ops},
+      {"kill_peer", case_kill_peer},       {"mismatch", case_mismatch},
+      {"bad_arg", case_bad_arg},           {"c_api", case_c_api},
+      {"streams", case_streams},           {"stream_mismatch", case_stream_mismatch},
+      {"dtype_reject", case_dtype_reject},
   };
   if (argc != 2 || !cases.count(argv[1])) {
     std::fprintf(stderr, "usage: %s <case>\n", argv[0]);

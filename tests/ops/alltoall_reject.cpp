@@ -77,6 +77,14 @@ int case_alltoall_reject(commfuse::Comm& comm) {
   q("x2 float16", INV, {"unsupported combination", "x2 float16"}, [&](QArgs& a) {
     a.x2 = TensorView(i, F16, {k, n});
   });
+  for (DType dt : {DType::kUInt8, DType::kInt16, DType::kUInt16, DType::kBool}) {
+    q("data-movement x1", INV, {"unsupported combination"}, [&](QArgs& a) {
+      a.x1 = TensorView(i, dt, {bs, h});
+    });
+    q("data-movement x2", INV, {"unsupported combination"}, [&](QArgs& a) {
+      a.x2 = TensorView(i, dt, {k, n});
+    });
+  }
   // Reserved arguments.
   q("commScale", INV, {"commScaleOptional"},
     [&](QArgs& a) { a.o.comm_scale = TensorView(i, F32, {n}); });
@@ -206,6 +214,9 @@ int case_alltoall_reject(commfuse::Comm& comm) {
   const TensorView mx1(i, F16, {bs, h}), mx2(i, F16, {k, n}), mout(o, F16, {rows, n});
   commfuse::AlltoAllMatmulPlan(mx1, mx2, comm.name(), mout);  // accepted
   m("int8 x1", INV, {"x1 dtype"}, TensorView(i, I8, {bs, h}), mx2, mout, {});
+  for (DType dt : {DType::kUInt8, DType::kInt16, DType::kUInt16, DType::kBool})
+    m("data-movement x1", INV, {"x1 dtype"}, TensorView(i, dt, {bs, h}), TensorView(i, dt, {k, n}),
+      TensorView(o, dt, {rows, n}), {});
   m("x2 dtype", INV, {"x2 dtype"}, mx1, TensorView(i, BF16, {k, n}), mout, {});
   m("x2 dim 0", INV, {"x2 dim 0"}, mx1, TensorView(i, F16, {k + 2, n}), mout, {});
   m("output shape", INV, {"output shape"}, mx1, mx2, TensorView(o, F16, {rows, n + 1}), {});

@@ -87,6 +87,12 @@ int case_quant_reject(commfuse::Comm& comm) {
     t("x null data", nul, {"x data is null"}, ok_kg, [](Args& a) { a.x.data = nullptr; });
     t("x dtype", inv, {"x dtype is float16", "int8, hifloat8"}, ok_kg,
       [](Args& a) { a.x.dtype = DType::kFloat16; });
+    // uint8 (what a Python caller gets from HiFloat8 codes without dtype=) and the other
+    // data-movement dtypes are no quantized input.
+    for (DType dt : {DType::kUInt8, DType::kInt16, DType::kUInt16, DType::kBool})
+      t("x data-movement dtype", inv,
+        {"x dtype is " + std::string(commfuse::dtype_name(dt)), "int8, hifloat8"}, ok_kg,
+        [dt](Args& a) { a.x.dtype = dt; });
     t("x 1-D", inv, {"x must be 2-D (bs, H) or 3-D"}, ok_kg,
       [&](Args& a) { a.x = TensorView(i, kI8, {h}); });
     t("x empty", inv, {"x dim 0 is 0", "empty"}, ok_kg, [&](Args& a) {

@@ -40,6 +40,7 @@ void expect_c(const char* what, commfuseStatus_t got, commfuseStatus_t code,
 }
 
 constexpr DType kF16 = DType::kFloat16;
+constexpr DType kMoveOnly[] = {DType::kUInt8, DType::kInt16, DType::kUInt16, DType::kBool};
 constexpr int64_t kM = 4, kK = 16, kN = 8;
 
 struct Buffers {
@@ -104,6 +105,13 @@ void reject_all_gather_matmul(commfuse::Comm& comm, Buffers& b, const std::strin
                 }));
   expect_reject("agm x1 int8", inv, {op, rank.c_str(), "x1 dtype is int8"},
                 with([&](AgmArgs& a) { a.x1.dtype = DType::kInt8; }));
+  // The data-movement dtypes (collectives only) are no matmul input either.
+  for (DType t : kMoveOnly) {
+    const std::string want = "x1 dtype is " + std::string(commfuse::dtype_name(t));
+    expect_reject("agm x1 data-movement dtype", inv,
+                  {op, rank.c_str(), want.c_str(), "float16, bfloat16 or float32"},
+                  with([t](AgmArgs& a) { a.x1.dtype = t; }));
+  }
   expect_reject("agm x1 transposed", inv, {op, rank.c_str(), "x1 must be row-major"},
                 with([&](AgmArgs& a) {
                   a.x1 = TensorView(b.i(), kF16, {kK, kM}).t();
@@ -203,6 +211,11 @@ void reject_reducing(commfuse::Comm& comm, Buffers& b, const std::string& rank) 
                   }));
     expect_reject(op, inv, {op, rank.c_str(), "x1 dtype is int32"},
                   with(ok, all_reduce, [](ReduceArgs& a) { a.x1.dtype = DType::kInt32; }));
+    for (DType t : kMoveOnly) {
+      const std::string want = "x1 dtype is " + std::string(commfuse::dtype_name(t));
+      expect_reject(op, inv, {op, rank.c_str(), want.c_str()},
+                    with(ok, all_reduce, [t](ReduceArgs& a) { a.x1.dtype = t; }));
+    }
     expect_reject(op, inv, {op, rank.c_str(), "x2 dtype is float32", "must match"},
                   with(ok, all_reduce, [](ReduceArgs& a) { a.x2.dtype = DType::kFloat32; }));
     expect_reject(op, inv, {op, rank.c_str(), "x2 dim 0 is 15", "(k must match)"},

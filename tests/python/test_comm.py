@@ -2,6 +2,8 @@
 spawn, tcp://), name / rank / world_size, every collective on every dtype it takes,
 out= buffers, in-place all_reduce, destroy and context-manager use."""
 
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -100,3 +102,142 @@ def test_tcp_init_and_destroy():
     port = commfuse.free_port()
     names = run(_tcp_body, 2, 2, port)
     assert names[0] == names[1]
+
+
+# Data movement only (all_gather, all_to_all, broadcast; sums reject them): each array's own
+# numpy dtype names it, no dtype= needed, and results come back in that dtype.
+DATA_MOVEMENT_DTYPES = [np.uint8, np.int16, np.uint16, np.bool_]
+
+
+def _data(seed, shape, dt):
+    """Every bit pattern of the integer types; bool holds 0/1 as numpy stores it."""
+    if np.dtype(dt) == np.bool_:
+        return np.random.default_rng(seed).integers(0, 2, shape).astype(np.bool_)
+    return _codes(seed, shape, dt)
+
+
+class _DLPackOnly:
+    """An array reachable only through DLPack, as a non-numpy tensor library hands it over."""
+
+    def __init__(self, a):
+        self._a = a
+        self.shape, self.ndim = a.shape, a.ndim
+
+    def __dlpack__(self, **kw):
+        return self._a.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+def _data_movement_body(rank):
+    with commfuse.init() as comm:
+        R = comm.world_size
+        for i, dt in enumerate(DATA_MOVEMENT_DTYPES):
+            for wrap in (lambda a: a, _DLPackOnly):
+                xs = [_data(10 * i + s, (5, 3), dt) for s in range(R)]
+                got = comm.all_gather(wrap(xs[rank]))
+                assert got.dtype == np.dtype(dt) and got.shape == (5 * R, 3), (dt, got.dtype)
+                assert np.array_equal(_bits(got), _bits(np.concatenate(xs))), dt
+                ys = [_data(100 + 10 * i + s, (2 * R, 3), dt) for s in range(R)]
+                got = comm.all_to_all(wrap(ys[rank]))
+                assert got.dtype == np.dtype(dt)
+                want = np.concatenate([ys[s][2 * rank:2 * rank + 2] for s in range(R)])
+                assert np.array_equal(_bits(got), _bits(want)), dt
+                out = np.empty((5 * R, 3), dt)
+                assert comm.all_gather(wrap(xs[rank]), out=out) is out
+                assert np.array_equal(_bits(out), _bits(np.concatenate(xs))), dt
+            for root in range(R):
+                buf = _data(200 + 10 * i + rank, (7,), dt)
+                assert comm.broadcast(buf, root=root) is buf
+                assert np.array_equal(_bits(buf), _bits(_data(200 + 10 * i + root, (7,), dt)))
+        # HiFloat8 codes still travel as uint8 with dtype= (and come back as uint8).
+        codes = _codes(7, (2, 4), np.uint8)
+        got = comm.all_gather(codes, dtype="hifloat8")
+        assert got.dtype == np.uint8 and np.array_equal(got, np.concatenate([codes] * R))
+        comm.barrier()
+
+
+@pytest.mark.parametrize("world_size", WORLD_SIZES)
+def test_data_movement_dtypes(world_size):
+    run(_data_movement_body, world_size)
+
+
+def _sum_rejection_body(rank):
+    """Every rank asks for a sum of each data-movement dtype: each gets InvalidArgument on its
+    own, naming the op, its rank and the dtype (no rank waits for a peer)."""
+    with commfuse.init() as comm:
+        messages = []
+        for dt in DATA_MOVEMENT_DTYPES:
+            name = np.dtype(dt).name
+            x = _data(1, (2 * comm.world_size, 4), dt)
+            for op in ("all_reduce", "reduce_scatter"):
+                with pytest.raises(commfuse.InvalidArgument) as info:
+                    getattr(comm, op)(x)
+                assert info.value.code == 161002
+                assert re.match(rf"{op}\(rank {rank}\): dtype {name} cannot be summed "
+                                r"\(only float32, float16, bfloat16, int8, int32\)",
+                                info.value.message), info.value.message
+                messages.append(info.value.message)
+        return messages
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_data_movement_dtypes_cannot_be_summed(world_size):
+    outcomes = run(_sum_rejection_body, world_size)
+    assert all(len(m) == 8 for m in outcomes)
+
+
+def test_array_dtypes_name_the_data_movement_dtypes():
+    from commfuse._tensor import tensor_ref
+
+    for dt, name in [(np.uint8, "uint8"), (np.int16, "int16"), (np.uint16, "uint16"),
+                     (np.bool_, "bool")]:
+        assert tensor_ref(np.zeros(3, dt)).dtype == name
+        assert tensor_ref(_DLPackOnly(np.zeros(3, dt))).dtype == name
+        assert commfuse._commfuse.TensorRef(np.zeros(3, dt)).dtype == name
+    # A uint8 array is uint8 unless dtype= names the format its codes are in.
+    codes = np.zeros((2, 4), np.uint8)
+    assert tensor_ref(codes, "hifloat8").dtype == "hifloat8"
+    packed = tensor_ref(codes, "int4")
+    assert packed.dtype == "int4" and packed.shape == (2, 8)
+    # Still not commfuse dtypes: named in the message.
+    with pytest.raises(commfuse.InvalidArgument, match="uint32 is not a commfuse format"):
+        tensor_ref(np.zeros(3, np.uint32))
+
+
+def _torch_data_movement_body(rank, torch_dtype_name):
+    import torch
+
+    dt = getattr(torch, torch_dtype_name)
+
+    def values(s):  # (4, 3) small values every dtype holds; bool: 0/1
+        return np.arange(12).reshape(4, 3) * (s + 3) % 2 ** 7
+
+    def as_numpy_bytes(t):  # torch's uint16 supports few ops: compare the raw bytes
+        return t.contiguous().view(torch.uint8).numpy()
+
+    def want_bytes(a):
+        return _bits(a.astype(np.dtype(torch_dtype_name)))
+
+    with commfuse.init() as comm:
+        R = comm.world_size
+        x = torch.arange(12).reshape(4, 3).mul(rank + 3).remainder(2 ** 7).to(dt)
+        got = comm.all_gather(x)
+        assert isinstance(got, torch.Tensor) and got.dtype == dt and got.shape == (4 * R, 3)
+        assert np.array_equal(as_numpy_bytes(got),
+                              want_bytes(np.concatenate([values(s) for s in range(R)])))
+        buf = torch.arange(12).reshape(4, 3).mul(rank + 3).remainder(2 ** 7).to(dt)
+        comm.broadcast(buf, root=0)
+        assert np.array_equal(as_numpy_bytes(buf), want_bytes(values(0)))
+        with pytest.raises(commfuse.InvalidArgument, match=f"dtype {torch_dtype_name} cannot"):
+            comm.all_reduce(x)
+        return True
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int16", "uint16", "bool"])
+def test_torch_data_movement_dtypes(dtype):
+    torch = pytest.importorskip("torch")
+    if not hasattr(torch, dtype):
+        pytest.skip(f"torch {torch.__version__} has no {dtype}")
+    assert run(_torch_data_movement_body, 2, dtype) == [True, True]

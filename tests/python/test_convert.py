@@ -166,6 +166,23 @@ def test_unsupported_array_dtypes():
         commfuse.convert(np.zeros(3, np.int8), "float32", src_dtype="hifloat8")
 
 
+def test_data_movement_dtypes_are_rejected():
+    """uint8, int16, uint16 and bool only move through the collectives: convert names them."""
+    x = np.ones(3, F32)
+    for dt in (np.uint8, np.int16, np.uint16, np.bool_, "uint8", "bool"):
+        name = np.dtype(dt).name
+        with pytest.raises(commfuse.InvalidArgument,
+                           match=f"dst_dtype {name} is a data-movement dtype") as info:
+            commfuse.convert(x, dt)
+        assert info.value.code == 161002
+    for dt in (np.int16, np.uint16, np.bool_):
+        with pytest.raises(commfuse.InvalidArgument,
+                           match=f"input dtype {np.dtype(dt).name} is not a number format"):
+            commfuse.convert(np.zeros(3, dt), "float32")
+    with pytest.raises(commfuse.InvalidArgument, match="src_dtype uint16 is a data-movement"):
+        commfuse.convert(np.zeros(3, np.uint16), "float32", src_dtype="uint16")
+
+
 def test_dtype_spellings():
     x = np.array([1.0, -2.5, 3.140625], F32)
     want = x.astype(ml_dtypes.bfloat16)

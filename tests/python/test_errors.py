@@ -95,6 +95,9 @@ def _rejection_body(rank, case):
             op = lambda: commfuse.mm_all_reduce_base(x, w, comm.name, out=out)
         elif case == "python_side_dtype":  # found in Python, before the C++ op
             op = lambda: commfuse.all_gather_base_mm(
+                x.astype(np.uint32) if bad else x, w, comm.name, R)
+        elif case == "op_data_movement_dtype":  # uint8 is a commfuse dtype, not a matmul input
+            op = lambda: commfuse.all_gather_base_mm(
                 x.astype(np.uint8) if bad else x, w, comm.name, R)
         elif case == "quant_scales_shape":
             op = lambda: commfuse.quant_all_reduce(np.ones((2, 128), np.int8),
@@ -113,6 +116,8 @@ def _rejection_body(rank, case):
             op = lambda: comm.all_reduce(x, out=np.empty(5 if bad else 16, F32))
         elif case == "collective_dtype":
             op = lambda: comm.all_reduce(x.astype(ml_dtypes.float8_e4m3fn) if bad else x)
+        elif case == "collective_bool_sum":
+            op = lambda: comm.reduce_scatter(x.astype(np.bool_) if bad else x)
         elif case == "collective_op":
             op = lambda: comm.all_reduce(x, op="max" if bad else "sum")
         elif case == "collective_split":
@@ -130,8 +135,10 @@ REJECTIONS = {
     "m_not_multiple": r"x1 dim 0 \(m\) is 3 but must be a multiple of the world size 2",
     "out_shape": r"matmul_all_reduce\(rank 1\): output",
     "out_read_only": r"matmul_all_reduce\(rank 1\): output is read-only",
-    "python_side_dtype": r"all_gather_base_mm\(rank 1\): input: array dtype uint8 is not a "
+    "python_side_dtype": r"all_gather_base_mm\(rank 1\): input: array dtype uint32 is not a "
                          r"commfuse format; raw codes need dtype=",
+    "op_data_movement_dtype": r"all_gather_matmul\(rank 1\): x1 dtype is uint8 but must be "
+                              r"float16, bfloat16 or float32",
     "quant_scales_shape": r"quant_all_reduce\(rank 1\): scales",
     "quant_rows": r"quant_reduce_scatter\(rank 1\): ",
     "a2a_combination": r"alltoall_quant_matmul\(rank 1\): unsupported combination x1 float16, "
@@ -139,6 +146,7 @@ REJECTIONS = {
     "a2a_world_size": r"alltoall_matmul\(rank 1\): world_size is 3 but group has 2 ranks",
     "collective_count": r"all_reduce\(rank 1\): src has 16 and dst 5 elements",
     "collective_dtype": r"all_reduce\(rank 1\): dtype float8_e4m3fn cannot be summed",
+    "collective_bool_sum": r"reduce_scatter\(rank 1\): dtype bool cannot be summed \(only ",
     "collective_op": r"all_reduce\(rank 1\): op is 'max' but only 'sum' is supported",
     "collective_split": r"reduce_scatter\(rank 1\): src has 3 elements, not a multiple",
 }

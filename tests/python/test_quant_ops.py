@@ -187,9 +187,17 @@ def test_quantize_errors():
         commfuse.quantize(x, np.complex64, "per_token_group")
     with pytest.raises(commfuse.InvalidArgument, match="multiple of 128"):
         commfuse.quantize(np.ones((2, 100), F32), np.int8, "per_token_group")
-    with pytest.raises(commfuse.InvalidArgument, match="^dequantize: q: .*raw codes need dtype="):
+    # A plain uint8 array is uint8 data (HiFloat8 codes need dtype="hifloat8"): no code type.
+    with pytest.raises(commfuse.InvalidArgument,
+                       match="^dequantize: q dtype is uint8 but mode per_token_group takes int8, "
+                             "hifloat8"):
         commfuse.dequantize(np.zeros((2, 128), np.uint8), np.ones((2, 1), F32),
                             "per_token_group")
+    with pytest.raises(commfuse.InvalidArgument, match="^dequantize: q: .*raw codes need dtype="):
+        commfuse.dequantize(np.zeros((2, 128), np.uint32), np.ones((2, 1), F32),
+                            "per_token_group")
+    with pytest.raises(commfuse.InvalidArgument, match="^quantize: q dtype is bool"):
+        commfuse.quantize(x, np.bool_, "per_token_group")
     with pytest.raises(commfuse.InvalidArgument, match="dequantize") as e:
         commfuse.dequantize(np.zeros((2, 128), np.int8), np.ones((2, 3), F32), "per_token_group")
     assert e.value.code == 161002
@@ -202,8 +210,8 @@ def test_quant_ops_errors_without_a_group():
     assert e.value.code == 161002
     with pytest.raises(commfuse.InvalidArgument, match="unknown group 'nope'"):
         commfuse.quant_reduce_scatter(x, s, "nope")
-    with pytest.raises(commfuse.InvalidArgument, match="x: array dtype uint8 .* raw codes need"):
-        commfuse.quant_all_reduce(x.view(np.uint8), s, "nope")
+    with pytest.raises(commfuse.InvalidArgument, match="x: array dtype uint32 .* raw codes need"):
+        commfuse.quant_all_reduce(x.astype(np.uint32), s, "nope")
     with pytest.raises(commfuse.InvalidArgument, match="output_dtype"):
         commfuse.quant_all_reduce(x, s, "nope", output_dtype="float64")
 

@@ -54,8 +54,9 @@ def test_raw_codes_and_packed_int4():
     assert h.dtype == "hifloat8" and h.data_ptr == ptr(codes)
     p = tensor_ref(codes, "int4")  # two elements per byte along the last dim
     assert p.dtype == "int4" and p.shape == (3, 8) and p.strides == (8, 1)
+    assert tensor_ref(codes).dtype == "uint8"  # without dtype=: plain uint8 data
     with pytest.raises(commfuse.InvalidArgument, match="raw codes need dtype="):
-        tensor_ref(codes)
+        tensor_ref(codes.astype(np.uint32))
     with pytest.raises(commfuse.InvalidArgument, match="pack_int4"):
         tensor_ref(np.zeros(4, ml_dtypes.int4))
     with pytest.raises(commfuse.InvalidArgument, match="cannot hold bfloat16"):

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "test_util.hpp"
@@ -106,6 +107,41 @@ TEST(ConvertCApi, SuccessAndStatusCodes) {
   // count 0 with null pointers is a valid no-op, as for memcpy.
   EXPECT_EQ(commfuseConvert(nullptr, COMMFUSE_FLOAT32, nullptr, COMMFUSE_INT8, 0, 0),
             COMMFUSE_SUCCESS);
+}
+
+TEST(ConvertDataMovementTypes, RejectedAsSourceAndTargetNamingThem) {
+  // uint8/int16/uint16/bool have no conversion rules (SPEC §1): refused both ways, even to
+  // themselves and for count 0, and dst is left untouched.
+  const std::pair<DType, const char*> types[] = {{DType::kUInt8, "uint8"},
+                                                 {DType::kInt16, "int16"},
+                                                 {DType::kUInt16, "uint16"},
+                                                 {DType::kBool, "bool"}};
+  const float src[2] = {1.0f, 2.0f};
+  for (const auto& [t, name] : types) {
+    for (const auto& [from, to, what] :
+         {std::tuple{DType::kFloat32, t, "dst_dtype"}, std::tuple{t, DType::kFloat32, "src_dtype"},
+          std::tuple{t, t, "src_dtype"}}) {
+      for (size_t count : {size_t{2}, size_t{0}}) {
+        uint8_t dst[8];
+        std::memset(dst, 0xCD, sizeof dst);
+        try {
+          commfuse::convert(src, from, dst, to, count);
+          ADD_FAILURE() << "convert accepted " << name;
+        } catch (const commfuse::InvalidArgument& e) {
+          const std::string want =
+              std::string("convert: ") + what + " " + name + " is a data-movement dtype";
+          EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+        }
+        for (uint8_t b : dst) EXPECT_EQ(b, 0xCD);
+      }
+    }
+    uint8_t dst[8] = {};
+    const auto ct = static_cast<commfuseDataType>(t);
+    EXPECT_EQ(commfuseConvert(src, COMMFUSE_FLOAT32, dst, ct, 2, 0), COMMFUSE_PARAM_INVALID);
+    EXPECT_NE(std::string(commfuseGetLastErrorMessage()).find(name), std::string::npos)
+        << commfuseGetLastErrorMessage();
+    EXPECT_EQ(commfuseConvert(dst, ct, dst, COMMFUSE_INT8, 2, 0), COMMFUSE_PARAM_INVALID);
+  }
 }
 
 TEST(ConvertCApi, SaturateFlag) {

@@ -1,8 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <commfuse/commfuse.h>
 #include <commfuse/commfuse.hpp>
 
 #include <string>
+
+#include "kernels/cpu/reduce.hpp"
 
 using commfuse::DType;
 
@@ -19,6 +22,10 @@ TEST(DType, NamesRoundTripAndMatchMlDtypes) {
       {DType::kFloat8E5M2, "float8_e5m2"},
       {DType::kHiFloat8, "hifloat8"},
       {DType::kFloat8E8M0, "float8_e8m0"},
+      {DType::kUInt8, "uint8"},
+      {DType::kInt16, "int16"},
+      {DType::kUInt16, "uint16"},
+      {DType::kBool, "bool"},
   };
   for (const auto& [dtype, name] : expected) {
     EXPECT_EQ(commfuse::dtype_name(dtype), name);
@@ -30,6 +37,7 @@ TEST(DType, AliasesAccepted) {
   EXPECT_EQ(commfuse::dtype_from_name("float8_e8m0fnu"), DType::kFloat8E8M0);
   EXPECT_EQ(commfuse::dtype_from_name("bf16"), DType::kBFloat16);
   EXPECT_EQ(commfuse::dtype_from_name("half"), DType::kFloat16);
+  EXPECT_EQ(commfuse::dtype_from_name("short"), DType::kInt16);  // torch.short
 }
 
 TEST(DType, ValuesFollowAclDataType) {
@@ -45,6 +53,34 @@ TEST(DType, ValuesFollowAclDataType) {
   EXPECT_EQ(static_cast<int>(DType::kFloat8E5M2), 35);
   EXPECT_EQ(static_cast<int>(DType::kFloat8E4M3FN), 36);
   EXPECT_EQ(static_cast<int>(DType::kFloat8E8M0), 37);
+  EXPECT_EQ(static_cast<int>(DType::kUInt8), 4);  // ACL_UINT8
+  EXPECT_EQ(static_cast<int>(DType::kInt16), 6);  // ACL_INT16
+  EXPECT_EQ(static_cast<int>(DType::kUInt16), 7);
+  EXPECT_EQ(static_cast<int>(DType::kBool), 12);
+  EXPECT_EQ(COMMFUSE_UINT8, 4);
+  EXPECT_EQ(COMMFUSE_INT16, 6);
+  EXPECT_EQ(COMMFUSE_UINT16, 7);
+  EXPECT_EQ(COMMFUSE_BOOL, 12);
+}
+
+TEST(DType, DataMovementTypesThroughTheCApi) {
+  const std::pair<commfuseDataType, const char*> expected[] = {
+      {COMMFUSE_UINT8, "uint8"},
+      {COMMFUSE_INT16, "int16"},
+      {COMMFUSE_UINT16, "uint16"},
+      {COMMFUSE_BOOL, "bool"},
+  };
+  for (const auto& [dtype, name] : expected) {
+    EXPECT_STREQ(commfuseDataTypeName(dtype), name);
+    commfuseDataType parsed = COMMFUSE_FLOAT32;
+    EXPECT_EQ(commfuseDataTypeFromName(name, &parsed), COMMFUSE_SUCCESS) << name;
+    EXPECT_EQ(parsed, dtype) << name;
+  }
+  int bits = 0;
+  EXPECT_EQ(commfuseDataTypeBits(COMMFUSE_BOOL, &bits), COMMFUSE_SUCCESS);
+  EXPECT_EQ(bits, 8);
+  EXPECT_EQ(commfuseDataTypeBits(COMMFUSE_UINT16, &bits), COMMFUSE_SUCCESS);
+  EXPECT_EQ(bits, 16);
 }
 
 TEST(DType, Bits) {
@@ -52,6 +88,12 @@ TEST(DType, Bits) {
   EXPECT_EQ(commfuse::dtype_bits(DType::kHiFloat8), 8);
   EXPECT_EQ(commfuse::dtype_bits(DType::kBFloat16), 16);
   EXPECT_EQ(commfuse::dtype_bits(DType::kInt64), 64);
+  EXPECT_EQ(commfuse::dtype_bits(DType::kUInt8), 8);
+  EXPECT_EQ(commfuse::dtype_bits(DType::kInt16), 16);
+  EXPECT_EQ(commfuse::dtype_bits(DType::kUInt16), 16);
+  EXPECT_EQ(commfuse::dtype_bits(DType::kBool), 8);  // one byte per element, as numpy/torch
+  EXPECT_EQ(commfuse::dtype_storage_bytes(DType::kInt16, 7), 14u);
+  EXPECT_EQ(commfuse::dtype_storage_bytes(DType::kBool, 7), 7u);
   EXPECT_EQ(commfuse::dtype_storage_bytes(DType::kInt4, 7), 4u);
   EXPECT_EQ(commfuse::dtype_storage_bytes(DType::kFloat32, 7), 28u);
 }
@@ -67,5 +109,26 @@ TEST(DType, UnknownNameIsParamInvalidNamingIt) {
 }
 
 TEST(DType, UnknownValueIsParamInvalid) {
-  EXPECT_THROW(commfuse::dtype_bits(static_cast<DType>(5)), commfuse::InvalidArgument);
+  // 5 is unused in aclDataType; 8 (ACL_UINT32) and 11 (ACL_DOUBLE) are not commfuse dtypes.
+  for (int v : {5, 8, 11})
+    EXPECT_THROW(commfuse::dtype_bits(static_cast<DType>(v)), commfuse::InvalidArgument) << v;
+}
+
+TEST(DType, DataMovementTypesCannotBeSummed) {
+  // The one predicate every sum (all_reduce, reduce_scatter, the reduce kernel) checks.
+  for (DType t : {DType::kUInt8, DType::kInt16, DType::kUInt16, DType::kBool}) {
+    EXPECT_FALSE(commfuse::kernels::cpu::reducible(t)) << commfuse::dtype_name(t);
+    uint8_t a[4] = {1, 2, 3, 4}, out[4] = {};
+    const void* srcs[] = {a, a};
+    try {
+      commfuse::kernels::cpu::reduce_sum(srcs, 2, out, 2, t);
+      ADD_FAILURE() << "reduce_sum accepted " << commfuse::dtype_name(t);
+    } catch (const commfuse::InvalidArgument& e) {
+      const std::string want = "dtype " + std::string(commfuse::dtype_name(t)) +
+                               " cannot be summed (only float32, float16, bfloat16, int8, int32)";
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
+  for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt8, DType::kInt32})
+    EXPECT_TRUE(commfuse::kernels::cpu::reducible(t)) << commfuse::dtype_name(t);
 }

@@ -79,6 +79,10 @@ bool reducible(DType t) {
          t == DType::kInt8 || t == DType::kInt32;
 }
 
+const char* reducible_names() {
+  return "float32, float16, bfloat16, int8, int32";
+}
+
 void reduce_sum(const void* const* src, int n_src, void* dst, size_t count, DType dtype) {
   CF_ASSERT(n_src >= 1);
   switch (dtype) {
@@ -97,8 +101,8 @@ void reduce_sum(const void* const* src, int n_src, void* dst, size_t count, DTyp
       break;
   }
   detail::throw_status(Status::kParamInvalid,
-                       detail::cat("reduce: dtype ", dtype_name(dtype),
-                                   " cannot be summed (float32, float16, bfloat16, int8, int32)"));
+                       detail::cat("reduce: dtype ", dtype_name(dtype), " cannot be summed (only ",
+                                   reducible_names(), ")"));
 }
 
 }  // namespace commfuse::kernels::cpu

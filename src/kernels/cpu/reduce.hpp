@@ -10,7 +10,10 @@
 namespace commfuse::kernels::cpu {
 
 // True for the dtypes collectives can sum: float32, float16, bfloat16, int8, int32.
+// (uint8, int16, uint16 and bool move but do not sum: SPEC defines no sum for them.)
 bool reducible(DType dtype);
+// "float32, float16, bfloat16, int8, int32": the list rejection messages quote.
+const char* reducible_names();
 
 // dst[i] = cast(src[0][i] + src[1][i] + ... + src[n_src - 1][i]), summed left to right.
 // Floats accumulate in fp32 and round once (RNE); integers sum exactly in int64 and
