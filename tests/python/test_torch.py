@@ -82,8 +82,8 @@ def test_raw_codes_and_unsupported_dtypes(torch):
     assert h.dtype == "hifloat8" and h.data_ptr == codes.data_ptr()
     p = tensor_ref(codes, "int4")  # packed, two elements per byte along the last dim
     assert p.dtype == "int4" and p.shape == (3, 8) and p.strides == (8, 1)
-    with pytest.raises(commfuse.InvalidArgument, match="need dtype='hifloat8'"):
-        tensor_ref(codes)
+    plain = tensor_ref(codes)  # no dtype=: plain bytes, for the data-movement collectives
+    assert plain.dtype == "uint8" and plain.data_ptr == codes.data_ptr()
     with pytest.raises(commfuse.InvalidArgument, match="float64 is not a commfuse dtype"):
         tensor_ref(torch.zeros(3, dtype=torch.float64))
     with pytest.raises(commfuse.InvalidArgument, match="cannot hold bfloat16"):
@@ -262,3 +262,42 @@ def _quant_body(rank):
 @pytest.mark.parametrize("world_size", [1, 2])
 def test_quant_all_reduce_with_torch_tensors(torch, world_size):
     assert run(_quant_body, world_size) == [True] * world_size
+
+
+def _bits(a):
+    return np.ascontiguousarray(a).view(np.uint8)
+
+
+def _torch_data_movement_body(rank, torch_dtype_name):
+    import torch
+
+    dt = getattr(torch, torch_dtype_name)
+
+    def values(s):  # (4, 3) small values every dtype holds; bool: 0/1
+        return np.arange(12).reshape(4, 3) * (s + 3) % 2 ** 7
+
+    def as_numpy_bytes(t):  # compare the raw bytes (bool included)
+        return t.contiguous().view(torch.uint8).numpy()
+
+    def want_bytes(a):
+        return _bits(a.astype(np.dtype(torch_dtype_name)))
+
+    with commfuse.init() as comm:
+        R = comm.world_size
+        x = torch.arange(12).reshape(4, 3).mul(rank + 3).remainder(2 ** 7).to(dt)
+        got = comm.all_gather(x)
+        assert isinstance(got, torch.Tensor) and got.dtype == dt and got.shape == (4 * R, 3)
+        assert np.array_equal(as_numpy_bytes(got),
+                              want_bytes(np.concatenate([values(s) for s in range(R)])))
+        buf = torch.arange(12).reshape(4, 3).mul(rank + 3).remainder(2 ** 7).to(dt)
+        comm.broadcast(buf, root=0)
+        assert np.array_equal(as_numpy_bytes(buf), want_bytes(values(0)))
+        with pytest.raises(commfuse.InvalidArgument, match=f"dtype {torch_dtype_name} cannot"):
+            comm.all_reduce(x)
+        return True
+
+
+# uint16 is numpy-only here: torch has torch.uint16 only from 2.3 (Debian 12's is 1.13).
+@pytest.mark.parametrize("dtype", ["uint8", "int16", "bool"])
+def test_torch_data_movement_dtypes(torch, dtype):
+    assert run(_torch_data_movement_body, 2, dtype) == [True, True]
