@@ -10,7 +10,7 @@
 namespace commfuse::params {
 namespace {
 
-constexpr std::array<Param, 10> kParams{{
+constexpr std::array<Param, 11> kParams{{
     {"COMMFUSE_LOG", Kind::kChoice, "warn", "error|warn|info|debug",
      "log level; lines go to stderr prefixed host:pid:rank"},
     {"COMMFUSE_TIMEOUT_S", Kind::kInt, "300", "",
@@ -34,6 +34,9 @@ constexpr std::array<Param, 10> kParams{{
      "avx512_core_amx|all",
      "newest CPU ISA commfuse's kernels may use (older paths on a newer CPU); also caps oneDNN "
      "when ONEDNN_MAX_CPU_ISA is unset"},
+    {"COMMFUSE_ALGO", Kind::kString, "", "",
+     "force operator algorithms: <op>:<name>[,<op>:<name>...], e.g. all_gather_matmul:unfused "
+     "(same on every rank)"},
 }};
 
 const Param& find(std::string_view env) {

@@ -13,6 +13,8 @@
 #include <commfuse/commfuse.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace optest {
@@ -228,10 +230,47 @@ void run_matmul_all_reduce(commfuse::Comm& comm, const Case& c, uint64_t tag, in
            s);
 }
 
+// The algorithm every op below runs: what COMMFUSE_ALGO forces, else the list's choice, which
+// must be one of the list's names. Checked on plans of a small shape, so that a run with an
+// algorithm forced (tests/ops/CMakeLists.txt) really tests that algorithm.
+void check_algorithms(commfuse::Comm& comm) {
+  const int R = comm.world_size();
+  const char* env = std::getenv("COMMFUSE_ALGO");
+  const std::string algo = env != nullptr ? env : "";
+  auto forced = [&](const std::string& op) -> std::string {
+    const size_t at = algo.find(op + ":");
+    if (at == std::string::npos) return "";
+    const size_t from = at + op.size() + 1;
+    return algo.substr(from, algo.find(',', from) - from);
+  };
+  auto check = [&](const std::string& op, const std::string& got) {
+    const std::string want = forced(op);
+    EXPECT(want.empty() ? (got == "fused" || got == "unfused") : got == want,
+           "%s: schedule %s, COMMFUSE_ALGO '%s'", op.c_str(), got.c_str(), algo.c_str());
+  };
+  std::vector<float> buf(static_cast<size_t>(4 * R * 8 + 64), 0.0f);
+  const commfuse::TensorView x1(buf.data(), DType::kFloat32, {2, 4});
+  const commfuse::TensorView x2(buf.data(), DType::kFloat32, {4, 8});
+  const commfuse::TensorView out(buf.data() + 64, DType::kFloat32, {2 * R, 8});
+  const commfuse::TensorView gather(buf.data() + 64, DType::kFloat32, {2 * R, 4});
+  check("all_gather_matmul",
+        commfuse::AllGatherMatmulPlan(x1, x2, comm.name(), R, out, gather).schedule_name());
+  const commfuse::TensorView x1r(buf.data(), DType::kFloat32, {2 * R, 4});
+  check("matmul_reduce_scatter",
+        commfuse::MatmulReduceScatterPlan(
+            x1r, x2, comm.name(), R, commfuse::TensorView(buf.data() + 64, DType::kFloat32, {2, 8}))
+            .schedule_name());
+  check("matmul_all_reduce",
+        commfuse::MatmulAllReducePlan(
+            x1, x2, comm.name(), commfuse::TensorView(buf.data() + 64, DType::kFloat32, {2, 8}))
+            .schedule_name());
+}
+
 }  // namespace
 
 int case_numerics(commfuse::Comm& comm) {
   const int R = comm.world_size();
+  check_algorithms(comm);
   const DType dtypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
   const BiasKind biases[] = {BiasKind::kNone, BiasKind::kSameDtype, BiasKind::kFloat32};
   const int64_t turns[] = {0, 1, 3, 64};

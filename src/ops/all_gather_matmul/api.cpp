@@ -44,6 +44,9 @@ void AllGatherMatmulPlan::execute(void* workspace, size_t workspace_bytes) {
     case ops::AllGatherMatmulSchedule::kFused:
       ops::run_all_gather_matmul_fused(*data_, c, workspace);
       return;
+    case ops::AllGatherMatmulSchedule::kUnfused:
+      ops::run_all_gather_matmul_unfused(*data_, c, workspace);
+      return;
   }
 }
 

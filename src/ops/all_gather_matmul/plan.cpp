@@ -2,6 +2,9 @@
 #include "ops/all_gather_matmul/plan.hpp"
 
 #include <algorithm>
+#include <vector>
+
+#include "ops/common/algorithm.hpp"
 
 namespace commfuse::ops {
 
@@ -9,6 +12,8 @@ const char* schedule_name(AllGatherMatmulSchedule s) {
   switch (s) {
     case AllGatherMatmulSchedule::kFused:
       return "fused";
+    case AllGatherMatmulSchedule::kUnfused:
+      return "unfused";
   }
   return "?";
 }
@@ -17,7 +22,12 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
   AllGatherMatmulPlanData plan;
   plan.problem = std::move(problem);
   const AllGatherMatmulProblem& p = plan.problem;
-  plan.schedule = AllGatherMatmulSchedule::kFused;
+  const std::vector<AlgorithmEntry> list{{"fused", ""}, {"unfused", ""}};
+  plan.schedule = static_cast<AllGatherMatmulSchedule>(choose_algorithm(
+      kAllGatherMatmulOp,
+      detail::cat(kAllGatherMatmulOp, "(rank ", p.rank, ") m=", p.m, "/rank R=", p.world_size,
+                  " k=", p.k, " n=", p.n, " ", dtype_name(p.dtype)),
+      list));
   plan.gemm.dtype = p.dtype;
   plan.gemm.k = p.k;
   plan.gemm.n = p.n;
@@ -28,6 +38,14 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
   // they arrive, so no gathered copy of x1 is needed even without gather_output.
   plan.workspace_bytes = row_gemm_workspace_bytes(plan.gemm);
   const int64_t rows = p.m * p.world_size;
+  if (plan.schedule == AllGatherMatmulSchedule::kUnfused) {
+    plan.gemm_rows = rows;
+    plan.staging_offset = (plan.workspace_bytes + 63) / 64 * 64;
+    if (p.gather_out == nullptr)
+      plan.workspace_bytes =
+          plan.staging_offset + dtype_storage_bytes(p.dtype, static_cast<size_t>(rows * p.k));
+    return plan;
+  }
   const bool x2_cached = p.k * p.n * 4 <= kCachedX2Bytes;
   plan.gemm_rows = x2_cached ? 1 : std::max<int64_t>(1, std::min(rows, kMaxGemmRows));
   plan.staging_offset = (plan.workspace_bytes + 63) / 64 * 64;

@@ -46,11 +46,12 @@ AllGatherMatmulProblem validate_all_gather_matmul(const TensorView& x1, const Te
                                                   const TensorView& gather_out,
                                                   const AllGatherMatmulOptions& options);
 
-// Tried in this order; the first that applies is chosen (oneDNN's list habit). The
-// unfused composition (all_gather, then one GEMM) is what `commfuse bench` and the demo
-// measure it against.
+// The algorithm list, best first (ops/common/algorithm.hpp); the unfused composition
+// (all_gather, then one GEMM) last, as the reference `commfuse bench` and the demo measure
+// the op against.
 enum class AllGatherMatmulSchedule {
-  kFused,  // gather_stream of x1's rows, GEMM per arriving block: any transport
+  kFused,    // gather_stream of x1's rows, GEMM per arriving block: any transport
+  kUnfused,  // all_gather into gather_out (or the workspace), then one GEMM
 };
 const char* schedule_name(AllGatherMatmulSchedule s);
 
@@ -62,7 +63,9 @@ struct AllGatherMatmulPlanData {
   // Arriving rows are staged (widened in the same pass) until gemm_rows are ready, then one
   // GEMM runs on them (1: every block is multiplied on arrival). See kCachedX2Bytes.
   int64_t gemm_rows = 0;
-  size_t staging_offset = 0;  // staged rows (gemm_rows), then their output (gemm_rows x n)
+  // fused: staged rows (gemm_rows), then their output (gemm_rows x n); unfused: the
+  // gathered rows when there is no gather_out
+  size_t staging_offset = 0;
   size_t staged_out_offset = 0;
 };
 
@@ -81,6 +84,8 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem);
 // COMMFUSE_VERBOSE prints it and AllGatherMatmulPlan::description() returns it).
 std::string describe(const AllGatherMatmulPlanData& plan);
 
+void run_all_gather_matmul_unfused(const AllGatherMatmulPlanData& plan, comm::CommImpl& comm,
+                                   void* workspace);
 void run_all_gather_matmul_fused(const AllGatherMatmulPlanData& plan, comm::CommImpl& comm,
                                  void* workspace);
 

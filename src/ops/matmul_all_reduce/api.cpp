@@ -42,6 +42,9 @@ void MatmulAllReducePlan::execute(void* workspace, size_t workspace_bytes) {
     case ops::MatmulAllReduceSchedule::kFused:
       ops::run_matmul_all_reduce_fused(*data_, c, workspace);
       return;
+    case ops::MatmulAllReduceSchedule::kUnfused:
+      ops::run_matmul_all_reduce_unfused(*data_, c, workspace);
+      return;
   }
 }
 

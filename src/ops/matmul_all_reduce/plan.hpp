@@ -22,7 +22,8 @@ MatmulReduceProblem validate_matmul_all_reduce(const TensorView& x1, const Tenso
 // Tried in order, first applicable wins. The unfused composition (fp32 GEMM, then the
 // collective) is what `commfuse bench` and the demo measure it against.
 enum class MatmulAllReduceSchedule {
-  kFused,  // partial GEMM per piece into the stream, sum + bias + rounding per piece
+  kFused,    // partial GEMM per piece into the stream, sum + bias + rounding per piece
+  kUnfused,  // one fp32 GEMM, the fp32 collective, then bias and rounding
 };
 const char* schedule_name(MatmulAllReduceSchedule s);
 
@@ -37,6 +38,8 @@ MatmulAllReducePlanData plan_matmul_all_reduce(MatmulReduceProblem problem);
 // One line: op, shape, schedule, workspace and the partial-product GEMM's kernel.
 std::string describe(const MatmulAllReducePlanData& plan);
 
+void run_matmul_all_reduce_unfused(const MatmulAllReducePlanData& plan, comm::CommImpl& comm,
+                                   void* workspace);
 void run_matmul_all_reduce_fused(const MatmulAllReducePlanData& plan, comm::CommImpl& comm,
                                  void* workspace);
 

@@ -45,6 +45,9 @@ void MatmulReduceScatterPlan::execute(void* workspace, size_t workspace_bytes) {
     case ops::MatmulReduceScatterSchedule::kFused:
       ops::run_matmul_reduce_scatter_fused(*data_, c, workspace);
       return;
+    case ops::MatmulReduceScatterSchedule::kUnfused:
+      ops::run_matmul_reduce_scatter_unfused(*data_, c, workspace);
+      return;
   }
 }
 

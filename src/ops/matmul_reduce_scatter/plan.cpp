@@ -1,12 +1,18 @@
 // matmul_reduce_scatter planning: schedule and workspace.
 #include "ops/matmul_reduce_scatter/plan.hpp"
 
+#include <vector>
+
+#include "ops/common/algorithm.hpp"
+
 namespace commfuse::ops {
 
 const char* schedule_name(MatmulReduceScatterSchedule s) {
   switch (s) {
     case MatmulReduceScatterSchedule::kFused:
       return "fused";
+    case MatmulReduceScatterSchedule::kUnfused:
+      return "unfused";
   }
   return "?";
 }
@@ -15,8 +21,15 @@ MatmulReduceScatterPlanData plan_matmul_reduce_scatter(MatmulReduceProblem probl
   MatmulReduceScatterPlanData plan;
   plan.problem = std::move(problem);
   const MatmulReduceProblem& p = plan.problem;
-  plan.schedule = MatmulReduceScatterSchedule::kFused;
+  const std::vector<AlgorithmEntry> list{{"fused", ""}, {"unfused", ""}};
+  plan.schedule = static_cast<MatmulReduceScatterSchedule>(choose_algorithm(
+      kMatmulReduceScatterOp,
+      detail::cat(kMatmulReduceScatterOp, "(rank ", p.rank, ") m=", p.m, " R=", p.world_size,
+                  " k=", p.k, " n=", p.n, " ", dtype_name(p.dtype)),
+      list));
   plan.workspace_bytes = matmul_reduce_workspace_bytes(p);
+  if (plan.schedule == MatmulReduceScatterSchedule::kUnfused)  // + the collective's fp32 result
+    plan.workspace_bytes += static_cast<size_t>(p.m / p.world_size * p.n) * sizeof(float);
   plan.gemm = partial_product_shape(p);
   return plan;
 }

@@ -23,7 +23,8 @@ MatmulReduceProblem validate_matmul_reduce_scatter(const TensorView& x1, const T
 // Tried in order, first applicable wins. The unfused composition (fp32 GEMM, then the
 // collective) is what `commfuse bench` and the demo measure it against.
 enum class MatmulReduceScatterSchedule {
-  kFused,  // partial GEMM per piece into the stream, sum + bias + rounding per piece
+  kFused,    // partial GEMM per piece into the stream, sum + bias + rounding per piece
+  kUnfused,  // one fp32 GEMM, the fp32 collective, then bias and rounding
 };
 const char* schedule_name(MatmulReduceScatterSchedule s);
 
@@ -38,6 +39,8 @@ MatmulReduceScatterPlanData plan_matmul_reduce_scatter(MatmulReduceProblem probl
 // One line: op, shape, schedule, workspace and the partial-product GEMM's kernel.
 std::string describe(const MatmulReduceScatterPlanData& plan);
 
+void run_matmul_reduce_scatter_unfused(const MatmulReduceScatterPlanData& plan,
+                                       comm::CommImpl& comm, void* workspace);
 void run_matmul_reduce_scatter_fused(const MatmulReduceScatterPlanData& plan, comm::CommImpl& comm,
                                      void* workspace);
 

@@ -1,0 +1,63 @@
+#include "ops/common/algorithm.hpp"
+
+#include "core/cpu_features.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/params.hpp"
+
+namespace commfuse::ops {
+
+std::string forced_algorithm(std::string_view op) {
+  const std::string value = params::get_string("COMMFUSE_ALGO");
+  std::string_view rest = value;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    if (item.empty()) continue;
+    const size_t colon = item.find(':');
+    CF_CHECK_ARG(colon != std::string_view::npos && colon > 0 && colon + 1 < item.size(),
+                 "COMMFUSE_ALGO='", value, "': '", item, "' is not <op>:<algorithm>");
+    if (item.substr(0, colon) == op) return std::string(item.substr(colon + 1));
+  }
+  return {};
+}
+
+size_t choose_algorithm(const char* op, const std::string& what,
+                        const std::vector<AlgorithmEntry>& list) {
+  CF_ASSERT(!list.empty());
+  const std::string forced = forced_algorithm(op);
+  size_t chosen = list.size();
+  if (!forced.empty()) {
+    std::string names;
+    for (size_t i = 0; i < list.size(); ++i) {
+      names += detail::cat(i ? "|" : "", list[i].name);
+      if (forced == list[i].name) chosen = i;
+    }
+    CF_CHECK_ARG(chosen < list.size(), "COMMFUSE_ALGO: ", op, " has no algorithm '", forced, "' (",
+                 names, ")");
+    CF_CHECK_ARG(list[chosen].not_applicable.empty(), "COMMFUSE_ALGO: ", op, ":", forced,
+                 " does not apply to ", what, ": ", list[chosen].not_applicable);
+  } else {
+    for (size_t i = 0; i < list.size() && chosen == list.size(); ++i)
+      if (list[i].not_applicable.empty()) chosen = i;
+    CF_ASSERT(chosen < list.size());  // the reference applies to every valid descriptor
+  }
+  if (log::verbose_level() >= 1) {
+    std::string line = detail::cat(
+        "decision ", what, " [ISA ", cpu::isa_level_name(cpu::highest_level(cpu::features())),
+        "]: ", list[chosen].name,
+        forced.empty() ? " (first that applies)" : " (forced by COMMFUSE_ALGO)");
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (i == chosen) continue;
+      line += detail::cat("; ", list[i].name, ": ",
+                          list[i].not_applicable.empty()
+                              ? (i < chosen ? "applies, not forced" : "applies, later in list")
+                              : list[i].not_applicable);
+    }
+    log::verbose(line);
+  }
+  return chosen;
+}
+
+}  // namespace commfuse::ops

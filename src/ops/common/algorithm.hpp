@@ -1,0 +1,34 @@
+// Algorithm lists (DESIGN "Algorithm lists, chosen per machine"; oneDNN's impl_list): each
+// operator lists its algorithms best first, with the unfused composition (the collective,
+// then the same kernels) last as the reference. Each entry says whether it applies to the
+// descriptor and, if not, why. The choice is the first applicable entry unless
+// COMMFUSE_ALGO=<op>:<name> forces one; COMMFUSE_VERBOSE=1 prints one line per decision.
+//
+// Every rank must choose the same algorithm (they run different collectives otherwise), so
+// applicability depends only on what every rank of the group knows alike: the descriptor,
+// the world size, the transport and the CPU ISA level — never on a timing taken by one
+// process. COMMFUSE_ALGO must be the same on every rank (a mismatch is reported by the
+// transport as a mismatched collective, not a hang).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace commfuse::ops {
+
+struct AlgorithmEntry {
+  const char* name;
+  std::string not_applicable;  // empty: applies; else why not (one phrase)
+};
+
+// The index of the chosen entry. Throws InvalidArgument naming COMMFUSE_ALGO when it forces
+// a name this op does not have, or one that does not apply here (with the reason).
+// `what`: the op, rank and shape, for the decision line.
+size_t choose_algorithm(const char* op, const std::string& what,
+                        const std::vector<AlgorithmEntry>& list);
+
+// The name COMMFUSE_ALGO forces for op ("" when none); InvalidArgument for a malformed value.
+std::string forced_algorithm(std::string_view op);
+
+}  // namespace commfuse::ops

@@ -1,0 +1,21 @@
+// matmul_all_reduce, unfused (the reference of the algorithm list): the whole fp32 partial
+// product in one GEMM, all_reduce (fp32, rank order), then the bias once and one rounding.
+// Same arithmetic as the fused schedule (SPEC §0).
+#include "ops/common/epilogue.hpp"
+#include "ops/matmul_all_reduce/plan.hpp"
+
+namespace commfuse::ops {
+
+void run_matmul_all_reduce_unfused(const MatmulAllReducePlanData& plan, comm::CommImpl& comm,
+                                   void* workspace) {
+  const MatmulReduceProblem& p = plan.problem;
+  const RowGemm gemm(plan.gemm, workspace);
+  float* partial = matmul_reduce_partial(p, workspace);
+  float* reduced = partial + p.m * p.n;
+  gemm.run(p.x1, p.m, partial);
+  comm.transport().all_reduce(partial, reduced, static_cast<uint64_t>(p.m * p.n), DType::kFloat32);
+  add_bias_and_round(reduced, p.m, p.n, p.bias, matmul_reduce_bias32(p, workspace), p.output,
+                     p.dtype);
+}
+
+}  // namespace commfuse::ops

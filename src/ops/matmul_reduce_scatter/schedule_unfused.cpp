@@ -1,0 +1,23 @@
+// matmul_reduce_scatter, unfused (the reference of the algorithm list): the whole fp32
+// partial product in one GEMM, reduce_scatter (fp32, rank order), then the bias once and
+// one rounding. Same arithmetic as the fused schedule (SPEC §0).
+#include "ops/common/epilogue.hpp"
+#include "ops/matmul_reduce_scatter/plan.hpp"
+
+namespace commfuse::ops {
+
+void run_matmul_reduce_scatter_unfused(const MatmulReduceScatterPlanData& plan,
+                                       comm::CommImpl& comm, void* workspace) {
+  const MatmulReduceProblem& p = plan.problem;
+  const RowGemm gemm(plan.gemm, workspace);
+  float* partial = matmul_reduce_partial(p, workspace);
+  float* reduced = partial + p.m * p.n;  // this rank's rows of the sum
+  const int64_t rows = p.m / p.world_size;
+  gemm.run(p.x1, p.m, partial);
+  comm.transport().reduce_scatter(partial, reduced, static_cast<uint64_t>(rows * p.n),
+                                  DType::kFloat32);
+  add_bias_and_round(reduced, rows, p.n, p.bias, matmul_reduce_bias32(p, workspace), p.output,
+                     p.dtype);
+}
+
+}  // namespace commfuse::ops

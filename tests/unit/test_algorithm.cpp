@@ -1,0 +1,86 @@
+// Algorithm lists (ops/common/algorithm.hpp): COMMFUSE_ALGO parsing, forcing, rejection of
+// names an op does not have or that do not apply, and the default choice.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <functional>
+#include <string>
+
+#include "core/error.hpp"
+#include "ops/common/algorithm.hpp"
+
+namespace ops = commfuse::ops;
+
+namespace {
+
+// Sets COMMFUSE_ALGO for one test (params are read from the environment on every call).
+struct AlgoEnv {
+  explicit AlgoEnv(const char* v) {
+    const char* old = std::getenv("COMMFUSE_ALGO");
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    setenv("COMMFUSE_ALGO", v, 1);
+  }
+  ~AlgoEnv() {
+    if (had_)
+      setenv("COMMFUSE_ALGO", old_.c_str(), 1);
+    else
+      unsetenv("COMMFUSE_ALGO");
+  }
+  bool had_ = false;
+  std::string old_;
+};
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const commfuse::Error& e) {
+    EXPECT_EQ(e.code(), commfuse::Status::kParamInvalid);
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return "";
+}
+
+}  // namespace
+
+TEST(Algorithm, ForcedNamesPerOp) {
+  AlgoEnv env("all_gather_matmul:unfused,matmul_all_reduce:fused");
+  EXPECT_EQ(ops::forced_algorithm("all_gather_matmul"), "unfused");
+  EXPECT_EQ(ops::forced_algorithm("matmul_all_reduce"), "fused");
+  EXPECT_EQ(ops::forced_algorithm("matmul_reduce_scatter"), "");
+}
+
+TEST(Algorithm, MalformedValueNamesTheVariable) {
+  AlgoEnv env("all_gather_matmul");
+  const std::string m = message_of([] { ops::forced_algorithm("all_gather_matmul"); });
+  EXPECT_NE(m.find("COMMFUSE_ALGO"), std::string::npos) << m;
+  EXPECT_NE(m.find("<op>:<algorithm>"), std::string::npos) << m;
+}
+
+TEST(Algorithm, FirstApplicableUnlessForced) {
+  const std::vector<ops::AlgorithmEntry> list{
+      {"fast", "needs shm"}, {"fused", ""}, {"unfused", ""}};
+  {
+    AlgoEnv env("");
+    EXPECT_EQ(ops::choose_algorithm("op_x", "op_x m=1", list), 1u);
+  }
+  {
+    AlgoEnv env("op_x:unfused");
+    EXPECT_EQ(ops::choose_algorithm("op_x", "op_x m=1", list), 2u);
+  }
+  {
+    AlgoEnv env("op_y:unfused");  // another op's setting
+    EXPECT_EQ(ops::choose_algorithm("op_x", "op_x m=1", list), 1u);
+  }
+  {
+    AlgoEnv env("op_x:fast");
+    const std::string m = message_of([&] { ops::choose_algorithm("op_x", "op_x m=1", list); });
+    EXPECT_NE(m.find("does not apply to op_x m=1: needs shm"), std::string::npos) << m;
+  }
+  {
+    AlgoEnv env("op_x:ring");
+    const std::string m = message_of([&] { ops::choose_algorithm("op_x", "op_x m=1", list); });
+    EXPECT_NE(m.find("no algorithm 'ring' (fast|fused|unfused)"), std::string::npos) << m;
+  }
+}
