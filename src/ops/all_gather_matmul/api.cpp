@@ -2,10 +2,10 @@
 #include <commfuse/commfuse.hpp>
 
 #include <memory>
-#include <vector>
 
 #include "core/log.hpp"
 #include "ops/all_gather_matmul/plan.hpp"
+#include "ops/common/call_workspace.hpp"
 
 namespace commfuse {
 
@@ -54,8 +54,7 @@ void all_gather_matmul(const TensorView& x1, const TensorView& x2, std::string_v
                        int world_size, const TensorView& output, const TensorView& gather_out,
                        const AllGatherMatmulOptions& options) {
   AllGatherMatmulPlan plan(x1, x2, group, world_size, output, gather_out, options);
-  // float elements: the workspace is aligned for the fp32 partial sums other ops keep there.
-  std::vector<float> workspace((plan.workspace_size() + sizeof(float) - 1) / sizeof(float));
+  const ops::CallWorkspace workspace(plan.workspace_size());
   plan.execute(workspace.data(), plan.workspace_size());
 }
 

@@ -2,9 +2,9 @@
 #include <commfuse/commfuse.hpp>
 
 #include <memory>
-#include <vector>
 
 #include "ops/alltoall_matmul/plan.hpp"
+#include "ops/common/call_workspace.hpp"
 
 namespace commfuse {
 
@@ -39,7 +39,7 @@ void alltoall_matmul(const TensorView& x1, const TensorView& x2, std::string_vie
                      const TensorView& output, const TensorView& all_to_all_out,
                      const AlltoAllMatmulOptions& options) {
   AlltoAllMatmulPlan plan(x1, x2, group, output, all_to_all_out, options);
-  std::vector<float> workspace((plan.workspace_size() + sizeof(float) - 1) / sizeof(float));
+  const ops::CallWorkspace workspace(plan.workspace_size());
   plan.execute(workspace.data(), plan.workspace_size());
 }
 

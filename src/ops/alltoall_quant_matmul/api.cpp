@@ -2,10 +2,10 @@
 #include <commfuse/commfuse.hpp>
 
 #include <memory>
-#include <vector>
 
 #include "core/log.hpp"
 #include "ops/alltoall_quant_matmul/plan.hpp"
+#include "ops/common/call_workspace.hpp"
 
 namespace commfuse {
 
@@ -55,7 +55,7 @@ void alltoall_quant_matmul(const TensorView& x1, const TensorView& x2, const Ten
                            const TensorView& all_to_all_out,
                            const AlltoAllQuantMatmulOptions& options) {
   AlltoAllQuantMatmulPlan plan(x1, x2, x2_scale, group, output, all_to_all_out, options);
-  std::vector<float> workspace((plan.workspace_size() + sizeof(float) - 1) / sizeof(float));
+  const ops::CallWorkspace workspace(plan.workspace_size());
   plan.execute(workspace.data(), plan.workspace_size());
 }
 

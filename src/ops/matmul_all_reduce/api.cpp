@@ -2,9 +2,9 @@
 #include <commfuse/commfuse.hpp>
 
 #include <memory>
-#include <vector>
 
 #include "core/log.hpp"
+#include "ops/common/call_workspace.hpp"
 #include "ops/matmul_all_reduce/plan.hpp"
 
 namespace commfuse {
@@ -51,7 +51,7 @@ void MatmulAllReducePlan::execute(void* workspace, size_t workspace_bytes) {
 void matmul_all_reduce(const TensorView& x1, const TensorView& x2, std::string_view group,
                        const TensorView& output, const MatmulReduceOptions& options) {
   MatmulAllReducePlan plan(x1, x2, group, output, options);
-  std::vector<float> workspace(plan.workspace_size() / sizeof(float));
+  const ops::CallWorkspace workspace(plan.workspace_size());
   plan.execute(workspace.data(), plan.workspace_size());
 }
 

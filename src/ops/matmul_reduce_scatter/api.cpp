@@ -2,9 +2,9 @@
 #include <commfuse/commfuse.hpp>
 
 #include <memory>
-#include <vector>
 
 #include "core/log.hpp"
+#include "ops/common/call_workspace.hpp"
 #include "ops/matmul_reduce_scatter/plan.hpp"
 
 namespace commfuse {
@@ -55,7 +55,7 @@ void matmul_reduce_scatter(const TensorView& x1, const TensorView& x2, std::stri
                            int world_size, const TensorView& output,
                            const MatmulReduceOptions& options) {
   MatmulReduceScatterPlan plan(x1, x2, group, world_size, output, options);
-  std::vector<float> workspace(plan.workspace_size() / sizeof(float));
+  const ops::CallWorkspace workspace(plan.workspace_size());
   plan.execute(workspace.data(), plan.workspace_size());
 }
 

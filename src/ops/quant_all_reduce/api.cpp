@@ -2,8 +2,8 @@
 #include <commfuse/commfuse.hpp>
 
 #include <memory>
-#include <vector>
 
+#include "ops/common/call_workspace.hpp"
 #include "ops/quant_all_reduce/plan.hpp"
 
 namespace commfuse {
@@ -44,7 +44,7 @@ void QuantAllReducePlan::execute(void* workspace, size_t workspace_bytes) {
 void quant_all_reduce(const TensorView& x, const TensorView& scales, std::string_view group,
                       const TensorView& output, std::string_view reduce_op) {
   QuantAllReducePlan plan(x, scales, group, reduce_op, output);
-  std::vector<float> workspace(plan.workspace_size() / sizeof(float));
+  const ops::CallWorkspace workspace(plan.workspace_size());
   plan.execute(workspace.data(), plan.workspace_size());
 }
 

@@ -2,8 +2,8 @@
 #include <commfuse/commfuse.hpp>
 
 #include <memory>
-#include <vector>
 
+#include "ops/common/call_workspace.hpp"
 #include "ops/quant_reduce_scatter/plan.hpp"
 
 namespace commfuse {
@@ -43,7 +43,7 @@ void QuantReduceScatterPlan::execute(void* workspace, size_t workspace_bytes) {
 void quant_reduce_scatter(const TensorView& x, const TensorView& scales, std::string_view group,
                           const TensorView& output, std::string_view reduce_op) {
   QuantReduceScatterPlan plan(x, scales, group, reduce_op, output);
-  std::vector<float> workspace(plan.workspace_size() / sizeof(float));
+  const ops::CallWorkspace workspace(plan.workspace_size());
   plan.execute(workspace.data(), plan.workspace_size());
 }
 

@@ -1,0 +1,28 @@
+// Workspace of the one-shot entry points (commfuse::all_gather_matmul(...), and so every
+// Python call): one buffer per calling thread, grown when a call needs more and reused by
+// the next call, never zeroed — the schedules write every workspace byte they read. A fresh
+// zero-filled vector per call cost a memset of the whole workspace (the widened fp32 x2 is
+// 64 MiB at k = n = 4096) on every call. Buffers above kKeepBytes are freed after the call,
+// so one huge call does not pin its memory for the thread's life.
+#pragma once
+
+#include <cstddef>
+
+namespace commfuse::ops {
+
+class CallWorkspace {
+ public:
+  static constexpr size_t kKeepBytes = size_t{256} << 20;
+
+  explicit CallWorkspace(size_t bytes);  // 64-byte aligned; null when bytes == 0
+  ~CallWorkspace();
+  CallWorkspace(const CallWorkspace&) = delete;
+  CallWorkspace& operator=(const CallWorkspace&) = delete;
+
+  void* data() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+};
+
+}  // namespace commfuse::ops
