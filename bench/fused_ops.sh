@@ -22,6 +22,8 @@ run 2-mpi-balanced all-gather-matmul -n 2 --m 4096 --k 4096 --n 64 --dtype bfloa
   --transport mpi --rounds 5
 # 3. Decode: 8 rows per rank, k=n=4096, W=2, shm.
 run 3-shm-decode all-gather-matmul -n 2 --m 16 --k 4096 --n 4096 --dtype bfloat16 --rounds 5
+# Tiny: 1 row per rank, k=n=256, W=2, shm: per-call costs, not bandwidth.
+run 6-shm-tiny all-gather-matmul -n 2 --m 2 --k 256 --n 256 --dtype bfloat16 --rounds 5
 # The siblings at the prefill shape (not targets; for reference).
 run 4-shm-mm-rs matmul-reduce-scatter -n 2 --m 2048 --k 4096 --n 4096 --dtype bfloat16 --rounds 3
 run 5-shm-mm-ar matmul-all-reduce -n 2 --m 2048 --k 4096 --n 4096 --dtype bfloat16 --rounds 3

@@ -23,6 +23,7 @@
 
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/onednn_info.hpp"
+#include "kernels/cpu/small_m_gemm.hpp"
 #include "kernels/cpu/threads.hpp"
 
 namespace cpu = commfuse::kernels::cpu;
@@ -324,9 +325,10 @@ TEST(Matmul, ZeroRowsIsANoOp) {
 }
 
 TEST(Matmul, DescribeNamesImplementationAndWidening) {
-  auto plan = cpu::plan_matmul(desc_of(4, 8, 4, DType::kFloat16));
+  // More rows than the direct small-m kernel takes: oneDNN, native or widened.
+  auto plan = cpu::plan_matmul(desc_of(64, 8, 4, DType::kFloat16));
   const std::string text = cpu::describe(*plan);
-  EXPECT_NE(text.find("m=4 k=8 n=4 a=float16"), std::string::npos) << text;
+  EXPECT_NE(text.find("m=64 k=8 n=4 a=float16"), std::string::npos) << text;
   EXPECT_EQ(cpu::widens_inputs(*plan), text.find("float16 widened to float32") != std::string::npos)
       << text;
   // oneDNN 2.x has no fp16 matmul for CPUs at all (bf16 is native only with AVX512).
@@ -334,6 +336,71 @@ TEST(Matmul, DescribeNamesImplementationAndWidening) {
     EXPECT_TRUE(cpu::widens_inputs(*plan)) << text;
   }
   EXPECT_FALSE(cpu::widens_inputs(*cpu::plan_matmul(desc_of(4, 8, 4, DType::kFloat32))));
+}
+
+TEST(Matmul, FewRowsWithoutANativeKernelReadSixteenBitInPlace) {
+  // The plan says which path it took; the path's contract is checked, whatever the CPU.
+  for (const DType t : {DType::kFloat16, DType::kBFloat16})
+    for (const int64_t m : {int64_t{1}, cpu::kSmallMRows, cpu::kSmallMRows + 1}) {
+      const auto plan = cpu::plan_matmul(desc_of(m, 64, 40, t));
+      const std::string text = cpu::describe(*plan);
+      const bool small = text.find("commfuse:small_m") != std::string::npos;
+      const bool native = !small && !cpu::widens_inputs(*plan);
+      if (small) {
+        EXPECT_LE(m, cpu::kSmallMRows) << text;
+        EXPECT_FALSE(cpu::widens_inputs(*plan)) << text;
+        EXPECT_NE(text.find(std::string(commfuse::dtype_name(t)) + " read in place"),
+                  std::string::npos)
+            << text;
+      } else if (!native) {  // widened: only where the small-m kernel does not apply
+        EXPECT_GT(m, cpu::kSmallMRows) << text;
+      }
+    }
+}
+
+// The direct kernel is for 16-bit operands only.
+class SmallMTyped : public testing::TestWithParam<DType> {};
+INSTANTIATE_TEST_SUITE_P(SixteenBit, SmallMTyped,
+                         testing::Values(DType::kFloat16, DType::kBFloat16), dtype_label);
+
+TEST_P(SmallMTyped, DirectKernelEveryLayout) {
+  const DType t = GetParam();
+  uint32_t seed = 700;
+  // n = 300: two full 128-column tiles and a tail; k = 37: a dot-product tail of 5.
+  const int64_t shapes[][3] = {{1, 37, 300}, {2, 8, 1}, {5, 300, 129}, {32, 37, 300}};
+  for (const auto& s : shapes)
+    for (const bool transposed : {false, true})
+      for (const DType c_dtype : {t, DType::kFloat32})
+        for (const int bias : {0, 1, 2}) {  // none, same dtype, float32
+          SCOPED_TRACE(testing::Message()
+                       << s[0] << "x" << s[1] << "x" << s[2] << " T=" << transposed << " c "
+                       << commfuse::dtype_name(c_dtype) << " bias " << bias);
+          MatmulDesc d = desc_of(s[0], s[1], s[2], t, transposed);
+          d.lda = s[1] + 3;
+          d.ldb += 5;
+          d.ldc = s[2] + 2;
+          d.c_dtype = c_dtype;
+          d.has_bias = bias != 0;
+          d.bias_dtype = bias == 2 ? DType::kFloat32 : t;
+          ASSERT_TRUE(cpu::small_m_gemm_applies(d));
+          Problem exact = make_problem(d, true, seed++);
+          expect_exact(exact);
+          Problem real = make_problem(d, false, seed++);
+          expect_close(real);
+        }
+}
+
+TEST_P(SmallMTyped, DirectKernelSameBitsOnAnyThreadCount) {
+  const DType t = GetParam();
+  for (const bool transposed : {false, true}) {
+    MatmulDesc d = desc_of(7, 200, 700, t, transposed);
+    d.c_dtype = DType::kFloat32;
+    Problem p = make_problem(d, false, 800);
+    std::vector<float> one(static_cast<size_t>(d.m * d.n)), three(one.size());
+    cpu::small_m_gemm(d, p.a_raw.data(), p.b_raw.data(), nullptr, one.data(), 1);
+    cpu::small_m_gemm(d, p.a_raw.data(), p.b_raw.data(), nullptr, three.data(), 3);
+    EXPECT_EQ(std::memcmp(one.data(), three.data(), one.size() * sizeof(float)), 0);
+  }
 }
 
 TEST(MatmulPlanCache, SameDescSamePlanDifferentDescNewPlan) {

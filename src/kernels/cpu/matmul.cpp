@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/matmul_plan.hpp"
+#include "kernels/cpu/small_m_gemm.hpp"
 #include "kernels/cpu/threads.hpp"
 
 namespace commfuse::kernels::cpu {
@@ -101,13 +102,17 @@ void matmul(const MatmulPlan& plan, const void* a, const void* b, const void* bi
   CF_CHECK_NOTNULL(b, "matmul: b is null");
   CF_CHECK_NOTNULL(c, "matmul: c is null");
   if (d.has_bias) CF_CHECK_NOTNULL(bias, "matmul: bias is null but has_bias is set");
-  CF_ASSERT(plan.primitive);
+  CF_ASSERT(plan.primitive || plan.small_m);
 
   ThreadScratch& s = thread_scratch();
   if (plan.bias_to_f32) {
     float* bias32 = s.bias.get(static_cast<size_t>(d.n));
     widen_rows(bias, d.bias_dtype, 1, d.n, d.n, bias32);
     bias = bias32;
+  }
+  if (plan.small_m) {
+    small_m_gemm(d, a, b, d.has_bias ? static_cast<const float*>(bias) : nullptr, c, plan.threads);
+    return;
   }
   if (!plan.widened) {
     run_primitive(plan, a, b, bias, c);

@@ -13,6 +13,7 @@
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/matmul_plan.hpp"
 #include "kernels/cpu/onednn_info.hpp"
+#include "kernels/cpu/small_m_gemm.hpp"
 #include "kernels/cpu/threads.hpp"
 
 namespace commfuse::kernels::cpu {
@@ -135,7 +136,17 @@ std::shared_ptr<const MatmulPlan> create_plan(const MatmulDesc& d, int threads) 
   if (d.m == 0) return plan;
   // Some oneDNN kernels size their work split from the thread count at creation.
   ScopedComputeThreads scoped(threads);
-  if (d.a_dtype == DType::kFloat32 || !try_native(d, *plan)) plan_widened(d, *plan);
+  if (d.a_dtype != DType::kFloat32 && !try_native(d, *plan)) {
+    if (small_m_gemm_applies(d)) {
+      plan->small_m = true;
+      plan->impl = "commfuse:small_m";
+      plan->bias_to_f32 = d.has_bias && d.bias_dtype != DType::kFloat32;
+    } else {
+      plan_widened(d, *plan);
+    }
+  } else if (d.a_dtype == DType::kFloat32) {
+    plan_widened(d, *plan);
+  }
   log::verbose("matmul plan: " + describe(*plan));
   return plan;
 }
@@ -242,6 +253,9 @@ std::string describe(const MatmulPlan& p) {
                    onednn_effective_isa(), ")");
   if (p.widened)
     s += detail::cat(", ", name_of(d.a_dtype), " widened to float32 (no native kernel)");
+  if (p.small_m)
+    s += detail::cat(", ", name_of(d.a_dtype),
+                     " read in place (no native kernel; m <= ", kSmallMRows, ")");
   if (p.bias_to_f32) s += ", bias widened to float32";
   return s + detail::cat(", ", p.threads, " threads");
 }

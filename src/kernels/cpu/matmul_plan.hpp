@@ -21,6 +21,9 @@ class MatmulPlan {
   // The primitive takes a fp32 bias but the caller's bias is fp16/bf16: it is widened
   // (n values) on every call.
   bool bias_to_f32 = false;
+  // Few rows of fp16/bf16 without a native kernel: small_m_gemm.hpp's direct kernel reads
+  // the 16-bit operands in place; no oneDNN primitive.
+  bool small_m = false;
   dnnl::matmul primitive;  // empty when m == 0
   // The primitive's operand descriptors, kept so a call wraps buffers without querying.
   dnnl::memory::desc a_md, b_md, c_md, bias_md;

@@ -34,20 +34,26 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
   plan.gemm.b = p.x2;
   plan.gemm.bias = p.bias;
   plan.gemm.c_dtype = p.dtype;
+  const int64_t rows = p.m * p.world_size;
+  const bool x2_cached = p.k * p.n * 4 <= kCachedX2Bytes;
+  if (plan.schedule == AllGatherMatmulSchedule::kUnfused)
+    plan.gemm_rows = rows;
+  else if (x2_cached && p.m >= kMinBlockRows)
+    plan.gemm_rows = 1;  // each arriving block on its own
+  else
+    plan.gemm_rows = std::max<int64_t>(1, std::min(rows, kMaxGemmRows));
+  // A block multiplied on its own has at most m rows.
+  plan.gemm.max_rows = std::max<int64_t>(1, std::max(plan.gemm_rows, p.m));
   // Only the widened x2 and bias when oneDNN needs fp32: gathered rows are multiplied where
   // they arrive, so no gathered copy of x1 is needed even without gather_output.
   plan.workspace_bytes = row_gemm_workspace_bytes(plan.gemm);
-  const int64_t rows = p.m * p.world_size;
   if (plan.schedule == AllGatherMatmulSchedule::kUnfused) {
-    plan.gemm_rows = rows;
     plan.staging_offset = (plan.workspace_bytes + 63) / 64 * 64;
     if (p.gather_out == nullptr)
       plan.workspace_bytes =
           plan.staging_offset + dtype_storage_bytes(p.dtype, static_cast<size_t>(rows * p.k));
     return plan;
   }
-  const bool x2_cached = p.k * p.n * 4 <= kCachedX2Bytes;
-  plan.gemm_rows = x2_cached ? 1 : std::max<int64_t>(1, std::min(rows, kMaxGemmRows));
   plan.staging_offset = (plan.workspace_bytes + 63) / 64 * 64;
   plan.staged_out_offset =
       (plan.staging_offset + RowGemm::staging_bytes(plan.gemm, plan.gemm_rows) + 63) / 64 * 64;

@@ -76,8 +76,12 @@ struct AllGatherMatmulPlanData {
 // slots — and multiplied at once; the copies are the overlap that remains on shm, where the
 // same cores move the data and multiply. When x2 stays in cache each arriving block is
 // multiplied at once, overlapping the GEMM with the next block's transfer (MPI).
+// Blocks of fewer than kMinBlockRows rows per rank are staged even then: each GEMM call has
+// a fixed cost (oneDNN's dispatch, a few µs), which R calls of 1-row blocks pay R times for
+// nothing (tiny decode shapes; on shm nothing overlaps them anyway).
 inline constexpr int64_t kCachedX2Bytes = 2 << 20;
 inline constexpr int64_t kMaxGemmRows = 8192;
+inline constexpr int64_t kMinBlockRows = 64;
 
 AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem);
 // One line: op, shape, schedule, GEMM batching, workspace and the block GEMM's kernel (as

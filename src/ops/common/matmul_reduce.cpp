@@ -41,6 +41,7 @@ RowGemmShape partial_product_shape(const MatmulReduceProblem& p) {
   s.n = p.n;
   s.b = p.x2;
   s.c_dtype = DType::kFloat32;
+  s.max_rows = std::max<int64_t>(1, p.m);  // LazyPartial's blocks and the unfused GEMM
   return s;
 }
 

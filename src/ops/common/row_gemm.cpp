@@ -15,7 +15,8 @@ namespace {
 bool needs_widening(const RowGemmShape& s) {
   if (s.dtype == DType::kFloat32) return false;
   // Ask the GEMM layer whether it would widen this dtype (no native oneDNN kernel here).
-  kernels::cpu::MatmulDesc probe = kernels::cpu::dense_matmul_desc(1, s.k, s.n, s.dtype);
+  const int64_t rows = s.max_rows > 0 ? s.max_rows : int64_t{1} << 20;
+  kernels::cpu::MatmulDesc probe = kernels::cpu::dense_matmul_desc(rows, s.k, s.n, s.dtype);
   return kernels::cpu::widens_inputs(*kernels::cpu::plan_matmul(probe));
 }
 

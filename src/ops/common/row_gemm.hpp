@@ -25,6 +25,10 @@ struct RowGemmShape {
   WeightLayout b;
   BiasArg bias;                     // absent: no bias
   DType c_dtype = DType::kFloat32;  // dtype or float32
+  // The most rows any one GEMM of this execute multiplies (0: unknown, many): few rows of
+  // fp16/bf16 without a native kernel run the direct small-m kernel on the 16-bit b in
+  // place, so nothing is widened into the workspace.
+  int64_t max_rows = 0;
 };
 
 // Workspace bytes RowGemm needs for this shape (the widened b and bias; 0 if native).
