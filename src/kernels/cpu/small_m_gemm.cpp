@@ -10,8 +10,17 @@
 namespace commfuse::kernels::cpu {
 namespace {
 
-constexpr int64_t kTile = 128;  // columns per tile: m x 128 fp32 accumulators stay in L1
-constexpr int kLanes = 8;       // partial sums of a dot product (transposed b)
+// Columns per tile and k per block: a block of b widened to fp32 (kDepth x kTile floats,
+// 128 KiB) stays in L2 while every row of a is multiplied with it; the m x kTile fp32
+// accumulators stay in L1.
+constexpr int64_t kTile = 128;
+constexpr int64_t kDepth = 256;
+constexpr int kLanes = 8;  // partial sums of a dot product (transposed b)
+
+// Eight floats as one value: GCC lowers the arithmetic to one AVX register in the AVX2 copy
+// and to two SSE registers in the baseline copy; lane-wise multiply and add either way,
+// so both copies compute the same bits. Unaligned, and allowed to alias float.
+typedef float v8 __attribute__((vector_size(32), aligned(4), may_alias));
 
 void widen(DType t, const uint16_t* src, float* dst, size_t count) {
   if (t == DType::kFloat16)
@@ -20,27 +29,123 @@ void widen(DType t, const uint16_t* src, float* dst, size_t count) {
     fast::bf16_to_f32(src, dst, count);
 }
 
-// acc[j] += s * row[j]
-CF_SIMD_KERNEL(void, axpy, (float* acc, float s, const float* row, int64_t n), (acc, s, row, n)) {
-  for (int64_t j = 0; j < n; ++j) acc[j] += s * row[j];
+// depth rows of jn bf16 columns (row stride ldb) -> bt (depth x kTile fp32): one call for
+// the whole block, since a call per 128-value row cost more than the widening itself at
+// small k and n.
+CF_SIMD_KERNEL(void, widen_bf16_block,
+               (const uint16_t* b, int64_t ldb, int64_t depth, int64_t jn, float* bt),
+               (b, ldb, depth, jn, bt)) {
+  for (int64_t p = 0; p < depth; ++p) {
+    const uint16_t* src = b + p * ldb;
+    uint32_t* dst = reinterpret_cast<uint32_t*>(bt + p * kTile);
+    for (int64_t j = 0; j < jn; ++j) dst[j] = static_cast<uint32_t>(src[j]) << 16;
+  }
+}
+
+typedef uint16_t u16x8 __attribute__((vector_size(16), aligned(2), may_alias));
+typedef uint32_t u32x8 __attribute__((vector_size(32)));
+
+// Eight columns of b as fp32: from the fp32 block (fp16, widened by the caller), or from the
+// bf16 row itself, widened in registers (bf16 is the upper half of fp32: exact).
+struct Fp32Block {
+  const float* bt;  // depth x kTile
+  // Out-parameters, inlined: a v8 by value crosses no function boundary (ABI of AVX types).
+  inline __attribute__((always_inline)) void at(int64_t p, int64_t j, v8* out) const {
+    *out = *reinterpret_cast<const v8*>(bt + p * kTile + j);
+  }
+};
+struct Bf16Rows {
+  const uint16_t* b;  // (depth, tile) at b, row stride ldb
+  int64_t ldb;
+  inline __attribute__((always_inline)) void at(int64_t p, int64_t j, v8* out) const {
+    const u32x8 w = __builtin_convertvector(*reinterpret_cast<const u16x8*>(b + p * ldb + j), u32x8)
+                    << 16;
+    std::memcpy(out, &w, sizeof(w));
+  }
+};
+
+// Rows [i, i + R) of acc (row stride kTile) += a @ b over `depth` k and the tile's `cols`
+// columns (a multiple of 8 * C), in register tiles of R rows x C vectors (R * C = 8
+// independent sums, enough to hide the add latency one chain per row would wait on). Every
+// element is summed in k order.
+template <int R, int C, typename B>
+inline __attribute__((always_inline)) void micro_tiles(const float* a, int64_t lda, int64_t i,
+                                                       const B& b, int64_t depth, int64_t cols,
+                                                       float* acc) {
+  for (int64_t j = 0; j < cols; j += 8 * C) {
+    v8 r[R][C];
+    for (int x = 0; x < R; ++x)
+      for (int y = 0; y < C; ++y)
+        r[x][y] = *reinterpret_cast<v8*>(acc + (i + x) * kTile + j + 8 * y);
+    for (int64_t p = 0; p < depth; ++p) {
+      v8 bv[C];
+      for (int y = 0; y < C; ++y) b.at(p, j + 8 * y, &bv[y]);
+      for (int x = 0; x < R; ++x) {
+        const float ax = a[(i + x) * lda + p];
+        for (int y = 0; y < C; ++y) r[x][y] += ax * bv[y];
+      }
+    }
+    for (int x = 0; x < R; ++x)
+      for (int y = 0; y < C; ++y)
+        *reinterpret_cast<v8*>(acc + (i + x) * kTile + j + 8 * y) = r[x][y];
+  }
+}
+
+template <typename B>
+inline __attribute__((always_inline)) void block_rows(const float* a, int64_t lda, int64_t rows,
+                                                      const B& b, int64_t depth, int64_t cols,
+                                                      float* acc) {
+  int64_t i = 0;
+  for (; i + 4 <= rows; i += 4) micro_tiles<4, 2>(a, lda, i, b, depth, cols, acc);
+  for (; i + 2 <= rows; i += 2) micro_tiles<2, 4>(a, lda, i, b, depth, cols, acc);
+  for (; i < rows; ++i) micro_tiles<1, 8>(a, lda, i, b, depth, cols, acc);
+}
+
+// acc (rows x kTile) += a (rows x depth, row stride lda) @ bt (depth x kTile fp32).
+CF_SIMD_KERNEL(void, block_product,
+               (const float* a, int64_t lda, int64_t rows, const float* bt, int64_t depth,
+                float* acc),
+               (a, lda, rows, bt, depth, acc)) {
+  block_rows(a, lda, rows, Fp32Block{bt}, depth, kTile, acc);
+}
+
+// The same with b's bf16 rows read in place (a full tile: kTile columns from b).
+CF_SIMD_KERNEL(void, block_product_bf16,
+               (const float* a, int64_t lda, int64_t rows, const uint16_t* b, int64_t ldb,
+                int64_t depth, float* acc),
+               (a, lda, rows, b, ldb, depth, acc)) {
+  block_rows(a, lda, rows, Bf16Rows{b, ldb}, depth, kTile, acc);
 }
 
 // Eight interleaved partial sums of x . y over count (a multiple of kLanes) elements.
 CF_SIMD_KERNEL(void, dot_lanes, (const float* x, const float* y, int64_t count, float* lanes),
                (x, y, count, lanes)) {
-  for (int l = 0; l < kLanes; ++l) lanes[l] = 0.0f;
+  v8 s = {};
   for (int64_t i = 0; i < count; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) lanes[l] += x[i + l] * y[i + l];
+    s += *reinterpret_cast<const v8*>(x + i) * *reinterpret_cast<const v8*>(y + i);
+  std::memcpy(lanes, &s, sizeof(s));
 }
 
-// Output columns [j0, j0 + jn) of every row, as fp32 in acc (m x kTile).
+// Output columns [j0, j0 + jn) of every row, as fp32 in acc (m x kTile); bt: kDepth x kTile.
 void tile_row_major(const MatmulDesc& d, const float* a32, const uint16_t* b, int64_t j0,
-                    int64_t jn, float* acc) {
-  float brow[kTile];
+                    int64_t jn, float* acc, float* bt) {
   std::fill(acc, acc + d.m * kTile, 0.0f);
-  for (int64_t p = 0; p < d.k; ++p) {
-    widen(d.b_dtype, b + p * d.ldb + j0, brow, static_cast<size_t>(jn));
-    for (int64_t i = 0; i < d.m; ++i) axpy(acc + i * kTile, a32[i * d.k + p], brow, jn);
+  if (jn < kTile) std::fill(bt, bt + kDepth * kTile, 0.0f);  // the unused columns stay 0
+  for (int64_t p0 = 0; p0 < d.k; p0 += kDepth) {
+    const int64_t depth = std::min(kDepth, d.k - p0);
+    // One or two rows read each b value once: widened in registers, no fp32 copy. More rows
+    // reuse it, so the block is widened once into bt (measured: in-register widening per row
+    // block was 2x slower from 8 rows on).
+    if (d.b_dtype == DType::kBFloat16 && jn == kTile && d.m <= 2) {
+      block_product_bf16(a32 + p0, d.k, d.m, b + p0 * d.ldb + j0, d.ldb, depth, acc);
+      continue;
+    }
+    if (d.b_dtype == DType::kBFloat16)
+      widen_bf16_block(b + p0 * d.ldb + j0, d.ldb, depth, jn, bt);
+    else
+      for (int64_t p = 0; p < depth; ++p)
+        widen(d.b_dtype, b + (p0 + p) * d.ldb + j0, bt + p * kTile, static_cast<size_t>(jn));
+    block_product(a32 + p0, d.k, d.m, bt, depth, acc);
   }
 }
 
@@ -97,14 +202,15 @@ void small_m_gemm(const MatmulDesc& d, const void* a, const void* b, const float
   const int64_t tiles = (d.n + kTile - 1) / kTile;
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
   for (int64_t t = 0; t < tiles; ++t) {
-    thread_local std::vector<float> acc, bcol;
+    thread_local std::vector<float> acc, scratch;
     acc.resize(static_cast<size_t>(d.m * kTile));
     const int64_t j0 = t * kTile, jn = std::min(kTile, d.n - j0);
     if (d.b_transposed) {
-      bcol.resize(static_cast<size_t>(d.k));
-      tile_transposed(d, a_dense, b16, j0, jn, acc.data(), bcol.data());
+      scratch.resize(static_cast<size_t>(d.k));
+      tile_transposed(d, a_dense, b16, j0, jn, acc.data(), scratch.data());
     } else {
-      tile_row_major(d, a_dense, b16, j0, jn, acc.data());
+      scratch.resize(static_cast<size_t>(kDepth * kTile));
+      tile_row_major(d, a_dense, b16, j0, jn, acc.data(), scratch.data());
     }
     store_tile(d, acc.data(), bias32, j0, jn, c);
   }

@@ -44,6 +44,7 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
     plan.gemm_rows = std::max<int64_t>(1, std::min(rows, kMaxGemmRows));
   // A block multiplied on its own has at most m rows.
   plan.gemm.max_rows = std::max<int64_t>(1, std::max(plan.gemm_rows, p.m));
+  plan_row_gemm(plan.gemm);
   // Only the widened x2 and bias when oneDNN needs fp32: gathered rows are multiplied where
   // they arrive, so no gathered copy of x1 is needed even without gather_output.
   plan.workspace_bytes = row_gemm_workspace_bytes(plan.gemm);

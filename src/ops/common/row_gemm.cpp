@@ -13,6 +13,7 @@ namespace commfuse::ops {
 namespace {
 
 bool needs_widening(const RowGemmShape& s) {
+  if (s.planned) return s.widen;
   if (s.dtype == DType::kFloat32) return false;
   // Ask the GEMM layer whether it would widen this dtype (no native oneDNN kernel here).
   const int64_t rows = s.max_rows > 0 ? s.max_rows : int64_t{1} << 20;
@@ -89,6 +90,15 @@ kernels::cpu::MatmulDesc gemm_desc(const RowGemmShape& s, bool widened, int64_t 
   return d;
 }
 
+void plan_row_gemm(RowGemmShape& s) {
+  s.planned = false;
+  s.widen = needs_widening(s);
+  s.full_block = s.max_rows > 0 && s.k > 0 && s.n > 0
+                     ? kernels::cpu::plan_matmul(gemm_desc(s, s.widen, s.max_rows))
+                     : nullptr;
+  s.planned = true;
+}
+
 std::string describe_row_gemm(const RowGemmShape& s, int64_t rows) {
   const bool widened = needs_widening(s);
   std::string text = kernels::cpu::describe(
@@ -129,7 +139,9 @@ void RowGemm::copy_rows(const void* a, int64_t rows, void* dst, void* a_copy) co
 
 void RowGemm::gemm(const void* a_ready, int64_t rows, void* c) const {
   if (rows == 0) return;
-  const auto plan = kernels::cpu::plan_matmul(desc_for(rows));
+  const auto plan = s_.full_block && rows == s_.max_rows
+                        ? s_.full_block
+                        : kernels::cpu::plan_matmul(desc_for(rows));
   trace::Span span("gemm", "row_gemm", -1, static_cast<uint64_t>(rows));
   if (!widened_ || s_.c_dtype == DType::kFloat32) {
     kernels::cpu::matmul(*plan, a_ready, b_, bias_, c);

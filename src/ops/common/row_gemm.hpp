@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "kernels/cpu/matmul.hpp"
@@ -29,7 +30,15 @@ struct RowGemmShape {
   // fp16/bf16 without a native kernel run the direct small-m kernel on the 16-bit b in
   // place, so nothing is widened into the workspace.
   int64_t max_rows = 0;
+  // Set by plan_row_gemm at plan time, so that an execute looks nothing up: whether b is
+  // widened, and the GEMM plan of a max_rows-row block (the common case: all rows at once).
+  bool planned = false;
+  bool widen = false;
+  std::shared_ptr<const kernels::cpu::MatmulPlan> full_block;
 };
+
+// Decides widening and plans the max_rows-row GEMM (after max_rows is set).
+void plan_row_gemm(RowGemmShape& s);
 
 // Workspace bytes RowGemm needs for this shape (the widened b and bias; 0 if native).
 size_t row_gemm_workspace_bytes(const RowGemmShape& s);

@@ -31,6 +31,7 @@ MatmulAllReducePlanData plan_matmul_all_reduce(MatmulReduceProblem problem) {
   if (plan.schedule == MatmulAllReduceSchedule::kUnfused)  // + the collective's fp32 result
     plan.workspace_bytes += static_cast<size_t>(p.m * p.n) * sizeof(float);
   plan.gemm = partial_product_shape(p);
+  plan_row_gemm(plan.gemm);
   return plan;
 }
 
