@@ -245,7 +245,8 @@ void check_algorithms(commfuse::Comm& comm) {
   };
   auto check = [&](const std::string& op, const std::string& got) {
     const std::string want = forced(op);
-    EXPECT(want.empty() ? (got == "fused" || got == "unfused") : got == want,
+    EXPECT(want.empty() ? (got == "fused" || got == "unfused" || got == "fused_rs_all_gather")
+                        : got == want,
            "%s: schedule %s, COMMFUSE_ALGO '%s'", op.c_str(), got.c_str(), algo.c_str());
   };
   std::vector<float> buf(static_cast<size_t>(4 * R * 8 + 64), 0.0f);

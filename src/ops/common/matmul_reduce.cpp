@@ -1,6 +1,10 @@
 #include "ops/common/matmul_reduce.hpp"
 
 #include <algorithm>
+#include <cstring>
+
+#include "comm/comm_impl.hpp"
+#include "ops/common/epilogue.hpp"
 
 namespace commfuse::ops {
 
@@ -88,6 +92,35 @@ uint64_t matmul_reduce_piece_bytes(const MatmulReduceProblem& p, int64_t rows) {
   if (p.comm_turn > 0)
     return static_cast<uint64_t>((rows + p.comm_turn - 1) / p.comm_turn) * row_bytes;
   return uint64_t{1} << 20;
+}
+
+void reduce_scatter_partials(const MatmulReduceProblem& p, const RowGemm& gemm,
+                             comm::CommImpl& comm, void* workspace, void* out_rows) {
+  float* bias32 = matmul_reduce_bias32(p, workspace);
+  widen_bias(p.bias, p.n, bias32);
+  const int64_t rows_per_rank = p.m / p.world_size;
+  const uint64_t row_bytes = static_cast<uint64_t>(p.n) * sizeof(float);
+  const uint64_t out_row_bytes = dtype_storage_bytes(p.dtype, static_cast<size_t>(p.n));
+  auto* out = static_cast<uint8_t*>(out_rows);
+
+  comm::AllToAllStream as;
+  as.bytes = static_cast<uint64_t>(rows_per_rank) * row_bytes;
+  as.unit = row_bytes;
+  as.max_piece = matmul_reduce_piece_bytes(p, rows_per_rank);
+  LazyPartial partial(gemm, p, matmul_reduce_partial(p, workspace), p.world_size, rows_per_rank);
+  as.pack = [&](int to, uint8_t* dst, uint64_t off, uint64_t n) {
+    std::memcpy(dst,
+                partial.rows(to, static_cast<int64_t>(off / row_bytes),
+                             static_cast<int64_t>(n / row_bytes)),
+                n);
+  };
+  as.on_all = [&](const uint8_t* const* parts, uint64_t off, uint64_t n) {
+    const auto* const* fparts = reinterpret_cast<const float* const*>(parts);
+    sum_bias_round(fparts, p.world_size, static_cast<int64_t>(n / row_bytes), p.n,
+                   p.bias.data != nullptr ? bias32 : nullptr, out + off / row_bytes * out_row_bytes,
+                   p.dtype);
+  };
+  comm.transport().all_to_all_stream(as);
 }
 
 }  // namespace commfuse::ops

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/comm_impl.hpp"
 #include "ops/common/row_gemm.hpp"
 #include "ops/common/tensor_checks.hpp"
 
@@ -83,5 +84,13 @@ class LazyPartial {
 // are still in cache when they are summed (the all_reduce measurement, docs/algorithms.md);
 // comm_turn c > 0: at most ceil(rows/c) rows (SPEC §2; the transport may cut pieces smaller).
 uint64_t matmul_reduce_piece_bytes(const MatmulReduceProblem& p, int64_t rows);
+
+// The reduce-scatter of the partial products, fused (matmul_reduce_scatter's schedule, and
+// phase one of matmul_all_reduce's two-phase one): an all_to_all_stream of fp32 partial
+// rows computed on demand (peers' rows first, own last), and this rank's m/R rows summed in
+// rank order from the peers' slots in place, the bias added once, rounded once into out_rows
+// ((m/R) x n, p.dtype). Needs m % R == 0.
+void reduce_scatter_partials(const MatmulReduceProblem& p, const RowGemm& gemm,
+                             comm::CommImpl& comm, void* workspace, void* out_rows);
 
 }  // namespace commfuse::ops

@@ -39,6 +39,9 @@ void MatmulAllReducePlan::execute(void* workspace, size_t workspace_bytes) {
   ops::check_workspace(ops::kMatmulAllReduceOp, c, workspace, workspace_bytes,
                        data_->workspace_bytes);
   switch (data_->schedule) {
+    case ops::MatmulAllReduceSchedule::kFusedRsAllGather:
+      ops::run_matmul_all_reduce_rs_all_gather(*data_, c, workspace);
+      return;
     case ops::MatmulAllReduceSchedule::kFused:
       ops::run_matmul_all_reduce_fused(*data_, c, workspace);
       return;

@@ -9,6 +9,8 @@ namespace commfuse::ops {
 
 const char* schedule_name(MatmulAllReduceSchedule s) {
   switch (s) {
+    case MatmulAllReduceSchedule::kFusedRsAllGather:
+      return "fused_rs_all_gather";
     case MatmulAllReduceSchedule::kFused:
       return "fused";
     case MatmulAllReduceSchedule::kUnfused:
@@ -21,7 +23,15 @@ MatmulAllReducePlanData plan_matmul_all_reduce(MatmulReduceProblem problem) {
   MatmulAllReducePlanData plan;
   plan.problem = std::move(problem);
   const MatmulReduceProblem& p = plan.problem;
-  const std::vector<AlgorithmEntry> list{{"fused", ""}, {"unfused", ""}};
+  // Two phases sum each row once (by its owner) instead of on every rank, and put the
+  // rounded output, not fp32 partials, on the second phase's wire.
+  std::string rs_ag;
+  if (p.world_size < 2)
+    rs_ag = "one rank: nothing to scatter";
+  else if (p.m % p.world_size != 0)
+    rs_ag = detail::cat("m=", p.m, " is not a multiple of R=", p.world_size);
+  const std::vector<AlgorithmEntry> list{
+      {"fused_rs_all_gather", rs_ag}, {"fused", ""}, {"unfused", ""}};
   plan.schedule = static_cast<MatmulAllReduceSchedule>(choose_algorithm(
       kMatmulAllReduceOp,
       detail::cat(kMatmulAllReduceOp, "(rank ", p.rank, ") m=", p.m, " R=", p.world_size,
@@ -30,6 +40,12 @@ MatmulAllReducePlanData plan_matmul_all_reduce(MatmulReduceProblem problem) {
   plan.workspace_bytes = matmul_reduce_workspace_bytes(p);
   if (plan.schedule == MatmulAllReduceSchedule::kUnfused)  // + the collective's fp32 result
     plan.workspace_bytes += static_cast<size_t>(p.m * p.n) * sizeof(float);
+  if (plan.schedule == MatmulAllReduceSchedule::kFusedRsAllGather) {  // + own rounded rows
+    plan.own_rows_offset = (plan.workspace_bytes + 63) / 64 * 64;
+    plan.workspace_bytes =
+        plan.own_rows_offset +
+        dtype_storage_bytes(p.dtype, static_cast<size_t>(p.m / p.world_size * p.n));
+  }
   plan.gemm = partial_product_shape(p);
   plan_row_gemm(plan.gemm);
   return plan;

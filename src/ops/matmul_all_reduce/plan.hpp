@@ -22,6 +22,9 @@ MatmulReduceProblem validate_matmul_all_reduce(const TensorView& x1, const Tenso
 // Tried in order, first applicable wins. The unfused composition (fp32 GEMM, then the
 // collective) is what `commfuse bench` and the demo measure it against.
 enum class MatmulAllReduceSchedule {
+  // matmul_reduce_scatter's fused schedule for this rank's m/R rows, then an all_gather of
+  // the rounded rows: each sum computed once, by its rows' owner (m % R == 0, R >= 2)
+  kFusedRsAllGather,
   kFused,    // partial GEMM per piece into the stream, sum + bias + rounding per piece
   kUnfused,  // one fp32 GEMM, the fp32 collective, then bias and rounding
 };
@@ -31,13 +34,16 @@ struct MatmulAllReducePlanData {
   MatmulReduceProblem problem;
   MatmulAllReduceSchedule schedule = MatmulAllReduceSchedule::kFused;
   size_t workspace_bytes = 0;
-  RowGemmShape gemm;  // row blocks of the fp32 partial product
+  size_t own_rows_offset = 0;  // kFusedRsAllGather: this rank's rounded rows
+  RowGemmShape gemm;           // row blocks of the fp32 partial product
 };
 
 MatmulAllReducePlanData plan_matmul_all_reduce(MatmulReduceProblem problem);
 // One line: op, shape, schedule, workspace and the partial-product GEMM's kernel.
 std::string describe(const MatmulAllReducePlanData& plan);
 
+void run_matmul_all_reduce_rs_all_gather(const MatmulAllReducePlanData& plan, comm::CommImpl& comm,
+                                         void* workspace);
 void run_matmul_all_reduce_unfused(const MatmulAllReducePlanData& plan, comm::CommImpl& comm,
                                    void* workspace);
 void run_matmul_all_reduce_fused(const MatmulAllReducePlanData& plan, comm::CommImpl& comm,
