@@ -38,6 +38,18 @@ MatmulReduceProblem validate_matmul_operands(const OpContext& ctx, const TensorV
   return p;
 }
 
+std::string describe_problem(const char* op, const MatmulReduceProblem& p) {
+  return detail::cat(op, "(rank ", p.rank, ") m=", p.m, " R=", p.world_size, " k=", p.k, " n=", p.n,
+                     " ", dtype_name(p.dtype));
+}
+
+std::string describe_matmul_reduce_plan(const char* op, const MatmulReduceProblem& p,
+                                        const char* schedule, size_t workspace_bytes,
+                                        const RowGemmShape& gemm) {
+  return detail::cat(describe_problem(op, p), ", schedule ", schedule, ", workspace ",
+                     workspace_bytes, " bytes; gemm: ", describe_row_gemm(gemm, p.m));
+}
+
 RowGemmShape partial_product_shape(const MatmulReduceProblem& p) {
   RowGemmShape s;
   s.dtype = p.dtype;

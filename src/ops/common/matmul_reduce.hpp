@@ -38,6 +38,14 @@ MatmulReduceProblem validate_matmul_operands(const OpContext& ctx, const TensorV
                                              const TensorView& x2,
                                              const MatmulReduceOptions& options, bool allow_3d);
 
+// "<op>(rank r) m=.. R=.. k=.. n=.. <dtype>": the problem, as decision lines and plan
+// descriptions name it.
+std::string describe_problem(const char* op, const MatmulReduceProblem& p);
+// One line for a plan description (both ops): the problem, schedule, workspace and GEMM.
+std::string describe_matmul_reduce_plan(const char* op, const MatmulReduceProblem& p,
+                                        const char* schedule, size_t workspace_bytes,
+                                        const RowGemmShape& gemm);
+
 // Row blocks of the local partial product x1 @ x2 in fp32, no bias (it is added once,
 // after the sum).
 RowGemmShape partial_product_shape(const MatmulReduceProblem& p);

@@ -32,11 +32,8 @@ MatmulAllReducePlanData plan_matmul_all_reduce(MatmulReduceProblem problem) {
     rs_ag = detail::cat("m=", p.m, " is not a multiple of R=", p.world_size);
   const std::vector<AlgorithmEntry> list{
       {"fused_rs_all_gather", rs_ag}, {"fused", ""}, {"unfused", ""}};
-  plan.schedule = static_cast<MatmulAllReduceSchedule>(choose_algorithm(
-      kMatmulAllReduceOp,
-      detail::cat(kMatmulAllReduceOp, "(rank ", p.rank, ") m=", p.m, " R=", p.world_size,
-                  " k=", p.k, " n=", p.n, " ", dtype_name(p.dtype)),
-      list));
+  plan.schedule = static_cast<MatmulAllReduceSchedule>(
+      choose_algorithm(kMatmulAllReduceOp, describe_problem(kMatmulAllReduceOp, p), list));
   plan.workspace_bytes = matmul_reduce_workspace_bytes(p);
   if (plan.schedule == MatmulAllReduceSchedule::kUnfused)  // + the collective's fp32 result
     plan.workspace_bytes += static_cast<size_t>(p.m * p.n) * sizeof(float);
@@ -52,11 +49,8 @@ MatmulAllReducePlanData plan_matmul_all_reduce(MatmulReduceProblem problem) {
 }
 
 std::string describe(const MatmulAllReducePlanData& plan) {
-  const MatmulReduceProblem& p = plan.problem;
-  return detail::cat(kMatmulAllReduceOp, "(rank ", p.rank, "): m=", p.m, " k=", p.k, " n=", p.n,
-                     " ", dtype_name(p.dtype), " R=", p.world_size, ", schedule ",
-                     schedule_name(plan.schedule), ", workspace ", plan.workspace_bytes,
-                     " bytes; gemm: ", describe_row_gemm(plan.gemm, p.m));
+  return describe_matmul_reduce_plan(kMatmulAllReduceOp, plan.problem, schedule_name(plan.schedule),
+                                     plan.workspace_bytes, plan.gemm);
 }
 
 }  // namespace commfuse::ops

@@ -22,11 +22,8 @@ MatmulReduceScatterPlanData plan_matmul_reduce_scatter(MatmulReduceProblem probl
   plan.problem = std::move(problem);
   const MatmulReduceProblem& p = plan.problem;
   const std::vector<AlgorithmEntry> list{{"fused", ""}, {"unfused", ""}};
-  plan.schedule = static_cast<MatmulReduceScatterSchedule>(choose_algorithm(
-      kMatmulReduceScatterOp,
-      detail::cat(kMatmulReduceScatterOp, "(rank ", p.rank, ") m=", p.m, " R=", p.world_size,
-                  " k=", p.k, " n=", p.n, " ", dtype_name(p.dtype)),
-      list));
+  plan.schedule = static_cast<MatmulReduceScatterSchedule>(
+      choose_algorithm(kMatmulReduceScatterOp, describe_problem(kMatmulReduceScatterOp, p), list));
   plan.workspace_bytes = matmul_reduce_workspace_bytes(p);
   if (plan.schedule == MatmulReduceScatterSchedule::kUnfused)  // + the collective's fp32 result
     plan.workspace_bytes += static_cast<size_t>(p.m / p.world_size * p.n) * sizeof(float);
@@ -36,11 +33,8 @@ MatmulReduceScatterPlanData plan_matmul_reduce_scatter(MatmulReduceProblem probl
 }
 
 std::string describe(const MatmulReduceScatterPlanData& plan) {
-  const MatmulReduceProblem& p = plan.problem;
-  return detail::cat(kMatmulReduceScatterOp, "(rank ", p.rank, "): m=", p.m, " k=", p.k, " n=", p.n,
-                     " ", dtype_name(p.dtype), " R=", p.world_size, ", schedule ",
-                     schedule_name(plan.schedule), ", workspace ", plan.workspace_bytes,
-                     " bytes; gemm: ", describe_row_gemm(plan.gemm, p.m));
+  return describe_matmul_reduce_plan(kMatmulReduceScatterOp, plan.problem,
+                                     schedule_name(plan.schedule), plan.workspace_bytes, plan.gemm);
 }
 
 }  // namespace commfuse::ops
