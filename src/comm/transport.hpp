@@ -100,6 +100,10 @@ class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;  // "shm", "mpi"
+  // Whether bytes move while this rank computes (MPI: its progress thread). Schedules then
+  // split their GEMMs so that a transfer hides behind the next block; where the computing
+  // core is the one that copies (shm), splitting only adds GEMM calls.
+  virtual bool overlaps_compute() const { return false; }
   virtual int rank() const = 0;
   virtual int size() const = 0;
 

@@ -44,6 +44,7 @@ class MpiTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* name() const override { return "mpi"; }
+  bool overlaps_compute() const override { return true; }
   void barrier() override;
   void broadcast(void* buf, uint64_t count, DType dtype, int root) override;
   void all_gather(const void* src, void* dst, uint64_t count, DType dtype) override;

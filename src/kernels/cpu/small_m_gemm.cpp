@@ -102,11 +102,12 @@ inline __attribute__((always_inline)) void block_rows(const float* a, int64_t ld
 }
 
 // acc (rows x kTile) += a (rows x depth, row stride lda) @ bt (depth x kTile fp32).
+// cols: the tile's columns rounded up to 64 (the widest register tile).
 CF_SIMD_KERNEL(void, block_product,
                (const float* a, int64_t lda, int64_t rows, const float* bt, int64_t depth,
-                float* acc),
-               (a, lda, rows, bt, depth, acc)) {
-  block_rows(a, lda, rows, Fp32Block{bt}, depth, kTile, acc);
+                int64_t cols, float* acc),
+               (a, lda, rows, bt, depth, cols, acc)) {
+  block_rows(a, lda, rows, Fp32Block{bt}, depth, cols, acc);
 }
 
 // The same with b's bf16 rows read in place (a full tile: kTile columns from b).
@@ -130,7 +131,12 @@ CF_SIMD_KERNEL(void, dot_lanes, (const float* x, const float* y, int64_t count, 
 void tile_row_major(const MatmulDesc& d, const float* a32, const uint16_t* b, int64_t j0,
                     int64_t jn, float* acc, float* bt) {
   std::fill(acc, acc + d.m * kTile, 0.0f);
-  if (jn < kTile) std::fill(bt, bt + kDepth * kTile, 0.0f);  // the unused columns stay 0
+  // A narrow tile computes only its columns rounded up to 64; those padding columns of bt
+  // are zero (widen writes the first jn of each row).
+  const int64_t cols = (jn + 63) / 64 * 64;
+  if (jn < cols)
+    for (int64_t p = 0; p < kDepth; ++p)
+      std::fill(bt + p * kTile + jn, bt + p * kTile + cols, 0.0f);
   for (int64_t p0 = 0; p0 < d.k; p0 += kDepth) {
     const int64_t depth = std::min(kDepth, d.k - p0);
     // One or two rows read each b value once: widened in registers, no fp32 copy. More rows
@@ -145,7 +151,7 @@ void tile_row_major(const MatmulDesc& d, const float* a32, const uint16_t* b, in
     else
       for (int64_t p = 0; p < depth; ++p)
         widen(d.b_dtype, b + (p0 + p) * d.ldb + j0, bt + p * kTile, static_cast<size_t>(jn));
-    block_product(a32 + p0, d.k, d.m, bt, depth, acc);
+    block_product(a32 + p0, d.k, d.m, bt, depth, cols, acc);
   }
 }
 

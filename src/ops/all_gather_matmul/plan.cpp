@@ -42,8 +42,13 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
     plan.gemm_rows = 1;  // each arriving block on its own
   else
     plan.gemm_rows = std::max<int64_t>(1, std::min(rows, kMaxGemmRows));
-  // A block multiplied on its own has at most m rows.
-  plan.gemm.max_rows = std::max<int64_t>(1, std::max(plan.gemm_rows, p.m));
+  // Staged (or unfused): few GEMMs of up to gemm_rows rows, so few rows may take the direct
+  // small-m kernel on the 16-bit x2 in place. Multiplied on arrival: R GEMMs over the same
+  // x2, which is then widened once per execute rather than once per block (max_rows 0).
+  const bool on_arrival = plan.gemm_rows == 1 && plan.schedule == AllGatherMatmulSchedule::kFused;
+  plan.gemm.max_rows = !on_arrival         ? std::max<int64_t>(1, plan.gemm_rows)
+                       : p.world_size == 1 ? std::max<int64_t>(1, p.m)
+                                           : 0;
   plan_row_gemm(plan.gemm);
   // Only the widened x2 and bias when oneDNN needs fp32: gathered rows are multiplied where
   // they arrive, so no gathered copy of x1 is needed even without gather_output.

@@ -72,7 +72,7 @@ float* matmul_reduce_partial(const MatmulReduceProblem& p, void* workspace) {
 }
 
 LazyPartial::LazyPartial(const RowGemm& gemm, const MatmulReduceProblem& p, float* partial,
-                         int ranges, int64_t range_rows)
+                         int ranges, int64_t range_rows, bool split)
     : gemm_(gemm),
       x1_(static_cast<const uint8_t*>(p.x1)),
       x1_row_bytes_(dtype_storage_bytes(p.dtype, static_cast<size_t>(p.k))),
@@ -80,10 +80,16 @@ LazyPartial::LazyPartial(const RowGemm& gemm, const MatmulReduceProblem& p, floa
       partial_(partial),
       range_rows_(range_rows),
       block_rows_(p.k * p.n * 4 <= kCachedX2Bytes ? kBlockRowsCached : kBlockRowsStreamed),
-      done_(static_cast<size_t>(ranges), 0) {}
+      done_(static_cast<size_t>(ranges), 0),
+      split_(split) {}
 
 const float* LazyPartial::rows(int r, int64_t row, int64_t rows) {
   CF_ASSERT(row >= 0 && rows >= 0 && row + rows <= range_rows_);
+  if (!split_ && done_[static_cast<size_t>(r)] < row + rows) {
+    const auto ranges = static_cast<int64_t>(done_.size());
+    gemm_.run(x1_, ranges * range_rows_, partial_);
+    std::fill(done_.begin(), done_.end(), range_rows_);
+  }
   int64_t& done = done_[static_cast<size_t>(r)];
   while (done < row + rows) {
     const int64_t count = std::min(block_rows_, range_rows_ - done);
@@ -119,7 +125,8 @@ void reduce_scatter_partials(const MatmulReduceProblem& p, const RowGemm& gemm,
   as.bytes = static_cast<uint64_t>(rows_per_rank) * row_bytes;
   as.unit = row_bytes;
   as.max_piece = matmul_reduce_piece_bytes(p, rows_per_rank);
-  LazyPartial partial(gemm, p, matmul_reduce_partial(p, workspace), p.world_size, rows_per_rank);
+  LazyPartial partial(gemm, p, matmul_reduce_partial(p, workspace), p.world_size, rows_per_rank,
+                      comm.transport().overlaps_compute());
   as.pack = [&](int to, uint8_t* dst, uint64_t off, uint64_t n) {
     std::memcpy(dst,
                 partial.rows(to, static_cast<int64_t>(off / row_bytes),

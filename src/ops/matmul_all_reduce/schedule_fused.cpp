@@ -25,7 +25,8 @@ void run_matmul_all_reduce_fused(const MatmulAllReducePlanData& plan, comm::Comm
   gs.bytes = static_cast<uint64_t>(p.m) * row_bytes;
   gs.unit = row_bytes;
   gs.max_piece = matmul_reduce_piece_bytes(p, p.m);
-  LazyPartial partial(gemm, p, matmul_reduce_partial(p, workspace), 1, p.m);
+  LazyPartial partial(gemm, p, matmul_reduce_partial(p, workspace), 1, p.m,
+                      comm.transport().overlaps_compute());
   gs.pack = [&](uint8_t* dst, uint64_t off, uint64_t n) {
     std::memcpy(
         dst,
