@@ -7,6 +7,7 @@
 #include <commfuse/commfuse.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -147,10 +148,19 @@ void run_case(commfuse::Comm& comm, const QuantCase& c, bool rs, bool exact) {
       plan.execute(ws.data(), plan.workspace_size());
     } else {
       commfuse::QuantAllReducePlan plan(x, sc, comm.name(), "sum", o);
+      // COMMFUSE_ALGO=quant_all_reduce:<name> (tests/ops/CMakeLists.txt) forces one; else the
+      // list's rule.
+      const char* algo = std::getenv("COMMFUSE_ALGO");
+      const std::string forced =
+          algo != nullptr && std::string(algo).starts_with("quant_all_reduce:")
+              ? std::string(algo).substr(std::string("quant_all_reduce:").size())
+              : "";
       const bool two_phase = std::string(comm.transport_name()) == "shm" && R >= 4 && rows % R == 0;
-      EXPECT(std::string(plan.schedule_name()) ==
-                 (two_phase ? "fused_rs_all_gather" : "fused_gather_stream"),
-             "%s: schedule %s", what.c_str(), plan.schedule_name());
+      const std::string want = !forced.empty() ? forced
+                               : two_phase     ? "fused_rs_all_gather"
+                                               : "fused_gather_stream";
+      EXPECT(std::string(plan.schedule_name()) == want, "%s: schedule %s, expected %s",
+             what.c_str(), plan.schedule_name(), want.c_str());
       ws.resize(plan.workspace_size() / 4);
       plan.execute(ws.data(), plan.workspace_size());
     }

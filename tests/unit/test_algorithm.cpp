@@ -58,6 +58,23 @@ TEST(Algorithm, MalformedValueNamesTheVariable) {
   EXPECT_NE(m.find("<op>:<algorithm>"), std::string::npos) << m;
 }
 
+TEST(Algorithm, NotPreferredIsSkippedButMayBeForced) {
+  const std::vector<ops::AlgorithmEntry> list{
+      {"two_phase", "", "fewer than 4 ranks"}, {"one_pass", ""}, {"unfused", ""}};
+  {
+    AlgoEnv env("");
+    EXPECT_EQ(ops::choose_algorithm("op_x", "op_x m=1", list), 1u);
+  }
+  {
+    AlgoEnv env("op_x:two_phase");
+    EXPECT_EQ(ops::choose_algorithm("op_x", "op_x m=1", list), 0u);
+  }
+  // Nothing preferred: the first that applies.
+  const std::vector<ops::AlgorithmEntry> none{{"a", "", "slow"}, {"b", "", "slower"}};
+  AlgoEnv env("");
+  EXPECT_EQ(ops::choose_algorithm("op_x", "op_x m=1", none), 0u);
+}
+
 TEST(Algorithm, FirstApplicableUnlessForced) {
   const std::vector<ops::AlgorithmEntry> list{
       {"fast", "needs shm"}, {"fused", ""}, {"unfused", ""}};

@@ -40,6 +40,8 @@ size_t choose_algorithm(const char* op, const std::string& what,
                  " does not apply to ", what, ": ", list[chosen].not_applicable);
   } else {
     for (size_t i = 0; i < list.size() && chosen == list.size(); ++i)
+      if (list[i].not_applicable.empty() && list[i].not_preferred.empty()) chosen = i;
+    for (size_t i = 0; i < list.size() && chosen == list.size(); ++i)
       if (list[i].not_applicable.empty()) chosen = i;
     CF_ASSERT(chosen < list.size());  // the reference applies to every valid descriptor
   }
@@ -47,13 +49,15 @@ size_t choose_algorithm(const char* op, const std::string& what,
     std::string line = detail::cat(
         "decision ", what, " [ISA ", cpu::isa_level_name(cpu::highest_level(cpu::features())),
         "]: ", list[chosen].name,
-        forced.empty() ? " (first that applies)" : " (forced by COMMFUSE_ALGO)");
+        forced.empty() ? " (first preferred)" : " (forced by COMMFUSE_ALGO)");
     for (size_t i = 0; i < list.size(); ++i) {
       if (i == chosen) continue;
-      line += detail::cat("; ", list[i].name, ": ",
-                          list[i].not_applicable.empty()
-                              ? (i < chosen ? "applies, not forced" : "applies, later in list")
-                              : list[i].not_applicable);
+      const AlgorithmEntry& e = list[i];
+      line += detail::cat("; ", e.name, ": ",
+                          !e.not_applicable.empty()  ? e.not_applicable
+                          : !e.not_preferred.empty() ? "applies, not preferred: " + e.not_preferred
+                          : i < chosen               ? std::string("applies, not forced")
+                                                     : std::string("applies, later in list"));
     }
     log::verbose(line);
   }

@@ -1,7 +1,9 @@
 // Algorithm lists (DESIGN "Algorithm lists, chosen per machine"; oneDNN's impl_list): each
 // operator lists its algorithms best first, with the unfused composition (the collective,
 // then the same kernels) last as the reference. Each entry says whether it applies to the
-// descriptor and, if not, why. The choice is the first applicable entry unless
+// descriptor and, if not, why; an entry may also apply but not be preferred on this
+// descriptor (a performance rule, with its reason). The choice is the first entry that
+// applies and is not objected to (else the first that applies) unless
 // COMMFUSE_ALGO=<op>:<name> forces one; COMMFUSE_VERBOSE=1 prints one line per decision.
 //
 // Every rank must choose the same algorithm (they run different collectives otherwise), so
@@ -20,6 +22,9 @@ namespace commfuse::ops {
 struct AlgorithmEntry {
   const char* name;
   std::string not_applicable;  // empty: applies; else why not (one phrase)
+  // Applies, but the machine model prefers a later entry here (why; empty: no objection).
+  // COMMFUSE_ALGO may still force it.
+  std::string not_preferred = {};
 };
 
 // The index of the chosen entry. Throws InvalidArgument naming COMMFUSE_ALGO when it forces

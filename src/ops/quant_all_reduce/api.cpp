@@ -35,6 +35,9 @@ void QuantAllReducePlan::execute(void* workspace, size_t workspace_bytes) {
     case ops::QuantAllReduceSchedule::kRsAllGather:
       ops::run_quant_all_reduce_rs_all_gather(*data_, c, workspace);
       return;
+    case ops::QuantAllReduceSchedule::kUnfused:
+      ops::run_quant_all_reduce_unfused(*data_, c, workspace);
+      return;
     case ops::QuantAllReduceSchedule::kGatherStream:
       ops::run_quant_all_reduce_gather_stream(*data_, c, workspace);
       return;

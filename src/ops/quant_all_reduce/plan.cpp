@@ -1,6 +1,10 @@
 // quant_all_reduce planning: schedule and workspace.
 #include "ops/quant_all_reduce/plan.hpp"
 
+#include <vector>
+
+#include "ops/common/algorithm.hpp"
+
 namespace commfuse::ops {
 
 const char* schedule_name(QuantAllReduceSchedule s) {
@@ -9,6 +13,8 @@ const char* schedule_name(QuantAllReduceSchedule s) {
       return "fused_rs_all_gather";
     case QuantAllReduceSchedule::kGatherStream:
       return "fused_gather_stream";
+    case QuantAllReduceSchedule::kUnfused:
+      return "unfused";
   }
   return "?";
 }
@@ -18,15 +24,36 @@ QuantAllReducePlanData plan_quant_all_reduce(QuantReduceProblem problem) {
   plan.problem = std::move(problem);
   const QuantReduceProblem& p = plan.problem;
   const size_t acc = acc_bytes(p);  // fp32 accumulator rows, one per thread
-  if (p.transport == "shm" && p.world_size >= kRsAllGatherMinRanks && p.rows % p.world_size == 0) {
-    plan.schedule = QuantAllReduceSchedule::kRsAllGather;
-    const size_t block = static_cast<size_t>(p.rows / p.world_size * p.h) *
-                         static_cast<size_t>(dtype_bits(p.out_dtype) / 8);
-    plan.block_bytes = (block + 3) / 4 * 4;  // the accumulator after it stays float-aligned
-    plan.workspace_bytes = plan.block_bytes + acc;
-  } else {
-    plan.schedule = QuantAllReduceSchedule::kGatherStream;
-    plan.workspace_bytes = acc;
+  AlgorithmEntry rs_ag{"fused_rs_all_gather", ""};
+  if (p.rows % p.world_size != 0)
+    rs_ag.not_applicable = detail::cat("rows=", p.rows, " is not a multiple of R=", p.world_size);
+  else if (p.transport != "shm")
+    rs_ag.not_preferred =
+        detail::cat("on ", p.transport, " phase two puts output-dtype bytes on the wire");
+  else if (p.world_size < kRsAllGatherMinRanks)
+    rs_ag.not_preferred = detail::cat("fewer than ", kRsAllGatherMinRanks,
+                                      " ranks: dequantizing R times costs less than phase two");
+  const std::vector<AlgorithmEntry> list{rs_ag, {"fused_gather_stream", ""}, {"unfused", ""}};
+  plan.schedule = static_cast<QuantAllReduceSchedule>(choose_algorithm(
+      kQuantAllReduceOp,
+      detail::cat(kQuantAllReduceOp, "(rank ", p.rank, ") rows=", p.rows, " h=", p.h, " ",
+                  dtype_name(p.x_dtype), " -> ", dtype_name(p.out_dtype), " R=", p.world_size,
+                  " on ", p.transport),
+      list));
+  const size_t out_elem = static_cast<size_t>(dtype_bits(p.out_dtype) / 8);
+  switch (plan.schedule) {
+    case QuantAllReduceSchedule::kRsAllGather: {
+      const size_t block = static_cast<size_t>(p.rows / p.world_size * p.h) * out_elem;
+      plan.block_bytes = (block + 3) / 4 * 4;  // the accumulator after it stays float-aligned
+      plan.workspace_bytes = plan.block_bytes + acc;
+      break;
+    }
+    case QuantAllReduceSchedule::kGatherStream:
+      plan.workspace_bytes = acc;
+      break;
+    case QuantAllReduceSchedule::kUnfused:  // the dequantized rows, then their fp32 sum
+      plan.workspace_bytes = 2 * static_cast<size_t>(p.rows * p.h) * sizeof(float);
+      break;
   }
   return plan;
 }

@@ -1,6 +1,6 @@
 // QuantAllReduce (SPEC §4): validate.cpp (rejection rules), plan.cpp (schedule and
 // workspace), schedule_rs_all_gather.cpp and schedule_gather_stream.cpp (the fused
-// schedules), api.cpp (public C++ entry points; the C API is src/api/c_api_quant.cpp).
+// schedules), schedule_unfused.cpp (the reference), api.cpp (public C++ entry points; the C API is src/api/c_api_quant.cpp).
 #pragma once
 
 #include <commfuse/commfuse.hpp>
@@ -17,10 +17,12 @@ QuantReduceProblem validate_quant_all_reduce(const TensorView& x, const TensorVi
                                              std::string_view group, std::string_view reduce_op,
                                              const TensorView& output);
 
-// Tried in order, first applicable wins.
+// The algorithm list (ops/common/algorithm.hpp), best first, the unfused composition last.
 enum class QuantAllReduceSchedule {
-  kRsAllGather,   // shm, R >= kRsAllGatherMinRanks, rows % R == 0: own block, then all_gather
+  kRsAllGather,   // rows % R == 0 (preferred on shm from kRsAllGatherMinRanks): own block,
+                  // then all_gather of the rounded rows
   kGatherStream,  // every rank reads every rank's quantized rows and sums them (one pass)
+  kUnfused,       // dequantize to fp32, fp32 all_reduce, round: the reference
 };
 // From this many ranks on shm, dequantizing each element R times (one pass) costs more than
 // the second phase's copy (measured on 2 cores: README "QuantAllReduce benchmark").
@@ -38,6 +40,8 @@ QuantAllReducePlanData plan_quant_all_reduce(QuantReduceProblem problem);
 
 void run_quant_all_reduce_rs_all_gather(const QuantAllReducePlanData& plan, comm::CommImpl& comm,
                                         void* workspace);
+void run_quant_all_reduce_unfused(const QuantAllReducePlanData& plan, comm::CommImpl& comm,
+                                  void* workspace);
 void run_quant_all_reduce_gather_stream(const QuantAllReducePlanData& plan, comm::CommImpl& comm,
                                         void* workspace);
 
