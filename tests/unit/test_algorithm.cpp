@@ -31,6 +31,11 @@ struct AlgoEnv {
   std::string old_;
 };
 
+std::string kWhatText() {
+  return "op_x m=1";
+}
+const std::function<std::string()> kWhat = kWhatText;
+
 std::string message_of(const std::function<void()>& f) {
   try {
     f();
@@ -63,16 +68,16 @@ TEST(Algorithm, NotPreferredIsSkippedButMayBeForced) {
       {"two_phase", "", "fewer than 4 ranks"}, {"one_pass", ""}, {"unfused", ""}};
   {
     AlgoEnv env("");
-    EXPECT_EQ(ops::choose_algorithm("op_x", "op_x m=1", list), 1u);
+    EXPECT_EQ(ops::choose_algorithm("op_x", kWhat, list), 1u);
   }
   {
     AlgoEnv env("op_x:two_phase");
-    EXPECT_EQ(ops::choose_algorithm("op_x", "op_x m=1", list), 0u);
+    EXPECT_EQ(ops::choose_algorithm("op_x", kWhat, list), 0u);
   }
   // Nothing preferred: the first that applies.
   const std::vector<ops::AlgorithmEntry> none{{"a", "", "slow"}, {"b", "", "slower"}};
   AlgoEnv env("");
-  EXPECT_EQ(ops::choose_algorithm("op_x", "op_x m=1", none), 0u);
+  EXPECT_EQ(ops::choose_algorithm("op_x", kWhat, none), 0u);
 }
 
 TEST(Algorithm, FirstApplicableUnlessForced) {
@@ -80,24 +85,24 @@ TEST(Algorithm, FirstApplicableUnlessForced) {
       {"fast", "needs shm"}, {"fused", ""}, {"unfused", ""}};
   {
     AlgoEnv env("");
-    EXPECT_EQ(ops::choose_algorithm("op_x", "op_x m=1", list), 1u);
+    EXPECT_EQ(ops::choose_algorithm("op_x", kWhat, list), 1u);
   }
   {
     AlgoEnv env("op_x:unfused");
-    EXPECT_EQ(ops::choose_algorithm("op_x", "op_x m=1", list), 2u);
+    EXPECT_EQ(ops::choose_algorithm("op_x", kWhat, list), 2u);
   }
   {
     AlgoEnv env("op_y:unfused");  // another op's setting
-    EXPECT_EQ(ops::choose_algorithm("op_x", "op_x m=1", list), 1u);
+    EXPECT_EQ(ops::choose_algorithm("op_x", kWhat, list), 1u);
   }
   {
     AlgoEnv env("op_x:fast");
-    const std::string m = message_of([&] { ops::choose_algorithm("op_x", "op_x m=1", list); });
+    const std::string m = message_of([&] { ops::choose_algorithm("op_x", kWhat, list); });
     EXPECT_NE(m.find("does not apply to op_x m=1: needs shm"), std::string::npos) << m;
   }
   {
     AlgoEnv env("op_x:ring");
-    const std::string m = message_of([&] { ops::choose_algorithm("op_x", "op_x m=1", list); });
+    const std::string m = message_of([&] { ops::choose_algorithm("op_x", kWhat, list); });
     EXPECT_NE(m.find("no algorithm 'ring' (fast|fused|unfused)"), std::string::npos) << m;
   }
 }

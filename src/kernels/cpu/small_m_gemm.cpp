@@ -206,8 +206,7 @@ void small_m_gemm(const MatmulDesc& d, const void* a, const void* b, const float
   const auto* b16 = static_cast<const uint16_t*>(b);
   const float* a_dense = a32.data();
   const int64_t tiles = (d.n + kTile - 1) / kTile;
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-  for (int64_t t = 0; t < tiles; ++t) {
+  auto tile = [&](int64_t t) {
     thread_local std::vector<float> acc, scratch;
     acc.resize(static_cast<size_t>(d.m * kTile));
     const int64_t j0 = t * kTile, jn = std::min(kTile, d.n - j0);
@@ -219,7 +218,15 @@ void small_m_gemm(const MatmulDesc& d, const void* a, const void* b, const float
       tile_row_major(d, a_dense, b16, j0, jn, acc.data(), scratch.data());
     }
     store_tile(d, acc.data(), bias32, j0, jn, c);
+  };
+  // One thread: no OpenMP region at all (even an inactive one has a fixed cost per call,
+  // which tiny GEMMs notice).
+  if (threads <= 1) {
+    for (int64_t t = 0; t < tiles; ++t) tile(t);
+    return;
   }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t t = 0; t < tiles; ++t) tile(t);
 }
 
 }  // namespace commfuse::kernels::cpu

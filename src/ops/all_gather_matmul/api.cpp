@@ -16,7 +16,8 @@ AllGatherMatmulPlan::AllGatherMatmulPlan(const TensorView& x1, const TensorView&
     : data_(std::make_unique<ops::AllGatherMatmulPlanData>(
           ops::plan_all_gather_matmul(ops::validate_all_gather_matmul(
               x1, x2, group, world_size, output, gather_out, options)))) {
-  log::verbose(ops::describe(*data_));
+  // Built only when printed: describing costs more than a tiny op itself.
+  if (log::verbose_level() >= 1) log::verbose(ops::describe(*data_));
 }
 
 AllGatherMatmulPlan::~AllGatherMatmulPlan() = default;

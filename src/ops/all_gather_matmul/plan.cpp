@@ -25,8 +25,11 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
   const std::vector<AlgorithmEntry> list{{"fused", ""}, {"unfused", ""}};
   plan.schedule = static_cast<AllGatherMatmulSchedule>(choose_algorithm(
       kAllGatherMatmulOp,
-      detail::cat(kAllGatherMatmulOp, "(rank ", p.rank, ") m=", p.m, "/rank R=", p.world_size,
-                  " k=", p.k, " n=", p.n, " ", dtype_name(p.dtype)),
+      [&] {
+        return detail::cat(kAllGatherMatmulOp, "(rank ", p.rank, ") m=", p.m,
+                           "/rank R=", p.world_size, " k=", p.k, " n=", p.n, " ",
+                           dtype_name(p.dtype));
+      },
       list));
   plan.gemm.dtype = p.dtype;
   plan.gemm.k = p.k;

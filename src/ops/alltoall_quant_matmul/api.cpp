@@ -17,7 +17,8 @@ AlltoAllQuantMatmulPlan::AlltoAllQuantMatmulPlan(const TensorView& x1, const Ten
     : data_(std::make_unique<ops::AlltoAllQuantMatmulPlanData>(
           ops::plan_alltoall_quant_matmul(ops::validate_alltoall_quant_matmul(
               x1, x2, x2_scale, group, output, all_to_all_out, options)))) {
-  log::verbose(ops::describe(*data_));
+  // Built only when printed: describing costs more than a tiny op itself.
+  if (log::verbose_level() >= 1) log::verbose(ops::describe(*data_));
 }
 
 AlltoAllQuantMatmulPlan::~AlltoAllQuantMatmulPlan() = default;

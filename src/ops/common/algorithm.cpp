@@ -23,7 +23,7 @@ std::string forced_algorithm(std::string_view op) {
   return {};
 }
 
-size_t choose_algorithm(const char* op, const std::string& what,
+size_t choose_algorithm(const char* op, const std::function<std::string()>& what,
                         const std::vector<AlgorithmEntry>& list) {
   CF_ASSERT(!list.empty());
   const std::string forced = forced_algorithm(op);
@@ -37,7 +37,7 @@ size_t choose_algorithm(const char* op, const std::string& what,
     CF_CHECK_ARG(chosen < list.size(), "COMMFUSE_ALGO: ", op, " has no algorithm '", forced, "' (",
                  names, ")");
     CF_CHECK_ARG(list[chosen].not_applicable.empty(), "COMMFUSE_ALGO: ", op, ":", forced,
-                 " does not apply to ", what, ": ", list[chosen].not_applicable);
+                 " does not apply to ", what(), ": ", list[chosen].not_applicable);
   } else {
     for (size_t i = 0; i < list.size() && chosen == list.size(); ++i)
       if (list[i].not_applicable.empty() && list[i].not_preferred.empty()) chosen = i;
@@ -47,7 +47,7 @@ size_t choose_algorithm(const char* op, const std::string& what,
   }
   if (log::verbose_level() >= 1) {
     std::string line = detail::cat(
-        "decision ", what, " [ISA ", cpu::isa_level_name(cpu::highest_level(cpu::features())),
+        "decision ", what(), " [ISA ", cpu::isa_level_name(cpu::highest_level(cpu::features())),
         "]: ", list[chosen].name,
         forced.empty() ? " (first preferred)" : " (forced by COMMFUSE_ALGO)");
     for (size_t i = 0; i < list.size(); ++i) {

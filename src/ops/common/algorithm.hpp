@@ -13,6 +13,7 @@
 // transport as a mismatched collective, not a hang).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,7 +31,9 @@ struct AlgorithmEntry {
 // The index of the chosen entry. Throws InvalidArgument naming COMMFUSE_ALGO when it forces
 // a name this op does not have, or one that does not apply here (with the reason).
 // `what`: the op, rank and shape, for the decision line.
-size_t choose_algorithm(const char* op, const std::string& what,
+// `what` is called only when a line or an error needs it (building it costs more than a
+// tiny op's plan).
+size_t choose_algorithm(const char* op, const std::function<std::string()>& what,
                         const std::vector<AlgorithmEntry>& list);
 
 // The name COMMFUSE_ALGO forces for op ("" when none); InvalidArgument for a malformed value.

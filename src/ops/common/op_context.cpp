@@ -30,16 +30,17 @@ comm::CommImpl& comm_for_execute(const char* op, const std::string& group, int p
 
 void check_workspace(const char* op, comm::CommImpl& c, const void* workspace,
                      size_t workspace_bytes, size_t needed) {
-  const auto prefix = detail::cat(op, "(rank ", c.rank(), "): ");
+  // The message prefix only on failure: formatting it costs more than a tiny op's execute.
+  auto prefix = [&] { return detail::cat(op, "(rank ", c.rank(), "): "); };
   if (workspace_bytes < needed)
-    c.reject(Status::kParamInvalid, detail::cat(prefix, "workspaceSize is ", workspace_bytes,
+    c.reject(Status::kParamInvalid, detail::cat(prefix(), "workspaceSize is ", workspace_bytes,
                                                 " bytes but the plan needs ", needed));
   if (needed > 0 && workspace == nullptr)
     c.reject(Status::kParamNullptr,
-             detail::cat(prefix, "workspace is null but the plan needs ", needed, " bytes"));
+             detail::cat(prefix(), "workspace is null but the plan needs ", needed, " bytes"));
   if (reinterpret_cast<uintptr_t>(workspace) % alignof(float) != 0)
     c.reject(Status::kParamInvalid,
-             detail::cat(prefix, "workspace is not ", alignof(float), "-byte aligned"));
+             detail::cat(prefix(), "workspace is not ", alignof(float), "-byte aligned"));
 }
 
 }  // namespace commfuse::ops

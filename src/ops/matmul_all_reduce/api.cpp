@@ -14,7 +14,8 @@ MatmulAllReducePlan::MatmulAllReducePlan(const TensorView& x1, const TensorView&
                                          const MatmulReduceOptions& options)
     : data_(std::make_unique<ops::MatmulAllReducePlanData>(ops::plan_matmul_all_reduce(
           ops::validate_matmul_all_reduce(x1, x2, group, output, options)))) {
-  log::verbose(ops::describe(*data_));
+  // Built only when printed: describing costs more than a tiny op itself.
+  if (log::verbose_level() >= 1) log::verbose(ops::describe(*data_));
 }
 
 MatmulAllReducePlan::~MatmulAllReducePlan() = default;

@@ -32,8 +32,8 @@ MatmulAllReducePlanData plan_matmul_all_reduce(MatmulReduceProblem problem) {
     rs_ag = detail::cat("m=", p.m, " is not a multiple of R=", p.world_size);
   const std::vector<AlgorithmEntry> list{
       {"fused_rs_all_gather", rs_ag}, {"fused", ""}, {"unfused", ""}};
-  plan.schedule = static_cast<MatmulAllReduceSchedule>(
-      choose_algorithm(kMatmulAllReduceOp, describe_problem(kMatmulAllReduceOp, p), list));
+  plan.schedule = static_cast<MatmulAllReduceSchedule>(choose_algorithm(
+      kMatmulAllReduceOp, [&] { return describe_problem(kMatmulAllReduceOp, p); }, list));
   plan.workspace_bytes = matmul_reduce_workspace_bytes(p);
   if (plan.schedule == MatmulAllReduceSchedule::kUnfused)  // + the collective's fp32 result
     plan.workspace_bytes += static_cast<size_t>(p.m * p.n) * sizeof(float);

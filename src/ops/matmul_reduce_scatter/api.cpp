@@ -15,7 +15,8 @@ MatmulReduceScatterPlan::MatmulReduceScatterPlan(const TensorView& x1, const Ten
                                                  const MatmulReduceOptions& options)
     : data_(std::make_unique<ops::MatmulReduceScatterPlanData>(ops::plan_matmul_reduce_scatter(
           ops::validate_matmul_reduce_scatter(x1, x2, group, world_size, output, options)))) {
-  log::verbose(ops::describe(*data_));
+  // Built only when printed: describing costs more than a tiny op itself.
+  if (log::verbose_level() >= 1) log::verbose(ops::describe(*data_));
 }
 
 MatmulReduceScatterPlan::~MatmulReduceScatterPlan() = default;

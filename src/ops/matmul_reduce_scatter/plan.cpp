@@ -22,8 +22,8 @@ MatmulReduceScatterPlanData plan_matmul_reduce_scatter(MatmulReduceProblem probl
   plan.problem = std::move(problem);
   const MatmulReduceProblem& p = plan.problem;
   const std::vector<AlgorithmEntry> list{{"fused", ""}, {"unfused", ""}};
-  plan.schedule = static_cast<MatmulReduceScatterSchedule>(
-      choose_algorithm(kMatmulReduceScatterOp, describe_problem(kMatmulReduceScatterOp, p), list));
+  plan.schedule = static_cast<MatmulReduceScatterSchedule>(choose_algorithm(
+      kMatmulReduceScatterOp, [&] { return describe_problem(kMatmulReduceScatterOp, p); }, list));
   plan.workspace_bytes = matmul_reduce_workspace_bytes(p);
   if (plan.schedule == MatmulReduceScatterSchedule::kUnfused)  // + the collective's fp32 result
     plan.workspace_bytes += static_cast<size_t>(p.m / p.world_size * p.n) * sizeof(float);

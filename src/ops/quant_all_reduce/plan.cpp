@@ -36,9 +36,11 @@ QuantAllReducePlanData plan_quant_all_reduce(QuantReduceProblem problem) {
   const std::vector<AlgorithmEntry> list{rs_ag, {"fused_gather_stream", ""}, {"unfused", ""}};
   plan.schedule = static_cast<QuantAllReduceSchedule>(choose_algorithm(
       kQuantAllReduceOp,
-      detail::cat(kQuantAllReduceOp, "(rank ", p.rank, ") rows=", p.rows, " h=", p.h, " ",
-                  dtype_name(p.x_dtype), " -> ", dtype_name(p.out_dtype), " R=", p.world_size,
-                  " on ", p.transport),
+      [&] {
+        return detail::cat(kQuantAllReduceOp, "(rank ", p.rank, ") rows=", p.rows, " h=", p.h, " ",
+                           dtype_name(p.x_dtype), " -> ", dtype_name(p.out_dtype),
+                           " R=", p.world_size, " on ", p.transport);
+      },
       list));
   const size_t out_elem = static_cast<size_t>(dtype_bits(p.out_dtype) / 8);
   switch (plan.schedule) {
