@@ -21,8 +21,10 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -503,7 +505,51 @@ int launch(const LaunchOptions& options, const std::vector<std::string>& argv) {
   return launcher.run();
 }
 
+namespace {
+
+bool can_listen_on(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+int ephemeral_low() {  // first port the kernel hands out for bind(0) and connect
+  int lo = 32768, hi = 60999;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    if (std::fscanf(f, "%d %d", &lo, &hi) != 2) lo = 32768;
+    std::fclose(f);
+  }
+  return lo;
+}
+
+}  // namespace
+
+// MASTER_PORT: below the kernel's ephemeral range, so that no outgoing connection of another
+// process (Open MPI opens many) can hold it, with the next kSparePorts free too, because the
+// programs under launch (the tests) open further communicators on MASTER_PORT + 1, + 2. A
+// port from bind(0) is ephemeral: a concurrent test's client socket once took its + 1.
 int pick_free_port() {
+  constexpr int kSparePorts = 3;
+  const int hi = ephemeral_low() - kSparePorts - 1, lo = std::max(10000, hi - 16384);
+  if (hi > lo) {
+    std::mt19937 rng(
+        static_cast<uint32_t>(::getpid()) ^
+        static_cast<uint32_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+    std::uniform_int_distribution<int> pick(lo, hi);
+    for (int attempt = 0; attempt < 200; ++attempt) {
+      const int port = pick(rng);
+      bool free = true;
+      for (int k = 0; k <= kSparePorts && free; ++k) free = can_listen_on(port + k);
+      if (free) return port;
+    }
+  }
+  // No room below the ephemeral range: any free port from the kernel.
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw RuntimeFailure(cat("launch: socket: ", errno_text(errno)));
   sockaddr_in addr{};
