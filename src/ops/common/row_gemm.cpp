@@ -50,7 +50,6 @@ size_t row_gemm_workspace_bytes(const RowGemmShape& s) {
 RowGemm::RowGemm(const RowGemmShape& s, void* workspace) : s_(s), widened_(needs_widening(s)) {
   b_ = s.b.data;
   bias_ = s.bias.data;
-  ldb_ = s.b.ld;
   if (!widened_) return;
   CF_ASSERT(workspace != nullptr);
   trace::Span span("widen x2", "row_gemm", -1, static_cast<uint64_t>(s.k * s.n));
@@ -61,7 +60,6 @@ RowGemm::RowGemm(const RowGemmShape& s, void* workspace) : s_(s), widened_(needs
   for (int64_t r = 0; r < rows; ++r)
     widen(src + r * s.b.ld, s.dtype, b32 + r * cols, static_cast<size_t>(cols));
   b_ = b32;
-  ldb_ = cols;
   if (s.bias.data != nullptr) {
     float* bias32 = b32 + s.k * s.n;
     if (s.bias.dtype == DType::kFloat32)

@@ -77,7 +77,6 @@ class RowGemm {
   bool widened_ = false;
   const void* b_ = nullptr;     // b as the primitive reads it (fp32 copy when widened)
   const void* bias_ = nullptr;  // likewise
-  int64_t ldb_ = 0;
 };
 
 }  // namespace commfuse::ops
