@@ -42,25 +42,15 @@ CF_SIMD_KERNEL(void, widen_bf16_block,
   }
 }
 
-typedef uint16_t u16x8 __attribute__((vector_size(16), aligned(2), may_alias));
 typedef uint32_t u32x8 __attribute__((vector_size(32)));
 
-// Eight columns of b as fp32: from the fp32 block (fp16, widened by the caller), or from the
-// bf16 row itself, widened in registers (bf16 is the upper half of fp32: exact).
+// Eight columns of b as fp32, from the block the caller widened (bf16 rows for three or
+// more rows of a, fp16 always).
 struct Fp32Block {
   const float* bt;  // depth x kTile
   // Out-parameters, inlined: a v8 by value crosses no function boundary (ABI of AVX types).
   inline __attribute__((always_inline)) void at(int64_t p, int64_t j, v8* out) const {
     *out = *reinterpret_cast<const v8*>(bt + p * kTile + j);
-  }
-};
-struct Bf16Rows {
-  const uint16_t* b;  // (depth, tile) at b, row stride ldb
-  int64_t ldb;
-  inline __attribute__((always_inline)) void at(int64_t p, int64_t j, v8* out) const {
-    const u32x8 w = __builtin_convertvector(*reinterpret_cast<const u16x8*>(b + p * ldb + j), u32x8)
-                    << 16;
-    std::memcpy(out, &w, sizeof(w));
   }
 };
 
@@ -91,6 +81,58 @@ inline __attribute__((always_inline)) void micro_tiles(const float* a, int64_t l
   }
 }
 
+// The bf16 in-register path of micro_tiles, two columns per 32-bit lane: one 32-byte load
+// holds 16 bf16 values, and a bf16 is the upper half of its fp32, so lane l's even column
+// (j + 2l) is the lane shifted left by 16 and its odd column (j + 2l + 1) the lane with the
+// low half cleared: two instructions widen 16 values (a u16x8 -> u32x8 conversion took
+// five for 8). The accumulators therefore hold each 16-column group de-interleaved, evens
+// then odds (acc_pairs_to_columns restores the order); every element is still summed in k
+// order with the same operations, so the bits are those of micro_tiles.
+typedef uint32_t u32x8u __attribute__((vector_size(32), aligned(2), may_alias));
+template <int R, int G>
+inline __attribute__((always_inline)) void micro_tiles_pairs(const float* a, int64_t lda, int64_t i,
+                                                             const uint16_t* b, int64_t ldb,
+                                                             int64_t depth, float* acc) {
+  for (int64_t j = 0; j < kTile; j += 16 * G) {
+    v8 r[R][2 * G];
+    for (int x = 0; x < R; ++x)
+      for (int y = 0; y < 2 * G; ++y)
+        r[x][y] = *reinterpret_cast<v8*>(acc + (i + x) * kTile + j + 8 * y);
+    for (int64_t p = 0; p < depth; ++p) {
+      const uint16_t* row = b + p * ldb + j;
+      for (int g = 0; g < G; ++g) {
+        const u32x8u w = *reinterpret_cast<const u32x8u*>(row + 16 * g);
+        const u32x8 even_bits = w << 16, odd_bits = w & 0xFFFF0000u;
+        v8 even, odd;
+        std::memcpy(&even, &even_bits, sizeof(even));
+        std::memcpy(&odd, &odd_bits, sizeof(odd));
+        for (int x = 0; x < R; ++x) {
+          const float ax = a[(i + x) * lda + p];
+          r[x][2 * g] += ax * even;
+          r[x][2 * g + 1] += ax * odd;
+        }
+      }
+    }
+    for (int x = 0; x < R; ++x)
+      for (int y = 0; y < 2 * G; ++y)
+        *reinterpret_cast<v8*>(acc + (i + x) * kTile + j + 8 * y) = r[x][y];
+  }
+}
+
+// acc rows (kTile floats) from micro_tiles_pairs' order (per 16 columns: 8 evens, 8 odds)
+// to column order.
+void acc_pairs_to_columns(float* acc, int64_t rows) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < kTile; j += 16) {
+      float group[16];
+      std::memcpy(group, acc + i * kTile + j, sizeof(group));
+      for (int l = 0; l < 8; ++l) {
+        acc[i * kTile + j + 2 * l] = group[l];
+        acc[i * kTile + j + 2 * l + 1] = group[8 + l];
+      }
+    }
+}
+
 template <typename B>
 inline __attribute__((always_inline)) void block_rows(const float* a, int64_t lda, int64_t rows,
                                                       const B& b, int64_t depth, int64_t cols,
@@ -110,12 +152,15 @@ CF_SIMD_KERNEL(void, block_product,
   block_rows(a, lda, rows, Fp32Block{bt}, depth, cols, acc);
 }
 
-// The same with b's bf16 rows read in place (a full tile: kTile columns from b).
+// The same with b's bf16 rows read in place (a full tile: kTile columns from b), into acc
+// in micro_tiles_pairs' de-interleaved order.
 CF_SIMD_KERNEL(void, block_product_bf16,
                (const float* a, int64_t lda, int64_t rows, const uint16_t* b, int64_t ldb,
                 int64_t depth, float* acc),
                (a, lda, rows, b, ldb, depth, acc)) {
-  block_rows(a, lda, rows, Bf16Rows{b, ldb}, depth, kTile, acc);
+  int64_t i = 0;
+  for (; i + 2 <= rows; i += 2) micro_tiles_pairs<2, 2>(a, lda, i, b, ldb, depth, acc);
+  for (; i < rows; ++i) micro_tiles_pairs<1, 4>(a, lda, i, b, ldb, depth, acc);
 }
 
 // Eight interleaved partial sums of x . y over count (a multiple of kLanes) elements.
@@ -137,15 +182,18 @@ void tile_row_major(const MatmulDesc& d, const float* a32, const uint16_t* b, in
   if (jn < cols)
     for (int64_t p = 0; p < kDepth; ++p)
       std::fill(bt + p * kTile + jn, bt + p * kTile + cols, 0.0f);
+  // One or two rows read each b value once: widened in registers, no fp32 copy. More rows
+  // reuse it, so the block is widened once into bt (measured: in-register widening per row
+  // block was 2x slower from 8 rows on).
+  if (d.b_dtype == DType::kBFloat16 && jn == kTile && d.m <= 2) {
+    for (int64_t p0 = 0; p0 < d.k; p0 += kDepth)
+      block_product_bf16(a32 + p0, d.k, d.m, b + p0 * d.ldb + j0, d.ldb, std::min(kDepth, d.k - p0),
+                         acc);
+    acc_pairs_to_columns(acc, d.m);
+    return;
+  }
   for (int64_t p0 = 0; p0 < d.k; p0 += kDepth) {
     const int64_t depth = std::min(kDepth, d.k - p0);
-    // One or two rows read each b value once: widened in registers, no fp32 copy. More rows
-    // reuse it, so the block is widened once into bt (measured: in-register widening per row
-    // block was 2x slower from 8 rows on).
-    if (d.b_dtype == DType::kBFloat16 && jn == kTile && d.m <= 2) {
-      block_product_bf16(a32 + p0, d.k, d.m, b + p0 * d.ldb + j0, d.ldb, depth, acc);
-      continue;
-    }
     if (d.b_dtype == DType::kBFloat16)
       widen_bf16_block(b + p0 * d.ldb + j0, d.ldb, depth, jn, bt);
     else
