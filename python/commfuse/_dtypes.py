@@ -41,13 +41,14 @@ DATA_MOVEMENT = ("uint8", "int16", "uint16", "bool")
 NUMBER_FORMATS = tuple(n for n in NUMPY_DTYPES if n not in DATA_MOVEMENT)
 
 
+# numpy dtype -> commfuse name; uint8 is "uint8" (hifloat8 codes need dtype=).
+_FORMAT_OF = {dt: name for name, dt in reversed(NUMPY_DTYPES.items()) if name != "hifloat8"}
+
+
 def format_of(dt: np.dtype) -> Optional[str]:
     """commfuse name of an array's own dtype: a uint8 array is "uint8" (HiFloat8 codes in
     uint8 are only "hifloat8" when the caller says so with dtype=)."""
-    for name, candidate in NUMPY_DTYPES.items():
-        if name != "hifloat8" and dt == candidate:
-            return name
-    return None
+    return _FORMAT_OF.get(dt)
 
 
 def canonical(dtype: npt.DTypeLike, what: str, fn: str = "convert") -> str:

@@ -38,6 +38,12 @@ _UINT_OF_SIZE = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.u
 _NUMPY_OWN = {np.dtype(t) for t in (np.float32, np.float16, np.int8, np.int16, np.int32,
                                     np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
                                     np.bool_)}
+# The per-call fast path of tensor_ref: a native numpy dtype -> (commfuse name, the unsigned
+# dtype of the same width its memory is passed as, or None when numpy exports it itself).
+# A tiny op costs a few microseconds in C++, so the argument handling must cost less.
+_FAST = {dt: (name, None if dt in _NUMPY_OWN else _UINT_OF_SIZE[dt.itemsize])
+         for name, dt in NUMPY_DTYPES.items() if name not in ("hifloat8", "int4")}
+_FAST_NAMES = frozenset(name for name, _ in _FAST.values())
 
 
 def is_torch(x: Any) -> bool:
@@ -81,10 +87,30 @@ def _torch_ref(x: Any, name: Optional[str], contiguous: bool,
     return _commfuse.TensorRef(x.detach(), name)
 
 
+def _fast_numpy_ref(x: Any, contiguous: bool, output: bool) -> Optional[_commfuse.TensorRef]:
+    """tensor_ref of a numpy array of a native commfuse dtype that needs no copy; None for
+    anything else (the general path decides)."""
+    if type(x) is not np.ndarray:
+        return None
+    fast = _FAST.get(x.dtype)
+    if fast is None:
+        return None
+    flags = x.flags
+    if contiguous and not output and not flags.c_contiguous:
+        return None
+    own, unsigned = fast
+    return _commfuse.TensorRef(x if unsigned is None else x.view(unsigned), own,
+                               read_only=not flags.writeable)
+
+
 def tensor_ref(x: Any, dtype: Optional[npt.DTypeLike] = None, *, contiguous: bool = False,
                output: bool = False, fn: str = "commfuse") -> _commfuse.TensorRef:
     """The TensorRef for one argument (see the module docstring). ``dtype`` names the format
     of raw codes; ``contiguous`` copies a non-dense numpy input; ``output`` forbids copies."""
+    if dtype is None:
+        ref = _fast_numpy_ref(x, contiguous, output)
+        if ref is not None:
+            return ref
     name = None if dtype is None else canonical(dtype, "dtype", fn)
     if isinstance(x, np.ndarray):
         return _numpy_ref(x, name, contiguous, output)
@@ -99,8 +125,8 @@ def tensor_ref(x: Any, dtype: Optional[npt.DTypeLike] = None, *, contiguous: boo
 
 def empty(shape: Sequence[int], name: str, like: Any = None) -> Any:
     """A new array for a result: a torch tensor when ``like`` is one, else numpy."""
-    shape = tuple(max(int(d), 0) for d in shape)
-    if like is not None and is_torch(like):
+    shape = tuple([d if d > 0 else 0 for d in map(int, shape)])
+    if like is not None and type(like) is not np.ndarray and is_torch(like):
         import torch
 
         own = TORCH_DTYPES.get(str(like.dtype))
@@ -155,6 +181,10 @@ class Args:
 
     def input(self, x: Any, what: str, dtype: Optional[npt.DTypeLike] = None, *,
               contiguous: bool = False) -> _commfuse.TensorRef:
+        if dtype is None:
+            ref = _fast_numpy_ref(x, contiguous, False)
+            if ref is not None:
+                return ref
         try:
             return tensor_ref(x, dtype, contiguous=contiguous, fn=self.fn)
         except Error as e:
@@ -163,6 +193,14 @@ class Args:
     def output(self, out: Any, what: str, shape: Sequence[int], name: str,
                like: Any = None) -> tuple[Any, _commfuse.TensorRef]:
         """(array, ref) for a result: ``out`` when given (never copied), else a new array."""
+        if name in _FAST_NAMES:  # the per-call fast path: numpy arrays of name's own dtype
+            if out is None and (like is None or type(like) is np.ndarray):
+                out = np.empty(tuple([d if d > 0 else 0 for d in map(int, shape)]),
+                               NUMPY_DTYPES[name])
+            if type(out) is np.ndarray and out.dtype is NUMPY_DTYPES[name]:
+                ref = _fast_numpy_ref(out, False, True)
+                if ref is not None:
+                    return out, ref
         array = empty(shape, name, like) if out is None else out
         raw = isinstance(array, np.ndarray) and array.dtype.kind == "u" and name not in (
             "int8", "int32", "int64")
