@@ -11,6 +11,7 @@
 // every rank must give bias-only output (s = 0, no NaN).
 #include <commfuse/commfuse.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -148,7 +149,11 @@ float ref_quantize(const std::vector<float>& v, int Q, std::vector<int>& q) {
   return amax / static_cast<float>(Q);
 }
 
-void run_quant_case(commfuse::Comm& comm, const QCase& c, uint64_t tag, bool via_c_api) {
+// via_c_api: through the C entry points. every_algo: afterwards each algorithm of the list
+// is forced in turn and must give the same bits (the same quantization, an exact integer
+// GEMM and the same per-row epilogue).
+void run_quant_case(commfuse::Comm& comm, const QCase& c, uint64_t tag, bool via_c_api,
+                    bool every_algo = false) {
   const int R = comm.world_size(), me = comm.rank();
   const int64_t bs = c.rows * R, k = c.h * R;
   const RankData mine = make_rank(c, R, me, tag);
@@ -177,6 +182,14 @@ void run_quant_case(commfuse::Comm& comm, const QCase& c, uint64_t tag, bool via
   o.bias = bias;
   if (!via_c_api) {
     commfuse::alltoall_quant_matmul(x1v, x2v, sv, comm.name(), ov, av, o);
+    const std::vector<uint8_t> first = out;
+    for (const char* algo : {"fused", "unfused"}) {
+      if (!every_algo) break;
+      const ScopedAlgo force(std::string("alltoall_quant_matmul:") + algo);
+      std::fill(out.begin(), out.end(), 0x5A);
+      commfuse::alltoall_quant_matmul(x1v, x2v, sv, comm.name(), ov, av, o);
+      EXPECT(out == first, "%s: forced %s gives other bits", describe(c).c_str(), algo);
+    }
   } else {
     auto mk = [](const TensorView& t) -> commfuseTensor_t* {
       if (!t.present()) return nullptr;
@@ -322,10 +335,38 @@ void run_float_case(commfuse::Comm& comm, DType t, Bias bk, bool transposed, boo
   if (a2a_out) EXPECT(a2a == want_a2a, "%s: alltoAllOut differs", what.c_str());
 }
 
+// The algorithm both ops run: what COMMFUSE_ALGO forces, else fused (the list's first),
+// checked on plans of a tiny shape so that a run with one forced (tests/ops/CMakeLists.txt)
+// really tests it. The quantized op's name carries its int GEMM path after a space.
+void check_alltoall_algorithms(commfuse::Comm& comm) {
+  const int R = comm.world_size();
+  auto check = [&](const std::string& op, const std::string& got) {
+    const std::string want = forced_algo(op).empty() ? "fused" : forced_algo(op);
+    EXPECT(got == want || got.rfind(want + " ", 0) == 0, "%s: schedule '%s', expected %s",
+           op.c_str(), got.c_str(), want.c_str());
+  };
+  std::vector<float> f(static_cast<size_t>(4 * R * 8 + 4 * R + 8), 0.0f);
+  std::vector<int8_t> w(static_cast<size_t>(4 * R * 8), 0);
+  std::vector<float> scale(8, 1.0f);
+  std::vector<uint16_t> h(static_cast<size_t>(4 * R + 8), 0);
+  check("alltoall_matmul",
+        commfuse::AlltoAllMatmulPlan(TensorView(f.data(), DType::kFloat32, {R, 4}),
+                                     TensorView(f.data(), DType::kFloat32, {4 * R, 8}), comm.name(),
+                                     TensorView(f.data() + 4 * R * 8, DType::kFloat32, {1, 8}))
+            .schedule_name());
+  check("alltoall_quant_matmul", commfuse::AlltoAllQuantMatmulPlan(
+                                     TensorView(h.data(), DType::kFloat16, {R, 4}),
+                                     TensorView(w.data(), DType::kInt8, {4 * R, 8}),
+                                     TensorView(scale.data(), DType::kFloat32, {8}), comm.name(),
+                                     TensorView(h.data() + 4 * R, DType::kFloat16, {1, 8}))
+                                     .schedule_name());
+}
+
 }  // namespace
 
 int case_alltoall_numerics(commfuse::Comm& comm) {
   const int R = comm.world_size();
+  check_alltoall_algorithms(comm);
   uint64_t tag = 1;
   int idx = 0;
   const Bias biases[] = {Bias::kNone, Bias::kX1, Bias::kF32};
@@ -356,12 +397,12 @@ int case_alltoall_numerics(commfuse::Comm& comm) {
       c.bias = Bias::kF32;
       c.a2a_out = true;
       c.smooth = cb != Combo::kA4W4;
-      run_quant_case(comm, c, tag++, false);
+      run_quant_case(comm, c, tag++, false, true);
     }
   // One row per rank; the C API.
   QCase one;
   one.rows = 1;
-  run_quant_case(comm, one, tag++, false);
+  run_quant_case(comm, one, tag++, false, true);
   QCase capi;
   capi.bias = Bias::kF32;
   capi.a2a_out = true;

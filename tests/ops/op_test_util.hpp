@@ -4,10 +4,13 @@
 
 #include <commfuse/commfuse.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace optest {
@@ -25,6 +28,43 @@ inline int g_failures = 0;
       std::fprintf(stderr, "\n");                                            \
     }                                                                        \
   } while (0)
+
+// The algorithm COMMFUSE_ALGO=<op>:<name>[,...] forces for op ("" when none).
+inline std::string forced_algo(const std::string& op) {
+  const char* env = std::getenv("COMMFUSE_ALGO");
+  const std::string v = env != nullptr ? env : "";
+  for (size_t at = 0; at < v.size();) {
+    const size_t end = std::min(v.find(',', at), v.size());
+    const std::string item = v.substr(at, end - at);
+    if (item.rfind(op + ":", 0) == 0) return item.substr(op.size() + 1);
+    at = end + 1;
+  }
+  return "";
+}
+
+// Sets COMMFUSE_ALGO for a scope (plans read it when they are built), then restores it.
+// Every rank must do the same, as with the variable itself.
+class ScopedAlgo {
+ public:
+  explicit ScopedAlgo(const std::string& value) {
+    const char* old = std::getenv("COMMFUSE_ALGO");
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    setenv("COMMFUSE_ALGO", value.c_str(), 1);
+  }
+  ~ScopedAlgo() {
+    if (had_)
+      setenv("COMMFUSE_ALGO", old_.c_str(), 1);
+    else
+      unsetenv("COMMFUSE_ALGO");
+  }
+  ScopedAlgo(const ScopedAlgo&) = delete;
+  ScopedAlgo& operator=(const ScopedAlgo&) = delete;
+
+ private:
+  bool had_ = false;
+  std::string old_;
+};
 
 inline uint32_t mix(uint64_t seed, uint64_t i) {
   uint64_t z = seed * 0x9E3779B97F4A7C15ull + i * 0xBF58476D1CE4E5B9ull + 0x94D049BB133111EBull;

@@ -141,31 +141,28 @@ void run_case(commfuse::Comm& comm, const QuantCase& c, bool rs, bool exact) {
   const std::string what = label(c, rs) + (exact ? "" : " random");
 
   std::vector<float> ws;
-  auto execute = [&] {
-    if (rs) {
-      commfuse::QuantReduceScatterPlan plan(x, sc, comm.name(), "sum", o);
-      ws.resize(plan.workspace_size() / 4);
+  // COMMFUSE_ALGO=<op>:<name> (tests/ops/CMakeLists.txt) forces one; else the list's rule.
+  const std::string op = rs ? "quant_reduce_scatter" : "quant_all_reduce";
+  const std::string forced = forced_algo(op);
+  const bool two_phase = std::string(comm.transport_name()) == "shm" && R >= 4 && rows % R == 0;
+  const std::string want_schedule = !forced.empty() ? forced
+                                    : rs            ? "fused_all_to_all_stream"
+                                    : two_phase     ? "fused_rs_all_gather"
+                                                    : "fused_gather_stream";
+  auto execute = [&](bool check_schedule) {
+    auto run = [&](auto&& plan) {
+      if (check_schedule)
+        EXPECT(std::string(plan.schedule_name()) == want_schedule, "%s: schedule %s, expected %s",
+               what.c_str(), plan.schedule_name(), want_schedule.c_str());
+      ws.assign((plan.workspace_size() + 3) / 4, 0.0f);
       plan.execute(ws.data(), plan.workspace_size());
-    } else {
-      commfuse::QuantAllReducePlan plan(x, sc, comm.name(), "sum", o);
-      // COMMFUSE_ALGO=quant_all_reduce:<name> (tests/ops/CMakeLists.txt) forces one; else the
-      // list's rule.
-      const char* algo = std::getenv("COMMFUSE_ALGO");
-      const std::string forced =
-          algo != nullptr && std::string(algo).starts_with("quant_all_reduce:")
-              ? std::string(algo).substr(std::string("quant_all_reduce:").size())
-              : "";
-      const bool two_phase = std::string(comm.transport_name()) == "shm" && R >= 4 && rows % R == 0;
-      const std::string want = !forced.empty() ? forced
-                               : two_phase     ? "fused_rs_all_gather"
-                                               : "fused_gather_stream";
-      EXPECT(std::string(plan.schedule_name()) == want, "%s: schedule %s, expected %s",
-             what.c_str(), plan.schedule_name(), want.c_str());
-      ws.resize(plan.workspace_size() / 4);
-      plan.execute(ws.data(), plan.workspace_size());
-    }
+    };
+    if (rs)
+      run(commfuse::QuantReduceScatterPlan(x, sc, comm.name(), "sum", o));
+    else
+      run(commfuse::QuantAllReducePlan(x, sc, comm.name(), "sum", o));
   };
-  execute();
+  execute(true);
 
   const Reference ref = reference(c, all, row0, out_rows);
   if (exact) {
@@ -192,8 +189,23 @@ void run_case(commfuse::Comm& comm, const QuantCase& c, bool rs, bool exact) {
   // A rerun into a dirty output gives the same bits.
   const std::vector<uint8_t> first_run = out;
   std::fill(out.begin(), out.end(), 0x5A);
-  execute();
+  execute(true);
   EXPECT(out == first_run, "%s rank %d: a rerun changed the output", what.c_str(), me);
+
+  // Every algorithm of the op's list gives the same bits (SPEC §4: fp32 in rank order, one
+  // rounding), also on inputs whose sums round: each one forced in turn.
+  if (!exact) {
+    std::vector<std::string> algos{"unfused",
+                                   rs ? "fused_all_to_all_stream" : "fused_gather_stream"};
+    if (!rs && rows % R == 0) algos.push_back("fused_rs_all_gather");
+    for (const std::string& a : algos) {
+      const ScopedAlgo force(op + ":" + a);
+      std::fill(out.begin(), out.end(), 0x5A);
+      execute(false);
+      EXPECT(out == first_run, "%s rank %d: %s gives other bits than %s", what.c_str(), me,
+             a.c_str(), want_schedule.c_str());
+    }
+  }
 
   if (!rs) {  // all-reduce: the same bits on every rank
     std::vector<uint8_t> gathered(out.size() * static_cast<size_t>(R));

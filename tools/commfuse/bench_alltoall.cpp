@@ -1,7 +1,9 @@
 // `commfuse bench alltoall-quant-matmul|alltoall-matmul`: the fused operator against, in
 // the same processes and run,
-//   (a) the unfused quantized pipeline: all_to_all into a receive buffer, a separate
-//       permute pass, a separate quantize pass, the same int GEMM, a separate dequant pass;
+//   (a) the unfused quantized pipeline: the op's `unfused` algorithm, forced
+//       (src/ops/alltoall_quant_matmul/schedule_unfused.cpp): all_to_all into a receive
+//       buffer, a separate permute pass, a separate quantize pass, the same int GEMM, a
+//       separate dequant pass;
 //   (b) the unquantized path: all_to_all + permute + one bf16/fp16 GEMM (oneDNN).
 // Rounds alternate the three; the median per variant is reported (mean over ranks).
 // #wrong counts output elements where the fused op and pipeline (a) differ (they compute the
@@ -12,23 +14,37 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "bench_options.hpp"
 #include "bench_timing.hpp"
-#include "core/convert_fast.hpp"
 #include "core/error.hpp"
-#include "kernels/cpu/int_matmul.hpp"
 #include "kernels/cpu/matmul.hpp"
-#include "kernels/cpu/quant_per_token.hpp"
 
 namespace commfuse::cli {
 namespace {
 
 namespace cpu = kernels::cpu;
+
+// Builds a plan with COMMFUSE_ALGO=<op>:<algo> (plans read it when built), so that each
+// column runs the algorithm it is labelled with whatever the caller's environment says.
+template <typename Make>
+auto with_algorithm(const std::string& op_algo, Make&& make) {
+  const char* old = std::getenv("COMMFUSE_ALGO");
+  const std::string saved = old != nullptr ? old : "";
+  setenv("COMMFUSE_ALGO", op_algo.c_str(), 1);
+  auto plan = make();
+  if (old != nullptr)
+    setenv("COMMFUSE_ALGO", saved.c_str(), 1);
+  else
+    unsetenv("COMMFUSE_ALGO");
+  return plan;
+}
 
 uint32_t hash(uint64_t i) {
   uint64_t z = i * 0x9E3779B97F4A7C15ull + 0x94D049BB133111EBull;
@@ -74,47 +90,39 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
   std::vector<uint8_t> out_fused(static_cast<size_t>(rows * n) * hes),
       out_unfused(out_fused.size()), out_half(out_fused.size());
 
-  // The fused operator.
-  std::function<void()> fused;
-  std::unique_ptr<AlltoAllQuantMatmulPlan> qplan;
+  // The fused operator and (a), the same op with its unfused algorithm.
+  std::function<void()> fused, unfused;
+  std::unique_ptr<AlltoAllQuantMatmulPlan> qplan, uplan;
   std::unique_ptr<AlltoAllMatmulPlan> mplan;
-  std::vector<float> ws;
+  std::vector<float> ws, uws;
   if (quant) {
     AlltoAllQuantMatmulOptions qo;
     qo.x1_quant_mode = a4w4 ? 3 : 7;
     if (a4w4) qo.x1_scale = TensorView(token.data(), DType::kFloat32, {o.bs});
-    qplan = std::make_unique<AlltoAllQuantMatmulPlan>(
-        TensorView(x1.data(), x1t, {o.bs, h}),
-        TensorView(x2q.data(), w4 ? DType::kInt4 : DType::kInt8, {k, n}),
-        TensorView(x2_scale.data(), DType::kFloat32, {n}), comm.name(),
-        TensorView(out_fused.data(), half, {rows, n}), TensorView(), qo);
+    auto make = [&](std::vector<uint8_t>& out) {
+      return std::make_unique<AlltoAllQuantMatmulPlan>(
+          TensorView(x1.data(), x1t, {o.bs, h}),
+          TensorView(x2q.data(), w4 ? DType::kInt4 : DType::kInt8, {k, n}),
+          TensorView(x2_scale.data(), DType::kFloat32, {n}), comm.name(),
+          TensorView(out.data(), half, {rows, n}), TensorView(), qo);
+    };
+    qplan = with_algorithm("alltoall_quant_matmul:fused", [&] { return make(out_fused); });
+    uplan = with_algorithm("alltoall_quant_matmul:unfused", [&] { return make(out_unfused); });
     ws.resize(qplan->workspace_size() / sizeof(float) + 1);
+    uws.resize(uplan->workspace_size() / sizeof(float) + 1);
     fused = [&] { qplan->execute(ws.data(), qplan->workspace_size()); };
+    unfused = [&] { uplan->execute(uws.data(), uplan->workspace_size()); };
   } else {
-    mplan = std::make_unique<AlltoAllMatmulPlan>(TensorView(x1.data(), t, {o.bs, h}),
-                                                 TensorView(x2h.data(), t, {k, n}), comm.name(),
-                                                 TensorView(out_fused.data(), t, {rows, n}));
+    mplan = with_algorithm("alltoall_matmul:fused", [&] {
+      return std::make_unique<AlltoAllMatmulPlan>(TensorView(x1.data(), t, {o.bs, h}),
+                                                  TensorView(x2h.data(), t, {k, n}), comm.name(),
+                                                  TensorView(out_fused.data(), t, {rows, n}));
+    });
     ws.resize(mplan->workspace_size() / sizeof(float) + 1);
     fused = [&] { mplan->execute(ws.data(), mplan->workspace_size()); };
   }
 
-  // (a) the unfused quantized pipeline (a16 combos).
   std::vector<uint8_t> recv(x1.size()), perm(x1.size());
-  std::vector<float> rowf(static_cast<size_t>(k)), scales(static_cast<size_t>(rows));
-  std::vector<int8_t> q(static_cast<size_t>(rows * k)), w8(w.size());
-  std::vector<int32_t> acc(static_cast<size_t>(rows * n));
-  std::vector<float> yrow(static_cast<size_t>(n));
-  std::function<void()> unfused;
-  cpu::IntMatmulDesc gd;
-  gd.m = rows;
-  gd.k = k;
-  gd.n = n;
-  gd.lda = k;
-  gd.ldb = n;
-  gd.ldc = n;
-  gd.a_max = w4 ? 7 : 127;
-  gd.b_max = w4 ? 8 : 128;
-  std::vector<float> bprep;
   const size_t row_bytes = static_cast<size_t>(h) * hes;
   auto permute = [&] {
     comm.all_to_all(x1.data(), recv.data(), static_cast<size_t>(rows * h), t);
@@ -123,41 +131,6 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
         std::memcpy(perm.data() + (static_cast<size_t>(i) * R + s) * row_bytes,
                     recv.data() + (static_cast<size_t>(s) * rows + i) * row_bytes, row_bytes);
   };
-  if (quant && !a4w4) {
-    unfused = [&] {
-      permute();
-      for (int64_t i = 0; i < rows; ++i) {  // quantize pass
-        const auto* src = reinterpret_cast<const uint16_t*>(perm.data()) + i * k;
-        if (t == DType::kFloat16)
-          fast::f16_to_f32(src, rowf.data(), static_cast<size_t>(k));
-        else
-          fast::bf16_to_f32(src, rowf.data(), static_cast<size_t>(k));
-        scales[i] = cpu::quantize_row_per_token(rowf.data(), static_cast<size_t>(k), w4 ? 7 : 127,
-                                                q.data() + i * k);
-      }
-      const auto g = cpu::plan_int_matmul(gd);  // int GEMM (weights prepared per call)
-      const void* b = x2q.data();
-      if (w4) {
-        unpack_int4(x2q.data(), w8.data(), w8.size());
-        b = w8.data();
-      }
-      if (cpu::prepared_b_bytes(*g)) {
-        bprep.resize(cpu::prepared_b_bytes(*g) / sizeof(float));
-        cpu::prepare_b(*g, static_cast<const int8_t*>(b), bprep.data());
-        b = bprep.data();
-      }
-      cpu::int_matmul(*g, q.data(), b, acc.data());
-      for (int64_t i = 0; i < rows; ++i) {  // dequant pass
-        for (int64_t j = 0; j < n; ++j)
-          yrow[j] = static_cast<float>(acc[i * n + j]) * x2_scale[j] * scales[i];
-        auto* dst = reinterpret_cast<uint16_t*>(out_unfused.data()) + i * n;
-        if (t == DType::kFloat16)
-          fast::f32_to_f16(yrow.data(), dst, static_cast<size_t>(n));
-        else
-          fast::f32_to_bf16(yrow.data(), dst, static_cast<size_t>(n));
-      }
-    };
-  }
   // (b) the unquantized path.
   std::function<void()> half_path;
   if (!a4w4) {
@@ -194,8 +167,11 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
     std::printf("# commfuse bench %s: %d ranks, transport %s, median of %d rounds x %d iters\n",
                 o.op.c_str(), R, comm.transport_name(), o.rounds, iters);
     std::printf("# fused schedule: %s\n", sched.c_str());
-    std::printf(
-        "# unfused_quant: all_to_all, permute, quantize, int GEMM, dequant (separate passes)\n");
+    if (uplan)
+      std::printf(
+          "# unfused_quant: %s: all_to_all, permute, quantize, int GEMM, dequant (separate "
+          "passes)\n",
+          uplan->schedule_name());
     std::printf("# %s_path: all_to_all, permute, %s GEMM (oneDNN)\n",
                 std::string(dtype_name(half)).c_str(), std::string(dtype_name(half)).c_str());
     std::printf("%6s %6s %6s %6s %9s %14s %18s %15s %9s %11s %11s %7s\n", "BS", "H", "N", "combo",

@@ -1,4 +1,4 @@
-// Public C++ entry points of alltoall_matmul.
+// Public C++ entry points of alltoall_matmul over the plan and its schedules.
 #include <commfuse/commfuse.hpp>
 
 #include <memory>
@@ -24,7 +24,7 @@ size_t AlltoAllMatmulPlan::workspace_size() const {
 }
 
 const char* AlltoAllMatmulPlan::schedule_name() const {
-  return "fused";
+  return ops::schedule_name(data_->schedule);
 }
 
 void AlltoAllMatmulPlan::execute(void* workspace, size_t workspace_bytes) {
@@ -32,7 +32,14 @@ void AlltoAllMatmulPlan::execute(void* workspace, size_t workspace_bytes) {
   comm::CommImpl& c = ops::comm_for_execute(ops::kAlltoAllMatmulOp, p.group, p.rank, p.world_size);
   ops::check_workspace(ops::kAlltoAllMatmulOp, c, workspace, workspace_bytes,
                        data_->workspace_bytes);
-  ops::run_alltoall_matmul_fused(*data_, c, workspace);
+  switch (data_->schedule) {
+    case ops::AlltoAllMatmulSchedule::kFused:
+      ops::run_alltoall_matmul_fused(*data_, c, workspace);
+      return;
+    case ops::AlltoAllMatmulSchedule::kUnfused:
+      ops::run_alltoall_matmul_unfused(*data_, c, workspace);
+      return;
+  }
 }
 
 void alltoall_matmul(const TensorView& x1, const TensorView& x2, std::string_view group,

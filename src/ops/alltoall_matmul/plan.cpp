@@ -1,14 +1,42 @@
-// alltoall_matmul planning: the permuted rows need a home when alltoAllOut is absent.
+// alltoall_matmul planning: the algorithm, and a home for the permuted rows when
+// alltoAllOut is absent (unfused: also for the all_to_all's receive buffer).
 #include "ops/alltoall_matmul/plan.hpp"
 
+#include <vector>
+
+#include "ops/common/algorithm.hpp"
+
 namespace commfuse::ops {
+
+const char* schedule_name(AlltoAllMatmulSchedule s) {
+  switch (s) {
+    case AlltoAllMatmulSchedule::kFused:
+      return "fused";
+    case AlltoAllMatmulSchedule::kUnfused:
+      return "unfused";
+  }
+  return "?";
+}
 
 AlltoAllMatmulPlanData plan_alltoall_matmul(AlltoAllMatmulProblem problem) {
   AlltoAllMatmulPlanData plan;
   plan.problem = std::move(problem);
   const AlltoAllMatmulProblem& p = plan.problem;
+  const std::vector<AlgorithmEntry> list{{"fused", ""}, {"unfused", ""}};
+  plan.schedule = static_cast<AlltoAllMatmulSchedule>(choose_algorithm(
+      kAlltoAllMatmulOp,
+      [&] {
+        return detail::cat(kAlltoAllMatmulOp, "(rank ", p.rank, ") BS=", p.bs, " H=", p.h,
+                           " N=", p.n, " R=", p.world_size, " ", dtype_name(p.dtype));
+      },
+      list));
+  const size_t rows_bytes = dtype_storage_bytes(p.dtype, static_cast<size_t>(p.rows() * p.k()));
+  const bool unfused = plan.schedule == AlltoAllMatmulSchedule::kUnfused;
+  plan.perm_offset = unfused ? (rows_bytes + 63) / 64 * 64 : 0;
   if (p.all_to_all_out == nullptr)
-    plan.workspace_bytes = dtype_storage_bytes(p.dtype, static_cast<size_t>(p.rows() * p.k()));
+    plan.workspace_bytes = plan.perm_offset + rows_bytes;
+  else if (unfused)
+    plan.workspace_bytes = rows_bytes;
   return plan;
 }
 

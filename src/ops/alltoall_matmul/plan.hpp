@@ -1,8 +1,10 @@
 // AlltoAllMatmul (SPEC §3, the unquantized sibling): the same data movement as
 // alltoall_quant_matmul, output = permuted @ x2 + bias in fp16, bf16 or fp32.
 //   validate.cpp        rejection rules
-//   plan.cpp            workspace
-//   schedule_fused.cpp  all_to_all_stream assembling permuted rows; chunked GEMM
+//   plan.cpp              algorithm and workspace
+//   schedule_fused.cpp    all_to_all_stream assembling permuted rows; chunked GEMM
+//   schedule_unfused.cpp  all_to_all, permute, one GEMM: the reference
+//   gemm.cpp              the GEMM both schedules call
 //   api.cpp             public C++ entry points
 #pragma once
 
@@ -40,13 +42,29 @@ AlltoAllMatmulProblem validate_alltoall_matmul(const TensorView& x1, const Tenso
                                                const TensorView& all_to_all_out,
                                                const AlltoAllMatmulOptions& options);
 
+// The algorithm list (ops/common/algorithm.hpp), best first, the unfused composition last.
+enum class AlltoAllMatmulSchedule {
+  kFused,    // all_to_all_stream, rows permuted as they arrive, chunked GEMM
+  kUnfused,  // all_to_all into the workspace, permute pass, one GEMM
+};
+const char* schedule_name(AlltoAllMatmulSchedule s);
+
 struct AlltoAllMatmulPlanData {
   AlltoAllMatmulProblem problem;
+  AlltoAllMatmulSchedule schedule = AlltoAllMatmulSchedule::kFused;
   size_t workspace_bytes = 0;
+  // Workspace offsets: the permuted rows (when there is no all_to_all_out); unfused: the
+  // all_to_all's receive buffer (rows grouped by source rank) first.
+  size_t perm_offset = 0;
+  size_t recv_offset = 0;
 };
 
 AlltoAllMatmulPlanData plan_alltoall_matmul(AlltoAllMatmulProblem problem);
 void run_alltoall_matmul_fused(const AlltoAllMatmulPlanData& plan, comm::CommImpl& comm,
                                void* workspace);
+void run_alltoall_matmul_unfused(const AlltoAllMatmulPlanData& plan, comm::CommImpl& comm,
+                                 void* workspace);
+// One GEMM: permuted rows [r0, r1) (dense, R*H columns) @ x2 + bias -> their output rows.
+void alltoall_matmul_rows(const AlltoAllMatmulProblem& p, const void* perm, int64_t r0, int64_t r1);
 
 }  // namespace commfuse::ops

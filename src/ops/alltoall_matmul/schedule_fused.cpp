@@ -4,7 +4,6 @@
 // GEMM runs on them, writing their output rows; the last chunk runs after the stream.
 #include <cstring>
 
-#include "kernels/cpu/matmul.hpp"
 #include "ops/alltoall_matmul/plan.hpp"
 #include "ops/alltoall_quant_matmul/plan.hpp"
 
@@ -13,29 +12,16 @@ namespace commfuse::ops {
 void run_alltoall_matmul_fused(const AlltoAllMatmulPlanData& plan, comm::CommImpl& comm,
                                void* workspace) {
   const AlltoAllMatmulProblem& p = plan.problem;
-  const int64_t rows = p.rows(), k = p.k();
+  const int64_t rows = p.rows();
   const size_t es = dtype_storage_bytes(p.dtype, 1);
   const size_t unit = static_cast<size_t>(p.h) * es;
-  auto* perm = static_cast<uint8_t*>(p.all_to_all_out ? p.all_to_all_out : workspace);
+  auto* perm = p.all_to_all_out ? static_cast<uint8_t*>(p.all_to_all_out)
+                                : static_cast<uint8_t*>(workspace) + plan.perm_offset;
   const auto* x1 = static_cast<const uint8_t*>(p.x1);
   int64_t done = 0;
   const int64_t gemm_rows = gemm_chunk_rows(comm, rows);
 
-  auto gemm = [&](int64_t r0, int64_t r1) {
-    kernels::cpu::MatmulDesc d;
-    d.m = r1 - r0;
-    d.k = k;
-    d.n = p.n;
-    d.a_dtype = d.b_dtype = d.c_dtype = p.dtype;
-    d.b_transposed = p.x2_transposed;
-    d.lda = k;
-    d.ldb = p.x2_transposed ? k : p.n;
-    d.ldc = p.n;
-    d.has_bias = p.bias.data != nullptr;
-    d.bias_dtype = d.has_bias ? p.bias.dtype : DType::kFloat32;
-    kernels::cpu::matmul(d, perm + static_cast<size_t>(r0 * k) * es, p.x2, p.bias.data,
-                         static_cast<uint8_t*>(p.output) + static_cast<size_t>(r0 * p.n) * es);
-  };
+  auto gemm = [&](int64_t r0, int64_t r1) { alltoall_matmul_rows(p, perm, r0, r1); };
 
   comm::AllToAllStream st;
   st.bytes = static_cast<uint64_t>(rows) * unit;

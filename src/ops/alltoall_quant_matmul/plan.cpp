@@ -1,12 +1,14 @@
-// alltoall_quant_matmul planning: the GEMM path for the combination's value bounds and the
-// workspace layout.
+// alltoall_quant_matmul planning: the algorithm, the GEMM path for the combination's value
+// bounds and the workspace layout.
 #include <algorithm>
 #include <string_view>
+#include <vector>
 
 #include "core/params.hpp"
 
 #include "kernels/cpu/quant_per_token.hpp"
 #include "ops/alltoall_quant_matmul/plan.hpp"
+#include "ops/common/algorithm.hpp"
 
 namespace commfuse::ops {
 namespace {
@@ -18,6 +20,16 @@ size_t take(size_t& at, size_t bytes) {
 }
 
 }  // namespace
+
+const char* schedule_name(AlltoAllQuantMatmulSchedule s) {
+  switch (s) {
+    case AlltoAllQuantMatmulSchedule::kFused:
+      return "fused";
+    case AlltoAllQuantMatmulSchedule::kUnfused:
+      return "unfused";
+  }
+  return "?";
+}
 
 int64_t gemm_chunk_rows(comm::CommImpl& comm, int64_t rows) {
   const int64_t v = params::get_int("COMMFUSE_ALLTOALL_GEMM_ROWS");
@@ -31,6 +43,16 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
   plan.problem = std::move(problem);
   const AlltoAllQuantMatmulProblem& p = plan.problem;
   const int64_t R = p.world_size, rows = p.rows(), k = p.k();
+  const std::vector<AlgorithmEntry> list{{"fused", ""}, {"unfused", ""}};
+  plan.schedule = static_cast<AlltoAllQuantMatmulSchedule>(choose_algorithm(
+      kAlltoAllQuantMatmulOp,
+      [&] {
+        return detail::cat(kAlltoAllQuantMatmulOp, "(rank ", p.rank, ") ", combo_name(p.combo),
+                           " x1 ", dtype_name(p.x1_dtype), " BS=", p.bs, " H=", p.h, " N=", p.n,
+                           " R=", R);
+      },
+      list));
+  const bool unfused = plan.schedule == AlltoAllQuantMatmulSchedule::kUnfused;
   switch (p.combo) {
     case QuantCombo::kA16W8:
       plan.qmax = plan.a_max = cpu::kInt8QuantMax;
@@ -46,7 +68,8 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
   }
   // A -128 weight would need b_max 128; the bound only has to be an upper bound.
   if (p.combo == QuantCombo::kA16W8) plan.b_max = 128;
-  plan.gemm_rows = gemm_chunk_rows(find_comm(p.group).impl(), rows);
+  // The unfused reference runs one GEMM over all rows, after the permute and quantize passes.
+  plan.gemm_rows = unfused ? rows : gemm_chunk_rows(find_comm(p.group).impl(), rows);
   cpu::IntMatmulDesc d;
   d.m = rows;
   d.k = p.combo == QuantCombo::kA4W4 ? p.h : k;  // A4W4: one GEMM per source segment
@@ -71,6 +94,13 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
   // A chunk may end up to one piece past gemm_rows.
   const size_t gr = static_cast<size_t>(std::min(rows, plan.gemm_rows + kPieceRows)),
                n = static_cast<size_t>(p.n);
+  if (unfused) {  // the received blocks and the permuted rows, both rows x K of x1's storage
+    const size_t rows_bytes = dtype_storage_bytes(p.x1_dtype, static_cast<size_t>(rows * k));
+    w.recv = take(at, rows_bytes);
+    w.recv_scales =
+        take(at, p.combo == QuantCombo::kA4W4 ? sizeof(float) * static_cast<size_t>(rows * R) : 0);
+    w.perm = take(at, p.all_to_all_out == nullptr ? rows_bytes : 0);
+  }
   w.q = take(at, static_cast<size_t>(rows * k));
   w.scales =
       take(at, sizeof(float) * static_cast<size_t>(p.combo == QuantCombo::kA4W4 ? rows * R : rows));
@@ -91,8 +121,9 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
 std::string describe(const AlltoAllQuantMatmulPlanData& plan) {
   const AlltoAllQuantMatmulProblem& p = plan.problem;
   return detail::cat(kAlltoAllQuantMatmulOp, "(rank ", p.rank, "): ", combo_name(p.combo),
-                     " BS=", p.bs, " H=", p.h, " N=", p.n, " R=", p.world_size, ", GEMM chunks of ",
-                     plan.gemm_rows, " rows, workspace ", plan.ws.total, " bytes; int gemm: ",
+                     " BS=", p.bs, " H=", p.h, " N=", p.n, " R=", p.world_size, ", algorithm ",
+                     schedule_name(plan.schedule), ", GEMM chunks of ", plan.gemm_rows,
+                     " rows, workspace ", plan.ws.total, " bytes; int gemm: ",
                      plan.full_gemm ? kernels::cpu::describe(*plan.full_gemm)
                                     : std::string(kernels::cpu::int_matmul_path_name(plan.path)));
 }

@@ -1,8 +1,12 @@
 // AlltoAllQuantMatmul (SPEC §3): the validated problem, the plan and the schedule.
 //   validate.cpp        every rejection rule, on the calling rank, before any communication
-//   plan.cpp            combination, GEMM path, workspace layout
-//   schedule_fused.cpp  all_to_all_stream; quantize while permuting; chunked int GEMM;
-//                       epilogue
+//   plan.cpp              algorithm, combination, GEMM path, workspace layout
+//   schedule_fused.cpp    all_to_all_stream; quantize while permuting; chunked int GEMM;
+//                         epilogue
+//   schedule_unfused.cpp  all_to_all, permute, quantize, int GEMM, dequant as separate
+//                         passes: the reference
+//   quant_gemm.cpp        the int GEMM + epilogue both schedules run
+//   row_kernels.cpp       the row loops both schedules share
 //   api.cpp             the public C++ entry points (C API: src/api/c_api_alltoall.cpp)
 #pragma once
 
@@ -65,36 +69,50 @@ inline constexpr int64_t kPieceRows = 256;
 // assembly of the next chunk can overlap the GEMM of this one when the transport allows.
 int64_t gemm_chunk_rows(comm::CommImpl& comm, int64_t rows);
 
+// The algorithm list (ops/common/algorithm.hpp), best first, the unfused composition last.
+enum class AlltoAllQuantMatmulSchedule {
+  kFused,    // all_to_all_stream; rows quantized where they arrive; chunked int GEMM
+  kUnfused,  // all_to_all into the workspace, then permute, quantize, GEMM, dequant passes
+};
+const char* schedule_name(AlltoAllQuantMatmulSchedule s);
+
 // Byte offsets into the workspace (each 64-byte aligned).
 struct QuantWorkspace {
-  size_t q = 0;        // rows x K int8: quantized permuted rows
-  size_t scales = 0;   // A16: rows fp32; A4W4: rows x R fp32 (scale of segment s at i*R+s)
-  size_t b = 0;        // x2 as the GEMM reads it (fp32 widened or int4 unpacked to int8)
-  size_t acc = 0;      // gemm_rows x N int32
-  size_t yacc = 0;     // A4W4: gemm_rows x N fp32
-  size_t row = 0;      // K fp32: one permuted row being assembled
-  size_t out_row = 0;  // N fp32
-  size_t smooth = 0;   // K fp32 (A16 with smooth scale)
-  size_t bias = 0;     // N fp32
+  size_t recv = 0;         // unfused: the all_to_all's receive buffer, R x rows x H of x1
+  size_t recv_scales = 0;  // unfused A4W4: the received token scales, R x rows fp32
+  size_t perm = 0;         // unfused without alltoAllOut: the permuted rows in x1's dtype
+  size_t q = 0;            // rows x K int8: quantized permuted rows
+  size_t scales = 0;       // A16: rows fp32; A4W4: rows x R fp32 (scale of segment s at i*R+s)
+  size_t b = 0;            // x2 as the GEMM reads it (fp32 widened or int4 unpacked to int8)
+  size_t acc = 0;          // gemm_rows x N int32 (unfused: rows x N)
+  size_t yacc = 0;         // A4W4: gemm_rows x N fp32 (unfused: rows x N)
+  size_t row = 0;          // K fp32: one permuted row being assembled
+  size_t out_row = 0;      // N fp32
+  size_t smooth = 0;       // K fp32 (A16 with smooth scale)
+  size_t bias = 0;         // N fp32
   size_t total = 0;
 };
 
 struct AlltoAllQuantMatmulPlanData {
   AlltoAllQuantMatmulProblem problem;
+  AlltoAllQuantMatmulSchedule schedule = AlltoAllQuantMatmulSchedule::kFused;
   int a_max = 127;        // quantized activation bound: Q (A16) or 8 (int4 x1)
   int b_max = 127;        // weight bound: 127 (int8) or 8 (int4)
   int qmax = 127;         // Q of the dynamic quantization (A16)
-  int64_t gemm_rows = 0;  // rows per GEMM chunk
+  int64_t gemm_rows = 0;  // rows per GEMM chunk (unfused: all rows)
   kernels::cpu::IntMatmulPath path = kernels::cpu::IntMatmulPath::kS8;
   std::shared_ptr<const kernels::cpu::IntMatmulPlan> full_gemm;  // for prepare_b
   QuantWorkspace ws;
 };
 
 AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProblem problem);
-// One line: op, combination, shape, GEMM chunking, workspace and the int GEMM's path.
+// One line: op, combination, shape, algorithm, GEMM chunking, workspace and the int GEMM's
+// path.
 std::string describe(const AlltoAllQuantMatmulPlanData& plan);
 
 void run_alltoall_quant_matmul_fused(const AlltoAllQuantMatmulPlanData& plan, comm::CommImpl& comm,
                                      void* workspace);
+void run_alltoall_quant_matmul_unfused(const AlltoAllQuantMatmulPlanData& plan,
+                                       comm::CommImpl& comm, void* workspace);
 
 }  // namespace commfuse::ops

@@ -37,6 +37,9 @@ void QuantReduceScatterPlan::execute(void* workspace, size_t workspace_bytes) {
     case ops::QuantReduceScatterSchedule::kAllToAllStream:
       ops::run_quant_reduce_scatter_all_to_all_stream(*data_, c, workspace);
       return;
+    case ops::QuantReduceScatterSchedule::kUnfused:
+      ops::run_quant_reduce_scatter_unfused(*data_, c, workspace);
+      return;
   }
 }
 

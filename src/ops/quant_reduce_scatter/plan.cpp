@@ -1,12 +1,18 @@
 // quant_reduce_scatter planning: schedule and workspace.
 #include "ops/quant_reduce_scatter/plan.hpp"
 
+#include <vector>
+
+#include "ops/common/algorithm.hpp"
+
 namespace commfuse::ops {
 
 const char* schedule_name(QuantReduceScatterSchedule s) {
   switch (s) {
     case QuantReduceScatterSchedule::kAllToAllStream:
       return "fused_all_to_all_stream";
+    case QuantReduceScatterSchedule::kUnfused:
+      return "unfused";
   }
   return "?";
 }
@@ -14,10 +20,28 @@ const char* schedule_name(QuantReduceScatterSchedule s) {
 QuantReduceScatterPlanData plan_quant_reduce_scatter(QuantReduceProblem problem) {
   QuantReduceScatterPlanData plan;
   plan.problem = std::move(problem);
-  plan.schedule = QuantReduceScatterSchedule::kAllToAllStream;
-  // fp32 accumulator rows (one per thread) for float16 / bfloat16 output; float32 output is
-  // its own accumulator.
-  plan.workspace_bytes = acc_bytes(plan.problem);
+  const QuantReduceProblem& p = plan.problem;
+  // Both apply to every valid descriptor (validate requires rows % R == 0).
+  const std::vector<AlgorithmEntry> list{{"fused_all_to_all_stream", ""}, {"unfused", ""}};
+  plan.schedule = static_cast<QuantReduceScatterSchedule>(choose_algorithm(
+      kQuantReduceScatterOp,
+      [&] {
+        return detail::cat(kQuantReduceScatterOp, "(rank ", p.rank, ") rows=", p.rows, " h=", p.h,
+                           " ", dtype_name(p.x_dtype), " -> ", dtype_name(p.out_dtype),
+                           " R=", p.world_size, " on ", p.transport);
+      },
+      list));
+  switch (plan.schedule) {
+    case QuantReduceScatterSchedule::kAllToAllStream:
+      // fp32 accumulator rows (one per thread) for float16 / bfloat16 output; float32
+      // output is its own accumulator.
+      plan.workspace_bytes = acc_bytes(p);
+      break;
+    case QuantReduceScatterSchedule::kUnfused:  // all rows dequantized, then this rank's sum
+      plan.workspace_bytes =
+          static_cast<size_t>(p.rows * p.h + p.rows / p.world_size * p.h) * sizeof(float);
+      break;
+  }
   return plan;
 }
 

@@ -1,6 +1,7 @@
 // QuantReduceScatter (SPEC §4): validate.cpp (rejection rules), plan.cpp (schedule and
-// workspace), schedule_all_to_all_stream.cpp (the fused one-pass schedule), api.cpp (public
-// C++ entry points; the C API is src/api/c_api_quant.cpp).
+// workspace), schedule_all_to_all_stream.cpp (the fused one-pass schedule),
+// schedule_unfused.cpp (the reference), api.cpp (public C++ entry points; the C API is
+// src/api/c_api_quant.cpp).
 #pragma once
 
 #include <commfuse/commfuse.hpp>
@@ -17,9 +18,10 @@ QuantReduceProblem validate_quant_reduce_scatter(const TensorView& x, const Tens
                                                  std::string_view group, std::string_view reduce_op,
                                                  const TensorView& output);
 
-// Tried in order, first applicable wins.
+// The algorithm list (ops/common/algorithm.hpp), best first, the unfused composition last.
 enum class QuantReduceScatterSchedule {
   kAllToAllStream,  // each rank reads every rank's rows of its own block and sums them
+  kUnfused,         // dequantize to fp32, fp32 reduce_scatter, round: the reference
 };
 const char* schedule_name(QuantReduceScatterSchedule s);
 
@@ -33,5 +35,7 @@ QuantReduceScatterPlanData plan_quant_reduce_scatter(QuantReduceProblem problem)
 
 void run_quant_reduce_scatter_all_to_all_stream(const QuantReduceScatterPlanData& plan,
                                                 comm::CommImpl& comm, void* workspace);
+void run_quant_reduce_scatter_unfused(const QuantReduceScatterPlanData& plan, comm::CommImpl& comm,
+                                      void* workspace);
 
 }  // namespace commfuse::ops

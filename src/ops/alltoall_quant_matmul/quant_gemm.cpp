@@ -1,0 +1,92 @@
+// alltoall_quant_matmul's int GEMM and epilogue (quant_gemm.hpp).
+#include "ops/alltoall_quant_matmul/quant_gemm.hpp"
+
+#include "ops/alltoall_quant_matmul/row_kernels.hpp"
+
+namespace commfuse::ops {
+
+namespace cpu = kernels::cpu;
+using namespace a2aq;
+
+QuantGemm::QuantGemm(const AlltoAllQuantMatmulPlanData& plan, uint8_t* ws)
+    : plan_(plan), p_(plan.problem) {
+  k_ = p_.k();
+  n_ = static_cast<size_t>(p_.n);
+  q_ = reinterpret_cast<int8_t*>(ws + plan.ws.q);
+  scales_ = reinterpret_cast<float*>(ws + plan.ws.scales);
+  acc_ = reinterpret_cast<int32_t*>(ws + plan.ws.acc);
+  yacc_ = reinterpret_cast<float*>(ws + plan.ws.yacc);
+  row_ = reinterpret_cast<float*>(ws + plan.ws.row);
+  out_row_ = reinterpret_cast<float*>(ws + plan.ws.out_row);
+  const size_t kn = static_cast<size_t>(k_) * n_;
+  if (plan.path == cpu::IntMatmulPath::kF32Blocked) {
+    b_ = ws + plan.ws.b;
+    cpu::prepare_b(*plan.full_gemm, static_cast<const int8_t*>(p_.x2), ws + plan.ws.b);
+  } else if (p_.combo != QuantCombo::kA16W8) {
+    unpack_int4_s8(static_cast<const uint8_t*>(p_.x2), reinterpret_cast<int8_t*>(ws + plan.ws.b),
+                   kn);
+    b_ = ws + plan.ws.b;
+  } else {
+    b_ = p_.x2;
+  }
+  if (p_.smooth) {
+    smooth_ = reinterpret_cast<float*>(ws + plan.ws.smooth);
+    widen_half(p_.smooth, p_.x1_dtype, smooth_, static_cast<size_t>(k_));
+  }
+  if (p_.bias.data) {
+    bias32_ = reinterpret_cast<float*>(ws + plan.ws.bias);
+    convert(p_.bias.data, p_.bias.dtype, bias32_, DType::kFloat32, n_);
+  }
+}
+
+cpu::IntMatmulDesc QuantGemm::desc(int64_t m, int64_t kk) const {
+  cpu::IntMatmulDesc d;
+  d.m = m;
+  d.k = kk;
+  d.n = p_.n;
+  d.lda = k_;
+  d.ldb = p_.x2_transposed ? k_ : p_.n;
+  d.ldc = p_.n;
+  d.b_transposed = p_.x2_transposed;
+  d.a_max = plan_.a_max;
+  d.b_max = plan_.b_max;
+  return d;
+}
+
+void QuantGemm::run(int64_t r0, int64_t r1) {
+  const int64_t m = r1 - r0;
+  const size_t k = static_cast<size_t>(k_);
+  const size_t out_es = dtype_storage_bytes(p_.out_dtype, 1);
+  auto* out = static_cast<uint8_t*>(p_.output);
+  if (p_.combo != QuantCombo::kA4W4) {
+    const auto g = cpu::plan_int_matmul(desc(m, k_));
+    cpu::int_matmul(*g, q_ + static_cast<size_t>(r0) * k, b_, acc_);
+    for (int64_t i = 0; i < m; ++i) {
+      dequant_row(acc_ + static_cast<size_t>(i) * n_, p_.x2_scale, scales_[r0 + i], bias32_,
+                  out_row_, n_);
+      store_row(out_row_, p_.out_dtype, out + static_cast<size_t>(r0 + i) * n_ * out_es, n_);
+    }
+    return;
+  }
+  // A4W4: one GEMM per source segment (each has its own token scale), summed in fp32 in
+  // rank order.
+  const int R = p_.world_size;
+  const auto g = cpu::plan_int_matmul(desc(m, p_.h));
+  const size_t h = static_cast<size_t>(p_.h);
+  const auto* b = static_cast<const int8_t*>(b_);
+  for (int s = 0; s < R; ++s) {
+    const int8_t* bs = p_.x2_transposed ? b + s * h : b + s * h * n_;
+    cpu::int_matmul(*g, q_ + static_cast<size_t>(r0) * k + s * h, bs, acc_);
+    for (int64_t i = 0; i < m; ++i)
+      dequant_segment(acc_ + static_cast<size_t>(i) * n_, p_.x2_scale,
+                      scales_[static_cast<size_t>(r0 + i) * R + s],
+                      yacc_ + static_cast<size_t>(i) * n_, n_, s == 0);
+  }
+  for (int64_t i = 0; i < m; ++i) {
+    float* y = yacc_ + static_cast<size_t>(i) * n_;
+    if (bias32_) add_bias(y, bias32_, n_);
+    store_row(y, p_.out_dtype, out + static_cast<size_t>(r0 + i) * n_ * out_es, n_);
+  }
+}
+
+}  // namespace commfuse::ops

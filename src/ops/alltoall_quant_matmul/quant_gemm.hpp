@@ -1,0 +1,47 @@
+// What alltoall_quant_matmul's schedules run once rows are quantized (quant_gemm.cpp): the
+// operands prepared once per execute (x2 as the int GEMM reads it, the smooth scale and the
+// bias in fp32, all in the workspace), then per block of rows the int GEMM and the SPEC §3
+// epilogue into the output. One implementation for the fused and unfused schedules, so
+// they give the same bits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/alltoall_quant_matmul/plan.hpp"
+
+namespace commfuse::ops {
+
+class QuantGemm {
+ public:
+  QuantGemm(const AlltoAllQuantMatmulPlanData& plan, uint8_t* ws);
+
+  int8_t* q() const { return q_; }                 // rows x K quantized activations
+  float* scales() const { return scales_; }        // A16: per row; A4W4: row i, segment s at i*R+s
+  float* row() const { return row_; }              // K floats: one row being quantized
+  const float* smooth() const { return smooth_; }  // K floats, or null without smooth scale
+
+  // Rows [r0, r1) of q (at most the plan's acc rows): int GEMM, then the epilogue row by
+  // row (A4W4: one GEMM per source segment, their dequantized products summed in rank
+  // order, then the bias).
+  void run(int64_t r0, int64_t r1);
+
+ private:
+  kernels::cpu::IntMatmulDesc desc(int64_t m, int64_t kk) const;
+
+  const AlltoAllQuantMatmulPlanData& plan_;
+  const AlltoAllQuantMatmulProblem& p_;
+  int64_t k_ = 0;
+  size_t n_ = 0;
+  int8_t* q_ = nullptr;
+  float* scales_ = nullptr;
+  float* row_ = nullptr;
+  float* out_row_ = nullptr;
+  float* yacc_ = nullptr;
+  int32_t* acc_ = nullptr;
+  const void* b_ = nullptr;
+  float* smooth_ = nullptr;
+  float* bias32_ = nullptr;
+};
+
+}  // namespace commfuse::ops

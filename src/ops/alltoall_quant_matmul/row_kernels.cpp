@@ -1,0 +1,72 @@
+// alltoall_quant_matmul's row loops (row_kernels.hpp), vectorized per ISA (core/simd.hpp).
+#include "ops/alltoall_quant_matmul/row_kernels.hpp"
+
+#include <cstring>
+
+#include "core/convert_fast.hpp"
+#include "core/simd.hpp"
+
+namespace commfuse::ops::a2aq {
+
+CF_SIMD_KERNEL(float, mul_abs_max, (float* v, const float* smooth, size_t n), (v, smooth, n)) {
+  float m = 0.0f;
+  for (size_t i = 0; i < n; ++i) {
+    v[i] *= smooth[i];
+    const float a = v[i] < 0 ? -v[i] : v[i];
+    m = a > m ? a : m;
+  }
+  return m;
+}
+
+// y = f32(acc) * x2_scale[j] * s + bias[j] for one output row (bias32 null: no bias).
+CF_SIMD_KERNEL(void, dequant_row,
+               (const int32_t* acc, const float* x2_scale, float s, const float* bias32, float* y,
+                size_t n),
+               (acc, x2_scale, s, bias32, y, n)) {
+  if (bias32 != nullptr)
+    for (size_t j = 0; j < n; ++j) y[j] = static_cast<float>(acc[j]) * x2_scale[j] * s + bias32[j];
+  else
+    for (size_t j = 0; j < n; ++j) y[j] = static_cast<float>(acc[j]) * x2_scale[j] * s;
+}
+
+// A4W4: y (+)= f32(acc) * s * x2_scale[j], one source segment's partial product.
+CF_SIMD_KERNEL(void, dequant_segment,
+               (const int32_t* acc, const float* x2_scale, float s, float* y, size_t n, bool first),
+               (acc, x2_scale, s, y, n, first)) {
+  if (first)
+    for (size_t j = 0; j < n; ++j) y[j] = static_cast<float>(acc[j]) * s * x2_scale[j];
+  else
+    for (size_t j = 0; j < n; ++j) y[j] += static_cast<float>(acc[j]) * s * x2_scale[j];
+}
+
+CF_SIMD_KERNEL(void, add_bias, (float* y, const float* bias32, size_t n), (y, bias32, n)) {
+  for (size_t j = 0; j < n; ++j) y[j] += bias32[j];
+}
+
+// count (even) int4 values, two per byte, element 2j in the low nibble -> int8.
+CF_SIMD_KERNEL(void, unpack_int4_s8, (const uint8_t* src, int8_t* dst, size_t count),
+               (src, dst, count)) {
+  for (size_t j = 0; j < count / 2; ++j) {
+    const uint8_t b = src[j];
+    dst[2 * j] = static_cast<int8_t>(static_cast<int8_t>(b << 4) >> 4);
+    dst[2 * j + 1] = static_cast<int8_t>(static_cast<int8_t>(b) >> 4);
+  }
+}
+
+void store_row(const float* y, DType t, void* dst, size_t n) {
+  if (t == DType::kFloat16)
+    fast::f32_to_f16(y, static_cast<uint16_t*>(dst), n);
+  else if (t == DType::kBFloat16)
+    fast::f32_to_bf16(y, static_cast<uint16_t*>(dst), n);
+  else
+    std::memcpy(dst, y, n * sizeof(float));
+}
+
+void widen_half(const void* src, DType t, float* dst, size_t n) {
+  if (t == DType::kFloat16)
+    fast::f16_to_f32(static_cast<const uint16_t*>(src), dst, n);
+  else
+    fast::bf16_to_f32(static_cast<const uint16_t*>(src), dst, n);
+}
+
+}  // namespace commfuse::ops::a2aq

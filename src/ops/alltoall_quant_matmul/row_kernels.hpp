@@ -1,0 +1,29 @@
+// The row loops alltoall_quant_matmul's schedules share (row_kernels.cpp): one
+// implementation, so the fused and unfused schedules do the same fp32 operations in the same
+// order and give the same bits.
+#pragma once
+
+#include <commfuse/commfuse.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace commfuse::ops::a2aq {
+
+// v[i] *= smooth[i]; returns max |v[i]|.
+float mul_abs_max(float* v, const float* smooth, size_t n);
+// y = f32(acc) * x2_scale[j] * s + bias[j] for one output row (bias32 null: no bias).
+void dequant_row(const int32_t* acc, const float* x2_scale, float s, const float* bias32, float* y,
+                 size_t n);
+// A4W4: y (+)= f32(acc) * s * x2_scale[j], one source segment's partial product.
+void dequant_segment(const int32_t* acc, const float* x2_scale, float s, float* y, size_t n,
+                     bool first);
+void add_bias(float* y, const float* bias32, size_t n);
+// count (even) int4 values, two per byte, element 2j in the low nibble -> int8.
+void unpack_int4_s8(const uint8_t* src, int8_t* dst, size_t count);
+// n fp32 values rounded (RNE) to t: float16, bfloat16 or float32.
+void store_row(const float* y, DType t, void* dst, size_t n);
+// n float16 / bfloat16 values widened to fp32.
+void widen_half(const void* src, DType t, float* dst, size_t n);
+
+}  // namespace commfuse::ops::a2aq
