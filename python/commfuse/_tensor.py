@@ -103,6 +103,34 @@ def _fast_numpy_ref(x: Any, contiguous: bool, output: bool) -> Optional[_commfus
                                read_only=not flags.writeable)
 
 
+def fast_matmul_inputs(x1: Any, x2: Any, bias: Any) -> Optional[tuple[Any, Any, Any]]:
+    """The per-call fast path of a matmul operator's inputs: (x1, x2, bias) TensorRefs when
+    x1 and x2 (2-D) and bias (or None) are numpy arrays of native commfuse dtypes that need
+    no copy, else None (then the op takes the general path through :class:`Args`, which
+    converts, copies or rejects). A tiny op costs a few microseconds in C++, so its wrapper
+    must cost less. Never raises."""
+    if type(x1) is not np.ndarray or type(x2) is not np.ndarray or x2.ndim != 2:
+        return None
+    x1r = _fast_numpy_ref(x1, True, False)
+    x2r = _fast_numpy_ref(x2, False, False)
+    biasr = None if bias is None else _fast_numpy_ref(bias, True, False)
+    if x1r is None or x2r is None or (biasr is None and bias is not None):
+        return None
+    return x1r, x2r, biasr
+
+
+def fast_output(out: Any, shape: tuple[int, ...], like: np.ndarray) -> Optional[tuple[Any, Any]]:
+    """(array, ref) for an operator's result on the fast path: a new numpy array of like's
+    dtype when out is None, else out itself when it is a numpy array of like's dtype and the
+    expected shape (anything else: None, the general path). Never raises."""
+    if out is None:
+        out = np.empty(shape, like.dtype)
+    elif type(out) is not np.ndarray or out.dtype != like.dtype or out.shape != shape:
+        return None
+    ref = _fast_numpy_ref(out, False, True)
+    return None if ref is None else (out, ref)
+
+
 def tensor_ref(x: Any, dtype: Optional[npt.DTypeLike] = None, *, contiguous: bool = False,
                output: bool = False, fn: str = "commfuse") -> _commfuse.TensorRef:
     """The TensorRef for one argument (see the module docstring). ``dtype`` names the format

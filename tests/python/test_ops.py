@@ -143,3 +143,32 @@ def _all_reduce_body(rank):
 def test_mm_all_reduce_base(world_size):
     results = run(_all_reduce_body, world_size)
     assert all(r == results[0] for r in results), "ranks got different bits"
+
+
+def _fast_and_general_paths_body(rank):
+    # numpy arrays of a native dtype take the wrappers' per-call fast path; anything else
+    # (a Fortran-ordered x1, a strided bias: both copied first) takes the general one. Both must give the same bits and the same errors.
+    with commfuse.init() as comm:
+        R = comm.world_size
+        rng = np.random.default_rng(10 + rank)
+        x1 = rng.standard_normal((2 * R, 8)).astype(np.float32)
+        w = rng.standard_normal((8, 5)).astype(np.float32)
+        bias = rng.standard_normal(5).astype(np.float32)
+        general_x1 = np.asfortranarray(x1)
+        assert not general_x1.flags.c_contiguous
+        for op, args in [(commfuse.all_gather_base_mm, (comm.name, R)),
+                         (commfuse.mm_reduce_scatter_base, (comm.name, R)),
+                         (commfuse.mm_all_reduce_base, (comm.name,))]:
+            fast = op(x1, w, *args, bias=bias)
+            general = op(general_x1, w, *args, bias=np.repeat(bias, 2)[::2])
+            fast, general = (fast[0], general[0]) if isinstance(fast, tuple) else (fast, general)
+            assert fast.tobytes() == general.tobytes(), op.__name__
+        # A wrong out= shape leaves the fast path and is rejected by name (last: a rejected
+        # call still makes the communicator unusable).
+        with pytest.raises(commfuse.InvalidArgument, match=r"output shape is \(1, 1\)"):
+            commfuse.mm_reduce_scatter_base(x1, w, comm.name, R, out=np.empty((1, 1), np.float32))
+        return True
+
+
+def test_fast_and_general_paths_agree():
+    assert run(_fast_and_general_paths_body, 2) == [True, True]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from .. import _commfuse
-from .._tensor import Args, dim, group_name
+from .._tensor import Args, dim, fast_matmul_inputs, fast_output, group_name
 
 
 def all_gather_base_mm(input: Any, x2: Any, hcom: Any, world_size: int, *, bias: Any = None,
@@ -39,7 +39,17 @@ def all_gather_base_mm(input: Any, x2: Any, hcom: Any, world_size: int, *, bias:
             (on this rank; its peers fail with RuntimeFailure naming this rank).
         RuntimeFailure: a peer failed or timed out.
     """
-    group = group_name(hcom)
+    group = hcom if type(hcom) is str else group_name(hcom)
+    refs = fast_matmul_inputs(input, x2, bias)
+    if refs is not None and input.ndim == 2 and type(world_size) is int and \
+            (group_size := _commfuse.group_info(group)[1]) > 0:  # else: unknown group
+        rows = input.shape[0] * group_size
+        o = fast_output(out, (rows, x2.shape[1]), input)
+        g = fast_output(gather_out, (rows, input.shape[1]) if gather_output else (0,), input)
+        if o is not None and g is not None:
+            _commfuse.all_gather_matmul(refs[0], refs[1], group, world_size, o[1], g[1], refs[2],
+                                        int(gather_index), bool(gather_output), int(comm_turn))
+            return o[0], g[0]
     with Args("all_gather_base_mm", group) as a:
         x1r = a.input(input, "input", contiguous=True)
         x2r = a.input(x2, "x2")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _commfuse
-from .._tensor import Args, dim, group_name
+from .._tensor import Args, dim, fast_matmul_inputs, fast_output, group_name
 
 
 def mm_all_reduce_base(x1: Any, x2: Any, hcom: Any, *, reduce_op: str = "sum", bias: Any = None,
@@ -31,7 +31,14 @@ def mm_all_reduce_base(x1: Any, x2: Any, hcom: Any, *, reduce_op: str = "sum", b
         InvalidArgument: wrong dtype or shape, reduce_op.
         RuntimeFailure: a peer failed or timed out.
     """
-    group = group_name(hcom)
+    group = hcom if type(hcom) is str else group_name(hcom)
+    refs = fast_matmul_inputs(x1, x2, bias)  # numpy arrays used as they are
+    if refs is not None and x1.ndim >= 1:
+        o = fast_output(out, x1.shape[:-1] + (x2.shape[1],), x1)
+        if o is not None:
+            _commfuse.matmul_all_reduce(refs[0], refs[1], group, o[1], str(reduce_op), refs[2],
+                                        int(comm_turn))
+            return o[0]
     with Args("mm_all_reduce_base", group) as a:
         x1r = a.input(x1, "x1", contiguous=True)
         x2r = a.input(x2, "x2")

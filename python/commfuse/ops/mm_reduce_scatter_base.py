@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _commfuse
-from .._tensor import Args, dim, group_name
+from .._tensor import Args, dim, fast_matmul_inputs, fast_output, group_name
 
 
 def mm_reduce_scatter_base(input: Any, x2: Any, hcom: Any, world_size: int, *,
@@ -33,7 +33,15 @@ def mm_reduce_scatter_base(input: Any, x2: Any, hcom: Any, world_size: int, *,
         InvalidArgument: wrong dtype or shape, m not a multiple of R, reduce_op, world_size.
         RuntimeFailure: a peer failed or timed out.
     """
-    group = group_name(hcom)
+    group = hcom if type(hcom) is str else group_name(hcom)
+    refs = fast_matmul_inputs(input, x2, bias)  # numpy arrays used as they are
+    if refs is not None and input.ndim == 2 and type(world_size) is int and \
+            (group_size := _commfuse.group_info(group)[1]) > 0:  # else: unknown group
+        o = fast_output(out, (input.shape[0] // group_size, x2.shape[1]), input)
+        if o is not None:
+            _commfuse.matmul_reduce_scatter(refs[0], refs[1], group, world_size, o[1],
+                                            str(reduce_op), refs[2], int(comm_turn))
+            return o[0]
     with Args("mm_reduce_scatter_base", group) as a:
         x1r = a.input(input, "input", contiguous=True)
         x2r = a.input(x2, "x2")
