@@ -63,6 +63,9 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
           plan.staging_offset + dtype_storage_bytes(p.dtype, static_cast<size_t>(rows * p.k));
     return plan;
   }
+  plan.stage_in_gather_out =
+      !on_arrival && !plan.gemm.widen && p.gather_out != nullptr && plan.gemm_rows >= rows;
+  if (plan.stage_in_gather_out) return plan;
   plan.staging_offset = (plan.workspace_bytes + 63) / 64 * 64;
   plan.staged_out_offset =
       (plan.staging_offset + RowGemm::staging_bytes(plan.gemm, plan.gemm_rows) + 63) / 64 * 64;
@@ -74,11 +77,12 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
 std::string describe(const AllGatherMatmulPlanData& plan) {
   const AllGatherMatmulProblem& p = plan.problem;
   const int64_t rows = p.m * p.world_size;
-  return detail::cat(
-      kAllGatherMatmulOp, "(rank ", p.rank, "): m=", p.m, "/rank x R=", p.world_size, " k=", p.k,
-      " n=", p.n, " ", dtype_name(p.dtype), ", schedule ", schedule_name(plan.schedule),
-      ", GEMMs of up to ", plan.gemm_rows, " rows, workspace ", plan.workspace_bytes,
-      " bytes; gemm: ", describe_row_gemm(plan.gemm, std::min(rows, plan.gemm_rows)));
+  return detail::cat(kAllGatherMatmulOp, "(rank ", p.rank, "): m=", p.m, "/rank x R=", p.world_size,
+                     " k=", p.k, " n=", p.n, " ", dtype_name(p.dtype), ", schedule ",
+                     schedule_name(plan.schedule), ", GEMMs of up to ", plan.gemm_rows, " rows",
+                     plan.stage_in_gather_out ? " (staged in gather_out)" : "", ", workspace ",
+                     plan.workspace_bytes, " bytes; gemm: ",
+                     describe_row_gemm(plan.gemm, std::min(rows, plan.gemm_rows)));
 }
 
 }  // namespace commfuse::ops

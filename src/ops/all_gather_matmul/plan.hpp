@@ -63,6 +63,10 @@ struct AllGatherMatmulPlanData {
   // Arriving rows are staged (widened in the same pass) until gemm_rows are ready, then one
   // GEMM runs on them (1: every block is multiplied on arrival). See kCachedX2Bytes.
   int64_t gemm_rows = 0;
+  // fused, one GEMM over all rows that are not widened, with gather_out: the rows are staged
+  // in gather_out itself (where they must be copied anyway) and multiplied there, so the
+  // fused schedule copies no more than the unfused one (no staging area, one copy fewer).
+  bool stage_in_gather_out = false;
   // fused: staged rows (gemm_rows), then their output (gemm_rows x n); unfused: the
   // gathered rows when there is no gather_out
   size_t staging_offset = 0;

@@ -92,6 +92,16 @@ void run_all_gather_matmul_fused(const AllGatherMatmulPlanData& plan, comm::Comm
   if (p.comm_turn > 0)
     gs.max_piece = static_cast<uint64_t>((p.m + p.comm_turn - 1) / p.comm_turn) * row_bytes;
   gs.pack = [&](uint8_t* dst, uint64_t off, uint64_t n) { std::memcpy(dst, x1 + off, n); };
+  if (plan.stage_in_gather_out) {
+    // Every row to its gather_out row as it arrives, then one GEMM there.
+    gs.on_piece = [&](int src, const uint8_t* data, uint64_t off, uint64_t n) {
+      std::memcpy(gathered + static_cast<uint64_t>(src) * gs.bytes + off,
+                  src == p.rank ? x1 + off : data, n);
+    };
+    comm.transport().gather_stream(gs);
+    gemm.run_staged(gathered, p.m * p.world_size, out);
+    return;
+  }
   auto* ws = static_cast<uint8_t*>(workspace);
   RowBatcher batcher(gemm, plan.gemm_rows, ws + plan.staging_offset, ws + plan.staged_out_offset,
                      out, out_row_bytes);
