@@ -18,7 +18,10 @@ set -euo pipefail
 PYTHON=${PYTHON:-python3}
 TORCH_VENV=${TORCH_VENV:-build/torch-venv}
 SYSTEM_PYTHON=/usr/bin/python3
-APT_PACKAGES=(python3-torch python3-venv)
+# libopenblas0-pthread: Debian's torch multiplies fp32 through the system BLAS; without it
+# that is the netlib reference BLAS, far slower than what a PyTorch user has, and
+# bench/torch_baseline.py would compare against a straw man.
+APT_PACKAGES=(python3-torch python3-venv libopenblas0-pthread)
 # ml_dtypes 0.5.4: the newest that works with numpy 1.x (0.6 requires numpy>=2), and has
 # float8_e8m0fnu (0.5+).
 PIP_PACKAGES=(ml_dtypes==0.5.4 pytest==8.4.2)
