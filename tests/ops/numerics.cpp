@@ -319,6 +319,21 @@ int case_numerics(commfuse::Comm& comm) {
     run_all_gather_matmul(comm, c, tag++, 8, k, 32, true);
     run_matmul_reduce_scatter(comm, c, tag++, 8 * R, k, 32);
     run_matmul_all_reduce(comm, c, tag++, 8, k, 32, 0);
+    // The same with every algorithm of each list forced in turn, so that each one is checked
+    // at every world size and on every transport this driver runs on, not only where the
+    // list would pick it (fused_rs_all_gather needs R >= 2 and R | m; m = 8 R here).
+    for (const char* a : {"fused", "unfused"}) {
+      const ScopedAlgo force(std::string("all_gather_matmul:") + a + ",matmul_reduce_scatter:" + a +
+                             ",matmul_all_reduce:" + a);
+      check_algorithms(comm);  // the plans really run `a`
+      run_all_gather_matmul(comm, c, tag++, 8, k, 32, a[0] == 'f');
+      run_matmul_reduce_scatter(comm, c, tag++, 8 * R, k, 32);
+      run_matmul_all_reduce(comm, c, tag++, 8 * R, k, 32, 0);
+    }
+    if (R >= 2) {
+      const ScopedAlgo force("matmul_all_reduce:fused_rs_all_gather");
+      run_matmul_all_reduce(comm, c, tag++, 8 * R, k, 32, 0);
+    }
   }
   return 0;
 }
