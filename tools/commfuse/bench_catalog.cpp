@@ -185,7 +185,7 @@ constexpr BenchOptionSpec kOptions[] = {
      },
      get_string<&BenchOptions::dtype>},
     {"", "--iters", "N", kFusedMatmul, "0",
-     "timed iterations per round; 0: about 0.3 s of each variant (1..200)",
+     "timed iterations per round; 0: about 0.3 s of each variant (1..100000)",
      set_integer<&BenchOptions::iters, 0>, get_integer<&BenchOptions::iters>},
 
     // All-to-all, then (quantized) matmul.
