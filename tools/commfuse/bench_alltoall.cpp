@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "algo_scope.hpp"
 #include "bench_options.hpp"
 #include "bench_timing.hpp"
 #include "core/error.hpp"
@@ -30,21 +31,6 @@ namespace commfuse::cli {
 namespace {
 
 namespace cpu = kernels::cpu;
-
-// Builds a plan with COMMFUSE_ALGO=<op>:<algo> (plans read it when built), so that each
-// column runs the algorithm it is labelled with whatever the caller's environment says.
-template <typename Make>
-auto with_algorithm(const std::string& op_algo, Make&& make) {
-  const char* old = std::getenv("COMMFUSE_ALGO");
-  const std::string saved = old != nullptr ? old : "";
-  setenv("COMMFUSE_ALGO", op_algo.c_str(), 1);
-  auto plan = make();
-  if (old != nullptr)
-    setenv("COMMFUSE_ALGO", saved.c_str(), 1);
-  else
-    unsetenv("COMMFUSE_ALGO");
-  return plan;
-}
 
 uint32_t hash(uint64_t i) {
   uint64_t z = i * 0x9E3779B97F4A7C15ull + 0x94D049BB133111EBull;
