@@ -104,6 +104,10 @@ class Transport {
   // split their GEMMs so that a transfer hides behind the next block; where the computing
   // core is the one that copies (shm), splitting only adds GEMM calls.
   virtual bool overlaps_compute() const { return false; }
+  // This group's ranks per core of the host they run on (rounded up), as every rank of the
+  // group sees it alike, so that a plan may depend on it (ranks choosing differently would
+  // run different collectives); 0 where ranks could disagree (several hosts).
+  virtual int ranks_per_core() const { return 0; }
   virtual int rank() const = 0;
   virtual int size() const = 0;
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu/reduce.hpp"
 
@@ -51,7 +52,8 @@ ShmTransport::ShmTransport(int rank, std::vector<Segment> segments,
             return c;
           }(),
           std::move(processes), oversubscribed),
-      slot_bytes_(slot_bytes) {
+      slot_bytes_(slot_bytes),
+      ranks_per_core_((size_ + cpu::online_cores() - 1) / cpu::online_cores()) {
   for (auto& s : segments_) base_.push_back(static_cast<uint8_t*>(s.data()));
 }
 

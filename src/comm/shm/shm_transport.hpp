@@ -35,6 +35,8 @@ class ShmTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* name() const override { return "shm"; }
+  // One host: every rank divides the same world size by the same core count.
+  int ranks_per_core() const override { return ranks_per_core_; }
   void barrier() override;
   void broadcast(void* buf, uint64_t count, DType dtype, int root) override;
   void all_gather(const void* src, void* dst, uint64_t count, DType dtype) override;
@@ -67,6 +69,7 @@ class ShmTransport final : public Transport {
   std::vector<uint8_t*> base_;
   PeerSet peers_;
   size_t slot_bytes_;
+  int ranks_per_core_ = 1;
   uint32_t step_ = 0;
   uint32_t op_seq_ = 0;
   std::string failure_;  // set once an op failed: the transport is then unusable

@@ -88,6 +88,10 @@ struct AllGatherMatmulPlanData {
 inline constexpr int64_t kCachedX2Bytes = 2 << 20;
 inline constexpr int64_t kMaxGemmRows = 8192;
 inline constexpr int64_t kMinBlockRows = 8;
+// With at least kCrowdedRanksPerCore ranks per core and rank blocks (m·k·n) under
+// kCrowdedMinBlockMacs multiply-adds, the list prefers the unfused composition (plan.cpp).
+inline constexpr int kCrowdedRanksPerCore = 4;
+inline constexpr int64_t kCrowdedMinBlockMacs = int64_t{4} << 20;
 
 AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem);
 // One line: op, shape, schedule, GEMM batching, workspace and the block GEMM's kernel (as
