@@ -126,6 +126,12 @@ void sum_rows(const QuantReduceProblem& p, const uint8_t* const* parts, int64_t 
   }
 }
 
+void dequantize_rows(const QuantReduceProblem& p, float* dst) {
+  for (int64_t r = 0; r < p.rows; ++r)
+    kernels::cpu::dequant_accumulate_row(p.x_dtype, p.kind, p.x + r * p.h,
+                                         p.scales + r * p.scale_bytes(), p.h, dst + r * p.h, true);
+}
+
 size_t acc_bytes(const QuantReduceProblem& p) {
   return p.out_dtype == DType::kFloat32
              ? 0

@@ -66,6 +66,10 @@ void reduce_own_block(const QuantReduceProblem& p, comm::Transport& transport, v
 // Scratch bytes sum_rows needs (0 for float32 output).
 size_t acc_bytes(const QuantReduceProblem& p);
 
+// The unfused references' first pass: every row of this rank's x dequantized to fp32 (code x
+// scale, one multiply, as the fused schedules' first rank), dense, into dst (rows x h).
+void dequantize_rows(const QuantReduceProblem& p, float* dst);
+
 // max_piece for the streams: 0, the transport's largest piece (a whole slot on shm, 4 MiB
 // staged on MPI). Each piece is one synchronization of all ranks; with more runnable
 // processes than cores (2+ ranks on this 2-core VM, next to other jobs) each one can cost a

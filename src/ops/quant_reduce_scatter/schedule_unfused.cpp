@@ -14,9 +14,7 @@ void run_quant_reduce_scatter_unfused(const QuantReduceScatterPlanData& plan, co
   const QuantReduceProblem& p = plan.problem;
   auto* mine = static_cast<float*>(workspace);
   float* sum = mine + p.rows * p.h;
-  for (int64_t r = 0; r < p.rows; ++r)
-    kernels::cpu::dequant_accumulate_row(p.x_dtype, p.kind, p.x + r * p.h,
-                                         p.scales + r * p.scale_bytes(), p.h, mine + r * p.h, true);
+  dequantize_rows(p, mine);
   const auto count = static_cast<uint64_t>(p.rows / p.world_size * p.h);
   comm.transport().reduce_scatter(mine, sum, count, DType::kFloat32);
   kernels::cpu::store_f32_as(sum, p.output, p.out_dtype, count);
