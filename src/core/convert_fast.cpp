@@ -257,9 +257,9 @@ CF_SIMD_KERNEL(void, f32_to_f16_soft, (const float* src, uint16_t* dst, size_t c
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// F16C (part of the avx2 ISA level): one instruction converts 8 values, where the portable
-// loop took about 11 instructions per value, and fp16 operands are widened on every call
-// (x2 and the activations of the widened GEMM path: 43 % of the seed example's instructions).
+// F16C (allowed from the avx2 ISA level, where present): one instruction converts 8 values, where
+// the portable loop took about 11 instructions per value, and fp16 operands are widened on every
+// call (x2 and the activations of the widened GEMM path: 43 % of the seed example's instructions).
 // Decoding is exact either way (NaNs quieted as f16_decode does); encoding rounds to nearest
 // even with overflow to infinity, as F16::encode(x, false). The bulk-vs-reference tests
 // compare both with the scalar reference on every fp16 code and on random fp32 values.
@@ -286,13 +286,13 @@ __attribute__((target("avx2,f16c"))) void f32_to_f16_f16c(const float* src, uint
 
 void f16_to_f32(const uint16_t* src, float* dst, size_t count) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (cpu::use_avx2()) return f16_to_f32_f16c(src, dst, count);  // the avx2 level has f16c
+  if (cpu::use_f16c()) return f16_to_f32_f16c(src, dst, count);
 #endif
   f16_to_f32_soft(src, dst, count);
 }
 void f32_to_f16(const float* src, uint16_t* dst, size_t count) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (cpu::use_avx2()) return f32_to_f16_f16c(src, dst, count);
+  if (cpu::use_f16c()) return f32_to_f16_f16c(src, dst, count);
 #endif
   f32_to_f16_soft(src, dst, count);
 }

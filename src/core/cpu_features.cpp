@@ -149,6 +149,11 @@ bool use_avx2() {
   return on;
 }
 
+bool use_f16c() {
+  static const bool on = features().avx2 && features().f16c;
+  return on;
+}
+
 std::string describe(const Features& f) {
   std::string s;
   auto add = [&](bool on, const char* name) {

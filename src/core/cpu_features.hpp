@@ -54,6 +54,9 @@ IsaLevel highest_level(const Features& f);
 
 // True when the AVX2 array-loop clones may run (simd.hpp's dispatch).
 bool use_avx2();
+// True when the F16C conversions may run: AVX2 and F16C both present and allowed by the cap
+// (a hypervisor may show AVX2 without F16C).
+bool use_f16c();
 
 // "avx2 fma f16c" style list of what is present.
 std::string describe(const Features& f);

@@ -112,6 +112,23 @@ TEST(ConvertBulk, DecodersMatchReferenceForAll16BitCodes) {
   }
 }
 
+// Lengths that are not a multiple of a vector (8): the tail after the last full vector
+// goes through the scalar loop and must agree with the vector body and the reference.
+TEST(ConvertBulk, F16TailsMatchReference) {
+  std::vector<uint16_t> codes(65536);
+  for (uint32_t c = 0; c < 65536; ++c) codes[c] = static_cast<uint16_t>(c * 40503u);
+  for (const size_t n : {size_t{1}, size_t{7}, size_t{13}, size_t{65535}}) {
+    std::vector<float> f(n);
+    fast::f16_to_f32(codes.data(), f.data(), n);
+    std::vector<uint16_t> back(n);
+    fast::f32_to_f16(f.data(), back.data(), n);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(bits(f[i]), bits(ref::f16_to_f32(codes[i]))) << n << " " << i;
+      ASSERT_EQ(back[i], ref::f32_to_f16(f[i])) << n << " " << i;
+    }
+  }
+}
+
 // Any-to-any conversion goes through fp32 in blocks: lengths that are not a multiple of
 // the block, and pairs of narrow formats, must give the same as two explicit steps.
 TEST(ConvertBulk, AnyToAnyThroughFloat32InBlocks) {
