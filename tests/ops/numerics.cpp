@@ -327,6 +327,13 @@ int case_numerics(commfuse::Comm& comm) {
                              ",matmul_all_reduce:" + a);
       check_algorithms(comm);  // the plans really run `a`
       run_all_gather_matmul(comm, c, tag++, 8, k, 32, a[0] == 'f');
+      // Staged blocks (5 rows per rank), in gather_out and in the workspace, and an x2 that
+      // does not stay in cache: the defaults may pick unfused for these where ranks crowd
+      // the cores (W = 8 on 2 cores), so they are forced here too.
+      run_all_gather_matmul(comm, c, tag++, 5, k, n, true);
+      run_all_gather_matmul(comm, c, tag++, 5, k, n, false);
+      run_all_gather_matmul(comm, Case{dt, BiasKind::kSameDtype, true, false, 2}, tag++, 5, 1024,
+                            520, true);
       run_matmul_reduce_scatter(comm, c, tag++, 8 * R, k, 32);
       run_matmul_all_reduce(comm, c, tag++, 8 * R, k, 32, 0);
     }

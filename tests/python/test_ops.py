@@ -156,6 +156,12 @@ def _fast_and_general_paths_body(rank):
         bias = rng.standard_normal(5).astype(np.float32)
         general_x1 = np.asfortranarray(x1)
         assert not general_x1.flags.c_contiguous
+        # The fast path really takes these arrays and rejects the general ones.
+        from commfuse._tensor import fast_matmul_inputs, fast_output
+        assert fast_matmul_inputs(x1, w, bias) is not None
+        assert fast_matmul_inputs(general_x1, w, bias) is None
+        assert fast_output(np.empty((2, 5), np.float32), (2, 5), x1) is not None
+        assert fast_output(np.empty((2, 5), np.float16), (2, 5), x1) is None
         for op, args in [(commfuse.all_gather_base_mm, (comm.name, R)),
                          (commfuse.mm_reduce_scatter_base, (comm.name, R)),
                          (commfuse.mm_all_reduce_base, (comm.name,))]:
@@ -163,6 +169,10 @@ def _fast_and_general_paths_body(rank):
             general = op(general_x1, w, *args, bias=np.repeat(bias, 2)[::2])
             fast, general = (fast[0], general[0]) if isinstance(fast, tuple) else (fast, general)
             assert fast.tobytes() == general.tobytes(), op.__name__
+            into = np.empty_like(fast)  # an out= the fast path takes, written in place
+            got = op(x1, w, *args, bias=bias, out=into)
+            assert (got[0] if isinstance(got, tuple) else got) is into
+            assert into.tobytes() == fast.tobytes(), op.__name__
         # A wrong out= shape leaves the fast path and is rejected by name (last: a rejected
         # call still makes the communicator unusable).
         with pytest.raises(commfuse.InvalidArgument, match=r"output shape is \(1, 1\)"):
