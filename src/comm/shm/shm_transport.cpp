@@ -53,7 +53,12 @@ ShmTransport::ShmTransport(int rank, std::vector<Segment> segments,
           }(),
           std::move(processes), oversubscribed),
       slot_bytes_(slot_bytes),
-      ranks_per_core_((size_ + cpu::online_cores() - 1) / cpu::online_cores()) {
+      ranks_per_core_([this] {
+        // Every rank of one host reads the same sysconf value (a core hot-plugged between
+        // ranks' set-up would make them disagree, reported as a mismatched collective).
+        const int cores = cpu::online_cores();
+        return (size_ + cores - 1) / cores;
+      }()) {
   for (auto& s : segments_) base_.push_back(static_cast<uint8_t*>(s.data()));
 }
 

@@ -44,8 +44,8 @@ CF_SIMD_KERNEL(void, widen_bf16_block,
 
 typedef uint32_t u32x8 __attribute__((vector_size(32)));
 
-// Eight columns of b as fp32, from the block the caller widened (bf16 rows for three or
-// more rows of a, fp16 always).
+// Eight columns of b as fp32, from the block the caller widened (fp16 always; bf16 for
+// three or more rows of a, and for a tile narrower than kTile).
 struct Fp32Block {
   const float* bt;  // depth x kTile
   // Out-parameters, inlined: a v8 by value crosses no function boundary (ABI of AVX types).

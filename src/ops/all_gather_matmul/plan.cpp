@@ -66,8 +66,9 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
                        : p.world_size == 1 ? std::max<int64_t>(1, p.m)
                                            : 0;
   plan_row_gemm(plan.gemm);
-  // Only the widened x2 and bias when oneDNN needs fp32: gathered rows are multiplied where
-  // they arrive, so no gathered copy of x1 is needed even without gather_output.
+  // The widened x2 and bias when oneDNN needs fp32; then, for the fused schedule, the
+  // staging area unless rows are multiplied where they arrive or staged in gather_out (no
+  // gathered copy of x1 is needed even without gather_output).
   plan.workspace_bytes = row_gemm_workspace_bytes(plan.gemm);
   if (plan.schedule == AllGatherMatmulSchedule::kUnfused) {
     plan.staging_offset = (plan.workspace_bytes + 63) / 64 * 64;

@@ -67,8 +67,8 @@ struct AllGatherMatmulPlanData {
   // in gather_out itself (where they must be copied anyway) and multiplied there, so the
   // fused schedule copies no more than the unfused one (no staging area, one copy fewer).
   bool stage_in_gather_out = false;
-  // fused: staged rows (gemm_rows), then their output (gemm_rows x n); unfused: the
-  // gathered rows when there is no gather_out
+  // fused: staged rows (gemm_rows), then their output (gemm_rows x n), both unused (0)
+  // when stage_in_gather_out; unfused: the gathered rows when there is no gather_out
   size_t staging_offset = 0;
   size_t staged_out_offset = 0;
 };

@@ -5,7 +5,9 @@
 // comm_turn c > 0 caps pieces at ceil(m/c) rows (SPEC §2; the transport may cut them
 // smaller: one shm slot, 1 MiB on MPI); 0 lets the transport choose. When fp32 x2 stays in
 // cache each block is multiplied on arrival; otherwise blocks are staged (widened in the
-// same pass) and multiplied in GEMMs of up to plan.gemm_rows rows (RowBatcher, plan.hpp).
+// same pass) and multiplied in GEMMs of up to plan.gemm_rows rows (RowBatcher, plan.hpp);
+// rows that need no widening and fit one GEMM are staged in gather_out itself
+// (plan.stage_in_gather_out) and multiplied there.
 #include <cstring>
 #include <utility>
 #include <vector>
