@@ -27,6 +27,14 @@ int cmd_bench(int argc, char** argv) {
     for (const char* a : {"--mca", "btl", "tcp,self"}) cmd.push_back(a);
   }
   for (const char* a : {"-x", "COMMFUSE_TRANSPORT"}) cmd.push_back(a);
+  // Its own Open MPI session directory base: two mpiruns starting at once (a bench next to
+  // a test run) race to create the shared /tmp/ompi.<host>.<uid>, and one fails in
+  // orte_init ("mkdir ... File exists", Open MPI 4.1). mpirun empties it; we remove it.
+  char session[] = "/tmp/commfuse-bench-XXXXXX";
+  const bool own_session = mkdtemp(session) != nullptr;
+  if (own_session)
+    for (const char* a : {"--mca", "orte_tmpdir_base", static_cast<const char*>(session)})
+      cmd.push_back(a);
   if (!o.trace.empty()) {
     // Every rank appends to the file (core/trace.hpp): start it empty.
     FILE* f = std::fopen(o.trace.c_str(), "w");
@@ -57,6 +65,7 @@ int cmd_bench(int argc, char** argv) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
   }
+  if (own_session) rmdir(session);  // left in place if mpirun could not empty it
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
