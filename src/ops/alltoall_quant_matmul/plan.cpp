@@ -70,16 +70,8 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
   if (p.combo == QuantCombo::kA16W8) plan.b_max = 128;
   // The unfused reference runs one GEMM over all rows, after the permute and quantize passes.
   plan.gemm_rows = unfused ? rows : gemm_chunk_rows(find_comm(p.group).impl(), rows);
-  cpu::IntMatmulDesc d;
-  d.m = rows;
-  d.k = p.combo == QuantCombo::kA4W4 ? p.h : k;  // A4W4: one GEMM per source segment
-  d.n = p.n;
-  d.lda = k;
-  d.ldb = p.x2_transposed ? k : p.n;
-  d.ldc = p.n;
-  d.b_transposed = p.x2_transposed;
-  d.a_max = plan.a_max;
-  d.b_max = plan.b_max;
+  // A4W4: one GEMM per source segment.
+  const cpu::IntMatmulDesc d = int_gemm_desc(plan, rows, p.combo == QuantCombo::kA4W4 ? p.h : k);
   plan.path = cpu::choose_int_matmul_path(d.a_max, d.b_max);
   if (plan.path == cpu::IntMatmulPath::kF32Blocked) {
     // prepare_b widens all of x2 (K x N) at once.
@@ -116,6 +108,22 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
   w.bias = take(at, n * sizeof(float));
   w.total = at;
   return plan;
+}
+
+kernels::cpu::IntMatmulDesc int_gemm_desc(const AlltoAllQuantMatmulPlanData& plan, int64_t m,
+                                          int64_t kk) {
+  const AlltoAllQuantMatmulProblem& p = plan.problem;
+  kernels::cpu::IntMatmulDesc d;
+  d.m = m;
+  d.k = kk;
+  d.n = p.n;
+  d.lda = p.k();
+  d.ldb = p.x2_transposed ? p.k() : p.n;
+  d.ldc = p.n;
+  d.b_transposed = p.x2_transposed;
+  d.a_max = plan.a_max;
+  d.b_max = plan.b_max;
+  return d;
 }
 
 std::string describe(const AlltoAllQuantMatmulPlanData& plan) {

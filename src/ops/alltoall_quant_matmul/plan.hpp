@@ -110,6 +110,11 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
 // path.
 std::string describe(const AlltoAllQuantMatmulPlanData& plan);
 
+// The int GEMM of m permuted rows over kk of the k = R·H columns (x1 rows of stride k),
+// with the plan's value bounds: what planning and both schedules multiply.
+kernels::cpu::IntMatmulDesc int_gemm_desc(const AlltoAllQuantMatmulPlanData& plan, int64_t m,
+                                          int64_t kk);
+
 void run_alltoall_quant_matmul_fused(const AlltoAllQuantMatmulPlanData& plan, comm::CommImpl& comm,
                                      void* workspace);
 void run_alltoall_quant_matmul_unfused(const AlltoAllQuantMatmulPlanData& plan,

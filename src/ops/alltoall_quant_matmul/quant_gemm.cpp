@@ -40,17 +40,7 @@ QuantGemm::QuantGemm(const AlltoAllQuantMatmulPlanData& plan, uint8_t* ws)
 }
 
 cpu::IntMatmulDesc QuantGemm::desc(int64_t m, int64_t kk) const {
-  cpu::IntMatmulDesc d;
-  d.m = m;
-  d.k = kk;
-  d.n = p_.n;
-  d.lda = k_;
-  d.ldb = p_.x2_transposed ? k_ : p_.n;
-  d.ldc = p_.n;
-  d.b_transposed = p_.x2_transposed;
-  d.a_max = plan_.a_max;
-  d.b_max = plan_.b_max;
-  return d;
+  return int_gemm_desc(plan_, m, kk);
 }
 
 void QuantGemm::run(int64_t r0, int64_t r1) {
