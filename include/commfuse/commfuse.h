@@ -95,6 +95,15 @@ commfuseStatus_t commfuseCommGetName(commfuseComm_t comm, char* name);
 commfuseStatus_t commfuseCommRank(commfuseComm_t comm, int* rank);
 commfuseStatus_t commfuseCommSize(commfuseComm_t comm, int* worldSize);
 
+/* Whether calls can still run on comm (NCCL's ncclCommGetAsyncError): *usable is 1, or 0
+ * after a transport failure (a dead or stalled peer, a timeout, calls out of step, or
+ * commfuseCommAbort); the reason is then in commfuseGetLastErrorMessage(). A rejected call
+ * (bad arguments on any rank) or ranks passing different shapes leave it usable. */
+commfuseStatus_t commfuseCommIsUsable(commfuseComm_t comm, int* usable);
+/* Makes comm unusable on this rank and tells its peers, whose waits for this rank then fail
+ * at once naming it (ncclCommAbort). commfuseCommDestroy is still needed. */
+commfuseStatus_t commfuseCommAbort(commfuseComm_t comm);
+
 /* Collectives. count is in elements of dtype (see commfuse.hpp for per-op meaning).
  * Broadcast, AllGather and AllToAll move any dtype bitwise; ReduceScatter and AllReduce sum
  * FLOAT32, FLOAT16, BFLOAT16, INT8 and INT32 only (others: PARAM_INVALID on this rank). */

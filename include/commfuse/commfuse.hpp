@@ -130,6 +130,18 @@ class Comm {
   const std::string& name() const;
   const char* transport_name() const;  // "shm" or "mpi"
 
+  // Whether calls can still run (NCCL's ncclCommGetAsyncError). An argument error — on
+  // every rank, or on some (their peers' call then fails with RuntimeFailure naming the
+  // rejecting rank and its message) — or ranks passing different arguments leave the
+  // communicator usable; a dead or stalled peer, a timeout, or ranks whose calls went out
+  // of step make it unusable, and every later call fails at once with RuntimeFailure.
+  bool usable() const;
+  // Why it is unusable; empty while usable.
+  std::string failure() const;
+  // Makes the communicator unusable on this rank and tells the peers, whose waits for this
+  // rank then fail at once naming it (ncclCommAbort). Destroying it is still needed.
+  void abort(std::string_view reason = {});
+
   void barrier();
   void broadcast(void* buf, size_t count, DType dtype, int root);
   void all_gather(const void* src, void* dst, size_t count, DType dtype);

@@ -19,8 +19,11 @@ class Communicator:
     (torch_npu's ``get_hccl_comm_name``); an operator also accepts the Communicator itself.
     Collectives are collective: every rank calls them in the same order with matching
     arguments. Sums are float32 in rank order 0..R-1 (int8/int32: exact, saturating), so
-    every rank gets the same bits. An argument error on one rank fails the call on every
-    rank at once; after any failure the communicator refuses further calls.
+    every rank gets the same bits. An argument error — on every rank, or on one (its peers'
+    call then raises RuntimeFailure naming it and its message) — and ranks passing
+    different shapes fail the call on every rank at once and leave the communicator usable;
+    a dead or stalled peer, a timeout or :meth:`abort` make it unusable (:attr:`usable`),
+    and later calls raise RuntimeFailure at once.
 
     Arrays: numpy (ml_dtypes formats included) or CPU DLPack tensors (torch); raw codes
     (HiFloat8 in uint8, int4 packed two per byte in uint8) with ``dtype=``. uint8, int16,
@@ -54,6 +57,22 @@ class Communicator:
     def transport(self) -> str:
         """``"shm"`` (ranks on one host) or ``"mpi"``."""
         return self._impl.transport
+
+    @property
+    def usable(self) -> bool:
+        """False after a transport failure (dead or stalled peer, timeout) or :meth:`abort`."""
+        return self._impl.usable
+
+    @property
+    def failure(self) -> str:
+        """Why the communicator is unusable; ``""`` while it is usable."""
+        return self._impl.failure
+
+    def abort(self, reason: str = "") -> None:
+        """Make the communicator unusable on this rank and tell the peers, whose waits for
+        this rank then fail at once naming it (``ncclCommAbort``). :meth:`destroy` is still
+        needed to free it."""
+        self._impl.abort(reason)
 
     def barrier(self) -> None:
         """Return once every rank has called barrier()."""

@@ -89,9 +89,9 @@ class TensorRef:
 def group_info(group: str) -> tuple[int, int]:
     """(rank, world_size) of the live communicator `group`, or (-1, -1)."""
 
-def abort_group(group: str, message: str) -> None:
+def reject_group(group: str, message: str) -> None:
     """
-    Abort the live communicator named `group` (no-op when there is none) so that peers waiting in a collective fail at once with `message`.
+    Tell the peers of the live communicator named `group` (no-op when there is none) that this rank rejected the call they are in, with `message`.
     """
 
 class Comm:
@@ -121,6 +121,17 @@ class Comm:
     @property
     def alive(self) -> bool:
         """False once destroyed."""
+
+    @property
+    def usable(self) -> bool:
+        """False after a transport failure or abort()."""
+
+    @property
+    def failure(self) -> str:
+        """Why it is unusable ('' while usable)."""
+
+    def abort(self, reason: str = '') -> None:
+        """Make the communicator unusable and tell the peers (ncclCommAbort)."""
 
     def destroy(self) -> None:
         """Free the communicator now (idempotent)."""

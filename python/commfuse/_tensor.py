@@ -185,8 +185,9 @@ def group_name(hcom: Any) -> str:
 
 class Args:
     """Prepares one call's arguments; an Error raised inside the ``with`` block gets the
-    ``fn(rank r): `` prefix and aborts the group (when it exists), so peers already waiting
-    in the op fail at once naming this rank, as they do for errors found in C++."""
+    ``fn(rank r): `` prefix and is told to the group (when it exists) as this rank's
+    rejection of the call, so peers already waiting in the op fail at once naming this rank
+    and the communicator stays usable, as for errors found in C++."""
 
     def __init__(self, fn: str, group: Optional[str]) -> None:
         # group None: a local (not collective) function; errors get the ``fn: `` prefix.
@@ -203,7 +204,7 @@ class Args:
             if self.group is None:
                 raise type(exc)(f"{self.fn}: {exc.message}", exc.code) from None
             message = f"{self.fn}(rank {self.rank}): {exc.message}"
-            _commfuse.abort_group(self.group, message)
+            _commfuse.reject_group(self.group, message)
             raise type(exc)(message, exc.code) from None
         return False
 

@@ -2,7 +2,8 @@
 // early (later calls raise InvalidArgument); otherwise it lives as long as the Python object.
 //
 // Buffer sizes are checked here, against the arrays' real sizes, before any communication;
-// a mismatch rejects through the communicator (aborting it) like every argument error.
+// a mismatch rejects through the communicator (the peers in the call fail it naming this
+// rank; the communicator stays usable) like every argument error.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
@@ -45,7 +46,7 @@ class PyComm {
   std::unique_ptr<Comm> comm_;
 };
 
-// "all_gather(rank 1): " + message, rejected through the communicator (aborting it).
+// "all_gather(rank 1): " + message, rejected through the communicator (CommImpl::reject).
 template <typename... Args>
 [[noreturn]] void reject(Comm& c, const char* op, Args&&... args) {
   c.impl().reject(Status::kParamInvalid,
@@ -105,6 +106,21 @@ void bind_comm(nb::module_& m) {
           [](const PyComm& p) { return std::string(p.get("transport").transport_name()); },
           "'shm' or 'mpi'.")
       .def_prop_ro("alive", &PyComm::alive, "False once destroyed.")
+      .def_prop_ro(
+          "usable", [](const PyComm& p) { return p.get("usable").usable(); },
+          "False after a transport failure or abort().")
+      .def_prop_ro(
+          "failure", [](const PyComm& p) { return p.get("failure").failure(); },
+          "Why it is unusable ('' while usable).")
+      .def(
+          "abort",
+          [](PyComm& p, const std::string& reason) {
+            Comm& c = p.get("abort");
+            nb::gil_scoped_release release;  // MPI: waits (bounded) to tell the peers
+            c.abort(reason);
+          },
+          nb::arg("reason") = "",
+          "Make the communicator unusable and tell the peers (ncclCommAbort).")
       .def("destroy", &PyComm::destroy, "Free the communicator now (idempotent).")
       .def(
           "barrier",

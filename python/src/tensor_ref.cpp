@@ -250,18 +250,19 @@ void bind_tensor_ref(nb::module_& m) {
       },
       nb::arg("group"), "(rank, world_size) of the live communicator `group`, or (-1, -1).");
   m.def(
-      "abort_group",
+      "reject_group",
       [](std::string_view group, const std::string& message) {
-        // A Python-side argument error on one rank: fail the group like a C++ rejection.
+        // A Python-side argument error on one rank: rejected like a C++ one (the peers in
+        // the call fail it naming this rank; the communicator stays usable).
         try {
-          find_comm(group).impl().transport().abort(message);
+          find_comm(group).impl().transport().reject(message);
         } catch (const Error&) {
-          // unknown group: nothing to abort
+          // unknown group: no peers to tell
         }
       },
       nb::arg("group"), nb::arg("message"),
-      "Abort the live communicator named `group` (no-op when there is none) so that peers "
-      "waiting in a collective fail at once with `message`.");
+      "Tell the peers of the live communicator named `group` (no-op when there is none) "
+      "that this rank rejected the call they are in, with `message`.");
 }
 
 }  // namespace commfuse::python

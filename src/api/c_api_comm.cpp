@@ -80,6 +80,20 @@ commfuseStatus_t commfuseCommSize(commfuseComm_t comm, int* worldSize) {
   });
 }
 
+commfuseStatus_t commfuseCommIsUsable(commfuseComm_t comm, int* usable) {
+  return guarded("commfuseCommIsUsable", [&] {
+    CF_CHECK_NOTNULL(usable, "commfuseCommIsUsable: usable is null");
+    const commfuse::Comm& c = get(comm, "commfuseCommIsUsable");
+    *usable = c.usable() ? 1 : 0;
+    if (!c.usable()) commfuse::api::last_error() = c.failure();
+  });
+}
+
+commfuseStatus_t commfuseCommAbort(commfuseComm_t comm) {
+  return guarded("commfuseCommAbort",
+                 [&] { get(comm, "commfuseCommAbort").abort("commfuseCommAbort"); });
+}
+
 commfuseStatus_t commfuseBarrier(commfuseComm_t comm) {
   return guarded("commfuseBarrier", [&] { get(comm, "commfuseBarrier").barrier(); });
 }

@@ -50,7 +50,7 @@ void check_outputs(const char* fn, uint64_t* workspace_size, commfuseOpExecutor_
 
 // streamMode has no meaning on CPU; 1 is the only value CANN defines, so ported code passes
 // it and anything else is a mistake worth reporting. Checked after the plan (which found the
-// group), so the rejection names the rank and aborts the group like every other.
+// group), so the rejection names the rank and is told to the peers like every other.
 void check_stream_mode(const char* op, const char* group, int64_t stream_mode) {
   if (stream_mode == 1) return;
   commfuse::comm::CommImpl& c = commfuse::find_comm(group).impl();
@@ -88,7 +88,6 @@ std::unique_ptr<commfuseOpExecutor> consume(const char* fn, const char* op,
 }
 
 }  // namespace
-
 
 extern "C" {
 

@@ -34,7 +34,7 @@ CommImpl::CommImpl(int rank, int world_size, int local_ranks, std::string name,
 }
 
 void CommImpl::reject(Status code, const std::string& message) {
-  transport_->abort(message);
+  transport_->reject(message);
   detail::throw_status(code, message);
 }
 
@@ -104,6 +104,19 @@ const std::string& Comm::name() const {
 }
 const char* Comm::transport_name() const {
   return impl_->transport().name();
+}
+
+bool Comm::usable() const {
+  return impl_->transport().failure().empty();
+}
+
+std::string Comm::failure() const {
+  return impl_->transport().failure();
+}
+
+void Comm::abort(std::string_view reason) {
+  impl_->transport().abort(detail::cat("rank ", rank(), " aborted the communicator: ",
+                                       reason.empty() ? std::string_view("Comm::abort") : reason));
 }
 
 void Comm::barrier() {

@@ -22,8 +22,9 @@ class CommImpl {
   const std::string& name() const { return name_; }
   Transport& transport() { return *transport_; }
 
-  // Argument errors found by one rank abort the group, so that its peers, already waiting
-  // inside the collective, fail at once naming this rank instead of waiting for the deadline.
+  // An argument error found by this rank before anything was sent: the peers already
+  // inside the call fail it at once naming this rank (Transport::reject) instead of waiting
+  // for the deadline, and the communicator stays usable on every rank. Throws `code`.
   [[noreturn]] void reject(Status code, const std::string& message);
 
  private:

@@ -8,7 +8,12 @@
 // - Every wait has a deadline (COMMFUSE_TIMEOUT_S); on expiry RUNTIME_ERROR names the op,
 //   this rank and the ranks that did not arrive. A dead peer is reported as soon as it is
 //   noticed.
-// - After any failure the transport is aborted: later calls fail fast with RUNTIME_ERROR.
+// - A call that fails at its first synchronization on every rank alike — a rank rejected
+//   its arguments (reject), or the ranks' descriptors disagree — moved no data: it fails
+//   with comm::CallFailed (RUNTIME_ERROR naming the rank and the argument, comm/call_check.hpp)
+//   and the transport stays usable. After any other failure (a dead or stalled peer, a
+//   timeout, calls out of step, a callback that threw mid-stream) the transport is
+//   aborted: later calls fail fast with RUNTIME_ERROR.
 // - Reductions sum in fp32 (integers: exactly, in int64) in rank order 0..R-1, so every
 //   rank gets bitwise-identical results (SPEC §0).
 #pragma once
@@ -33,6 +38,9 @@ enum class CollOp : uint32_t {
   kAllToAllStream,
 };
 const char* coll_op_name(CollOp op);
+
+// The descriptor op of a rank that rejected its call (Transport::reject).
+inline constexpr uint32_t kRejectedOp = 0x52454A43;  // "REJC"
 
 // What a rank says it is doing; compared across ranks before data is combined.
 struct CollDesc {
@@ -128,9 +136,16 @@ class Transport {
   virtual void gather_stream(const GatherStream& s);
   virtual void all_to_all_stream(const AllToAllStream& s);
 
-  // Marks this rank failed (e.g. it rejected its arguments) so that peers waiting for it
-  // fail promptly with this reason instead of waiting for the deadline.
+  // Marks this rank failed so that peers waiting for it fail promptly with this reason
+  // instead of waiting for the deadline; the transport is unusable from then on.
   virtual void abort(const std::string& reason) = 0;
+  // This rank rejected the call it is making (its arguments, before anything was sent):
+  // takes the place of the call's first synchronization with a "rejected" descriptor
+  // carrying reason, so that the peers that entered the call fail it naming this rank, and
+  // returns; the transport stays usable. Never throws (a failure to tell the peers aborts).
+  virtual void reject(const std::string& reason) = 0;
+  // Why the transport is unusable; empty while it is usable.
+  virtual const std::string& failure() const = 0;
 
  private:
   template <typename Body>

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "comm/call_check.hpp"
 #include "comm/transport.hpp"
 #include "core/error.hpp"
 #include "core/trace.hpp"
@@ -44,6 +45,8 @@ template <typename Body>
 void Transport::staged(const char* op, Body&& body) {
   try {
     body();
+  } catch (const CallFailed&) {  // every rank failed the first piece alike: still usable
+    throw;
   } catch (const std::exception& e) {
     // A callback failed (a collective's own failure has aborted already: abort is then a
     // no-op): tell the peers, who are waiting in the next piece's collective.

@@ -238,13 +238,12 @@ int case_mismatch(commfuse::Comm& c) {
         std::strstr(e.what(), "mismatch") != nullptr || std::strstr(e.what(), "rank 1") != nullptr,
         "error does not explain: %s", e.what());
   }
-  // The communicator is unusable afterwards, and says so instead of hanging.
-  try {
-    c.barrier();
-    EXPECT(false, "barrier after failure did not fail");
-  } catch (const commfuse::RuntimeFailure& e) {
-    EXPECT(std::strstr(e.what(), "earlier failure") != nullptr, "%s", e.what());
-  }
+  // Every rank failed the call at its first synchronization, before any data moved: the
+  // communicator stays usable and the next call (with matching arguments) works.
+  EXPECT(c.usable(), "unusable after a mismatch: %s", c.failure().c_str());
+  c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
+  EXPECT(y[0] == static_cast<float>(c.world_size()) && y[1023] == y[0], "sum after mismatch %g",
+         y[0]);
   // A fresh communicator, and this time rank 1 disagrees on the dtype.
   auto fresh = second_comm(c);
   try {
@@ -255,6 +254,19 @@ int case_mismatch(commfuse::Comm& c) {
     EXPECT(std::strstr(e.what(), "int32") != nullptr && std::strstr(e.what(), "float32") != nullptr,
            "error does not name both dtypes: %s", e.what());
   }
+  // abort() (ncclCommAbort): this rank's communicator refuses every later call, and a peer
+  // waiting for it fails at once naming it instead of waiting for the deadline.
+  if (c.rank() == 1) {
+    fresh->abort("test");
+    EXPECT(!fresh->usable(), "usable after abort");
+  }
+  try {
+    fresh->barrier();
+    EXPECT(false, "barrier on an aborted communicator did not fail");
+  } catch (const commfuse::RuntimeFailure& e) {
+    EXPECT(std::strstr(e.what(), "rank 1") != nullptr, "does not name rank 1: %s", e.what());
+  }
+  EXPECT(!fresh->usable(), "usable after a failed barrier");
   return 0;
 }
 
@@ -297,6 +309,22 @@ int case_c_api(commfuse::Comm& cpp_comm) {
          "%s", commfuseGetLastErrorMessage());
   EXPECT(y[99] == static_cast<float>(w * (w - 1) / 2), "sum %g", y[99]);
   EXPECT(commfuseBarrier(comm) == COMMFUSE_SUCCESS, "%s", commfuseGetLastErrorMessage());
+  int usable = -1;
+  EXPECT(commfuseCommIsUsable(comm, &usable) == COMMFUSE_SUCCESS && usable == 1, "usable %d: %s",
+         usable, commfuseGetLastErrorMessage());
+  // A rejected call (null buffer on every rank) leaves it usable; abort does not.
+  EXPECT(
+      commfuseAllReduce(nullptr, y.data(), 100, COMMFUSE_FLOAT32, comm) == COMMFUSE_PARAM_NULLPTR,
+      "%s", commfuseGetLastErrorMessage());
+  EXPECT(commfuseCommIsUsable(comm, &usable) == COMMFUSE_SUCCESS && usable == 1,
+         "usable %d after a rejected call", usable);
+  EXPECT(commfuseCommAbort(comm) == COMMFUSE_SUCCESS, "%s", commfuseGetLastErrorMessage());
+  EXPECT(commfuseCommIsUsable(comm, &usable) == COMMFUSE_SUCCESS && usable == 0 &&
+             std::strstr(commfuseGetLastErrorMessage(), "aborted") != nullptr,
+         "usable %d after abort: %s", usable, commfuseGetLastErrorMessage());
+  EXPECT(commfuseBarrier(comm) == COMMFUSE_RUNTIME_ERROR, "barrier after abort: %s",
+         commfuseGetLastErrorMessage());
+  EXPECT(commfuseCommIsUsable(nullptr, &usable) == COMMFUSE_PARAM_NULLPTR, "null comm");
   EXPECT(commfuseCommDestroy(comm) == COMMFUSE_SUCCESS, "destroy");
   try {
     commfuse::find_comm(name);

@@ -17,5 +17,6 @@ int case_reject_peer(commfuse::Comm& comm);  // reject.cpp: rank 1 wrong, others
 // alltoall_cases.cpp / alltoall_reject.cpp (SPEC §3)
 int case_alltoall_numerics(commfuse::Comm& comm);
 int case_alltoall_reject(commfuse::Comm& comm);
+int case_recover(commfuse::Comm& comm);  // recover.cpp: a rejected call never kills the group
 
 }  // namespace optest

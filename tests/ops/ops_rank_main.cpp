@@ -2,7 +2,7 @@
 // by mpirun (init "mpi"), like the collectives' multi-rank tests. Prints
 // "rank R: <case> OK" and exits 0, or prints what went wrong and exits 1.
 //
-//   commfuse_ops_rank_tests numerics | c_api | reject | reject_peer
+//   commfuse_ops_rank_tests numerics | c_api | reject | reject_peer | recover
 #include <commfuse/commfuse.hpp>
 
 #include <cstdio>
@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
       {"reject_peer", optest::case_reject_peer},
       {"alltoall_numerics", optest::case_alltoall_numerics},
       {"alltoall_reject", optest::case_alltoall_reject},
+      {"recover", optest::case_recover},
   };
   if (argc != 2 || !cases.count(argv[1])) {
     std::fprintf(stderr, "usage: %s <case>\n", argv[0]);

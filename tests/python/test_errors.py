@@ -61,7 +61,8 @@ def _outcome(fn):
 
 
 def _rejection_body(rank, case):
-    """Rank 1 passes a bad argument, rank 0 a good one; both report what they got."""
+    """Rank 1 passes a bad argument, rank 0 a good one; both report what they got, whether
+    the communicator is still usable, and the result of a good call made next."""
     with commfuse.init() as comm:
         R = comm.world_size
         bad = rank == 1
@@ -122,7 +123,8 @@ def _rejection_body(rank, case):
             op = lambda: comm.all_reduce(x, op="max" if bad else "sum")
         elif case == "collective_split":
             op = lambda: comm.reduce_scatter(np.ones(3 if bad else 4, F32))
-        return _outcome(op)
+        outcome = _outcome(op)
+        return outcome, comm.usable, comm.all_reduce(np.full(4, rank + 1, F32)).tolist()
 
 
 REJECTIONS = {
@@ -153,11 +155,37 @@ REJECTIONS = {
 
 
 @pytest.mark.parametrize("case", list(REJECTIONS))
-def test_rejection_fails_the_group(case):
+def test_rejection_fails_the_call_not_the_group(case):
     outcomes = run(_rejection_body, 2, case)
-    bad, good = outcomes[1], outcomes[0]
+    (bad, _, _), (good, _, _) = outcomes[1], outcomes[0]
     assert bad is not None and bad[:2] == ("InvalidArgument", 161002), bad
     assert re.search(REJECTIONS[case], bad[2]), bad[2]
     # The peer did not wait for the deadline: it failed naming rank 1's reason.
     assert good is not None and good[:2] == ("RuntimeFailure", 361001), good
-    assert "rank 1 failed" in good[2] and re.search(REJECTIONS[case], good[2]), good[2]
+    assert "rank 1 rejected" in good[2] and re.search(REJECTIONS[case], good[2]), good[2]
+    # Nothing was sent: the communicator is usable on both ranks and the next call works.
+    for _, usable, after in outcomes:
+        assert usable and after == [3.0] * 4, (usable, after)
+
+
+def _abort_body(rank):
+    with commfuse.init() as comm:
+        x = np.ones(4, F32)
+        mismatch = _outcome(lambda: comm.all_reduce(np.ones(8 if rank else 4, F32)))
+        usable_after_mismatch = comm.usable
+        if rank == 1:
+            comm.abort("test")
+        aborted = _outcome(lambda: comm.all_reduce(x))
+        return mismatch, usable_after_mismatch, comm.usable, comm.failure, aborted
+
+
+def test_mismatch_keeps_the_group_and_abort_ends_it():
+    outcomes = run(_abort_body, 2)
+    for rank, (mismatch, usable_after, usable, failure, aborted) in enumerate(outcomes):
+        assert mismatch[:2] == ("RuntimeFailure", 361001), mismatch
+        assert re.search(r"rank \d passed count \d, rank \d passed \d \(every rank must pass "
+                         r"the same count\)", mismatch[2]), mismatch[2]
+        assert usable_after
+        # rank 1 aborted; rank 0's next call fails at once naming it, and is unusable too
+        assert aborted[:2] == ("RuntimeFailure", 361001) and "rank 1" in aborted[2], aborted
+        assert not usable and "rank 1 aborted the communicator: test" in failure, failure

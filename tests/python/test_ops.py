@@ -173,8 +173,7 @@ def _fast_and_general_paths_body(rank):
             got = op(x1, w, *args, bias=bias, out=into)
             assert (got[0] if isinstance(got, tuple) else got) is into
             assert into.tobytes() == fast.tobytes(), op.__name__
-        # A wrong out= shape leaves the fast path and is rejected by name (last: a rejected
-        # call still makes the communicator unusable).
+        # A wrong out= shape leaves the fast path and is rejected by name.
         with pytest.raises(commfuse.InvalidArgument, match=r"output shape is \(1, 1\)"):
             commfuse.mm_reduce_scatter_base(x1, w, comm.name, R, out=np.empty((1, 1), np.float32))
         return True

@@ -69,6 +69,14 @@ TEST(CommInit, BadArgumentOnSingleRankComm) {
   commfuse::Comm c(0, 1, "tcp://127.0.0.1:" + std::to_string(free_port()));
   float x[2] = {};
   EXPECT_THROW(c.all_reduce(x, x, 2, commfuse::DType::kHiFloat8), commfuse::InvalidArgument);
+  // A rejected call leaves the communicator usable (issue 14); abort() does not.
+  EXPECT_TRUE(c.usable()) << c.failure();
+  x[0] = 3.0f;
+  c.all_reduce(x, x, 2, commfuse::DType::kFloat32);
+  EXPECT_EQ(x[0], 3.0f);
+  c.abort("test");
+  EXPECT_FALSE(c.usable());
+  EXPECT_NE(c.failure().find("aborted the communicator: test"), std::string::npos) << c.failure();
   EXPECT_THROW(c.broadcast(x, 2, commfuse::DType::kFloat32, 0), commfuse::RuntimeFailure)
-      << "after a rejected call the communicator is aborted";
+      << "an aborted communicator refuses calls";
 }

@@ -43,14 +43,18 @@ void slice(uint64_t n, int parts, int q, uint64_t* off, uint64_t* len) {
   *len = base + (uq < rem ? 1 : 0);
 }
 
-CollDesc to_desc(const WireDesc& w) {
-  CollDesc d;
-  d.op = static_cast<CollOp>(w.op);
-  d.dtype = static_cast<DType>(w.dtype);
-  d.count = w.count;
-  d.root = w.root;
-  d.piece = w.unit;
-  return d;
+PeerCall peer_call(const WireDesc& w) {
+  PeerCall c;
+  c.coll.op = static_cast<CollOp>(w.op);
+  c.coll.dtype = static_cast<DType>(w.dtype);
+  c.coll.count = w.count;
+  c.coll.root = w.root;
+  c.coll.piece = w.unit;
+  c.op_seq = w.op_seq;
+  c.failed = w.op == 0;
+  c.rejected = w.op == kRejectedOp;
+  c.sig = &w.sig;
+  return c;
 }
 
 }  // namespace
@@ -95,9 +99,12 @@ void MpiTransport::run(const CollDesc& desc, Body&& body) {
     mine.root = desc.root;
     mine.unit = desc.piece;
     mine.op_seq = op_seq_;
+    mine.sig = wire_signature();
     exchange_descriptors(mine, op);
     check_descriptors(desc, op);
     body(op);
+  } catch (const CallFailed&) {  // every rank failed it after the descriptors: still usable
+    throw;
   } catch (const std::exception& e) {  // ours, or one a stream callback let through
     // Every rank saw the same descriptors, so a mismatch or a failed peer fails everyone
     // alike; after a timeout MPI's state is unknown. Either way nothing more is sent.
@@ -111,8 +118,9 @@ void MpiTransport::run_fn(const CollDesc& desc, const std::function<void(const c
 }
 
 void MpiTransport::exchange_descriptors(const WireDesc& mine, const char* op) {
-  const int bytes = mine.op == 0 ? kDescHeaderBytes + static_cast<int>(std::strlen(mine.reason)) + 1
-                                 : kDescHeaderBytes;
+  const bool has_reason = mine.op == 0 || mine.op == kRejectedOp;
+  const int bytes = has_reason ? kDescHeaderBytes + static_cast<int>(std::strlen(mine.reason)) + 1
+                               : kDescHeaderBytes;
   Batch b(comm_, kDescTag, rank_, op, timeout_s_, oversubscribed_);
   for (int i = 1; i < size_; ++i) {
     const int q = (rank_ + i) % size_;
@@ -124,23 +132,19 @@ void MpiTransport::exchange_descriptors(const WireDesc& mine, const char* op) {
 }
 
 void MpiTransport::check_descriptors(const CollDesc& desc, const char* op) {
-  for (int r = 0; r < size_; ++r) {
-    WireDesc& d = descs_[r];
-    if (d.op != 0) continue;
-    d.reason[sizeof(d.reason) - 1] = '\0';
-    detail::throw_status(Status::kRuntimeError,
-                         detail::cat(op, "(rank ", rank_, "): rank ", r, " failed: ", d.reason));
-  }
+  const PeerCall mine = peer_call(descs_[rank_]);
+  CF_ASSERT(mine.coll == desc);
+  bool same = true;
+  for (int r = 0; r < size_ && same; ++r)
+    same = r == rank_ || same_call(mine, peer_call(descs_[r]));
+  if (same) return;
+  std::vector<PeerCall> all;
   for (int r = 0; r < size_; ++r) {
     const WireDesc& d = descs_[r];
-    const CollDesc theirs = to_desc(d);
-    if (!(theirs == desc) || d.op_seq != op_seq_)
-      detail::throw_status(
-          Status::kRuntimeError,
-          detail::cat(op, "(rank ", rank_, "): mismatched collective: rank ", r, " called ",
-                      describe(theirs), " (its call #", d.op_seq, ") but rank ", rank_, " called ",
-                      describe(desc), " (call #", op_seq_, ")"));
+    all.push_back(peer_call(d));
+    all.back().reason = std::string_view(d.reason, strnlen(d.reason, sizeof d.reason));
   }
+  fail_call(op, rank_, all);
 }
 
 void MpiTransport::abort(const std::string& reason) {
@@ -157,6 +161,31 @@ void MpiTransport::abort(const std::string& reason) {
     exchange_descriptors(mine, "abort");
   } catch (const Error& e) {
     CF_LOG(kWarn, "could not tell the peers that rank ", rank_, " failed: ", e.what());
+  }
+}
+
+void MpiTransport::reject(const std::string& reason) {
+  if (!failure_.empty()) return;  // unusable: the peers have been told already
+  // The descriptor exchange of the call the peers are making, with a "rejected" descriptor:
+  // they fail the call naming this rank, and nothing else is sent, so the next call's
+  // messages match as usual. This rank waits for their descriptors (the exchange is
+  // symmetric), which also tells it of a peer that failed meanwhile.
+  ++op_seq_;
+  WireDesc mine{};
+  mine.op = kRejectedOp;
+  mine.op_seq = op_seq_;
+  mine.sig = wire_signature();
+  std::snprintf(mine.reason, sizeof(mine.reason), "%s", reason.c_str());
+  try {
+    exchange_descriptors(mine, "reject");
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_ && descs_[r].op == 0)
+        failure_ = detail::cat(
+            "rank ", r, " failed: ",
+            std::string_view(descs_[r].reason, strnlen(descs_[r].reason, sizeof descs_[r].reason)));
+  } catch (const Error& e) {
+    failure_ = e.what();
+    CF_LOG(kWarn, "could not tell the peers that rank ", rank_, " rejected its call: ", e.what());
   }
 }
 

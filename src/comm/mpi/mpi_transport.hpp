@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/call_check.hpp"
 #include "comm/transport.hpp"
 
 namespace commfuse::comm::mpi {
@@ -29,8 +30,9 @@ struct WireDesc {
   uint64_t count;
   int32_t root;
   uint32_t op_seq;
-  uint64_t unit;  // streams: the piece size (CollDesc::piece)
-  char reason[472];
+  uint64_t unit;      // streams: the piece size (CollDesc::piece)
+  WireSignature sig;  // the user's call (comm/call_check.hpp)
+  char reason[472];   // op 0 (failed) or kRejectedOp: why
 };
 
 class MpiTransport final : public Transport {
@@ -54,6 +56,8 @@ class MpiTransport final : public Transport {
   void gather_stream(const GatherStream& s) override;
   void all_to_all_stream(const AllToAllStream& s) override;
   void abort(const std::string& reason) override;
+  void reject(const std::string& reason) override;
+  const std::string& failure() const override { return failure_; }
 
  private:
   // run() for bodies defined in other files (the streams, mpi_stream.cpp).

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/call_check.hpp"
 #include "comm/transport.hpp"
 
 namespace commfuse::comm::shm {
@@ -27,8 +28,10 @@ struct alignas(64) Control {
     uint64_t count;
     int32_t root;
     uint32_t op_seq;
-    uint64_t unit;  // streams: the piece size (CollDesc::piece)
-  } desc[2];        // the op the owner is in, by op sequence parity
+    uint64_t unit;      // streams: the piece size (CollDesc::piece)
+    WireSignature sig;  // the user's call (comm/call_check.hpp)
+    char reason[400];   // op kRejectedOp: why the owner rejected the call
+  } desc[2];            // the op the owner is in, by op sequence parity
   char reason[512];
 };
 static_assert(sizeof(Control) <= 4096, "control block must fit its page");

@@ -1,6 +1,7 @@
 #include "comm/shm/shm_transport.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "core/cpu_features.hpp"
@@ -68,16 +69,20 @@ uint32_t ShmTransport::begin_step(const char* op) {
   return s;
 }
 
+Control::Desc& ShmTransport::write_descriptor(uint32_t op, const CollDesc& desc) {
+  auto& d = peers_.mine().desc[op_seq_ & 1u];
+  d.op = op;
+  d.dtype = static_cast<int32_t>(desc.dtype);
+  d.count = desc.count;
+  d.root = desc.root;
+  d.unit = desc.piece;
+  d.op_seq = op_seq_;
+  d.sig = wire_signature();
+  return d;
+}
+
 void ShmTransport::arrive(uint32_t s, bool first, const CollDesc& desc, const char* op) {
-  if (first) {
-    auto& d = peers_.mine().desc[op_seq_ & 1u];
-    d.op = static_cast<uint32_t>(desc.op);
-    d.dtype = static_cast<int32_t>(desc.dtype);
-    d.count = desc.count;
-    d.root = desc.root;
-    d.unit = desc.piece;
-    d.op_seq = op_seq_;
-  }
+  if (first) write_descriptor(static_cast<uint32_t>(desc.op), desc);
   peers_.publish(3 * s + 1);
   if (first) {
     peers_.wait_all(3 * s + 1, op);
@@ -85,27 +90,59 @@ void ShmTransport::arrive(uint32_t s, bool first, const CollDesc& desc, const ch
   }
 }
 
+namespace {
+
+PeerCall peer_call(const Control::Desc& d) {
+  PeerCall c;
+  c.coll.op = static_cast<CollOp>(d.op);
+  c.coll.dtype = static_cast<DType>(d.dtype);
+  c.coll.count = d.count;
+  c.coll.root = d.root;
+  c.coll.piece = d.unit;
+  c.op_seq = d.op_seq;
+  c.rejected = d.op == kRejectedOp;
+  c.sig = &d.sig;
+  return c;
+}
+
+}  // namespace
+
 void ShmTransport::check_descriptors(const CollDesc& desc, const char* op) {
+  const PeerCall mine = peer_call(peers_.mine().desc[op_seq_ & 1u]);
+  CF_ASSERT(mine.coll == desc);
+  bool same = true;
+  for (int r = 0; r < size_ && same; ++r)
+    same = r == rank_ || same_call(mine, peer_call(peers_.of(r).desc[op_seq_ & 1u]));
+  if (same) return;
+  std::vector<PeerCall> all;
   for (int r = 0; r < size_; ++r) {
     const auto& d = peers_.of(r).desc[op_seq_ & 1u];
-    CollDesc theirs;
-    theirs.op = static_cast<CollOp>(d.op);
-    theirs.dtype = static_cast<DType>(d.dtype);
-    theirs.count = d.count;
-    theirs.root = d.root;
-    theirs.piece = d.unit;
-    if (!(theirs == desc) || d.op_seq != op_seq_)
-      detail::throw_status(
-          Status::kRuntimeError,
-          detail::cat(op, "(rank ", rank_, "): mismatched collective: rank ", r, " called ",
-                      describe(theirs), " (its call #", d.op_seq, ") but rank ", rank_, " called ",
-                      describe(desc), " (call #", op_seq_, ")"));
+    all.push_back(peer_call(d));
+    all.back().reason = std::string_view(d.reason, strnlen(d.reason, sizeof d.reason));
   }
+  fail_call(op, rank_, all);
 }
 
 void ShmTransport::abort(const std::string& reason) {
   if (failure_.empty()) failure_ = reason;
   peers_.abort(reason);
+}
+
+void ShmTransport::reject(const std::string& reason) {
+  if (!failure_.empty()) return;  // unusable: the peers have been told already
+  ++op_seq_;
+  try {
+    // The first step of the call the peers are making: its slot is free once they are done
+    // with step s-2 (as for any call); this rank's descriptor says "rejected" and nothing
+    // is read or written after it. Every rank leaves the call at phase 3s+1, so the phases
+    // stay in step for the next call (later steps wait for "at least" a phase).
+    const uint32_t s = begin_step("reject");
+    Control::Desc& d = write_descriptor(kRejectedOp, CollDesc{});
+    std::snprintf(d.reason, sizeof d.reason, "%s", reason.c_str());
+    peers_.publish(3 * s + 1);
+  } catch (const std::exception& e) {  // a dead or stalled peer: begin_step aborted already
+    if (failure_.empty()) failure_ = e.what();
+  }
 }
 
 void ShmTransport::barrier() {

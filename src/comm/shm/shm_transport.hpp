@@ -46,6 +46,8 @@ class ShmTransport final : public Transport {
   void gather_stream(const GatherStream& s) override;
   void all_to_all_stream(const AllToAllStream& s) override;
   void abort(const std::string& reason) override;
+  void reject(const std::string& reason) override;
+  const std::string& failure() const override { return failure_; }
 
  private:
   template <typename Body>
@@ -59,6 +61,8 @@ class ShmTransport final : public Transport {
   // Publishes phase 3s+1; on an op's first step also checks every rank's descriptor.
   void arrive(uint32_t s, bool first, const CollDesc& desc, const char* op);
   void check_descriptors(const CollDesc& desc, const char* op);
+  // Writes this rank's descriptor of call op_seq_ (before publishing its first phase).
+  Control::Desc& write_descriptor(uint32_t op, const CollDesc& desc);
   uint8_t* slot(int r, uint32_t s) const {
     return base_[r] + kControlBytes + (s & 1u) * slot_bytes_;
   }
@@ -84,6 +88,8 @@ void ShmTransport::run(const CollDesc& desc, Body&& body) {
   ++op_seq_;
   try {
     body(op);
+  } catch (const CallFailed&) {  // every rank failed it at the first step: still usable
+    throw;
   } catch (const std::exception& e) {  // ours, or one a stream callback let through
     failure_ = e.what();
     peers_.abort(e.what());

@@ -9,13 +9,32 @@
 
 namespace commfuse {
 
+namespace {
+
+// What every rank must pass alike, compared at the call's first synchronization so that a
+// mismatch names the argument (comm/call_check.hpp).
+comm::CallSignature signature(const ops::AllGatherMatmulPlanData& d) {
+  const ops::AllGatherMatmulProblem& p = d.problem;
+  comm::CallSignature s;
+  s.op = ops::kAllGatherMatmulOp;
+  s.add("m (x1 rows)", p.m).add("k (x1 columns)", p.k).add("n (x2 columns)", p.n);
+  s.add_dtype("dtype", p.dtype).add("comm_turn", p.comm_turn);
+  s.add("algorithm", static_cast<int64_t>(d.schedule),
+        ops::schedule_names<ops::AllGatherMatmulSchedule>());
+  return s;
+}
+
+}  // namespace
+
 AllGatherMatmulPlan::AllGatherMatmulPlan(const TensorView& x1, const TensorView& x2,
                                          std::string_view group, int world_size,
                                          const TensorView& output, const TensorView& gather_out,
                                          const AllGatherMatmulOptions& options)
-    : data_(std::make_unique<ops::AllGatherMatmulPlanData>(
-          ops::plan_all_gather_matmul(ops::validate_all_gather_matmul(
-              x1, x2, group, world_size, output, gather_out, options)))) {
+    : data_(std::make_unique<ops::AllGatherMatmulPlanData>(ops::plan_or_reject(group, [&] {
+        return ops::plan_all_gather_matmul(ops::validate_all_gather_matmul(
+            x1, x2, group, world_size, output, gather_out, options));
+      }))) {
+  data_->signature = signature(*data_);
   // Built only when printed: describing costs more than a tiny op itself.
   if (log::verbose_level() >= 1) log::verbose(ops::describe(*data_));
 }
@@ -38,9 +57,9 @@ const char* AllGatherMatmulPlan::schedule_name() const {
 
 void AllGatherMatmulPlan::execute(void* workspace, size_t workspace_bytes) {
   const ops::AllGatherMatmulProblem& p = data_->problem;
-  comm::CommImpl& c = ops::comm_for_execute(ops::kAllGatherMatmulOp, p.group, p.rank, p.world_size);
-  ops::check_workspace(ops::kAllGatherMatmulOp, c, workspace, workspace_bytes,
-                       data_->workspace_bytes);
+  comm::CommImpl& c = ops::begin_execute(ops::kAllGatherMatmulOp, p.group, p.rank, p.world_size,
+                                         workspace, workspace_bytes, data_->workspace_bytes);
+  const comm::CallScope call(data_->signature);
   switch (data_->schedule) {
     case ops::AllGatherMatmulSchedule::kFused:
       ops::run_all_gather_matmul_fused(*data_, c, workspace);

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "comm/call_check.hpp"
 #include "ops/common/row_gemm.hpp"
 #include "ops/common/tensor_checks.hpp"
 
@@ -38,8 +39,8 @@ struct AllGatherMatmulProblem {
   int64_t comm_turn = 0;
 };
 
-// Every rule of SPEC §2 for all_gather_matmul; throws (and aborts the group) on the first
-// violation.
+// Every rule of SPEC §2 for all_gather_matmul; throws on the first violation
+// (the API constructor tells the peers: ops::plan_or_reject).
 AllGatherMatmulProblem validate_all_gather_matmul(const TensorView& x1, const TensorView& x2,
                                                   std::string_view group, int world_size,
                                                   const TensorView& output,
@@ -56,6 +57,7 @@ enum class AllGatherMatmulSchedule {
 const char* schedule_name(AllGatherMatmulSchedule s);
 
 struct AllGatherMatmulPlanData {
+  comm::CallSignature signature;  // set by the API constructor (api.cpp)
   AllGatherMatmulProblem problem;
   AllGatherMatmulSchedule schedule = AllGatherMatmulSchedule::kFused;
   size_t workspace_bytes = 0;

@@ -8,12 +8,33 @@
 
 namespace commfuse {
 
+namespace {
+
+// What every rank must pass alike, compared at the call's first synchronization so that a
+// mismatch names the argument (comm/call_check.hpp).
+comm::CallSignature signature(const ops::AlltoAllMatmulPlanData& d) {
+  const ops::AlltoAllMatmulProblem& p = d.problem;
+  comm::CallSignature s;
+  s.op = ops::kAlltoAllMatmulOp;
+  s.add("BS (x1 rows)", p.bs).add("H (x1 columns)", p.h).add("N (x2 columns)", p.n);
+  s.add_dtype("dtype", p.dtype);
+  s.add("algorithm", static_cast<int64_t>(d.schedule),
+        ops::schedule_names<ops::AlltoAllMatmulSchedule>());
+  return s;
+}
+
+}  // namespace
+
 AlltoAllMatmulPlan::AlltoAllMatmulPlan(const TensorView& x1, const TensorView& x2,
                                        std::string_view group, const TensorView& output,
                                        const TensorView& all_to_all_out,
                                        const AlltoAllMatmulOptions& options)
-    : data_(std::make_unique<ops::AlltoAllMatmulPlanData>(ops::plan_alltoall_matmul(
-          ops::validate_alltoall_matmul(x1, x2, group, output, all_to_all_out, options)))) {}
+    : data_(std::make_unique<ops::AlltoAllMatmulPlanData>(ops::plan_or_reject(group, [&] {
+        return ops::plan_alltoall_matmul(
+            ops::validate_alltoall_matmul(x1, x2, group, output, all_to_all_out, options));
+      }))) {
+  data_->signature = signature(*data_);
+}
 
 AlltoAllMatmulPlan::~AlltoAllMatmulPlan() = default;
 AlltoAllMatmulPlan::AlltoAllMatmulPlan(AlltoAllMatmulPlan&&) noexcept = default;
@@ -29,9 +50,9 @@ const char* AlltoAllMatmulPlan::schedule_name() const {
 
 void AlltoAllMatmulPlan::execute(void* workspace, size_t workspace_bytes) {
   const ops::AlltoAllMatmulProblem& p = data_->problem;
-  comm::CommImpl& c = ops::comm_for_execute(ops::kAlltoAllMatmulOp, p.group, p.rank, p.world_size);
-  ops::check_workspace(ops::kAlltoAllMatmulOp, c, workspace, workspace_bytes,
-                       data_->workspace_bytes);
+  comm::CommImpl& c = ops::begin_execute(ops::kAlltoAllMatmulOp, p.group, p.rank, p.world_size,
+                                         workspace, workspace_bytes, data_->workspace_bytes);
+  const comm::CallScope call(data_->signature);
   switch (data_->schedule) {
     case ops::AlltoAllMatmulSchedule::kFused:
       ops::run_alltoall_matmul_fused(*data_, c, workspace);

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 
+#include "comm/call_check.hpp"
 #include "ops/common/tensor_checks.hpp"
 
 namespace commfuse::ops {
@@ -50,6 +51,7 @@ enum class AlltoAllMatmulSchedule {
 const char* schedule_name(AlltoAllMatmulSchedule s);
 
 struct AlltoAllMatmulPlanData {
+  comm::CallSignature signature;  // set by the API constructor (api.cpp)
   AlltoAllMatmulProblem problem;
   AlltoAllMatmulSchedule schedule = AlltoAllMatmulSchedule::kFused;
   size_t workspace_bytes = 0;

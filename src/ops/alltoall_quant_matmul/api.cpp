@@ -9,14 +9,34 @@
 
 namespace commfuse {
 
+namespace {
+
+// What every rank must pass alike, compared at the call's first synchronization so that a
+// mismatch names the argument (comm/call_check.hpp).
+comm::CallSignature signature(const ops::AlltoAllQuantMatmulPlanData& d) {
+  const ops::AlltoAllQuantMatmulProblem& p = d.problem;
+  comm::CallSignature s;
+  s.op = ops::kAlltoAllQuantMatmulOp;
+  s.add("BS (x1 rows)", p.bs).add("H (x1 columns)", p.h).add("N (x2 columns)", p.n);
+  s.add_dtype("x1 dtype", p.x1_dtype)
+      .add("quantization (0 A16W8, 1 A16W4, 2 A4W4)", static_cast<int64_t>(p.combo));
+  s.add("algorithm", static_cast<int64_t>(d.schedule),
+        ops::schedule_names<ops::AlltoAllQuantMatmulSchedule>());
+  return s;
+}
+
+}  // namespace
+
 AlltoAllQuantMatmulPlan::AlltoAllQuantMatmulPlan(const TensorView& x1, const TensorView& x2,
                                                  const TensorView& x2_scale, std::string_view group,
                                                  const TensorView& output,
                                                  const TensorView& all_to_all_out,
                                                  const AlltoAllQuantMatmulOptions& options)
-    : data_(std::make_unique<ops::AlltoAllQuantMatmulPlanData>(
-          ops::plan_alltoall_quant_matmul(ops::validate_alltoall_quant_matmul(
-              x1, x2, x2_scale, group, output, all_to_all_out, options)))) {
+    : data_(std::make_unique<ops::AlltoAllQuantMatmulPlanData>(ops::plan_or_reject(group, [&] {
+        return ops::plan_alltoall_quant_matmul(ops::validate_alltoall_quant_matmul(
+            x1, x2, x2_scale, group, output, all_to_all_out, options));
+      }))) {
+  data_->signature = signature(*data_);
   // Built only when printed: describing costs more than a tiny op itself.
   if (log::verbose_level() >= 1) log::verbose(ops::describe(*data_));
 }
@@ -48,9 +68,9 @@ const char* AlltoAllQuantMatmulPlan::combination_name() const {
 
 void AlltoAllQuantMatmulPlan::execute(void* workspace, size_t workspace_bytes) {
   const ops::AlltoAllQuantMatmulProblem& p = data_->problem;
-  comm::CommImpl& c =
-      ops::comm_for_execute(ops::kAlltoAllQuantMatmulOp, p.group, p.rank, p.world_size);
-  ops::check_workspace(ops::kAlltoAllQuantMatmulOp, c, workspace, workspace_bytes, data_->ws.total);
+  comm::CommImpl& c = ops::begin_execute(ops::kAlltoAllQuantMatmulOp, p.group, p.rank, p.world_size,
+                                         workspace, workspace_bytes, data_->ws.total);
+  const comm::CallScope call(data_->signature);
   switch (data_->schedule) {
     case ops::AlltoAllQuantMatmulSchedule::kFused:
       ops::run_alltoall_quant_matmul_fused(*data_, c, workspace);

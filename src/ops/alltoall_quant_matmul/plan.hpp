@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 
+#include "comm/call_check.hpp"
 #include "kernels/cpu/int_matmul.hpp"
 #include "ops/common/tensor_checks.hpp"
 
@@ -94,6 +95,7 @@ struct QuantWorkspace {
 };
 
 struct AlltoAllQuantMatmulPlanData {
+  comm::CallSignature signature;  // set by the API constructor (api.cpp)
   AlltoAllQuantMatmulProblem problem;
   AlltoAllQuantMatmulSchedule schedule = AlltoAllQuantMatmulSchedule::kFused;
   int a_max = 127;        // quantized activation bound: Q (A16) or 8 (int4 x1)

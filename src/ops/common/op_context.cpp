@@ -14,6 +14,16 @@ OpContext::OpContext(const char* op, std::string_view group) : op_(op) {
   }
 }
 
+void tell_peers_rejected(std::string_view group, const char* message) {
+  if (group.data() == nullptr) return;
+  try {
+    find_comm(group).impl().transport().reject(message);
+  } catch (const Error&) {  // no such group: no peers to tell
+  }
+}
+
+namespace {
+
 comm::CommImpl& comm_for_execute(const char* op, const std::string& group, int planned_rank,
                                  int planned_world_size) {
   comm::CommImpl* c = nullptr;
@@ -41,6 +51,16 @@ void check_workspace(const char* op, comm::CommImpl& c, const void* workspace,
   if (reinterpret_cast<uintptr_t>(workspace) % alignof(float) != 0)
     c.reject(Status::kParamInvalid,
              detail::cat(prefix(), "workspace is not ", alignof(float), "-byte aligned"));
+}
+
+}  // namespace
+
+comm::CommImpl& begin_execute(const char* op, const std::string& group, int planned_rank,
+                              int planned_world_size, const void* workspace, size_t workspace_bytes,
+                              size_t needed) {
+  comm::CommImpl& c = comm_for_execute(op, group, planned_rank, planned_world_size);
+  check_workspace(op, c, workspace, workspace_bytes, needed);
+  return c;
 }
 
 }  // namespace commfuse::ops

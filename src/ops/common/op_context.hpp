@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "comm/call_check.hpp"
 #include "comm/comm_impl.hpp"
 #include "core/error.hpp"
 
@@ -23,11 +24,12 @@ class OpContext {
   int rank() const { return comm_->rank(); }
   int world_size() const { return comm_->world_size(); }
 
-  // "all_gather_matmul(rank 3): <message>", and the group is aborted (CommImpl::reject) so
-  // that peers already inside the op fail at once naming this rank instead of hanging.
+  // Throws "all_gather_matmul(rank 3): <message>"; the plan step's wrapper (plan_or_reject)
+  // tells the peers.
   template <typename... Args>
   [[noreturn]] void reject(Status code, Args&&... args) const {
-    comm_->reject(code, detail::cat(op_, "(rank ", rank(), "): ", std::forward<Args>(args)...));
+    detail::throw_status(code,
+                         detail::cat(op_, "(rank ", rank(), "): ", std::forward<Args>(args)...));
   }
   template <typename... Args>
   [[noreturn]] void invalid(Args&&... args) const {
@@ -39,14 +41,37 @@ class OpContext {
   comm::CommImpl* comm_ = nullptr;
 };
 
-// The transport of the communicator named `group` at execute time. The plan keeps the name,
-// not a pointer, so a plan outliving its communicator fails cleanly (PARAM_INVALID).
-comm::CommImpl& comm_for_execute(const char* op, const std::string& group, int planned_rank,
-                                 int planned_world_size);
+// Tells the peers of the communicator named `group` (if there is one) that this rank
+// rejected its call (Transport::reject): those already inside the call fail it naming this
+// rank, and the communicator stays usable. Never throws.
+void tell_peers_rejected(std::string_view group, const char* message);
 
-// Workspace handed to execute: at least `needed` bytes, non-null when needed > 0, aligned
-// for float. Rejected before any communication, aborting the group like a plan error.
-void check_workspace(const char* op, comm::CommImpl& c, const void* workspace,
-                     size_t workspace_bytes, size_t needed);
+// The plan step of an operator (validation and planning, before anything is sent): any
+// error it throws is this rank's rejection of the call, told to the peers before it
+// propagates, so that a bad argument on one rank neither hangs the others nor breaks the
+// communicator.
+template <typename F>
+auto plan_or_reject(std::string_view group, F&& plan) {
+  try {
+    return plan();
+  } catch (const std::exception& e) {
+    tell_peers_rejected(group, e.what());
+    throw;
+  }
+}
+
+// Prints a signature's algorithm field by the op's schedule name (comm/call_check.hpp).
+template <typename Schedule>
+comm::CallSignature::NameFn schedule_names() {
+  return [](int64_t v) { return schedule_name(static_cast<Schedule>(v)); };
+}
+
+// What execute checks before it communicates: the communicator named `group` (the plan
+// keeps the name, not a pointer, so a plan outliving its communicator fails cleanly with
+// PARAM_INVALID) and the workspace (at least `needed` bytes, non-null when needed > 0,
+// aligned for float; rejected like a plan error). Returns the communicator.
+comm::CommImpl& begin_execute(const char* op, const std::string& group, int planned_rank,
+                              int planned_world_size, const void* workspace, size_t workspace_bytes,
+                              size_t needed);
 
 }  // namespace commfuse::ops

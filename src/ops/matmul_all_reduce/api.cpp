@@ -9,11 +9,31 @@
 
 namespace commfuse {
 
+namespace {
+
+// What every rank must pass alike, compared at the call's first synchronization so that a
+// mismatch names the argument (comm/call_check.hpp).
+comm::CallSignature signature(const ops::MatmulAllReducePlanData& d) {
+  const ops::MatmulReduceProblem& p = d.problem;
+  comm::CallSignature s;
+  s.op = ops::kMatmulAllReduceOp;
+  s.add("m (x1 rows)", p.m).add("k (x1 columns)", p.k).add("n (x2 columns)", p.n);
+  s.add_dtype("dtype", p.dtype).add("comm_turn", p.comm_turn);
+  s.add("algorithm", static_cast<int64_t>(d.schedule),
+        ops::schedule_names<ops::MatmulAllReduceSchedule>());
+  return s;
+}
+
+}  // namespace
+
 MatmulAllReducePlan::MatmulAllReducePlan(const TensorView& x1, const TensorView& x2,
                                          std::string_view group, const TensorView& output,
                                          const MatmulReduceOptions& options)
-    : data_(std::make_unique<ops::MatmulAllReducePlanData>(ops::plan_matmul_all_reduce(
-          ops::validate_matmul_all_reduce(x1, x2, group, output, options)))) {
+    : data_(std::make_unique<ops::MatmulAllReducePlanData>(ops::plan_or_reject(group, [&] {
+        return ops::plan_matmul_all_reduce(
+            ops::validate_matmul_all_reduce(x1, x2, group, output, options));
+      }))) {
+  data_->signature = signature(*data_);
   // Built only when printed: describing costs more than a tiny op itself.
   if (log::verbose_level() >= 1) log::verbose(ops::describe(*data_));
 }
@@ -36,9 +56,9 @@ const char* MatmulAllReducePlan::schedule_name() const {
 
 void MatmulAllReducePlan::execute(void* workspace, size_t workspace_bytes) {
   const ops::MatmulReduceProblem& p = data_->problem;
-  comm::CommImpl& c = ops::comm_for_execute(ops::kMatmulAllReduceOp, p.group, p.rank, p.world_size);
-  ops::check_workspace(ops::kMatmulAllReduceOp, c, workspace, workspace_bytes,
-                       data_->workspace_bytes);
+  comm::CommImpl& c = ops::begin_execute(ops::kMatmulAllReduceOp, p.group, p.rank, p.world_size,
+                                         workspace, workspace_bytes, data_->workspace_bytes);
+  const comm::CallScope call(data_->signature);
   switch (data_->schedule) {
     case ops::MatmulAllReduceSchedule::kFusedRsAllGather:
       ops::run_matmul_all_reduce_rs_all_gather(*data_, c, workspace);

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "comm/call_check.hpp"
 #include "ops/common/matmul_reduce.hpp"
 
 namespace commfuse::ops {
@@ -31,6 +32,7 @@ enum class MatmulAllReduceSchedule {
 const char* schedule_name(MatmulAllReduceSchedule s);
 
 struct MatmulAllReducePlanData {
+  comm::CallSignature signature;  // set by the API constructor (api.cpp)
   MatmulReduceProblem problem;
   MatmulAllReduceSchedule schedule = MatmulAllReduceSchedule::kFused;
   size_t workspace_bytes = 0;

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "comm/call_check.hpp"
 #include "ops/common/matmul_reduce.hpp"
 
 namespace commfuse::ops {
@@ -29,6 +30,7 @@ enum class MatmulReduceScatterSchedule {
 const char* schedule_name(MatmulReduceScatterSchedule s);
 
 struct MatmulReduceScatterPlanData {
+  comm::CallSignature signature;  // set by the API constructor (api.cpp)
   MatmulReduceProblem problem;
   MatmulReduceScatterSchedule schedule = MatmulReduceScatterSchedule::kFused;
   size_t workspace_bytes = 0;

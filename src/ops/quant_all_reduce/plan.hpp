@@ -1,12 +1,14 @@
 // QuantAllReduce (SPEC §4): validate.cpp (rejection rules), plan.cpp (schedule and
 // workspace), schedule_rs_all_gather.cpp and schedule_gather_stream.cpp (the fused
-// schedules), schedule_unfused.cpp (the reference), api.cpp (public C++ entry points; the C API is src/api/c_api_quant.cpp).
+// schedules), schedule_unfused.cpp (the reference), api.cpp (public C++ entry points; the C API is
+// src/api/c_api_quant.cpp).
 #pragma once
 
 #include <commfuse/commfuse.hpp>
 
 #include <cstddef>
 
+#include "comm/call_check.hpp"
 #include "ops/common/quant_reduce.hpp"
 
 namespace commfuse::ops {
@@ -30,6 +32,7 @@ inline constexpr int kRsAllGatherMinRanks = 4;
 const char* schedule_name(QuantAllReduceSchedule s);
 
 struct QuantAllReducePlanData {
+  comm::CallSignature signature;  // set by the API constructor (api.cpp)
   QuantReduceProblem problem;
   QuantAllReduceSchedule schedule = QuantAllReduceSchedule::kGatherStream;
   size_t workspace_bytes = 0;

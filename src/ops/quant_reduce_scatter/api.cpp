@@ -8,11 +8,32 @@
 
 namespace commfuse {
 
+namespace {
+
+// What every rank must pass alike, compared at the call's first synchronization so that a
+// mismatch names the argument (comm/call_check.hpp).
+comm::CallSignature signature(const ops::QuantReduceScatterPlanData& d) {
+  const ops::QuantReduceProblem& p = d.problem;
+  comm::CallSignature s;
+  s.op = ops::kQuantReduceScatterOp;
+  s.add("BS (x rows)", p.rows).add("H (x columns)", p.h).add_dtype("x dtype", p.x_dtype);
+  s.add("scales (0 per-group float32, 1 MX e8m0)", static_cast<int64_t>(p.kind));
+  s.add("algorithm", static_cast<int64_t>(d.schedule),
+        ops::schedule_names<ops::QuantReduceScatterSchedule>());
+  return s;
+}
+
+}  // namespace
+
 QuantReduceScatterPlan::QuantReduceScatterPlan(const TensorView& x, const TensorView& scales,
                                                std::string_view group, std::string_view reduce_op,
                                                const TensorView& output)
-    : data_(std::make_unique<ops::QuantReduceScatterPlanData>(ops::plan_quant_reduce_scatter(
-          ops::validate_quant_reduce_scatter(x, scales, group, reduce_op, output)))) {}
+    : data_(std::make_unique<ops::QuantReduceScatterPlanData>(ops::plan_or_reject(group, [&] {
+        return ops::plan_quant_reduce_scatter(
+            ops::validate_quant_reduce_scatter(x, scales, group, reduce_op, output));
+      }))) {
+  data_->signature = signature(*data_);
+}
 
 QuantReduceScatterPlan::~QuantReduceScatterPlan() = default;
 QuantReduceScatterPlan::QuantReduceScatterPlan(QuantReduceScatterPlan&&) noexcept = default;
@@ -29,10 +50,9 @@ const char* QuantReduceScatterPlan::schedule_name() const {
 
 void QuantReduceScatterPlan::execute(void* workspace, size_t workspace_bytes) {
   const ops::QuantReduceProblem& p = data_->problem;
-  comm::CommImpl& c =
-      ops::comm_for_execute(ops::kQuantReduceScatterOp, p.group, p.rank, p.world_size);
-  ops::check_workspace(ops::kQuantReduceScatterOp, c, workspace, workspace_bytes,
-                       data_->workspace_bytes);
+  comm::CommImpl& c = ops::begin_execute(ops::kQuantReduceScatterOp, p.group, p.rank, p.world_size,
+                                         workspace, workspace_bytes, data_->workspace_bytes);
+  const comm::CallScope call(data_->signature);
   switch (data_->schedule) {
     case ops::QuantReduceScatterSchedule::kAllToAllStream:
       ops::run_quant_reduce_scatter_all_to_all_stream(*data_, c, workspace);

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 
+#include "comm/call_check.hpp"
 #include "ops/common/quant_reduce.hpp"
 
 namespace commfuse::ops {
@@ -26,6 +27,7 @@ enum class QuantReduceScatterSchedule {
 const char* schedule_name(QuantReduceScatterSchedule s);
 
 struct QuantReduceScatterPlanData {
+  comm::CallSignature signature;  // set by the API constructor (api.cpp)
   QuantReduceProblem problem;
   QuantReduceScatterSchedule schedule = QuantReduceScatterSchedule::kAllToAllStream;
   size_t workspace_bytes = 0;

@@ -1,0 +1,131 @@
+#include "comm/call_check.hpp"
+
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace commfuse::comm {
+namespace {
+
+thread_local const CallSignature* t_call = nullptr;
+
+std::string value_str(const CallSignature& s, int i, int64_t v) {
+  return s.names[i] != nullptr ? std::string(s.names[i](v)) : std::to_string(v);
+}
+
+const char* dtype_or_number(int64_t v) {
+  try {
+    return dtype_name(static_cast<DType>(v)).data();  // names are string literals
+  } catch (const Error&) {
+    return "(not a dtype)";
+  }
+}
+
+// The operator a descriptor belongs to: its signature's name, or the collective's.
+std::string call_name(const PeerCall& c) {
+  if (c.sig->op[0] != '\0') return std::string(c.sig->op, strnlen(c.sig->op, sizeof c.sig->op));
+  return coll_op_name(c.coll.op);
+}
+
+}  // namespace
+
+CallSignature& CallSignature::add(const char* label, int64_t value, NameFn name) {
+  CF_ASSERT(nfields < kMaxFields);
+  labels[nfields] = label;
+  values[nfields] = value;
+  names[nfields] = name;
+  ++nfields;
+  return *this;
+}
+
+CallSignature& CallSignature::add_dtype(const char* label, DType value) {
+  return add(label, static_cast<int64_t>(value), dtype_or_number);
+}
+
+const CallSignature* current_call() {
+  return t_call;
+}
+
+CallScope::CallScope(const CallSignature& s) : outer_(t_call) {
+  t_call = &s;
+}
+
+CallScope::~CallScope() {
+  t_call = outer_;
+}
+
+WireSignature wire_signature() {
+  WireSignature w{};
+  const CallSignature* s = t_call;
+  if (s == nullptr) return w;
+  std::strncpy(w.op, s->op, sizeof w.op - 1);
+  w.nfields = static_cast<uint32_t>(s->nfields);
+  for (int i = 0; i < s->nfields; ++i) w.values[i] = s->values[i];
+  return w;
+}
+
+void fail_call(const char* op, int rank, const std::vector<PeerCall>& all) {
+  const PeerCall& mine = all[rank];
+  const std::string me = detail::cat(call_name(mine), "(rank ", rank, "): ");
+  const int size = static_cast<int>(all.size());
+  // A failed peer first: its transport is gone, so this call — and the communicator — are too.
+  for (int r = 0; r < size; ++r)
+    if (r != rank && all[r].failed)
+      detail::throw_status(Status::kRuntimeError, detail::cat(op, "(rank ", rank, "): rank ", r,
+                                                              " failed: ", all[r].reason));
+  for (int r = 0; r < size; ++r)
+    if (r != rank && all[r].rejected)
+      throw CallFailed(detail::cat(me, "rank ", r,
+                                   " rejected the call (nothing was sent; the "
+                                   "communicator stays usable): ",
+                                   all[r].reason));
+  // Ranks that made different numbers of calls have lost step: nothing after is trustworthy.
+  for (int r = 0; r < size; ++r)
+    if (all[r].op_seq != mine.op_seq)
+      detail::throw_status(
+          Status::kRuntimeError,
+          detail::cat(op, "(rank ", rank, "): rank ", r, " is at its call #", all[r].op_seq,
+                      " but rank ", rank, " at call #", mine.op_seq,
+                      " (the ranks' calls went out of step; the communicator is unusable)"));
+  const CallSignature* sig = current_call();
+  for (int r = 0; r < size; ++r) {
+    const PeerCall& t = all[r];
+    if (r == rank || same_call(mine, t)) continue;
+    const std::string theirs = call_name(t), ours = call_name(mine);
+    if (theirs != ours)
+      throw CallFailed(detail::cat(me, "rank ", r, " called ", theirs, " but rank ", rank,
+                                   " called ", ours,
+                                   " (every rank must call the same operators in the same order)"));
+    if (sig != nullptr && !(*t.sig == *mine.sig))
+      for (int i = 0; i < sig->nfields; ++i)
+        if (t.sig->values[i] != mine.sig->values[i])
+          throw CallFailed(detail::cat(me, "rank ", r, " passed ", sig->labels[i], " ",
+                                       value_str(*sig, i, t.sig->values[i]), ", rank ", rank,
+                                       " passed ", value_str(*sig, i, mine.sig->values[i]),
+                                       " (every rank must pass the same ", sig->labels[i], ")"));
+    if (sig == nullptr) {  // a plain collective: the first of its arguments that differs
+      const CollDesc &a = t.coll, &b = mine.coll;
+      const char* what = a.count != b.count   ? "count"
+                         : a.dtype != b.dtype ? "dtype"
+                         : a.root != b.root   ? "root"
+                                              : "piece size";
+      auto value = [&](const CollDesc& d) -> std::string {
+        if (what[0] == 'c') return std::to_string(d.count);
+        if (what[0] == 'r') return std::to_string(d.root);
+        if (what[0] == 'p') return std::to_string(d.piece);
+        return dtype_or_number(static_cast<int64_t>(d.dtype));
+      };
+      throw CallFailed(detail::cat(me, "rank ", r, " passed ", what, " ", value(a), ", rank ", rank,
+                                   " passed ", value(b), " (every rank must pass the same ", what,
+                                   ")"));
+    }
+    // Equal arguments, different collectives: the ranks planned differently (environment).
+    throw CallFailed(detail::cat(me, "rank ", r, " called ", describe(t.coll), ", rank ", rank,
+                                 " called ", describe(mine.coll),
+                                 " (the same arguments planned differently: set COMMFUSE_* "
+                                 "alike on every rank)"));
+  }
+  CF_ASSERT(false);  // called although every descriptor matched
+}
+
+}  // namespace commfuse::comm

@@ -1,0 +1,99 @@
+// Which user call a collective belongs to, and the check every transport makes at a call's
+// first synchronization: every rank's descriptor is compared before any data moves, so a
+// rejection or a mismatch is seen by every rank at the same point and fails the call on
+// each of them alike — leaving the communicator usable (issue 14: argument errors are
+// local; only transport failures are fatal).
+//
+// An operator's execute opens a CallScope with its signature — the operator's name and
+// the arguments that every rank must pass alike (m, k, n, dtype, the chosen algorithm...)
+// — and every collective it runs carries the signature on the wire, so a mismatch is
+// reported in the user's terms ("all_gather_matmul: rank 1 passed m (x1 rows) 5, rank 0
+// passed 4") rather than in the transport's ("gather_stream count 1280 int8"). Thread-local
+// because the collectives are several layers below the op and a rank may run ops from
+// several threads on different communicators.
+#pragma once
+
+#include <commfuse/commfuse.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "comm/transport.hpp"
+
+namespace commfuse::comm {
+
+struct CallSignature {
+  static constexpr int kMaxFields = 8;
+  using NameFn = const char* (*)(int64_t value);
+  const char* op = nullptr;  // the operator, as the user called it; null: a plain collective
+  int nfields = 0;
+  const char* labels[kMaxFields] = {};  // "m (x1 rows)": what the user passed
+  int64_t values[kMaxFields] = {};
+  NameFn names[kMaxFields] = {};  // prints an enum value (dtype, algorithm) by name
+
+  // Appends one field; returns *this so plans can chain add(...).add(...).
+  CallSignature& add(const char* label, int64_t value, NameFn name = nullptr);
+  CallSignature& add_dtype(const char* label, DType value);
+};
+
+// The signature as it travels with a descriptor (labels stay local: both sides of a
+// comparison run the same operator, or the operator names already differ).
+struct WireSignature {
+  char op[32];
+  uint32_t nfields;
+  uint32_t reserved;
+  int64_t values[CallSignature::kMaxFields];
+
+  bool operator==(const WireSignature&) const = default;
+};
+
+// The signature of the call this thread is in (null outside any operator).
+const CallSignature* current_call();
+
+class CallScope {
+ public:
+  explicit CallScope(const CallSignature& s);
+  ~CallScope();
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+
+ private:
+  const CallSignature* outer_;
+};
+
+// current_call() on the wire; all zero (op "") outside an operator.
+WireSignature wire_signature();
+
+// Thrown when every rank learns at the same synchronization that the call cannot proceed
+// (a peer rejected it, or the ranks' descriptors disagree): nothing was moved, so the
+// transport stays usable. A RuntimeFailure for the user.
+class CallFailed : public RuntimeFailure {
+ public:
+  using RuntimeFailure::RuntimeFailure;
+};
+
+// One rank's descriptor of the call, as a transport received it.
+struct PeerCall {
+  CollDesc coll;
+  uint32_t op_seq = 0;
+  bool rejected = false;  // the rank rejected its arguments; reason says why
+  bool failed = false;    // the rank's transport failed (fatal); reason says why
+  const WireSignature* sig = nullptr;
+  std::string_view reason;  // filled only for the report (fail_call)
+};
+
+// Whether rank r's descriptor is exactly this rank's (the fast path of every collective).
+inline bool same_call(const PeerCall& mine, const PeerCall& theirs) {
+  return !theirs.rejected && !theirs.failed && theirs.op_seq == mine.op_seq &&
+         theirs.coll == mine.coll && *theirs.sig == *mine.sig;
+}
+
+// Called when some rank's descriptor differs from this rank's (all[rank] is mine): throws
+// RuntimeFailure (fatal: a failed peer, a different number of calls) or CallFailed (a
+// peer's rejection, naming the first rejecting rank and its message; or the first argument
+// on which two ranks disagree, with both values).
+[[noreturn]] void fail_call(const char* op, int rank, const std::vector<PeerCall>& all);
+
+}  // namespace commfuse::comm
