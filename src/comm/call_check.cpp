@@ -64,6 +64,16 @@ WireSignature wire_signature() {
   return w;
 }
 
+void rethrow_in_call() {
+  const CallSignature* call = t_call;
+  if (call == nullptr) throw;
+  try {
+    throw;
+  } catch (const Error& e) {
+    detail::throw_status(e.code(), detail::cat(call->op, ": ", e.what()));
+  }
+}
+
 void fail_call(const char* op, int rank, const std::vector<PeerCall>& all) {
   const PeerCall& mine = all[rank];
   const std::string me = detail::cat(call_name(mine), "(rank ", rank, "): ");

@@ -74,6 +74,11 @@ class CallFailed : public RuntimeFailure {
   using RuntimeFailure::RuntimeFailure;
 };
 
+// In a catch block of a transport failure: rethrows it, prefixed "<operator>: " when the
+// collective ran inside an operator, so the user reads which of their calls failed
+// ("all_gather_matmul: gather_stream(rank 0): rank 1 (pid ..) exited or was killed ...").
+[[noreturn]] void rethrow_in_call();
+
 // One rank's descriptor of the call, as a transport received it.
 struct PeerCall {
   CollDesc coll;

@@ -10,7 +10,7 @@
 namespace commfuse::params {
 namespace {
 
-constexpr std::array<Param, 11> kParams{{
+constexpr std::array<Param, 12> kParams{{
     {"COMMFUSE_LOG", Kind::kChoice, "warn", "error|warn|info|debug",
      "log level; lines go to stderr prefixed host:pid:rank"},
     {"COMMFUSE_TIMEOUT_S", Kind::kInt, "300", "",
@@ -37,6 +37,9 @@ constexpr std::array<Param, 11> kParams{{
     {"COMMFUSE_ALGO", Kind::kString, "", "",
      "force operator algorithms: <op>:<name>[,<op>:<name>...], e.g. all_gather_matmul:unfused "
      "(same on every rank)"},
+    {"COMMFUSE_FAULT", Kind::kString, "", "",
+     "fault injection for tests: <rank>:<op>:<piece>:<kill|stall|exit> makes that rank die, "
+     "hang or exit at piece/step <piece> of operator or collective <op>"},
 }};
 
 const Param& find(std::string_view env) {

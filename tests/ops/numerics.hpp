@@ -18,5 +18,6 @@ int case_reject_peer(commfuse::Comm& comm);  // reject.cpp: rank 1 wrong, others
 int case_alltoall_numerics(commfuse::Comm& comm);
 int case_alltoall_reject(commfuse::Comm& comm);
 int case_recover(commfuse::Comm& comm);  // recover.cpp: a rejected call never kills the group
+int case_fault(commfuse::Comm& comm);    // recover.cpp: COMMFUSE_FAULT kills a rank mid-op
 
 }  // namespace optest

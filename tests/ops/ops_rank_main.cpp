@@ -2,7 +2,7 @@
 // by mpirun (init "mpi"), like the collectives' multi-rank tests. Prints
 // "rank R: <case> OK" and exits 0, or prints what went wrong and exits 1.
 //
-//   commfuse_ops_rank_tests numerics | c_api | reject | reject_peer | recover
+//   commfuse_ops_rank_tests numerics | c_api | reject | reject_peer | recover | fault
 #include <commfuse/commfuse.hpp>
 
 #include <cstdio>
@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
       {"alltoall_numerics", optest::case_alltoall_numerics},
       {"alltoall_reject", optest::case_alltoall_reject},
       {"recover", optest::case_recover},
+      {"fault", optest::case_fault},
   };
   if (argc != 2 || !cases.count(argv[1])) {
     std::fprintf(stderr, "usage: %s <case>\n", argv[0]);

@@ -1,11 +1,15 @@
-// Issue 14: a rejected call never kills the group. For every operator and collective: a good
-// call, then calls where every rank rejects its arguments, where only the last rank does,
-// and where rank 1 passes a shape its peers do not — each followed by the good call again,
-// which must succeed on every rank with the same bits as the first. Peers of a rejecting
+// Reliability cases (issue 14). recover: a rejected call never kills the group. For every operator
+// and collective: a good call, then calls where every rank rejects its arguments, where only the
+// last rank does, and where rank 1 passes a shape its peers do not — each followed by the good call
+// again, which must succeed on every rank with the same bits as the first. Peers of a rejecting
 // rank fail with RuntimeFailure naming it and its message; a mismatch names the argument
-// and both values; the communicator stays usable throughout.
+// and both values; the communicator stays usable throughout. fault: the operator named by
+// COMMFUSE_TEST_OP in a loop while COMMFUSE_FAULT makes one rank die, hang or exit in it
+// (tests/ops/run_fault.sh checks what the survivors and the launcher report).
 #include <commfuse/commfuse.hpp>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -254,6 +258,49 @@ int case_recover(commfuse::Comm& comm) {
     EXPECT(good("a mismatch") == ref, "%s: different result after a mismatch", c.name);
   }
   return 0;
+}
+
+int case_fault(commfuse::Comm& comm) {
+  const char* op = std::getenv("COMMFUSE_TEST_OP");
+  const char* fault = std::getenv("COMMFUSE_FAULT");
+  EXPECT(op != nullptr && fault != nullptr,
+         "the fault case needs COMMFUSE_TEST_OP and COMMFUSE_FAULT");
+  if (op == nullptr || fault == nullptr) return 1;
+  const int faulty = std::atoi(fault);
+  Buffers b(comm.rank()), h16(comm.rank()), i8(comm.rank());
+  narrow(h16.a, h16.a.size() / 4, DType::kFloat16);
+  narrow(h16.b, h16.b.size() / 4, DType::kFloat16);
+  narrow(i8.a, i8.a.size() / 4, DType::kInt8);
+  narrow(i8.b, i8.b.size() / 4, DType::kInt8);
+  const std::vector<OpCase> ops = op_cases(comm, b, h16, i8);
+  const OpCase* c = nullptr;
+  for (const OpCase& o : ops)
+    if (std::string(o.name) == op) c = &o;
+  EXPECT(c != nullptr, "COMMFUSE_TEST_OP=%s is not an operator of this test", op);
+  if (c == nullptr) return 1;
+  // all_reduce: enough data for several shm steps, so a fault at piece 1 or 2 hits mid-call.
+  std::vector<float> big(8192, 1.0f), big_out(big.size());
+  for (int i = 0; i < 20; ++i) {
+    try {
+      if (std::string(op) == "all_reduce")
+        comm.all_reduce(big.data(), big_out.data(), big.size(), DType::kFloat32);
+      else
+        c->call(Mode::kGood);
+    } catch (const commfuse::RuntimeFailure& e) {
+      // The test script counts these lines: every survivor must print one.
+      std::printf("rank %d: got expected error: %s\n", comm.rank(), e.what());
+      std::fflush(stdout);
+      EXPECT(contains(e.what(), "rank " + std::to_string(faulty)) && contains(e.what(), op),
+             "the error does not name rank %d and %s: %s", faulty, op, e.what());
+      EXPECT(!comm.usable(), "usable after a peer's failure");
+      // Exit non-zero, as a job whose peer failed does: a launcher then stops the others
+      // (a stalled rank never exits by itself).
+      return optest::g_failures == 0 ? 3 : 1;
+    }
+  }
+  EXPECT(false, "rank %d: 20 calls of %s and no failure (COMMFUSE_FAULT=%s)", comm.rank(), op,
+         fault);
+  return 1;
 }
 
 }  // namespace optest

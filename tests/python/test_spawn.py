@@ -109,3 +109,27 @@ def test_join_timeout_terminates_the_stragglers():
     with pytest.raises(TimeoutError, match=r"ranks \[1\] did not finish"):
         ctx.join(timeout=1.0)
     assert not any(p.is_alive() for p in ctx.processes)
+
+
+def _all_reduce_loop(rank):
+    import numpy as np
+
+    with commfuse.init() as comm:
+        for _ in range(10):
+            comm.all_reduce(np.ones(16, np.float32))
+
+
+@pytest.mark.parametrize("action", ["kill", "exit"])
+def test_fault_injection_is_reported_with_the_faulty_rank(monkeypatch, action):
+    # COMMFUSE_FAULT (read in each child): rank 1 dies inside its first all_reduce; spawn
+    # names it, or rank 0's RuntimeFailure names it, whichever it sees first.
+    monkeypatch.setenv("COMMFUSE_FAULT", f"1:all_reduce:0:{action}")
+    monkeypatch.setenv("COMMFUSE_TIMEOUT_S", "5")
+    with pytest.raises(commfuse.SpawnError) as info:
+        run(_all_reduce_loop, 2)
+    e = info.value
+    if e.rank == 1:
+        assert isinstance(e, commfuse.ProcessExitedException), e
+        assert ("SIGKILL" in str(e)) if action == "kill" else e.exit_code == 3, str(e)
+    else:
+        assert isinstance(e.exception, commfuse.RuntimeFailure) and "rank 1" in str(e), str(e)

@@ -42,7 +42,15 @@ constexpr const char* kOp = "comm init";
 void finalize_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  if (mpi::peer_unresponsive()) {
+    // MPI_Finalize would wait for the failed peer (measured: forever, for a stalled one);
+    // exiting without it makes mpirun end the job and report this process.
+    std::fprintf(stderr,
+                 "commfuse: not calling MPI_Finalize: a peer failed and it would wait for it\n");
+    return;
+  }
+  MPI_Finalize();
 }
 
 // Initializes MPI unless the program did. Whoever initializes finalizes: we do it at exit,

@@ -190,15 +190,18 @@ void Pipeline::thread_main() {
 
 std::string Pipeline::missing(size_t piece) const {
   std::string s;
+  int n = 0;
   const Piece& p = *pieces_[piece];
   for (size_t i = 0; i < p.recvs.size(); ++i)
     if (i < p.recv_reqs.size() && p.recv_reqs[i] != MPI_REQUEST_NULL)
-      s += detail::cat(s.empty() ? "" : ", ", p.recvs[i].peer);
+      s += detail::cat(n++ == 0 ? "" : ", ", p.recvs[i].peer);
   return detail::cat(op_, "(rank ", rank_, "): timed out after ", timeout_s_,
-                     " s (COMMFUSE_TIMEOUT_S) waiting for ranks ", s.empty() ? "?" : s);
+                     " s (COMMFUSE_TIMEOUT_S) waiting for ", n == 1 ? "rank " : "ranks ",
+                     n == 0 ? "?" : s);
 }
 
 void Pipeline::fail(const std::string& why) {
+  note_peer_unresponsive();
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
   detail::throw_status(Status::kRuntimeError, why);

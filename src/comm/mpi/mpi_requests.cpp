@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -74,8 +75,21 @@ bool poll(std::vector<MPI_Request>& requests, int timeout_s, bool oversubscribed
 
 }  // namespace
 
+namespace {
+std::atomic<bool> g_peer_unresponsive{false};
+}  // namespace
+
+void note_peer_unresponsive() {
+  g_peer_unresponsive.store(true);
+}
+
+bool peer_unresponsive() {
+  return g_peer_unresponsive.load();
+}
+
 void check(int rc, const char* call, const char* op, int rank) {
   if (rc == MPI_SUCCESS) return;
+  note_peer_unresponsive();
   char text[MPI_MAX_ERROR_STRING] = {};
   int len = 0;
   MPI_Error_string(rc, text, &len);
@@ -89,6 +103,7 @@ void wait_all(std::vector<MPI_Request>& requests, const char* op, int rank, int 
   // Collective requests cannot be cancelled; the communicator is abandoned with them.
   for (auto& r : requests)
     if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+  note_peer_unresponsive();
   detail::throw_status(Status::kRuntimeError,
                        detail::cat(op, "(rank ", rank, "): timed out after ", timeout_s,
                                    " s (COMMFUSE_TIMEOUT_S) waiting for the other ranks"));
@@ -138,6 +153,7 @@ void Batch::wait() {
     return;
   }
   const std::string missing = missing_peers();
+  note_peer_unresponsive();
   detail::throw_status(Status::kRuntimeError,
                        detail::cat(op_, "(rank ", rank_, "): timed out after ", timeout_s_,
                                    " s (COMMFUSE_TIMEOUT_S) waiting for ", missing));
@@ -153,7 +169,7 @@ std::string Batch::missing_peers() const {
     std::sort(ranks.begin(), ranks.end());
     ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
     if (ranks.empty()) continue;
-    std::string s = "ranks ";
+    std::string s = ranks.size() == 1 ? "rank " : "ranks ";
     for (size_t i = 0; i < ranks.size(); ++i) s += detail::cat(i ? ", " : "", ranks[i]);
     return recv ? s : s + " to take rank " + std::to_string(rank_) + "'s data";
   }

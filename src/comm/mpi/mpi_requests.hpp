@@ -12,6 +12,13 @@
 
 namespace commfuse::comm::mpi {
 
+// Set once an MPI wait of this process timed out or an MPI call failed: a peer may be dead
+// or stuck, and MPI_Finalize at exit, which synchronizes with every process, would wait for
+// it forever (measured with a stalled peer), so mpi_comm.cpp then skips it; mpirun, seeing
+// a process exit without finalizing, ends the job and reports it.
+void note_peer_unresponsive();
+bool peer_unresponsive();
+
 // Throws RUNTIME_ERROR "<op>(rank <rank>): <call> failed: <MPI's message>" unless rc is
 // MPI_SUCCESS.
 void check(int rc, const char* call, const char* op, int rank);

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "comm/fault.hpp"
 #include "comm/mpi/mpi_pipeline.hpp"
 #include "comm/mpi/mpi_transport.hpp"
 #include "core/trace.hpp"
@@ -78,6 +79,7 @@ void MpiTransport::gather_stream(const GatherStream& gs) {
     for (size_t i = 0; i <= pieces.size(); ++i) {
       if (i < pieces.size()) {
         const Piece& p = pieces[i];
+        fault_point(rank_, op, i);
         {
           trace::Span span("pack", op, rank_, p.n);
           gs.pack(at(rank_, p.off), p.off, p.n);
@@ -133,6 +135,7 @@ void MpiTransport::all_to_all_stream(const AllToAllStream& as) {
     for (size_t i = 0; i <= pieces.size(); ++i) {
       if (i < pieces.size()) {
         const Piece& p = pieces[i];
+        fault_point(rank_, op, i);
         std::vector<Pipeline::Transfer> sends;
         for (int k = 1; k <= size_; ++k) {  // peers first, so their data leaves early
           const int q = (rank_ + k) % size_;

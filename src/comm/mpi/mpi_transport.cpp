@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "comm/fault.hpp"
 #include "comm/mpi/mpi_requests.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -90,6 +91,7 @@ template <typename Body>
 void MpiTransport::run(const CollDesc& desc, Body&& body) {
   const char* op = coll_op_name(desc.op);
   check_usable(op, rank_, failure_);
+  fault_point(rank_, op, 0);  // the streams' later pieces: mpi_stream.cpp
   ++op_seq_;
   try {
     WireDesc mine{};
@@ -106,10 +108,10 @@ void MpiTransport::run(const CollDesc& desc, Body&& body) {
   } catch (const CallFailed&) {  // every rank failed it after the descriptors: still usable
     throw;
   } catch (const std::exception& e) {  // ours, or one a stream callback let through
-    // Every rank saw the same descriptors, so a mismatch or a failed peer fails everyone
-    // alike; after a timeout MPI's state is unknown. Either way nothing more is sent.
+    // A failed peer fails everyone alike; after a timeout MPI's state is unknown. Either
+    // way nothing more is sent.
     failure_ = e.what();
-    throw;
+    rethrow_in_call();
   }
 }
 

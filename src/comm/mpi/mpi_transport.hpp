@@ -24,6 +24,7 @@
 namespace commfuse::comm::mpi {
 
 // What a rank sends before every collective. op 0 means "this rank failed" with a reason.
+
 struct WireDesc {
   uint32_t op;
   int32_t dtype;

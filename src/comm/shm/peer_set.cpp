@@ -98,10 +98,11 @@ void PeerSet::abort(const std::string& reason) {
 
 std::string PeerSet::missing_ranks(uint32_t target) {
   std::string s;
+  int n = 0;
   for (int r = 0; r < size(); ++r)
     if (r != rank_ && !reached(of(r).progress.load(), target))
-      s += detail::cat(s.empty() ? "" : ", ", r);
-  return s;
+      s += detail::cat(n++ == 0 ? "" : ", ", r);
+  return detail::cat(n == 1 ? "rank " : "ranks ", s);
 }
 
 void PeerSet::fail_waiting(const char* op, uint32_t /*target*/, const std::string& why) {
@@ -146,10 +147,9 @@ void PeerSet::wait(int peer, uint32_t target, const char* op) {
       next_check = now + std::chrono::milliseconds(100);
     }
     if (now >= deadline)
-      fail_waiting(
-          op, target,
-          detail::cat("timed out after ", timeout_.count(),
-                      " s (COMMFUSE_TIMEOUT_S) waiting for ranks ", missing_ranks(target)));
+      fail_waiting(op, target,
+                   detail::cat("timed out after ", timeout_.count(),
+                               " s (COMMFUSE_TIMEOUT_S) waiting for ", missing_ranks(target)));
     c.waiters.fetch_add(1, std::memory_order_seq_cst);
     if (!reached(c.progress.load(std::memory_order_seq_cst), target))
       futex_wait(&c.progress, seen, 20);

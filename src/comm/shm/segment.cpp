@@ -80,6 +80,16 @@ Segment Segment::open(const std::string& name, size_t bytes) {
         Status::kRuntimeError,
         detail::cat("shm: segment ", name, " is ", st.st_size, " bytes, expected ", bytes));
   }
+  // Peers are processes of the same user (docs/reliability.md, threat model): a segment of
+  // that name owned by anyone else, or readable by others, is not our peer's.
+  if (st.st_uid != geteuid() || (st.st_mode & 0077) != 0) {
+    close(fd);
+    detail::throw_status(
+        Status::kRuntimeError,
+        detail::cat("shm: segment ", name, " is owned by uid ", st.st_uid, " with mode ", std::oct,
+                    (st.st_mode & 0777), std::dec, ", not by this user (uid ", geteuid(),
+                    ") with mode 600: refusing to attach"));
+  }
   try {
     s.data_ = map(fd, bytes, name);
   } catch (...) {

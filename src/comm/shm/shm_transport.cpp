@@ -148,6 +148,7 @@ void ShmTransport::reject(const std::string& reason) {
 void ShmTransport::barrier() {
   CollDesc desc{CollOp::kBarrier, DType::kInt8, 0, -1};
   run(desc, [&](const char* op) {
+    fault_point(rank_, op, 0);
     const uint32_t s = begin_step(op);
     arrive(s, true, desc, op);
     peers_.publish(3 * s + 3);

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "comm/fault.hpp"
 #include "comm/shm/peer_set.hpp"
 #include "comm/shm/segment.hpp"
 #include "comm/transport.hpp"
@@ -93,7 +94,7 @@ void ShmTransport::run(const CollDesc& desc, Body&& body) {
   } catch (const std::exception& e) {  // ours, or one a stream callback let through
     failure_ = e.what();
     peers_.abort(e.what());
-    throw;
+    rethrow_in_call();
   }
 }
 
@@ -101,8 +102,10 @@ template <typename StepBody>
 void ShmTransport::for_each_step(const char* op, uint64_t total, uint64_t chunk, StepBody&& body) {
   uint64_t off = 0;
   bool first = true;
+  uint64_t piece = 0;
   do {  // at least one step, so an empty op still synchronizes and checks descriptors
     const uint64_t n = std::min(chunk, total - off);
+    fault_point(rank_, op, piece++);
     const uint32_t s = begin_step(op);
     body(s, off, n, first);
     peers_.publish(3 * s + 3);
