@@ -2,7 +2,7 @@
 // by mpirun (init "mpi"), like the collectives' multi-rank tests. Prints
 // "rank R: <case> OK" and exits 0, or prints what went wrong and exits 1.
 //
-//   commfuse_ops_rank_tests numerics | c_api | reject | reject_peer | recover | fault
+//   commfuse_ops_rank_tests numerics | c_api | reject | reject_peer | recover | fault | soak
 #include <commfuse/commfuse.hpp>
 
 #include <cstdio>
@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
       {"alltoall_reject", optest::case_alltoall_reject},
       {"recover", optest::case_recover},
       {"fault", optest::case_fault},
+      {"soak", optest::case_soak},
   };
   if (argc != 2 || !cases.count(argv[1])) {
     std::fprintf(stderr, "usage: %s <case>\n", argv[0]);

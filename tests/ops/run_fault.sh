@@ -33,7 +33,7 @@ fail() { echo "FAIL: $*"; rm -f "$out"; exit 1; }
 grep -q "COMMFUSE_FAULT: rank $r" "$out" || fail "the fault did not fire"
 case $mode:$action in
   shm:kill) pattern="rank $r .*SIGKILL" ;;
-  shm:exit) pattern="rank $r .*exited with code 3" ;;
+  shm:exit) pattern="rank $r( \(pid [0-9]+\))?:? exited with code 3" ;;
   shm:stall) pattern="rank $r: killed by signal 15" ;;  # stopped after the survivors failed
   mpi:kill) pattern="process rank $r .*exited on signal 9" ;;
   # mpirun lets the other ranks finish after a clean non-zero exit, then names the first
