@@ -9,23 +9,6 @@
 
 namespace commfuse {
 
-namespace {
-
-// What every rank must pass alike, compared at the call's first synchronization so that a
-// mismatch names the argument (comm/call_check.hpp).
-comm::CallSignature signature(const ops::AllGatherMatmulPlanData& d) {
-  const ops::AllGatherMatmulProblem& p = d.problem;
-  comm::CallSignature s;
-  s.op = ops::kAllGatherMatmulOp;
-  s.add("m (x1 rows)", p.m).add("k (x1 columns)", p.k).add("n (x2 columns)", p.n);
-  s.add_dtype("dtype", p.dtype).add("comm_turn", p.comm_turn);
-  s.add("algorithm", static_cast<int64_t>(d.schedule),
-        ops::schedule_names<ops::AllGatherMatmulSchedule>());
-  return s;
-}
-
-}  // namespace
-
 AllGatherMatmulPlan::AllGatherMatmulPlan(const TensorView& x1, const TensorView& x2,
                                          std::string_view group, int world_size,
                                          const TensorView& output, const TensorView& gather_out,
@@ -34,7 +17,8 @@ AllGatherMatmulPlan::AllGatherMatmulPlan(const TensorView& x1, const TensorView&
         return ops::plan_all_gather_matmul(ops::validate_all_gather_matmul(
             x1, x2, group, world_size, output, gather_out, options));
       }))) {
-  data_->signature = signature(*data_);
+  data_->signature =
+      ops::matmul_signature(ops::kAllGatherMatmulOp, data_->problem, data_->schedule);
   // Built only when printed: describing costs more than a tiny op itself.
   if (log::verbose_level() >= 1) log::verbose(ops::describe(*data_));
 }

@@ -8,23 +8,6 @@
 
 namespace commfuse {
 
-namespace {
-
-// What every rank must pass alike, compared at the call's first synchronization so that a
-// mismatch names the argument (comm/call_check.hpp).
-comm::CallSignature signature(const ops::AlltoAllMatmulPlanData& d) {
-  const ops::AlltoAllMatmulProblem& p = d.problem;
-  comm::CallSignature s;
-  s.op = ops::kAlltoAllMatmulOp;
-  s.add("BS (x1 rows)", p.bs).add("H (x1 columns)", p.h).add("N (x2 columns)", p.n);
-  s.add_dtype("dtype", p.dtype);
-  s.add("algorithm", static_cast<int64_t>(d.schedule),
-        ops::schedule_names<ops::AlltoAllMatmulSchedule>());
-  return s;
-}
-
-}  // namespace
-
 AlltoAllMatmulPlan::AlltoAllMatmulPlan(const TensorView& x1, const TensorView& x2,
                                        std::string_view group, const TensorView& output,
                                        const TensorView& all_to_all_out,
@@ -33,7 +16,13 @@ AlltoAllMatmulPlan::AlltoAllMatmulPlan(const TensorView& x1, const TensorView& x
         return ops::plan_alltoall_matmul(
             ops::validate_alltoall_matmul(x1, x2, group, output, all_to_all_out, options));
       }))) {
-  data_->signature = signature(*data_);
+  const auto& p = data_->problem;
+  data_->signature = ops::call_signature(ops::kAlltoAllMatmulOp,
+                                         {{"BS (x1 rows)", p.bs},
+                                          {"H (x1 columns)", p.h},
+                                          {"N (x2 columns)", p.n},
+                                          {"dtype", static_cast<int64_t>(p.dtype), true}},
+                                         data_->schedule);
 }
 
 AlltoAllMatmulPlan::~AlltoAllMatmulPlan() = default;

@@ -9,24 +9,6 @@
 
 namespace commfuse {
 
-namespace {
-
-// What every rank must pass alike, compared at the call's first synchronization so that a
-// mismatch names the argument (comm/call_check.hpp).
-comm::CallSignature signature(const ops::AlltoAllQuantMatmulPlanData& d) {
-  const ops::AlltoAllQuantMatmulProblem& p = d.problem;
-  comm::CallSignature s;
-  s.op = ops::kAlltoAllQuantMatmulOp;
-  s.add("BS (x1 rows)", p.bs).add("H (x1 columns)", p.h).add("N (x2 columns)", p.n);
-  s.add_dtype("x1 dtype", p.x1_dtype)
-      .add("quantization (0 A16W8, 1 A16W4, 2 A4W4)", static_cast<int64_t>(p.combo));
-  s.add("algorithm", static_cast<int64_t>(d.schedule),
-        ops::schedule_names<ops::AlltoAllQuantMatmulSchedule>());
-  return s;
-}
-
-}  // namespace
-
 AlltoAllQuantMatmulPlan::AlltoAllQuantMatmulPlan(const TensorView& x1, const TensorView& x2,
                                                  const TensorView& x2_scale, std::string_view group,
                                                  const TensorView& output,
@@ -36,7 +18,15 @@ AlltoAllQuantMatmulPlan::AlltoAllQuantMatmulPlan(const TensorView& x1, const Ten
         return ops::plan_alltoall_quant_matmul(ops::validate_alltoall_quant_matmul(
             x1, x2, x2_scale, group, output, all_to_all_out, options));
       }))) {
-  data_->signature = signature(*data_);
+  const auto& p = data_->problem;
+  data_->signature = ops::call_signature(
+      ops::kAlltoAllQuantMatmulOp,
+      {{"BS (x1 rows)", p.bs},
+       {"H (x1 columns)", p.h},
+       {"N (x2 columns)", p.n},
+       {"x1 dtype", static_cast<int64_t>(p.x1_dtype), true},
+       {"quantization (0 A16W8, 1 A16W4, 2 A4W4)", static_cast<int64_t>(p.combo)}},
+      data_->schedule);
   // Built only when printed: describing costs more than a tiny op itself.
   if (log::verbose_level() >= 1) log::verbose(ops::describe(*data_));
 }

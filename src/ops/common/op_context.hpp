@@ -4,6 +4,7 @@
 
 #include <commfuse/commfuse.hpp>
 
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -60,10 +61,37 @@ auto plan_or_reject(std::string_view group, F&& plan) {
   }
 }
 
-// Prints a signature's algorithm field by the op's schedule name (comm/call_check.hpp).
+// A call's signature (comm/call_check.hpp): what every rank must pass alike, compared at
+// the call's first synchronization so that a mismatch names the argument. The chosen
+// algorithm comes last (ranks forcing different ones would run different collectives) and
+// prints by its schedule name.
+struct SignatureField {
+  const char* label;
+  int64_t value;
+  bool is_dtype = false;
+};
 template <typename Schedule>
-comm::CallSignature::NameFn schedule_names() {
-  return [](int64_t v) { return schedule_name(static_cast<Schedule>(v)); };
+comm::CallSignature call_signature(const char* op, std::initializer_list<SignatureField> fields,
+                                   Schedule schedule) {
+  comm::CallSignature s;
+  s.op = op;
+  for (const SignatureField& f : fields)
+    f.is_dtype ? s.add_dtype(f.label, static_cast<DType>(f.value)) : s.add(f.label, f.value);
+  s.add("algorithm", static_cast<int64_t>(schedule),
+        [](int64_t v) { return schedule_name(static_cast<Schedule>(v)); });
+  return s;
+}
+
+// The matmul operators' (all_gather_matmul, matmul_reduce_scatter, matmul_all_reduce).
+template <typename Problem, typename Schedule>
+comm::CallSignature matmul_signature(const char* op, const Problem& p, Schedule schedule) {
+  return call_signature(op,
+                        {{"m (x1 rows)", p.m},
+                         {"k (x1 columns)", p.k},
+                         {"n (x2 columns)", p.n},
+                         {"dtype", static_cast<int64_t>(p.dtype), true},
+                         {"comm_turn", p.comm_turn}},
+                        schedule);
 }
 
 // What execute checks before it communicates: the communicator named `group` (the plan

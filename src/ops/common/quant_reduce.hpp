@@ -12,6 +12,7 @@
 
 #include "comm/transport.hpp"
 #include "kernels/cpu/dequant.hpp"
+#include "ops/common/op_context.hpp"
 #include "ops/common/tensor_checks.hpp"
 
 namespace commfuse::ops {
@@ -37,6 +38,18 @@ struct QuantReduceProblem {
   // Bytes of one row on the wire: codes, then scales.
   int64_t unit() const { return h + scale_bytes(); }
 };
+
+// Both quantized reductions' call signature (ops/common/op_context.hpp).
+template <typename Schedule>
+comm::CallSignature quant_reduce_signature(const char* op, const QuantReduceProblem& p,
+                                           Schedule schedule) {
+  return call_signature(op,
+                        {{"BS (x rows)", p.rows},
+                         {"H (x columns)", p.h},
+                         {"x dtype", static_cast<int64_t>(p.x_dtype), true},
+                         {"scales (0 per-group float32, 1 MX e8m0)", static_cast<int64_t>(p.kind)}},
+                        schedule);
+}
 
 // reduce_op, x (2-D or 3-D, an 8-bit format, H % group == 0, no empty dims) and scales
 // (float32 → K-G, float8_e8m0 → MX, shape from x). Fills everything but the output.

@@ -9,23 +9,6 @@
 
 namespace commfuse {
 
-namespace {
-
-// What every rank must pass alike, compared at the call's first synchronization so that a
-// mismatch names the argument (comm/call_check.hpp).
-comm::CallSignature signature(const ops::MatmulAllReducePlanData& d) {
-  const ops::MatmulReduceProblem& p = d.problem;
-  comm::CallSignature s;
-  s.op = ops::kMatmulAllReduceOp;
-  s.add("m (x1 rows)", p.m).add("k (x1 columns)", p.k).add("n (x2 columns)", p.n);
-  s.add_dtype("dtype", p.dtype).add("comm_turn", p.comm_turn);
-  s.add("algorithm", static_cast<int64_t>(d.schedule),
-        ops::schedule_names<ops::MatmulAllReduceSchedule>());
-  return s;
-}
-
-}  // namespace
-
 MatmulAllReducePlan::MatmulAllReducePlan(const TensorView& x1, const TensorView& x2,
                                          std::string_view group, const TensorView& output,
                                          const MatmulReduceOptions& options)
@@ -33,7 +16,8 @@ MatmulAllReducePlan::MatmulAllReducePlan(const TensorView& x1, const TensorView&
         return ops::plan_matmul_all_reduce(
             ops::validate_matmul_all_reduce(x1, x2, group, output, options));
       }))) {
-  data_->signature = signature(*data_);
+  data_->signature =
+      ops::matmul_signature(ops::kMatmulAllReduceOp, data_->problem, data_->schedule);
   // Built only when printed: describing costs more than a tiny op itself.
   if (log::verbose_level() >= 1) log::verbose(ops::describe(*data_));
 }

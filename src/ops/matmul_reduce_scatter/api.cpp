@@ -9,23 +9,6 @@
 
 namespace commfuse {
 
-namespace {
-
-// What every rank must pass alike, compared at the call's first synchronization so that a
-// mismatch names the argument (comm/call_check.hpp).
-comm::CallSignature signature(const ops::MatmulReduceScatterPlanData& d) {
-  const ops::MatmulReduceProblem& p = d.problem;
-  comm::CallSignature s;
-  s.op = ops::kMatmulReduceScatterOp;
-  s.add("m (x1 rows)", p.m).add("k (x1 columns)", p.k).add("n (x2 columns)", p.n);
-  s.add_dtype("dtype", p.dtype).add("comm_turn", p.comm_turn);
-  s.add("algorithm", static_cast<int64_t>(d.schedule),
-        ops::schedule_names<ops::MatmulReduceScatterSchedule>());
-  return s;
-}
-
-}  // namespace
-
 MatmulReduceScatterPlan::MatmulReduceScatterPlan(const TensorView& x1, const TensorView& x2,
                                                  std::string_view group, int world_size,
                                                  const TensorView& output,
@@ -34,7 +17,8 @@ MatmulReduceScatterPlan::MatmulReduceScatterPlan(const TensorView& x1, const Ten
         return ops::plan_matmul_reduce_scatter(
             ops::validate_matmul_reduce_scatter(x1, x2, group, world_size, output, options));
       }))) {
-  data_->signature = signature(*data_);
+  data_->signature =
+      ops::matmul_signature(ops::kMatmulReduceScatterOp, data_->problem, data_->schedule);
   // Built only when printed: describing costs more than a tiny op itself.
   if (log::verbose_level() >= 1) log::verbose(ops::describe(*data_));
 }

@@ -8,23 +8,6 @@
 
 namespace commfuse {
 
-namespace {
-
-// What every rank must pass alike, compared at the call's first synchronization so that a
-// mismatch names the argument (comm/call_check.hpp).
-comm::CallSignature signature(const ops::QuantAllReducePlanData& d) {
-  const ops::QuantReduceProblem& p = d.problem;
-  comm::CallSignature s;
-  s.op = ops::kQuantAllReduceOp;
-  s.add("BS (x rows)", p.rows).add("H (x columns)", p.h).add_dtype("x dtype", p.x_dtype);
-  s.add("scales (0 per-group float32, 1 MX e8m0)", static_cast<int64_t>(p.kind));
-  s.add("algorithm", static_cast<int64_t>(d.schedule),
-        ops::schedule_names<ops::QuantAllReduceSchedule>());
-  return s;
-}
-
-}  // namespace
-
 QuantAllReducePlan::QuantAllReducePlan(const TensorView& x, const TensorView& scales,
                                        std::string_view group, std::string_view reduce_op,
                                        const TensorView& output)
@@ -32,7 +15,8 @@ QuantAllReducePlan::QuantAllReducePlan(const TensorView& x, const TensorView& sc
         return ops::plan_quant_all_reduce(
             ops::validate_quant_all_reduce(x, scales, group, reduce_op, output));
       }))) {
-  data_->signature = signature(*data_);
+  data_->signature =
+      ops::quant_reduce_signature(ops::kQuantAllReduceOp, data_->problem, data_->schedule);
 }
 
 QuantAllReducePlan::~QuantAllReducePlan() = default;
