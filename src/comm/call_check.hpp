@@ -89,6 +89,34 @@ struct PeerCall {
   std::string_view reason;  // filled only for the report (fail_call)
 };
 
+// The transports' wire descriptors (shm Control::Desc, MPI WireDesc) share these fields:
+// op (a CollOp, kRejectedOp, or 0 for "failed"), dtype, count, root, op_seq, unit, sig.
+template <typename Wire>
+void fill_wire(Wire& w, uint32_t op, const CollDesc& d, uint32_t op_seq) {
+  w.op = op;
+  w.dtype = static_cast<int32_t>(d.dtype);
+  w.count = d.count;
+  w.root = d.root;
+  w.unit = d.piece;
+  w.op_seq = op_seq;
+  w.sig = wire_signature();
+}
+
+template <typename Wire>
+PeerCall peer_call(const Wire& w) {
+  PeerCall c;
+  c.coll.op = static_cast<CollOp>(w.op);
+  c.coll.dtype = static_cast<DType>(w.dtype);
+  c.coll.count = w.count;
+  c.coll.root = w.root;
+  c.coll.piece = w.unit;
+  c.op_seq = w.op_seq;
+  c.failed = w.op == 0;
+  c.rejected = w.op == kRejectedOp;
+  c.sig = &w.sig;
+  return c;
+}
+
 // Whether rank r's descriptor is exactly this rank's (the fast path of every collective).
 inline bool same_call(const PeerCall& mine, const PeerCall& theirs) {
   return !theirs.rejected && !theirs.failed && theirs.op_seq == mine.op_seq &&

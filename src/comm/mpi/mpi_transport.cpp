@@ -44,20 +44,6 @@ void slice(uint64_t n, int parts, int q, uint64_t* off, uint64_t* len) {
   *len = base + (uq < rem ? 1 : 0);
 }
 
-PeerCall peer_call(const WireDesc& w) {
-  PeerCall c;
-  c.coll.op = static_cast<CollOp>(w.op);
-  c.coll.dtype = static_cast<DType>(w.dtype);
-  c.coll.count = w.count;
-  c.coll.root = w.root;
-  c.coll.piece = w.unit;
-  c.op_seq = w.op_seq;
-  c.failed = w.op == 0;
-  c.rejected = w.op == kRejectedOp;
-  c.sig = &w.sig;
-  return c;
-}
-
 }  // namespace
 
 MpiTransport::MpiTransport(MPI_Comm comm, bool oversubscribed)
@@ -95,13 +81,7 @@ void MpiTransport::run(const CollDesc& desc, Body&& body) {
   ++op_seq_;
   try {
     WireDesc mine{};
-    mine.op = static_cast<uint32_t>(desc.op);
-    mine.dtype = static_cast<int32_t>(desc.dtype);
-    mine.count = desc.count;
-    mine.root = desc.root;
-    mine.unit = desc.piece;
-    mine.op_seq = op_seq_;
-    mine.sig = wire_signature();
+    fill_wire(mine, static_cast<uint32_t>(desc.op), desc, op_seq_);
     exchange_descriptors(mine, op);
     check_descriptors(desc, op);
     body(op);
@@ -174,9 +154,7 @@ void MpiTransport::reject(const std::string& reason) {
   // symmetric), which also tells it of a peer that failed meanwhile.
   ++op_seq_;
   WireDesc mine{};
-  mine.op = kRejectedOp;
-  mine.op_seq = op_seq_;
-  mine.sig = wire_signature();
+  fill_wire(mine, kRejectedOp, CollDesc{}, op_seq_);
   std::snprintf(mine.reason, sizeof(mine.reason), "%s", reason.c_str());
   try {
     exchange_descriptors(mine, "reject");

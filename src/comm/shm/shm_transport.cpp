@@ -71,13 +71,7 @@ uint32_t ShmTransport::begin_step(const char* op) {
 
 Control::Desc& ShmTransport::write_descriptor(uint32_t op, const CollDesc& desc) {
   auto& d = peers_.mine().desc[op_seq_ & 1u];
-  d.op = op;
-  d.dtype = static_cast<int32_t>(desc.dtype);
-  d.count = desc.count;
-  d.root = desc.root;
-  d.unit = desc.piece;
-  d.op_seq = op_seq_;
-  d.sig = wire_signature();
+  fill_wire(d, op, desc, op_seq_);
   return d;
 }
 
@@ -89,23 +83,6 @@ void ShmTransport::arrive(uint32_t s, bool first, const CollDesc& desc, const ch
     check_descriptors(desc, op);
   }
 }
-
-namespace {
-
-PeerCall peer_call(const Control::Desc& d) {
-  PeerCall c;
-  c.coll.op = static_cast<CollOp>(d.op);
-  c.coll.dtype = static_cast<DType>(d.dtype);
-  c.coll.count = d.count;
-  c.coll.root = d.root;
-  c.coll.piece = d.unit;
-  c.op_seq = d.op_seq;
-  c.rejected = d.op == kRejectedOp;
-  c.sig = &d.sig;
-  return c;
-}
-
-}  // namespace
 
 void ShmTransport::check_descriptors(const CollDesc& desc, const char* op) {
   const PeerCall mine = peer_call(peers_.mine().desc[op_seq_ & 1u]);
