@@ -143,8 +143,8 @@ struct Soak {
                const TensorView a(x1.data(), t, {m, k}), w(x2.data(), t, {b ? k + 1 : k, n});
                const TensorView o(out.data(), t, {out_rows, n});
                commfuse::AllGatherMatmulOptions no_gather;
-          no_gather.gather_output = false;
-          if (kind == 0) commfuse::all_gather_matmul(a, w, g, R, o, TensorView(), no_gather);
+               no_gather.gather_output = false;
+               if (kind == 0) commfuse::all_gather_matmul(a, w, g, R, o, TensorView(), no_gather);
                if (kind == 1) commfuse::matmul_reduce_scatter(a, w, g, R, o);
                if (kind == 2) commfuse::matmul_all_reduce(a, w, g, o);
              }) ||
@@ -268,7 +268,11 @@ int case_soak(commfuse::Comm& comm) {
       "%d\n",
       s.me, s.calls, s.rejected, s.checked, rss_start / 1024.0, rss_end / 1024.0, growth,
       shm_before, shm_after);
-  EXPECT(growth < 5.0, "RSS grew %.1f%% (limit 5%%)", growth);
+  // Sanitizer builds set a looser limit (their allocators' quarantine and shadow memory
+  // grow with the calls made, tests/ops/CMakeLists.txt): there RSS says nothing of ours.
+  const char* limit_env = std::getenv("COMMFUSE_SOAK_RSS_LIMIT_PCT");
+  const double limit = limit_env != nullptr ? std::atof(limit_env) : 5.0;
+  EXPECT(growth < limit, "RSS grew %.1f%% (limit %.0f%%)", growth, limit);
   EXPECT(shm_after <= shm_before, "/dev/shm commfuse entries grew %d -> %d", shm_before, shm_after);
   return 0;
 }

@@ -109,7 +109,7 @@ void sum_rows(const QuantReduceProblem& p, const uint8_t* const* parts, int64_t 
               float* acc) {
   const int64_t unit = p.unit();
   const size_t out_row_bytes = static_cast<size_t>(p.h) * (dtype_bits(p.out_dtype) / 8);
-  const int threads = n_rows >= 2 * p.threads ? p.threads : 1;
+  [[maybe_unused]] const int threads = n_rows >= 2 * p.threads ? p.threads : 1;  // tsan: no OpenMP
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
   for (int64_t i = 0; i < n_rows; ++i) {
     uint8_t* dst = static_cast<uint8_t*>(out) + static_cast<size_t>(i) * out_row_bytes;
