@@ -11,6 +11,7 @@
 #include "api/c_api_executor.hpp"
 #include "api/c_api_guard.hpp"
 #include "comm/comm_impl.hpp"
+#include "core/dtype_valid.hpp"
 #include "core/error.hpp"
 
 struct commfuseTensor {
@@ -98,7 +99,9 @@ commfuseTensor_t* commfuseCreateTensor(const int64_t* shape, uint64_t ndim, cons
     CF_CHECK_ARG(ndim >= 1 && ndim <= static_cast<uint64_t>(TensorView::kMaxDims),
                  "commfuseCreateTensor: ndim is ", ndim, " but must be 1..", TensorView::kMaxDims);
     CF_CHECK_NOTNULL(shape, "commfuseCreateTensor: shape is null (ndim ", ndim, ")");
-    commfuse::dtype_bits(static_cast<commfuse::DType>(dtype));  // throws for unknown values
+    CF_CHECK_ARG(commfuse::detail::dtype_is_valid(static_cast<commfuse::DType>(dtype)),
+                 "commfuseCreateTensor: dtype value ", static_cast<int>(dtype),
+                 " is not a commfuse dtype");
     auto t = std::make_unique<commfuseTensor>();
     TensorView& v = t->view;
     v.data = data;
