@@ -13,6 +13,8 @@
 #include "comm/comm_impl.hpp"
 #include "core/dtype_valid.hpp"
 #include "core/error.hpp"
+#include "ops/common/tensor_checks.hpp"
+#include "ops/common/tensor_size.hpp"
 
 struct commfuseTensor {
   commfuse::TensorView view;
@@ -107,13 +109,18 @@ commfuseTensor_t* commfuseCreateTensor(const int64_t* shape, uint64_t ndim, cons
     v.data = data;
     v.dtype = static_cast<commfuse::DType>(dtype);
     v.ndim = static_cast<int>(ndim);
-    int64_t contiguous = 1;
     for (int i = v.ndim - 1; i >= 0; --i) {
       CF_CHECK_ARG(shape[i] >= 0, "commfuseCreateTensor: shape[", i, "] is ", shape[i],
                    " (negative)");
       v.shape[i] = shape[i];
+    }
+    CF_CHECK_ARG(commfuse::ops::size_fits_int64(v), "commfuseCreateTensor: shape ",
+                 commfuse::ops::shape_str(v), " holds more than 2^63 - 1 bytes of ",
+                 commfuse::dtype_name(v.dtype));
+    int64_t contiguous = 1;  // no overflow: bounded by the product just checked
+    for (int i = v.ndim - 1; i >= 0; --i) {
       v.strides[i] = strides != nullptr ? strides[i] : contiguous;
-      contiguous *= shape[i];
+      contiguous *= v.shape[i];
     }
     out = t.release();
   });
