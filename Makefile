@@ -4,7 +4,8 @@ PYTHON ?= python3
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)
 
-.PHONY: all install-deps build demo test test-release test-asan test-python install format clean
+.PHONY: all install-deps build demo test test-release test-asan test-python install format clean \
+	fuzz fuzz-smoke fuzz-build
 
 all: build
 
@@ -48,6 +49,24 @@ test-python: build
 	set -x && $(PYTHON) -m pytest -q -m "not torch" tests/python && \
 	COMMFUSE_REQUIRE_TORCH=1 "$$torch_py" -m pytest -q -m torch tests/python
 
+# libFuzzer targets (fuzz/README.md) under ASan + UBSan, built with clang in build-fuzz/.
+# `make fuzz` runs each FUZZ_SECONDS from its grown corpus; `make fuzz-smoke` runs each
+# FUZZ_SMOKE_RUNS inputs from the tree's seeds. FUZZ_TARGETS picks some (default: all).
+# Either fails on any finding and ends with the executions per target.
+FUZZ_SECONDS ?= 600
+FUZZ_SMOKE_RUNS ?= 2000
+FUZZ_TARGETS ?=
+fuzz-build:
+	@FUZZ=1 PYTHON=$(PYTHON) scripts/install-deps.sh
+	cmake --preset fuzz >/dev/null
+	cmake --build --preset fuzz -j $(JOBS)
+
+fuzz: fuzz-build
+	scripts/run_fuzz.sh build-fuzz --seconds $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+fuzz-smoke: fuzz-build
+	scripts/run_fuzz.sh build-fuzz --runs $(FUZZ_SMOKE_RUNS) $(FUZZ_TARGETS)
+
 install: build
 	cmake --install build --prefix $(PREFIX)
 
@@ -55,4 +74,4 @@ format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.h')
 
 clean:
-	rm -rf build build-debug build-asan
+	rm -rf build build-debug build-asan build-fuzz
