@@ -21,7 +21,13 @@ EDGE = {-1: 0xF0, 2**31: 0xF2, 3037000500: 0xF4, 2**62: 0xF5, INT64_MAX: 0xF6,
 
 
 def edge(v):
-    return bytes([EDGE[v]]) if v in EDGE else b"\xff" + struct.pack("<q", v)
+    if v in EDGE:
+        return bytes([EDGE[v]])
+    for sel, delta in ((0xF9, 0), (0xFA, -1), (0xFB, 1)):  # 2^e, 2^e - 1, 2^e + 1
+        e = (v - delta).bit_length() - 1
+        if 0 <= e < 63 and v - delta == 1 << e:
+            return bytes([sel, e])
+    return b"\xff" + struct.pack("<q", v)
 
 
 def dim(v):
@@ -145,6 +151,9 @@ def all_gather_matmul():
                                           tensor("f16", [m, n]), OPT_ABSENT))
     write(t, "found_unknown_dtype", call(tensor(195, [m, k]), tensor("f16", [k, n]),
                                          OPT_ABSENT, tensor("f16", [m, n]), OPT_ABSENT))
+    write(t, "found_x2_bytes_overflow", call(tensor("f16", [m, 2**31]),  # k·n·4 in int64
+                                             tensor("f16", [2**31, 2**30]), OPT_ABSENT,
+                                             tensor("f16", [m, 2**30]), OPT_ABSENT))
 
 
 def matmul_reducing(t):

@@ -35,6 +35,14 @@ int64_t edge_value(uint8_t sel, ByteReader& r) {
       return INT64_MIN;
     case 0xF8:
       return int64_t{1} << 21;  // three of these multiply to 2^63
+    // Powers of two and their neighbours: products of dims (and of dims and element sizes)
+    // land exactly on 2^61..2^64, where int64 and size_t arithmetic overflows.
+    case 0xF9:
+      return int64_t{1} << (r.u8() % 63);
+    case 0xFA:
+      return (int64_t{1} << (r.u8() % 63)) - 1;
+    case 0xFB:
+      return (int64_t{1} << (r.u8() % 63)) + 1;
     default:
       return r.i64();
   }

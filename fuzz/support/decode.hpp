@@ -1,6 +1,7 @@
 // The input format's building blocks (fuzz/README.md lists the whole layout). Each value
 // starts with a selector byte: small selectors are ordinary values, the top ones the edge
-// cases validation must survive (negative, 2^31, 2^62, INT64_MAX/MIN, 8 raw bytes). Zero
+// cases validation must survive (negative, 2^31, 2^62, INT64_MAX/MIN, any power of two and
+// its neighbours, 8 raw bytes). Zero
 // always decodes to the ordinary case, so mutations mostly move one argument at a time.
 #pragma once
 
