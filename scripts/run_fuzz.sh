@@ -48,7 +48,7 @@ for t in "${targets[@]}"; do
   if [[ $mode == --seconds ]]; then
     corpus=$build/fuzz-corpus/$t
     mkdir -p "$corpus"
-    cp -n "$seeds"/* "$corpus"/
+    cp "$seeds"/* "$corpus"/  # refreshes seeds of the same name after a format change
     dirs=("$corpus")
   else
     corpus=$(mktemp -d "$build/fuzz-smoke-XXXXXX")

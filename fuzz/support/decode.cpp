@@ -57,6 +57,14 @@ int64_t decode_dim(ByteReader& r) {
   return edge_value(b, r);
 }
 
+int64_t decode_size(ByteReader& r, int64_t usual) {
+  const uint8_t b = r.u8();
+  if (b == 0) return usual;
+  if (b < 0xC0) return b - 1;
+  if (b < 0xF0) return (b - 0xBF) * 64;
+  return edge_value(b, r);
+}
+
 int64_t decode_stride(ByteReader& r) {
   const uint8_t b = r.u8();
   if (b < 0x80) return b;
@@ -95,6 +103,11 @@ commfuseDataType decode_dtype(ByteReader& r) {
   if (b < std::size(kDTypes)) return kDTypes[b];
   if (b == 0xFF) return static_cast<commfuseDataType>(static_cast<int32_t>(r.u32()));
   return static_cast<commfuseDataType>(b);
+}
+
+commfuseDataType decode_float_dtype(ByteReader& r) {
+  constexpr commfuseDataType kFloats[] = {COMMFUSE_FLOAT16, COMMFUSE_BFLOAT16, COMMFUSE_FLOAT32};
+  return kFloats[r.u8() % 3];
 }
 
 bool is_commfuse_dtype(commfuseDataType t) {

@@ -17,6 +17,9 @@ namespace commfuse_fuzz {
 
 // A dimension: 0..191, 64..3072 in steps of 64 (0xC0..0xEF), then the edge cases.
 int64_t decode_dim(ByteReader& r);
+// A problem dimension (m, k, n, BS, H, ...) the targets derive canonical shapes from: 0
+// gives `usual`, 1..0xBF give 0..190, then as decode_dim.
+int64_t decode_size(ByteReader& r, int64_t usual);
 // A stride in elements: 0..127, -1..-64 (0x80..0xBF), then as decode_dim from 0xC0.
 int64_t decode_stride(ByteReader& r);
 // An int64 attribute: 0 gives `usual`, 1..0xEF give -16..222, then the edge cases.
@@ -27,6 +30,8 @@ int decode_bool_int(ByteReader& r);
 // (mostly not dtypes: 15, 16, 200, ...).
 commfuseDataType decode_dtype(ByteReader& r);
 bool is_commfuse_dtype(commfuseDataType t);
+// One of the dtypes the matmuls compute in: float16 (0), bfloat16, float32, by the byte mod 3.
+commfuseDataType decode_float_dtype(ByteReader& r);
 
 // A C string: selectors below 0xC0 give `usual`; then one of `wrong`, nullptr, "", or up to
 // 255 raw bytes (cut at the first NUL, as C reads them). `storage` keeps the raw bytes.

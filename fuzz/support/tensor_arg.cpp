@@ -55,8 +55,8 @@ bool is_number_format(commfuseDataType t) {
 
 }  // namespace
 
-TensorArg::TensorArg(ByteReader& r, Role role, Presence presence) : role_(role) {
-  decode(r, presence);
+TensorArg::TensorArg(ByteReader& r, Role role, const Canonical& usual) : role_(role) {
+  decode(r, usual);
 }
 
 TensorArg::~TensorArg() {
@@ -65,18 +65,25 @@ TensorArg::~TensorArg() {
                  commfuseGetLastErrorMessage());
 }
 
-void TensorArg::decode(ByteReader& r, Presence presence) {
+void TensorArg::decode(ByteReader& r, const Canonical& usual) {
   const uint8_t flags = r.u8();
   // Bit 0 flips the argument's usual presence; absent: the op gets nullptr.
-  if ((flags & 1) == (presence == Presence::kRequired ? 1 : 0)) return;
+  if (usual.present == static_cast<bool>(flags & 1)) return;
   const bool explicit_strides = flags & 2, transpose = flags & 8;
   null_data_ = flags & 4;
   const uint8_t fill_mode = (flags >> 4) & 3;
-  dtype_ = decode_dtype(r);
-  const uint8_t n = r.u8();
-  ndim_ = n < 0xE0 ? 1 + n % 4 : n < 0xF0 ? n - 0xE0 : n < 0xFF ? 8 + (n & 1) : r.u64();
-  const int dims = static_cast<int>(std::min<uint64_t>(ndim_, 16));
-  for (int i = 0; i < dims; ++i) shape_[i] = decode_dim(r);
+  dtype_ = (flags & 0x40) ? decode_dtype(r) : usual.dtype;
+  int dims = 0;
+  if (flags & 0x80) {
+    const uint8_t n = r.u8();
+    ndim_ = n < 0xE0 ? 1 + n % 4 : n < 0xF0 ? n - 0xE0 : n < 0xFF ? 8 + (n & 1) : r.u64();
+    dims = static_cast<int>(std::min<uint64_t>(ndim_, 16));
+    for (int i = 0; i < dims; ++i) shape_[i] = decode_dim(r);
+  } else {
+    ndim_ = usual.shape.size();
+    dims = static_cast<int>(ndim_);
+    for (int i = 0; i < dims; ++i) shape_[i] = usual.shape[static_cast<size_t>(i)];
+  }
   if (explicit_strides) {
     for (int i = 0; i < dims; ++i) strides_[i] = decode_stride(r);
     pass_strides_ = true;

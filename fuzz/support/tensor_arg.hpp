@@ -1,13 +1,17 @@
 // One tensor argument decoded from the input: a C descriptor (or nullptr) over memory this
-// object owns. The memory covers every element the descriptor claims, so whatever an op
-// accepts it may read or write; a descriptor claiming more than kMaxBackedBytes (huge or
-// overflowing shapes) points at an inaccessible page instead and is only planned, never
-// executed (an op may not touch data before it executes).
+// object owns. By default it is what a valid call passes (the target's Canonical, derived
+// from the problem dims it decoded first), so one mutated byte changes one argument; flag
+// bits replace its presence, dtype, shape or strides with decoded ones. The memory covers
+// every element the descriptor claims, so whatever an op accepts it may read or write; a
+// descriptor claiming more than kMaxBackedBytes (huge or overflowing shapes) points at an
+// inaccessible page instead and is only planned, never executed (an op may not touch data
+// before it executes).
 #pragma once
 
 #include <commfuse/commfuse.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -16,16 +20,21 @@
 namespace commfuse_fuzz {
 
 enum class Role { kInput, kOutput };
-// Whether the op takes NULL for it: then a zero flags byte means NULL (the usual value).
-enum class Presence { kRequired, kOptional };
+
+// The argument as a valid call passes it.
+struct Canonical {
+  commfuseDataType dtype;
+  std::vector<int64_t> shape;
+  bool present = true;  // false: the usual value is NULL (an optional argument)
+};
 
 class TensorArg {
  public:
   static constexpr size_t kMaxBackedBytes = size_t{1} << 20;
   static constexpr uint8_t kUntouched = 0xCD;  // outputs hold this until an op writes them
 
-  // Layout: flags, dtype, ndim, dims, [strides], seed (fuzz/README.md).
-  TensorArg(ByteReader& r, Role role, Presence presence = Presence::kRequired);
+  // Layout: flags, [dtype], [ndim, dims], [strides], seed (fuzz/README.md).
+  TensorArg(ByteReader& r, Role role, const Canonical& usual);
   ~TensorArg();
   TensorArg(const TensorArg&) = delete;
   TensorArg& operator=(const TensorArg&) = delete;
@@ -49,7 +58,7 @@ class TensorArg {
   std::vector<uint8_t> elements() const;
 
  private:
-  void decode(ByteReader& r, Presence presence);
+  void decode(ByteReader& r, const Canonical& usual);
   bool size_fits_int64() const;
   void create();
   void back();

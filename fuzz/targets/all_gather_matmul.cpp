@@ -1,6 +1,7 @@
-// commfuseAllGatherMatmulGetWorkspaceSize / commfuseAllGatherMatmul on decoded arguments, in
-// the C prototype's order: x1, x2, bias, group, gatherIndex, commTurn, streamMode, output,
-// gatherOut (after the call-flags byte; fuzz/README.md).
+// commfuseAllGatherMatmulGetWorkspaceSize / commfuseAllGatherMatmul on decoded arguments.
+// Input (fuzz/README.md): call flags; the problem m, k, n (usual 4, 16, 8) and dtype; group,
+// gatherIndex, commTurn, streamMode; then the tensors x1 (m, k), x2 (k, n), bias (n,) (usual
+// NULL), output (m·R, n) and gatherOut (m·R, k), each by default as a valid call has it.
 #include <commfuse/commfuse.h>
 
 #include <string>
@@ -19,12 +20,15 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ByteReader r(data, size);
   const uint8_t call_flags = r.u8();
-  TensorArg x1(r, Role::kInput), x2(r, Role::kInput), bias(r, Role::kInput, Presence::kOptional);
+  const int64_t m = decode_size(r, 4), k = decode_size(r, 16), n = decode_size(r, 8);
+  const commfuseDataType dt = decode_float_dtype(r);
   std::string group_bytes;
   const char* group = decode_group(r, group_bytes);
   const int64_t gather_index = decode_int(r, 0), comm_turn = decode_int(r, 0),
                 stream_mode = decode_int(r, 1);
-  TensorArg output(r, Role::kOutput), gather_out(r, Role::kOutput, Presence::kOptional);
+  TensorArg x1(r, Role::kInput, {dt, {m, k}}), x2(r, Role::kInput, {dt, {k, n}}),
+      bias(r, Role::kInput, {dt, {n}, false}), output(r, Role::kOutput, {dt, {m, n}}),
+      gather_out(r, Role::kOutput, {dt, {m, k}});
 
   OpCall call;
   call.plan_fn = "commfuseAllGatherMatmulGetWorkspaceSize";

@@ -1,13 +1,15 @@
 // commfuseAlltoAllQuantMatmulGetWorkspaceSize / commfuseAlltoAllQuantMatmul on decoded
-// arguments, in the C prototype's order: x1, x2, biasOptional, x1ScaleOptional, x2Scale,
-// commScaleOptional, x1OffsetOptional, x2OffsetOptional, group, alltoAllAxesOptional,
-// x1QuantMode, x2QuantMode, commQuantMode, commQuantDtype, x1QuantDtype, groupSize,
-// transposeX1, transposeX2, output, alltoAllOutOptional (after the call-flags byte;
-// fuzz/README.md). Zero bytes decode the modes to A16W8's (7, 2) and the reserved ones to
-// their neutral values.
+// arguments. Input (fuzz/README.md): call flags; the problem: a combination byte (mod 3:
+// A16W8, A16W4, A4W4; then fp16 or bf16 for the float side), BS, H, N (usual 2, 8, 6);
+// group, alltoAllAxesOptional, x1QuantMode, x2QuantMode, commQuantMode, commQuantDtype,
+// x1QuantDtype, groupSize, transposeX1, transposeX2 (usual: the combination's modes and the
+// reserved values); then the tensors x1, x2, biasOptional, x1ScaleOptional, x2Scale,
+// commScaleOptional, x1OffsetOptional, x2OffsetOptional, output, alltoAllOutOptional, each
+// by default as a valid call of the combination has it (SPEC §3).
 #include <commfuse/commfuse.h>
 
 #include <string>
+#include <vector>
 
 #include "support/decode.hpp"
 #include "support/fuzz_comm.hpp"
@@ -24,18 +26,30 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ByteReader r(data, size);
   const uint8_t call_flags = r.u8();
-  constexpr Presence kOpt = Presence::kOptional;
-  TensorArg x1(r, Role::kInput), x2(r, Role::kInput), bias(r, Role::kInput, kOpt),
-      x1_scale(r, Role::kInput, kOpt), x2_scale(r, Role::kInput), comm_scale(r, Role::kInput, kOpt),
-      x1_offset(r, Role::kInput, kOpt), x2_offset(r, Role::kInput, kOpt);
+  const uint8_t combo = r.u8();
+  const bool a4w4 = combo % 3 == 2, w4 = combo % 3 != 0;
+  const commfuseDataType fdt = combo / 3 % 2 ? COMMFUSE_BFLOAT16 : COMMFUSE_FLOAT16;
+  const commfuseDataType x1_dt = a4w4 ? COMMFUSE_INT4 : fdt;
+  const commfuseDataType x2_dt = w4 ? COMMFUSE_INT4 : COMMFUSE_INT8;
+  const int64_t bs = decode_size(r, 2), h = decode_size(r, 8), n = decode_size(r, 6);
   std::string group_bytes;
   const char* group = decode_group(r, group_bytes);
   const IntArrayArg axes(r);
-  const int64_t x1_quant_mode = decode_int(r, 7), x2_quant_mode = decode_int(r, 2),
+  const int64_t x1_quant_mode = decode_int(r, a4w4 ? 3 : 7), x2_quant_mode = decode_int(r, 2),
                 comm_quant_mode = decode_int(r, 0), comm_quant_dtype = decode_int(r, -1),
                 x1_quant_dtype = decode_int(r, 2), group_size = decode_int(r, 0);
   const int transpose_x1 = decode_bool_int(r), transpose_x2 = decode_bool_int(r);
-  TensorArg output(r, Role::kOutput), all_to_all_out(r, Role::kOutput, kOpt);
+  constexpr commfuseDataType kF32 = COMMFUSE_FLOAT32;
+  // A4W4's per-token scale (BS,) is required; A16's smooth scale (H,) optional.
+  const Canonical x1_scale_usual = a4w4 ? Canonical{kF32, {bs}} : Canonical{fdt, {h}, false};
+  TensorArg x1(r, Role::kInput, {x1_dt, {bs, h}}),
+      x2(r, Role::kInput,
+         {x2_dt, transpose_x2 ? std::vector<int64_t>{n, h} : std::vector<int64_t>{h, n}}),
+      bias(r, Role::kInput, {kF32, {n}, false}), x1_scale(r, Role::kInput, x1_scale_usual),
+      x2_scale(r, Role::kInput, {kF32, {n}}), comm_scale(r, Role::kInput, {kF32, {n}, false}),
+      x1_offset(r, Role::kInput, {kF32, {n}, false}),
+      x2_offset(r, Role::kInput, {kF32, {n}, false}), output(r, Role::kOutput, {fdt, {bs, n}}),
+      all_to_all_out(r, Role::kOutput, {x1_dt, {bs, h}, false});
 
   OpCall call;
   call.plan_fn = "commfuseAlltoAllQuantMatmulGetWorkspaceSize";

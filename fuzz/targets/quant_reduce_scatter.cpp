@@ -1,6 +1,7 @@
-// commfuseQuantReduceScatterGetWorkspaceSize / commfuseQuantReduceScatter on decoded arguments, in
-// the C prototype's order: x, scales, group, reduceOp, output (after the call-flags byte;
-// fuzz/README.md).
+// commfuseQuantReduceScatterGetWorkspaceSize / commfuseQuantReduceScatter on decoded arguments.
+// Input (fuzz/README.md): call flags; the problem (quant_problem.hpp: format, output dtype,
+// bs, H, batch); group, reduceOp; then the tensors x, scales and output (BS/R, H),
+// each by default as a valid call has it.
 #include <commfuse/commfuse.h>
 
 #include <string>
@@ -8,6 +9,7 @@
 #include "support/decode.hpp"
 #include "support/fuzz_comm.hpp"
 #include "support/op_runner.hpp"
+#include "support/quant_problem.hpp"
 
 using namespace commfuse_fuzz;
 
@@ -19,11 +21,13 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ByteReader r(data, size);
   const uint8_t call_flags = r.u8();
-  TensorArg x(r, Role::kInput), scales(r, Role::kInput);
+  const QuantProblem p(r);
   std::string group_bytes, reduce_op_bytes;
   const char* group = decode_group(r, group_bytes);
   const char* reduce_op = decode_reduce_op(r, reduce_op_bytes);
-  TensorArg output(r, Role::kOutput);
+  TensorArg x(r, Role::kInput, {p.x_dtype, p.x_shape}),
+      scales(r, Role::kInput, {p.scale_dtype, p.scale_shape}),
+      output(r, Role::kOutput, {p.out_dtype, p.scattered_shape});
 
   OpCall call;
   call.plan_fn = "commfuseQuantReduceScatterGetWorkspaceSize";
