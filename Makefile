@@ -4,7 +4,8 @@ PYTHON ?= python3
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)
 
-.PHONY: all install-deps build demo test test-release test-asan test-python test-tsan soak install format clean
+.PHONY: all install-deps build demo test test-release test-asan test-python test-tsan soak install \
+	format clean fuzz fuzz-smoke fuzz-build
 
 all: build
 
@@ -72,6 +73,24 @@ soak: build
 	    mpirun --oversubscribe --mca btl tcp,self -x COMMFUSE_TRANSPORT=mpi -x COMMFUSE_SOAK_OPS \
 	    -n 4 ./build/bin/commfuse_ops_rank_tests soak
 
+# libFuzzer targets (fuzz/README.md) under ASan + UBSan, built with clang in build-fuzz/.
+# `make fuzz` runs each FUZZ_SECONDS from its grown corpus; `make fuzz-smoke` runs each
+# FUZZ_SMOKE_RUNS inputs from the tree's seeds. FUZZ_TARGETS picks some (default: all).
+# Either fails on any finding and ends with the executions per target.
+FUZZ_SECONDS ?= 600
+FUZZ_SMOKE_RUNS ?= 2000
+FUZZ_TARGETS ?=
+fuzz-build:
+	@FUZZ=1 PYTHON=$(PYTHON) scripts/install-deps.sh
+	cmake --preset fuzz >/dev/null
+	cmake --build --preset fuzz -j $(JOBS)
+
+fuzz: fuzz-build
+	scripts/run_fuzz.sh build-fuzz --seconds $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+fuzz-smoke: fuzz-build
+	scripts/run_fuzz.sh build-fuzz --runs $(FUZZ_SMOKE_RUNS) $(FUZZ_TARGETS)
+
 install: build
 	cmake --install build --prefix $(PREFIX)
 
@@ -79,4 +98,4 @@ format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.h')
 
 clean:
-	rm -rf build build-debug build-asan build-tsan
+	rm -rf build build-debug build-asan build-tsan build-fuzz

@@ -12,6 +12,10 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev        # unit tests
   libbenchmark-dev                 # micro-benchmarks in bench/
 )
+# FUZZ=1 (make fuzz, make fuzz-smoke): clang with libFuzzer and clang's OpenMP runtime.
+if [[ ${FUZZ:-0} == 1 ]]; then
+  APT_PACKAGES+=(clang libclang-rt-14-dev libomp-dev)
+fi
 PIP_PACKAGES=(nanobind scikit-build-core numpy ml_dtypes pytest)
 PIP_MODULES=(nanobind scikit_build_core numpy ml_dtypes pytest)
 

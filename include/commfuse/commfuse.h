@@ -24,7 +24,10 @@ typedef enum {
   COMMFUSE_PARAM_INVALID = 161002,
   COMMFUSE_RUNTIME_ERROR = 361001,
   COMMFUSE_INNER = 561000,
-  COMMFUSE_STATUS_MAX_ENUM_ = 0x7FFFFFFF, /* keeps any int a valid value (C and C++) */
+  /* MIN and MAX make every int a valid value in C++ too, where a value outside an enum's
+   * range is undefined behaviour (with MAX alone, negative ints were outside it). */
+  COMMFUSE_STATUS_MIN_ENUM_ = -0x7FFFFFFF - 1,
+  COMMFUSE_STATUS_MAX_ENUM_ = 0x7FFFFFFF,
 } commfuseStatus_t;
 
 /* Element types. Values follow CANN's aclDataType so ported code keeps its constants.
@@ -47,7 +50,9 @@ typedef enum {
   COMMFUSE_FLOAT8_E5M2 = 35,
   COMMFUSE_FLOAT8_E4M3FN = 36,
   COMMFUSE_FLOAT8_E8M0 = 37,
-  COMMFUSE_DATATYPE_MAX_ENUM_ = 0x7FFFFFFF, /* callers may pass any int; we validate it */
+  /* Callers may pass any int (both bounds keep it in range in C++); we validate it. */
+  COMMFUSE_DATATYPE_MIN_ENUM_ = -0x7FFFFFFF - 1,
+  COMMFUSE_DATATYPE_MAX_ENUM_ = 0x7FFFFFFF,
 } commfuseDataType;
 
 /* Message of the last failed call on this thread ("" if none). Valid until the next call. */
@@ -142,7 +147,9 @@ typedef struct commfuseTensor commfuseTensor_t;
 typedef struct commfuseOpExecutor commfuseOpExecutor_t;
 
 /* A descriptor of ndim (<= 8) dims over data. strides are in elements, NULL = row-major
- * contiguous. Returns NULL on a bad argument (see commfuseGetLastErrorMessage). */
+ * contiguous. Returns NULL on a bad argument (see commfuseGetLastErrorMessage): ndim outside
+ * 1..8, a null shape, an unknown dtype, a negative dim, or dims whose non-zero ones multiply
+ * to more than 2^63 - 1 bytes (no such memory exists, and its strides overflow). */
 commfuseTensor_t* commfuseCreateTensor(const int64_t* shape, uint64_t ndim, const int64_t* strides,
                                        commfuseDataType dtype, void* data);
 commfuseStatus_t commfuseDestroyTensor(const commfuseTensor_t* tensor);

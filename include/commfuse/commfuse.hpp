@@ -176,7 +176,8 @@ struct TensorView {
   int64_t strides[kMaxDims] = {};
 
   TensorView() = default;
-  // Contiguous row-major. More than kMaxDims dims throws InvalidArgument.
+  // Contiguous row-major. More than kMaxDims dims, or more than 2^63 - 1 elements (strides
+  // that overflow), throws InvalidArgument.
   TensorView(const void* data, DType dtype, std::initializer_list<int64_t> shape);
   // Explicit strides (elements), one per dim.
   TensorView(const void* data, DType dtype, std::initializer_list<int64_t> shape,
@@ -184,6 +185,7 @@ struct TensorView {
   // The same buffer with the two dims of a 2-D view swapped (InvalidArgument otherwise).
   TensorView t() const;
   bool present() const { return ndim > 0; }
+  // The product of the dims (0 when absent; INT64_MAX when the product overflows).
   int64_t numel() const;
 };
 

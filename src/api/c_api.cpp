@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "core/dtype_valid.hpp"
 #include "core/error.hpp"
 
 #include "api/c_api_guard.hpp"
@@ -50,13 +51,21 @@ commfuseStatus_t commfuseDataTypeFromName(const char* name, commfuseDataType* dt
   return guarded("commfuseDataTypeFromName", [&] {
     CF_CHECK_NOTNULL(name, "commfuseDataTypeFromName: name is null");
     CF_CHECK_NOTNULL(dtype, "commfuseDataTypeFromName: dtype is null");
-    *dtype = static_cast<commfuseDataType>(commfuse::dtype_from_name(name));
+    try {
+      *dtype = static_cast<commfuseDataType>(commfuse::dtype_from_name(name));
+    } catch (const commfuse::Error& e) {  // the C message names the function (commfuse.h)
+      commfuse::detail::throw_status(e.code(),
+                                     commfuse::detail::cat("commfuseDataTypeFromName: ", e.what()));
+    }
   });
 }
 
 commfuseStatus_t commfuseDataTypeBits(commfuseDataType dtype, int* bits) {
   return guarded("commfuseDataTypeBits", [&] {
     CF_CHECK_NOTNULL(bits, "commfuseDataTypeBits: bits is null");
+    CF_CHECK_ARG(commfuse::detail::dtype_is_valid(to_dtype(dtype)),
+                 "commfuseDataTypeBits: dtype value ", static_cast<int>(dtype),
+                 " is not a commfuse dtype");
     *bits = commfuse::dtype_bits(to_dtype(dtype));
   });
 }

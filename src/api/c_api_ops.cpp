@@ -11,7 +11,10 @@
 #include "api/c_api_executor.hpp"
 #include "api/c_api_guard.hpp"
 #include "comm/comm_impl.hpp"
+#include "core/dtype_valid.hpp"
 #include "core/error.hpp"
+#include "ops/common/tensor_checks.hpp"
+#include "ops/common/tensor_size.hpp"
 
 struct commfuseTensor {
   commfuse::TensorView view;
@@ -98,19 +101,26 @@ commfuseTensor_t* commfuseCreateTensor(const int64_t* shape, uint64_t ndim, cons
     CF_CHECK_ARG(ndim >= 1 && ndim <= static_cast<uint64_t>(TensorView::kMaxDims),
                  "commfuseCreateTensor: ndim is ", ndim, " but must be 1..", TensorView::kMaxDims);
     CF_CHECK_NOTNULL(shape, "commfuseCreateTensor: shape is null (ndim ", ndim, ")");
-    commfuse::dtype_bits(static_cast<commfuse::DType>(dtype));  // throws for unknown values
+    CF_CHECK_ARG(commfuse::detail::dtype_is_valid(static_cast<commfuse::DType>(dtype)),
+                 "commfuseCreateTensor: dtype value ", static_cast<int>(dtype),
+                 " is not a commfuse dtype");
     auto t = std::make_unique<commfuseTensor>();
     TensorView& v = t->view;
     v.data = data;
     v.dtype = static_cast<commfuse::DType>(dtype);
     v.ndim = static_cast<int>(ndim);
-    int64_t contiguous = 1;
     for (int i = v.ndim - 1; i >= 0; --i) {
       CF_CHECK_ARG(shape[i] >= 0, "commfuseCreateTensor: shape[", i, "] is ", shape[i],
                    " (negative)");
       v.shape[i] = shape[i];
+    }
+    CF_CHECK_ARG(commfuse::ops::size_fits_int64(v), "commfuseCreateTensor: shape ",
+                 commfuse::ops::shape_str(v), " holds more than 2^63 - 1 bytes of ",
+                 commfuse::dtype_name(v.dtype));
+    int64_t contiguous = 1;  // no overflow: bounded by the product just checked
+    for (int i = v.ndim - 1; i >= 0; --i) {
       v.strides[i] = strides != nullptr ? strides[i] : contiguous;
-      contiguous *= shape[i];
+      contiguous *= v.shape[i];
     }
     out = t.release();
   });

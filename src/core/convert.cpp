@@ -7,13 +7,10 @@
 #include <cstring>
 
 #include "core/convert_fast.hpp"
+#include "core/dtype_valid.hpp"
 #include "core/error.hpp"
 
 namespace commfuse {
-namespace detail {
-bool dtype_is_valid(DType dtype);
-}  // namespace detail
-
 namespace {
 
 constexpr size_t kBlock = 512;  // even, so int4 blocks start on a byte boundary

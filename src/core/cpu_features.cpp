@@ -180,7 +180,8 @@ std::string model_name() {
   std::string name;
 #if defined(__x86_64__)
   unsigned regs[4];
-  if (__get_cpuid_max(0x80000000, nullptr) >= 0x80000004)
+  // gcc's <cpuid.h> returns unsigned, clang's int: compare as unsigned under both.
+  if (static_cast<unsigned>(__get_cpuid_max(0x80000000, nullptr)) >= 0x80000004u)
     for (unsigned leaf = 0x80000002; leaf <= 0x80000004; ++leaf) {
       __cpuid(leaf, regs[0], regs[1], regs[2], regs[3]);
       name.append(reinterpret_cast<const char*>(regs), sizeof(regs));

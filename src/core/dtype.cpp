@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "core/dtype_valid.hpp"
 #include "core/error.hpp"
 
 namespace commfuse {

@@ -249,6 +249,28 @@ void reject_reducing(commfuse::Comm& comm, Buffers& b, const std::string& rank) 
                 }));
 }
 
+// Shapes near int64's limits: planned (nothing executes on these small buffers), never an
+// overflow. Found by fuzz/: all_gather_matmul's plan multiplied x2's k·n by 4 in int64
+// (2^31 x 2^30 fp16); m·R (review of the same code) overflowed for m near 2^62 at R >= 3.
+void plan_huge_shapes(commfuse::Comm& comm, Buffers& b, const std::string& rank) {
+  const int R = comm.world_size();
+  const int64_t k = int64_t{1} << 31, n = int64_t{1} << 30;
+  commfuse::AllGatherMatmulOptions no_gather;
+  no_gather.gather_output = false;
+  const commfuse::AllGatherMatmulPlan accepted(
+      TensorView(b.i(), kF16, {kM, k}), TensorView(b.i(), kF16, {k, n}), comm.name(), R,
+      TensorView(b.o(), kF16, {kM * R, n}), TensorView(), no_gather);
+  EXPECT(accepted.workspace_size() > 0, "huge x2: workspace %zu", accepted.workspace_size());
+  if (R < 3) return;  // fp16 rows (at most 2^62 - 1) times R = 2 still fit
+  const int64_t m = (int64_t{1} << 62) - 1;
+  expect_reject("agm m·R overflow", Status::kParamInvalid,
+                {"all_gather_matmul", rank.c_str(), "the gathered m·R rows", "exceed int64"}, [&] {
+                  commfuse::AllGatherMatmulPlan p(
+                      TensorView(b.i(), kF16, {m, 1}), TensorView(b.i(), kF16, {1, 1}), comm.name(),
+                      R, TensorView(b.o(), kF16, {1, 1}), TensorView(), no_gather);
+                });
+}
+
 void reject_c_api(commfuse::Comm& comm, Buffers& b, const std::string& rank) {
   const int R = comm.world_size();
   const auto f16 = COMMFUSE_FLOAT16;
@@ -340,6 +362,7 @@ int case_reject(commfuse::Comm& comm) {
   reject_all_gather_matmul(comm, b, rank);
   reject_reducing(comm, b, rank);
   reject_c_api(comm, b, rank);
+  plan_huge_shapes(comm, b, rank);
   EXPECT(b.out == std::vector<uint8_t>(b.out.size(), 0xCD), "a rejected call wrote an output");
   return 0;
 }

@@ -114,6 +114,29 @@ TEST(DType, UnknownValueIsParamInvalid) {
     EXPECT_THROW(commfuse::dtype_bits(static_cast<DType>(v)), commfuse::InvalidArgument) << v;
 }
 
+// commfuse.h: a failure's message says which function failed. The dtype checks of these
+// three once said only "unknown dtype value 195" (found by fuzz/targets/convert.cpp).
+TEST(DType, CApiRejectionsNameTheFunction) {
+  const auto bad = static_cast<commfuseDataType>(195);
+  int bits = 0;
+  EXPECT_EQ(commfuseDataTypeBits(bad, &bits), COMMFUSE_PARAM_INVALID);
+  EXPECT_NE(
+      std::string(commfuseGetLastErrorMessage()).find("commfuseDataTypeBits: dtype value 195"),
+      std::string::npos)
+      << commfuseGetLastErrorMessage();
+  const int64_t shape[] = {2, 3};
+  EXPECT_EQ(commfuseCreateTensor(shape, 2, nullptr, bad, nullptr), nullptr);
+  EXPECT_NE(
+      std::string(commfuseGetLastErrorMessage()).find("commfuseCreateTensor: dtype value 195"),
+      std::string::npos)
+      << commfuseGetLastErrorMessage();
+  commfuseDataType t = COMMFUSE_FLOAT32;
+  EXPECT_EQ(commfuseDataTypeFromName("float7", &t), COMMFUSE_PARAM_INVALID);
+  EXPECT_NE(std::string(commfuseGetLastErrorMessage()).find("commfuseDataTypeFromName: "),
+            std::string::npos)
+      << commfuseGetLastErrorMessage();
+}
+
 TEST(DType, DataMovementTypesCannotBeSummed) {
   // The one predicate every sum (all_reduce, reduce_scatter, the reduce kernel) checks.
   for (DType t : {DType::kUInt8, DType::kInt16, DType::kUInt16, DType::kBool}) {

@@ -32,7 +32,9 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
   // blocks at W = 8 fused 16.1 ms, unfused 17.2 ms. A property of the scheduling, not the ISA.
   AlgorithmEntry fused{"fused", ""};
   const int per_core = find_comm(p.group).impl().transport().ranks_per_core();
-  if (per_core >= kCrowdedRanksPerCore && p.m * p.k * p.n < kCrowdedMinBlockMacs)
+  // m·k·n < limit, as m·k <= (limit - 1) / n: m·k is x1's element count (an int64), the
+  // product with n may not be.
+  if (per_core >= kCrowdedRanksPerCore && p.m * p.k <= (kCrowdedMinBlockMacs - 1) / p.n)
     fused.not_preferred = detail::cat(per_core, " ranks per core and blocks under ",
                                       kCrowdedMinBlockMacs, " multiply-adds");
   const std::vector<AlgorithmEntry> list{fused, {"unfused", ""}};
@@ -51,7 +53,8 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
   plan.gemm.bias = p.bias;
   plan.gemm.c_dtype = p.dtype;
   const int64_t rows = p.m * p.world_size;
-  const bool x2_cached = p.k * p.n * 4 <= kCachedX2Bytes;
+  // x2's element count is an int64 (validated); its size as fp32 may not be.
+  const bool x2_cached = p.k * p.n <= kCachedX2Bytes / 4;
   if (plan.schedule == AllGatherMatmulSchedule::kUnfused)
     plan.gemm_rows = rows;
   else if (x2_cached && p.m >= kMinBlockRows)

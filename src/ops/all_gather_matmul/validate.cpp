@@ -31,7 +31,10 @@ AllGatherMatmulProblem validate_all_gather_matmul(const TensorView& x1, const Te
   p.x2 = check_x2(ctx, x2, p.dtype, p.k);
   p.n = p.x2.n;
   p.bias = check_bias(ctx, options.bias, p.dtype, p.n);
-  const int64_t rows = p.m * p.world_size;
+  int64_t rows = 0;  // m·R: x1's rows fit an int64, R times them may not
+  if (__builtin_mul_overflow(p.m, p.world_size, &rows))
+    ctx.invalid("x1 dim 0 (m) is ", p.m, ": the gathered m·R rows (R = ", p.world_size,
+                ") exceed int64");
 
   check_present(ctx, "output", output);
   check_same_dtype(ctx, "output", output, "x1", p.dtype);

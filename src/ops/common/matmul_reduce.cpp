@@ -79,7 +79,8 @@ LazyPartial::LazyPartial(const RowGemm& gemm, const MatmulReduceProblem& p, floa
       n_(p.n),
       partial_(partial),
       range_rows_(range_rows),
-      block_rows_(p.k * p.n * 4 <= kCachedX2Bytes ? kBlockRowsCached : kBlockRowsStreamed),
+      // x2's element count is an int64 (validated); its size as fp32 may not be.
+      block_rows_(p.k * p.n <= kCachedX2Bytes / 4 ? kBlockRowsCached : kBlockRowsStreamed),
       done_(static_cast<size_t>(ranges), 0),
       split_(split) {}
 

@@ -1,5 +1,7 @@
 #include "ops/common/tensor_checks.hpp"
 
+#include "ops/common/tensor_size.hpp"
+
 namespace commfuse::ops {
 namespace {
 
@@ -28,6 +30,9 @@ void check_present(const OpContext& ctx, const char* name, const TensorView& t) 
     ctx.invalid(name, " dtype value ", static_cast<int>(t.dtype), " is not a commfuse dtype");
   for (int i = 0; i < t.ndim; ++i)
     if (t.shape[i] < 0) ctx.invalid(name, " dim ", i, " is ", t.shape[i], " (negative)");
+  if (!size_fits_int64(t))
+    ctx.invalid(name, " shape ", shape_str(t), " holds more than 2^63 - 1 bytes of ",
+                dtype_name(t.dtype));
   if (t.data == nullptr && t.numel() > 0)
     ctx.reject(Status::kParamNullptr, name, " data is null (shape ", shape_str(t), ")");
 }

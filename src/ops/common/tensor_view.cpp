@@ -3,7 +3,10 @@
 
 #include <utility>
 
+#include "core/dtype_valid.hpp"
 #include "core/error.hpp"
+#include "ops/common/tensor_checks.hpp"
+#include "ops/common/tensor_size.hpp"
 
 namespace commfuse {
 
@@ -17,7 +20,9 @@ TensorView::TensorView(const void* data_, DType dtype_, std::initializer_list<in
   int64_t stride = 1;
   for (i = ndim - 1; i >= 0; --i) {
     strides[i] = stride;
-    stride *= shape[i];
+    // The last product is never used as a stride, but its overflow is still overflow.
+    CF_CHECK_ARG(!__builtin_mul_overflow(stride, shape[i], &stride), "TensorView: shape ",
+                 ops::shape_str(*this), " has more than 2^63 - 1 elements");
   }
 }
 
@@ -41,8 +46,21 @@ TensorView TensorView::t() const {
 int64_t TensorView::numel() const {
   if (ndim == 0) return 0;
   int64_t n = 1;
-  for (int i = 0; i < ndim; ++i) n *= shape[i];
+  for (int i = 0; i < ndim; ++i)
+    if (__builtin_mul_overflow(n, shape[i], &n)) return INT64_MAX;
   return n;
 }
+
+namespace ops {
+
+bool size_fits_int64(const TensorView& t) {
+  const int bits = detail::dtype_is_valid(t.dtype) ? dtype_bits(t.dtype) : 8;
+  int64_t elements = 1;
+  for (int i = 0; i < t.ndim; ++i)
+    if (t.shape[i] > 0 && __builtin_mul_overflow(elements, t.shape[i], &elements)) return false;
+  return elements <= INT64_MAX / (bits >= 8 ? bits / 8 : 1);
+}
+
+}  // namespace ops
 
 }  // namespace commfuse

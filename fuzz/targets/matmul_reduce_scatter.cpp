@@ -1,0 +1,48 @@
+// commfuseMatmulReduceScatterGetWorkspaceSize / commfuseMatmulReduceScatter on decoded arguments.
+// Input (fuzz/README.md): call flags; the problem m, k, n (usual 4, 16, 8) and dtype; group,
+// reduceOp, commTurn, streamMode; then the tensors x1 (m, k), x2 (k, n), bias (n,) (usual NULL) and
+// output (m/R, n), each by default as a valid call has it.
+#include <commfuse/commfuse.h>
+
+#include <string>
+#include <vector>
+
+#include "support/decode.hpp"
+#include "support/fuzz_comm.hpp"
+#include "support/op_runner.hpp"
+
+using namespace commfuse_fuzz;
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  init_fuzz_comm();
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  ByteReader r(data, size);
+  const uint8_t call_flags = r.u8();
+  const int64_t m = decode_size(r, 4), k = decode_size(r, 16), n = decode_size(r, 8);
+  const commfuseDataType dt = decode_float_dtype(r);
+  const std::vector<int64_t> x1_shape{m, k}, out_shape{m, n};  // W = 1: m/R = m
+  std::string group_bytes, reduce_op_bytes;
+  const char* group = decode_group(r, group_bytes);
+  const char* reduce_op = decode_reduce_op(r, reduce_op_bytes);
+  const int64_t comm_turn = decode_int(r, 0), stream_mode = decode_int(r, 1);
+  TensorArg x1(r, Role::kInput, {dt, x1_shape}), x2(r, Role::kInput, {dt, {k, n}}),
+      bias(r, Role::kInput, {dt, {n}, false}), output(r, Role::kOutput, {dt, out_shape});
+
+  OpCall call;
+  call.plan_fn = "commfuseMatmulReduceScatterGetWorkspaceSize";
+  call.execute_fn = "commfuseMatmulReduceScatter";
+  call.op = "matmul_reduce_scatter";
+  call.tensors = {&x1, &x2, &bias, &output};
+  call.work = matmul_work(x1, x2);
+  call.plan = [&](uint64_t* ws, commfuseOpExecutor_t** e) {
+    return commfuseMatmulReduceScatterGetWorkspaceSize(x1.get(), x2.get(), bias.get(), group,
+                                                       reduce_op, comm_turn, stream_mode,
+                                                       output.get(), ws, e);
+  };
+  call.execute = commfuseMatmulReduceScatter;
+  run_op(call, call_flags);
+  return 0;
+}
