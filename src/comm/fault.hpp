@@ -1,5 +1,5 @@
 // Fault injection for the reliability tests (COMMFUSE_FAULT=<rank>:<op>:<piece>:<action>):
-// one rank dies (kill: SIGKILL), hangs (stall: sleeps until killed) or exits (exit: exit(3))
+// one rank dies (kill: SIGKILL), hangs (stall: sleeps until killed) or exits (exit: _exit(3))
 // at a chosen piece of a chosen operator, so tests can check that every other rank fails
 // within COMMFUSE_TIMEOUT_S naming it, and that the launchers report it. <op> is the
 // operator the user called (all_gather_matmul, quant_all_reduce, ...) or, outside any
