@@ -14,6 +14,7 @@
 #include "bindings.hpp"
 #include "comm/comm_impl.hpp"
 #include "core/error.hpp"
+#include "ops/common/op_context.hpp"
 
 namespace nb = nanobind;
 
@@ -174,13 +175,8 @@ TensorRef make_tensor_ref(AnyArray array, std::optional<std::string_view> dtype,
 }
 
 [[noreturn]] void reject_in_group(std::string_view group, Status code, const std::string& message) {
-  Comm* comm = nullptr;
-  try {
-    comm = &find_comm(group);
-  } catch (const Error&) {
-    detail::throw_status(code, message);  // no group to abort: only this rank learns of it
-  }
-  comm->impl().reject(code, message);
+  ops::tell_peers_rejected(group, message.c_str());  // no such group: only this rank learns
+  detail::throw_status(code, message);
 }
 
 void check_output(const char* op, std::string_view group, const char* name, const TensorRef& t) {
@@ -254,11 +250,7 @@ void bind_tensor_ref(nb::module_& m) {
       [](std::string_view group, const std::string& message) {
         // A Python-side argument error on one rank: rejected like a C++ one (the peers in
         // the call fail it naming this rank; the communicator stays usable).
-        try {
-          find_comm(group).impl().transport().reject(message);
-        } catch (const Error&) {
-          // unknown group: no peers to tell
-        }
+        ops::tell_peers_rejected(group, message.c_str());
       },
       nb::arg("group"), nb::arg("message"),
       "Tell the peers of the live communicator named `group` (no-op when there is none) "

@@ -115,19 +115,19 @@ void fail_call(const char* op, int rank, const std::vector<PeerCall>& all) {
                                        " (every rank must pass the same ", sig->labels[i], ")"));
     if (sig == nullptr) {  // a plain collective: the first of its arguments that differs
       const CollDesc &a = t.coll, &b = mine.coll;
-      const char* what = a.count != b.count   ? "count"
-                         : a.dtype != b.dtype ? "dtype"
-                         : a.root != b.root   ? "root"
-                                              : "piece size";
-      auto value = [&](const CollDesc& d) -> std::string {
-        if (what[0] == 'c') return std::to_string(d.count);
-        if (what[0] == 'r') return std::to_string(d.root);
-        if (what[0] == 'p') return std::to_string(d.piece);
-        return dtype_or_number(static_cast<int64_t>(d.dtype));
-      };
-      throw CallFailed(detail::cat(me, "rank ", r, " passed ", what, " ", value(a), ", rank ", rank,
-                                   " passed ", value(b), " (every rank must pass the same ", what,
-                                   ")"));
+      const struct {
+        const char* what;
+        std::string theirs, ours;
+      } args[] = {{"count", std::to_string(a.count), std::to_string(b.count)},
+                  {"dtype", dtype_or_number(static_cast<int64_t>(a.dtype)),
+                   dtype_or_number(static_cast<int64_t>(b.dtype))},
+                  {"root", std::to_string(a.root), std::to_string(b.root)},
+                  {"piece size", std::to_string(a.piece), std::to_string(b.piece)}};
+      for (const auto& f : args)
+        if (f.theirs != f.ours)
+          throw CallFailed(detail::cat(me, "rank ", r, " passed ", f.what, " ", f.theirs, ", rank ",
+                                       rank, " passed ", f.ours, " (every rank must pass the same ",
+                                       f.what, ")"));
     }
     // Equal arguments, different collectives: the ranks planned differently (environment).
     throw CallFailed(detail::cat(me, "rank ", r, " called ", describe(t.coll), ", rank ", rank,

@@ -16,11 +16,13 @@
 #include <commfuse/commfuse.hpp>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "comm/transport.hpp"
+#include "core/error.hpp"
 
 namespace commfuse::comm {
 
@@ -98,6 +100,7 @@ void fill_wire(Wire& w, uint32_t op, const CollDesc& d, uint32_t op_seq) {
   w.count = d.count;
   w.root = d.root;
   w.unit = d.piece;
+  w.algo = static_cast<uint32_t>(d.algo);
   w.op_seq = op_seq;
   w.sig = wire_signature();
 }
@@ -110,6 +113,7 @@ PeerCall peer_call(const Wire& w) {
   c.coll.count = w.count;
   c.coll.root = w.root;
   c.coll.piece = w.unit;
+  c.coll.algo = static_cast<CollAlgo>(w.algo);
   c.op_seq = w.op_seq;
   c.failed = w.op == 0;
   c.rejected = w.op == kRejectedOp;
@@ -128,5 +132,24 @@ inline bool same_call(const PeerCall& mine, const PeerCall& theirs) {
 // peer's rejection, naming the first rejecting rank and its message; or the first argument
 // on which two ranks disagree, with both values).
 [[noreturn]] void fail_call(const char* op, int rank, const std::vector<PeerCall>& all);
+
+// The check at a call's first synchronization, for either transport: desc_of(r) is rank r's
+// wire descriptor (desc_of(rank) this rank's own, written for `desc`). Returns when every
+// rank's equals this rank's; otherwise fail_call.
+template <typename DescOf>
+void check_call(const char* op, int rank, int size, const CollDesc& desc, DescOf&& desc_of) {
+  const PeerCall mine = peer_call(desc_of(rank));
+  CF_ASSERT(mine.coll == desc);
+  bool same = true;
+  for (int r = 0; r < size && same; ++r) same = r == rank || same_call(mine, peer_call(desc_of(r)));
+  if (same) return;
+  std::vector<PeerCall> all;
+  for (int r = 0; r < size; ++r) {
+    const auto& d = desc_of(r);
+    all.push_back(peer_call(d));
+    all.back().reason = std::string_view(d.reason, strnlen(d.reason, sizeof d.reason));
+  }
+  fail_call(op, rank, all);
+}
 
 }  // namespace commfuse::comm

@@ -10,6 +10,7 @@
 #include "comm/bootstrap/host_identity.hpp"
 #include "comm/bootstrap/init_method.hpp"
 #include "comm/comm_impl.hpp"
+#include "comm/shm/cma.hpp"
 #include "comm/shm/shm_transport.hpp"
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
@@ -35,7 +36,8 @@ struct RankRecord {
   uint64_t start_time = 0;
   std::string shm_name;
   uint64_t slot_bytes = 0;
-  uint64_t group_id = 0;  // rank 0's random id names the communicator
+  uint64_t group_id = 0;     // rank 0's random id names the communicator
+  uint64_t cma_address = 0;  // where peers find this process's CMA probe word
 
   std::string encode() const {
     std::ostringstream os;
@@ -44,14 +46,15 @@ struct RankRecord {
        << start_time << '\n'
        << shm_name << '\n'
        << slot_bytes << '\n'
-       << group_id << '\n';
+       << group_id << '\n'
+       << cma_address << '\n';
     return os.str();
   }
   static RankRecord decode(const std::string& s, int from_rank) {
     RankRecord r;
     std::istringstream is(s);
     std::getline(is, r.host);
-    is >> r.pid >> r.start_time >> r.shm_name >> r.slot_bytes >> r.group_id;
+    is >> r.pid >> r.start_time >> r.shm_name >> r.slot_bytes >> r.group_id >> r.cma_address;
     if (is.fail())
       detail::throw_status(Status::kRuntimeError,
                            detail::cat("comm init: malformed set-up record from rank ", from_rank));
@@ -64,6 +67,31 @@ size_t slot_bytes_param() {
   CF_CHECK_ARG(v >= 4096 && v <= (int64_t{1} << 30) && v % 64 == 0, "COMMFUSE_SHM_SLOT_BYTES=", v,
                " must be a multiple of 64 in [4096, 2^30]");
   return static_cast<size_t>(v);
+}
+
+// CMA between the group's ranks (comm/shm/cma.hpp): each rank reads every peer's probe
+// word, and the group uses CMA only if every rank could read every peer — decided from the
+// same records on every rank, so every rank chooses the same algorithm for a call.
+shm::CmaSupport agree_on_cma(int rank, const std::vector<RankRecord>& recs,
+                             const SetupAllGather& all_gather, bool oversubscribed) {
+  std::string mine = "ok";
+  for (int r = 0; r < static_cast<int>(recs.size()) && mine == "ok"; ++r) {
+    if (r == rank) continue;
+    const std::string why = shm::cma_probe(static_cast<pid_t>(recs[r].pid), recs[r].cma_address);
+    if (!why.empty()) mine = detail::cat("rank ", rank, " cannot read rank ", r, ": ", why);
+  }
+  // Rank 0 also sends its crossover (a measured copy rate): every rank uses that one.
+  if (rank == 0) mine = detail::cat(shm::cma_crossover_bytes(oversubscribed), " ", mine);
+  const std::vector<std::string> all = all_gather(mine);
+  shm::CmaSupport cma;
+  const size_t space = all[0].find(' ');
+  CF_ASSERT(space != std::string::npos);
+  cma.min_bytes = std::stoull(all[0].substr(0, space));
+  for (int r = 0; r < static_cast<int>(all.size()); ++r) {
+    const std::string verdict = r == 0 ? all[0].substr(space + 1) : all[r];
+    if (verdict != "ok" && cma.unavailable.empty()) cma.unavailable = verdict;
+  }
+  return cma;
 }
 
 }  // namespace
@@ -82,6 +110,7 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
   mine.start_time = me.start_time;
   mine.shm_name = own.name();
   mine.slot_bytes = slot_bytes;
+  mine.cma_address = shm::cma_probe_address();
   if (rank == 0) mine.group_id = std::random_device{}() * 4294967296ull + std::random_device{}();
 
   const auto blobs = all_gather(mine.encode());
@@ -109,6 +138,8 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
     else
       segments.push_back(shm::Segment::open(recs[r].shm_name, shm::region_bytes(slot_bytes)));
   }
+  const bool oversubscribed = world_size > cpu::online_cores();
+  shm::CmaSupport cma = agree_on_cma(rank, recs, all_gather, oversubscribed);
   barrier();  // every rank has mapped every region: the names can go
   segments[rank].unlink();
   barrier();  // peers must not see a half-initialised comm fail before this point
@@ -116,11 +147,19 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
   char name[64];
   std::snprintf(name, sizeof(name), "commfuse-%016llx-w%d",
                 static_cast<unsigned long long>(recs[0].group_id), world_size);
-  const bool oversubscribed = world_size > cpu::online_cores();
   auto transport_impl = std::make_unique<shm::ShmTransport>(
-      rank, std::move(segments), std::move(procs), slot_bytes, oversubscribed);
+      rank, std::move(segments), std::move(procs), slot_bytes, oversubscribed, cma);
   CF_LOG(kInfo, "comm ", name, ": rank ", rank, "/", world_size, " on shm (slot ", slot_bytes,
-         " bytes", oversubscribed ? ", oversubscribed" : "", ")");
+         " bytes", oversubscribed ? ", oversubscribed" : "", ", CMA ",
+         cma.unavailable.empty() ? detail::cat("from ", cma.min_bytes, " bytes per block")
+                                 : "unavailable: " + cma.unavailable,
+         ")");
+  if (log::verbose_level() >= 1 && rank == 0)
+    log::verbose(
+        detail::cat("comm ", name, ": CMA single-copy ",
+                    cma.unavailable.empty()
+                        ? detail::cat("available, used from ", cma.min_bytes, " bytes per block")
+                        : "unavailable (" + cma.unavailable + "): the slots carry all"));
   return std::make_unique<CommImpl>(rank, world_size, world_size, name, std::move(transport_impl));
 }
 

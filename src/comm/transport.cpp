@@ -37,7 +37,23 @@ std::string describe(const CollDesc& d) {
   std::string s = detail::cat(coll_op_name(d.op), " count ", d.count, " ", dtype);
   if (d.op == CollOp::kBroadcast) s += detail::cat(" root ", d.root);
   if (d.piece != 0) s += detail::cat(" piece ", d.piece);
+  if (d.algo != CollAlgo::kDefault) s += detail::cat(" (", coll_algo_name(d.algo), ")");
   return s;
+}
+
+bool ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return a_bytes != 0 && b_bytes != 0 && x < y + b_bytes && y < x + a_bytes;
+}
+
+const char* coll_algo_name(CollAlgo a) {
+  switch (a) {
+    case CollAlgo::kDefault:
+      return "slots";
+    case CollAlgo::kCma:
+      return "cma";
+  }
+  return "unknown algorithm";
 }
 
 void check_usable(const char* op, int rank, const std::string& failure) {

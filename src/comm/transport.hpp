@@ -42,6 +42,12 @@ const char* coll_op_name(CollOp op);
 // The descriptor op of a rank that rejected its call (Transport::reject).
 inline constexpr uint32_t kRejectedOp = 0x52454A43;  // "REJC"
 
+// How a transport moves a collective's data where it has more than one way; every rank
+// must use the same (it is part of the descriptor). shm: through the slots, or read from
+// the peers' buffers with CMA (comm/shm/cma.hpp).
+enum class CollAlgo : uint32_t { kDefault = 0, kCma = 1 };
+const char* coll_algo_name(CollAlgo a);  // "slots", "cma"
+
 // What a rank says it is doing; compared across ranks before data is combined.
 struct CollDesc {
   CollOp op = CollOp::kBarrier;
@@ -50,6 +56,7 @@ struct CollDesc {
                        // (all_to_all), total (all_reduce, broadcast)
   int32_t root = -1;   // broadcast only
   uint64_t piece = 0;  // streams only: the piece size, which must match too
+  CollAlgo algo = CollAlgo::kDefault;
 
   bool operator==(const CollDesc&) const = default;
 };
@@ -102,6 +109,8 @@ struct AllToAllStream {
 // failure left the transport unusable (failure is its message, empty if none), and
 // PARAM_INVALID if a sum was asked of a dtype that cannot be summed.
 void check_usable(const char* op, int rank, const std::string& failure);
+// Whether two byte ranges share a byte (empty ranges never do): an in-place call.
+bool ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes);
 void check_reducible(const char* op, int rank, DType dtype);
 
 class Transport {

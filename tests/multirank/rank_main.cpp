@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -79,6 +80,11 @@ void check_collectives(commfuse::Comm& c, size_t n) {
                    std::memcmp(dst.data() + s * want.size(), want.data(), want.size()) == 0,
                "all_gather %s n=%zu block %d", tn, nn, s);
       }
+      // in place: the source is this rank's block of the destination
+      std::vector<uint8_t> all(src.size() * R, 0xCD);
+      std::copy(src.begin(), src.end(), all.begin() + me * src.size());
+      c.all_gather(all.data() + me * src.size(), all.data(), nn, t);
+      EXPECT(all == dst, "all_gather in place %s n=%zu", tn, nn);
     }
     // broadcast from every root
     for (int root = 0; root < R; ++root) {
@@ -101,6 +107,8 @@ void check_collectives(commfuse::Comm& c, size_t n) {
                    std::memcmp(dst.data() + q * want.size(), want.data(), want.size()) == 0,
                "all_to_all %s n=%zu from %d", tn, nn, q);
       }
+      c.all_to_all(src.data(), src.data(), nn, t);
+      EXPECT(src == dst, "all_to_all in place %s n=%zu", tn, nn);
     }
   }
   for (DType t : kSumTypes) {

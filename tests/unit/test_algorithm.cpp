@@ -1,4 +1,4 @@
-// Algorithm lists (ops/common/algorithm.hpp): COMMFUSE_ALGO parsing, forcing, rejection of
+// Algorithm lists (core/algorithm.hpp): COMMFUSE_ALGO parsing, forcing, rejection of
 // names an op does not have or that do not apply, and the default choice.
 #include <gtest/gtest.h>
 
@@ -6,10 +6,12 @@
 #include <functional>
 #include <string>
 
+#include "core/algorithm.hpp"
 #include "core/error.hpp"
-#include "ops/common/algorithm.hpp"
 
-namespace ops = commfuse::ops;
+using commfuse::AlgorithmEntry;
+using commfuse::choose_algorithm;
+using commfuse::forced_algorithm;
 
 namespace {
 
@@ -51,58 +53,57 @@ std::string message_of(const std::function<void()>& f) {
 
 TEST(Algorithm, ForcedNamesPerOp) {
   AlgoEnv env("all_gather_matmul:unfused,matmul_all_reduce:fused");
-  EXPECT_EQ(ops::forced_algorithm("all_gather_matmul"), "unfused");
-  EXPECT_EQ(ops::forced_algorithm("matmul_all_reduce"), "fused");
-  EXPECT_EQ(ops::forced_algorithm("matmul_reduce_scatter"), "");
+  EXPECT_EQ(forced_algorithm("all_gather_matmul"), "unfused");
+  EXPECT_EQ(forced_algorithm("matmul_all_reduce"), "fused");
+  EXPECT_EQ(forced_algorithm("matmul_reduce_scatter"), "");
 }
 
 TEST(Algorithm, MalformedValueNamesTheVariable) {
   AlgoEnv env("all_gather_matmul");
-  const std::string m = message_of([] { ops::forced_algorithm("all_gather_matmul"); });
+  const std::string m = message_of([] { forced_algorithm("all_gather_matmul"); });
   EXPECT_NE(m.find("COMMFUSE_ALGO"), std::string::npos) << m;
   EXPECT_NE(m.find("<op>:<algorithm>"), std::string::npos) << m;
 }
 
 TEST(Algorithm, NotPreferredIsSkippedButMayBeForced) {
-  const std::vector<ops::AlgorithmEntry> list{
+  const std::vector<AlgorithmEntry> list{
       {"two_phase", "", "fewer than 4 ranks"}, {"one_pass", ""}, {"unfused", ""}};
   {
     AlgoEnv env("");
-    EXPECT_EQ(ops::choose_algorithm("op_x", kWhat, list), 1u);
+    EXPECT_EQ(choose_algorithm("op_x", kWhat, list), 1u);
   }
   {
     AlgoEnv env("op_x:two_phase");
-    EXPECT_EQ(ops::choose_algorithm("op_x", kWhat, list), 0u);
+    EXPECT_EQ(choose_algorithm("op_x", kWhat, list), 0u);
   }
   // Nothing preferred: the first that applies.
-  const std::vector<ops::AlgorithmEntry> none{{"a", "", "slow"}, {"b", "", "slower"}};
+  const std::vector<AlgorithmEntry> none{{"a", "", "slow"}, {"b", "", "slower"}};
   AlgoEnv env("");
-  EXPECT_EQ(ops::choose_algorithm("op_x", kWhat, none), 0u);
+  EXPECT_EQ(choose_algorithm("op_x", kWhat, none), 0u);
 }
 
 TEST(Algorithm, FirstApplicableUnlessForced) {
-  const std::vector<ops::AlgorithmEntry> list{
-      {"fast", "needs shm"}, {"fused", ""}, {"unfused", ""}};
+  const std::vector<AlgorithmEntry> list{{"fast", "needs shm"}, {"fused", ""}, {"unfused", ""}};
   {
     AlgoEnv env("");
-    EXPECT_EQ(ops::choose_algorithm("op_x", kWhat, list), 1u);
+    EXPECT_EQ(choose_algorithm("op_x", kWhat, list), 1u);
   }
   {
     AlgoEnv env("op_x:unfused");
-    EXPECT_EQ(ops::choose_algorithm("op_x", kWhat, list), 2u);
+    EXPECT_EQ(choose_algorithm("op_x", kWhat, list), 2u);
   }
   {
     AlgoEnv env("op_y:unfused");  // another op's setting
-    EXPECT_EQ(ops::choose_algorithm("op_x", kWhat, list), 1u);
+    EXPECT_EQ(choose_algorithm("op_x", kWhat, list), 1u);
   }
   {
     AlgoEnv env("op_x:fast");
-    const std::string m = message_of([&] { ops::choose_algorithm("op_x", kWhat, list); });
+    const std::string m = message_of([&] { choose_algorithm("op_x", kWhat, list); });
     EXPECT_NE(m.find("does not apply to op_x m=1: needs shm"), std::string::npos) << m;
   }
   {
     AlgoEnv env("op_x:ring");
-    const std::string m = message_of([&] { ops::choose_algorithm("op_x", kWhat, list); });
+    const std::string m = message_of([&] { choose_algorithm("op_x", kWhat, list); });
     EXPECT_NE(m.find("no algorithm 'ring' (fast|fused|unfused)"), std::string::npos) << m;
     EXPECT_NE(m.find("COMMFUSE_ALGO"), std::string::npos) << m;  // names the variable to fix
   }

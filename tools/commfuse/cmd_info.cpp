@@ -6,9 +6,11 @@
 
 #include "cli_args.hpp"
 #include "comm/mpi/mpi_info.hpp"
+#include "comm/shm/cma.hpp"
 #include "commands.hpp"
 #include "core/build_info.hpp"
 #include "core/cpu_features.hpp"
+#include "core/error.hpp"
 #include "core/params.hpp"
 #include "kernels/cpu/int_matmul.hpp"
 #include "kernels/cpu/onednn_info.hpp"
@@ -47,18 +49,29 @@ int cmd_info(int argc, char** argv) {
       yn(f.avx512_vnni), yn(f.avx_vnni));
   std::printf("  CPU feature list  %s\n", cpu::describe(f).c_str());
   const cpu::IsaLevel cap = cpu::max_isa();
-  std::printf("  CPU ISA           %s (detected %s%s)\n",
-              cpu::isa_level_name(cpu::highest_level(f)),
-              cpu::isa_level_name(cpu::highest_level(cpu::detected_features())),
-              cap == cpu::IsaLevel::kAll
-                  ? ""
-                  : (std::string(", capped by COMMFUSE_MAX_CPU_ISA=") + cpu::isa_level_name(cap))
-                        .c_str());
+  std::printf(
+      "  CPU ISA           %s (detected %s%s)\n", cpu::isa_level_name(cpu::highest_level(f)),
+      cpu::isa_level_name(cpu::highest_level(cpu::detected_features())),
+      cap == cpu::IsaLevel::kAll
+          ? ""
+          : (std::string(", capped by COMMFUSE_MAX_CPU_ISA=") + cpu::isa_level_name(cap)).c_str());
   std::printf("  oneDNN ISA        %s\n", kernels::cpu::onednn_effective_isa().c_str());
   std::printf("  int8 GEMM         %s\n",
               kernels::cpu::s8_gemm_accumulates_in_int32()
                   ? "oneDNN s8 (int32 accumulation: VNNI/AMX) for int8 and int4"
                   : "oneDNN s8 for int4 ranges; exact f32 blocks for int8 (no VNNI/AMX)");
+  {
+    // What a communicator on this host would find: a child reading this process (the group
+    // itself probes between its ranks at set-up and reports it with COMMFUSE_VERBOSE=1).
+    const std::string why = comm::shm::cma_self_check();
+    std::printf("  shm single copy   %s\n",
+                why.empty()
+                    ? detail::cat("CMA (process_vm_readv) available; used from ",
+                                  comm::shm::cma_crossover_bytes(false), " bytes per block (",
+                                  comm::shm::cma_crossover_bytes(true), " when ranks share cores)")
+                          .c_str()
+                    : ("CMA unavailable (" + why + "): the shared slots carry all").c_str());
+  }
   std::printf("\nparameters (environment, value, default, description):\n");
   for (const auto& p : params::all()) {
     std::string value;

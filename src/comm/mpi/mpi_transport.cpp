@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
+#include "kernels/cpu/copy.hpp"
 #include "kernels/cpu/reduce.hpp"
 
 namespace commfuse::comm::mpi {
@@ -114,19 +115,7 @@ void MpiTransport::exchange_descriptors(const WireDesc& mine, const char* op) {
 }
 
 void MpiTransport::check_descriptors(const CollDesc& desc, const char* op) {
-  const PeerCall mine = peer_call(descs_[rank_]);
-  CF_ASSERT(mine.coll == desc);
-  bool same = true;
-  for (int r = 0; r < size_ && same; ++r)
-    same = r == rank_ || same_call(mine, peer_call(descs_[r]));
-  if (same) return;
-  std::vector<PeerCall> all;
-  for (int r = 0; r < size_; ++r) {
-    const WireDesc& d = descs_[r];
-    all.push_back(peer_call(d));
-    all.back().reason = std::string_view(d.reason, strnlen(d.reason, sizeof d.reason));
-  }
-  fail_call(op, rank_, all);
+  check_call(op, rank_, size_, desc, [&](int r) -> const WireDesc& { return descs_[r]; });
 }
 
 void MpiTransport::abort(const std::string& reason) {
@@ -206,7 +195,7 @@ void MpiTransport::all_gather(const void* src, void* dst, uint64_t count, DType 
       b.recv(q, out + q * bytes, bytes);
       b.send(q, src, bytes);
     }
-    std::memmove(out + rank_ * bytes, src, bytes);
+    kernels::cpu::copy(out + rank_ * bytes, src, bytes);
     b.wait();
   });
 }
@@ -217,6 +206,12 @@ void MpiTransport::all_to_all(const void* src, void* dst, uint64_t count, DType 
     if (bytes == 0) return;
     const auto* in = static_cast<const uint8_t*>(src);
     auto* out = static_cast<uint8_t*>(dst);
+    // In place, a block may arrive before this rank's block for that peer has gone out.
+    std::vector<uint8_t> staged;
+    if (ranges_overlap(src, size_ * bytes, dst, size_ * bytes)) {
+      staged.assign(in, in + size_ * bytes);
+      in = staged.data();
+    }
     Batch b(comm_, kDataTag, rank_, op, timeout_s_, oversubscribed_);
     for (int i = 1; i < size_; ++i) {
       // Receive from the rank i behind, send to the rank i ahead: every rank talks to a
@@ -224,7 +219,7 @@ void MpiTransport::all_to_all(const void* src, void* dst, uint64_t count, DType 
       b.recv((rank_ - i + size_) % size_, out + ((rank_ - i + size_) % size_) * bytes, bytes);
       b.send((rank_ + i) % size_, in + ((rank_ + i) % size_) * bytes, bytes);
     }
-    std::memmove(out + rank_ * bytes, in + rank_ * bytes, bytes);
+    kernels::cpu::copy(out + rank_ * bytes, in + rank_ * bytes, bytes);
     b.wait();
   });
 }
@@ -247,7 +242,7 @@ void MpiTransport::reduce_scatter(const void* src, void* dst, uint64_t count, DT
         b.recv(from, blocks + from * n * es, n * es);
         b.send(to, in + (to * count + off) * es, n * es);
       }
-      std::memcpy(blocks + rank_ * n * es, in + (rank_ * count + off) * es, n * es);
+      kernels::cpu::copy(blocks + rank_ * n * es, in + (rank_ * count + off) * es, n * es);
       b.wait();
       for (int r = 0; r < size_; ++r) parts[r] = blocks + r * n * es;
       kernels::cpu::reduce_sum(parts.data(), size_, out + off * es, n, dtype);
@@ -280,7 +275,7 @@ void MpiTransport::all_reduce_small(const uint8_t* src, uint8_t* dst, uint64_t c
     b.recv(q, all + q * bytes, bytes);
     b.send(q, src, bytes);
   }
-  std::memcpy(all + rank_ * bytes, src, bytes);
+  kernels::cpu::copy(all + rank_ * bytes, src, bytes);
   b.wait();  // src is read (sends done) before dst, which may be src, is written
   std::vector<const void*> parts(size_);
   for (int r = 0; r < size_; ++r) parts[r] = all + r * bytes;
@@ -309,7 +304,7 @@ void MpiTransport::all_reduce_large(const uint8_t* src, uint8_t* dst, uint64_t c
         b.recv(from, blocks + from * my_len * es, my_len * es);
         b.send(to, src + (off + to_off) * es, to_len * es);
       }
-      std::memcpy(blocks + rank_ * my_len * es, src + (off + my_off) * es, my_len * es);
+      kernels::cpu::copy(blocks + rank_ * my_len * es, src + (off + my_off) * es, my_len * es);
       b.wait();  // this piece of src is fully sent before dst (maybe src) is written
     }
     for (int r = 0; r < size_; ++r) parts[r] = blocks + r * my_len * es;

@@ -31,9 +31,11 @@ struct WireDesc {
   uint64_t count;
   int32_t root;
   uint32_t op_seq;
-  uint64_t unit;      // streams: the piece size (CollDesc::piece)
+  uint64_t unit;  // streams: the piece size (CollDesc::piece)
+  uint32_t algo;  // CollDesc::algo
+  uint32_t reserved;
   WireSignature sig;  // the user's call (comm/call_check.hpp)
-  char reason[472];   // op 0 (failed) or kRejectedOp: why
+  char reason[464];   // op 0 (failed) or kRejectedOp: why
 };
 
 class MpiTransport final : public Transport {

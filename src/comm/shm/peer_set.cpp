@@ -111,6 +111,18 @@ void PeerSet::fail_waiting(const char* op, uint32_t /*target*/, const std::strin
   detail::throw_status(Status::kRuntimeError, msg);
 }
 
+void PeerSet::fail_reading(int peer, int err, const char* op) {
+  if (of(peer).aborted.load(std::memory_order_acquire) != 0)
+    fail_waiting(op, 0, detail::cat("rank ", peer, " failed: ", of(peer).reason));
+  if (!process_alive(processes_[peer]))
+    fail_waiting(op, 0,
+                 detail::cat("rank ", peer, " (pid ", processes_[peer].pid,
+                             ") exited or was killed while rank ", rank_, " read its data"));
+  fail_waiting(op, 0,
+               detail::cat("reading rank ", peer,
+                           "'s data with process_vm_readv failed: ", std::strerror(err)));
+}
+
 void PeerSet::check_peers(int peer, uint32_t target, const char* op) {
   for (int r = 0; r < size(); ++r) {
     if (r == rank_) continue;

@@ -28,10 +28,13 @@ struct alignas(64) Control {
     uint64_t count;
     int32_t root;
     uint32_t op_seq;
-    uint64_t unit;      // streams: the piece size (CollDesc::piece)
-    WireSignature sig;  // the user's call (comm/call_check.hpp)
-    char reason[400];   // op kRejectedOp: why the owner rejected the call
-  } desc[2];            // the op the owner is in, by op sequence parity
+    uint64_t unit;  // streams: the piece size (CollDesc::piece)
+    uint32_t algo;  // CollDesc::algo
+    uint32_t reserved;
+    uint64_t cma_address;  // algo kCma: where in the owner's memory its data starts
+    WireSignature sig;     // the user's call (comm/call_check.hpp)
+    char reason[400];      // op kRejectedOp: why the owner rejected the call
+  } desc[2];               // the op the owner is in, by op sequence parity
   char reason[512];
 };
 static_assert(sizeof(Control) <= 4096, "control block must fit its page");
@@ -66,6 +69,10 @@ class PeerSet {
   void wait_all(uint32_t target, const char* op);
   // Marks this rank failed so peers stop waiting for it, with the reason they will report.
   void abort(const std::string& reason);
+  pid_t pid(int r) const { return processes_[r].pid; }
+  // A CMA read of peer's memory failed with errno err: aborts naming why (the peer failed,
+  // died, or the kernel refused) and throws RUNTIME_ERROR.
+  [[noreturn]] void fail_reading(int peer, int err, const char* op);
 
  private:
   [[noreturn]] void fail_waiting(const char* op, uint32_t target, const std::string& why);

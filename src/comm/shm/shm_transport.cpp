@@ -4,8 +4,12 @@
 #include <cstdio>
 #include <cstring>
 
+#include "comm/shm/cma.hpp"
+#include "core/algorithm.hpp"
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
+#include "kernels/cpu/copy.hpp"
 #include "kernels/cpu/reduce.hpp"
 
 namespace commfuse::comm::shm {
@@ -23,9 +27,9 @@ size_t elem_bytes(DType t) {
   return static_cast<size_t>(dtype_bits(t) / 8);
 }
 
-// memmove that accepts the null pointers of empty buffers (count 0 is a valid call).
+// Not glibc's memcpy: see kernels/cpu/copy.hpp (accepts the null pointers of empty buffers).
 void copy_bytes(void* dst, const void* src, size_t n) {
-  if (n != 0) std::memmove(dst, src, n);
+  kernels::cpu::copy(dst, src, n);
 }
 
 // Slice q of n elements split as evenly as possible over r parts.
@@ -37,11 +41,21 @@ void slice(uint64_t n, int parts, int q, uint64_t* off, uint64_t* len) {
   *len = base + (uq < rem ? 1 : 0);
 }
 
+// With CMA the peers read this rank's source while it writes its destination: where the
+// two overlap (an in-place call), they read a private copy of the source instead.
+const void* cma_source(const void* src, size_t src_bytes, const void* dst, size_t dst_bytes,
+                       std::vector<uint8_t>& staged) {
+  if (!ranges_overlap(src, src_bytes, dst, dst_bytes)) return src;
+  staged.resize(src_bytes);
+  copy_bytes(staged.data(), src, src_bytes);
+  return staged.data();
+}
+
 }  // namespace
 
 ShmTransport::ShmTransport(int rank, std::vector<Segment> segments,
                            std::vector<PeerProcess> processes, size_t slot_bytes,
-                           bool oversubscribed)
+                           bool oversubscribed, CmaSupport cma)
     : rank_(rank),
       size_(static_cast<int>(segments.size())),
       segments_(std::move(segments)),
@@ -59,7 +73,12 @@ ShmTransport::ShmTransport(int rank, std::vector<Segment> segments,
         // ranks' set-up would make them disagree, reported as a mismatched collective).
         const int cores = cpu::online_cores();
         return (size_ + cores - 1) / cores;
-      }()) {
+      }()),
+      cma_(std::move(cma)),
+      // Read once: the plain path of every call then costs one comparison.
+      algo_forced_(!forced_algorithm("all_gather").empty() ||
+                   !forced_algorithm("all_to_all").empty() ||
+                   !forced_algorithm("broadcast").empty()) {
   for (auto& s : segments_) base_.push_back(static_cast<uint8_t*>(s.data()));
 }
 
@@ -72,11 +91,15 @@ uint32_t ShmTransport::begin_step(const char* op) {
 Control::Desc& ShmTransport::write_descriptor(uint32_t op, const CollDesc& desc) {
   auto& d = peers_.mine().desc[op_seq_ & 1u];
   fill_wire(d, op, desc, op_seq_);
+  d.cma_address = 0;
   return d;
 }
 
-void ShmTransport::arrive(uint32_t s, bool first, const CollDesc& desc, const char* op) {
-  if (first) write_descriptor(static_cast<uint32_t>(desc.op), desc);
+void ShmTransport::arrive(uint32_t s, bool first, const CollDesc& desc, const char* op,
+                          const void* cma_data) {
+  if (first)
+    write_descriptor(static_cast<uint32_t>(desc.op), desc).cma_address =
+        reinterpret_cast<uint64_t>(cma_data);
   peers_.publish(3 * s + 1);
   if (first) {
     peers_.wait_all(3 * s + 1, op);
@@ -84,20 +107,31 @@ void ShmTransport::arrive(uint32_t s, bool first, const CollDesc& desc, const ch
   }
 }
 
+CollAlgo ShmTransport::choose_copy(CollOp op, uint64_t bytes) {
+  const bool cma = cma_.unavailable.empty();
+  if (!algo_forced_ && log::verbose_level() < 1)
+    return cma && bytes >= cma_.min_bytes ? CollAlgo::kCma : CollAlgo::kDefault;
+  const char* name = coll_op_name(op);
+  const std::vector<AlgorithmEntry> list{
+      {"cma", cma ? "" : "CMA unavailable: " + cma_.unavailable,
+       bytes < cma_.min_bytes
+           ? detail::cat(bytes, " bytes per block, below the CMA crossover ", cma_.min_bytes)
+           : ""},
+      {"slots", ""}};
+  const size_t i = choose_algorithm(
+      name, [&] { return detail::cat(name, "(rank ", rank_, ") ", bytes, " bytes per block"); },
+      list);
+  return i == 0 ? CollAlgo::kCma : CollAlgo::kDefault;
+}
+
+void ShmTransport::read_peer(int q, uint64_t off, void* dst, uint64_t n, const char* op) {
+  const uint64_t address = peers_.of(q).desc[op_seq_ & 1u].cma_address + off;
+  if (n != 0 && !cma_read(peers_.pid(q), dst, address, n)) peers_.fail_reading(q, errno, op);
+}
+
 void ShmTransport::check_descriptors(const CollDesc& desc, const char* op) {
-  const PeerCall mine = peer_call(peers_.mine().desc[op_seq_ & 1u]);
-  CF_ASSERT(mine.coll == desc);
-  bool same = true;
-  for (int r = 0; r < size_ && same; ++r)
-    same = r == rank_ || same_call(mine, peer_call(peers_.of(r).desc[op_seq_ & 1u]));
-  if (same) return;
-  std::vector<PeerCall> all;
-  for (int r = 0; r < size_; ++r) {
-    const auto& d = peers_.of(r).desc[op_seq_ & 1u];
-    all.push_back(peer_call(d));
-    all.back().reason = std::string_view(d.reason, strnlen(d.reason, sizeof d.reason));
-  }
-  fail_call(op, rank_, all);
+  check_call(op, rank_, size_, desc,
+             [&](int r) -> const Control::Desc& { return peers_.of(r).desc[op_seq_ & 1u]; });
 }
 
 void ShmTransport::abort(const std::string& reason) {
@@ -134,9 +168,16 @@ void ShmTransport::barrier() {
 
 void ShmTransport::broadcast(void* buf, uint64_t count, DType dtype, int root) {
   CollDesc desc{CollOp::kBroadcast, dtype, count, root};
+  const size_t total = dtype_storage_bytes(dtype, count);
+  desc.algo = choose_copy(desc.op, total);
   run(desc, [&](const char* op) {
-    const size_t total = dtype_storage_bytes(dtype, count);
     auto* p = static_cast<uint8_t*>(buf);
+    if (desc.algo == CollAlgo::kCma) {
+      cma_call(desc, op, buf, rank_ == root, [&] {
+        if (rank_ != root) read_peer(root, 0, p, total, op);
+      });
+      return;
+    }
     for_each_step(op, total, slot_bytes_, [&](uint32_t s, uint64_t off, uint64_t n, bool first) {
       if (rank_ == root) copy_bytes(slot(rank_, s), p + off, n);
       arrive(s, first, desc, op);
@@ -150,10 +191,26 @@ void ShmTransport::broadcast(void* buf, uint64_t count, DType dtype, int root) {
 
 void ShmTransport::all_gather(const void* src, void* dst, uint64_t count, DType dtype) {
   CollDesc desc{CollOp::kAllGather, dtype, count, -1};
+  const size_t per_rank = dtype_storage_bytes(dtype, count);
+  desc.algo = choose_copy(desc.op, per_rank);
   run(desc, [&](const char* op) {
-    const size_t per_rank = dtype_storage_bytes(dtype, count);
     const auto* in = static_cast<const uint8_t*>(src);
     auto* out = static_cast<uint8_t*>(dst);
+    if (desc.algo == CollAlgo::kCma) {
+      // In place (src is this rank's block of dst) needs no copy: no rank writes that block.
+      std::vector<uint8_t> staged;
+      const void* mine = in == out + rank_ * per_rank
+                             ? src
+                             : cma_source(src, per_rank, dst, size_ * per_rank, staged);
+      cma_call(desc, op, mine, true, [&] {
+        copy_bytes(out + rank_ * per_rank, mine, per_rank);
+        for (int i = 1; i < size_; ++i) {
+          const int q = (rank_ + i) % size_;
+          read_peer(q, 0, out + q * per_rank, per_rank, op);
+        }
+      });
+      return;
+    }
     for_each_step(op, per_rank, slot_bytes_, [&](uint32_t s, uint64_t off, uint64_t n, bool first) {
       copy_bytes(slot(rank_, s), in + off, n);
       arrive(s, first, desc, op);
@@ -169,8 +226,23 @@ void ShmTransport::all_gather(const void* src, void* dst, uint64_t count, DType 
 
 void ShmTransport::all_to_all(const void* src, void* dst, uint64_t count, DType dtype) {
   CollDesc desc{CollOp::kAllToAll, dtype, count, -1};
+  const size_t per_peer = dtype_storage_bytes(dtype, count);
+  desc.algo = choose_copy(desc.op, per_peer);
   run(desc, [&](const char* op) {
-    const size_t per_peer = dtype_storage_bytes(dtype, count);
+    if (desc.algo == CollAlgo::kCma) {
+      auto* out = static_cast<uint8_t*>(dst);
+      std::vector<uint8_t> staged;
+      const auto* mine = static_cast<const uint8_t*>(
+          cma_source(src, size_ * per_peer, dst, size_ * per_peer, staged));
+      cma_call(desc, op, mine, true, [&] {
+        copy_bytes(out + rank_ * per_peer, mine + rank_ * per_peer, per_peer);
+        for (int i = 1; i < size_; ++i) {
+          const int q = (rank_ + i) % size_;
+          read_peer(q, rank_ * per_peer, out + q * per_peer, per_peer, op);
+        }
+      });
+      return;
+    }
     const size_t chunk = std::max<size_t>(64, (slot_bytes_ / size_) & ~size_t{63});
     const auto* in = static_cast<const uint8_t*>(src);
     auto* out = static_cast<uint8_t*>(dst);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/fault.hpp"
@@ -22,6 +23,16 @@ namespace commfuse::comm::shm {
 
 constexpr size_t kControlBytes = 4096;
 
+// What a group found at set-up about reading each other's memory with CMA (comm/shm/cma.hpp,
+// comm_create.cpp), alike on every rank.
+struct CmaSupport {
+  std::string unavailable;  // empty: every rank can read every peer; else why not
+  // all_gather, all_to_all and broadcast read the peers' buffers in place (one copy, then a
+  // closing synchronization so no rank returns while a peer still reads its buffer) from
+  // blocks of this many bytes per peer; below, the slots (two copies, no closing wait).
+  uint64_t min_bytes = 0;
+};
+
 // Bytes of one rank's region for a given slot size.
 inline size_t region_bytes(size_t slot_bytes) {
   return kControlBytes + 2 * slot_bytes;
@@ -31,7 +42,7 @@ class ShmTransport final : public Transport {
  public:
   // segments[r] is rank r's region (this rank's own one created by it, the others opened).
   ShmTransport(int rank, std::vector<Segment> segments, std::vector<PeerProcess> processes,
-               size_t slot_bytes, bool oversubscribed);
+               size_t slot_bytes, bool oversubscribed, CmaSupport cma);
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -59,8 +70,21 @@ class ShmTransport final : public Transport {
   void for_each_step(const char* op, uint64_t total, uint64_t chunk, StepBody&& body);
   // Starts step s: waits until every peer is done with the slot this step reuses.
   uint32_t begin_step(const char* op);
-  // Publishes phase 3s+1; on an op's first step also checks every rank's descriptor.
-  void arrive(uint32_t s, bool first, const CollDesc& desc, const char* op);
+  // Publishes phase 3s+1; on an op's first step also checks every rank's descriptor (and
+  // publishes, for CMA, where this rank's data starts).
+  void arrive(uint32_t s, bool first, const CollDesc& desc, const char* op,
+              const void* cma_data = nullptr);
+  // The copy algorithm of a call moving `bytes` per peer block: CMA where the group has it
+  // and the block reaches its crossover, else the slots; COMMFUSE_ALGO=<op>:cma|slots forces.
+  CollAlgo choose_copy(CollOp op, uint64_t bytes);
+  // A CMA call in one step: publishes `mine` (this rank's data, read by the peers), checks
+  // the descriptors, runs body() (which reads the peers with read_peer), then waits until
+  // every peer is done reading if `read_by_peers`.
+  template <typename Body>
+  void cma_call(const CollDesc& desc, const char* op, const void* mine, bool read_by_peers,
+                Body&& body);
+  // Copies n bytes at offset `off` of the data rank q published into dst.
+  void read_peer(int q, uint64_t off, void* dst, uint64_t n, const char* op);
   void check_descriptors(const CollDesc& desc, const char* op);
   // Writes this rank's descriptor of call op_seq_ (before publishing its first phase).
   Control::Desc& write_descriptor(uint32_t op, const CollDesc& desc);
@@ -75,6 +99,8 @@ class ShmTransport final : public Transport {
   PeerSet peers_;
   size_t slot_bytes_;
   int ranks_per_core_ = 1;
+  CmaSupport cma_;
+  bool algo_forced_ = false;  // COMMFUSE_ALGO names one of this transport's collectives
   uint32_t step_ = 0;
   uint32_t op_seq_ = 0;
   std::string failure_;  // set once an op failed: the transport is then unusable
@@ -96,6 +122,19 @@ void ShmTransport::run(const CollDesc& desc, Body&& body) {
     peers_.abort(e.what());
     rethrow_in_call();
   }
+}
+
+template <typename Body>
+void ShmTransport::cma_call(const CollDesc& desc, const char* op, const void* mine,
+                            bool read_by_peers, Body&& body) {
+  fault_point(rank_, op, 0);
+  const uint32_t s = begin_step(op);
+  arrive(s, true, desc, op, mine);
+  fault_point(rank_, op, 1);  // the peers may be reading this rank's memory now
+  body();
+  peers_.publish(3 * s + 3);
+  // The caller may reuse its buffer once we return: not while a peer still reads it.
+  if (read_by_peers) peers_.wait_all(3 * s + 3, op);
 }
 
 template <typename StepBody>

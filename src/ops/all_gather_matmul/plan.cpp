@@ -6,7 +6,7 @@
 
 #include "comm/comm_impl.hpp"
 #include "comm/transport.hpp"
-#include "ops/common/algorithm.hpp"
+#include "core/algorithm.hpp"
 
 namespace commfuse::ops {
 

@@ -47,7 +47,7 @@ AllGatherMatmulProblem validate_all_gather_matmul(const TensorView& x1, const Te
                                                   const TensorView& gather_out,
                                                   const AllGatherMatmulOptions& options);
 
-// The algorithm list, best first (ops/common/algorithm.hpp); the unfused composition
+// The algorithm list, best first (core/algorithm.hpp); the unfused composition
 // (all_gather, then one GEMM) last, as the reference `commfuse bench` and the demo measure
 // the op against.
 enum class AllGatherMatmulSchedule {

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "ops/common/algorithm.hpp"
+#include "core/algorithm.hpp"
 
 namespace commfuse::ops {
 

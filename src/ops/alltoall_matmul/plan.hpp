@@ -43,7 +43,7 @@ AlltoAllMatmulProblem validate_alltoall_matmul(const TensorView& x1, const Tenso
                                                const TensorView& all_to_all_out,
                                                const AlltoAllMatmulOptions& options);
 
-// The algorithm list (ops/common/algorithm.hpp), best first, the unfused composition last.
+// The algorithm list (core/algorithm.hpp), best first, the unfused composition last.
 enum class AlltoAllMatmulSchedule {
   kFused,    // all_to_all_stream, rows permuted as they arrive, chunked GEMM
   kUnfused,  // all_to_all into the workspace, permute pass, one GEMM

@@ -6,9 +6,9 @@
 
 #include "core/params.hpp"
 
+#include "core/algorithm.hpp"
 #include "kernels/cpu/quant_per_token.hpp"
 #include "ops/alltoall_quant_matmul/plan.hpp"
-#include "ops/common/algorithm.hpp"
 
 namespace commfuse::ops {
 namespace {

@@ -70,7 +70,7 @@ inline constexpr int64_t kPieceRows = 256;
 // assembly of the next chunk can overlap the GEMM of this one when the transport allows.
 int64_t gemm_chunk_rows(comm::CommImpl& comm, int64_t rows);
 
-// The algorithm list (ops/common/algorithm.hpp), best first, the unfused composition last.
+// The algorithm list (core/algorithm.hpp), best first, the unfused composition last.
 enum class AlltoAllQuantMatmulSchedule {
   kFused,    // all_to_all_stream; rows quantized where they arrive; chunked int GEMM
   kUnfused,  // all_to_all into the workspace, then permute, quantize, GEMM, dequant passes

@@ -19,7 +19,7 @@ QuantReduceProblem validate_quant_all_reduce(const TensorView& x, const TensorVi
                                              std::string_view group, std::string_view reduce_op,
                                              const TensorView& output);
 
-// The algorithm list (ops/common/algorithm.hpp), best first, the unfused composition last.
+// The algorithm list (core/algorithm.hpp), best first, the unfused composition last.
 enum class QuantAllReduceSchedule {
   kRsAllGather,   // rows % R == 0 (preferred on shm from kRsAllGatherMinRanks): own block,
                   // then all_gather of the rounded rows

@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "ops/common/algorithm.hpp"
+#include "core/algorithm.hpp"
 
 namespace commfuse::ops {
 

@@ -19,7 +19,7 @@ QuantReduceProblem validate_quant_reduce_scatter(const TensorView& x, const Tens
                                                  std::string_view group, std::string_view reduce_op,
                                                  const TensorView& output);
 
-// The algorithm list (ops/common/algorithm.hpp), best first, the unfused composition last.
+// The algorithm list (core/algorithm.hpp), best first, the unfused composition last.
 enum class QuantReduceScatterSchedule {
   kAllToAllStream,  // each rank reads every rank's rows of its own block and sums them
   kUnfused,         // dequantize to fp32, fp32 reduce_scatter, round: the reference

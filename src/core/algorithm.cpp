@@ -1,11 +1,11 @@
-#include "ops/common/algorithm.hpp"
+#include "core/algorithm.hpp"
 
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
 
-namespace commfuse::ops {
+namespace commfuse {
 
 std::string forced_algorithm(std::string_view op) {
   const std::string value = params::get_string("COMMFUSE_ALGO");
@@ -64,4 +64,4 @@ size_t choose_algorithm(const char* op, const std::function<std::string()>& what
   return chosen;
 }
 
-}  // namespace commfuse::ops
+}  // namespace commfuse

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-namespace commfuse::ops {
+namespace commfuse {
 
 struct AlgorithmEntry {
   const char* name;
@@ -39,4 +39,4 @@ size_t choose_algorithm(const char* op, const std::function<std::string()>& what
 // The name COMMFUSE_ALGO forces for op ("" when none); InvalidArgument for a malformed value.
 std::string forced_algorithm(std::string_view op);
 
-}  // namespace commfuse::ops
+}  // namespace commfuse
