@@ -87,6 +87,7 @@ shm::CmaSupport agree_on_cma(int rank, const std::vector<RankRecord>& recs,
   const size_t space = all[0].find(' ');
   CF_ASSERT(space != std::string::npos);
   cma.min_bytes = std::stoull(all[0].substr(0, space));
+  cma.shared_cores = oversubscribed;
   for (int r = 0; r < static_cast<int>(all.size()); ++r) {
     const std::string verdict = r == 0 ? all[0].substr(space + 1) : all[r];
     if (verdict != "ok" && cma.unavailable.empty()) cma.unavailable = verdict;

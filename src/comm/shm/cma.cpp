@@ -67,7 +67,7 @@ double copy_bytes_per_us() {
 }
 
 uint64_t cma_crossover_bytes(bool oversubscribed) {
-  const double sync_us = oversubscribed ? 40.0 : 2.0;
+  const double sync_us = oversubscribed ? 20.0 : 2.0;
   const double bytes = sync_us * copy_bytes_per_us();
   uint64_t p = 16 * 1024;
   while (p < bytes && p < (uint64_t{4} << 20)) p *= 2;

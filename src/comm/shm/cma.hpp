@@ -28,12 +28,13 @@ std::string cma_probe(pid_t pid, uint64_t address);
 // (for `commfuse info`; a group decides by cma_probe between its ranks). Empty if it does.
 std::string cma_self_check();
 
-// The per-peer block size from which all_gather, all_to_all and broadcast read the peers in
-// place (docs/algorithms.md "CMA single copy"). CMA saves one copy of each block but adds a
-// closing synchronization (no rank may return while a peer still reads its buffer): it
-// pays from the block that one copy of takes as long as that synchronization — about 2 us
-// with a core per rank, about 40 us when ranks share cores (a wait then costs a context
-// switch; measured at W=4 on 2 cores, docs/algorithms.md). The copy bandwidth is measured
+// The bytes of copying per rank that CMA must save before all_gather, all_to_all and
+// broadcast read the peers in place (docs/algorithms.md "CMA single copy"). CMA saves a
+// copy of each block a peer would read through the slots but adds a closing
+// synchronization (no rank may return while a peer still reads its buffer): it pays once
+// the saved copies take as long as that synchronization — about 2 us with a core per rank,
+// about 20 us when ranks share cores (a wait then costs a context switch; measured at W=4
+// on 2 cores, docs/algorithms.md). The copy bandwidth is measured
 // here, once per process (a 256 KiB copy, best of 4); comm_create.cpp uses rank 0's value on
 // every rank so they choose alike. Rounded to a power of two in [16 KiB, 4 MiB].
 uint64_t cma_crossover_bytes(bool oversubscribed);

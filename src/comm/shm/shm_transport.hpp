@@ -28,9 +28,11 @@ constexpr size_t kControlBytes = 4096;
 struct CmaSupport {
   std::string unavailable;  // empty: every rank can read every peer; else why not
   // all_gather, all_to_all and broadcast read the peers' buffers in place (one copy, then a
-  // closing synchronization so no rank returns while a peer still reads its buffer) from
-  // blocks of this many bytes per peer; below, the slots (two copies, no closing wait).
+  // closing synchronization so no rank returns while a peer still reads its buffer) where
+  // that saves at least this many bytes of copying per rank; below, the slots (two copies,
+  // no closing wait).
   uint64_t min_bytes = 0;
+  bool shared_cores = false;  // more ranks than cores: all_gather and broadcast keep the slots
 };
 
 // Bytes of one rank's region for a given slot size.

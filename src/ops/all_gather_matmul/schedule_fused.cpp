@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/copy.hpp"
 #include "ops/all_gather_matmul/plan.hpp"
 
 namespace commfuse::ops {
@@ -57,7 +58,8 @@ class RowBatcher {
       size_t at = 0;
       for (const auto& [row, count] : segments_) {
         const size_t bytes = static_cast<size_t>(count) * out_row_bytes_;
-        std::memcpy(out_ + static_cast<size_t>(row) * out_row_bytes_, staged_out_ + at, bytes);
+        kernels::cpu::copy(out_ + static_cast<size_t>(row) * out_row_bytes_, staged_out_ + at,
+                           bytes);
         at += bytes;
       }
     }
@@ -93,12 +95,12 @@ void run_all_gather_matmul_fused(const AllGatherMatmulPlanData& plan, comm::Comm
   gs.unit = row_bytes;
   if (p.comm_turn > 0)
     gs.max_piece = static_cast<uint64_t>((p.m + p.comm_turn - 1) / p.comm_turn) * row_bytes;
-  gs.pack = [&](uint8_t* dst, uint64_t off, uint64_t n) { std::memcpy(dst, x1 + off, n); };
+  gs.pack = [&](uint8_t* dst, uint64_t off, uint64_t n) { kernels::cpu::copy(dst, x1 + off, n); };
   if (plan.stage_in_gather_out) {
     // Every row to its gather_out row as it arrives, then one GEMM there.
     gs.on_piece = [&](int src, const uint8_t* data, uint64_t off, uint64_t n) {
-      std::memcpy(gathered + static_cast<uint64_t>(src) * gs.bytes + off,
-                  src == p.rank ? x1 + off : data, n);
+      kernels::cpu::copy(gathered + static_cast<uint64_t>(src) * gs.bytes + off,
+                         src == p.rank ? x1 + off : data, n);
     };
     comm.transport().gather_stream(gs);
     gemm.run_staged(gathered, p.m * p.world_size, out);

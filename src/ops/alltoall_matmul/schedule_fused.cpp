@@ -4,6 +4,7 @@
 // GEMM runs on them, writing their output rows; the last chunk runs after the stream.
 #include <cstring>
 
+#include "kernels/cpu/copy.hpp"
 #include "ops/alltoall_matmul/plan.hpp"
 #include "ops/alltoall_quant_matmul/plan.hpp"
 
@@ -28,13 +29,13 @@ void run_alltoall_matmul_fused(const AlltoAllMatmulPlanData& plan, comm::CommImp
   st.unit = unit;
   st.max_piece = static_cast<uint64_t>(kPieceRows) * unit;
   st.pack = [&](int to, uint8_t* dst, uint64_t off, uint64_t n) {
-    std::memcpy(dst, x1 + static_cast<size_t>(to * rows) * unit + off, n);
+    kernels::cpu::copy(dst, x1 + static_cast<size_t>(to * rows) * unit + off, n);
   };
   st.on_piece = [&](int src, const uint8_t* data, uint64_t off, uint64_t n) {
     const int64_t r0 = static_cast<int64_t>(off / unit);
     for (uint64_t j = 0; j < n / unit; ++j)
-      std::memcpy(perm + (static_cast<size_t>(r0 + j) * p.world_size + src) * unit, data + j * unit,
-                  unit);
+      kernels::cpu::copy(perm + (static_cast<size_t>(r0 + j) * p.world_size + src) * unit,
+                         data + j * unit, unit);
   };
   st.on_all = [&](const uint8_t* const*, uint64_t off, uint64_t n) {
     const int64_t assembled = static_cast<int64_t>((off + n) / unit);

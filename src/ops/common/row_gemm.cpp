@@ -8,6 +8,7 @@
 #include "core/convert_fast.hpp"
 #include "core/error.hpp"
 #include "core/trace.hpp"
+#include "kernels/cpu/copy.hpp"
 
 namespace commfuse::ops {
 namespace {
@@ -119,8 +120,8 @@ size_t RowGemm::staging_bytes(const RowGemmShape& s, int64_t rows) {
 void RowGemm::copy_rows(const void* a, int64_t rows, void* dst, void* a_copy) const {
   const size_t row_bytes = dtype_storage_bytes(s_.dtype, static_cast<size_t>(s_.k));
   if (!widened_) {
-    if (a_copy != nullptr) std::memcpy(a_copy, a, row_bytes * static_cast<size_t>(rows));
-    if (dst != a) std::memcpy(dst, a, row_bytes * static_cast<size_t>(rows));
+    if (a_copy != nullptr) kernels::cpu::copy(a_copy, a, row_bytes * static_cast<size_t>(rows));
+    if (dst != a) kernels::cpu::copy(dst, a, row_bytes * static_cast<size_t>(rows));
     return;
   }
   // Row by row: the copy to gather_out and the widening read the row while it is in L1.
@@ -130,7 +131,8 @@ void RowGemm::copy_rows(const void* a, int64_t rows, void* dst, void* a_copy) co
   auto* a32 = static_cast<float*>(dst);
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* row = src + static_cast<size_t>(r) * row_bytes;
-    if (copy != nullptr) std::memcpy(copy + static_cast<size_t>(r) * row_bytes, row, row_bytes);
+    if (copy != nullptr)
+      kernels::cpu::copy(copy + static_cast<size_t>(r) * row_bytes, row, row_bytes);
     widen(row, s_.dtype, a32 + r * s_.k, static_cast<size_t>(s_.k));
   }
 }
