@@ -6,7 +6,7 @@ set -euo pipefail
 build=${1:-build}
 runs=${2:-3}
 out=$(mktemp -d)
-"$build/bin/commfuse" info | grep -E "^  CPU |CPU ISA|single copy"
+"$build/bin/commfuse" info | grep -E "^  (CPU|CPU ISA|shm single copy)  "
 for op in all-reduce all-gather reduce-scatter all-to-all; do
   for n in 2 3 4; do
     for r in $(seq 1 "$runs"); do

@@ -152,15 +152,15 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
       rank, std::move(segments), std::move(procs), slot_bytes, oversubscribed, cma);
   CF_LOG(kInfo, "comm ", name, ": rank ", rank, "/", world_size, " on shm (slot ", slot_bytes,
          " bytes", oversubscribed ? ", oversubscribed" : "", ", CMA ",
-         cma.unavailable.empty() ? detail::cat("from ", cma.min_bytes, " bytes per block")
+         cma.unavailable.empty() ? detail::cat("where it saves ", cma.min_bytes, " bytes")
                                  : "unavailable: " + cma.unavailable,
          ")");
   if (log::verbose_level() >= 1 && rank == 0)
-    log::verbose(
-        detail::cat("comm ", name, ": CMA single-copy ",
-                    cma.unavailable.empty()
-                        ? detail::cat("available, used from ", cma.min_bytes, " bytes per block")
-                        : "unavailable (" + cma.unavailable + "): the slots carry all"));
+    log::verbose(detail::cat("comm ", name, ": CMA single-copy ",
+                             cma.unavailable.empty()
+                                 ? detail::cat("available, used where it saves ", cma.min_bytes,
+                                               " bytes of copying per rank")
+                                 : "unavailable (" + cma.unavailable + "): the slots carry all"));
   return std::make_unique<CommImpl>(rank, world_size, world_size, name, std::move(transport_impl));
 }
 

@@ -64,13 +64,15 @@ int cmd_info(int argc, char** argv) {
     // What a communicator on this host would find: a child reading this process (the group
     // itself probes between its ranks at set-up and reports it with COMMFUSE_VERBOSE=1).
     const std::string why = comm::shm::cma_self_check();
-    std::printf("  shm single copy   %s\n",
-                why.empty()
-                    ? detail::cat("CMA (process_vm_readv) available; used from ",
-                                  comm::shm::cma_crossover_bytes(false), " bytes per block (",
-                                  comm::shm::cma_crossover_bytes(true), " when ranks share cores)")
-                          .c_str()
-                    : ("CMA unavailable (" + why + "): the shared slots carry all").c_str());
+    std::printf(
+        "  shm single copy   %s\n",
+        why.empty()
+            ? detail::cat("CMA (process_vm_readv) available; used where it saves ",
+                          comm::shm::cma_crossover_bytes(false), " bytes of copying per rank (",
+                          comm::shm::cma_crossover_bytes(true),
+                          " for all_to_all when ranks share cores)")
+                  .c_str()
+            : ("CMA unavailable (" + why + "): the shared slots carry all").c_str());
   }
   std::printf("\nparameters (environment, value, default, description):\n");
   for (const auto& p : params::all()) {
