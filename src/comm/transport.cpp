@@ -52,6 +52,10 @@ const char* coll_algo_name(CollAlgo a) {
       return "slots";
     case CollAlgo::kCma:
       return "cma";
+    case CollAlgo::kOneShot:
+      return "one_shot";
+    case CollAlgo::kTwoShot:
+      return "two_shot";
   }
   return "unknown algorithm";
 }

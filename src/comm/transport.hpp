@@ -45,8 +45,10 @@ inline constexpr uint32_t kRejectedOp = 0x52454A43;  // "REJC"
 // How a transport moves a collective's data where it has more than one way; every rank
 // must use the same (it is part of the descriptor). shm: through the slots, or read from
 // the peers' buffers with CMA (comm/shm/cma.hpp).
-enum class CollAlgo : uint32_t { kDefault = 0, kCma = 1 };
-const char* coll_algo_name(CollAlgo a);  // "slots", "cma"
+// all_reduce: one-shot (every rank sums everything) or two-shot (reduce-scatter +
+// all-gather), docs/algorithms.md.
+enum class CollAlgo : uint32_t { kDefault = 0, kCma = 1, kOneShot = 2, kTwoShot = 3 };
+const char* coll_algo_name(CollAlgo a);  // "slots", "cma", "one_shot", "two_shot"
 
 // What a rank says it is doing; compared across ranks before data is combined.
 struct CollDesc {

@@ -244,12 +244,15 @@ def test_encode_e8m0_matches_ml_dtypes_except_documented_subnormals():
     bad = mismatches(got, want)
     # (a) Documented difference: fp32 subnormals in (2^-127, 1.5*2^-127), i.e. bit
     # patterns 0x00400001..0x005FFFFF, round to nearest in commfuse (0x00 = 2^-127)
-    # where ml_dtypes 0.6 gives 0x01 (2^-126). Everything else must agree.
+    # where ml_dtypes 0.6 gives 0x01 (2^-126); ml_dtypes 0.7 rounds them as commfuse does
+    # (seen on a fresh machine, where pip installed 0.7.0). Everything else must agree.
     bits = f32_bits(x)
     band = (bits > 0x00400000) & (bits < 0x00600000)
     assert band.sum() > 1000
-    assert np.array_equal(bad, band), describe(x, got, want, bad & ~band)
-    assert np.all(as_uint(got)[band] == 0x00) and np.all(as_uint(want)[band] == 0x01)
+    assert np.all(as_uint(got)[band] == 0x00), "commfuse must round the band to 2^-127"
+    if bad.any():  # an ml_dtypes with the 0.6 rounding: the band, and only it, differs
+        assert np.array_equal(bad, band), describe(x, got, want, bad & ~band)
+        assert np.all(as_uint(want)[band] == 0x01)
     # All normal fp32 inputs agree (checked above; restated as the documented promise).
     normal = (bits & 0x7F800000) != 0
     assert not bad[normal].any()

@@ -78,7 +78,8 @@ ShmTransport::ShmTransport(int rank, std::vector<Segment> segments,
       // Read once: the plain path of every call then costs one comparison.
       algo_forced_(!forced_algorithm("all_gather").empty() ||
                    !forced_algorithm("all_to_all").empty() ||
-                   !forced_algorithm("broadcast").empty()) {
+                   !forced_algorithm("broadcast").empty() ||
+                   !forced_algorithm("all_reduce").empty()) {
   for (auto& s : segments_) base_.push_back(static_cast<uint8_t*>(s.data()));
 }
 
@@ -130,6 +131,31 @@ CollAlgo ShmTransport::choose_copy(CollOp op, uint64_t bytes) {
       name, [&] { return detail::cat(name, "(rank ", rank_, ") ", bytes, " bytes per block"); },
       list);
   return i == 0 ? CollAlgo::kCma : CollAlgo::kDefault;
+}
+
+CollAlgo ShmTransport::choose_all_reduce(uint64_t step_bytes) {
+  // Up to 4 ranks one-shot always: with 2 ranks each reads the other's data once either
+  // way and one-shot saves a synchronization; at 4 ranks on 2 cores it measured faster
+  // too (bench/collectives.sh). Larger groups use two-shot past 64 KiB per step. (Tests
+  // shrink the slot: the threshold shrinks with it, and they force each algorithm too.)
+  const uint64_t limit = std::min(kOneShotBytes, slot_bytes_ / 4);
+  const bool two_shot = size_ > 4 && step_bytes > limit;
+  if (!algo_forced_ && log::verbose_level() < 1)
+    return two_shot ? CollAlgo::kTwoShot : CollAlgo::kOneShot;
+  const std::vector<AlgorithmEntry> list{
+      {"one_shot", "",
+       two_shot ? detail::cat(size_, " ranks, ", step_bytes,
+                              "-byte steps: two-shot reads 1/R of the data per phase")
+                : ""},
+      {"two_shot", "",
+       two_shot     ? ""
+       : size_ <= 4 ? detail::cat(size_, " ranks: one synchronization per step beats two")
+                    : detail::cat(step_bytes, "-byte steps (at most ", limit,
+                                  "): one synchronization per step beats two")}};
+  const size_t i = choose_algorithm(
+      "all_reduce",
+      [&] { return detail::cat("all_reduce(rank ", rank_, ") ", step_bytes, "-byte steps"); }, list);
+  return i == 0 ? CollAlgo::kOneShot : CollAlgo::kTwoShot;
 }
 
 void ShmTransport::read_peer(int q, uint64_t off, void* dst, uint64_t n, const char* op) {
@@ -293,18 +319,15 @@ void ShmTransport::reduce_scatter(const void* src, void* dst, uint64_t count, DT
 void ShmTransport::all_reduce(const void* src, void* dst, uint64_t count, DType dtype) {
   CollDesc desc{CollOp::kAllReduce, dtype, count, -1};
   check_reducible("all_reduce", rank_, dtype);
+  const size_t es = elem_bytes(dtype);
+  const uint64_t chunk = std::min(slot_bytes_, kReduceStepBytes) / es;
+  desc.algo = choose_all_reduce(std::min(count, chunk) * es);
   run(desc, [&](const char* op) {
-    const size_t es = elem_bytes(dtype);
-    const uint64_t chunk = std::min(slot_bytes_, kReduceStepBytes) / es;
     const auto* in = static_cast<const uint8_t*>(src);
     auto* out = static_cast<uint8_t*>(dst);
     std::vector<const void*> parts(size_);
     for_each_step(op, count, chunk, [&](uint32_t s, uint64_t off, uint64_t n, bool first) {
-      // Up to 4 ranks one-shot always: with 2 ranks each reads the other's data once either
-      // way and one-shot saves a synchronization; at 4 ranks on 2 cores it measured faster
-      // too (bench/collectives.sh). Larger groups use two-shot past 64 KiB per step. (Tests
-      // shrink the slot: the threshold shrinks with it so both paths get exercised.)
-      const bool one_shot = size_ <= 4 || n * es <= std::min(kOneShotBytes, slot_bytes_ / 4);
+      const bool one_shot = desc.algo == CollAlgo::kOneShot;
       uint64_t my_off = 0, my_len = 0;
       slice(n, size_, rank_, &my_off, &my_len);
       if (one_shot) {

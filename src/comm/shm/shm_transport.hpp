@@ -79,6 +79,9 @@ class ShmTransport final : public Transport {
   // The copy algorithm of a call moving `bytes` per peer block: CMA where the group has it
   // and the block reaches its crossover, else the slots; COMMFUSE_ALGO=<op>:cma|slots forces.
   CollAlgo choose_copy(CollOp op, uint64_t bytes);
+  // all_reduce's algorithm for steps of step_bytes: one-shot up to 4 ranks or 64 KiB steps,
+  // else two-shot; COMMFUSE_ALGO=all_reduce:one_shot|two_shot forces.
+  CollAlgo choose_all_reduce(uint64_t step_bytes);
   // A CMA call in one step: publishes `mine` (this rank's data, read by the peers), checks
   // the descriptors, runs body() (which reads the peers with read_peer), then waits until
   // every peer is done reading if `read_by_peers`.
