@@ -31,10 +31,12 @@ test-release: build
 	ctest --preset release -j $(JOBS)
 	COMMFUSE_MAX_CPU_ISA=avx2 ctest --preset release -j $(JOBS) -LE no_isa
 
+# Under ASan + UBSan, less the tests labelled heavy (W=8 repeats of paths W=2..4 cover, see
+# tests/ops/CMakeLists.txt), plus the fuzz targets replaying their seed corpus.
 test-asan: install-deps
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan -j $(JOBS)
-	ctest --preset asan -j $(JOBS)
+	ctest --preset asan -j $(JOBS) -LE heavy
 
 # ThreadSanitizer over the multi-rank tests (shm, MPI with its progress thread, operators,
 # recovery, soak, fault injection). Not part of `make test`: the tsan build and run take

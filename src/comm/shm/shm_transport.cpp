@@ -76,10 +76,9 @@ ShmTransport::ShmTransport(int rank, std::vector<Segment> segments,
       }()),
       cma_(std::move(cma)),
       // Read once: the plain path of every call then costs one comparison.
-      algo_forced_(!forced_algorithm("all_gather").empty() ||
-                   !forced_algorithm("all_to_all").empty() ||
-                   !forced_algorithm("broadcast").empty() ||
-                   !forced_algorithm("all_reduce").empty()) {
+      algo_forced_(
+          !forced_algorithm("all_gather").empty() || !forced_algorithm("all_to_all").empty() ||
+          !forced_algorithm("broadcast").empty() || !forced_algorithm("all_reduce").empty()) {
   for (auto& s : segments_) base_.push_back(static_cast<uint8_t*>(s.data()));
 }
 
@@ -154,7 +153,8 @@ CollAlgo ShmTransport::choose_all_reduce(uint64_t step_bytes) {
                                   "): one synchronization per step beats two")}};
   const size_t i = choose_algorithm(
       "all_reduce",
-      [&] { return detail::cat("all_reduce(rank ", rank_, ") ", step_bytes, "-byte steps"); }, list);
+      [&] { return detail::cat("all_reduce(rank ", rank_, ") ", step_bytes, "-byte steps"); },
+      list);
   return i == 0 ? CollAlgo::kOneShot : CollAlgo::kTwoShot;
 }
 
