@@ -26,50 +26,45 @@ constexpr size_t kSmallCopyBytes = 1024;
 // (up to one vector) is copied unaligned so the main loop's stores are aligned; the tail
 // is the last 4 vectors, copied unaligned and overlapping what the loop already wrote
 // (harmless: source and destination do not overlap here).
+#define CF_COPY_LOOP(V, LOADU, STOREOP)                            \
+  for (; i < end; i += 4 * kV) {                                   \
+    const V a = LOADU(reinterpret_cast<const V*>(s + i));          \
+    const V b = LOADU(reinterpret_cast<const V*>(s + i + kV));     \
+    const V c = LOADU(reinterpret_cast<const V*>(s + i + 2 * kV)); \
+    const V e = LOADU(reinterpret_cast<const V*>(s + i + 3 * kV)); \
+    STOREOP(reinterpret_cast<V*>(d + i), a);                       \
+    STOREOP(reinterpret_cast<V*>(d + i + kV), b);                  \
+    STOREOP(reinterpret_cast<V*>(d + i + 2 * kV), c);              \
+    STOREOP(reinterpret_cast<V*>(d + i + 3 * kV), e);              \
+  }
 #define CF_COPY_BODY(V, LOADU, STOREU, STORE, STREAM)                                      \
   auto* d = static_cast<uint8_t*>(dst);                                                    \
   const auto* s = static_cast<const uint8_t*>(src);                                        \
   constexpr size_t kV = sizeof(V);                                                         \
   STOREU(reinterpret_cast<V*>(d), LOADU(reinterpret_cast<const V*>(s)));                   \
-  const size_t head = kV - (reinterpret_cast<uintptr_t>(d) & (kV - 1));                    \
-  size_t i = head;                                                                         \
+  size_t i = kV - (reinterpret_cast<uintptr_t>(d) & (kV - 1));                             \
   const size_t end = n - 4 * kV;                                                           \
   if (nontemporal) {                                                                       \
-    for (; i < end; i += 4 * kV) {                                                         \
-      const V a = LOADU(reinterpret_cast<const V*>(s + i));                                \
-      const V b = LOADU(reinterpret_cast<const V*>(s + i + kV));                           \
-      const V c = LOADU(reinterpret_cast<const V*>(s + i + 2 * kV));                       \
-      const V e = LOADU(reinterpret_cast<const V*>(s + i + 3 * kV));                       \
-      STREAM(reinterpret_cast<V*>(d + i), a);                                              \
-      STREAM(reinterpret_cast<V*>(d + i + kV), b);                                         \
-      STREAM(reinterpret_cast<V*>(d + i + 2 * kV), c);                                     \
-      STREAM(reinterpret_cast<V*>(d + i + 3 * kV), e);                                     \
-    }                                                                                      \
+    CF_COPY_LOOP(V, LOADU, STREAM)                                                         \
     _mm_sfence(); /* the streamed lines are visible before the flag that publishes them */ \
   } else {                                                                                 \
-    for (; i < end; i += 4 * kV) {                                                         \
-      const V a = LOADU(reinterpret_cast<const V*>(s + i));                                \
-      const V b = LOADU(reinterpret_cast<const V*>(s + i + kV));                           \
-      const V c = LOADU(reinterpret_cast<const V*>(s + i + 2 * kV));                       \
-      const V e = LOADU(reinterpret_cast<const V*>(s + i + 3 * kV));                       \
-      STORE(reinterpret_cast<V*>(d + i), a);                                               \
-      STORE(reinterpret_cast<V*>(d + i + kV), b);                                          \
-      STORE(reinterpret_cast<V*>(d + i + 2 * kV), c);                                      \
-      STORE(reinterpret_cast<V*>(d + i + 3 * kV), e);                                      \
-    }                                                                                      \
+    CF_COPY_LOOP(V, LOADU, STORE)                                                          \
   }                                                                                        \
   for (size_t t = 4; t > 0; --t)                                                           \
-    STOREU(reinterpret_cast<V*>(d + n - t * kV), LOADU(reinterpret_cast<const V*>(s + n - t * kV)));
+  STOREU(reinterpret_cast<V*>(d + n - t * kV), LOADU(reinterpret_cast<const V*>(s + n - t * kV)))
 
 __attribute__((target("avx2"))) void copy_avx2(void* dst, const void* src, size_t n,
                                                bool nontemporal) {
   CF_COPY_BODY(__m256i, _mm256_loadu_si256, _mm256_storeu_si256, _mm256_store_si256,
-               _mm256_stream_si256)
+               _mm256_stream_si256);
 }
 
-void copy_sse2(void* dst, const void* src, size_t n, bool nontemporal){
-    CF_COPY_BODY(__m128i, _mm_loadu_si128, _mm_storeu_si128, _mm_store_si128, _mm_stream_si128)}
+void copy_sse2(void* dst, const void* src, size_t n, bool nontemporal) {
+  CF_COPY_BODY(__m128i, _mm_loadu_si128, _mm_storeu_si128, _mm_store_si128, _mm_stream_si128);
+}
+
 #undef CF_COPY_BODY
+#undef CF_COPY_LOOP
 
 #endif  // CF_COPY_X86
 
