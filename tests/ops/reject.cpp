@@ -251,7 +251,8 @@ void reject_reducing(commfuse::Comm& comm, Buffers& b, const std::string& rank) 
 
 // Shapes near int64's limits: planned (nothing executes on these small buffers), never an
 // overflow. Found by fuzz/: all_gather_matmul's plan multiplied x2's k·n by 4 in int64
-// (2^31 x 2^30 fp16); m·R (review of the same code) overflowed for m near 2^62 at R >= 3.
+// (2^31 x 2^30 fp16); m·R (review of the same code) overflowed for m near 2^62 at R >= 3,
+// and m·R·k (the gathered x1, staged in the workspace) for x1 (2^40 - 1, 2^22) at R = 3.
 void plan_huge_shapes(commfuse::Comm& comm, Buffers& b, const std::string& rank) {
   const int R = comm.world_size();
   const int64_t k = int64_t{1} << 31, n = int64_t{1} << 30;
@@ -269,6 +270,15 @@ void plan_huge_shapes(commfuse::Comm& comm, Buffers& b, const std::string& rank)
                       TensorView(b.i(), kF16, {m, 1}), TensorView(b.i(), kF16, {1, 1}), comm.name(),
                       R, TensorView(b.o(), kF16, {1, 1}), TensorView(), no_gather);
                 });
+  // x1 just under 2^63 bytes (m·k = 2^62 - 2^22 fp16 elements); 3·m·k overflows
+  const int64_t m2 = (int64_t{1} << 40) - 1, k2 = int64_t{1} << 22;
+  expect_reject(
+      "agm m·R·k overflow", Status::kParamInvalid,
+      {"all_gather_matmul", rank.c_str(), "the gathered m·R·k elements", "exceed int64"}, [&] {
+        commfuse::AllGatherMatmulPlan p(
+            TensorView(b.i(), kF16, {m2, k2}), TensorView(b.i(), kF16, {k2, 1}), comm.name(), R,
+            TensorView(b.o(), kF16, {m2 * R, 1}), TensorView(), no_gather);
+      });
 }
 
 void reject_c_api(commfuse::Comm& comm, Buffers& b, const std::string& rank) {

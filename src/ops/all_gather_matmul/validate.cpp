@@ -35,6 +35,10 @@ AllGatherMatmulProblem validate_all_gather_matmul(const TensorView& x1, const Te
   if (__builtin_mul_overflow(p.m, p.world_size, &rows))
     ctx.invalid("x1 dim 0 (m) is ", p.m, ": the gathered m·R rows (R = ", p.world_size,
                 ") exceed int64");
+  int64_t gathered = 0;  // m·R·k: the gathered x1 (gather_out, or staged in the workspace)
+  if (__builtin_mul_overflow(rows, p.k, &gathered))
+    ctx.invalid("x1 is (", p.m, ", ", p.k, "): the gathered m·R·k elements (R = ", p.world_size,
+                ") exceed int64");
 
   check_present(ctx, "output", output);
   check_same_dtype(ctx, "output", output, "x1", p.dtype);
