@@ -114,7 +114,8 @@ void PeerSet::fail_waiting(const char* op, uint32_t /*target*/, const std::strin
 void PeerSet::fail_reading(int peer, int err, const char* op) {
   if (of(peer).aborted.load(std::memory_order_acquire) != 0)
     fail_waiting(op, 0, detail::cat("rank ", peer, " failed: ", of(peer).reason));
-  if (!process_alive(processes_[peer]))
+  // ESRCH: the process is gone or exiting (its /proc entry may still look alive).
+  if (err == ESRCH || !process_alive(processes_[peer]))
     fail_waiting(op, 0,
                  detail::cat("rank ", peer, " (pid ", processes_[peer].pid,
                              ") exited or was killed while rank ", rank_, " read its data"));
