@@ -26,10 +26,11 @@ test: test-release test-asan test-python
 
 # The C++ suite natively, then again with commfuse's kernel choices (and oneDNN's, via the
 # same cap) held to AVX2, so one machine checks the paths of older CPUs too (less the tests
-# labelled no_isa: fault injection, where no kernel choice is involved).
+# labelled no_isa: fault injection, where no kernel choice is involved; and the W=8 repeats
+# labelled heavy, whose kernels the W=2..4 tests run too).
 test-release: build
 	ctest --preset release -j $(JOBS)
-	COMMFUSE_MAX_CPU_ISA=avx2 ctest --preset release -j $(JOBS) -LE no_isa
+	COMMFUSE_MAX_CPU_ISA=avx2 ctest --preset release -j $(JOBS) -LE "no_isa|heavy"
 
 # Under ASan + UBSan, less the tests labelled heavy (W=8 repeats of paths W=2..4 cover, see
 # tests/ops/CMakeLists.txt), plus the fuzz targets replaying their seed corpus.
