@@ -4,11 +4,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
-#include <vector>
 
 #include "kernels/cpu/copy.hpp"
 
@@ -49,26 +46,9 @@ bool cma_read(pid_t pid, void* dst, uint64_t address, size_t n) {
   return true;
 }
 
-double copy_bytes_per_us() {
-  static const double rate = [] {
-    constexpr size_t kBytes = 256 * 1024;
-    std::vector<uint8_t> a(kBytes, 1), b(kBytes);
-    double best = 0;
-    for (int i = 0; i < 4; ++i) {
-      const auto t0 = std::chrono::steady_clock::now();
-      kernels::cpu::copy(b.data(), a.data(), kBytes);
-      const double us =
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-      if (us > 0) best = std::max(best, kBytes / us);
-    }
-    return best > 0 ? best : 10000.0;  // a clock too coarse to tell: 10 GB/s
-  }();
-  return rate;
-}
-
 uint64_t cma_crossover_bytes(bool oversubscribed) {
   const double sync_us = oversubscribed ? 20.0 : 2.0;
-  const double bytes = sync_us * copy_bytes_per_us();
+  const double bytes = sync_us * kernels::cpu::copy_bytes_per_us();
   uint64_t p = 16 * 1024;
   while (p < bytes && p < (uint64_t{4} << 20)) p *= 2;
   return p;
