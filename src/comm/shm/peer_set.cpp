@@ -130,7 +130,10 @@ void PeerSet::check_peers(int peer, uint32_t target, const char* op) {
     Control& c = of(r);
     if (c.aborted.load(std::memory_order_acquire) != 0)
       fail_waiting(op, target, detail::cat("rank ", r, " failed: ", c.reason));
-    if (!process_alive(processes_[r]))
+    // A peer that already passed the awaited phase is not needed by this wait (it may
+    // have finished its last call and exited); a later wait for it still notices.
+    if (!reached(c.progress.load(std::memory_order_acquire), target) &&
+        !process_alive(processes_[r]))
       fail_waiting(
           op, target,
           detail::cat("rank ", r, " (pid ", processes_[r].pid, ") exited or was killed while rank ",
