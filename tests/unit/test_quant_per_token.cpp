@@ -12,9 +12,11 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/cpu_features.hpp"
+#include "core/error.hpp"
 #include "kernels/cpu/int_matmul.hpp"
 #include "kernels/cpu/quant_per_token.hpp"
 
@@ -111,8 +113,9 @@ TEST(QuantPerToken, RowsAndScales) {
 namespace {
 
 // c = a @ b through int_matmul against int64 sums.
+// force: run want_path instead of the machine's choice.
 void check_int_matmul(int64_t m, int64_t k, int64_t n, bool bt, int a_max, int b_max, bool extreme,
-                      cpu::IntMatmulPath want_path) {
+                      cpu::IntMatmulPath want_path, bool force = false) {
   std::mt19937 g(static_cast<unsigned>(m * 131 + k * 7 + n + bt));
   std::vector<int8_t> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
   auto fill = [&](std::vector<int8_t>& v, int mx) {
@@ -131,6 +134,7 @@ void check_int_matmul(int64_t m, int64_t k, int64_t n, bool bt, int a_max, int b
   d.b_transposed = bt;
   d.a_max = a_max;
   d.b_max = b_max;
+  if (force) d.force_path = want_path;
   const auto plan = cpu::plan_int_matmul(d);
   EXPECT_EQ(cpu::path_of(*plan), want_path) << cpu::describe(*plan);
   std::vector<float> prepared(cpu::prepared_b_bytes(*plan) / sizeof(float) + 1);
@@ -185,6 +189,37 @@ TEST(IntMatmul, Int8IsExactIncludingSaturatingValues) {
       // k > 1040: several exact fp32 blocks summed in int32 (on the f32-blocked path).
       check_int_matmul(3, 2500, 5, bt, 127, 127, extreme, want);
     }
+}
+
+TEST(IntMatmul, EveryExactInt8PathIsExact) {
+  // Each path exact for int8 x int8 on this CPU, forced in turn, so a VNNI/AMX machine also
+  // checks the f32-blocked path it never chooses. b_max 128 puts -128 in b (extreme: every
+  // product at +-127 x +-128); k > 1040 sums several exact fp32 blocks.
+  std::vector<cpu::IntMatmulPath> paths{cpu::IntMatmulPath::kF32Blocked};
+  if (cpu::choose_int_matmul_path(127, 128) == cpu::IntMatmulPath::kS8)
+    paths.push_back(cpu::IntMatmulPath::kS8);
+  for (cpu::IntMatmulPath path : paths)
+    for (bool bt : {false, true})
+      for (bool extreme : {false, true}) {
+        check_int_matmul(9, 40, 11, bt, 127, 128, extreme, path, true);
+        check_int_matmul(3, 2500, 5, bt, 127, 128, extreme, path, true);
+      }
+}
+
+TEST(IntMatmul, ForcingASaturatingPathIsRejected) {
+  if (cpu::choose_int_matmul_path(127, 128) == cpu::IntMatmulPath::kS8)
+    GTEST_SKIP() << "this CPU's s8 kernel accumulates in int32: no int8 path saturates";
+  cpu::IntMatmulDesc d;
+  d.m = d.k = d.n = d.lda = d.ldb = d.ldc = 4;
+  d.a_max = d.b_max = 127;
+  d.force_path = cpu::IntMatmulPath::kS8;
+  try {
+    cpu::plan_int_matmul(d);
+    ADD_FAILURE() << "forcing a saturating s8 GEMM was accepted";
+  } catch (const commfuse::Error& e) {
+    EXPECT_EQ(e.code(), commfuse::Status::kParamInvalid);
+    EXPECT_NE(std::string(e.what()).find("force_path"), std::string::npos) << e.what();
+  }
 }
 
 TEST(IntMatmul, Int4RangeIsExactOnTheInt8Kernel) {

@@ -46,7 +46,7 @@ std::shared_ptr<const IntMatmulPlan> create(const IntMatmulDesc& d, int threads)
   auto plan = std::make_shared<IntMatmulPlan>();
   plan->desc = d;
   plan->threads = threads;
-  plan->path = choose_int_matmul_path(d.a_max, d.b_max);
+  plan->path = d.force_path ? *d.force_path : choose_int_matmul_path(d.a_max, d.b_max);
   // Every fp32 partial sum of a k-block is an integer of magnitude <= k_block*a_max*b_max.
   const int64_t per_term = std::max<int64_t>(1, int64_t{d.a_max} * d.b_max);
   plan->k_block = std::max<int64_t>(1, std::min<int64_t>(d.k, (int64_t{1} << 24) / per_term));
@@ -209,6 +209,10 @@ std::shared_ptr<const IntMatmulPlan> plan_int_matmul(const IntMatmulDesc& d) {
   CF_CHECK_ARG(d.ldc >= d.n, "int_matmul: ldc is ", d.ldc, " but must be >= n = ", d.n);
   CF_CHECK_ARG(d.a_max >= 1 && d.a_max <= 128 && d.b_max >= 1 && d.b_max <= 128,
                "int_matmul: value bounds ", d.a_max, ", ", d.b_max, " must be in 1..128");
+  CF_CHECK_ARG(d.force_path != IntMatmulPath::kS8 ||
+                   choose_int_matmul_path(d.a_max, d.b_max) == IntMatmulPath::kS8,
+               "int_matmul: force_path s8s8s32 is not exact for bounds ", d.a_max, ", ", d.b_max,
+               " on this CPU (its s8 kernel sums pairs in saturating int16)");
   const int threads = compute_threads();
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
@@ -230,7 +234,8 @@ std::string describe(const IntMatmulPlan& p) {
                      " |a|<=", d.a_max, " |b|<=", d.b_max, " -> ", int_matmul_path_name(p.path),
                      p.path == IntMatmulPath::kS8 ? " (" + p.impl + ")"
                                                   : detail::cat(" (k blocks of ", p.k_block, ")"),
-                     ", oneDNN ISA ", onednn_effective_isa(), ", ", p.threads, " threads");
+                     d.force_path ? " (forced)" : "", ", oneDNN ISA ", onednn_effective_isa(), ", ",
+                     p.threads, " threads");
 }
 
 size_t prepared_b_bytes(const IntMatmulPlan& plan) {

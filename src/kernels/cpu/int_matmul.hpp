@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace commfuse::kernels::cpu {
@@ -33,6 +34,9 @@ struct IntMatmulDesc {
   bool b_transposed = false;
   int a_max = 127;  // bounds on |a| and |b| the caller guarantees (e.g. 127, 8)
   int b_max = 127;
+  // Tests and benchmarks: this path instead of the machine's choice. It must be exact for
+  // the bounds: kS8 only where choose_int_matmul_path picks it (kF32Blocked always is).
+  std::optional<IntMatmulPath> force_path;
   bool operator==(const IntMatmulDesc&) const = default;
 };
 

@@ -1,0 +1,66 @@
+// Integer GEMM throughput of each exact int8 x int8 path (kernels/cpu/int_matmul.hpp),
+// forced in turn at the same shape: oneDNN s8s8s32 where it is exact for int8 (VNNI / AMX;
+// elsewhere an error row), and the exact f32-blocked path (the baseline, and what CPUs
+// without VNNI run). Per iteration: prepare_b (as a call does) + GEMM. GOPS = 2*m*k*n / time.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/int_matmul.hpp"
+
+namespace {
+
+namespace cpu = commfuse::kernels::cpu;
+
+void run(benchmark::State& state, cpu::IntMatmulPath path) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  if (path == cpu::IntMatmulPath::kS8 &&
+      cpu::choose_int_matmul_path(127, 128) != cpu::IntMatmulPath::kS8) {
+    state.SkipWithError("s8s8s32 saturates for int8 weights on this CPU");
+    return;
+  }
+  std::mt19937 g(1);
+  std::uniform_int_distribution<int> d(-128, 127);
+  std::vector<int8_t> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
+  for (auto& x : a) x = static_cast<int8_t>(d(g));
+  for (auto& x : b) x = static_cast<int8_t>(d(g));
+  cpu::IntMatmulDesc desc;
+  desc.m = m;
+  desc.k = k;
+  desc.n = n;
+  desc.lda = k;
+  desc.ldb = n;
+  desc.ldc = n;
+  desc.a_max = 127;
+  desc.b_max = 128;
+  desc.force_path = path;
+  const auto plan = cpu::plan_int_matmul(desc);
+  std::vector<uint8_t> prepared(cpu::prepared_b_bytes(*plan) + 64);
+  std::vector<int32_t> c(static_cast<size_t>(m * n));
+  for (auto _ : state) {
+    cpu::prepare_b(*plan, b.data(), prepared.data());
+    cpu::int_matmul(
+        *plan, a.data(),
+        cpu::prepared_b_bytes(*plan) ? static_cast<const void*>(prepared.data()) : b.data(),
+        c.data());
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["GOPS"] = benchmark::Counter(static_cast<double>(2 * m * k * n),
+                                              benchmark::Counter::kIsIterationInvariantRate,
+                                              benchmark::Counter::kIs1000);
+  state.SetLabel(cpu::describe(*plan));
+}
+
+void shapes(benchmark::internal::Benchmark* b) {
+  b->Args({2048, 4096, 4096})->Args({256, 4096, 4096})->Args({16, 4096, 4096});
+  b->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+BENCHMARK_CAPTURE(run, s8s8s32, cpu::IntMatmulPath::kS8)->Apply(shapes);
+BENCHMARK_CAPTURE(run, f32_blocked, cpu::IntMatmulPath::kF32Blocked)->Apply(shapes);
+
+}  // namespace
+
+BENCHMARK_MAIN();
