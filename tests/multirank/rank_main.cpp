@@ -163,7 +163,8 @@ void check_identical_everywhere(commfuse::Comm& c) {
 
 int case_collectives(commfuse::Comm& c) {
   c.barrier();
-  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, size_t{70001}}) {
+  // 16385: fp32 blocks just over what MPI's descriptor message carries (64 KiB), fp16 under.
+  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, size_t{16385}, size_t{70001}}) {
     check_collectives(c, n);
     g_failures += check_move_dtypes(c, n);  // uint8, int16, uint16, bool
   }
@@ -252,6 +253,19 @@ int case_mismatch(commfuse::Comm& c) {
   c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
   EXPECT(y[0] == static_cast<float>(c.world_size()) && y[1023] == y[0], "sum after mismatch %g",
          y[0]);
+  // Rank 1's data too large to travel with its descriptor (MPI), the others' small.
+  std::vector<float> big(32768, 1.0f), big_out(big.size());
+  try {
+    c.all_reduce(big.data(), big_out.data(), c.rank() == 1 ? big.size() : 1024, DType::kFloat32);
+    EXPECT(false, "no error for mismatched counts 32768 / 1024");
+  } catch (const commfuse::RuntimeFailure& e) {
+    EXPECT(std::strstr(e.what(), "32768") != nullptr && std::strstr(e.what(), "1024") != nullptr,
+           "error does not name both counts: %s", e.what());
+  }
+  EXPECT(c.usable(), "unusable after a mismatch: %s", c.failure().c_str());
+  c.all_reduce(big.data(), big_out.data(), big.size(), DType::kFloat32);
+  EXPECT(big_out[0] == static_cast<float>(c.world_size()) && big_out.back() == big_out[0],
+         "sum after mismatch %g", big_out[0]);
   // A fresh communicator, and this time rank 1 disagrees on the dtype.
   auto fresh = second_comm(c);
   try {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "comm/fault.hpp"
 #include "comm/mpi/mpi_requests.hpp"
@@ -29,8 +30,9 @@ constexpr size_t kSmallAllReduceBytes = 64 * 1024;
 // Reductions run in pieces whose received blocks total at most this, bounding scratch.
 constexpr size_t kScratchBytes = size_t{32} << 20;
 
-// Bytes of the descriptor header: what travels unless the sender failed.
+// Bytes of the descriptor header: what travels unless the sender failed or sends data.
 constexpr int kDescHeaderBytes = static_cast<int>(offsetof(WireDesc, reason));
+static_assert(kDescHeaderBytes % 8 == 0, "inline data stays 8-byte aligned");
 
 size_t elem_bytes(DType t) {
   return static_cast<size_t>(dtype_bits(t) / 8);
@@ -52,6 +54,10 @@ MpiTransport::MpiTransport(MPI_Comm comm, bool oversubscribed)
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   descs_.resize(static_cast<size_t>(size_));
+  const size_t R = static_cast<size_t>(size_);
+  inline_bytes_ = std::min(kInlineBytes, kInboxBytes / R / 64 * 64);
+  inbox_stride_ = (std::max(sizeof(WireDesc), kDescHeaderBytes + inline_bytes_) + 63) / 64 * 64;
+  inbox_.resize(inbox_stride_ * R);
 }
 
 MpiTransport::~MpiTransport() {
@@ -76,6 +82,11 @@ uint8_t* MpiTransport::scratch(size_t bytes) {
 
 template <typename Body>
 void MpiTransport::run(const CollDesc& desc, Body&& body) {
+  run(desc, InlineSend{}, std::forward<Body>(body));
+}
+
+template <typename Body>
+void MpiTransport::run(const CollDesc& desc, const InlineSend& data, Body&& body) {
   const char* op = coll_op_name(desc.op);
   check_usable(op, rank_, failure_);
   fault_point(rank_, op, 0);  // the streams' later pieces: mpi_stream.cpp
@@ -83,7 +94,7 @@ void MpiTransport::run(const CollDesc& desc, Body&& body) {
   try {
     WireDesc mine{};
     fill_wire(mine, static_cast<uint32_t>(desc.op), desc, op_seq_);
-    exchange_descriptors(mine, op);
+    exchange_descriptors(mine, op, data);
     check_descriptors(desc, op);
     body(op);
   } catch (const CallFailed&) {  // every rank failed it after the descriptors: still usable
@@ -100,18 +111,40 @@ void MpiTransport::run_fn(const CollDesc& desc, const std::function<void(const c
   run(desc, body);
 }
 
-void MpiTransport::exchange_descriptors(const WireDesc& mine, const char* op) {
+void MpiTransport::exchange_descriptors(const WireDesc& mine, const char* op,
+                                        const InlineSend& data) {
   const bool has_reason = mine.op == 0 || mine.op == kRejectedOp;
   const int bytes = has_reason ? kDescHeaderBytes + static_cast<int>(std::strlen(mine.reason)) + 1
                                : kDescHeaderBytes;
   Batch b(comm_, kDescTag, rank_, op, timeout_s_, oversubscribed_);
+  // Every receive takes the largest message a peer may send, whatever call it is in.
   for (int i = 1; i < size_; ++i) {
     const int q = (rank_ + i) % size_;
-    b.recv(q, &descs_[q], sizeof(WireDesc));
+    b.recv(q, inbox_.data() + q * inbox_stride_, inbox_stride_);
   }
-  for (int i = 1; i < size_; ++i) b.send((rank_ + i) % size_, &mine, static_cast<size_t>(bytes));
+  if (data.bytes == 0 || has_reason) {
+    for (int i = 1; i < size_; ++i) b.send((rank_ + i) % size_, &mine, static_cast<size_t>(bytes));
+  } else {
+    // header + data in one message per peer; the outbox outlives the sends.
+    outbox_.resize(inbox_stride_ * static_cast<size_t>(size_));
+    for (int i = 1; i < size_; ++i) {
+      const int q = (rank_ + i) % size_;
+      uint8_t* msg = outbox_.data() + q * inbox_stride_;
+      std::memcpy(msg, &mine, kDescHeaderBytes);
+      kernels::cpu::copy(msg + kDescHeaderBytes, data.base + q * data.stride, data.bytes);
+      b.send(q, msg, kDescHeaderBytes + data.bytes);
+    }
+  }
   b.wait();
+  for (int i = 1; i < size_; ++i) {
+    const int q = (rank_ + i) % size_;
+    std::memcpy(&descs_[q], inbox_.data() + q * inbox_stride_, sizeof(WireDesc));
+  }
   descs_[rank_] = mine;
+}
+
+const uint8_t* MpiTransport::inline_data(int q) const {
+  return inbox_.data() + q * inbox_stride_ + kDescHeaderBytes;
 }
 
 void MpiTransport::check_descriptors(const CollDesc& desc, const char* op) {
@@ -164,9 +197,16 @@ void MpiTransport::barrier() {
 }
 
 void MpiTransport::broadcast(void* buf, uint64_t count, DType dtype, int root) {
-  run(CollDesc{CollOp::kBroadcast, dtype, count, root}, [&](const char* op) {
-    const size_t bytes = dtype_storage_bytes(dtype, count);
+  const size_t bytes = dtype_storage_bytes(dtype, count);
+  const bool small = fits_inline(bytes);
+  InlineSend data;
+  if (small && rank_ == root) data = {static_cast<const uint8_t*>(buf), bytes, 0};
+  run(CollDesc{CollOp::kBroadcast, dtype, count, root}, data, [&](const char* op) {
     if (bytes == 0 || size_ == 1) return;
+    if (small) {  // the root's descriptor message brought the data
+      if (rank_ != root) kernels::cpu::copy(buf, inline_data(root), bytes);
+      return;
+    }
     // Binomial tree rooted at root: ceil(log2 R) rounds, each rank sends at most that many
     // copies. v is this rank's distance from the root.
     const int v = (rank_ - root + size_) % size_;
@@ -185,10 +225,21 @@ void MpiTransport::broadcast(void* buf, uint64_t count, DType dtype, int root) {
 }
 
 void MpiTransport::all_gather(const void* src, void* dst, uint64_t count, DType dtype) {
-  run(CollDesc{CollOp::kAllGather, dtype, count, -1}, [&](const char* op) {
-    const size_t bytes = dtype_storage_bytes(dtype, count);
+  const size_t bytes = dtype_storage_bytes(dtype, count);
+  const bool small = fits_inline(bytes);
+  const InlineSend data =
+      small ? InlineSend{static_cast<const uint8_t*>(src), bytes, 0} : InlineSend{};
+  run(CollDesc{CollOp::kAllGather, dtype, count, -1}, data, [&](const char* op) {
     if (bytes == 0) return;
     auto* out = static_cast<uint8_t*>(dst);
+    if (small) {  // src is in the outbox already: in place, its block may be overwritten
+      kernels::cpu::copy(out + rank_ * bytes, src, bytes);
+      for (int i = 1; i < size_; ++i) {
+        const int q = (rank_ + i) % size_;
+        kernels::cpu::copy(out + q * bytes, inline_data(q), bytes);
+      }
+      return;
+    }
     Batch b(comm_, kDataTag, rank_, op, timeout_s_, oversubscribed_);
     for (int i = 1; i < size_; ++i) {
       const int q = (rank_ + i) % size_;
@@ -201,11 +252,22 @@ void MpiTransport::all_gather(const void* src, void* dst, uint64_t count, DType 
 }
 
 void MpiTransport::all_to_all(const void* src, void* dst, uint64_t count, DType dtype) {
-  run(CollDesc{CollOp::kAllToAll, dtype, count, -1}, [&](const char* op) {
-    const size_t bytes = dtype_storage_bytes(dtype, count);
+  const size_t bytes = dtype_storage_bytes(dtype, count);
+  const bool small = fits_inline(bytes);
+  const InlineSend data =
+      small ? InlineSend{static_cast<const uint8_t*>(src), bytes, bytes} : InlineSend{};
+  run(CollDesc{CollOp::kAllToAll, dtype, count, -1}, data, [&](const char* op) {
     if (bytes == 0) return;
     const auto* in = static_cast<const uint8_t*>(src);
     auto* out = static_cast<uint8_t*>(dst);
+    if (small) {  // the blocks for the peers went with the descriptors: in place is safe
+      kernels::cpu::copy(out + rank_ * bytes, in + rank_ * bytes, bytes);
+      for (int i = 1; i < size_; ++i) {
+        const int q = (rank_ + i) % size_;
+        kernels::cpu::copy(out + q * bytes, inline_data(q), bytes);
+      }
+      return;
+    }
     // In place, a block may arrive before this rank's block for that peer has gone out.
     std::vector<uint8_t> staged;
     if (ranges_overlap(src, size_ * bytes, dst, size_ * bytes)) {
@@ -226,8 +288,15 @@ void MpiTransport::all_to_all(const void* src, void* dst, uint64_t count, DType 
 
 void MpiTransport::reduce_scatter(const void* src, void* dst, uint64_t count, DType dtype) {
   check_reducible("reduce_scatter", rank_, dtype);
-  run(CollDesc{CollOp::kReduceScatter, dtype, count, -1}, [&](const char* op) {
-    const size_t es = elem_bytes(dtype);
+  const size_t es = elem_bytes(dtype);
+  const bool small = fits_inline(count * es);
+  const InlineSend data =
+      small ? InlineSend{static_cast<const uint8_t*>(src), count * es, count * es} : InlineSend{};
+  run(CollDesc{CollOp::kReduceScatter, dtype, count, -1}, data, [&](const char* op) {
+    if (small) {
+      reduce_inline(static_cast<const uint8_t*>(src) + rank_ * count * es, dst, count, dtype);
+      return;
+    }
     const uint64_t piece = std::max<uint64_t>(1, kScratchBytes / size_ / es);
     const auto* in = static_cast<const uint8_t*>(src);
     auto* out = static_cast<uint8_t*>(dst);
@@ -252,14 +321,37 @@ void MpiTransport::reduce_scatter(const void* src, void* dst, uint64_t count, DT
 
 void MpiTransport::all_reduce(const void* src, void* dst, uint64_t count, DType dtype) {
   check_reducible("all_reduce", rank_, dtype);
-  run(CollDesc{CollOp::kAllReduce, dtype, count, -1}, [&](const char* op) {
+  const size_t bytes = count * elem_bytes(dtype);
+  const bool small = fits_inline(bytes);
+  const InlineSend data =
+      small ? InlineSend{static_cast<const uint8_t*>(src), bytes, 0} : InlineSend{};
+  run(CollDesc{CollOp::kAllReduce, dtype, count, -1}, data, [&](const char* op) {
     const auto* in = static_cast<const uint8_t*>(src);
     auto* out = static_cast<uint8_t*>(dst);
-    if (count * elem_bytes(dtype) <= kSmallAllReduceBytes || count < uint64_t(size_))
+    if (small)
+      reduce_inline(in, out, count, dtype);
+    else if (bytes <= kSmallAllReduceBytes || count < uint64_t(size_))
       all_reduce_small(in, out, count, dtype, op);
     else
       all_reduce_large(in, out, count, dtype, op);
   });
+}
+
+// The rank-order sum of this rank's `mine` and what each peer's descriptor message brought
+// (reduce_scatter: the block for this rank; all_reduce: the whole input).
+void MpiTransport::reduce_inline(const uint8_t* mine, void* dst, uint64_t count, DType dtype) {
+  const size_t bytes = count * elem_bytes(dtype);
+  if (bytes == 0) return;
+  std::vector<const void*>& parts = parts_;
+  parts.resize(static_cast<size_t>(size_));
+  for (int q = 0; q < size_; ++q) parts[q] = q == rank_ ? mine : inline_data(q);
+  // reduce_sum allows dst == mine, not a partial overlap.
+  if (dst != mine && ranges_overlap(mine, bytes, dst, bytes)) {
+    uint8_t* copy = scratch(bytes);
+    kernels::cpu::copy(copy, mine, bytes);
+    parts[rank_] = copy;
+  }
+  kernels::cpu::reduce_sum(parts.data(), size_, dst, count, dtype);
 }
 
 // Every rank gathers every rank's input and sums all of it in rank order: the same

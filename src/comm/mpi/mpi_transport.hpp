@@ -1,8 +1,9 @@
 // Collectives over MPI point-to-point messages, for ranks on different hosts (or on one
 // host when COMMFUSE_TRANSPORT=mpi). Every collective starts by exchanging a small
 // descriptor with every peer, so a mismatch or a peer that rejected its arguments is
-// reported on every rank before any data moves. Data moves with nonblocking sends and
-// receives, polled with a deadline (MPI's blocking calls cannot time out); point-to-point
+// reported on every rank before any data is used (small data travels in the descriptor
+// message, read only once every descriptor matched: InlineSend). Data moves with nonblocking sends
+// and receives, polled with a deadline (MPI's blocking calls cannot time out); point-to-point
 // rather than MPI's collectives because an unfinished receive names the missing peer, can
 // be cancelled, and needs no int-sized counts or datatypes for large strided blocks.
 // Sums use kernels::cpu::reduce_sum in rank order, so results are bitwise identical on
@@ -38,6 +39,23 @@ struct WireDesc {
   char reason[464];   // op 0 (failed) or kRejectedOp: why
 };
 
+// A collective's data small enough to travel in its descriptor message: one round of
+// messages instead of two (descriptors, then data), which halves the latency of small
+// calls. To peer q go `bytes` bytes at base + q * stride (stride 0: the same bytes to every
+// peer; bytes 0: nothing). Every rank decides alike from the descriptor, so a receiver whose
+// descriptors matched knows what each peer's message carries.
+struct InlineSend {
+  const uint8_t* base = nullptr;
+  size_t bytes = 0;
+  size_t stride = 0;
+};
+// The most data one descriptor message carries: Open MPI's TCP eager limit (64 KiB), up to
+// which the saved round trip measured 0.46 -> 0.94x of MPI_Allreduce at 64 B and 0.61 ->
+// 0.74x at 64 KiB (W = 2 over TCP). Every rank keeps a receive buffer of this size per
+// peer, so with many ranks it shrinks to keep them within kInboxBytes (R = 64: 64 KiB).
+inline constexpr size_t kInlineBytes = 64 * 1024;
+inline constexpr size_t kInboxBytes = size_t{4} << 20;
+
 class MpiTransport final : public Transport {
  public:
   // Takes ownership of comm (a duplicate of the user's, so our messages never match theirs).
@@ -67,9 +85,17 @@ class MpiTransport final : public Transport {
   void run_fn(const CollDesc& desc, const std::function<void(const char*)>& body);
   template <typename Body>
   void run(const CollDesc& desc, Body&& body);
-  // Sends mine to every peer and receives theirs into descs_.
-  void exchange_descriptors(const WireDesc& mine, const char* op);
+  template <typename Body>
+  void run(const CollDesc& desc, const InlineSend& data, Body&& body);
+  // Sends mine (and data, when given) to every peer and receives theirs into descs_ (their
+  // data into the inbox, inline_data).
+  void exchange_descriptors(const WireDesc& mine, const char* op, const InlineSend& data = {});
+  // What peer q's descriptor message carried after the header (valid until the next call).
+  const uint8_t* inline_data(int q) const;
+  // Whether a block of this many bytes travels in the descriptor message.
+  bool fits_inline(size_t bytes) const { return bytes <= inline_bytes_; }
   void check_descriptors(const CollDesc& desc, const char* op);
+  void reduce_inline(const uint8_t* mine, void* dst, uint64_t count, DType dtype);
   void all_reduce_small(const uint8_t* src, uint8_t* dst, uint64_t count, DType dtype,
                         const char* op);
   void all_reduce_large(const uint8_t* src, uint8_t* dst, uint64_t count, DType dtype,
@@ -87,7 +113,13 @@ class MpiTransport final : public Transport {
   uint32_t op_seq_ = 0;
   std::string failure_;  // set once an op failed: the transport is then unusable
   std::vector<WireDesc> descs_;
+  // Per peer, one descriptor message: header + reason or inline data (kInboxStride each);
+  // the outbox holds the messages this rank sends with data.
+  std::vector<uint8_t> inbox_, outbox_;
+  size_t inline_bytes_ = 0;       // kInlineBytes, or less with many ranks (the same on every rank)
+  size_t inbox_stride_ = 0;       // one message: header + max(reason, inline_bytes_)
   std::vector<uint8_t> scratch_;  // received blocks before they are summed
+  std::vector<const void*> parts_;  // reduce_inline's summands
   std::unique_ptr<uint8_t[]> stream_buf_;
   size_t stream_cap_ = 0;
 };
