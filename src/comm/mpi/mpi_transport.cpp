@@ -55,7 +55,7 @@ MpiTransport::MpiTransport(MPI_Comm comm, bool oversubscribed)
   MPI_Comm_size(comm_, &size_);
   descs_.resize(static_cast<size_t>(size_));
   const size_t R = static_cast<size_t>(size_);
-  inline_bytes_ = std::min(kInlineBytes, kInboxBytes / R / 64 * 64);
+  inline_bytes_ = std::min(kInlineMessageBytes, kInboxBytes / R / 64 * 64) - kDescHeaderBytes;
   inbox_stride_ = (std::max(sizeof(WireDesc), kDescHeaderBytes + inline_bytes_) + 63) / 64 * 64;
   inbox_.resize(inbox_stride_ * R);
 }
@@ -122,7 +122,7 @@ void MpiTransport::exchange_descriptors(const WireDesc& mine, const char* op,
     const int q = (rank_ + i) % size_;
     b.recv(q, inbox_.data() + q * inbox_stride_, inbox_stride_);
   }
-  if (data.bytes == 0 || has_reason) {
+  if (data.base == nullptr || has_reason) {
     for (int i = 1; i < size_; ++i) b.send((rank_ + i) % size_, &mine, static_cast<size_t>(bytes));
   } else {
     // header + data in one message per peer; the outbox outlives the sends.
@@ -131,8 +131,11 @@ void MpiTransport::exchange_descriptors(const WireDesc& mine, const char* op,
       const int q = (rank_ + i) % size_;
       uint8_t* msg = outbox_.data() + q * inbox_stride_;
       std::memcpy(msg, &mine, kDescHeaderBytes);
-      kernels::cpu::copy(msg + kDescHeaderBytes, data.base + q * data.stride, data.bytes);
-      b.send(q, msg, kDescHeaderBytes + data.bytes);
+      const uint8_t* from =
+          data.slices ? data.base + data.slices[2 * q] : data.base + q * data.stride;
+      const size_t n = data.slices ? data.slices[2 * q + 1] : data.bytes;
+      kernels::cpu::copy(msg + kDescHeaderBytes, from, n);
+      b.send(q, msg, kDescHeaderBytes + n);
     }
   }
   b.wait();
@@ -321,15 +324,34 @@ void MpiTransport::reduce_scatter(const void* src, void* dst, uint64_t count, DT
 
 void MpiTransport::all_reduce(const void* src, void* dst, uint64_t count, DType dtype) {
   check_reducible("all_reduce", rank_, dtype);
-  const size_t bytes = count * elem_bytes(dtype);
-  const bool small = fits_inline(bytes);
-  const InlineSend data =
-      small ? InlineSend{static_cast<const uint8_t*>(src), bytes, 0} : InlineSend{};
+  const size_t es = elem_bytes(dtype), bytes = count * es;
+  const auto R = static_cast<uint64_t>(size_);
+  // One shot (every rank sends its whole input to every peer: one round) where the input
+  // fits a descriptor message; else two shots with the reduce-scatter in the descriptor
+  // messages (slices of count / R, each summed by its owner, then all-gathered: two rounds).
+  // W = 2-4 over TCP: one shot was faster at 32 KiB (1.05-1.31x of MPI_Allreduce against
+  // 0.83-0.93x), two shots at 64 KiB (0.87-0.97x against 0.43-0.69x).
+  const bool one_shot = fits_inline(bytes);
+  const bool two_shot = !one_shot && count >= R && fits_inline((count + R - 1) / R * es);
+  InlineSend data;
+  if (one_shot) {
+    data = {static_cast<const uint8_t*>(src), bytes, 0};
+  } else if (two_shot) {
+    slices_.resize(2 * R);
+    for (int q = 0; q < size_; ++q) {
+      slice(count, size_, q, &slices_[2 * q], &slices_[2 * q + 1]);
+      slices_[2 * q] *= es;
+      slices_[2 * q + 1] *= es;
+    }
+    data = {static_cast<const uint8_t*>(src), 0, 0, slices_.data()};
+  }
   run(CollDesc{CollOp::kAllReduce, dtype, count, -1}, data, [&](const char* op) {
     const auto* in = static_cast<const uint8_t*>(src);
     auto* out = static_cast<uint8_t*>(dst);
-    if (small)
+    if (one_shot)
       reduce_inline(in, out, count, dtype);
+    else if (two_shot)
+      all_reduce_two_shot_inline(in, out, count, dtype, op);
     else if (bytes <= kSmallAllReduceBytes || count < uint64_t(size_))
       all_reduce_small(in, out, count, dtype, op);
     else
@@ -352,6 +374,25 @@ void MpiTransport::reduce_inline(const uint8_t* mine, void* dst, uint64_t count,
     parts[rank_] = copy;
   }
   kernels::cpu::reduce_sum(parts.data(), size_, dst, count, dtype);
+}
+
+// After the descriptor messages brought every peer's slice rank_ of its input: sums that
+// slice in rank order, then sends it to every peer and receives theirs (the all-gather).
+// Each slice is summed once, by its owner, so every rank holds the same bits.
+void MpiTransport::all_reduce_two_shot_inline(const uint8_t* src, uint8_t* dst, uint64_t count,
+                                              DType dtype, const char* op) {
+  const size_t es = elem_bytes(dtype);
+  const uint64_t my_off = slices_[2 * rank_], my_len = slices_[2 * rank_ + 1];
+  // In place, the peers' slices of src went out with the descriptors: dst may be written.
+  reduce_inline(src + my_off, dst + my_off, my_len / es, dtype);
+  Batch b(comm_, kDataTag, rank_, op, timeout_s_, oversubscribed_);
+  for (int i = 1; i < size_; ++i) {
+    const int from = (rank_ - i + size_) % size_, to = (rank_ + i) % size_;
+    b.recv(from, dst + slices_[2 * from], slices_[2 * from + 1]);
+    b.send(to, dst + my_off, my_len);
+  }
+  b.wait();
+  (void)count;
 }
 
 // Every rank gathers every rank's input and sums all of it in rank order: the same

@@ -42,18 +42,21 @@ struct WireDesc {
 // A collective's data small enough to travel in its descriptor message: one round of
 // messages instead of two (descriptors, then data), which halves the latency of small
 // calls. To peer q go `bytes` bytes at base + q * stride (stride 0: the same bytes to every
-// peer; bytes 0: nothing). Every rank decides alike from the descriptor, so a receiver whose
-// descriptors matched knows what each peer's message carries.
+// peer), or, with `slices`, slices[2q + 1] bytes at base + slices[2q]; base null: nothing.
+// Every rank decides alike from the descriptor, so a receiver whose descriptors matched
+// knows what each peer's message carries.
 struct InlineSend {
   const uint8_t* base = nullptr;
   size_t bytes = 0;
   size_t stride = 0;
+  const uint64_t* slices = nullptr;
 };
-// The most data one descriptor message carries: Open MPI's TCP eager limit (64 KiB), up to
-// which the saved round trip measured 0.46 -> 0.94x of MPI_Allreduce at 64 B and 0.61 ->
-// 0.74x at 64 KiB (W = 2 over TCP). Every rank keeps a receive buffer of this size per
-// peer, so with many ranks it shrinks to keep them within kInboxBytes (R = 64: 64 KiB).
-inline constexpr size_t kInlineBytes = 64 * 1024;
+// The largest descriptor message with data: Open MPI's TCP eager limit (64 KiB) less room
+// for its own header, so the message goes without a rendezvous round trip (one more byte
+// and all_reduce's one-shot at 64 KiB ran 0.43-0.69x of MPI_Allreduce, W = 2-4 over TCP).
+// Every rank keeps a receive buffer of this size per peer, so with many ranks it shrinks
+// to keep them within kInboxBytes (R = 64: 64 KiB each).
+inline constexpr size_t kInlineMessageBytes = 64 * 1024 - 128;
 inline constexpr size_t kInboxBytes = size_t{4} << 20;
 
 class MpiTransport final : public Transport {
@@ -96,6 +99,8 @@ class MpiTransport final : public Transport {
   bool fits_inline(size_t bytes) const { return bytes <= inline_bytes_; }
   void check_descriptors(const CollDesc& desc, const char* op);
   void reduce_inline(const uint8_t* mine, void* dst, uint64_t count, DType dtype);
+  void all_reduce_two_shot_inline(const uint8_t* src, uint8_t* dst, uint64_t count, DType dtype,
+                                  const char* op);
   void all_reduce_small(const uint8_t* src, uint8_t* dst, uint64_t count, DType dtype,
                         const char* op);
   void all_reduce_large(const uint8_t* src, uint8_t* dst, uint64_t count, DType dtype,
@@ -116,10 +121,12 @@ class MpiTransport final : public Transport {
   // Per peer, one descriptor message: header + reason or inline data (kInboxStride each);
   // the outbox holds the messages this rank sends with data.
   std::vector<uint8_t> inbox_, outbox_;
-  size_t inline_bytes_ = 0;       // kInlineBytes, or less with many ranks (the same on every rank)
-  size_t inbox_stride_ = 0;       // one message: header + max(reason, inline_bytes_)
-  std::vector<uint8_t> scratch_;  // received blocks before they are summed
+  size_t inline_bytes_ = 0;         // data per message (the same on every rank)
+  size_t inbox_stride_ = 0;         // one message: header + max(reason, inline_bytes_)
+  std::vector<uint8_t> scratch_;    // received blocks before they are summed
   std::vector<const void*> parts_;  // reduce_inline's summands
+  std::vector<uint64_t> slices_;    // all_reduce's two-shot: rank q's slice, bytes
+                                    // {offset, length} at [2q], [2q + 1]
   std::unique_ptr<uint8_t[]> stream_buf_;
   size_t stream_cap_ = 0;
 };
