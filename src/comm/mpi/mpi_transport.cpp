@@ -351,7 +351,7 @@ void MpiTransport::all_reduce(const void* src, void* dst, uint64_t count, DType 
     if (one_shot)
       reduce_inline(in, out, count, dtype);
     else if (two_shot)
-      all_reduce_two_shot_inline(in, out, count, dtype, op);
+      all_reduce_two_shot_inline(in, out, dtype, op);
     else if (bytes <= kSmallAllReduceBytes || count < uint64_t(size_))
       all_reduce_small(in, out, count, dtype, op);
     else
@@ -379,8 +379,8 @@ void MpiTransport::reduce_inline(const uint8_t* mine, void* dst, uint64_t count,
 // After the descriptor messages brought every peer's slice rank_ of its input: sums that
 // slice in rank order, then sends it to every peer and receives theirs (the all-gather).
 // Each slice is summed once, by its owner, so every rank holds the same bits.
-void MpiTransport::all_reduce_two_shot_inline(const uint8_t* src, uint8_t* dst, uint64_t count,
-                                              DType dtype, const char* op) {
+void MpiTransport::all_reduce_two_shot_inline(const uint8_t* src, uint8_t* dst, DType dtype,
+                                              const char* op) {
   const size_t es = elem_bytes(dtype);
   const uint64_t my_off = slices_[2 * rank_], my_len = slices_[2 * rank_ + 1];
   // In place, the peers' slices of src went out with the descriptors: dst may be written.
@@ -392,7 +392,6 @@ void MpiTransport::all_reduce_two_shot_inline(const uint8_t* src, uint8_t* dst, 
     b.send(to, dst + my_off, my_len);
   }
   b.wait();
-  (void)count;
 }
 
 // Every rank gathers every rank's input and sums all of it in rank order: the same

@@ -99,8 +99,8 @@ class MpiTransport final : public Transport {
   bool fits_inline(size_t bytes) const { return bytes <= inline_bytes_; }
   void check_descriptors(const CollDesc& desc, const char* op);
   void reduce_inline(const uint8_t* mine, void* dst, uint64_t count, DType dtype);
-  void all_reduce_two_shot_inline(const uint8_t* src, uint8_t* dst, uint64_t count, DType dtype,
-                                  const char* op);
+  // The slices are slices_ (all_reduce sets them before the descriptor exchange).
+  void all_reduce_two_shot_inline(const uint8_t* src, uint8_t* dst, DType dtype, const char* op);
   void all_reduce_small(const uint8_t* src, uint8_t* dst, uint64_t count, DType dtype,
                         const char* op);
   void all_reduce_large(const uint8_t* src, uint8_t* dst, uint64_t count, DType dtype,
