@@ -236,11 +236,7 @@ void MpiTransport::all_gather(const void* src, void* dst, uint64_t count, DType 
     if (bytes == 0) return;
     auto* out = static_cast<uint8_t*>(dst);
     if (small) {  // src is in the outbox already: in place, its block may be overwritten
-      kernels::cpu::copy(out + rank_ * bytes, src, bytes);
-      for (int i = 1; i < size_; ++i) {
-        const int q = (rank_ + i) % size_;
-        kernels::cpu::copy(out + q * bytes, inline_data(q), bytes);
-      }
+      gather_inline(static_cast<const uint8_t*>(src), out, bytes);
       return;
     }
     Batch b(comm_, kDataTag, rank_, op, timeout_s_, oversubscribed_);
@@ -264,11 +260,7 @@ void MpiTransport::all_to_all(const void* src, void* dst, uint64_t count, DType 
     const auto* in = static_cast<const uint8_t*>(src);
     auto* out = static_cast<uint8_t*>(dst);
     if (small) {  // the blocks for the peers went with the descriptors: in place is safe
-      kernels::cpu::copy(out + rank_ * bytes, in + rank_ * bytes, bytes);
-      for (int i = 1; i < size_; ++i) {
-        const int q = (rank_ + i) % size_;
-        kernels::cpu::copy(out + q * bytes, inline_data(q), bytes);
-      }
+      gather_inline(in + rank_ * bytes, out, bytes);
       return;
     }
     // In place, a block may arrive before this rank's block for that peer has gone out.
@@ -357,6 +349,16 @@ void MpiTransport::all_reduce(const void* src, void* dst, uint64_t count, DType 
     else
       all_reduce_large(in, out, count, dtype, op);
   });
+}
+
+// out's block q = what peer q's descriptor message brought, this rank's own block = mine
+// (copied first: in place, mine may lie in a peer's block of out).
+void MpiTransport::gather_inline(const uint8_t* mine, uint8_t* out, size_t bytes) {
+  kernels::cpu::copy(out + rank_ * bytes, mine, bytes);
+  for (int i = 1; i < size_; ++i) {
+    const int q = (rank_ + i) % size_;
+    kernels::cpu::copy(out + q * bytes, inline_data(q), bytes);
+  }
 }
 
 // The rank-order sum of this rank's `mine` and what each peer's descriptor message brought

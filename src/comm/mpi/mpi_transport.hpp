@@ -98,6 +98,7 @@ class MpiTransport final : public Transport {
   // Whether a block of this many bytes travels in the descriptor message.
   bool fits_inline(size_t bytes) const { return bytes <= inline_bytes_; }
   void check_descriptors(const CollDesc& desc, const char* op);
+  void gather_inline(const uint8_t* mine, uint8_t* out, size_t bytes);
   void reduce_inline(const uint8_t* mine, void* dst, uint64_t count, DType dtype);
   // The slices are slices_ (all_reduce sets them before the descriptor exchange).
   void all_reduce_two_shot_inline(const uint8_t* src, uint8_t* dst, DType dtype, const char* op);
