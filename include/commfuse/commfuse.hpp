@@ -190,10 +190,19 @@ struct TensorView {
 };
 
 struct AllGatherMatmulOptions {
-  std::optional<TensorView> bias;  // (n,), dtype of x1 or float32
-  int64_t gather_index = 0;        // 0 only: gather x1
-  bool gather_output = true;       // false: gather_out must be absent or shape (0,)
-  int64_t comm_turn = 0;           // 0 = automatic chunking, 1..64 = chunks per rank block
+  // (n,): dtype of x1 or float32; quantized x1 (SPEC §6): float32, bfloat16, float16, or
+  // int32 for A8W8 (added to the int32 sum before the scales)
+  std::optional<TensorView> bias;
+  // SPEC §6, quantized x1 (int8: A8W8; float8_e4m3fn / float8_e5m2: FP8; hifloat8: HiF8):
+  // float32 scales, y = f32(x1 @ x2) * (x1_scale[i] * x2_scale[j]) + bias, rounded once to
+  // output's dtype (bfloat16, float16 or float32). x2_scale is required: (1,) or (n,) (A8W8
+  // also (1, n)); x1_scale optional (absent = 1): (1,), and for A8W8 also (m,) or (m, 1)
+  // per token. Each rank's scales travel with its rows. Absent outside quantized mode.
+  std::optional<TensorView> x1_scale;
+  std::optional<TensorView> x2_scale;
+  int64_t gather_index = 0;   // 0 only: gather x1
+  bool gather_output = true;  // false: gather_out must be absent or shape (0,)
+  int64_t comm_turn = 0;      // 0 = automatic chunking, 1..64 = chunks per rank block
 };
 
 // MatmulReduceScatter and MatmulAllReduce.

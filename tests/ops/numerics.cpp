@@ -342,6 +342,7 @@ int case_numerics(commfuse::Comm& comm) {
       run_matmul_all_reduce(comm, c, tag++, 8 * R, k, 32, 0);
     }
   }
+  check_quant_all_gather_matmul(comm, tag);
   return 0;
 }
 

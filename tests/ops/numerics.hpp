@@ -9,7 +9,9 @@
 
 namespace optest {
 
-int case_numerics(commfuse::Comm& comm);     // numerics.cpp
+int case_numerics(commfuse::Comm& comm);  // numerics.cpp
+// quant_matmul_numerics.cpp: SPEC §6 all_gather_matmul (A8W8, FP8, HiF8), from case_numerics
+void check_quant_all_gather_matmul(commfuse::Comm& comm, uint64_t& tag);
 int case_c_api(commfuse::Comm& comm);        // c_api.cpp: C entry points agree with C++
 int case_reject(commfuse::Comm& comm);       // reject.cpp: every SPEC §2 rule, C++ and C
 int case_reject_peer(commfuse::Comm& comm);  // reject.cpp: rank 1 wrong, others not hung

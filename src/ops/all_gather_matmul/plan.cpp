@@ -20,6 +20,41 @@ const char* schedule_name(AllGatherMatmulSchedule s) {
   return "?";
 }
 
+namespace {
+
+size_t align64(size_t v) {
+  return (v + 63) / 64 * 64;
+}
+
+// SPEC §6: the schedule is chosen as for the float op; the block product is quantized.
+AllGatherMatmulPlanData plan_quantized(AllGatherMatmulPlanData plan) {
+  const AllGatherMatmulProblem& p = plan.problem;
+  const int64_t rows = p.m * p.world_size;
+  const bool unfused = plan.schedule == AllGatherMatmulSchedule::kUnfused;
+  QuantGemmShape& g = plan.qgemm;
+  g.q = p.quant;
+  g.k = p.k;
+  g.n = p.n;
+  g.b = p.x2;
+  g.bias = p.bias;
+  g.c_dtype = p.out_dtype;
+  // Unfused: one run over all gathered rows; fused: one per arriving piece, at most a rank's m.
+  g.max_rows = std::max<int64_t>(1, unfused ? rows : p.m);
+  plan_quant_gemm(g);
+  plan.gemm_rows = unfused ? rows : 1;
+  plan.scales_offset = align64(quant_gemm_workspace_bytes(g));
+  plan.gathered_scales_offset = align64(plan.scales_offset + static_cast<size_t>(p.m) * 4);
+  plan.workspace_bytes = plan.gathered_scales_offset + static_cast<size_t>(rows) * 4;
+  if (unfused && p.gather_out == nullptr) {
+    plan.staging_offset = align64(plan.workspace_bytes);
+    plan.workspace_bytes =
+        plan.staging_offset + dtype_storage_bytes(p.dtype, static_cast<size_t>(rows * p.k));
+  }
+  return plan;
+}
+
+}  // namespace
+
 AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
   AllGatherMatmulPlanData plan;
   plan.problem = std::move(problem);
@@ -46,6 +81,7 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
                            dtype_name(p.dtype));
       },
       list));
+  if (p.quant.quantized()) return plan_quantized(std::move(plan));
   plan.gemm.dtype = p.dtype;
   plan.gemm.k = p.k;
   plan.gemm.n = p.n;
@@ -94,6 +130,12 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
 std::string describe(const AllGatherMatmulPlanData& plan) {
   const AllGatherMatmulProblem& p = plan.problem;
   const int64_t rows = p.m * p.world_size;
+  if (p.quant.quantized())
+    return detail::cat(kAllGatherMatmulOp, "(rank ", p.rank, "): m=", p.m,
+                       "/rank x R=", p.world_size, " k=", p.k, " n=", p.n, " ", dtype_name(p.dtype),
+                       " x ", dtype_name(p.quant.b_dtype), ", schedule ",
+                       schedule_name(plan.schedule), ", workspace ", plan.workspace_bytes,
+                       " bytes; gemm: ", describe_quant_gemm(plan.qgemm));
   return detail::cat(kAllGatherMatmulOp, "(rank ", p.rank, "): m=", p.m, "/rank x R=", p.world_size,
                      " k=", p.k, " n=", p.n, " ", dtype_name(p.dtype), ", schedule ",
                      schedule_name(plan.schedule), ", GEMMs of up to ", plan.gemm_rows, " rows",

@@ -16,6 +16,8 @@
 #include <string>
 
 #include "comm/call_check.hpp"
+#include "ops/common/quant_operands.hpp"
+#include "ops/common/quant_row_gemm.hpp"
 #include "ops/common/row_gemm.hpp"
 #include "ops/common/tensor_checks.hpp"
 
@@ -27,13 +29,15 @@ struct AllGatherMatmulProblem {
   std::string group;
   int rank = 0;
   int world_size = 1;
-  DType dtype = DType::kFloat32;  // x1, x2, output, gather_out
-  int64_t m = 0;                  // rows per rank
+  DType dtype = DType::kFloat32;      // x1 and gather_out (and x2 outside quantized mode)
+  DType out_dtype = DType::kFloat32;  // output: dtype, or bf16/fp16/fp32 when quantized
+  int64_t m = 0;                      // rows per rank
   int64_t k = 0;
   int64_t n = 0;
   const void* x1 = nullptr;  // (m, k) dense
   WeightLayout x2;
   BiasArg bias;
+  QuantScales quant;           // SPEC §6 (mode kNone: the §2 op)
   void* output = nullptr;      // (m·R, n) dense
   void* gather_out = nullptr;  // (m·R, k) dense; null when gather_output is false
   int64_t comm_turn = 0;
@@ -73,6 +77,13 @@ struct AllGatherMatmulPlanData {
   // when stage_in_gather_out; unfused: the gathered rows when there is no gather_out
   size_t staging_offset = 0;
   size_t staged_out_offset = 0;
+  // Quantized mode (SPEC §6), instead of gemm and the staging above: every arriving block
+  // (fused) or all gathered rows (unfused) through the quantized block product. Workspace:
+  // its prepared x2 at 0, then this rank's m row scales, the gathered m·R row scales, and
+  // (unfused without gather_out) the gathered codes at staging_offset.
+  QuantGemmShape qgemm;
+  size_t scales_offset = 0;
+  size_t gathered_scales_offset = 0;
 };
 
 // How many gathered rows one GEMM call takes (plan.cpp). Each call streams and repacks all of
@@ -104,5 +115,11 @@ void run_all_gather_matmul_unfused(const AllGatherMatmulPlanData& plan, comm::Co
                                    void* workspace);
 void run_all_gather_matmul_fused(const AllGatherMatmulPlanData& plan, comm::CommImpl& comm,
                                  void* workspace);
+
+// Quantized mode: the row scales of every rank, gathered in rank order into the workspace
+// (this rank's expanded to m values first: per token, the per-tensor value, or 1), so that
+// gathered row i's scale is the result's [i]. Both schedules start with it.
+const float* gather_row_scales(const AllGatherMatmulPlanData& plan, comm::CommImpl& comm,
+                               void* workspace);
 
 }  // namespace commfuse::ops

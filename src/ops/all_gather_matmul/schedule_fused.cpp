@@ -78,11 +78,50 @@ class RowBatcher {
   std::vector<std::pair<int64_t, int64_t>> segments_;  // (output row, rows) in staging order
 };
 
+// The stream of x1's rows every schedule of this file runs (on_piece left to the caller).
+comm::GatherStream row_stream(const AllGatherMatmulProblem& p, uint64_t row_bytes) {
+  const auto* x1 = static_cast<const uint8_t*>(p.x1);
+  comm::GatherStream gs;
+  gs.bytes = static_cast<uint64_t>(p.m) * row_bytes;  // m == 0 still synchronizes (SPEC §2)
+  gs.unit = row_bytes;
+  if (p.comm_turn > 0)
+    gs.max_piece = static_cast<uint64_t>((p.m + p.comm_turn - 1) / p.comm_turn) * row_bytes;
+  gs.pack = [x1](uint8_t* dst, uint64_t off, uint64_t n) { kernels::cpu::copy(dst, x1 + off, n); };
+  return gs;
+}
+
+// SPEC §6: every arriving block of codes through the quantized product with its rows'
+// scales (gathered first), read in place from the peer's slot, copied to gather_out in the
+// same call.
+void run_quantized_fused(const AllGatherMatmulPlanData& plan, comm::CommImpl& comm,
+                         void* workspace) {
+  const AllGatherMatmulProblem& p = plan.problem;
+  const QuantRowGemm gemm(plan.qgemm, workspace);
+  const float* scales = gather_row_scales(plan, comm, workspace);
+  const uint64_t row_bytes = dtype_storage_bytes(p.dtype, static_cast<size_t>(p.k));
+  const uint64_t out_row_bytes = dtype_storage_bytes(p.out_dtype, static_cast<size_t>(p.n));
+  const auto* x1 = static_cast<const uint8_t*>(p.x1);
+  auto* out = static_cast<uint8_t*>(p.output);
+  auto* gathered = static_cast<uint8_t*>(p.gather_out);
+  comm::GatherStream gs = row_stream(p, row_bytes);
+  gs.on_piece = [&](int src, const uint8_t* data, uint64_t off, uint64_t n) {
+    const int64_t row = static_cast<int64_t>(src) * p.m + static_cast<int64_t>(off / row_bytes);
+    gemm.run(src == p.rank ? x1 + off : data, static_cast<int64_t>(n / row_bytes), scales + row,
+             out + static_cast<uint64_t>(row) * out_row_bytes,
+             gathered != nullptr ? gathered + static_cast<uint64_t>(row) * row_bytes : nullptr);
+  };
+  comm.transport().gather_stream(gs);
+}
+
 }  // namespace
 
 void run_all_gather_matmul_fused(const AllGatherMatmulPlanData& plan, comm::CommImpl& comm,
                                  void* workspace) {
   const AllGatherMatmulProblem& p = plan.problem;
+  if (p.quant.quantized()) {
+    run_quantized_fused(plan, comm, workspace);
+    return;
+  }
   const RowGemm gemm(plan.gemm, workspace);
   const uint64_t row_bytes = dtype_storage_bytes(p.dtype, static_cast<size_t>(p.k));
   const uint64_t out_row_bytes = dtype_storage_bytes(p.dtype, static_cast<size_t>(p.n));
@@ -90,12 +129,7 @@ void run_all_gather_matmul_fused(const AllGatherMatmulPlanData& plan, comm::Comm
   auto* out = static_cast<uint8_t*>(p.output);
   auto* gathered = static_cast<uint8_t*>(p.gather_out);
 
-  comm::GatherStream gs;
-  gs.bytes = static_cast<uint64_t>(p.m) * row_bytes;  // m == 0 still synchronizes (SPEC §2)
-  gs.unit = row_bytes;
-  if (p.comm_turn > 0)
-    gs.max_piece = static_cast<uint64_t>((p.m + p.comm_turn - 1) / p.comm_turn) * row_bytes;
-  gs.pack = [&](uint8_t* dst, uint64_t off, uint64_t n) { kernels::cpu::copy(dst, x1 + off, n); };
+  comm::GatherStream gs = row_stream(p, row_bytes);
   if (plan.stage_in_gather_out) {
     // Every row to its gather_out row as it arrives, then one GEMM there.
     gs.on_piece = [&](int src, const uint8_t* data, uint64_t off, uint64_t n) {

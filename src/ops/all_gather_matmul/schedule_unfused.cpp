@@ -8,9 +8,16 @@ namespace commfuse::ops {
 void run_all_gather_matmul_unfused(const AllGatherMatmulPlanData& plan, comm::CommImpl& comm,
                                    void* workspace) {
   const AllGatherMatmulProblem& p = plan.problem;
-  const RowGemm gemm(plan.gemm, workspace);
   void* gathered = p.gather_out != nullptr ? p.gather_out
                                            : static_cast<uint8_t*>(workspace) + plan.staging_offset;
+  if (p.quant.quantized()) {  // SPEC §6: the scales, then the codes, then one product
+    const QuantRowGemm gemm(plan.qgemm, workspace);
+    const float* scales = gather_row_scales(plan, comm, workspace);
+    comm.transport().all_gather(p.x1, gathered, static_cast<uint64_t>(p.m * p.k), p.dtype);
+    gemm.run(gathered, p.m * p.world_size, scales, p.output, nullptr);
+    return;
+  }
+  const RowGemm gemm(plan.gemm, workspace);
   comm.transport().all_gather(p.x1, gathered, static_cast<uint64_t>(p.m * p.k), p.dtype);
   gemm.run(gathered, p.m * p.world_size, p.output);
 }

@@ -17,7 +17,7 @@ AllGatherMatmulProblem validate_all_gather_matmul(const TensorView& x1, const Te
 
   check_present(ctx, "x1", x1);
   check_ndim(ctx, "x1", x1, 2);
-  check_float_dtype(ctx, "x1", x1);
+  check_matmul_x1_dtype(ctx, x1);
   check_contiguous(ctx, "x1", x1);
   AllGatherMatmulProblem p;
   p.group = std::string(group);
@@ -30,7 +30,9 @@ AllGatherMatmulProblem validate_all_gather_matmul(const TensorView& x1, const Te
   p.x1 = x1.data;
   p.x2 = check_x2(ctx, x2, p.dtype, p.k);
   p.n = p.x2.n;
-  p.bias = check_bias(ctx, options.bias, p.dtype, p.n);
+  p.quant =
+      check_quant_scales(ctx, p.dtype, x2.dtype, p.m, p.n, options.x1_scale, options.x2_scale);
+  p.bias = check_matmul_bias(ctx, options.bias, p.dtype, p.n, p.quant, /*allow_int32=*/true);
   int64_t rows = 0;  // m·R: x1's rows fit an int64, R times them may not
   if (__builtin_mul_overflow(p.m, p.world_size, &rows))
     ctx.invalid("x1 dim 0 (m) is ", p.m, ": the gathered m·R rows (R = ", p.world_size,
@@ -41,10 +43,11 @@ AllGatherMatmulProblem validate_all_gather_matmul(const TensorView& x1, const Te
                 ") exceed int64");
 
   check_present(ctx, "output", output);
-  check_same_dtype(ctx, "output", output, "x1", p.dtype);
+  check_output_dtype(ctx, "output", output, p.dtype, p.quant);
   check_shape(ctx, "output", output, {rows, p.n}, "(m·R, n)");
   check_contiguous(ctx, "output", output);
   p.output = output.data;
+  p.out_dtype = output.dtype;
 
   if (options.gather_output) {
     check_present(ctx, "gather_out", gather_out);

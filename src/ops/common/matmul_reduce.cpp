@@ -5,6 +5,7 @@
 
 #include "comm/comm_impl.hpp"
 #include "ops/common/epilogue.hpp"
+#include "ops/common/quant_operands.hpp"
 
 namespace commfuse::ops {
 
@@ -17,6 +18,10 @@ MatmulReduceProblem validate_matmul_operands(const OpContext& ctx, const TensorV
   if (!(x1.ndim == 2 || (allow_3d && x1.ndim == 3)))
     ctx.invalid("x1 must be ", allow_3d ? "2-D (m, k) or 3-D (b, s, k)" : "2-D (m, k)",
                 " but has shape ", shape_str(x1));
+  if (quant_matmul_mode(x1.dtype) != QuantMatmulMode::kNone)
+    ctx.invalid("x1 dtype ", dtype_name(x1.dtype), " (SPEC §6 ",
+                quant_matmul_mode_name(quant_matmul_mode(x1.dtype)), " mode) is not supported by ",
+                ctx.op(), " yet; all_gather_matmul supports it");
   check_float_dtype(ctx, "x1", x1);
   check_contiguous(ctx, "x1", x1);
   MatmulReduceProblem p;

@@ -1,5 +1,6 @@
 #include "ops/common/tensor_checks.hpp"
 
+#include "ops/common/quant_operands.hpp"
 #include "ops/common/tensor_size.hpp"
 
 namespace commfuse::ops {
@@ -83,7 +84,7 @@ void check_shape(const OpContext& ctx, const char* name, const TensorView& t,
 WeightLayout check_x2(const OpContext& ctx, const TensorView& x2, DType x1_dtype, int64_t k) {
   check_present(ctx, "x2", x2);
   check_ndim(ctx, "x2", x2, 2);
-  check_same_dtype(ctx, "x2", x2, "x1", x1_dtype);
+  check_matmul_x2_dtype(ctx, x2, x1_dtype);
   if (x2.shape[0] != k)
     ctx.invalid("x2 dim 0 is ", x2.shape[0], " but x1 dim ", 1, " is ", k, " (k must match)");
   WeightLayout w{x2.data, x2.shape[1], false, 0};

@@ -39,8 +39,8 @@ struct WeightLayout {
   bool transposed = false;
   int64_t ld = 0;
 };
-// x2: present, 2-D, dtype of x1, dim 0 == k (named in the message), n >= 1, and either
-// layout above.
+// x2: present, 2-D, dtype of x1 (or a SPEC §6 pair for quantized x1), dim 0 == k (named in the
+// message), n >= 1, and either layout above.
 WeightLayout check_x2(const OpContext& ctx, const TensorView& x2, DType x1_dtype, int64_t k);
 
 struct BiasArg {

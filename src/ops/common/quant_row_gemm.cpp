@@ -1,0 +1,227 @@
+#include "ops/common/quant_row_gemm.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "core/error.hpp"
+#include "core/trace.hpp"
+#include "kernels/cpu/dequant.hpp"
+#include "kernels/cpu/int_matmul.hpp"
+#include "kernels/cpu/matmul.hpp"
+
+namespace commfuse::ops {
+namespace {
+
+namespace cpu = kernels::cpu;
+
+// The int32/fp32 accumulator of one chunk stays under this (rows = this / (4 n), clamped).
+constexpr int64_t kAccBytes = int64_t{16} << 20;
+constexpr int64_t kMinChunkRows = 64;
+constexpr int64_t kMaxChunkRows = 2048;
+
+size_t align64(size_t v) {
+  return (v + 63) / 64 * 64;
+}
+
+struct Layout {
+  size_t b = 0, b_bytes = 0, b_scale = 0, bias = 0, acc = 0, a_dec = 0, y = 0, total = 0;
+};
+
+bool is_a8w8(const QuantGemmShape& s) {
+  return s.q.mode == QuantMatmulMode::kA8W8;
+}
+
+cpu::IntMatmulDesc int_desc(const QuantGemmShape& s, int64_t rows) {
+  cpu::IntMatmulDesc d;
+  d.m = rows;
+  d.k = s.k;
+  d.n = s.n;
+  d.lda = s.k;
+  d.ldb = s.b.ld;
+  d.ldc = s.n;
+  d.b_transposed = s.b.transposed;
+  d.a_max = 128;  // int8 codes: -128 is allowed
+  d.b_max = 128;
+  return d;
+}
+
+// FP8/HiF8: a (rows x k decoded, dense) @ b (decoded, dense in b's orientation) -> fp32.
+cpu::MatmulDesc float_desc(const QuantGemmShape& s, int64_t rows) {
+  const DType t = s.decode_to_bf16 ? DType::kBFloat16 : DType::kFloat32;
+  cpu::MatmulDesc d = cpu::dense_matmul_desc(rows, s.k, s.n, t, s.b.transposed);
+  d.c_dtype = DType::kFloat32;
+  return d;
+}
+
+Layout layout(const QuantGemmShape& s) {
+  CF_ASSERT(s.chunk_rows > 0);
+  Layout l;
+  const auto kn = static_cast<size_t>(s.k * s.n);
+  if (is_a8w8(s))
+    l.b_bytes = cpu::prepared_b_bytes(*cpu::plan_int_matmul(int_desc(s, s.chunk_rows)));
+  else
+    l.b_bytes = kn * (s.decode_to_bf16 ? 2 : 4);
+  const auto n = static_cast<size_t>(s.n), chunk = static_cast<size_t>(s.chunk_rows);
+  l.b_scale = align64(l.b + l.b_bytes);
+  l.bias = align64(l.b_scale + n * 4);
+  l.acc = align64(l.bias + n * 4);
+  l.a_dec = align64(l.acc + chunk * n * 4);
+  const size_t a_dec_bytes =
+      is_a8w8(s) ? 0 : chunk * static_cast<size_t>(s.k) * (s.decode_to_bf16 ? 2 : 4);
+  l.y = align64(l.a_dec + a_dec_bytes);
+  l.total = l.y + n * 4;
+  return l;
+}
+
+// The bf16 bits of every code (exact: the values have at most 4 significant bits).
+const uint16_t* bf16_codes(DType t) {
+  struct Tables {
+    std::array<uint16_t, 256> e4m3, e5m2, hif8;
+  };
+  static const Tables tables = [] {
+    Tables tb;
+    auto fill = [](std::array<uint16_t, 256>& out, DType dt) {
+      const float* v = cpu::code_values(dt);
+      for (int c = 0; c < 256; ++c) {
+        uint32_t bits;
+        std::memcpy(&bits, &v[c], 4);
+        out[static_cast<size_t>(c)] = static_cast<uint16_t>(bits >> 16);
+      }
+    };
+    fill(tb.e4m3, DType::kFloat8E4M3FN);
+    fill(tb.e5m2, DType::kFloat8E5M2);
+    fill(tb.hif8, DType::kHiFloat8);
+    return tb;
+  }();
+  return t == DType::kFloat8E4M3FN ? tables.e4m3.data()
+         : t == DType::kFloat8E5M2 ? tables.e5m2.data()
+                                   : tables.hif8.data();
+}
+
+// count codes of dtype t into dst as bf16 (to_bf16) or fp32.
+void decode(const uint8_t* src, DType t, bool to_bf16, void* dst, size_t count) {
+  if (to_bf16) {
+    const uint16_t* tab = bf16_codes(t);
+    auto* d = static_cast<uint16_t*>(dst);
+    for (size_t i = 0; i < count; ++i) d[i] = tab[src[i]];
+  } else {
+    const float* tab = cpu::code_values(t);
+    auto* d = static_cast<float*>(dst);
+    for (size_t i = 0; i < count; ++i) d[i] = tab[src[i]];
+  }
+}
+
+}  // namespace
+
+void plan_quant_gemm(QuantGemmShape& s) {
+  CF_ASSERT(s.q.quantized());
+  int64_t chunk = std::clamp(kAccBytes / (4 * s.n), kMinChunkRows, kMaxChunkRows);
+  if (s.max_rows > 0) chunk = std::min(chunk, s.max_rows);
+  s.chunk_rows = std::max<int64_t>(1, chunk);
+  if (!is_a8w8(s)) {
+    // bf16 where oneDNN multiplies it natively (AVX512-BF16, AMX): half the bytes of fp32.
+    cpu::MatmulDesc probe =
+        cpu::dense_matmul_desc(s.chunk_rows, s.k, s.n, DType::kBFloat16, s.b.transposed);
+    probe.c_dtype = DType::kFloat32;
+    s.decode_to_bf16 = !cpu::widens_inputs(*cpu::plan_matmul(probe));
+  }
+}
+
+size_t quant_gemm_workspace_bytes(const QuantGemmShape& s) {
+  return layout(s).total;
+}
+
+std::string describe_quant_gemm(const QuantGemmShape& s) {
+  std::string kernel;
+  if (is_a8w8(s))
+    kernel = cpu::describe(*cpu::plan_int_matmul(int_desc(s, s.chunk_rows)));
+  else
+    kernel = detail::cat(dtype_name(s.q.a_dtype), " x ", dtype_name(s.q.b_dtype), " decoded to ",
+                         s.decode_to_bf16 ? "bfloat16" : "float32", ": ",
+                         cpu::describe(*cpu::plan_matmul(float_desc(s, s.chunk_rows))));
+  return detail::cat(quant_matmul_mode_name(s.q.mode), " -> ", dtype_name(s.c_dtype),
+                     ", chunks of ", s.chunk_rows, " rows, ", kernel);
+}
+
+QuantRowGemm::QuantRowGemm(const QuantGemmShape& s, void* workspace) : s_(s) {
+  CF_ASSERT(s.chunk_rows > 0 && workspace != nullptr);
+  const Layout l = layout(s);
+  auto* ws = static_cast<uint8_t*>(workspace);
+  trace::Span span("prepare x2", "quant_gemm", -1, static_cast<uint64_t>(s.k * s.n));
+  const int64_t rows = s.b.transposed ? s.n : s.k;
+  const int64_t cols = s.b.transposed ? s.k : s.n;
+  const auto* src = static_cast<const uint8_t*>(s.b.data);
+  if (is_a8w8(s)) {
+    const auto plan = cpu::plan_int_matmul(int_desc(s, s.chunk_rows));
+    if (l.b_bytes == 0) {
+      b_ = s.b.data;  // read in place
+    } else {
+      cpu::prepare_b(*plan, static_cast<const int8_t*>(s.b.data), ws + l.b);
+      b_ = ws + l.b;
+    }
+  } else {
+    const size_t es = s.decode_to_bf16 ? 2 : 4;
+    for (int64_t r = 0; r < rows; ++r)
+      decode(src + r * s.b.ld, s.q.b_dtype, s.decode_to_bf16,
+             ws + l.b + static_cast<size_t>(r * cols) * es, static_cast<size_t>(cols));
+    b_ = ws + l.b;
+  }
+  b_scale_ = reinterpret_cast<float*>(ws + l.b_scale);
+  for (int64_t j = 0; j < s.n; ++j) b_scale_[j] = s.q.x2_scale[s.q.x2_per_channel ? j : 0];
+  if (s.bias.data != nullptr) {
+    bias32_ = reinterpret_cast<float*>(ws + l.bias);
+    convert(s.bias.data, s.bias.dtype, bias32_, DType::kFloat32, static_cast<size_t>(s.n));
+  }
+  acc_ = ws + l.acc;
+  a_dec_ = ws + l.a_dec;
+  y_ = reinterpret_cast<float*>(ws + l.y);
+}
+
+void QuantRowGemm::run(const void* a, int64_t rows, const float* a_scales, void* c,
+                       void* a_copy) const {
+  if (rows <= 0) return;
+  const auto* a8 = static_cast<const uint8_t*>(a);
+  if (a_copy != nullptr) std::memcpy(a_copy, a8, static_cast<size_t>(rows * s_.k));
+  auto* c8 = static_cast<uint8_t*>(c);
+  const size_t c_row = dtype_storage_bytes(s_.c_dtype, static_cast<size_t>(s_.n));
+  for (int64_t r0 = 0; r0 < rows; r0 += s_.chunk_rows) {
+    const int64_t m = std::min(s_.chunk_rows, rows - r0);
+    chunk(a8 + static_cast<size_t>(r0 * s_.k), m, a_scales != nullptr ? a_scales + r0 : nullptr,
+          c8 + static_cast<size_t>(r0) * c_row);
+  }
+}
+
+void QuantRowGemm::chunk(const uint8_t* a, int64_t rows, const float* a_scales, uint8_t* c) const {
+  const auto n = static_cast<size_t>(s_.n);
+  const bool a8w8 = is_a8w8(s_);
+  if (a8w8) {
+    const auto plan = cpu::plan_int_matmul(int_desc(s_, rows));
+    cpu::int_matmul(*plan, reinterpret_cast<const int8_t*>(a), b_, static_cast<int32_t*>(acc_));
+  } else {
+    decode(a, s_.q.a_dtype, s_.decode_to_bf16, a_dec_, static_cast<size_t>(rows * s_.k));
+    cpu::matmul(float_desc(s_, rows), a_dec_, b_, nullptr, acc_);
+  }
+  const size_t c_row = dtype_storage_bytes(s_.c_dtype, n);
+  for (int64_t i = 0; i < rows; ++i) {
+    const float sa = a_scales != nullptr ? a_scales[i] : 1.0f;
+    float* y = s_.c_dtype == DType::kFloat32 ? reinterpret_cast<float*>(c + i * c_row) : y_;
+    // SPEC §6: the scales' product first, in fp32; an int32 bias joins the exact sum.
+    if (a8w8) {
+      const int32_t* acc = static_cast<const int32_t*>(acc_) + static_cast<size_t>(i) * n;
+      if (s_.q.bias_int != nullptr)
+        for (size_t j = 0; j < n; ++j)
+          y[j] = static_cast<float>(int64_t{acc[j]} + s_.q.bias_int[j]) * (sa * b_scale_[j]);
+      else
+        for (size_t j = 0; j < n; ++j) y[j] = static_cast<float>(acc[j]) * (sa * b_scale_[j]);
+    } else {
+      const float* acc = static_cast<const float*>(acc_) + static_cast<size_t>(i) * n;
+      for (size_t j = 0; j < n; ++j) y[j] = acc[j] * (sa * b_scale_[j]);
+    }
+    if (bias32_ != nullptr)
+      for (size_t j = 0; j < n; ++j) y[j] += bias32_[j];
+    if (s_.c_dtype != DType::kFloat32) cpu::store_f32_as(y, c + i * c_row, s_.c_dtype, n);
+  }
+}
+
+}  // namespace commfuse::ops

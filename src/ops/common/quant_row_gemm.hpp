@@ -1,0 +1,67 @@
+// The quantized block product of SPEC §6, what the three §2 operators run in quantized mode:
+// rows of x1's codes (a peer's block read in place, or all gathered rows) @ x2's codes,
+//   y[i, j] = f32(acc[i, j] (+ int32 bias[j])) * (a_scale[i] * b_scale[j]) (+ float bias[j])
+// rounded once (RNE) to the output dtype. acc is exact:
+//  - A8W8: the int GEMM (kernels/cpu/int_matmul.hpp): oneDNN's s8 kernel where it
+//    accumulates in int32 (VNNI / AMX), else the exact k-blocked fp32 path.
+//  - FP8 / HiF8: the codes decoded to bf16 (exact: at most 4 significant bits) where oneDNN
+//    has a native bf16 GEMM, else to fp32, and multiplied with fp32 accumulation (every
+//    product is exact; only the summation order is oneDNN's).
+// x2 (and its scale) is prepared once per execute into the workspace; rows are multiplied in
+// chunks of at most chunk_rows, so the int32/fp32 accumulator stays a few MiB.
+#pragma once
+
+#include <commfuse/commfuse.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "ops/common/quant_operands.hpp"
+#include "ops/common/tensor_checks.hpp"
+
+namespace commfuse::ops {
+
+struct QuantGemmShape {
+  QuantScales q;  // mode, dtypes, x2's scale, int32 bias (x1's scales come per call)
+  int64_t k = 0;
+  int64_t n = 0;
+  WeightLayout b;
+  BiasArg bias;                      // float bias, or absent
+  DType c_dtype = DType::kBFloat16;  // bfloat16, float16 or float32
+  // The most rows one run() gets (0: unknown); bounds the chunk and so the workspace.
+  int64_t max_rows = 0;
+  // Set by plan_quant_gemm.
+  int64_t chunk_rows = 0;
+  bool decode_to_bf16 = false;  // FP8/HiF8: oneDNN multiplies bf16 natively here
+};
+
+// Chooses the chunk and the decoded type (after max_rows is set).
+void plan_quant_gemm(QuantGemmShape& s);
+size_t quant_gemm_workspace_bytes(const QuantGemmShape& s);
+// One line for plan descriptions: the mode, the kernel and its path on this CPU.
+std::string describe_quant_gemm(const QuantGemmShape& s);
+
+class QuantRowGemm {
+ public:
+  // Prepares x2 (widened or decoded where the kernel needs it), its scale as n floats and
+  // the float bias as n floats into workspace (quant_gemm_workspace_bytes(s), 64-aligned).
+  QuantRowGemm(const QuantGemmShape& s, void* workspace);
+
+  // c (rows x n, dense, c_dtype) from a (rows x k codes, dense). a_scales: one per row, or
+  // null for 1. a_copy: when non-null a's codes are copied there verbatim (gather_out).
+  void run(const void* a, int64_t rows, const float* a_scales, void* c, void* a_copy) const;
+
+ private:
+  void chunk(const uint8_t* a, int64_t rows, const float* a_scales, uint8_t* c) const;
+
+  QuantGemmShape s_;
+  const void* b_ = nullptr;  // x2 as the kernel reads it
+  float* b_scale_ = nullptr;
+  float* bias32_ = nullptr;  // null: no float bias
+  void* acc_ = nullptr;      // chunk_rows x n int32 (A8W8) or fp32
+  void* a_dec_ = nullptr;    // FP8/HiF8: chunk_rows x k decoded codes
+  float* y_ = nullptr;       // one output row before rounding
+};
+
+}  // namespace commfuse::ops

@@ -1,0 +1,188 @@
+// Numerics of all_gather_matmul's quantized mode (SPEC §6: A8W8, FP8, HiF8) against float64
+// references, on every rank of a real multi-rank job (called from case_numerics, so it runs
+// at every world size, on shm and MPI, with each algorithm the tests force).
+//
+// Exact by construction, so compared bit for bit: codes are small integers (or, for A8W8,
+// the whole int8 range with k = 64: |acc| <= 2^20), every scale is a power of two, biases are
+// small integers: f32(acc) * (s1 * s2) + bias is exact in fp32 and the output is the float64
+// value rounded once to the output dtype.
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "numerics.hpp"
+
+namespace optest {
+namespace {
+
+using commfuse::TensorView;
+
+enum class ScaleShape { kAbsent, kTensor, kVector, kColumn };  // (1,), (len,), (len, 1) / (1, n)
+
+struct QCase {
+  DType a = DType::kInt8, b = DType::kInt8;
+  DType out = DType::kBFloat16;
+  ScaleShape s1 = ScaleShape::kVector, s2 = ScaleShape::kVector;
+  DType bias = DType::kFloat32;  // kInt32: A8W8's int32 bias; kInt8: none
+  bool transposed = false;
+  bool full_int8 = false;  // A8W8: codes over all of [-128, 127]
+  bool gather_output = true;
+  int64_t comm_turn = 0;
+};
+
+std::string describe(const QCase& c, int64_t m) {
+  auto name = [](DType t) { return std::string(commfuse::dtype_name(t)); };
+  return "all_gather_matmul " + name(c.a) + " x " + name(c.b) + " -> " + name(c.out) +
+         " m=" + std::to_string(m) + " s1 " + std::to_string(static_cast<int>(c.s1)) + " s2 " +
+         std::to_string(static_cast<int>(c.s2)) + " bias " +
+         (c.bias == DType::kInt8 ? std::string("none") : name(c.bias)) +
+         (c.transposed ? " x2^T" : "") + (c.full_int8 ? " full-int8" : "") + " comm_turn " +
+         std::to_string(c.comm_turn);
+}
+
+// Codes of dtype t for values v (exact: small integers, or int8 codes directly).
+std::vector<uint8_t> codes(const std::vector<float>& v, DType t) {
+  return encode(v, t);
+}
+
+std::vector<float> full_int8_values(uint64_t seed, size_t count) {
+  std::vector<float> v(count);
+  for (size_t i = 0; i < count; ++i)
+    v[i] = static_cast<float>(static_cast<int>(mix(seed, i) % 256) - 128);
+  return v;
+}
+
+float pow2_scale(uint64_t seed, size_t i) {
+  return std::ldexp(1.0f, static_cast<int>(mix(seed, i) % 5) - 2);  // 2^-2 .. 2^2
+}
+
+struct QOperands {
+  std::vector<uint8_t> x1, x2;  // x2 holds (n, k) when transposed
+  std::vector<float> x1f, x2f;  // values; x2f is (k, n)
+  std::vector<float> s1, s2;    // as passed (absent: empty)
+  std::vector<uint8_t> bias;
+  std::vector<double> biasd;
+};
+
+QOperands make(const QCase& c, int rank, uint64_t tag, int64_t m, int64_t k, int64_t n) {
+  QOperands o;
+  const uint64_t seed = tag * 1000 + static_cast<uint64_t>(rank) * 10;
+  o.x1f = c.full_int8 ? full_int8_values(seed + 1, static_cast<size_t>(m * k))
+                      : values(seed + 1, static_cast<size_t>(m * k), false);
+  o.x1 = codes(o.x1f, c.a);
+  o.x2f = c.full_int8 ? full_int8_values(seed + 2, static_cast<size_t>(k * n))
+                      : values(seed + 2, static_cast<size_t>(k * n), false);
+  std::vector<float> stored = o.x2f;
+  if (c.transposed)
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t j = 0; j < n; ++j) stored[j * k + i] = o.x2f[i * n + j];
+  o.x2 = codes(stored, c.b);
+  const size_t s1_len = c.s1 == ScaleShape::kAbsent   ? 0
+                        : c.s1 == ScaleShape::kTensor ? 1
+                                                      : static_cast<size_t>(m);
+  for (size_t i = 0; i < s1_len; ++i) o.s1.push_back(pow2_scale(seed + 3, i));
+  const size_t s2_len = c.s2 == ScaleShape::kTensor ? 1 : static_cast<size_t>(n);
+  for (size_t j = 0; j < s2_len; ++j) o.s2.push_back(pow2_scale(seed + 4, j));
+  if (c.bias != DType::kInt8) {
+    std::vector<float> bv = values(seed + 5, static_cast<size_t>(n), false);
+    if (c.bias == DType::kInt32) {
+      o.bias.resize(static_cast<size_t>(n) * 4);
+      for (int64_t j = 0; j < n; ++j) {
+        const auto v = static_cast<int32_t>(bv[j]) * 1000;  // beyond any float code's range
+        std::memcpy(o.bias.data() + j * 4, &v, 4);
+        o.biasd.push_back(v);
+      }
+    } else {
+      o.bias = encode(bv, c.bias);
+      o.biasd = decode(o.bias, c.bias);
+    }
+  }
+  return o;
+}
+
+void run_case(commfuse::Comm& comm, const QCase& c, uint64_t tag, int64_t m, int64_t k, int64_t n) {
+  const int R = comm.world_size(), me = comm.rank();
+  const QOperands mine = make(c, me, tag, m, k, n);
+  std::vector<uint8_t> output(static_cast<size_t>(m * R * n) * elem_bytes(c.out), 0xCD);
+  std::vector<uint8_t> gather(c.gather_output ? static_cast<size_t>(m * R * k) : 0, 0xCD);
+  commfuse::AllGatherMatmulOptions o;
+  o.gather_output = c.gather_output;
+  o.comm_turn = c.comm_turn;
+  if (!mine.s1.empty())
+    o.x1_scale = c.s1 == ScaleShape::kColumn ? TensorView(mine.s1.data(), DType::kFloat32, {m, 1})
+                                             : TensorView(mine.s1.data(), DType::kFloat32,
+                                                          {static_cast<int64_t>(mine.s1.size())});
+  o.x2_scale = c.s2 == ScaleShape::kColumn ? TensorView(mine.s2.data(), DType::kFloat32, {1, n})
+                                           : TensorView(mine.s2.data(), DType::kFloat32,
+                                                        {static_cast<int64_t>(mine.s2.size())});
+  if (!mine.bias.empty()) o.bias = TensorView(mine.bias.data(), c.bias, {n});
+  const TensorView x2 = c.transposed ? TensorView(mine.x2.data(), c.b, {n, k}).t()
+                                     : TensorView(mine.x2.data(), c.b, {k, n});
+  const TensorView gv =
+      c.gather_output ? TensorView(gather.data(), c.a, {m * R, k}) : TensorView(nullptr, c.a, {0});
+  commfuse::all_gather_matmul(TensorView(mine.x1.data(), c.a, {m, k}), x2, comm.name(), R,
+                              TensorView(output.data(), c.out, {m * R, n}), gv, o);
+
+  // Reference: rank s's rows with rank s's x1 scales; this rank's x2, x2 scale and bias.
+  const std::string what = describe(c, m);
+  std::vector<uint8_t> want_gather;
+  std::vector<double> ref(static_cast<size_t>(m * R * n));
+  for (int s = 0; s < R; ++s) {
+    const QOperands os = make(c, s, tag, m, k, n);
+    want_gather.insert(want_gather.end(), os.x1.begin(), os.x1.end());
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t t = 0; t < k; ++t)
+          acc += static_cast<double>(os.x1f[i * k + t]) * mine.x2f[t * n + j];
+        if (c.bias == DType::kInt32) acc += mine.biasd[j];
+        const double s1 = os.s1.empty() ? 1.0 : os.s1[os.s1.size() == 1 ? 0 : i];
+        const double s2 = mine.s2[mine.s2.size() == 1 ? 0 : j];
+        double y = acc * (s1 * s2);
+        if (c.bias != DType::kInt32 && !mine.biasd.empty()) y += mine.biasd[j];
+        ref[static_cast<size_t>((s * m + i) * n + j)] = y;
+      }
+  }
+  if (c.gather_output)
+    EXPECT(gather == want_gather, "%s: gather_out differs from the ranks' x1 codes", what.c_str());
+  const auto want = round_to(ref, c.out);
+  if (output != want) {
+    const auto got = decode(output, c.out), w = decode(want, c.out);
+    size_t i = 0;
+    while (i < got.size() && got[i] == w[i]) ++i;
+    EXPECT(false, "%s: not bitwise equal to the rounded reference (first at %zu: %g vs %g)",
+           what.c_str(), i, i < got.size() ? got[i] : 0.0, i < w.size() ? w[i] : 0.0);
+  }
+}
+
+}  // namespace
+
+void check_quant_all_gather_matmul(commfuse::Comm& comm, uint64_t& tag) {
+  const int64_t k = 64, n = 24;
+  const DType e4 = DType::kFloat8E4M3FN, e5 = DType::kFloat8E5M2, h8 = DType::kHiFloat8;
+  const DType i8 = DType::kInt8, f32 = DType::kFloat32, f16 = DType::kFloat16,
+              bf16 = DType::kBFloat16;
+  using S = ScaleShape;
+  // A8W8: every scale shape, each bias kind, each output dtype, the full int8 range.
+  run_case(comm, {i8, i8, bf16, S::kVector, S::kVector, f32}, tag++, 5, k, n);
+  run_case(comm, {i8, i8, f16, S::kColumn, S::kColumn, DType::kInt32, true}, tag++, 5, k, n);
+  run_case(comm, {i8, i8, f32, S::kTensor, S::kTensor, bf16, false, true}, tag++, 5, k, n);
+  run_case(comm, {i8, i8, bf16, S::kAbsent, S::kVector, DType::kInt8, true, true, false, 3}, tag++,
+           70, k, n);
+  run_case(comm, {i8, i8, f32, S::kVector, S::kVector, DType::kInt32, false, true, true, 1}, tag++,
+           0, k, n);
+  // FP8 (each pair of formats), HiF8: per-tensor x1 scale, per-tensor or per-channel x2.
+  run_case(comm, {e4, e4, bf16, S::kTensor, S::kVector, f32}, tag++, 5, k, n);
+  run_case(comm, {e4, e5, f32, S::kAbsent, S::kTensor, bf16, true}, tag++, 5, k, n);
+  run_case(comm, {e5, e4, f16, S::kTensor, S::kVector, DType::kInt8, false, false, false, 2}, tag++,
+           70, k, n);
+  run_case(comm, {e5, e5, bf16, S::kTensor, S::kTensor, f16, true}, tag++, 5, k, n);
+  run_case(comm, {h8, h8, bf16, S::kTensor, S::kVector, f32, true}, tag++, 5, k, n);
+  run_case(comm, {h8, h8, f32, S::kAbsent, S::kTensor, DType::kInt8, false, false, true, 64}, tag++,
+           70, k, n);
+  // Rows of many pieces (the tests' 4 KiB shm slots hold 64 rows of 64 codes).
+  run_case(comm, {i8, i8, bf16, S::kVector, S::kVector, f32, true, true}, tag++, 300, k, n);
+  run_case(comm, {e4, e4, bf16, S::kTensor, S::kVector, f32}, tag++, 300, k, n);
+}
+
+}  // namespace optest
