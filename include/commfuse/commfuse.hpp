@@ -207,9 +207,17 @@ struct AllGatherMatmulOptions {
 
 // MatmulReduceScatter and MatmulAllReduce.
 struct MatmulReduceOptions {
-  std::string reduce_op = "sum";   // the only defined value
-  std::optional<TensorView> bias;  // (n,), dtype of x1 or float32; added once, not R times
-  int64_t comm_turn = 0;           // as AllGatherMatmulOptions::comm_turn
+  std::string reduce_op = "sum";  // the only defined value
+  // (n,), dtype of x1 or float32 (quantized x1: float32, bfloat16 or float16); added once,
+  // not R times
+  std::optional<TensorView> bias;
+  // SPEC §6 quantized x1, as AllGatherMatmulOptions: each rank's partial
+  // f32(x1 @ x2) * (x1_scale[i] * x2_scale[j]) is summed in fp32 in rank order, the bias
+  // added once, one cast to output's dtype. x1_scale per token is (m,) or (m, 1) over x1's
+  // m = all leading dims' rows.
+  std::optional<TensorView> x1_scale;
+  std::optional<TensorView> x2_scale;
+  int64_t comm_turn = 0;  // as AllGatherMatmulOptions::comm_turn
 };
 
 namespace ops {

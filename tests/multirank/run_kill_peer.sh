@@ -5,8 +5,9 @@
 # - `commfuse launch` exited non-zero and named rank 1 and SIGKILL,
 # - no /dev/shm/commfuse-* segment created during the run is left behind.
 set -u
+source "$(dirname "$0")/../shm_segments.sh"
 cli=$1 rank_bin=$2 w=$3
-before=$(ls /dev/shm | grep '^commfuse-' | sort)
+before=$(shm_segments)
 out=$(mktemp)
 start=$(date +%s)
 "$cli" launch -n "$w" --grace 10 -- "$rank_bin" kill_peer >"$out" 2>&1
@@ -22,8 +23,7 @@ survivors=$(grep -c 'got expected error.*rank 1' "$out")
 [[ $survivors -ge 1 ]] || fail "no surviving rank reported RUNTIME_ERROR naming rank 1"
 grep -q 'FAILED' "$out" && fail "a surviving rank failed a check"
 (( elapsed < 25 )) || fail "took ${elapsed}s: the failure was not noticed before the 30 s deadline"
-after=$(ls /dev/shm | grep '^commfuse-' | sort)
-leaked=$(comm -13 <(echo "$before") <(echo "$after"))
+leaked=$(shm_leaked_since "$before")
 [[ -z $leaked ]] || fail "left in /dev/shm: $leaked"
 rm -f "$out"
 echo "PASS: launch rc=$rc, $survivors survivors reported rank 1, ${elapsed}s, /dev/shm clean"

@@ -10,7 +10,8 @@
 namespace optest {
 
 int case_numerics(commfuse::Comm& comm);  // numerics.cpp
-// quant_matmul_numerics.cpp: SPEC §6 all_gather_matmul (A8W8, FP8, HiF8), from case_numerics
+// quant_matmul_numerics.cpp: SPEC §6 quantized mode (A8W8, FP8, HiF8) of the three ops,
+// called from case_numerics
 void check_quant_all_gather_matmul(commfuse::Comm& comm, uint64_t& tag);
 int case_c_api(commfuse::Comm& comm);        // c_api.cpp: C entry points agree with C++
 int case_reject(commfuse::Comm& comm);       // reject.cpp: every SPEC §2 rule, C++ and C

@@ -1,6 +1,7 @@
-// Numerics of all_gather_matmul's quantized mode (SPEC §6: A8W8, FP8, HiF8) against float64
-// references, on every rank of a real multi-rank job (called from case_numerics, so it runs
-// at every world size, on shm and MPI, with each algorithm the tests force).
+// Numerics of the quantized mode (SPEC §6: A8W8, FP8, HiF8) of all_gather_matmul,
+// matmul_reduce_scatter and matmul_all_reduce against float64 references, on every rank of a real
+// multi-rank job (called from case_numerics, so it runs at every world size, on shm and MPI, with
+// each algorithm the tests force).
 //
 // Exact by construction, so compared bit for bit: codes are small integers (or, for A8W8,
 // the whole int8 range with k = 64: |acc| <= 2^20), every scale is a power of two, biases are
@@ -155,6 +156,69 @@ void run_case(commfuse::Comm& comm, const QCase& c, uint64_t tag, int64_t m, int
   }
 }
 
+// matmul_reduce_scatter (all_reduce false) or matmul_all_reduce (x1 3-D (2, m/2, k) when
+// three_d): Σ_s f32(acc_s) * (s1_s[i] * s2_s[j]) in rank order, + bias once, one rounding.
+// The bias is the same on every rank (each rank's own seed would differ: tag only).
+void run_reduce_case(commfuse::Comm& comm, const QCase& c, uint64_t tag, int64_t m, int64_t k,
+                     int64_t n, bool all_reduce, bool three_d) {
+  const int R = comm.world_size(), me = comm.rank();
+  const QOperands mine = make(c, me, tag, m, k, n);
+  const QOperands rank0 = make(c, 0, tag, m, k, n);  // the bias every rank passes
+  const int64_t out_rows = all_reduce ? m : m / R;
+  std::vector<uint8_t> output(static_cast<size_t>(out_rows * n) * elem_bytes(c.out), 0xCD);
+  commfuse::MatmulReduceOptions o;
+  o.comm_turn = c.comm_turn;
+  if (!mine.s1.empty())
+    o.x1_scale = c.s1 == ScaleShape::kColumn ? TensorView(mine.s1.data(), DType::kFloat32, {m, 1})
+                                             : TensorView(mine.s1.data(), DType::kFloat32,
+                                                          {static_cast<int64_t>(mine.s1.size())});
+  o.x2_scale = c.s2 == ScaleShape::kColumn ? TensorView(mine.s2.data(), DType::kFloat32, {1, n})
+                                           : TensorView(mine.s2.data(), DType::kFloat32,
+                                                        {static_cast<int64_t>(mine.s2.size())});
+  if (!rank0.bias.empty()) o.bias = TensorView(rank0.bias.data(), c.bias, {n});
+  const TensorView x2 = c.transposed ? TensorView(mine.x2.data(), c.b, {n, k}).t()
+                                     : TensorView(mine.x2.data(), c.b, {k, n});
+  if (all_reduce) {
+    const auto x1 = three_d ? TensorView(mine.x1.data(), c.a, {2, m / 2, k})
+                            : TensorView(mine.x1.data(), c.a, {m, k});
+    const auto out = three_d ? TensorView(output.data(), c.out, {2, m / 2, n})
+                             : TensorView(output.data(), c.out, {m, n});
+    commfuse::matmul_all_reduce(x1, x2, comm.name(), out, o);
+  } else {
+    commfuse::matmul_reduce_scatter(TensorView(mine.x1.data(), c.a, {m, k}), x2, comm.name(), R,
+                                    TensorView(output.data(), c.out, {out_rows, n}), o);
+  }
+  // fp32 sum in rank order of exact terms: exact, so float64 gives the same value.
+  std::vector<double> ref(static_cast<size_t>(m * n), 0.0);
+  for (int s = 0; s < R; ++s) {
+    const QOperands os = make(c, s, tag, m, k, n);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t t = 0; t < k; ++t)
+          acc += static_cast<double>(os.x1f[i * k + t]) * os.x2f[t * n + j];
+        const double s1 = os.s1.empty() ? 1.0 : os.s1[os.s1.size() == 1 ? 0 : i];
+        const double s2 = os.s2[os.s2.size() == 1 ? 0 : j];
+        ref[static_cast<size_t>(i * n + j)] += acc * (s1 * s2);
+      }
+  }
+  if (!rank0.biasd.empty())
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) ref[static_cast<size_t>(i * n + j)] += rank0.biasd[j];
+  const auto first = static_cast<std::ptrdiff_t>(all_reduce ? 0 : me * out_rows * n);
+  const std::vector<double> mine_ref(ref.begin() + first, ref.begin() + first + out_rows * n);
+  const auto want = round_to(mine_ref, c.out);
+  const std::string what = std::string(all_reduce ? "matmul_all_reduce" : "matmul_reduce_scatter") +
+                           describe(c, m).substr(std::strlen("all_gather_matmul"));
+  if (output != want) {
+    const auto got = decode(output, c.out), w = decode(want, c.out);
+    size_t i = 0;
+    while (i < got.size() && got[i] == w[i]) ++i;
+    EXPECT(false, "%s: not bitwise equal to the rounded reference (first at %zu: %g vs %g)",
+           what.c_str(), i, i < got.size() ? got[i] : 0.0, i < w.size() ? w[i] : 0.0);
+  }
+}
+
 }  // namespace
 
 void check_quant_all_gather_matmul(commfuse::Comm& comm, uint64_t& tag) {
@@ -183,6 +247,26 @@ void check_quant_all_gather_matmul(commfuse::Comm& comm, uint64_t& tag) {
   // Rows of many pieces (the tests' 4 KiB shm slots hold 64 rows of 64 codes).
   run_case(comm, {i8, i8, bf16, S::kVector, S::kVector, f32, true, true}, tag++, 300, k, n);
   run_case(comm, {e4, e4, bf16, S::kTensor, S::kVector, f32}, tag++, 300, k, n);
+  // The reducing ops: every mode, scale shape and output dtype; m = 0; many rows.
+  const int64_t R = comm.world_size();
+  const DType none = DType::kInt8;  // no bias
+  for (bool ar : {false, true}) {
+    run_reduce_case(comm, {i8, i8, bf16, S::kVector, S::kVector, f32}, tag++, 3 * R, k, n, ar,
+                    false);
+    run_reduce_case(comm, {i8, i8, f32, S::kColumn, S::kColumn, bf16, true, false, true, 2}, tag++,
+                    4 * R, k, n, ar, ar);
+    run_reduce_case(comm, {i8, i8, f16, S::kTensor, S::kTensor, none}, tag++, 2 * R, k, n, ar,
+                    false);
+    run_reduce_case(comm, {e4, e5, bf16, S::kTensor, S::kVector, f16, true}, tag++, 2 * R, k, n, ar,
+                    ar);
+    run_reduce_case(comm, {e5, e5, f32, S::kAbsent, S::kTensor, f32}, tag++, 2 * R, k, n, ar,
+                    false);
+    run_reduce_case(comm, {h8, h8, bf16, S::kTensor, S::kVector, none, false, false, true, 3},
+                    tag++, 3 * R, k, n, ar, false);
+    run_reduce_case(comm, {i8, i8, bf16, S::kVector, S::kVector, f32}, tag++, 0, k, n, ar, false);
+    run_reduce_case(comm, {e4, e4, bf16, S::kTensor, S::kVector, f32}, tag++, 100 * R, k, n, ar,
+                    false);
+  }
 }
 
 }  // namespace optest

@@ -258,25 +258,49 @@ void reject_quant_all_gather_matmul(commfuse::Comm& comm, Buffers& b, const std:
   commfuse::AllGatherMatmulPlan plan(a.x1, a.x2, a.group, a.world, a.output, a.gather_out, a.opt);
   const std::string how = plan.description();
   EXPECT(how.find("A8W8 -> float32") != std::string::npos, "description: %s", how.c_str());
-  // The reducing ops do not take quantized x1 yet: a clear "not supported".
+  // The reducing ops: the same rules (one implementation), and the int32 bias is A8W8
+  // all_gather_matmul's alone (their bias is added once, to the fp32 sum).
   ReduceArgs rs{TensorView(b.i(), i8, {kM * R, kK}),
                 TensorView(b.i(), i8, {kK, kN}),
                 TensorView(b.o(), DType::kBFloat16, {kM, kN}),
                 comm.name(),
                 R,
                 {}};
-  expect_reject("q matmul_reduce_scatter", inv,
-                {"matmul_reduce_scatter", rank.c_str(), "x1 dtype int8", "not supported"},
-                [rs] { rs.plan_rs(); });
-  ReduceArgs ar{TensorView(b.i(), DType::kFloat8E4M3FN, {kM, kK}),
+  rs.opt.x2_scale = TensorView(sc, f32, {kN});
+  ReduceArgs ar{TensorView(b.i(), DType::kFloat8E4M3FN, {2, kM, kK}),
                 TensorView(b.i(), DType::kFloat8E4M3FN, {kK, kN}),
-                TensorView(b.o(), DType::kBFloat16, {kM, kN}),
+                TensorView(b.o(), DType::kBFloat16, {2, kM, kN}),
                 comm.name(),
                 R,
                 {}};
-  expect_reject("q matmul_all_reduce", inv,
-                {"matmul_all_reduce", rank.c_str(), "float8_e4m3fn", "FP8", "not supported"},
-                [ar] { ar.plan_ar(); });
+  ar.opt.x2_scale = TensorView(sc, f32, {1});
+  for (bool all_reduce : {false, true}) {
+    const char* rop = all_reduce ? "matmul_all_reduce" : "matmul_reduce_scatter";
+    auto rwith = [&](auto mod) {
+      ReduceArgs r = all_reduce ? ar : rs;
+      mod(r);
+      return [r, all_reduce] { all_reduce ? r.plan_ar() : r.plan_rs(); };
+    };
+    expect_reject(
+        rop, inv, {rop, rank.c_str(), "bias dtype int32", "A8W8 all_gather_matmul"},
+        rwith([&](ReduceArgs& r) { r.opt.bias = TensorView(b.i(), DType::kInt32, {kN}); }));
+    expect_reject(rop, Status::kParamNullptr, {rop, rank.c_str(), "x2_scale is required"},
+                  rwith([](ReduceArgs& r) { r.opt.x2_scale.reset(); }));
+    expect_reject(rop, inv, {rop, rank.c_str(), "output dtype is int8"},
+                  rwith([](ReduceArgs& r) { r.output.dtype = DType::kInt8; }));
+    expect_reject(rop, inv, {rop, rank.c_str(), "x2 dtype is hifloat8"},
+                  rwith([](ReduceArgs& r) { r.x2.dtype = DType::kHiFloat8; }));
+    expect_reject(
+        rop, inv, {rop, rank.c_str(), "x1_scale shape is (3,)"},
+        rwith([sc](ReduceArgs& r) { r.opt.x1_scale = TensorView(sc, DType::kFloat32, {3}); }));
+  }
+  // Accepted: A8W8 with a per-token x1 scale over all rows, FP8 into float32.
+  ReduceArgs a8 = rs;
+  a8.opt.x1_scale = TensorView(sc, f32, {kM * R});
+  a8.plan_rs();
+  ReduceArgs f8 = ar;
+  f8.output.dtype = f32;
+  f8.plan_ar();
 }
 
 void reject_reducing(commfuse::Comm& comm, Buffers& b, const std::string& rank) {

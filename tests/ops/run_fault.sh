@@ -10,9 +10,10 @@
 #   job as soon as a rank dies or exits without MPI_Finalize),
 # - no /dev/shm/commfuse-* segment created during the run is left behind.
 set -u
+source "$(dirname "$0")/../shm_segments.sh"
 mode=$1 launcher=$2 bin=$3 w=$4 r=$5 op=$6 piece=$7 action=$8
 timeout_s=${COMMFUSE_TIMEOUT_S:-2}
-before=$(ls /dev/shm | grep '^commfuse-' | sort)
+before=$(shm_segments)
 out=$(mktemp)
 start=$(date +%s)
 export COMMFUSE_FAULT="$r:$op:$piece:$action" COMMFUSE_TEST_OP="$op" COMMFUSE_TIMEOUT_S=$timeout_s
@@ -52,14 +53,7 @@ if [[ $mode == shm || $action == stall ]]; then
 fi
 grep -q 'FAILED' "$out" && fail "a surviving rank failed a check"
 (( elapsed < timeout_s + 20 )) || fail "took ${elapsed}s (COMMFUSE_TIMEOUT_S=$timeout_s)"
-after=$(ls /dev/shm | grep '^commfuse-' | sort)
-leaked=$(comm -13 <(echo "$before") <(echo "$after"))
-if [[ -n $leaked ]]; then
-  # Tests running next to this one (ctest -j) create segments too, for the milliseconds
-  # until all their ranks mapped them; a segment this job leaked stays (its ranks are gone).
-  sleep 3
-  leaked=$(comm -12 <(echo "$leaked") <(ls /dev/shm | grep '^commfuse-' | sort))
-fi
+leaked=$(shm_leaked_since "$before")
 [[ -z $leaked ]] || fail "left in /dev/shm: $leaked"
 rm -f "$out"
 echo "PASS: $mode $op $action at piece $piece of rank $r: rc=$rc, $survivors survivors reported it, ${elapsed}s, /dev/shm clean"

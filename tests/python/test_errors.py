@@ -140,7 +140,7 @@ REJECTIONS = {
     "python_side_dtype": r"all_gather_base_mm\(rank 1\): input: array dtype uint32 is not a "
                          r"commfuse format; raw codes need dtype=",
     "op_data_movement_dtype": r"all_gather_matmul\(rank 1\): x1 dtype is uint8 but must be "
-                              r"float16, bfloat16 or float32",
+                              r"float16, bfloat16, float32, or a quantized dtype",
     "quant_scales_shape": r"quant_all_reduce\(rank 1\): scales",
     "quant_rows": r"quant_reduce_scatter\(rank 1\): ",
     "a2a_combination": r"alltoall_quant_matmul\(rank 1\): unsupported combination x1 float16, "

@@ -106,8 +106,8 @@ void run_quantized_fused(const AllGatherMatmulPlanData& plan, comm::CommImpl& co
   comm::GatherStream gs = row_stream(p, row_bytes);
   gs.on_piece = [&](int src, const uint8_t* data, uint64_t off, uint64_t n) {
     const int64_t row = static_cast<int64_t>(src) * p.m + static_cast<int64_t>(off / row_bytes);
-    gemm.run(src == p.rank ? x1 + off : data, static_cast<int64_t>(n / row_bytes), scales + row,
-             out + static_cast<uint64_t>(row) * out_row_bytes,
+    gemm.run(src == p.rank ? x1 + off : data, static_cast<int64_t>(n / row_bytes),
+             RowScales{scales + row, true}, out + static_cast<uint64_t>(row) * out_row_bytes,
              gathered != nullptr ? gathered + static_cast<uint64_t>(row) * row_bytes : nullptr);
   };
   comm.transport().gather_stream(gs);

@@ -14,7 +14,7 @@ void run_all_gather_matmul_unfused(const AllGatherMatmulPlanData& plan, comm::Co
     const QuantRowGemm gemm(plan.qgemm, workspace);
     const float* scales = gather_row_scales(plan, comm, workspace);
     comm.transport().all_gather(p.x1, gathered, static_cast<uint64_t>(p.m * p.k), p.dtype);
-    gemm.run(gathered, p.m * p.world_size, scales, p.output, nullptr);
+    gemm.run(gathered, p.m * p.world_size, RowScales{scales, true}, p.output, nullptr);
     return;
   }
   const RowGemm gemm(plan.gemm, workspace);

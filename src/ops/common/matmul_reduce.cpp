@@ -18,11 +18,7 @@ MatmulReduceProblem validate_matmul_operands(const OpContext& ctx, const TensorV
   if (!(x1.ndim == 2 || (allow_3d && x1.ndim == 3)))
     ctx.invalid("x1 must be ", allow_3d ? "2-D (m, k) or 3-D (b, s, k)" : "2-D (m, k)",
                 " but has shape ", shape_str(x1));
-  if (quant_matmul_mode(x1.dtype) != QuantMatmulMode::kNone)
-    ctx.invalid("x1 dtype ", dtype_name(x1.dtype), " (SPEC §6 ",
-                quant_matmul_mode_name(quant_matmul_mode(x1.dtype)), " mode) is not supported by ",
-                ctx.op(), " yet; all_gather_matmul supports it");
-  check_float_dtype(ctx, "x1", x1);
+  check_matmul_x1_dtype(ctx, x1);
   check_contiguous(ctx, "x1", x1);
   MatmulReduceProblem p;
   p.group = ctx.comm().name();
@@ -38,7 +34,11 @@ MatmulReduceProblem validate_matmul_operands(const OpContext& ctx, const TensorV
     ctx.invalid("x2 dim 0 is ", x2.shape[0], " but x1 dim 2 is ", p.k, " (k must match)");
   p.x2 = check_x2(ctx, x2, p.dtype, p.k);
   p.n = p.x2.n;
-  p.bias = check_bias(ctx, options.bias, p.dtype, p.n);
+  p.quant =
+      check_quant_scales(ctx, p.dtype, x2.dtype, p.m, p.n, options.x1_scale, options.x2_scale);
+  // An int32 bias belongs to A8W8 all_gather_matmul only (SPEC §6): here the bias is added
+  // once to the rank-order fp32 sum.
+  p.bias = check_matmul_bias(ctx, options.bias, p.dtype, p.n, p.quant, /*allow_int32=*/false);
   p.comm_turn = options.comm_turn;
   return p;
 }
@@ -50,24 +50,67 @@ std::string describe_problem(const char* op, const MatmulReduceProblem& p) {
 
 std::string describe_matmul_reduce_plan(const char* op, const MatmulReduceProblem& p,
                                         const char* schedule, size_t workspace_bytes,
-                                        const RowGemmShape& gemm) {
-  return detail::cat(describe_problem(op, p), ", schedule ", schedule, ", workspace ",
-                     workspace_bytes, " bytes; gemm: ", describe_row_gemm(gemm, p.m));
+                                        const PartialShape& gemm) {
+  return detail::cat(
+      describe_problem(op, p), ", schedule ", schedule, ", workspace ", workspace_bytes,
+      " bytes; gemm: ",
+      gemm.quantized ? describe_quant_gemm(gemm.qgemm) : describe_row_gemm(gemm.gemm, p.m));
 }
 
-RowGemmShape partial_product_shape(const MatmulReduceProblem& p) {
-  RowGemmShape s;
-  s.dtype = p.dtype;
-  s.k = p.k;
-  s.n = p.n;
-  s.b = p.x2;
-  s.c_dtype = DType::kFloat32;
-  s.max_rows = std::max<int64_t>(1, p.m);  // LazyPartial's blocks and the unfused GEMM
+namespace {
+
+size_t partial_gemm_workspace_bytes(const PartialShape& s) {
+  return s.quantized ? quant_gemm_workspace_bytes(s.qgemm) : row_gemm_workspace_bytes(s.gemm);
+}
+
+}  // namespace
+
+PartialShape partial_product_shape(const MatmulReduceProblem& p) {
+  PartialShape s;
+  const int64_t max_rows = std::max<int64_t>(1, p.m);  // LazyPartial's blocks, the unfused GEMM
+  if (p.quant.quantized()) {
+    s.quantized = true;
+    QuantGemmShape& q = s.qgemm;
+    q.q = p.quant;
+    q.k = p.k;
+    q.n = p.n;
+    q.b = p.x2;
+    q.c_dtype = DType::kFloat32;  // the dequantized partial; the bias comes after the sum
+    q.max_rows = max_rows;
+    plan_quant_gemm(q);
+    return s;
+  }
+  RowGemmShape& g = s.gemm;
+  g.dtype = p.dtype;
+  g.k = p.k;
+  g.n = p.n;
+  g.b = p.x2;
+  g.c_dtype = DType::kFloat32;
+  g.max_rows = max_rows;
+  plan_row_gemm(g);
   return s;
 }
 
+PartialGemm::PartialGemm(const PartialShape& s, const MatmulReduceProblem& p, void* workspace)
+    : x1_(static_cast<const uint8_t*>(p.x1)),
+      x1_row_bytes_(dtype_storage_bytes(p.dtype, static_cast<size_t>(p.k))),
+      scales_{p.quant.x1_scale, p.quant.x1_per_token} {
+  if (s.quantized)
+    quant_.emplace(s.qgemm, workspace);
+  else
+    float_.emplace(s.gemm, workspace);
+}
+
+void PartialGemm::run(int64_t first, int64_t rows, float* c) const {
+  const uint8_t* a = x1_ + static_cast<size_t>(first) * x1_row_bytes_;
+  if (quant_)
+    quant_->run(a, rows, scales_.from(first), c, nullptr);
+  else
+    float_->run(a, rows, c);
+}
+
 size_t matmul_reduce_workspace_bytes(const MatmulReduceProblem& p) {
-  const size_t gemm = row_gemm_workspace_bytes(partial_product_shape(p));
+  const size_t gemm = partial_gemm_workspace_bytes(partial_product_shape(p));
   return (gemm + sizeof(float) - 1) / sizeof(float) * sizeof(float) +
          static_cast<size_t>(p.n + p.m * p.n) * sizeof(float);
 }
@@ -76,11 +119,9 @@ float* matmul_reduce_partial(const MatmulReduceProblem& p, void* workspace) {
   return matmul_reduce_bias32(p, workspace) + p.n;
 }
 
-LazyPartial::LazyPartial(const RowGemm& gemm, const MatmulReduceProblem& p, float* partial,
+LazyPartial::LazyPartial(const PartialGemm& gemm, const MatmulReduceProblem& p, float* partial,
                          int ranges, int64_t range_rows, bool split)
     : gemm_(gemm),
-      x1_(static_cast<const uint8_t*>(p.x1)),
-      x1_row_bytes_(dtype_storage_bytes(p.dtype, static_cast<size_t>(p.k))),
       n_(p.n),
       partial_(partial),
       range_rows_(range_rows),
@@ -93,21 +134,21 @@ const float* LazyPartial::rows(int r, int64_t row, int64_t rows) {
   CF_ASSERT(row >= 0 && rows >= 0 && row + rows <= range_rows_);
   if (!split_ && done_[static_cast<size_t>(r)] < row + rows) {
     const auto ranges = static_cast<int64_t>(done_.size());
-    gemm_.run(x1_, ranges * range_rows_, partial_);
+    gemm_.run(0, ranges * range_rows_, partial_);
     std::fill(done_.begin(), done_.end(), range_rows_);
   }
   int64_t& done = done_[static_cast<size_t>(r)];
   while (done < row + rows) {
     const int64_t count = std::min(block_rows_, range_rows_ - done);
     const int64_t first = r * range_rows_ + done;
-    gemm_.run(x1_ + static_cast<size_t>(first) * x1_row_bytes_, count, partial_ + first * n_);
+    gemm_.run(first, count, partial_ + first * n_);
     done += count;
   }
   return partial_ + (r * range_rows_ + row) * n_;
 }
 
 float* matmul_reduce_bias32(const MatmulReduceProblem& p, void* workspace) {
-  const size_t gemm = row_gemm_workspace_bytes(partial_product_shape(p));
+  const size_t gemm = partial_gemm_workspace_bytes(partial_product_shape(p));
   return static_cast<float*>(workspace) + (gemm + sizeof(float) - 1) / sizeof(float);
 }
 
@@ -118,13 +159,13 @@ uint64_t matmul_reduce_piece_bytes(const MatmulReduceProblem& p, int64_t rows) {
   return uint64_t{1} << 20;
 }
 
-void reduce_scatter_partials(const MatmulReduceProblem& p, const RowGemm& gemm,
+void reduce_scatter_partials(const MatmulReduceProblem& p, const PartialGemm& gemm,
                              comm::CommImpl& comm, void* workspace, void* out_rows) {
   float* bias32 = matmul_reduce_bias32(p, workspace);
   widen_bias(p.bias, p.n, bias32);
   const int64_t rows_per_rank = p.m / p.world_size;
   const uint64_t row_bytes = static_cast<uint64_t>(p.n) * sizeof(float);
-  const uint64_t out_row_bytes = dtype_storage_bytes(p.dtype, static_cast<size_t>(p.n));
+  const uint64_t out_row_bytes = dtype_storage_bytes(p.out_dtype, static_cast<size_t>(p.n));
   auto* out = static_cast<uint8_t*>(out_rows);
 
   comm::AllToAllStream as;
@@ -143,7 +184,7 @@ void reduce_scatter_partials(const MatmulReduceProblem& p, const RowGemm& gemm,
     const auto* const* fparts = reinterpret_cast<const float* const*>(parts);
     sum_bias_round(fparts, p.world_size, static_cast<int64_t>(n / row_bytes), p.n,
                    p.bias.data != nullptr ? bias32 : nullptr, out + off / row_bytes * out_row_bytes,
-                   p.dtype);
+                   p.out_dtype);
   };
   comm.transport().all_to_all_stream(as);
 }

@@ -8,10 +8,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "comm/comm_impl.hpp"
+#include "ops/common/quant_operands.hpp"
+#include "ops/common/quant_row_gemm.hpp"
 #include "ops/common/row_gemm.hpp"
 #include "ops/common/tensor_checks.hpp"
 
@@ -21,19 +24,21 @@ struct MatmulReduceProblem {
   std::string group;
   int rank = 0;
   int world_size = 1;
-  DType dtype = DType::kFloat32;  // x1, x2, output
-  int64_t m = 0;                  // rows of x1 (leading dims flattened)
+  DType dtype = DType::kFloat32;      // x1 (and x2 outside quantized mode)
+  DType out_dtype = DType::kFloat32;  // output: dtype, or bf16/fp16/fp32 when quantized
+  int64_t m = 0;                      // rows of x1 (leading dims flattened)
   int64_t k = 0;
   int64_t n = 0;
   const void* x1 = nullptr;  // (m, k) dense
   WeightLayout x2;
   BiasArg bias;
+  QuantScales quant;       // SPEC §6 (mode kNone: the §2 op)
   void* output = nullptr;  // dense
   int64_t comm_turn = 0;
 };
 
 // The operand rules both ops share: reduce_op, comm_turn, x1 (2-D, or 3-D when
-// allow_3d), x2, bias. Fills everything but output.
+// allow_3d), x2, the SPEC §6 scales, bias. Fills everything but output and out_dtype.
 MatmulReduceProblem validate_matmul_operands(const OpContext& ctx, const TensorView& x1,
                                              const TensorView& x2,
                                              const MatmulReduceOptions& options, bool allow_3d);
@@ -42,13 +47,36 @@ MatmulReduceProblem validate_matmul_operands(const OpContext& ctx, const TensorV
 // descriptions name it.
 std::string describe_problem(const char* op, const MatmulReduceProblem& p);
 // One line for a plan description (both ops): the problem, schedule, workspace and GEMM.
+struct PartialShape;
 std::string describe_matmul_reduce_plan(const char* op, const MatmulReduceProblem& p,
                                         const char* schedule, size_t workspace_bytes,
-                                        const RowGemmShape& gemm);
+                                        const PartialShape& gemm);
 
 // Row blocks of the local partial product x1 @ x2 in fp32, no bias (it is added once,
-// after the sum).
-RowGemmShape partial_product_shape(const MatmulReduceProblem& p);
+// after the sum): the float GEMM, or in quantized mode (SPEC §6) the quantized product
+// dequantized, f32(acc) * (x1_scale[i] * x2_scale[j]), in fp32.
+struct PartialShape {
+  RowGemmShape gemm;
+  QuantGemmShape qgemm;
+  bool quantized = false;
+};
+// Planned (both ops' plan step, and again for the workspace offsets at execute).
+PartialShape partial_product_shape(const MatmulReduceProblem& p);
+
+class PartialGemm {
+ public:
+  // Prepares x2 into the workspace's start (as RowGemm / QuantRowGemm do).
+  PartialGemm(const PartialShape& s, const MatmulReduceProblem& p, void* workspace);
+  // c (rows x n fp32, dense) = x1's rows [first, first + rows) @ x2, dequantized.
+  void run(int64_t first, int64_t rows, float* c) const;
+
+ private:
+  std::optional<RowGemm> float_;
+  std::optional<QuantRowGemm> quant_;
+  const uint8_t* x1_;
+  size_t x1_row_bytes_;
+  RowScales scales_;
+};
 
 // The fused schedules' workspace: the block GEMM's, the bias as n fp32 values, then the
 // fp32 partial product (m, n).
@@ -76,15 +104,13 @@ class LazyPartial {
   // block with the GEMM of the next); otherwise all ranges in one GEMM at the first request
   // (each call streams and repacks x2: two 1024-row GEMMs measured ~40 ms slower than one
   // 2048-row GEMM at k = n = 4096 bf16 on shm, where nothing overlaps them).
-  LazyPartial(const RowGemm& gemm, const MatmulReduceProblem& p, float* partial, int ranges,
+  LazyPartial(const PartialGemm& gemm, const MatmulReduceProblem& p, float* partial, int ranges,
               int64_t range_rows, bool split);
   // Rows [row, row + rows) of range r, computed if they were not yet.
   const float* rows(int r, int64_t row, int64_t rows);
 
  private:
-  const RowGemm& gemm_;
-  const uint8_t* x1_;
-  size_t x1_row_bytes_;
+  const PartialGemm& gemm_;
   int64_t n_;
   float* partial_;
   int64_t range_rows_;
@@ -103,7 +129,7 @@ uint64_t matmul_reduce_piece_bytes(const MatmulReduceProblem& p, int64_t rows);
 // rows computed on demand (peers' rows first, own last), and this rank's m/R rows summed in
 // rank order from the peers' slots in place, the bias added once, rounded once into out_rows
 // ((m/R) x n, p.dtype). Needs m % R == 0.
-void reduce_scatter_partials(const MatmulReduceProblem& p, const RowGemm& gemm,
+void reduce_scatter_partials(const MatmulReduceProblem& p, const PartialGemm& gemm,
                              comm::CommImpl& comm, void* workspace, void* out_rows);
 
 }  // namespace commfuse::ops

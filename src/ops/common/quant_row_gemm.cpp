@@ -178,7 +178,7 @@ QuantRowGemm::QuantRowGemm(const QuantGemmShape& s, void* workspace) : s_(s) {
   y_ = reinterpret_cast<float*>(ws + l.y);
 }
 
-void QuantRowGemm::run(const void* a, int64_t rows, const float* a_scales, void* c,
+void QuantRowGemm::run(const void* a, int64_t rows, RowScales a_scales, void* c,
                        void* a_copy) const {
   if (rows <= 0) return;
   const auto* a8 = static_cast<const uint8_t*>(a);
@@ -187,12 +187,12 @@ void QuantRowGemm::run(const void* a, int64_t rows, const float* a_scales, void*
   const size_t c_row = dtype_storage_bytes(s_.c_dtype, static_cast<size_t>(s_.n));
   for (int64_t r0 = 0; r0 < rows; r0 += s_.chunk_rows) {
     const int64_t m = std::min(s_.chunk_rows, rows - r0);
-    chunk(a8 + static_cast<size_t>(r0 * s_.k), m, a_scales != nullptr ? a_scales + r0 : nullptr,
+    chunk(a8 + static_cast<size_t>(r0 * s_.k), m, a_scales.from(r0),
           c8 + static_cast<size_t>(r0) * c_row);
   }
 }
 
-void QuantRowGemm::chunk(const uint8_t* a, int64_t rows, const float* a_scales, uint8_t* c) const {
+void QuantRowGemm::chunk(const uint8_t* a, int64_t rows, RowScales a_scales, uint8_t* c) const {
   const auto n = static_cast<size_t>(s_.n);
   const bool a8w8 = is_a8w8(s_);
   if (a8w8) {
@@ -204,7 +204,7 @@ void QuantRowGemm::chunk(const uint8_t* a, int64_t rows, const float* a_scales, 
   }
   const size_t c_row = dtype_storage_bytes(s_.c_dtype, n);
   for (int64_t i = 0; i < rows; ++i) {
-    const float sa = a_scales != nullptr ? a_scales[i] : 1.0f;
+    const float sa = a_scales.at(i);
     float* y = s_.c_dtype == DType::kFloat32 ? reinterpret_cast<float*>(c + i * c_row) : y_;
     // SPEC §6: the scales' product first, in fp32; an int32 bias joins the exact sum.
     if (a8w8) {

@@ -42,18 +42,28 @@ size_t quant_gemm_workspace_bytes(const QuantGemmShape& s);
 // One line for plan descriptions: the mode, the kernel and its path on this CPU.
 std::string describe_quant_gemm(const QuantGemmShape& s);
 
+// x1's scales for a run: one per row (per token), one for all rows, or none (1).
+struct RowScales {
+  const float* data = nullptr;  // null: 1
+  bool per_row = true;
+  float at(int64_t i) const { return data == nullptr ? 1.0f : data[per_row ? i : 0]; }
+  RowScales from(int64_t row) const {
+    return {data != nullptr && per_row ? data + row : data, per_row};
+  }
+};
+
 class QuantRowGemm {
  public:
   // Prepares x2 (widened or decoded where the kernel needs it), its scale as n floats and
   // the float bias as n floats into workspace (quant_gemm_workspace_bytes(s), 64-aligned).
   QuantRowGemm(const QuantGemmShape& s, void* workspace);
 
-  // c (rows x n, dense, c_dtype) from a (rows x k codes, dense). a_scales: one per row, or
-  // null for 1. a_copy: when non-null a's codes are copied there verbatim (gather_out).
-  void run(const void* a, int64_t rows, const float* a_scales, void* c, void* a_copy) const;
+  // c (rows x n, dense, c_dtype) from a (rows x k codes, dense) and its rows' scales.
+  // a_copy: when non-null a's codes are copied there verbatim (gather_out).
+  void run(const void* a, int64_t rows, RowScales a_scales, void* c, void* a_copy) const;
 
  private:
-  void chunk(const uint8_t* a, int64_t rows, const float* a_scales, uint8_t* c) const;
+  void chunk(const uint8_t* a, int64_t rows, RowScales a_scales, uint8_t* c) const;
 
   QuantGemmShape s_;
   const void* b_ = nullptr;  // x2 as the kernel reads it

@@ -41,10 +41,9 @@ MatmulAllReducePlanData plan_matmul_all_reduce(MatmulReduceProblem problem) {
     plan.own_rows_offset = (plan.workspace_bytes + 63) / 64 * 64;
     plan.workspace_bytes =
         plan.own_rows_offset +
-        dtype_storage_bytes(p.dtype, static_cast<size_t>(p.m / p.world_size * p.n));
+        dtype_storage_bytes(p.out_dtype, static_cast<size_t>(p.m / p.world_size * p.n));
   }
   plan.gemm = partial_product_shape(p);
-  plan_row_gemm(plan.gemm);
   return plan;
 }
 

@@ -37,7 +37,7 @@ struct MatmulAllReducePlanData {
   MatmulAllReduceSchedule schedule = MatmulAllReduceSchedule::kFused;
   size_t workspace_bytes = 0;
   size_t own_rows_offset = 0;  // kFusedRsAllGather: this rank's rounded rows
-  RowGemmShape gemm;           // row blocks of the fp32 partial product
+  PartialShape gemm;           // row blocks of the fp32 partial product
 };
 
 MatmulAllReducePlanData plan_matmul_all_reduce(MatmulReduceProblem problem);

@@ -14,11 +14,11 @@ namespace commfuse::ops {
 void run_matmul_all_reduce_fused(const MatmulAllReducePlanData& plan, comm::CommImpl& comm,
                                  void* workspace) {
   const MatmulReduceProblem& p = plan.problem;
-  const RowGemm gemm(plan.gemm, workspace);
+  const PartialGemm gemm(plan.gemm, plan.problem, workspace);
   float* bias32 = matmul_reduce_bias32(p, workspace);
   widen_bias(p.bias, p.n, bias32);
   const uint64_t row_bytes = static_cast<uint64_t>(p.n) * sizeof(float);
-  const uint64_t out_row_bytes = dtype_storage_bytes(p.dtype, static_cast<size_t>(p.n));
+  const uint64_t out_row_bytes = dtype_storage_bytes(p.out_dtype, static_cast<size_t>(p.n));
   auto* out = static_cast<uint8_t*>(p.output);
 
   comm::GatherStream gs;
@@ -37,7 +37,7 @@ void run_matmul_all_reduce_fused(const MatmulAllReducePlanData& plan, comm::Comm
     const auto* const* fparts = reinterpret_cast<const float* const*>(parts);
     sum_bias_round(fparts, p.world_size, static_cast<int64_t>(n / row_bytes), p.n,
                    p.bias.data != nullptr ? bias32 : nullptr, out + off / row_bytes * out_row_bytes,
-                   p.dtype);
+                   p.out_dtype);
   };
   comm.transport().gather_stream(gs);
 }

@@ -11,11 +11,11 @@ namespace commfuse::ops {
 void run_matmul_all_reduce_rs_all_gather(const MatmulAllReducePlanData& plan, comm::CommImpl& comm,
                                          void* workspace) {
   const MatmulReduceProblem& p = plan.problem;
-  const RowGemm gemm(plan.gemm, workspace);
+  const PartialGemm gemm(plan.gemm, plan.problem, workspace);
   void* mine = static_cast<uint8_t*>(workspace) + plan.own_rows_offset;
   reduce_scatter_partials(p, gemm, comm, workspace, mine);
   comm.transport().all_gather(mine, p.output, static_cast<uint64_t>(p.m / p.world_size * p.n),
-                              p.dtype);
+                              p.out_dtype);
 }
 
 }  // namespace commfuse::ops

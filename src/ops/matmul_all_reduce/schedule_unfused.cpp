@@ -9,13 +9,13 @@ namespace commfuse::ops {
 void run_matmul_all_reduce_unfused(const MatmulAllReducePlanData& plan, comm::CommImpl& comm,
                                    void* workspace) {
   const MatmulReduceProblem& p = plan.problem;
-  const RowGemm gemm(plan.gemm, workspace);
+  const PartialGemm gemm(plan.gemm, plan.problem, workspace);
   float* partial = matmul_reduce_partial(p, workspace);
   float* reduced = partial + p.m * p.n;
-  gemm.run(p.x1, p.m, partial);
+  gemm.run(0, p.m, partial);
   comm.transport().all_reduce(partial, reduced, static_cast<uint64_t>(p.m * p.n), DType::kFloat32);
   add_bias_and_round(reduced, p.m, p.n, p.bias, matmul_reduce_bias32(p, workspace), p.output,
-                     p.dtype);
+                     p.out_dtype);
 }
 
 }  // namespace commfuse::ops

@@ -9,13 +9,14 @@ MatmulReduceProblem validate_matmul_all_reduce(const TensorView& x1, const Tenso
   const OpContext ctx(kMatmulAllReduceOp, group);
   MatmulReduceProblem p = validate_matmul_operands(ctx, x1, x2, options, true);
   check_present(ctx, "output", output);
-  check_same_dtype(ctx, "output", output, "x1", p.dtype);
+  check_output_dtype(ctx, "output", output, p.dtype, p.quant);
   if (x1.ndim == 3)
     check_shape(ctx, "output", output, {x1.shape[0], x1.shape[1], p.n}, "(b, s, n)");
   else
     check_shape(ctx, "output", output, {p.m, p.n}, "(m, n)");
   check_contiguous(ctx, "output", output);
   p.output = output.data;
+  p.out_dtype = output.dtype;
   return p;
 }
 

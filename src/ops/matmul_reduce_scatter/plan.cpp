@@ -28,7 +28,6 @@ MatmulReduceScatterPlanData plan_matmul_reduce_scatter(MatmulReduceProblem probl
   if (plan.schedule == MatmulReduceScatterSchedule::kUnfused)  // + the collective's fp32 result
     plan.workspace_bytes += static_cast<size_t>(p.m / p.world_size * p.n) * sizeof(float);
   plan.gemm = partial_product_shape(p);
-  plan_row_gemm(plan.gemm);
   return plan;
 }
 

@@ -34,7 +34,7 @@ struct MatmulReduceScatterPlanData {
   MatmulReduceProblem problem;
   MatmulReduceScatterSchedule schedule = MatmulReduceScatterSchedule::kFused;
   size_t workspace_bytes = 0;
-  RowGemmShape gemm;  // row blocks of the fp32 partial product
+  PartialShape gemm;  // row blocks of the fp32 partial product
 };
 
 MatmulReduceScatterPlanData plan_matmul_reduce_scatter(MatmulReduceProblem problem);

@@ -10,7 +10,7 @@ namespace commfuse::ops {
 
 void run_matmul_reduce_scatter_fused(const MatmulReduceScatterPlanData& plan, comm::CommImpl& comm,
                                      void* workspace) {
-  const RowGemm gemm(plan.gemm, workspace);
+  const PartialGemm gemm(plan.gemm, plan.problem, workspace);
   reduce_scatter_partials(plan.problem, gemm, comm, workspace, plan.problem.output);
 }
 

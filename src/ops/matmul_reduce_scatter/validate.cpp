@@ -14,10 +14,11 @@ MatmulReduceProblem validate_matmul_reduce_scatter(const TensorView& x1, const T
   if (p.m % R != 0)
     ctx.invalid("x1 dim 0 (m) is ", p.m, " but must be a multiple of the world size ", R);
   check_present(ctx, "output", output);
-  check_same_dtype(ctx, "output", output, "x1", p.dtype);
+  check_output_dtype(ctx, "output", output, p.dtype, p.quant);
   check_shape(ctx, "output", output, {p.m / R, p.n}, "(m/R, n)");
   check_contiguous(ctx, "output", output);
   p.output = output.data;
+  p.out_dtype = output.dtype;
   return p;
 }
 

@@ -1,0 +1,143 @@
+// `commfuse bench all-gather-matmul --dtype int8|float8_e4m3fn|float8_e5m2|hifloat8` (SPEC §6):
+// in the same processes and alternating rounds, the quantized fused op, its unfused
+// composition (the row scales and the codes all-gathered, then the same quantized GEMM: the
+// op's "unfused" algorithm), and the bf16 op at the same shape (fused and unfused). The
+// ratios say what fusion gains on quantized data and what quantization gains over bf16.
+// Inputs: random codes with per-token x1 scales and per-channel x2 scales (A8W8), per-tensor
+// x1 and per-channel x2 scales (FP8 / HiF8); bf16 output.
+#include <mpi.h>
+
+#include <commfuse/commfuse.hpp>
+
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algo_scope.hpp"
+#include "bench_options.hpp"
+#include "bench_timing.hpp"
+#include "core/error.hpp"
+
+namespace commfuse::cli {
+namespace {
+
+// Codes spread over the format's range (int8: all of it; 8-bit floats: values in [-2, 2]).
+std::vector<uint8_t> random_codes(size_t count, DType t, uint32_t seed) {
+  std::vector<float> v(count);
+  uint32_t x = seed * 2654435761u + 1;
+  for (auto& f : v) {
+    x = x * 1664525u + 1013904223u;
+    f = t == DType::kInt8 ? static_cast<float>(static_cast<int>(x >> 24) - 128)
+                          : static_cast<float>(static_cast<int>(x >> 9) % 2001 - 1000) / 500.0f;
+  }
+  std::vector<uint8_t> out(dtype_storage_bytes(t, count));
+  convert(v.data(), DType::kFloat32, out.data(), t, count);
+  return out;
+}
+
+struct Variant {
+  const char* name;
+  std::function<void()> run;
+  std::vector<double> times;
+};
+
+}  // namespace
+
+int run_quant_matmul_bench(const BenchOptions& o, Comm& comm, FILE* json) {
+  CF_CHECK_ARG(o.op == "all-gather-matmul", "bench: --dtype ", o.dtype, " (quantized, SPEC §6) is ",
+               "supported by all-gather-matmul only; ", o.op,
+               " takes float32, float16 or bfloat16");
+  const int R = comm.world_size(), rank = comm.rank();
+  const DType q = dtype_from_name(o.dtype), bf16 = DType::kBFloat16;
+  const int64_t m = o.m / R, k = o.k, n = o.n;
+  const std::string name = comm.name();
+  const auto mk = static_cast<size_t>(m * k), kn = static_cast<size_t>(k * n);
+  const auto out_count = static_cast<size_t>(o.m * n);
+
+  auto x1 = random_codes(mk, q, 1 + rank);
+  auto x2 = random_codes(kn, q, 100 + rank);
+  std::vector<float> s1(q == DType::kInt8 ? static_cast<size_t>(m) : 1), s2(static_cast<size_t>(n));
+  for (size_t i = 0; i < s1.size(); ++i) s1[i] = 1.0f / 128 + static_cast<float>(i % 7) / 1024;
+  for (size_t j = 0; j < s2.size(); ++j) s2[j] = 1.0f / 64 + static_cast<float>(j % 5) / 512;
+  std::vector<uint8_t> out(out_count * 2), out_u(out.size()),
+      gathered(static_cast<size_t>(o.m) * k), gathered_u(gathered.size());
+  // The bf16 op at the same shape: the codes' values in bf16 (exact), same x2.
+  std::vector<uint8_t> x1b(mk * 2), x2b(kn * 2), outb(out.size()), outb_u(out.size()),
+      gatheredb(gathered.size() * 2), gatheredb_u(gatheredb.size());
+  convert(x1.data(), q, x1b.data(), bf16, mk);
+  convert(x2.data(), q, x2b.data(), bf16, kn);
+
+  AllGatherMatmulOptions qopt;
+  qopt.comm_turn = o.comm_turn;
+  qopt.x1_scale = TensorView(s1.data(), DType::kFloat32, {static_cast<int64_t>(s1.size())});
+  qopt.x2_scale = TensorView(s2.data(), DType::kFloat32, {n});
+  AllGatherMatmulOptions bopt;
+  bopt.comm_turn = o.comm_turn;
+  auto make = [&](const std::string& algo, DType t, void* a, void* b, void* c, void* g,
+                  const AllGatherMatmulOptions& opt) {
+    return with_algorithm("all_gather_matmul:" + algo, [&] {
+      return std::make_shared<AllGatherMatmulPlan>(
+          TensorView(a, t, {m, k}), TensorView(b, t, {k, n}), name, R,
+          TensorView(c, bf16, {o.m, n}), TensorView(g, t, {o.m, k}), opt);
+    });
+  };
+  const auto qf = make("fused", q, x1.data(), x2.data(), out.data(), gathered.data(), qopt);
+  const auto qu = make("unfused", q, x1.data(), x2.data(), out_u.data(), gathered_u.data(), qopt);
+  const auto bf = make("fused", bf16, x1b.data(), x2b.data(), outb.data(), gatheredb.data(), bopt);
+  const auto bu =
+      make("unfused", bf16, x1b.data(), x2b.data(), outb_u.data(), gatheredb_u.data(), bopt);
+  size_t ws_bytes = 0;
+  for (const auto& p : {qf, qu, bf, bu}) ws_bytes = std::max(ws_bytes, p->workspace_size());
+  std::vector<float> ws(ws_bytes / sizeof(float) + 1);
+  auto exec = [&](const std::shared_ptr<AllGatherMatmulPlan>& p) {
+    return [&ws, p] { p->execute(ws.data(), p->workspace_size()); };
+  };
+  std::vector<Variant> v = {{"quant_fused", exec(qf), {}},
+                            {"quant_unfused", exec(qu), {}},
+                            {"bf16_fused", exec(bf), {}},
+                            {"bf16_unfused", exec(bu), {}}};
+  for (auto& x : v) x.run();  // warm-up: plans, pages, x2 prepared
+  // Same algorithm, same bits: the fused and unfused quantized outputs must agree exactly.
+  int same = out == out_u ? 1 : 0, all_same = 0;
+  MPI_Allreduce(&same, &all_same, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  double est = 0;
+  for (auto& x : v) est = std::max(est, time_us(x.run, 1));
+  int iters =
+      o.iters > 0 ? o.iters : std::clamp(static_cast<int>(3e5 / std::max(est, 1.0)), 1, 100000);
+  MPI_Bcast(&iters, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  for (int r = 0; r < o.rounds; ++r)
+    for (auto& x : v) x.times.push_back(time_us(x.run, iters));
+  std::vector<double> t;
+  for (auto& x : v) t.push_back(mean_over_ranks(median(x.times), R));
+  if (rank == 0) {
+    std::printf(
+        "# commfuse bench all-gather-matmul (quantized, SPEC §6): %d ranks, transport %s, x1/x2 "
+        "%s, output bfloat16, m=%lld (global) k=%lld n=%lld comm_turn %lld; median of %d rounds "
+        "x %d\n# quant_unfused = the scales and codes all-gathered, then the same quantized GEMM; "
+        "bf16_* = the bfloat16 op at the same shape\n# gemm: %s\n",
+        R, comm.transport_name(), o.dtype.c_str(), static_cast<long long>(o.m),
+        static_cast<long long>(k), static_cast<long long>(n), static_cast<long long>(o.comm_turn),
+        o.rounds, iters, qf->description().c_str());
+    std::printf("%16s %16s %14s %16s %14s %14s\n", "quant_fused(us)", "quant_unfused(us)",
+                "bf16_fused(us)", "bf16_unfused(us)", "fusion_speedup", "vs_bf16_fused");
+    std::printf("%16.1f %16.1f %14.1f %16.1f %13.2fx %13.2fx\n", t[0], t[1], t[2], t[3],
+                t[1] / t[0], t[2] / t[0]);
+    std::printf("# fused and unfused quantized outputs %s on every rank\n\n",
+                all_same ? "bitwise equal" : "DIFFER");
+    if (json)
+      std::fprintf(json,
+                   "{\"op\":\"all-gather-matmul\",\"transport\":\"%s\",\"world_size\":%d,"
+                   "\"dtype\":\"%s\",\"m\":%lld,\"k\":%lld,\"n\":%lld,\"comm_turn\":%lld,"
+                   "\"fused_us\":%.3f,\"unfused_us\":%.3f,\"bf16_fused_us\":%.3f,"
+                   "\"bf16_unfused_us\":%.3f,\"bitwise_equal\":%s}\n",
+                   comm.transport_name(), R, o.dtype.c_str(), static_cast<long long>(o.m),
+                   static_cast<long long>(k), static_cast<long long>(n),
+                   static_cast<long long>(o.comm_turn), t[0], t[1], t[2], t[3],
+                   all_same ? "true" : "false");
+  }
+  return all_same ? 0 : 1;
+}
+
+}  // namespace commfuse::cli
