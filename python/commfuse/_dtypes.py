@@ -52,9 +52,12 @@ def format_of(dt: np.dtype) -> Optional[str]:
 
 
 def canonical(dtype: npt.DTypeLike, what: str, fn: str = "convert") -> str:
-    """commfuse name of a dtype given as a name string or a numpy / ml_dtypes dtype."""
+    """commfuse name of a dtype given as a name string, a numpy / ml_dtypes dtype or a torch
+    dtype (``output_dtype=torch.bfloat16``, as torch_npu takes it)."""
     if isinstance(dtype, str):
         return _commfuse.dtype_name(dtype)  # C++ raises InvalidArgument naming it
+    if type(dtype).__module__ == "torch" and str(dtype) in TORCH_DTYPES:
+        return TORCH_DTYPES[str(dtype)]
     try:
         dt = np.dtype(dtype)
     except TypeError:

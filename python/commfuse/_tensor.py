@@ -151,15 +151,22 @@ def tensor_ref(x: Any, dtype: Optional[npt.DTypeLike] = None, *, contiguous: boo
     return _numpy_ref(np.asarray(x), name, contiguous, output)
 
 
+# commfuse name -> torch attribute name of the same dtype (the torch spelling of each).
+_TORCH_NAME = {name: t.split(".", 1)[1] for t, name in TORCH_DTYPES.items()}
+
+
 def empty(shape: Sequence[int], name: str, like: Any = None) -> Any:
-    """A new array for a result: a torch tensor when ``like`` is one, else numpy."""
+    """A new array for a result: a torch tensor when ``like`` is one and this torch has the
+    result's dtype (a quantized op's int8 input gives a bfloat16 torch result), else numpy."""
     shape = tuple([d if d > 0 else 0 for d in map(int, shape)])
     if like is not None and type(like) is not np.ndarray and is_torch(like):
         import torch
 
-        own = TORCH_DTYPES.get(str(like.dtype))
-        if own == name:
+        if TORCH_DTYPES.get(str(like.dtype)) == name:
             return torch.empty(shape, dtype=like.dtype)
+        torch_dtype = getattr(torch, _TORCH_NAME.get(name, ""), None)  # float8: torch >= 2.1
+        if isinstance(torch_dtype, torch.dtype):
+            return torch.empty(shape, dtype=torch_dtype)
     # int4 results are packed bytes, two elements per byte (as libcommfuse writes them).
     return np.empty(shape, dtype=np.uint8 if name == "int4" else NUMPY_DTYPES[name])
 

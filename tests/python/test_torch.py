@@ -264,6 +264,36 @@ def test_quant_all_reduce_with_torch_tensors(torch, world_size):
     assert run(_quant_body, world_size) == [True] * world_size
 
 
+def _quant_matmul_body(rank):
+    import torch
+
+    with commfuse.init() as comm:
+        R = comm.world_size
+        m, k, n = 2, 16, 3
+        xs = [small_ints(90 + s, (m, k)) * 5 for s in range(R)]
+        w = small_ints(95 + rank, (n, k)) * 3
+        s1 = torch.full((m, 1), 0.25, dtype=torch.float32)  # per token, (m, 1)
+        s2 = torch.tensor([1.0, 2.0, 0.5], dtype=torch.float32)
+        # A8W8 torch int8 tensors (x2 a transposed view): bfloat16 torch results (the default).
+        output, gather_out = commfuse.all_gather_base_mm(
+            _t(torch, xs[rank], "int8"), _t(torch, w, "int8").t(), comm.name, R, x1_scale=s1,
+            x2_scale=s2)
+        assert isinstance(output, torch.Tensor) and output.dtype == torch.bfloat16
+        assert gather_out.dtype == torch.int8 and gather_out.shape == (m * R, k)
+        want = (np.concatenate(xs) @ w.T) * 0.25 * np.array([1.0, 2.0, 0.5])
+        np.testing.assert_array_equal(_np(output), want)
+        y = commfuse.mm_all_reduce_base(_t(torch, xs[rank], "int8"), _t(torch, w, "int8").t(),
+                                        comm.name, x1_scale=s1, x2_scale=s2,
+                                        output_dtype=torch.float32)
+        assert y.dtype == torch.float32
+        return True
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_quantized_matmul_with_torch_tensors(torch, world_size):
+    assert run(_quant_matmul_body, world_size) == [True] * world_size
+
+
 def _bits(a):
     return np.ascontiguousarray(a).view(np.uint8)
 

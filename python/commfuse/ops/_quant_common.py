@@ -54,3 +54,22 @@ def check_world_size(a: Args, world_size: int) -> int:
     if a.world_size > 0 and w != a.world_size:
         raise InvalidArgument(f"world_size is {w} but group has {a.world_size} ranks")
     return a.world_size if a.world_size > 0 else max(w, 1)
+
+
+# x1 dtypes that select SPEC §6's quantized mode of the three matmul + collective ops.
+QUANT_MATMUL_DTYPES = frozenset({"int8", "float8_e4m3fn", "float8_e5m2", "hifloat8"})
+
+
+def quant_matmul_args(a: Args, x1: _commfuse.TensorRef, x1_scale: Any, x2_scale: Any,
+                      output_dtype: Optional[npt.DTypeLike]
+                      ) -> tuple[Optional[_commfuse.TensorRef], Optional[_commfuse.TensorRef], str]:
+    """(x1_scale, x2_scale, output dtype name) of a matmul op (SPEC §6): the scales as given
+    (the op checks them), the output dtype as given, else bfloat16 for quantized x1 (as
+    torch_npu) and x1's own dtype otherwise."""
+    s1 = a.optional(x1_scale, "x1_scale", contiguous=True)
+    s2 = a.optional(x2_scale, "x2_scale", contiguous=True)
+    if output_dtype is not None:
+        name = dtype_arg(output_dtype, "output_dtype")
+    else:
+        name = "bfloat16" if x1.dtype in QUANT_MATMUL_DTYPES else x1.dtype
+    return s1, s2, name

@@ -2,37 +2,57 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
+
+import numpy.typing as npt
 
 from .. import _commfuse
 from .._tensor import Args, dim, fast_matmul_inputs, fast_output, group_name
+from ._quant_common import quant_matmul_args
 
 
 def mm_all_reduce_base(x1: Any, x2: Any, hcom: Any, *, reduce_op: str = "sum", bias: Any = None,
-                       comm_turn: int = 0, out: Any = None) -> Any:
+                       x1_scale: Any = None, x2_scale: Any = None, comm_turn: int = 0,
+                       output_dtype: Optional[npt.DTypeLike] = None,
+                       x1_dtype: Optional[npt.DTypeLike] = None,
+                       x2_dtype: Optional[npt.DTypeLike] = None, out: Any = None) -> Any:
     """Multiply locally and sum the products over ranks: ``Σ_s x1_s @ x2_s + bias``.
 
     float32 accumulation, rank-order sum, bias added once, one rounding: every rank gets
     the same bits (when every rank passes the same bias).
 
     Args:
-        x1: this rank's (m, k) or (b, s, k) activations; float16, bfloat16 or float32.
-        x2: this rank's weight, (k, n) (or a transposed (n, k) view), x1's dtype.
+        x1: this rank's (m, k) or (b, s, k) activations; float16, bfloat16 or float32, or
+            quantized (SPEC §6): int8, ``ml_dtypes.float8_e4m3fn`` / ``float8_e5m2``,
+            HiFloat8 codes (``x1_dtype="hifloat8"``).
+        x2: this rank's weight, (k, n) (or a transposed (n, k) view), x1's dtype (FP8:
+            either float8 format).
         hcom: the communicator's name or the Communicator.
         reduce_op: "sum" (the only defined value).
-        bias: optional (n,), x1's dtype or float32.
+        bias: optional (n,), x1's dtype or float32 (quantized x1: float32, bfloat16 or
+            float16).
+        x1_scale: quantized x1 only (SPEC §6), optional float32 (1,), or for A8W8 (m,) /
+            (m, 1) per token over x1's rows. Absent: 1.
+        x2_scale: quantized x1 only, required float32 (1,) or (n,) (A8W8 also (1, n)). Each
+            rank's partial ``f32(x1 @ x2) * (x1_scale[i] * x2_scale[j])`` is summed in
+            float32 in rank order.
+        output_dtype: bfloat16 (default), float16 or float32 for quantized x1; x1's dtype
+            (the default) otherwise. Ignored when ``out`` is given.
+        x1_dtype, x2_dtype: format of x1 / x2 when they hold raw uint8 codes ("hifloat8").
         comm_turn: 0 = automatic chunking, 1..64 = chunks.
         out: optional buffer of x1's leading dims × n, written in place and returned.
 
     Returns:
-        array of shape x1.shape[:-1] + (n,) and x1's dtype.
+        array of shape x1.shape[:-1] + (n,) in the output dtype.
 
     Raises:
         InvalidArgument: wrong dtype or shape, reduce_op.
         RuntimeFailure: a peer failed or timed out.
     """
     group = hcom if type(hcom) is str else group_name(hcom)
-    refs = fast_matmul_inputs(x1, x2, bias)  # numpy arrays used as they are
+    plain = x1_scale is None and x2_scale is None and output_dtype is None and \
+        x1_dtype is None and x2_dtype is None
+    refs = fast_matmul_inputs(x1, x2, bias) if plain else None  # numpy arrays as they are
     if refs is not None and x1.ndim >= 1:
         o = fast_output(out, x1.shape[:-1] + (x2.shape[1],), x1)
         if o is not None:
@@ -40,10 +60,12 @@ def mm_all_reduce_base(x1: Any, x2: Any, hcom: Any, *, reduce_op: str = "sum", b
                                         int(comm_turn))
             return o[0]
     with Args("mm_all_reduce_base", group) as a:
-        x1r = a.input(x1, "x1", contiguous=True)
-        x2r = a.input(x2, "x2")
+        x1r = a.input(x1, "x1", x1_dtype, contiguous=True)
+        x2r = a.input(x2, "x2", x2_dtype)
         biasr = a.optional(bias, "bias", contiguous=True)
+        s1r, s2r, out_name = quant_matmul_args(a, x1r, x1_scale, x2_scale, output_dtype)
         shape = tuple(x1r.shape[:-1]) + (dim(x2r, 1),) if x1r.shape else (dim(x2r, 1),)
-        output, outr = a.output(out, "out", shape, x1r.dtype, like=x1)
-    _commfuse.matmul_all_reduce(x1r, x2r, group, outr, str(reduce_op), biasr, int(comm_turn))
+        output, outr = a.output(out, "out", shape, out_name, like=x1)
+    _commfuse.matmul_all_reduce(x1r, x2r, group, outr, str(reduce_op), biasr, int(comm_turn),
+                                s1r, s2r)
     return output

@@ -35,8 +35,7 @@ def quant_all_reduce(x: Any, scales: Any, hcom: Any, *, reduce_op: str = "sum",
             and returned.
 
     Returns:
-        array of x's shape in ``output_dtype`` (a torch tensor when x is one and the dtype
-        matches it).
+        array of x's shape in ``output_dtype`` (a torch tensor when x is one).
 
     Raises:
         InvalidArgument: wrong dtype or shape, H not a multiple of 128 (K-G) / 64 (MX),
