@@ -185,6 +185,41 @@ commfuseStatus_t commfuseMatmulAllReduceGetWorkspaceSize(
 commfuseStatus_t commfuseMatmulAllReduce(void* workspace, uint64_t workspaceSize,
                                          commfuseOpExecutor_t* executor, void* stream);
 
+/* ---- The same three ops with quantized inputs (SPEC.md §6: CANN's V2 forms) ----
+ *
+ * The V1 arguments plus x1ScaleOptional / x2ScaleOptional after the bias; the output dtype is
+ * the output tensor's. Quantized mode is selected by x1's dtype: int8 (A8W8, exact int32
+ * sum), float8_e4m3fn / float8_e5m2 (FP8; x2 either float8 format) or hifloat8 (HiF8).
+ * output = f32(x1 @ x2) * (x1Scale[i] * x2Scale[j]) + bias, rounded once to the output's
+ * dtype (bfloat16, float16 or float32). x2ScaleOptional is required then: fp32 (1,) or (n,)
+ * (A8W8 also (1, n)); x1ScaleOptional fp32 (1,), A8W8 also (m,) / (m, 1) per token (NULL =
+ * 1). Bias: fp32, bf16 or fp16 (n,); int32 (n,) for A8W8 all-gather-matmul (added to the
+ * int32 sum). gatherOut holds x1's codes. The reducing ops sum the dequantized fp32
+ * partials in rank order, then add the bias once. With float x1 the V2 forms are the V1
+ * ones (the scales must then be NULL). Executed by the V2 (or V1) execute call. */
+commfuseStatus_t commfuseAllGatherMatmulV2GetWorkspaceSize(
+    const commfuseTensor_t* x1, const commfuseTensor_t* x2, const commfuseTensor_t* biasOptional,
+    const commfuseTensor_t* x1ScaleOptional, const commfuseTensor_t* x2ScaleOptional,
+    const char* group, int64_t gatherIndex, int64_t commTurn, int64_t streamMode,
+    const commfuseTensor_t* output, const commfuseTensor_t* gatherOut, uint64_t* workspaceSize,
+    commfuseOpExecutor_t** executor);
+commfuseStatus_t commfuseAllGatherMatmulV2(void* workspace, uint64_t workspaceSize,
+                                           commfuseOpExecutor_t* executor, void* stream);
+commfuseStatus_t commfuseMatmulReduceScatterV2GetWorkspaceSize(
+    const commfuseTensor_t* x1, const commfuseTensor_t* x2, const commfuseTensor_t* biasOptional,
+    const commfuseTensor_t* x1ScaleOptional, const commfuseTensor_t* x2ScaleOptional,
+    const char* group, const char* reduceOp, int64_t commTurn, int64_t streamMode,
+    const commfuseTensor_t* output, uint64_t* workspaceSize, commfuseOpExecutor_t** executor);
+commfuseStatus_t commfuseMatmulReduceScatterV2(void* workspace, uint64_t workspaceSize,
+                                               commfuseOpExecutor_t* executor, void* stream);
+commfuseStatus_t commfuseMatmulAllReduceV2GetWorkspaceSize(
+    const commfuseTensor_t* x1, const commfuseTensor_t* x2, const commfuseTensor_t* biasOptional,
+    const commfuseTensor_t* x1ScaleOptional, const commfuseTensor_t* x2ScaleOptional,
+    const char* group, const char* reduceOp, int64_t commTurn, int64_t streamMode,
+    const commfuseTensor_t* output, uint64_t* workspaceSize, commfuseOpExecutor_t** executor);
+commfuseStatus_t commfuseMatmulAllReduceV2(void* workspace, uint64_t workspaceSize,
+                                           commfuseOpExecutor_t* executor, void* stream);
+
 /* ---- AlltoAllQuantMatmul / AlltoAllMatmul (SPEC.md §3), aclnn-shaped ----
  *
  * x1 (BS, H) on every rank, BS % R == 0; rank r's permuted activations (BS/R, R*H) hold, in

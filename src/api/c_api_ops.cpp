@@ -90,6 +90,72 @@ std::unique_ptr<commfuseOpExecutor> consume(const char* fn, const char* op,
   return e;
 }
 
+// The V1 and V2 (SPEC §6: with x1Scale / x2Scale) forms of each op share one body; fn names
+// the entry point the caller used.
+commfuseStatus_t all_gather_matmul_plan(const char* fn, const commfuseTensor_t* x1,
+                                        const commfuseTensor_t* x2, const commfuseTensor_t* bias,
+                                        const commfuseTensor_t* x1Scale,
+                                        const commfuseTensor_t* x2Scale, const char* group,
+                                        int64_t gatherIndex, int64_t commTurn, int64_t streamMode,
+                                        const commfuseTensor_t* output,
+                                        const commfuseTensor_t* gatherOut, uint64_t* workspaceSize,
+                                        commfuseOpExecutor_t** executor) {
+  return guarded(fn, [&] {
+    check_outputs(fn, workspaceSize, executor);
+    CF_CHECK_NOTNULL(group, "all_gather_matmul: group is null");
+    commfuse::AllGatherMatmulOptions o;
+    o.bias = optional_view(bias);
+    o.x1_scale = optional_view(x1Scale);
+    o.x2_scale = optional_view(x2Scale);
+    o.gather_index = gatherIndex;
+    // No gather_out, or torch's empty (0,) tensor: the gathered rows are not returned.
+    o.gather_output =
+        gatherOut != nullptr && !(gatherOut->view.ndim == 1 && gatherOut->view.shape[0] == 0);
+    o.comm_turn = commTurn;
+    const int world = group_size("all_gather_matmul", group);
+    auto plan = std::make_unique<commfuse::AllGatherMatmulPlan>(
+        view_of(x1), view_of(x2), group, world, view_of(output), view_of(gatherOut), o);
+    check_stream_mode("all_gather_matmul", group, streamMode);
+    finish("all_gather_matmul", std::move(plan), workspaceSize, executor,
+           &commfuseOpExecutor::all_gather_matmul);
+  });
+}
+
+// matmul_reduce_scatter (all_reduce false) and matmul_all_reduce.
+commfuseStatus_t matmul_reduce_plan(const char* fn, bool all_reduce, const commfuseTensor_t* x1,
+                                    const commfuseTensor_t* x2, const commfuseTensor_t* bias,
+                                    const commfuseTensor_t* x1Scale,
+                                    const commfuseTensor_t* x2Scale, const char* group,
+                                    const char* reduceOp, int64_t commTurn, int64_t streamMode,
+                                    const commfuseTensor_t* output, uint64_t* workspaceSize,
+                                    commfuseOpExecutor_t** executor) {
+  const char* op = all_reduce ? "matmul_all_reduce" : "matmul_reduce_scatter";
+  return guarded(fn, [&] {
+    check_outputs(fn, workspaceSize, executor);
+    CF_CHECK_NOTNULL(group, op, ": group is null");
+    CF_CHECK_NOTNULL(reduceOp, op, ": reduceOp is null");
+    commfuse::MatmulReduceOptions o;
+    o.reduce_op = reduceOp;
+    o.bias = optional_view(bias);
+    o.x1_scale = optional_view(x1Scale);
+    o.x2_scale = optional_view(x2Scale);
+    o.comm_turn = commTurn;
+    if (all_reduce) {
+      auto plan = std::make_unique<commfuse::MatmulAllReducePlan>(view_of(x1), view_of(x2), group,
+                                                                  view_of(output), o);
+      check_stream_mode(op, group, streamMode);
+      finish(op, std::move(plan), workspaceSize, executor, &commfuseOpExecutor::matmul_all_reduce);
+      return;
+    }
+    const int world = group_size(op, group);
+    auto plan = std::make_unique<commfuse::MatmulReduceScatterPlan>(view_of(x1), view_of(x2), group,
+                                                                    world, view_of(output), o);
+    check_stream_mode(op, group, streamMode);
+    finish(op, std::move(plan), workspaceSize, executor,
+           &commfuseOpExecutor::matmul_reduce_scatter);
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -140,24 +206,25 @@ commfuseStatus_t commfuseAllGatherMatmulGetWorkspaceSize(
     const char* group, int64_t gatherIndex, int64_t commTurn, int64_t streamMode,
     const commfuseTensor_t* output, const commfuseTensor_t* gatherOut, uint64_t* workspaceSize,
     commfuseOpExecutor_t** executor) {
-  constexpr const char* fn = "commfuseAllGatherMatmulGetWorkspaceSize";
-  return guarded(fn, [&] {
-    check_outputs(fn, workspaceSize, executor);
-    CF_CHECK_NOTNULL(group, "all_gather_matmul: group is null");
-    commfuse::AllGatherMatmulOptions o;
-    o.bias = optional_view(bias);
-    o.gather_index = gatherIndex;
-    // No gather_out, or torch's empty (0,) tensor: the gathered rows are not returned.
-    o.gather_output =
-        gatherOut != nullptr && !(gatherOut->view.ndim == 1 && gatherOut->view.shape[0] == 0);
-    o.comm_turn = commTurn;
-    const int world = group_size("all_gather_matmul", group);
-    auto plan = std::make_unique<commfuse::AllGatherMatmulPlan>(
-        view_of(x1), view_of(x2), group, world, view_of(output), view_of(gatherOut), o);
-    check_stream_mode("all_gather_matmul", group, streamMode);
-    finish("all_gather_matmul", std::move(plan), workspaceSize, executor,
-           &commfuseOpExecutor::all_gather_matmul);
-  });
+  return all_gather_matmul_plan("commfuseAllGatherMatmulGetWorkspaceSize", x1, x2, bias, nullptr,
+                                nullptr, group, gatherIndex, commTurn, streamMode, output,
+                                gatherOut, workspaceSize, executor);
+}
+
+commfuseStatus_t commfuseAllGatherMatmulV2GetWorkspaceSize(
+    const commfuseTensor_t* x1, const commfuseTensor_t* x2, const commfuseTensor_t* biasOptional,
+    const commfuseTensor_t* x1ScaleOptional, const commfuseTensor_t* x2ScaleOptional,
+    const char* group, int64_t gatherIndex, int64_t commTurn, int64_t streamMode,
+    const commfuseTensor_t* output, const commfuseTensor_t* gatherOut, uint64_t* workspaceSize,
+    commfuseOpExecutor_t** executor) {
+  return all_gather_matmul_plan("commfuseAllGatherMatmulV2GetWorkspaceSize", x1, x2, biasOptional,
+                                x1ScaleOptional, x2ScaleOptional, group, gatherIndex, commTurn,
+                                streamMode, output, gatherOut, workspaceSize, executor);
+}
+
+commfuseStatus_t commfuseAllGatherMatmulV2(void* workspace, uint64_t workspaceSize,
+                                           commfuseOpExecutor_t* executor, void* stream) {
+  return commfuseAllGatherMatmul(workspace, workspaceSize, executor, stream);
 }
 
 commfuseStatus_t commfuseAllGatherMatmul(void* workspace, uint64_t workspaceSize,
@@ -173,22 +240,24 @@ commfuseStatus_t commfuseMatmulReduceScatterGetWorkspaceSize(
     const commfuseTensor_t* x1, const commfuseTensor_t* x2, const commfuseTensor_t* bias,
     const char* group, const char* reduceOp, int64_t commTurn, int64_t streamMode,
     const commfuseTensor_t* output, uint64_t* workspaceSize, commfuseOpExecutor_t** executor) {
-  constexpr const char* fn = "commfuseMatmulReduceScatterGetWorkspaceSize";
-  return guarded(fn, [&] {
-    check_outputs(fn, workspaceSize, executor);
-    CF_CHECK_NOTNULL(group, "matmul_reduce_scatter: group is null");
-    CF_CHECK_NOTNULL(reduceOp, "matmul_reduce_scatter: reduceOp is null");
-    commfuse::MatmulReduceOptions o;
-    o.reduce_op = reduceOp;
-    o.bias = optional_view(bias);
-    o.comm_turn = commTurn;
-    const int world = group_size("matmul_reduce_scatter", group);
-    auto plan = std::make_unique<commfuse::MatmulReduceScatterPlan>(view_of(x1), view_of(x2), group,
-                                                                    world, view_of(output), o);
-    check_stream_mode("matmul_reduce_scatter", group, streamMode);
-    finish("matmul_reduce_scatter", std::move(plan), workspaceSize, executor,
-           &commfuseOpExecutor::matmul_reduce_scatter);
-  });
+  return matmul_reduce_plan("commfuseMatmulReduceScatterGetWorkspaceSize", false, x1, x2, bias,
+                            nullptr, nullptr, group, reduceOp, commTurn, streamMode, output,
+                            workspaceSize, executor);
+}
+
+commfuseStatus_t commfuseMatmulReduceScatterV2GetWorkspaceSize(
+    const commfuseTensor_t* x1, const commfuseTensor_t* x2, const commfuseTensor_t* biasOptional,
+    const commfuseTensor_t* x1ScaleOptional, const commfuseTensor_t* x2ScaleOptional,
+    const char* group, const char* reduceOp, int64_t commTurn, int64_t streamMode,
+    const commfuseTensor_t* output, uint64_t* workspaceSize, commfuseOpExecutor_t** executor) {
+  return matmul_reduce_plan("commfuseMatmulReduceScatterV2GetWorkspaceSize", false, x1, x2,
+                            biasOptional, x1ScaleOptional, x2ScaleOptional, group, reduceOp,
+                            commTurn, streamMode, output, workspaceSize, executor);
+}
+
+commfuseStatus_t commfuseMatmulReduceScatterV2(void* workspace, uint64_t workspaceSize,
+                                               commfuseOpExecutor_t* executor, void* stream) {
+  return commfuseMatmulReduceScatter(workspace, workspaceSize, executor, stream);
 }
 
 commfuseStatus_t commfuseMatmulReduceScatter(void* workspace, uint64_t workspaceSize,
@@ -204,21 +273,24 @@ commfuseStatus_t commfuseMatmulAllReduceGetWorkspaceSize(
     const commfuseTensor_t* x1, const commfuseTensor_t* x2, const commfuseTensor_t* bias,
     const char* group, const char* reduceOp, int64_t commTurn, int64_t streamMode,
     const commfuseTensor_t* output, uint64_t* workspaceSize, commfuseOpExecutor_t** executor) {
-  constexpr const char* fn = "commfuseMatmulAllReduceGetWorkspaceSize";
-  return guarded(fn, [&] {
-    check_outputs(fn, workspaceSize, executor);
-    CF_CHECK_NOTNULL(group, "matmul_all_reduce: group is null");
-    CF_CHECK_NOTNULL(reduceOp, "matmul_all_reduce: reduceOp is null");
-    commfuse::MatmulReduceOptions o;
-    o.reduce_op = reduceOp;
-    o.bias = optional_view(bias);
-    o.comm_turn = commTurn;
-    auto plan = std::make_unique<commfuse::MatmulAllReducePlan>(view_of(x1), view_of(x2), group,
-                                                                view_of(output), o);
-    check_stream_mode("matmul_all_reduce", group, streamMode);
-    finish("matmul_all_reduce", std::move(plan), workspaceSize, executor,
-           &commfuseOpExecutor::matmul_all_reduce);
-  });
+  return matmul_reduce_plan("commfuseMatmulAllReduceGetWorkspaceSize", true, x1, x2, bias, nullptr,
+                            nullptr, group, reduceOp, commTurn, streamMode, output, workspaceSize,
+                            executor);
+}
+
+commfuseStatus_t commfuseMatmulAllReduceV2GetWorkspaceSize(
+    const commfuseTensor_t* x1, const commfuseTensor_t* x2, const commfuseTensor_t* biasOptional,
+    const commfuseTensor_t* x1ScaleOptional, const commfuseTensor_t* x2ScaleOptional,
+    const char* group, const char* reduceOp, int64_t commTurn, int64_t streamMode,
+    const commfuseTensor_t* output, uint64_t* workspaceSize, commfuseOpExecutor_t** executor) {
+  return matmul_reduce_plan("commfuseMatmulAllReduceV2GetWorkspaceSize", true, x1, x2, biasOptional,
+                            x1ScaleOptional, x2ScaleOptional, group, reduceOp, commTurn, streamMode,
+                            output, workspaceSize, executor);
+}
+
+commfuseStatus_t commfuseMatmulAllReduceV2(void* workspace, uint64_t workspaceSize,
+                                           commfuseOpExecutor_t* executor, void* stream) {
+  return commfuseMatmulAllReduce(workspace, workspaceSize, executor, stream);
 }
 
 commfuseStatus_t commfuseMatmulAllReduce(void* workspace, uint64_t workspaceSize,

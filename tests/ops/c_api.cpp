@@ -116,6 +116,82 @@ int case_c_api(commfuse::Comm& comm) {
                                 commfuse::TensorView(out_cpp.data(), dt, {2, m / 2, n}));
     EXPECT(out_c == out_cpp, "matmul_all_reduce: C and C++ results differ");
   }
+  {  // V2 (SPEC §6): A8W8 all_gather_matmul with an int32 bias, per-token x1 scale, fp32 out;
+     // FP8 reducing ops into bfloat16; then the V2 call with a missing x2 scale.
+    const auto q1 = encode(values(500 + me, m * R * k, false), DType::kInt8);
+    const auto q2 = encode(values(600 + me, k * n, false), DType::kInt8);
+    const std::vector<float> s1(static_cast<size_t>(m * R), 0.5f), s2(static_cast<size_t>(n), 2.0f);
+    std::vector<int32_t> ibias(static_cast<size_t>(n), 3);
+    auto cq1 = tensor({m, k}, nullptr, COMMFUSE_INT8, const_cast<uint8_t*>(q1.data()));
+    auto cq2 = tensor({k, n}, nullptr, COMMFUSE_INT8, const_cast<uint8_t*>(q2.data()));
+    auto cs1 = tensor({m}, nullptr, COMMFUSE_FLOAT32, const_cast<float*>(s1.data()));
+    auto cs2 = tensor({n}, nullptr, COMMFUSE_FLOAT32, const_cast<float*>(s2.data()));
+    auto cib = tensor({n}, nullptr, COMMFUSE_INT32, ibias.data());
+    std::vector<float> out_c(static_cast<size_t>(m * R * n), -1), out_cpp(out_c.size(), -2);
+    std::vector<uint8_t> g_c(static_cast<size_t>(m * R * k)), g_cpp(g_c.size());
+    auto cout = tensor({m * R, n}, nullptr, COMMFUSE_FLOAT32, out_c.data());
+    auto cg = tensor({m * R, k}, nullptr, COMMFUSE_INT8, g_c.data());
+    EXPECT(commfuseAllGatherMatmulV2GetWorkspaceSize(cq1.get(), cq2.get(), cib.get(), cs1.get(),
+                                                     cs2.get(), group.c_str(), 0, 0, 1, cout.get(),
+                                                     cg.get(), &ws, &exec) == COMMFUSE_SUCCESS,
+           "%s", commfuseGetLastErrorMessage());
+    EXPECT(with_workspace(ws, exec, commfuseAllGatherMatmulV2) == COMMFUSE_SUCCESS, "%s",
+           commfuseGetLastErrorMessage());
+    commfuse::AllGatherMatmulOptions o;
+    o.bias = commfuse::TensorView(ibias.data(), DType::kInt32, {n});
+    o.x1_scale = commfuse::TensorView(s1.data(), DType::kFloat32, {m});
+    o.x2_scale = commfuse::TensorView(s2.data(), DType::kFloat32, {n});
+    commfuse::all_gather_matmul(commfuse::TensorView(q1.data(), DType::kInt8, {m, k}),
+                                commfuse::TensorView(q2.data(), DType::kInt8, {k, n}), group, R,
+                                commfuse::TensorView(out_cpp.data(), DType::kFloat32, {m * R, n}),
+                                commfuse::TensorView(g_cpp.data(), DType::kInt8, {m * R, k}), o);
+    EXPECT(out_c == out_cpp && g_c == g_cpp, "all_gather_matmul V2: C and C++ results differ");
+
+    const DType e4 = DType::kFloat8E4M3FN;
+    const auto f1 = encode(values(700 + me, m * R * k, false), e4);
+    const auto f2 = encode(values(800 + me, k * n, false), e4);
+    auto cf1 = tensor({m * R, k}, nullptr, COMMFUSE_FLOAT8_E4M3FN, const_cast<uint8_t*>(f1.data()));
+    auto cf2 = tensor({k, n}, nullptr, COMMFUSE_FLOAT8_E4M3FN, const_cast<uint8_t*>(f2.data()));
+    auto cs1t = tensor({1}, nullptr, COMMFUSE_FLOAT32, const_cast<float*>(s1.data()));
+    for (bool all_reduce : {false, true}) {
+      const int64_t rows = all_reduce ? m * R : m;
+      std::vector<uint8_t> rc(static_cast<size_t>(rows * n) * 2), rcpp(rc.size());
+      auto co = tensor({rows, n}, nullptr, COMMFUSE_BFLOAT16, rc.data());
+      const commfuseStatus_t st =
+          all_reduce
+              ? commfuseMatmulAllReduceV2GetWorkspaceSize(cf1.get(), cf2.get(), cbias.get(),
+                                                          cs1t.get(), cs2.get(), group.c_str(),
+                                                          "sum", 0, 1, co.get(), &ws, &exec)
+              : commfuseMatmulReduceScatterV2GetWorkspaceSize(cf1.get(), cf2.get(), cbias.get(),
+                                                              cs1t.get(), cs2.get(), group.c_str(),
+                                                              "sum", 0, 1, co.get(), &ws, &exec);
+      EXPECT(st == COMMFUSE_SUCCESS, "%s", commfuseGetLastErrorMessage());
+      EXPECT(with_workspace(ws, exec,
+                            all_reduce ? commfuseMatmulAllReduceV2
+                                       : commfuseMatmulReduceScatterV2) == COMMFUSE_SUCCESS,
+             "%s", commfuseGetLastErrorMessage());
+      commfuse::MatmulReduceOptions ro;
+      ro.bias = bias_cpp;
+      ro.x1_scale = commfuse::TensorView(s1.data(), DType::kFloat32, {1});
+      ro.x2_scale = commfuse::TensorView(s2.data(), DType::kFloat32, {n});
+      const commfuse::TensorView a(f1.data(), e4, {m * R, k}), b(f2.data(), e4, {k, n});
+      const commfuse::TensorView y(rcpp.data(), DType::kBFloat16, {rows, n});
+      if (all_reduce)
+        commfuse::matmul_all_reduce(a, b, group, y, ro);
+      else
+        commfuse::matmul_reduce_scatter(a, b, group, R, y, ro);
+      EXPECT(rc == rcpp, "%s V2: C and C++ results differ",
+             all_reduce ? "matmul_all_reduce" : "matmul_reduce_scatter");
+    }
+    // Every rank rejects (nothing is sent), so the communicator stays usable.
+    EXPECT(commfuseAllGatherMatmulV2GetWorkspaceSize(
+               cq1.get(), cq2.get(), nullptr, nullptr, nullptr, group.c_str(), 0, 0, 1, cout.get(),
+               cg.get(), &ws, &exec) == COMMFUSE_PARAM_NULLPTR,
+           "missing x2 scale: %s", commfuseGetLastErrorMessage());
+    EXPECT(std::string(commfuseGetLastErrorMessage()).find("x2_scale is required") !=
+               std::string::npos,
+           "%s", commfuseGetLastErrorMessage());
+  }
   return 0;
 }
 

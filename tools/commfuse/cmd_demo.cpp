@@ -177,6 +177,7 @@ int cmd_demo_worker(int, char**) {
                   r.schedule.c_str());
     }
   }
+  failures += demo_quant_all_gather_matmul_row(*comm);  // demo_quant.cpp
   failures += demo_alltoall_quant_matmul_row(*comm);
   failures += demo_quant_all_reduce_row(*comm);  // demo_quant.cpp
   return failures == 0 ? 0 : 1;
