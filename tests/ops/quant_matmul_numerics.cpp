@@ -244,6 +244,13 @@ void check_quant_all_gather_matmul(commfuse::Comm& comm, uint64_t& tag) {
   run_case(comm, {h8, h8, bf16, S::kTensor, S::kVector, f32, true}, tag++, 5, k, n);
   run_case(comm, {h8, h8, f32, S::kAbsent, S::kTensor, DType::kInt8, false, false, true, 64}, tag++,
            70, k, n);
+  // Staged (plan.cpp: blocks under 8 rows, or an x2 too big to stay in cache) with and
+  // without gather_out: the arriving codes are kept, then one product over all rows.
+  run_case(comm, {i8, i8, bf16, S::kVector, S::kVector, f32, false, true, false}, tag++, 5, k, n);
+  run_case(comm, {e5, e4, f32, S::kTensor, S::kVector, f16, true, false, true, 2}, tag++, 5, 1024,
+           520);
+  run_case(comm, {i8, i8, f16, S::kVector, S::kTensor, DType::kInt32, true, true, false}, tag++, 9,
+           1024, 520);
   // Rows of many pieces (the tests' 4 KiB shm slots hold 64 rows of 64 codes).
   run_case(comm, {i8, i8, bf16, S::kVector, S::kVector, f32, true, true}, tag++, 300, k, n);
   run_case(comm, {e4, e4, bf16, S::kTensor, S::kVector, f32}, tag++, 300, k, n);

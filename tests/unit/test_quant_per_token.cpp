@@ -13,12 +13,14 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu/int_matmul.hpp"
 #include "kernels/cpu/quant_per_token.hpp"
+#include "kernels/cpu/small_m_int_gemm.hpp"
 
 namespace cpu = commfuse::kernels::cpu;
 
@@ -228,4 +230,40 @@ TEST(IntMatmul, Int4RangeIsExactOnTheInt8Kernel) {
       check_int_matmul(9, 40, 11, bt, 8, 8, extreme, cpu::IntMatmulPath::kS8);
       check_int_matmul(17, 3000, 13, bt, 7, 8, extreme, cpu::IntMatmulPath::kS8);
     }
+}
+
+// small_m_int_gemm (decode rows of the quantized matmul ops) against int64 sums: both
+// layouts, odd k (the last k unpaired), n with a tail below 16 and above one 512-column
+// tile, row strides wider than the rows, the int8 extremes. unit_tests_isa_sse41 runs the
+// same on the portable loops.
+TEST(SmallMIntGemm, ExactAgainstInt64Sums) {
+  std::mt19937 g(7);
+  for (const bool bt : {false, true})
+    for (const auto& [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
+                                  {3, 7, 21},
+                                  {8, 64, 24},
+                                  {32, 33, 530},
+                                  {5, 300, 1029}})
+      for (const bool extreme : {false, true}) {
+        const int64_t lda = k + 3, ldb = (bt ? k : n) + 5, ldc = n + 2;
+        std::vector<int8_t> a(static_cast<size_t>(m * lda)),
+            b(static_cast<size_t>((bt ? n : k) * ldb));
+        std::uniform_int_distribution<int> d(-128, 127);
+        for (auto& x : a) x = static_cast<int8_t>(extreme ? -128 : d(g));
+        for (auto& x : b) x = static_cast<int8_t>(extreme ? (d(g) >= 0 ? 127 : -128) : d(g));
+        std::vector<int32_t> c(static_cast<size_t>(m * ldc), 777);
+        cpu::small_m_int_gemm(a.data(), m, lda, b.data(), k, n, ldb, bt, c.data(), ldc);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            int64_t r = 0;
+            for (int64_t p = 0; p < k; ++p)
+              r += int64_t{a[i * lda + p]} * b[bt ? j * ldb + p : p * ldb + j];
+            bad += r != c[i * ldc + j];
+          }
+          for (int64_t j = n; j < ldc; ++j) bad += c[i * ldc + j] != 777;  // untouched
+        }
+        EXPECT_EQ(bad, 0) << "m=" << m << " k=" << k << " n=" << n << " bt=" << bt
+                          << " extreme=" << extreme;
+      }
 }

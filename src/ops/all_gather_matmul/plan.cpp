@@ -38,14 +38,21 @@ AllGatherMatmulPlanData plan_quantized(AllGatherMatmulPlanData plan) {
   g.b = p.x2;
   g.bias = p.bias;
   g.c_dtype = p.out_dtype;
-  // Unfused: one run over all gathered rows; fused: one per arriving piece, at most a rank's m.
-  g.max_rows = std::max<int64_t>(1, unfused ? rows : p.m);
+  // As for float rows (plan.hpp, kCachedX2Bytes): when x2 does not stay in cache (its fp32
+  // size, what the int GEMM without VNNI streams), or blocks are tiny, every product call
+  // streams it, so the fused schedule stages the arriving codes (in gather_out, or the
+  // workspace) and runs one product over all rows; otherwise each block is multiplied as it
+  // arrives, overlapping the next block's transfer.
+  const bool x2_cached = p.k * p.n <= kCachedX2Bytes / 4;
+  const bool one_run = unfused || !x2_cached || p.m < kMinBlockRows;
+  g.max_rows = std::max<int64_t>(1, one_run ? rows : p.m);
   plan_quant_gemm(g);
-  plan.gemm_rows = unfused ? rows : 1;
+  plan.gemm_rows = one_run ? rows : 1;
+  plan.stage_in_gather_out = !unfused && one_run && p.gather_out != nullptr;
   plan.scales_offset = align64(quant_gemm_workspace_bytes(g));
   plan.gathered_scales_offset = align64(plan.scales_offset + static_cast<size_t>(p.m) * 4);
   plan.workspace_bytes = plan.gathered_scales_offset + static_cast<size_t>(rows) * 4;
-  if (unfused && p.gather_out == nullptr) {
+  if (one_run && p.gather_out == nullptr) {  // the gathered codes: the one run reads them
     plan.staging_offset = align64(plan.workspace_bytes);
     plan.workspace_bytes =
         plan.staging_offset + dtype_storage_bytes(p.dtype, static_cast<size_t>(rows * p.k));
@@ -134,8 +141,10 @@ std::string describe(const AllGatherMatmulPlanData& plan) {
     return detail::cat(kAllGatherMatmulOp, "(rank ", p.rank, "): m=", p.m,
                        "/rank x R=", p.world_size, " k=", p.k, " n=", p.n, " ", dtype_name(p.dtype),
                        " x ", dtype_name(p.quant.b_dtype), ", schedule ",
-                       schedule_name(plan.schedule), ", workspace ", plan.workspace_bytes,
-                       " bytes; gemm: ", describe_quant_gemm(plan.qgemm));
+                       schedule_name(plan.schedule),
+                       plan.gemm_rows == 1 ? ", each block on arrival" : ", one product at the end",
+                       plan.stage_in_gather_out ? " (staged in gather_out)" : "", ", workspace ",
+                       plan.workspace_bytes, " bytes; gemm: ", describe_quant_gemm(plan.qgemm));
   return detail::cat(kAllGatherMatmulOp, "(rank ", p.rank, "): m=", p.m, "/rank x R=", p.world_size,
                      " k=", p.k, " n=", p.n, " ", dtype_name(p.dtype), ", schedule ",
                      schedule_name(plan.schedule), ", GEMMs of up to ", plan.gemm_rows, " rows",

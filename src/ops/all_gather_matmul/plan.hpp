@@ -77,10 +77,11 @@ struct AllGatherMatmulPlanData {
   // when stage_in_gather_out; unfused: the gathered rows when there is no gather_out
   size_t staging_offset = 0;
   size_t staged_out_offset = 0;
-  // Quantized mode (SPEC §6), instead of gemm and the staging above: every arriving block
-  // (fused) or all gathered rows (unfused) through the quantized block product. Workspace:
-  // its prepared x2 at 0, then this rank's m row scales, the gathered m·R row scales, and
-  // (unfused without gather_out) the gathered codes at staging_offset.
+  // Quantized mode (SPEC §6), instead of gemm: the quantized block product, on every
+  // arriving block (fused, gemm_rows 1) or once over all gathered rows (unfused; fused with
+  // gemm_rows m·R: the codes staged as they arrive, in gather_out when stage_in_gather_out).
+  // Workspace: its prepared x2 at 0, then this rank's m row scales, the gathered m·R row
+  // scales, and (one run without gather_out) the gathered codes at staging_offset.
   QuantGemmShape qgemm;
   size_t scales_offset = 0;
   size_t gathered_scales_offset = 0;

@@ -104,6 +104,18 @@ void run_quantized_fused(const AllGatherMatmulPlanData& plan, comm::CommImpl& co
   auto* out = static_cast<uint8_t*>(p.output);
   auto* gathered = static_cast<uint8_t*>(p.gather_out);
   comm::GatherStream gs = row_stream(p, row_bytes);
+  if (plan.gemm_rows > 1) {  // staged: every block to its row, then one product (plan.cpp)
+    auto* staged = plan.stage_in_gather_out
+                       ? gathered
+                       : static_cast<uint8_t*>(workspace) + plan.staging_offset;
+    gs.on_piece = [&](int src, const uint8_t* data, uint64_t off, uint64_t n) {
+      kernels::cpu::copy(staged + static_cast<uint64_t>(src) * gs.bytes + off,
+                         src == p.rank ? x1 + off : data, n);
+    };
+    comm.transport().gather_stream(gs);
+    gemm.run(staged, p.m * p.world_size, RowScales{scales, true}, out, nullptr);
+    return;
+  }
   gs.on_piece = [&](int src, const uint8_t* data, uint64_t off, uint64_t n) {
     const int64_t row = static_cast<int64_t>(src) * p.m + static_cast<int64_t>(off / row_bytes);
     gemm.run(src == p.rank ? x1 + off : data, static_cast<int64_t>(n / row_bytes),

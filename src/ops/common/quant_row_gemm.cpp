@@ -9,6 +9,7 @@
 #include "kernels/cpu/dequant.hpp"
 #include "kernels/cpu/int_matmul.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/small_m_int_gemm.hpp"
 
 namespace commfuse::ops {
 namespace {
@@ -58,7 +59,9 @@ Layout layout(const QuantGemmShape& s) {
   CF_ASSERT(s.chunk_rows > 0);
   Layout l;
   const auto kn = static_cast<size_t>(s.k * s.n);
-  if (is_a8w8(s))
+  if (s.small_m)
+    l.b_bytes = 0;  // read in place
+  else if (is_a8w8(s))
     l.b_bytes = cpu::prepared_b_bytes(*cpu::plan_int_matmul(int_desc(s, s.chunk_rows)));
   else
     l.b_bytes = kn * (s.decode_to_bf16 ? 2 : 4);
@@ -119,6 +122,7 @@ void plan_quant_gemm(QuantGemmShape& s) {
   int64_t chunk = std::clamp(kAccBytes / (4 * s.n), kMinChunkRows, kMaxChunkRows);
   if (s.max_rows > 0) chunk = std::min(chunk, s.max_rows);
   s.chunk_rows = std::max<int64_t>(1, chunk);
+  s.small_m = is_a8w8(s) && s.max_rows > 0 && s.max_rows <= cpu::kSmallIntRows;
   if (!is_a8w8(s)) {
     // bf16 where oneDNN multiplies it natively (AVX512-BF16, AMX): half the bytes of fp32.
     cpu::MatmulDesc probe =
@@ -134,7 +138,9 @@ size_t quant_gemm_workspace_bytes(const QuantGemmShape& s) {
 
 std::string describe_quant_gemm(const QuantGemmShape& s) {
   std::string kernel;
-  if (is_a8w8(s))
+  if (s.small_m)
+    kernel = detail::cat("direct int8 kernel (<= ", cpu::kSmallIntRows, " rows, x2 read in place)");
+  else if (is_a8w8(s))
     kernel = cpu::describe(*cpu::plan_int_matmul(int_desc(s, s.chunk_rows)));
   else
     kernel = detail::cat(dtype_name(s.q.a_dtype), " x ", dtype_name(s.q.b_dtype), " decoded to ",
@@ -152,7 +158,9 @@ QuantRowGemm::QuantRowGemm(const QuantGemmShape& s, void* workspace) : s_(s) {
   const int64_t rows = s.b.transposed ? s.n : s.k;
   const int64_t cols = s.b.transposed ? s.k : s.n;
   const auto* src = static_cast<const uint8_t*>(s.b.data);
-  if (is_a8w8(s)) {
+  if (s.small_m) {
+    b_ = s.b.data;
+  } else if (is_a8w8(s)) {
     const auto plan = cpu::plan_int_matmul(int_desc(s, s.chunk_rows));
     if (l.b_bytes == 0) {
       b_ = s.b.data;  // read in place
@@ -195,7 +203,11 @@ void QuantRowGemm::run(const void* a, int64_t rows, RowScales a_scales, void* c,
 void QuantRowGemm::chunk(const uint8_t* a, int64_t rows, RowScales a_scales, uint8_t* c) const {
   const auto n = static_cast<size_t>(s_.n);
   const bool a8w8 = is_a8w8(s_);
-  if (a8w8) {
+  if (s_.small_m) {
+    cpu::small_m_int_gemm(reinterpret_cast<const int8_t*>(a), rows, s_.k,
+                          static_cast<const int8_t*>(b_), s_.k, s_.n, s_.b.ld, s_.b.transposed,
+                          static_cast<int32_t*>(acc_), s_.n);
+  } else if (a8w8) {
     const auto plan = cpu::plan_int_matmul(int_desc(s_, rows));
     cpu::int_matmul(*plan, reinterpret_cast<const int8_t*>(a), b_, static_cast<int32_t*>(acc_));
   } else {

@@ -3,7 +3,8 @@
 //   y[i, j] = f32(acc[i, j] (+ int32 bias[j])) * (a_scale[i] * b_scale[j]) (+ float bias[j])
 // rounded once (RNE) to the output dtype. acc is exact:
 //  - A8W8: the int GEMM (kernels/cpu/int_matmul.hpp): oneDNN's s8 kernel where it
-//    accumulates in int32 (VNNI / AMX), else the exact k-blocked fp32 path.
+//    accumulates in int32 (VNNI / AMX), else the exact k-blocked fp32 path; for a few rows
+//    (decode) a direct int32 kernel on x2 in place, whatever the CPU.
 //  - FP8 / HiF8: the codes decoded to bf16 (exact: at most 4 significant bits) where oneDNN
 //    has a native bf16 GEMM, else to fp32, and multiplied with fp32 accumulation (every
 //    product is exact; only the summation order is oneDNN's).
@@ -34,6 +35,9 @@ struct QuantGemmShape {
   // Set by plan_quant_gemm.
   int64_t chunk_rows = 0;
   bool decode_to_bf16 = false;  // FP8/HiF8: oneDNN multiplies bf16 natively here
+  // A8W8 with at most kSmallIntRows rows per run (decode): the direct kernel on the int8 x2
+  // in place (kernels/cpu/small_m_int_gemm.hpp), nothing prepared.
+  bool small_m = false;
 };
 
 // Chooses the chunk and the decoded type (after max_rows is set).
