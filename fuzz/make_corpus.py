@@ -143,6 +143,12 @@ def all_gather_matmul():
     write(t, "found_negative_dtype", call(x2=tensor(dtype=-1)))
     write(t, "found_unknown_dtype", call(x1=tensor(dtype=195)))
     write(t, "found_x2_bytes_overflow", call(k=2**31, n=2**30, gather=NULL))  # k·n·4 in int64
+    # SPEC §6 (V2 entry point): the call flags' bits 4-6 pick the form (support/decode.hpp).
+    for form, name in ((1, "v2_f16"), (2, "v2_a8w8"), (3, "v2_fp8"), (4, "v2_fp8_mixed"),
+                       (6, "v2_hif8"), (7, "v2_a8w8_int32_bias")):
+        write(t, name, call(flags=form << 4))
+    write(t, "v2_a8w8_x2t_nogather", call(flags=2 << 4, x2=tensor(transpose=True), gather=NULL))
+    write(t, "v2_reject_no_x2_scale", call(flags=2 << 4) + T + NULL)  # x1Scale, x2Scale NULL
 
 
 def matmul_reducing(t):
@@ -162,8 +168,12 @@ def matmul_reducing(t):
     write(t, "bad_workspace_small", call(dt="f32", flags=1))
     write(t, "reject_reduce_op", call(reduce_op=string_wrong(0)))
     write(t, "huge_k", call(k=2**40))
+    for form, name in ((1, "v2_bf16"), (2, "v2_a8w8"), (4, "v2_fp8_mixed"), (6, "v2_hif8"),
+                       (7, "v2_a8w8_bias")):
+        write(t, name, call(flags=form << 4, dt="bf16"))
     if all_reduce:
         write(t, "f16_3d", call(m=3, batch=2))
+        write(t, "v2_a8w8_3d", call(m=3, batch=2, flags=2 << 4))
         write(t, "bf16_3d_empty", call(m=0, batch=2, dt="bf16"))
 
 

@@ -110,6 +110,25 @@ commfuseDataType decode_float_dtype(ByteReader& r) {
   return kFloats[r.u8() % 3];
 }
 
+MatmulMode matmul_mode(uint8_t call_flags, commfuseDataType float_dt, bool int32_bias_ok) {
+  MatmulMode mm;
+  mm.a = mm.b = mm.out = mm.bias = float_dt;
+  const int form = (call_flags & 0x80) != 0 ? 0 : (call_flags >> 4) & 7;
+  mm.v2 = form >= 1;
+  if (form < 2) return mm;
+  constexpr commfuseDataType e4 = COMMFUSE_FLOAT8_E4M3FN, e5 = COMMFUSE_FLOAT8_E5M2;
+  const commfuseDataType a[] = {COMMFUSE_INT8, e4, e4, e5, COMMFUSE_HIFLOAT8, COMMFUSE_INT8};
+  const commfuseDataType b[] = {COMMFUSE_INT8, e4, e5, e5, COMMFUSE_HIFLOAT8, COMMFUSE_INT8};
+  mm.quant = true;
+  mm.a = a[form - 2];
+  mm.b = b[form - 2];
+  mm.out = COMMFUSE_BFLOAT16;
+  mm.per_token = mm.a == COMMFUSE_INT8;
+  mm.bias_present = form == 7;
+  mm.bias = form == 7 && int32_bias_ok ? COMMFUSE_INT32 : COMMFUSE_FLOAT32;
+  return mm;
+}
+
 bool is_commfuse_dtype(commfuseDataType t) {
   for (commfuseDataType d : kDTypes)
     if (d == t) return true;

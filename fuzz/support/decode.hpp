@@ -33,6 +33,21 @@ bool is_commfuse_dtype(commfuseDataType t);
 // One of the dtypes the matmuls compute in: float16 (0), bfloat16, float32, by the byte mod 3.
 commfuseDataType decode_float_dtype(ByteReader& r);
 
+// The SPEC §6 (quantized) form of the matmul targets, chosen by bits 4-6 of the call flags
+// when bit 7 is clear (so 0, every older input, is the V1 call on float_dt): 1 the V2 entry
+// point on float_dt (scales usual NULL), 2 A8W8 (x1_scale per token), 3 FP8 e4m3 x e4m3,
+// 4 e4m3 x e5m2, 5 e5m2 x e5m2, 6 HiF8, 7 A8W8 with a bias (int32 where int32_bias_ok).
+// Quantized forms: output bfloat16, x2_scale (n,) fp32, x1_scale (m,) or (1,) fp32.
+struct MatmulMode {
+  bool v2 = false;
+  bool quant = false;
+  commfuseDataType a = COMMFUSE_FLOAT32, b = COMMFUSE_FLOAT32, out = COMMFUSE_FLOAT32;
+  commfuseDataType bias = COMMFUSE_FLOAT32;
+  bool bias_present = false;  // the usual bias (otherwise NULL)
+  bool per_token = false;     // the usual x1_scale is (m,), else (1,)
+};
+MatmulMode matmul_mode(uint8_t call_flags, commfuseDataType float_dt, bool int32_bias_ok);
+
 // A C string: selectors below 0xC0 give `usual`; then one of `wrong`, nullptr, "", or up to
 // 255 raw bytes (cut at the first NUL, as C reads them). `storage` keeps the raw bytes.
 const char* decode_string(ByteReader& r, const char* usual,

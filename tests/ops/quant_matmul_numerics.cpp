@@ -101,6 +101,24 @@ QOperands make(const QCase& c, int rank, uint64_t tag, int64_t m, int64_t k, int
   return o;
 }
 
+// x1_scale and x2_scale in the shapes the case asks for ((m, 1) / (1, n) for kColumn).
+template <typename Options>
+void set_scales(const QCase& c, const QOperands& o, int64_t m, int64_t n, Options& opt) {
+  auto vec = [](const std::vector<float>& v) {
+    return TensorView(v.data(), DType::kFloat32, {static_cast<int64_t>(v.size())});
+  };
+  if (!o.s1.empty())
+    opt.x1_scale =
+        c.s1 == ScaleShape::kColumn ? TensorView(o.s1.data(), DType::kFloat32, {m, 1}) : vec(o.s1);
+  opt.x2_scale =
+      c.s2 == ScaleShape::kColumn ? TensorView(o.s2.data(), DType::kFloat32, {1, n}) : vec(o.s2);
+}
+
+TensorView x2_view(const QCase& c, const QOperands& o, int64_t k, int64_t n) {
+  return c.transposed ? TensorView(o.x2.data(), c.b, {n, k}).t()
+                      : TensorView(o.x2.data(), c.b, {k, n});
+}
+
 void run_case(commfuse::Comm& comm, const QCase& c, uint64_t tag, int64_t m, int64_t k, int64_t n) {
   const int R = comm.world_size(), me = comm.rank();
   const QOperands mine = make(c, me, tag, m, k, n);
@@ -109,16 +127,9 @@ void run_case(commfuse::Comm& comm, const QCase& c, uint64_t tag, int64_t m, int
   commfuse::AllGatherMatmulOptions o;
   o.gather_output = c.gather_output;
   o.comm_turn = c.comm_turn;
-  if (!mine.s1.empty())
-    o.x1_scale = c.s1 == ScaleShape::kColumn ? TensorView(mine.s1.data(), DType::kFloat32, {m, 1})
-                                             : TensorView(mine.s1.data(), DType::kFloat32,
-                                                          {static_cast<int64_t>(mine.s1.size())});
-  o.x2_scale = c.s2 == ScaleShape::kColumn ? TensorView(mine.s2.data(), DType::kFloat32, {1, n})
-                                           : TensorView(mine.s2.data(), DType::kFloat32,
-                                                        {static_cast<int64_t>(mine.s2.size())});
+  set_scales(c, mine, m, n, o);
   if (!mine.bias.empty()) o.bias = TensorView(mine.bias.data(), c.bias, {n});
-  const TensorView x2 = c.transposed ? TensorView(mine.x2.data(), c.b, {n, k}).t()
-                                     : TensorView(mine.x2.data(), c.b, {k, n});
+  const TensorView x2 = x2_view(c, mine, k, n);
   const TensorView gv =
       c.gather_output ? TensorView(gather.data(), c.a, {m * R, k}) : TensorView(nullptr, c.a, {0});
   commfuse::all_gather_matmul(TensorView(mine.x1.data(), c.a, {m, k}), x2, comm.name(), R,
@@ -168,16 +179,9 @@ void run_reduce_case(commfuse::Comm& comm, const QCase& c, uint64_t tag, int64_t
   std::vector<uint8_t> output(static_cast<size_t>(out_rows * n) * elem_bytes(c.out), 0xCD);
   commfuse::MatmulReduceOptions o;
   o.comm_turn = c.comm_turn;
-  if (!mine.s1.empty())
-    o.x1_scale = c.s1 == ScaleShape::kColumn ? TensorView(mine.s1.data(), DType::kFloat32, {m, 1})
-                                             : TensorView(mine.s1.data(), DType::kFloat32,
-                                                          {static_cast<int64_t>(mine.s1.size())});
-  o.x2_scale = c.s2 == ScaleShape::kColumn ? TensorView(mine.s2.data(), DType::kFloat32, {1, n})
-                                           : TensorView(mine.s2.data(), DType::kFloat32,
-                                                        {static_cast<int64_t>(mine.s2.size())});
+  set_scales(c, mine, m, n, o);
   if (!rank0.bias.empty()) o.bias = TensorView(rank0.bias.data(), c.bias, {n});
-  const TensorView x2 = c.transposed ? TensorView(mine.x2.data(), c.b, {n, k}).t()
-                                     : TensorView(mine.x2.data(), c.b, {k, n});
+  const TensorView x2 = x2_view(c, mine, k, n);
   if (all_reduce) {
     const auto x1 = three_d ? TensorView(mine.x1.data(), c.a, {2, m / 2, k})
                             : TensorView(mine.x1.data(), c.a, {m, k});

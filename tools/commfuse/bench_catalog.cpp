@@ -180,9 +180,9 @@ constexpr BenchOptionSpec kOptions[] = {
      "the op's comm_turn: 0 = automatic chunking, 1..64 = each rank's rows in C chunks",
      set_integer<&BenchOptions::comm_turn, 0, 64>, get_integer<&BenchOptions::comm_turn>},
     {"", "--dtype", "T", kFusedMatmul, "float32",
-     "x1, x2 and output: float32, float16 or bfloat16; all-gather-matmul also int8, "
-     "float8_e4m3fn, float8_e5m2, hifloat8 (SPEC §6 quantized: against its unfused composition "
-     "and the bfloat16 op)",
+     "x1, x2 and output: float32, float16 or bfloat16; or quantized x1 and x2 (SPEC §6) int8, "
+     "float8_e4m3fn, float8_e5m2, hifloat8, bfloat16 output, timed against the op's unfused "
+     "algorithm and the bfloat16 op",
      [](BenchOptions& o, std::string_view opt, std::string_view v) {
        o.dtype = one_of(
            opt, v,

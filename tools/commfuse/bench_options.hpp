@@ -66,7 +66,7 @@ namespace commfuse::cli {
 
 // One rank of a fused-operator benchmark (bench_fused.cpp); rank 0 prints and writes json.
 int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json);
-// The same for a quantized --dtype (SPEC §6; bench_quant_matmul.cpp): all-gather-matmul only.
+// The same for a quantized --dtype (SPEC §6; bench_quant_matmul.cpp).
 int run_quant_matmul_bench(const BenchOptions& o, Comm& comm, FILE* json);
 
 // One rank of `commfuse bench alltoall-quant-matmul|alltoall-matmul` (bench_alltoall.cpp),

@@ -1,14 +1,17 @@
-// `commfuse bench all-gather-matmul --dtype int8|float8_e4m3fn|float8_e5m2|hifloat8` (SPEC §6):
-// in the same processes and alternating rounds, the quantized fused op, its unfused
-// composition (the row scales and the codes all-gathered, then the same quantized GEMM: the
-// op's "unfused" algorithm), and the bf16 op at the same shape (fused and unfused). The
-// ratios say what fusion gains on quantized data and what quantization gains over bf16.
+// `commfuse bench all-gather-matmul|matmul-reduce-scatter|matmul-all-reduce --dtype
+// int8|float8_e4m3fn|float8_e5m2|hifloat8` (SPEC §6): in the same processes and alternating
+// rounds, the quantized op (its algorithm list's choice), its unfused algorithm forced
+// (all_gather_matmul: the row scales and the codes all-gathered, then the same quantized
+// GEMM; the reducing ops: the dequantized partial, then the fp32 collective), and the bf16 op
+// at the same shape (the list's choice and unfused). The ratios say what fusion gains on
+// quantized data and what quantization gains over bf16.
 // Inputs: random codes with per-token x1 scales and per-channel x2 scales (A8W8), per-tensor
 // x1 and per-channel x2 scales (FP8 / HiF8); bf16 output.
 #include <mpi.h>
 
 #include <commfuse/commfuse.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -43,57 +46,102 @@ struct Variant {
   std::vector<double> times;
 };
 
+// One planned op with what running it needs: its workspace size and description.
+struct Planned {
+  std::function<void(void* workspace)> run;
+  size_t workspace = 0;
+  std::string description;
+};
+
+template <typename Plan>
+Planned planned(std::shared_ptr<Plan> p) {
+  return {[p](void* w) { p->execute(w, p->workspace_size()); }, p->workspace_size(),
+          p->description()};
+}
+
+// The benchmark's op on one dtype's operands: x1 (x1_rows, k), x2 (k, n), output
+// (out_rows, n) in bf16, gather_out (all-gather-matmul) (out_rows, k) in x1's dtype.
+struct OpShape {
+  std::string op;  // all_gather_matmul | matmul_reduce_scatter | matmul_all_reduce
+  int64_t x1_rows = 0, k = 0, n = 0, out_rows = 0;
+};
+
+Planned plan_op(const OpShape& s, const std::string& group, int R, DType t, void* a, void* b,
+                void* c, void* g, const TensorView* s1, const TensorView* s2, int64_t comm_turn) {
+  const TensorView x1(a, t, {s.x1_rows, s.k}), x2(b, t, {s.k, s.n});
+  const TensorView out(c, DType::kBFloat16, {s.out_rows, s.n});
+  if (s.op == "all_gather_matmul") {
+    AllGatherMatmulOptions o;
+    o.comm_turn = comm_turn;
+    if (s1) o.x1_scale = *s1;
+    if (s2) o.x2_scale = *s2;
+    return planned(std::make_shared<AllGatherMatmulPlan>(x1, x2, group, R, out,
+                                                         TensorView(g, t, {s.out_rows, s.k}), o));
+  }
+  MatmulReduceOptions o;
+  o.comm_turn = comm_turn;
+  if (s1) o.x1_scale = *s1;
+  if (s2) o.x2_scale = *s2;
+  if (s.op == "matmul_reduce_scatter")
+    return planned(std::make_shared<MatmulReduceScatterPlan>(x1, x2, group, R, out, o));
+  return planned(std::make_shared<MatmulAllReducePlan>(x1, x2, group, out, o));
+}
+
 }  // namespace
 
 int run_quant_matmul_bench(const BenchOptions& o, Comm& comm, FILE* json) {
-  CF_CHECK_ARG(o.op == "all-gather-matmul", "bench: --dtype ", o.dtype, " (quantized, SPEC §6) is ",
-               "supported by all-gather-matmul only; ", o.op,
-               " takes float32, float16 or bfloat16");
   const int R = comm.world_size(), rank = comm.rank();
   const DType q = dtype_from_name(o.dtype), bf16 = DType::kBFloat16;
-  const int64_t m = o.m / R, k = o.k, n = o.n;
+  // The shapes of the float benchmark (bench_fused.cpp): all-gather-matmul gathers o.m rows;
+  // the reducing ops' x1 has o.m rows and k / R columns on every rank.
+  const bool agm = o.op == "all-gather-matmul";
+  OpShape shape;
+  shape.op = agm                               ? "all_gather_matmul"
+             : o.op == "matmul-reduce-scatter" ? "matmul_reduce_scatter"
+                                               : "matmul_all_reduce";
+  shape.x1_rows = agm ? o.m / R : o.m;
+  shape.k = agm ? o.k : o.k / R;
+  shape.n = o.n;
+  shape.out_rows = o.op == "matmul-reduce-scatter" ? o.m / R : o.m;
+  const int64_t m = shape.x1_rows, k = shape.k, n = shape.n;
   const std::string name = comm.name();
   const auto mk = static_cast<size_t>(m * k), kn = static_cast<size_t>(k * n);
-  const auto out_count = static_cast<size_t>(o.m * n);
+  const auto out_count = static_cast<size_t>(shape.out_rows * n);
 
   auto x1 = random_codes(mk, q, 1 + rank);
   auto x2 = random_codes(kn, q, 100 + rank);
   std::vector<float> s1(q == DType::kInt8 ? static_cast<size_t>(m) : 1), s2(static_cast<size_t>(n));
   for (size_t i = 0; i < s1.size(); ++i) s1[i] = 1.0f / 128 + static_cast<float>(i % 7) / 1024;
   for (size_t j = 0; j < s2.size(); ++j) s2[j] = 1.0f / 64 + static_cast<float>(j % 5) / 512;
-  std::vector<uint8_t> out(out_count * 2), out_u(out.size()),
-      gathered(static_cast<size_t>(o.m) * k), gathered_u(gathered.size());
+  const TensorView s1v(s1.data(), DType::kFloat32, {static_cast<int64_t>(s1.size())});
+  const TensorView s2v(s2.data(), DType::kFloat32, {n});
+  const size_t gathered_count = agm ? static_cast<size_t>(o.m * k) : 0;
+  std::vector<uint8_t> out(out_count * 2), out_u(out.size()), gathered(gathered_count),
+      gathered_u(gathered.size());
   // The bf16 op at the same shape: the codes' values in bf16 (exact), same x2.
   std::vector<uint8_t> x1b(mk * 2), x2b(kn * 2), outb(out.size()), outb_u(out.size()),
       gatheredb(gathered.size() * 2), gatheredb_u(gatheredb.size());
   convert(x1.data(), q, x1b.data(), bf16, mk);
   convert(x2.data(), q, x2b.data(), bf16, kn);
 
-  AllGatherMatmulOptions qopt;
-  qopt.comm_turn = o.comm_turn;
-  qopt.x1_scale = TensorView(s1.data(), DType::kFloat32, {static_cast<int64_t>(s1.size())});
-  qopt.x2_scale = TensorView(s2.data(), DType::kFloat32, {n});
-  AllGatherMatmulOptions bopt;
-  bopt.comm_turn = o.comm_turn;
-  auto make = [&](const std::string& algo, DType t, void* a, void* b, void* c, void* g,
-                  const AllGatherMatmulOptions& opt) {
-    return with_algorithm("all_gather_matmul:" + algo, [&] {
-      return std::make_shared<AllGatherMatmulPlan>(
-          TensorView(a, t, {m, k}), TensorView(b, t, {k, n}), name, R,
-          TensorView(c, bf16, {o.m, n}), TensorView(g, t, {o.m, k}), opt);
-    });
+  // The op as the algorithm list chooses it, and its unfused algorithm forced.
+  auto make = [&](bool unfused, DType t, void* a, void* b, void* c, void* g, bool quant) {
+    auto plan = [&] {
+      return plan_op(shape, name, R, t, a, b, c, g, quant ? &s1v : nullptr, quant ? &s2v : nullptr,
+                     o.comm_turn);
+    };
+    return unfused ? with_algorithm(shape.op + ":unfused", plan) : plan();
   };
-  const auto qf = make("fused", q, x1.data(), x2.data(), out.data(), gathered.data(), qopt);
-  const auto qu = make("unfused", q, x1.data(), x2.data(), out_u.data(), gathered_u.data(), qopt);
-  const auto bf = make("fused", bf16, x1b.data(), x2b.data(), outb.data(), gatheredb.data(), bopt);
-  const auto bu =
-      make("unfused", bf16, x1b.data(), x2b.data(), outb_u.data(), gatheredb_u.data(), bopt);
+  const Planned qf = make(false, q, x1.data(), x2.data(), out.data(), gathered.data(), true);
+  const Planned qu = make(true, q, x1.data(), x2.data(), out_u.data(), gathered_u.data(), true);
+  const Planned bf =
+      make(false, bf16, x1b.data(), x2b.data(), outb.data(), gatheredb.data(), false);
+  const Planned bu =
+      make(true, bf16, x1b.data(), x2b.data(), outb_u.data(), gatheredb_u.data(), false);
   size_t ws_bytes = 0;
-  for (const auto& p : {qf, qu, bf, bu}) ws_bytes = std::max(ws_bytes, p->workspace_size());
+  for (const Planned* p : {&qf, &qu, &bf, &bu}) ws_bytes = std::max(ws_bytes, p->workspace);
   std::vector<float> ws(ws_bytes / sizeof(float) + 1);
-  auto exec = [&](const std::shared_ptr<AllGatherMatmulPlan>& p) {
-    return [&ws, p] { p->execute(ws.data(), p->workspace_size()); };
-  };
+  auto exec = [&](const Planned& p) { return [&ws, &p] { p.run(ws.data()); }; };
   std::vector<Variant> v = {{"quant_fused", exec(qf), {}},
                             {"quant_unfused", exec(qu), {}},
                             {"bf16_fused", exec(bf), {}},
@@ -113,13 +161,16 @@ int run_quant_matmul_bench(const BenchOptions& o, Comm& comm, FILE* json) {
   for (auto& x : v) t.push_back(mean_over_ranks(median(x.times), R));
   if (rank == 0) {
     std::printf(
-        "# commfuse bench all-gather-matmul (quantized, SPEC §6): %d ranks, transport %s, x1/x2 "
-        "%s, output bfloat16, m=%lld (global) k=%lld n=%lld comm_turn %lld; median of %d rounds "
-        "x %d\n# quant_unfused = the scales and codes all-gathered, then the same quantized GEMM; "
-        "bf16_* = the bfloat16 op at the same shape\n# gemm: %s\n",
-        R, comm.transport_name(), o.dtype.c_str(), static_cast<long long>(o.m),
-        static_cast<long long>(k), static_cast<long long>(n), static_cast<long long>(o.comm_turn),
-        o.rounds, iters, qf->description().c_str());
+        "# commfuse bench %s (quantized, SPEC §6): %d ranks, transport %s, x1/x2 %s, output "
+        "bfloat16, m=%lld (global) k=%lld n=%lld comm_turn %lld; median of %d rounds x %d\n"
+        "# quant_unfused = the op's unfused algorithm (%s); bf16_* = the bfloat16 op at the "
+        "same shape\n# plan: %s\n",
+        o.op.c_str(), R, comm.transport_name(), o.dtype.c_str(), static_cast<long long>(o.m),
+        static_cast<long long>(o.k), static_cast<long long>(n), static_cast<long long>(o.comm_turn),
+        o.rounds, iters,
+        agm ? "row scales and codes all-gathered, then the same quantized GEMM"
+            : "the dequantized fp32 partial, then the fp32 collective",
+        qf.description.c_str());
     std::printf("%16s %16s %14s %16s %14s %14s\n", "quant_fused(us)", "quant_unfused(us)",
                 "bf16_fused(us)", "bf16_unfused(us)", "fusion_speedup", "vs_bf16_fused");
     std::printf("%16.1f %16.1f %14.1f %16.1f %13.2fx %13.2fx\n", t[0], t[1], t[2], t[3],
@@ -128,14 +179,14 @@ int run_quant_matmul_bench(const BenchOptions& o, Comm& comm, FILE* json) {
                 all_same ? "bitwise equal" : "DIFFER");
     if (json)
       std::fprintf(json,
-                   "{\"op\":\"all-gather-matmul\",\"transport\":\"%s\",\"world_size\":%d,"
+                   "{\"op\":\"%s\",\"transport\":\"%s\",\"world_size\":%d,"
                    "\"dtype\":\"%s\",\"m\":%lld,\"k\":%lld,\"n\":%lld,\"comm_turn\":%lld,"
                    "\"fused_us\":%.3f,\"unfused_us\":%.3f,\"bf16_fused_us\":%.3f,"
                    "\"bf16_unfused_us\":%.3f,\"bitwise_equal\":%s}\n",
-                   comm.transport_name(), R, o.dtype.c_str(), static_cast<long long>(o.m),
-                   static_cast<long long>(k), static_cast<long long>(n),
-                   static_cast<long long>(o.comm_turn), t[0], t[1], t[2], t[3],
-                   all_same ? "true" : "false");
+                   o.op.c_str(), comm.transport_name(), R, o.dtype.c_str(),
+                   static_cast<long long>(o.m), static_cast<long long>(o.k),
+                   static_cast<long long>(n), static_cast<long long>(o.comm_turn), t[0], t[1], t[2],
+                   t[3], all_same ? "true" : "false");
   }
   return all_same ? 0 : 1;
 }
