@@ -101,6 +101,18 @@ QOperands make(const QCase& c, int rank, uint64_t tag, int64_t m, int64_t k, int
   return o;
 }
 
+// output must equal want (the exact reference rounded once to dt) bit for bit; on a
+// difference, says where the first one is.
+void expect_bitwise(const std::string& what, const std::vector<uint8_t>& output,
+                    const std::vector<uint8_t>& want, DType dt) {
+  if (output == want) return;
+  const auto got = decode(output, dt), w = decode(want, dt);
+  size_t i = 0;
+  while (i < got.size() && got[i] == w[i]) ++i;
+  EXPECT(false, "%s: not bitwise equal to the rounded reference (first at %zu: %g vs %g)",
+         what.c_str(), i, i < got.size() ? got[i] : 0.0, i < w.size() ? w[i] : 0.0);
+}
+
 // x1_scale and x2_scale in the shapes the case asks for ((m, 1) / (1, n) for kColumn).
 template <typename Options>
 void set_scales(const QCase& c, const QOperands& o, int64_t m, int64_t n, Options& opt) {
@@ -158,13 +170,7 @@ void run_case(commfuse::Comm& comm, const QCase& c, uint64_t tag, int64_t m, int
   if (c.gather_output)
     EXPECT(gather == want_gather, "%s: gather_out differs from the ranks' x1 codes", what.c_str());
   const auto want = round_to(ref, c.out);
-  if (output != want) {
-    const auto got = decode(output, c.out), w = decode(want, c.out);
-    size_t i = 0;
-    while (i < got.size() && got[i] == w[i]) ++i;
-    EXPECT(false, "%s: not bitwise equal to the rounded reference (first at %zu: %g vs %g)",
-           what.c_str(), i, i < got.size() ? got[i] : 0.0, i < w.size() ? w[i] : 0.0);
-  }
+  expect_bitwise(what, output, want, c.out);
 }
 
 // matmul_reduce_scatter (all_reduce false) or matmul_all_reduce (x1 3-D (2, m/2, k) when
@@ -214,13 +220,7 @@ void run_reduce_case(commfuse::Comm& comm, const QCase& c, uint64_t tag, int64_t
   const auto want = round_to(mine_ref, c.out);
   const std::string what = std::string(all_reduce ? "matmul_all_reduce" : "matmul_reduce_scatter") +
                            describe(c, m).substr(std::strlen("all_gather_matmul"));
-  if (output != want) {
-    const auto got = decode(output, c.out), w = decode(want, c.out);
-    size_t i = 0;
-    while (i < got.size() && got[i] == w[i]) ++i;
-    EXPECT(false, "%s: not bitwise equal to the rounded reference (first at %zu: %g vs %g)",
-           what.c_str(), i, i < got.size() ? got[i] : 0.0, i < w.size() ? w[i] : 0.0);
-  }
+  expect_bitwise(what, output, want, c.out);
 }
 
 }  // namespace
