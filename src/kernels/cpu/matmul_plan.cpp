@@ -175,6 +175,7 @@ PlanCache& plan_cache() {
 const dnnl::engine& cpu_engine() {
   static const dnnl::engine* const engine = [] {
     apply_onednn_isa_cap();  // before oneDNN's first kernel fixes its ISA
+    bound_onednn_primitive_cache();
     return new dnnl::engine(dnnl::engine::kind::cpu, 0);
   }();
   return *engine;

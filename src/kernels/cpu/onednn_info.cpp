@@ -89,6 +89,18 @@ void apply_onednn_isa_cap() {
   });
 }
 
+void bound_onednn_primitive_cache() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const char* env : {"ONEDNN_PRIMITIVE_CACHE_CAPACITY", "DNNL_PRIMITIVE_CACHE_CAPACITY"})
+      if (const char* v = std::getenv(env); v != nullptr && *v != '\0') return;
+    const dnnl_status_t st = dnnl_set_primitive_cache_capacity(kOneDnnPrimitiveCacheCapacity);
+    if (st != dnnl_success)
+      CF_LOG(kWarn, "oneDNN refused a primitive cache capacity of ", kOneDnnPrimitiveCacheCapacity,
+             " (status ", static_cast<int>(st), ")");
+  });
+}
+
 std::string onednn_effective_isa() {
   apply_onednn_isa_cap();
   const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
