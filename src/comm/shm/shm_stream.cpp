@@ -1,16 +1,35 @@
 // The streams on shared memory: pack writes straight into this rank's slot and the
 // callbacks read the peers' slots in place, so a piece is copied at most once (by pack)
-// and fused ops compute on peer data without staging it. Steps follow the collectives'
+// and fused ops compute on peer data without staging it. A gather_stream whose op gives
+// its source and a landing place (gather_out) may instead read the peers' sources with
+// CMA straight there: one copy, where the slots' pack plus the op's copy to gather_out
+// make two. Steps follow the collectives'
 // protocol (shm_transport.hpp); a unit too large for a slot falls back to the staged
 // default.
+#include <algorithm>
 #include <vector>
 
 #include "comm/shm/shm_transport.hpp"
+#include "comm/fault.hpp"
 #include "core/trace.hpp"
 
 namespace commfuse::comm::shm {
 
 void ShmTransport::gather_stream(const GatherStream& gs) {
+  // With CMA a piece is only what the op asked for (max_piece, its comm_turn), else each
+  // rank's whole block: on shm the core that reads a piece is the one that computes on it,
+  // so smaller pieces overlap nothing and only cut the op's GEMM into smaller, slower calls
+  // (fp32 4096x4096x64 at W = 2: 256-row pieces 0.90x of the unfused composition, whole
+  // blocks 1.06x).
+  if (gs.source != nullptr && !gs.on_all &&
+      choose_copy(CollOp::kGatherStream, gs.bytes) == CollAlgo::kCma) {
+    const uint64_t piece =
+        stream_piece_bytes(gs.bytes, gs.unit, gs.max_piece, std::max(gs.bytes, gs.unit));
+    CollDesc desc{CollOp::kGatherStream, DType::kInt8, gs.bytes, -1, piece};
+    desc.algo = CollAlgo::kCma;
+    run(desc, [&](const char* op) { gather_stream_cma(gs, desc, op); });
+    return;
+  }
   const uint64_t piece = stream_piece_bytes(gs.bytes, gs.unit, gs.max_piece, slot_bytes_);
   if (piece > slot_bytes_) {
     Transport::gather_stream(gs);
@@ -43,6 +62,34 @@ void ShmTransport::gather_stream(const GatherStream& gs) {
         gs.on_all(parts.data(), off, n);
       }
     });
+  });
+}
+
+void ShmTransport::gather_stream_cma(const GatherStream& gs, const CollDesc& desc,
+                                     const char* op) {
+  const uint64_t piece = desc.piece;
+  if (!gs.land && gs.bytes > 0) scratch_.resize(std::max<size_t>(scratch_.size(), piece));
+  cma_call(desc, op, gs.source, true, [&] {
+    for (uint64_t off = 0, i = 0; off < gs.bytes; off += piece, ++i) {
+      const uint64_t n = std::min(piece, gs.bytes - off);
+      fault_point(rank_, op, i + 2);  // 0 and 1: cma_call's, before and after publishing
+      if (gs.on_piece) {
+        trace::Span span("compute", op, rank_, n);
+        gs.on_piece(rank_, gs.source + off, off, n);
+      }
+      for (int j = 1; j < size_; ++j) {
+        const int q = (rank_ + j) % size_;  // rotated, as the slots' steps
+        uint8_t* dst = gs.land ? gs.land(q, off) : scratch_.data();
+        {
+          trace::Span span("read", op, q, n);
+          read_peer(q, off, dst, n, op);
+        }
+        if (gs.on_piece) {
+          trace::Span span("compute", op, q, n);
+          gs.on_piece(q, dst, off, n);
+        }
+      }
+    }
   });
 }
 

@@ -78,7 +78,8 @@ ShmTransport::ShmTransport(int rank, std::vector<Segment> segments,
       // Read once: the plain path of every call then costs one comparison.
       algo_forced_(
           !forced_algorithm("all_gather").empty() || !forced_algorithm("all_to_all").empty() ||
-          !forced_algorithm("broadcast").empty() || !forced_algorithm("all_reduce").empty()) {
+          !forced_algorithm("broadcast").empty() || !forced_algorithm("all_reduce").empty() ||
+          !forced_algorithm("gather_stream").empty()) {
   for (auto& s : segments_) base_.push_back(static_cast<uint8_t*>(s.data()));
 }
 
@@ -110,7 +111,8 @@ void ShmTransport::arrive(uint32_t s, bool first, const CollDesc& desc, const ch
 CollAlgo ShmTransport::choose_copy(CollOp op, uint64_t bytes) {
   const bool cma = cma_.unavailable.empty();
   // CMA saves one copy of each block a peer reads through this rank's slot: all_to_all's
-  // R-1 blocks, the one block of all_gather and broadcast. The latter two stay on the slots
+  // R-1 blocks, the one block of all_gather, broadcast and gather_stream (whose ops copy
+  // what arrives to gather_out too: CMA reads it there). The latter stay on the slots
   // where ranks share cores (measured at W=4 on 2 cores: the slots' pipelined steps beat
   // CMA's closing wait at every size to 64 MiB, docs/algorithms.md).
   const bool one_block = op != CollOp::kAllToAll;

@@ -7,7 +7,9 @@
 // cache each block is multiplied on arrival; otherwise blocks are staged (widened in the
 // same pass) and multiplied in GEMMs of up to plan.gemm_rows rows (RowBatcher, plan.hpp);
 // rows that need no widening and fit one GEMM are staged in gather_out itself
-// (plan.stage_in_gather_out) and multiplied there.
+// (plan.stage_in_gather_out) and multiplied there. On shm with CMA the transport may read
+// the peers' rows straight into gather_out (GatherStream::land): then nothing is copied
+// again here.
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -87,7 +89,25 @@ comm::GatherStream row_stream(const AllGatherMatmulProblem& p, uint64_t row_byte
   if (p.comm_turn > 0)
     gs.max_piece = static_cast<uint64_t>((p.m + p.comm_turn - 1) / p.comm_turn) * row_bytes;
   gs.pack = [x1](uint8_t* dst, uint64_t off, uint64_t n) { kernels::cpu::copy(dst, x1 + off, n); };
+  // A single-copy transport may read the peers' x1 straight into gather_out (then on_piece's
+  // data is the gather_out row itself: see landed()).
+  gs.source = x1;
+  if (auto* gathered = static_cast<uint8_t*>(p.gather_out); gathered != nullptr)
+    gs.land = [gathered, bytes = gs.bytes](int src, uint64_t off) {
+      return gathered + static_cast<uint64_t>(src) * bytes + off;
+    };
   return gs;
+}
+
+// Where gather_out wants the rows at `data`, or null when they already are there (the
+// transport landed them in place).
+void* copy_target(uint8_t* row_in_gather_out, const uint8_t* data) {
+  return row_in_gather_out == data ? nullptr : row_in_gather_out;
+}
+
+// Copies n bytes to dst unless the transport landed them there already.
+void copy_unless_landed(uint8_t* dst, const uint8_t* data, uint64_t n) {
+  if (dst != data) kernels::cpu::copy(dst, data, n);
 }
 
 // SPEC §6: every arriving block of codes through the quantized product with its rows'
@@ -109,7 +129,7 @@ void run_quantized_fused(const AllGatherMatmulPlanData& plan, comm::CommImpl& co
                        ? gathered
                        : static_cast<uint8_t*>(workspace) + plan.staging_offset;
     gs.on_piece = [&](int src, const uint8_t* data, uint64_t off, uint64_t n) {
-      kernels::cpu::copy(staged + static_cast<uint64_t>(src) * gs.bytes + off,
+      copy_unless_landed(staged + static_cast<uint64_t>(src) * gs.bytes + off,
                          src == p.rank ? x1 + off : data, n);
     };
     comm.transport().gather_stream(gs);
@@ -118,9 +138,12 @@ void run_quantized_fused(const AllGatherMatmulPlanData& plan, comm::CommImpl& co
   }
   gs.on_piece = [&](int src, const uint8_t* data, uint64_t off, uint64_t n) {
     const int64_t row = static_cast<int64_t>(src) * p.m + static_cast<int64_t>(off / row_bytes);
-    gemm.run(src == p.rank ? x1 + off : data, static_cast<int64_t>(n / row_bytes),
-             RowScales{scales + row, true}, out + static_cast<uint64_t>(row) * out_row_bytes,
-             gathered != nullptr ? gathered + static_cast<uint64_t>(row) * row_bytes : nullptr);
+    const uint8_t* a = src == p.rank ? x1 + off : data;
+    gemm.run(a, static_cast<int64_t>(n / row_bytes), RowScales{scales + row, true},
+             out + static_cast<uint64_t>(row) * out_row_bytes,
+             gathered != nullptr
+                 ? copy_target(gathered + static_cast<uint64_t>(row) * row_bytes, a)
+                 : nullptr);
   };
   comm.transport().gather_stream(gs);
 }
@@ -145,7 +168,7 @@ void run_all_gather_matmul_fused(const AllGatherMatmulPlanData& plan, comm::Comm
   if (plan.stage_in_gather_out) {
     // Every row to its gather_out row as it arrives, then one GEMM there.
     gs.on_piece = [&](int src, const uint8_t* data, uint64_t off, uint64_t n) {
-      kernels::cpu::copy(gathered + static_cast<uint64_t>(src) * gs.bytes + off,
+      copy_unless_landed(gathered + static_cast<uint64_t>(src) * gs.bytes + off,
                          src == p.rank ? x1 + off : data, n);
     };
     comm.transport().gather_stream(gs);
@@ -160,8 +183,9 @@ void run_all_gather_matmul_fused(const AllGatherMatmulPlanData& plan, comm::Comm
     const auto rows = static_cast<int64_t>(n / row_bytes);
     // This rank's own rows come from x1 itself, still warm in cache from pack.
     const uint8_t* a = src == p.rank ? x1 + off : data;
-    void* a_copy =
-        gathered != nullptr ? gathered + static_cast<uint64_t>(row) * row_bytes : nullptr;
+    void* a_copy = gathered != nullptr
+                       ? copy_target(gathered + static_cast<uint64_t>(row) * row_bytes, a)
+                       : nullptr;
     batcher.add(a, rows, row, a_copy);
   };
   comm.transport().gather_stream(gs);
