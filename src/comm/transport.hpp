@@ -93,12 +93,12 @@ struct GatherStream {
   StreamPeerFn on_piece;
   // Optional: after the on_piece calls of a piece, every rank's piece in rank order 0..R-1.
   StreamAllFn on_all;
-  // Optional, for single-copy transports (shm with CMA): this rank's `bytes`, contiguous and
-  // unchanged during the call, so that peers may read them in place instead of this rank
-  // packing them into a shared slot; and, with it, where this rank wants rank src's bytes
-  // [off, off + n) (gather_out): the transport may read them straight there and hand that
-  // pointer to on_piece. Set alike on every rank (the choice of algorithm depends on it).
-  // Not with on_all (it needs every rank's piece at once).
+  // Optional: this rank's `bytes`, contiguous and unchanged during the call, so that the
+  // transport may send them (MPI) or let peers read them (shm with CMA) in place instead of
+  // packing a copy; and where this rank wants rank src's bytes [off, off + n) (gather_out):
+  // the transport may receive them straight there and hand that pointer to on_piece.
+  // source is set alike on every rank (shm chooses CMA by it). shm uses them only without
+  // on_all (which needs every rank's piece at once).
   const uint8_t* source = nullptr;
   std::function<uint8_t*(int src, uint64_t off)> land;
 };

@@ -44,8 +44,17 @@ void MpiTransport::gather_stream(const GatherStream& gs) {
   run_fn(desc, [&](const char* op) {
     const auto pieces = pieces_of(gs.bytes, piece);
     const size_t R = static_cast<size_t>(size_);
-    uint8_t* staging = stream_buffer(gs.bytes * R);  // rank q's bytes at q * bytes
-    auto at = [&](int q, uint64_t off) { return staging + q * gs.bytes + off; };
+    // The op's own places where it gives them (GatherStream::source and land: sends straight
+    // from x1, receives straight into gather_out), else a staging buffer, rank q's bytes at
+    // q * bytes. Either way the same messages go on the wire, so each rank decides alone.
+    // (At 4096x4096x64 bf16, W = 2 over TCP, staging cost the fused op 2 x 16 MiB of copies
+    // the unfused all_gather does not make.)
+    uint8_t* staging = gs.land ? nullptr : stream_buffer(gs.bytes * R);
+    auto at = [&](int q, uint64_t off) {
+      if (q == rank_ && gs.source != nullptr)  // MPI only reads a send buffer
+        return const_cast<uint8_t*>(gs.source) + off;
+      return gs.land ? gs.land(q, off) : staging + q * gs.bytes + off;
+    };
     Pipeline pipe(comm_, kStreamTag, rank_, op, timeout_s_, oversubscribed_, pieces.size());
     for (size_t i = 0; i < pieces.size(); ++i)
       for (int k = 1; k < size_; ++k) {
@@ -80,7 +89,7 @@ void MpiTransport::gather_stream(const GatherStream& gs) {
       if (i < pieces.size()) {
         const Piece& p = pieces[i];
         fault_point(rank_, op, i);
-        {
+        if (gs.source == nullptr) {
           trace::Span span("pack", op, rank_, p.n);
           gs.pack(at(rank_, p.off), p.off, p.n);
         }

@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "comm/shm/shm_transport.hpp"
 #include "comm/fault.hpp"
+#include "comm/shm/shm_transport.hpp"
 #include "core/trace.hpp"
 
 namespace commfuse::comm::shm {
@@ -65,8 +65,7 @@ void ShmTransport::gather_stream(const GatherStream& gs) {
   });
 }
 
-void ShmTransport::gather_stream_cma(const GatherStream& gs, const CollDesc& desc,
-                                     const char* op) {
+void ShmTransport::gather_stream_cma(const GatherStream& gs, const CollDesc& desc, const char* op) {
   const uint64_t piece = desc.piece;
   if (!gs.land && gs.bytes > 0) scratch_.resize(std::max<size_t>(scratch_.size(), piece));
   cma_call(desc, op, gs.source, true, [&] {

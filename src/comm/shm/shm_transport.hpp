@@ -108,7 +108,7 @@ class ShmTransport final : public Transport {
   size_t slot_bytes_;
   int ranks_per_core_ = 1;
   CmaSupport cma_;
-  bool algo_forced_ = false;  // COMMFUSE_ALGO names one of this transport's collectives
+  bool algo_forced_ = false;      // COMMFUSE_ALGO names one of this transport's collectives
   std::vector<uint8_t> scratch_;  // gather_stream_cma's piece where the op gives no place
   uint32_t step_ = 0;
   uint32_t op_seq_ = 0;

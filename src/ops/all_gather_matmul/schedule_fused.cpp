@@ -141,9 +141,8 @@ void run_quantized_fused(const AllGatherMatmulPlanData& plan, comm::CommImpl& co
     const uint8_t* a = src == p.rank ? x1 + off : data;
     gemm.run(a, static_cast<int64_t>(n / row_bytes), RowScales{scales + row, true},
              out + static_cast<uint64_t>(row) * out_row_bytes,
-             gathered != nullptr
-                 ? copy_target(gathered + static_cast<uint64_t>(row) * row_bytes, a)
-                 : nullptr);
+             gathered != nullptr ? copy_target(gathered + static_cast<uint64_t>(row) * row_bytes, a)
+                                 : nullptr);
   };
   comm.transport().gather_stream(gs);
 }
