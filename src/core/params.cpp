@@ -10,7 +10,7 @@
 namespace commfuse::params {
 namespace {
 
-constexpr std::array<Param, 12> kParams{{
+constexpr std::array<Param, 13> kParams{{
     {"COMMFUSE_LOG", Kind::kChoice, "warn", "error|warn|info|debug",
      "log level; lines go to stderr prefixed host:pid:rank"},
     {"COMMFUSE_TIMEOUT_S", Kind::kInt, "300", "",
@@ -29,6 +29,9 @@ constexpr std::array<Param, 12> kParams{{
      "1 = print one line per algorithm/schedule decision (like ONEDNN_VERBOSE)"},
     {"COMMFUSE_ALLTOALL_GEMM_ROWS", Kind::kInt, "0", "",
      "token rows per GEMM chunk of alltoall(_quant)_matmul; 0 = one GEMM on shm, 1024 otherwise"},
+    {"COMMFUSE_HALF_GEMM", Kind::kChoice, "auto", "auto|native|float32",
+     "fp16/bf16 GEMMs: auto = oneDNN's native kernel or widened to fp32, whichever a once-per-"
+     "process measurement says is faster; native or float32 pins it (same bits run to run)"},
     {"COMMFUSE_MAX_CPU_ISA", Kind::kChoice, "all",
      "sse41|avx2|avx2_vnni|avx512_core|avx512_core_vnni|avx512_core_bf16|avx512_core_fp16|"
      "avx512_core_amx|all",

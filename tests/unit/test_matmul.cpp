@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/cpu/half_gemm_model.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/onednn_info.hpp"
 #include "kernels/cpu/small_m_gemm.hpp"
@@ -362,6 +363,58 @@ TEST(Matmul, FewRowsWithoutANativeKernelReadSixteenBitInPlace) {
 class SmallMTyped : public testing::TestWithParam<DType> {};
 INSTANTIATE_TEST_SUITE_P(SixteenBit, SmallMTyped,
                          testing::Values(DType::kFloat16, DType::kBFloat16), dtype_label);
+
+// Both 16-bit paths forced in turn, so a machine checks the one its model does not choose
+// (native exists only where oneDNN has a kernel: elsewhere kNative falls back to widening).
+TEST_P(SmallMTyped, EveryHalfPathIsExact) {
+  const DType t = GetParam();
+  uint32_t seed = 300;
+  for (const cpu::HalfPath path : {cpu::HalfPath::kNative, cpu::HalfPath::kWidened})
+    for (const bool transposed : {false, true})
+      for (const int64_t m : {int64_t{3}, int64_t{129}}) {
+        SCOPED_TRACE(testing::Message()
+                     << "path " << static_cast<int>(path) << " m " << m << " T=" << transposed);
+        MatmulDesc d = desc_of(m, 67, 45, t, transposed);
+        d.half_path = path;
+        d.has_bias = true;
+        d.bias_dtype = t;
+        const auto plan = cpu::plan_matmul(d);
+        if (path == cpu::HalfPath::kWidened) {
+          const std::string text = cpu::describe(*plan);
+          EXPECT_TRUE(cpu::widens_inputs(*plan) || text.find("small_m") != std::string::npos)
+              << text;
+        }
+        Problem p = make_problem(d, true, seed++);
+        expect_exact(p);
+      }
+}
+
+// The machine model and the plans agree: a shape the model says to widen is widened and
+// says why; without a native kernel nothing is chosen.
+TEST_P(SmallMTyped, PlansFollowTheMachineModel) {
+  const DType t = GetParam();
+  const cpu::HalfGemmModel& model = cpu::half_gemm_model(t);
+  if (model.native && model.forced.empty()) {
+    EXPECT_GT(model.native_macs_per_ns, 0.0);
+    EXPECT_GT(model.f32_macs_per_ns, 0.0);
+    EXPECT_GT(model.widen_ns_per_element, 0.0);
+  }
+  for (const int64_t m : {int64_t{64}, int64_t{512}}) {
+    const auto plan = cpu::plan_matmul(desc_of(m, 256, 256, t));
+    const bool widen = cpu::widening_pays(t, m, 256, 256, true);
+    const std::string text = cpu::describe(*plan);
+    if (!model.native) {
+      EXPECT_FALSE(widen);
+      EXPECT_TRUE(cpu::widens_inputs(*plan)) << text;
+    } else {
+      EXPECT_EQ(cpu::widens_inputs(*plan), widen) << text;
+      if (widen) {
+        EXPECT_NE(text.find("fp32 faster here"), std::string::npos) << text;
+      }
+    }
+  }
+  EXPECT_NE(cpu::describe_half_gemm_model(t).find(commfuse::dtype_name(t)), std::string::npos);
+}
 
 TEST_P(SmallMTyped, DirectKernelEveryLayout) {
   const DType t = GetParam();

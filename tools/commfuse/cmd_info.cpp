@@ -12,6 +12,7 @@
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "core/params.hpp"
+#include "kernels/cpu/half_gemm_model.hpp"
 #include "kernels/cpu/int_matmul.hpp"
 #include "kernels/cpu/onednn_info.hpp"
 
@@ -60,6 +61,8 @@ int cmd_info(int argc, char** argv) {
               kernels::cpu::s8_gemm_accumulates_in_int32()
                   ? "oneDNN s8 (int32 accumulation: VNNI/AMX) for int8 and int4"
                   : "oneDNN s8 for int4 ranges; exact f32 blocks for int8 (no VNNI/AMX)");
+  for (const DType t : {DType::kBFloat16, DType::kFloat16})
+    std::printf("  16-bit GEMM       %s\n", kernels::cpu::describe_half_gemm_model(t).c_str());
   {
     // What a communicator on this host would find: a child reading this process (the group
     // itself probes between its ranks at set-up and reports it with COMMFUSE_VERBOSE=1).

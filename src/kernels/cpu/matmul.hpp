@@ -6,7 +6,8 @@
 // peer's chunk of a gathered matrix, a slice of the output) is used in place. b may be
 // given transposed: an (n, k) buffer viewed as (k, n).
 //
-// fp16 always, and bf16 where oneDNN has no bf16 matmul for this CPU (no AVX512), are
+// fp16 and bf16 go to oneDNN's native kernel where it has one and it is faster here (a
+// model of the machine, measured once per process: half_gemm_model.hpp); otherwise they are
 // widened to fp32 into per-thread scratch and multiplied in fp32; the fp32 result is then
 // rounded once to c's dtype, so every path computes the same thing up to fp32 summation
 // order. COMMFUSE_VERBOSE=1 logs, per new plan, which implementation oneDNN chose and
@@ -21,6 +22,13 @@
 #include <string>
 
 namespace commfuse::kernels::cpu {
+
+// fp16/bf16: which kernel multiplies them (half_gemm_model.hpp).
+enum class HalfPath : uint8_t {
+  kAuto,     // the machine model's choice for this shape
+  kNative,   // oneDNN's 16-bit kernel where it has one (else as kWidened)
+  kWidened,  // widened to fp32 (or, for few rows, small_m_gemm.hpp's kernel)
+};
 
 // What to multiply; immutable once planned, and the plan cache's key.
 struct MatmulDesc {
@@ -39,6 +47,8 @@ struct MatmulDesc {
   // c += a @ b (+ bias) instead of c = ...; c must be float32. For k-chunked schedules
   // that sum partial products into one fp32 accumulator.
   bool accumulate = false;
+  // fp16/bf16 only: kAuto in the product; the model's probes and tests force the others.
+  HalfPath half_path = HalfPath::kAuto;
 
   bool operator==(const MatmulDesc&) const = default;
 };

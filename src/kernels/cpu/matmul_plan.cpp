@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
+#include "kernels/cpu/half_gemm_model.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/matmul_plan.hpp"
 #include "kernels/cpu/onednn_info.hpp"
@@ -136,7 +137,15 @@ std::shared_ptr<const MatmulPlan> create_plan(const MatmulDesc& d, int threads) 
   if (d.m == 0) return plan;
   // Some oneDNN kernels size their work split from the thread count at creation.
   ScopedComputeThreads scoped(threads);
-  if (d.a_dtype != DType::kFloat32 && !try_native(d, *plan)) {
+  // The model is consulted for kAuto only (plan_matmul measured it before taking the lock).
+  const bool widen_pays = d.a_dtype != DType::kFloat32 && d.half_path == HalfPath::kAuto &&
+                          widening_pays(d.a_dtype, d.m, d.k, d.n, d.c_dtype != DType::kFloat32);
+  const bool native_wanted =
+      d.half_path == HalfPath::kNative || (d.half_path == HalfPath::kAuto && !widen_pays);
+  if (d.a_dtype != DType::kFloat32 && !(native_wanted && try_native(d, *plan))) {
+    plan->widen_reason = widen_pays                          ? "fp32 faster here"
+                         : d.half_path == HalfPath::kWidened ? "forced"
+                                                             : "no native kernel";
     if (small_m_gemm_applies(d)) {
       plan->small_m = true;
       plan->impl = "commfuse:small_m";
@@ -219,6 +228,9 @@ void validate(const MatmulDesc& d) {
 
 std::shared_ptr<const MatmulPlan> plan_matmul(const MatmulDesc& desc) {
   validate(desc);
+  // Measured outside the lock: the model plans its probes through here.
+  if (desc.a_dtype != DType::kFloat32 && desc.half_path == HalfPath::kAuto && desc.m > 0)
+    half_gemm_model(desc.a_dtype);
   const int threads = compute_threads();
   PlanCache& cache = plan_cache();
   // Creation happens under the lock: it is rare, and two threads asking for the same new
@@ -253,10 +265,10 @@ std::string describe(const MatmulPlan& p) {
   s += detail::cat(" -> ", p.impl.empty() ? "none" : p.impl, " (oneDNN ISA ",
                    onednn_effective_isa(), ")");
   if (p.widened)
-    s += detail::cat(", ", name_of(d.a_dtype), " widened to float32 (no native kernel)");
+    s += detail::cat(", ", name_of(d.a_dtype), " widened to float32 (", p.widen_reason, ")");
   if (p.small_m)
-    s += detail::cat(", ", name_of(d.a_dtype),
-                     " read in place (no native kernel; m <= ", kSmallMRows, ")");
+    s += detail::cat(", ", name_of(d.a_dtype), " read in place (", p.widen_reason,
+                     "; m <= ", kSmallMRows, ")");
   if (p.bias_to_f32) s += ", bias widened to float32";
   return s + detail::cat(", ", p.threads, " threads");
 }

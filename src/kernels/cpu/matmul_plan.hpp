@@ -18,6 +18,7 @@ class MatmulPlan {
   // fp16/bf16 a and b are widened to dense fp32 scratch and multiplied in fp32; when c is
   // fp16/bf16 the fp32 result goes to scratch and is rounded once into c.
   bool widened = false;
+  std::string widen_reason;  // why (no native kernel, or the machine model), when widened
   // The primitive takes a fp32 bias but the caller's bias is fp16/bf16: it is widened
   // (n values) on every call.
   bool bias_to_f32 = false;

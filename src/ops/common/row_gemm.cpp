@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "core/trace.hpp"
 #include "kernels/cpu/copy.hpp"
+#include "kernels/cpu/half_gemm_model.hpp"
 
 namespace commfuse::ops {
 namespace {
@@ -104,7 +105,10 @@ std::string describe_row_gemm(const RowGemmShape& s, int64_t rows) {
       *kernels::cpu::plan_matmul(gemm_desc(s, widened, std::max<int64_t>(rows, 1))));
   // The plan is of the fp32 GEMM when this layer widens: say so in the plan's own words.
   if (widened)
-    text += detail::cat(", ", dtype_name(s.dtype), " widened to float32 (no native kernel)");
+    text += detail::cat(
+        ", ", dtype_name(s.dtype), " widened to float32 (",
+        kernels::cpu::half_gemm_model(s.dtype).native ? "fp32 faster here" : "no native kernel",
+        ")");
   return text;
 }
 

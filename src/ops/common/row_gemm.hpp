@@ -43,8 +43,8 @@ void plan_row_gemm(RowGemmShape& s);
 // Workspace bytes RowGemm needs for this shape (the widened b and bias; 0 if native).
 size_t row_gemm_workspace_bytes(const RowGemmShape& s);
 // One line for a plan description: the GEMM a block of `rows` rows runs (oneDNN's
-// implementation, and "<dtype> widened to float32 (no native kernel)" where this layer
-// widens the operands because oneDNN has no native kernel for them on this CPU).
+// implementation, and "<dtype> widened to float32 (<why>)" where this layer
+// widens the operands: no native oneDNN kernel, or the machine model found fp32 faster).
 std::string describe_row_gemm(const RowGemmShape& s, int64_t rows);
 
 class RowGemm {

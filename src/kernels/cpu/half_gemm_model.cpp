@@ -1,0 +1,126 @@
+#include "kernels/cpu/half_gemm_model.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "core/convert_fast.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/params.hpp"
+#include "kernels/cpu/matmul.hpp"
+
+namespace commfuse::kernels::cpu {
+namespace {
+
+// The probe: large enough that both kernels run at their steady rate (b is 2 MiB as fp16,
+// 4 MiB as fp32), small enough to cost ~20 ms once per process.
+constexpr int64_t kProbeM = 128, kProbeK = 1024, kProbeN = 1024;
+constexpr int kProbeRuns = 3;  // best of, after one warm-up run
+// Widened must be expected this much faster before it is chosen (see the header).
+constexpr double kWidenMargin = 0.85;
+
+template <typename F>
+double best_ns(F&& f) {
+  f();  // warm-up: first-touch of buffers, JIT caches
+  double best = 1e300;
+  for (int i = 0; i < kProbeRuns; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    const auto t1 = std::chrono::steady_clock::now();
+    best = std::min(best, std::chrono::duration<double, std::nano>(t1 - t0).count());
+  }
+  return std::max(best, 1.0);
+}
+
+HalfGemmModel measure(DType t) {
+  HalfGemmModel m;
+  MatmulDesc native_desc = dense_matmul_desc(kProbeM, kProbeK, kProbeN, t);
+  native_desc.half_path = HalfPath::kNative;
+  const auto native = plan_matmul(native_desc);
+  m.native = !widens_inputs(*native);  // kNative falls back to widening where none exists
+  const std::string pin = params::get_string("COMMFUSE_HALF_GEMM");
+  if (pin != "auto") m.forced = pin;
+  if (!m.native || !m.forced.empty()) return m;
+
+  const auto f32 = plan_matmul(dense_matmul_desc(kProbeM, kProbeK, kProbeN, DType::kFloat32));
+  // 1.0 in either format: the rates do not depend on the values.
+  const uint16_t one = t == DType::kFloat16 ? 0x3c00 : 0x3f80;
+  std::vector<uint16_t> a16(kProbeM * kProbeK, one), b16(kProbeK * kProbeN, one),
+      c16(kProbeM * kProbeN);
+  std::vector<float> a32(a16.size(), 1.0f), b32(b16.size(), 1.0f), c32(c16.size());
+  const double macs = static_cast<double>(kProbeM * kProbeK * kProbeN);
+  m.native_macs_per_ns =
+      macs / best_ns([&] { matmul(*native, a16.data(), b16.data(), nullptr, c16.data()); });
+  m.f32_macs_per_ns =
+      macs / best_ns([&] { matmul(*f32, a32.data(), b32.data(), nullptr, c32.data()); });
+  const double widen_ns = best_ns([&] {
+    if (t == DType::kFloat16)
+      fast::f16_to_f32(b16.data(), b32.data(), b16.size());
+    else
+      fast::bf16_to_f32(b16.data(), b32.data(), b16.size());
+  });
+  m.widen_ns_per_element = widen_ns / static_cast<double>(b16.size());
+  return m;
+}
+
+}  // namespace
+
+const HalfGemmModel& half_gemm_model(DType t) {
+  CF_ASSERT(t == DType::kFloat16 || t == DType::kBFloat16);
+  static std::once_flag once[2];
+  static HalfGemmModel model[2];
+  const int i = t == DType::kFloat16 ? 0 : 1;
+  bool measured = false;
+  std::call_once(once[i], [&] {
+    model[i] = measure(t);
+    measured = true;
+  });
+  if (measured && log::verbose_level() >= 1) log::verbose(describe_half_gemm_model(t));
+  return model[i];
+}
+
+namespace {
+
+// The model's two estimates (ns) for an m x k x n GEMM.
+struct Estimate {
+  double native, widened;
+};
+
+Estimate estimate(const HalfGemmModel& mo, int64_t m, int64_t k, int64_t n, bool narrow_c) {
+  const double macs = static_cast<double>(m) * static_cast<double>(k) * static_cast<double>(n);
+  const double converted = static_cast<double>(m) * static_cast<double>(k) +
+                           static_cast<double>(k) * static_cast<double>(n) +
+                           (narrow_c ? static_cast<double>(m) * static_cast<double>(n) : 0.0);
+  return {macs / mo.native_macs_per_ns,
+          macs / mo.f32_macs_per_ns + converted * mo.widen_ns_per_element};
+}
+
+}  // namespace
+
+bool widening_pays(DType t, int64_t m, int64_t k, int64_t n, bool narrow_c) {
+  const HalfGemmModel& mo = half_gemm_model(t);
+  if (!mo.native || mo.forced == "native") return false;
+  if (mo.forced == "float32") return true;
+  const Estimate e = estimate(mo, m, k, n, narrow_c);
+  return e.widened < kWidenMargin * e.native;
+}
+
+std::string describe_half_gemm_model(DType t) {
+  const HalfGemmModel& mo = half_gemm_model(t);
+  const char* name = t == DType::kFloat16 ? "float16" : "bfloat16";
+  if (!mo.native) return detail::cat(name, " GEMM: no native oneDNN kernel here, widened to fp32");
+  if (!mo.forced.empty())
+    return detail::cat(name, " GEMM: ", mo.forced, " (COMMFUSE_HALF_GEMM=", mo.forced, ")");
+  std::string s = detail::cat(name, " GEMM: native ", mo.native_macs_per_ns * 2, " GFLOP/s, fp32 ",
+                              mo.f32_macs_per_ns * 2, " GFLOP/s, widening ",
+                              1.0 / mo.widen_ns_per_element, " G elements/s (", kProbeM, "x",
+                              kProbeK, "x", kProbeN, " probe) -> at k = n = 4096:");
+  for (const int64_t m : {16, 256, 2048})
+    s += detail::cat(" m=", m, " ", widening_pays(t, m, 4096, 4096, true) ? "widened" : "native");
+  return s;
+}
+
+}  // namespace commfuse::kernels::cpu

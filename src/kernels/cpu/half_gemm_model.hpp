@@ -1,0 +1,41 @@
+// Whether a fp16/bf16 GEMM runs faster on oneDNN's native 16-bit kernel or widened to
+// fp32 and multiplied by its fp32 kernel: a model of this machine, measured once per process
+// and dtype (issue 12's "kernels by measurement"). Neither the ISA nor the oneDNN version
+// says it: on an AVX-512 Xeon without AMX, oneDNN 2.6's avx512_core_bf16 kernel ran
+// 2048x4096x4096 at half the rate of its fp32 kernel, while with AMX the native kernel is
+// several times faster. Both paths accumulate in fp32 and round once (SPEC §0); they may
+// differ in fp32 summation order only.
+#pragma once
+
+#include <commfuse/commfuse.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace commfuse::kernels::cpu {
+
+struct HalfGemmModel {
+  bool native = false;              // oneDNN has a native kernel for this dtype here
+  double native_macs_per_ns = 0;    // its rate on the probe (multiply-adds per ns)
+  double f32_macs_per_ns = 0;       // the fp32 kernel's rate on the same probe
+  double widen_ns_per_element = 0;  // converting one 16-bit element to fp32
+  std::string forced;               // COMMFUSE_HALF_GEMM when not "auto"
+};
+
+// The model for dtype t (float16 or bfloat16): measured on first use (a 128x1024x1024 GEMM
+// on each kernel, best of 3, with this process's compute threads; about 20 ms), unless
+// COMMFUSE_HALF_GEMM pins the choice. Thread-safe. Must not be called with the matmul plan
+// cache's lock held (it plans its probes through plan_matmul).
+const HalfGemmModel& half_gemm_model(DType t);
+
+// Whether an m x k x n GEMM of dtype t is expected faster widened: its fp32 time plus the
+// widening of a, b (and c when narrow) is under 0.85x the native time (a margin so that
+// measurement noise does not flip a choice between runs on a machine where the two are
+// close). False where there is no native kernel (nothing to choose) or COMMFUSE_HALF_GEMM
+// says native.
+bool widening_pays(DType t, int64_t m, int64_t k, int64_t n, bool narrow_c);
+
+// One line for `commfuse info` / COMMFUSE_VERBOSE: the rates and the choice at a few shapes.
+std::string describe_half_gemm_model(DType t);
+
+}  // namespace commfuse::kernels::cpu
