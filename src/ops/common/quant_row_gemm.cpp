@@ -122,7 +122,8 @@ void plan_quant_gemm(QuantGemmShape& s) {
   int64_t chunk = std::clamp(kAccBytes / (4 * s.n), kMinChunkRows, kMaxChunkRows);
   if (s.max_rows > 0) chunk = std::min(chunk, s.max_rows);
   s.chunk_rows = std::max<int64_t>(1, chunk);
-  s.small_m = is_a8w8(s) && s.max_rows > 0 && s.max_rows <= cpu::kSmallIntRows;
+  s.small_m = is_a8w8(s) && s.max_rows > 0 && s.max_rows <= cpu::kSmallIntRows &&
+              !cpu::s8_gemm_accumulates_in_int32();  // (quant_row_gemm.hpp)
   if (!is_a8w8(s)) {
     // bf16 where oneDNN multiplies it natively (AVX512-BF16, AMX): half the bytes of fp32.
     cpu::MatmulDesc probe =
