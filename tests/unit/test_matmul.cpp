@@ -529,6 +529,27 @@ void expect_error(const MatmulDesc& d, const void* a, const void* b, const void*
   }
 }
 
+// Dimensions or operand sizes from 2^31 elements (a fuzzer's GetWorkspaceSize inputs):
+// oneDNN's brgemm kernels allocated m·k or k·n elements when created, or divided by zero;
+// the plans use the fp32 path (or the direct small-m kernel) instead, which plan them
+// without allocating.
+TEST(Matmul, ShapesBeyondInt32KernelsArePlannedOnTheFp32Path) {
+  const int64_t big = int64_t{1} << 31;
+  const int64_t shapes[][3] = {{big, 16, 8}, {4, 16, (int64_t{1} << 40) - 1}, {4, 40 * big, 8}};
+  for (const auto& s : shapes)
+    for (const DType t : {DType::kBFloat16, DType::kFloat16}) {
+      SCOPED_TRACE(testing::Message() << s[0] << "x" << s[1] << "x" << s[2]);
+      EXPECT_FALSE(cpu::fits_onednn_int32_kernels(s[0], s[1], s[2]));
+      const auto plan = cpu::plan_matmul(desc_of(s[0], s[1], s[2], t));
+      // Widened, or (few rows) the direct kernel that reads the 16-bit operands itself.
+      EXPECT_TRUE(cpu::widens_inputs(*plan) ||
+                  cpu::describe(*plan).find("commfuse:small_m") != std::string::npos)
+          << cpu::describe(*plan);
+    }
+  EXPECT_TRUE(cpu::fits_onednn_int32_kernels(4096, 4096, 4096));
+  EXPECT_FALSE(cpu::fits_onednn_int32_kernels(1 << 16, 1 << 16, 1));
+}
+
 TEST(Matmul, InvalidDescriptorsNameTheArgument) {
   using commfuse::InvalidArgument;
   float buf[64] = {};

@@ -224,6 +224,23 @@ TEST(IntMatmul, ForcingASaturatingPathIsRejected) {
   }
 }
 
+// As for the float plans (test_matmul.cpp): operands of 2^31 elements or more take the
+// exact f32-blocked path, not oneDNN's s8 kernel (onednn_info.hpp).
+TEST(IntMatmul, ShapesBeyondInt32KernelsTakeTheF32BlockedPath) {
+  cpu::IntMatmulDesc d;
+  d.m = 4;
+  d.k = int64_t{40} << 30;
+  d.n = 8;
+  d.lda = d.ldb = d.k;
+  d.b_transposed = true;
+  d.ldc = d.n;
+  d.a_max = d.b_max = 8;  // int4 ranges: s8 would be exact on every CPU
+  EXPECT_EQ(cpu::path_of(*cpu::plan_int_matmul(d)), cpu::IntMatmulPath::kF32Blocked);
+  d.k = 64;
+  d.lda = d.ldb = d.k;
+  EXPECT_EQ(cpu::path_of(*cpu::plan_int_matmul(d)), cpu::IntMatmulPath::kS8);
+}
+
 TEST(IntMatmul, Int4RangeIsExactOnTheInt8Kernel) {
   for (bool bt : {false, true})
     for (bool extreme : {false, true}) {

@@ -50,6 +50,9 @@ std::shared_ptr<const IntMatmulPlan> create(const IntMatmulDesc& d, int threads)
   // Every fp32 partial sum of a k-block is an integer of magnitude <= k_block*a_max*b_max.
   const int64_t per_term = std::max<int64_t>(1, int64_t{d.a_max} * d.b_max);
   plan->k_block = std::max<int64_t>(1, std::min<int64_t>(d.k, (int64_t{1} << 24) / per_term));
+  if (plan->path == IntMatmulPath::kS8 && !d.force_path &&
+      !fits_onednn_int32_kernels(d.m, d.k, d.n))
+    plan->path = IntMatmulPath::kF32Blocked;  // exact too (onednn_info.hpp)
   if (plan->path == IntMatmulPath::kS8 && d.m > 0) {
     ScopedComputeThreads scoped(threads);
     const dnnl::memory::desc a_md({d.m, d.k}, dt::s8, dims{d.lda, 1});

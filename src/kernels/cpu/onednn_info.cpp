@@ -101,6 +101,13 @@ void bound_onednn_primitive_cache() {
   });
 }
 
+bool fits_onednn_int32_kernels(int64_t m, int64_t k, int64_t n) {
+  constexpr int64_t kMax = (int64_t{1} << 31) - 1;
+  // Each dimension first, so the products below cannot overflow int64.
+  if (m > kMax || k > kMax || n > kMax) return false;
+  return m * k <= kMax && k * n <= kMax && m * n <= kMax;
+}
+
 std::string onednn_effective_isa() {
   apply_onednn_isa_cap();
   const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();

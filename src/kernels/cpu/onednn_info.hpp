@@ -1,6 +1,7 @@
 // What the oneDNN in this process is and which ISA it dispatches to, and the one place
 // commfuse's ISA cap (COMMFUSE_MAX_CPU_ISA) is handed to it.
 #pragma once
+#include <cstdint>
 #include <string>
 namespace commfuse::kernels::cpu {
 // "2.6.3 (cpu runtime: OpenMP, hash ...)" of the oneDNN the process loaded.
@@ -19,6 +20,14 @@ void apply_onednn_isa_cap();
 // plan caches already keep the primitives it reuses. Idempotent and thread-safe.
 inline constexpr int kOneDnnPrimitiveCacheCapacity = 64;
 void bound_onednn_primitive_cache();
+
+// Whether an m x k x n GEMM stays within what oneDNN 2.x's brgemm kernels (its native
+// 16-bit and s8 matmuls) handle: each dimension and each operand's element count below
+// 2^31. Beyond it (shapes a fuzzer finds: k = 40 Gi, n = 2^40) they were seen to allocate
+// their scratchpad of m·k or k·n elements when the primitive is created (64 GiB and 16 TiB
+// requests from a GetWorkspaceSize call) or to divide by zero; commfuse then takes its
+// fp32 path (gemm:jit, 64-bit sizes), which plans such shapes without either.
+bool fits_onednn_int32_kernels(int64_t m, int64_t k, int64_t n);
 
 // The ISA oneDNN's kernels use now, in oneDNN's spelling ("avx2", "avx512_core_amx", ...).
 std::string onednn_effective_isa();
