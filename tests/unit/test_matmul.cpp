@@ -12,6 +12,7 @@
 
 #include <commfuse/commfuse.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -530,24 +531,62 @@ void expect_error(const MatmulDesc& d, const void* a, const void* b, const void*
 }
 
 // Dimensions or operand sizes from 2^31 elements (a fuzzer's GetWorkspaceSize inputs):
-// oneDNN's brgemm kernels allocated m·k or k·n elements when created, or divided by zero;
-// the plans use the fp32 path (or the direct small-m kernel) instead, which plan them
-// without allocating.
+// oneDNN's brgemm kernels allocated m·k or k·n elements when created, or divided by zero.
+// 16-bit shapes beyond 32-bit sizes plan on the fp32 path (or the direct small-m kernel),
+// rows beyond kMaxCallElements in chunks, and a shape oneDNN refuses is "not supported"
+// (PARAM_INVALID), never a crash or an allocation at plan time.
 TEST(Matmul, ShapesBeyondInt32KernelsArePlannedOnTheFp32Path) {
   const int64_t big = int64_t{1} << 31;
-  const int64_t shapes[][3] = {{big, 16, 8}, {4, 16, (int64_t{1} << 40) - 1}, {4, 40 * big, 8}};
+  const int64_t shapes[][3] = {{big, 16, 8},
+                               {4, 16, (int64_t{1} << 40) - 1},
+                               {4, 40 * big, 8},
+                               {64, 36, int64_t{366067187456}},
+                               {int64_t{1} << 55, 16, 7}};
   for (const auto& s : shapes)
-    for (const DType t : {DType::kBFloat16, DType::kFloat16}) {
-      SCOPED_TRACE(testing::Message() << s[0] << "x" << s[1] << "x" << s[2]);
+    for (const DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+      SCOPED_TRACE(testing::Message()
+                   << s[0] << "x" << s[1] << "x" << s[2] << " " << commfuse::dtype_name(t));
       EXPECT_FALSE(cpu::fits_onednn_int32_kernels(s[0], s[1], s[2]));
-      const auto plan = cpu::plan_matmul(desc_of(s[0], s[1], s[2], t));
-      // Widened, or (few rows) the direct kernel that reads the 16-bit operands itself.
-      EXPECT_TRUE(cpu::widens_inputs(*plan) ||
-                  cpu::describe(*plan).find("commfuse:small_m") != std::string::npos)
-          << cpu::describe(*plan);
+      try {
+        const auto plan = cpu::plan_matmul(desc_of(s[0], s[1], s[2], t));
+        const std::string text = cpu::describe(*plan);
+        if (s[0] * std::max(s[1], s[2]) > cpu::kMaxCallElements || s[0] > cpu::kMaxCallElements) {
+          // Chunks of rows whose operands fit: any kernel may run them.
+          EXPECT_NE(text.find("in chunks of"), std::string::npos) << text;
+        } else if (t != DType::kFloat32) {
+          // Widened, or (few rows) the direct kernel that reads the 16-bit operands itself.
+          EXPECT_TRUE(cpu::widens_inputs(*plan) ||
+                      text.find("commfuse:small_m") != std::string::npos)
+              << text;
+        }
+      } catch (const commfuse::Error& e) {
+        EXPECT_EQ(e.code(), commfuse::Status::kParamInvalid) << e.what();
+        EXPECT_NE(std::string(e.what()).find("not supported"), std::string::npos) << e.what();
+      }
     }
   EXPECT_TRUE(cpu::fits_onednn_int32_kernels(4096, 4096, 4096));
   EXPECT_FALSE(cpu::fits_onednn_int32_kernels(1 << 16, 1 << 16, 1));
+}
+
+// A plan over more rows than one call takes runs them chunk by chunk, each row's result in
+// its place: row r of a holds r % 3 + 1 in every column, b is all ones, so c[r][j] is
+// (r % 3 + 1) · k exactly. (k = 2^20: chunks of 64 rows; 65 rows: a full chunk and a tail.)
+TEST(Matmul, RowsBeyondOneCallRunInChunks) {
+  const int64_t m = 65, k = int64_t{1} << 20, n = 2;
+  MatmulDesc d = desc_of(m, k, n, DType::kBFloat16);
+  d.c_dtype = DType::kFloat32;
+  const auto plan = cpu::plan_matmul(d);
+  ASSERT_NE(cpu::describe(*plan).find("in chunks of 64 rows"), std::string::npos)
+      << cpu::describe(*plan);
+  const uint16_t bf16_of[] = {0x3f80, 0x4000, 0x4040};  // 1, 2, 3
+  std::vector<uint16_t> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n), 0x3f80);
+  for (int64_t r = 0; r < m; ++r)
+    std::fill(a.begin() + r * k, a.begin() + (r + 1) * k, bf16_of[r % 3]);
+  std::vector<float> c(static_cast<size_t>(m * n), -1.0f);
+  cpu::matmul(*plan, a.data(), b.data(), nullptr, c.data());
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t j = 0; j < n; ++j)
+      ASSERT_EQ(c[r * n + j], static_cast<float>((r % 3 + 1) * k)) << "row " << r << " col " << j;
 }
 
 TEST(Matmul, InvalidDescriptorsNameTheArgument) {

@@ -30,7 +30,7 @@ class IntMatmulPlan {
   int threads = 1;
   int64_t k_block = 0;     // kF32Blocked: k per exact fp32 block
   dnnl::matmul primitive;  // kS8
-  dnnl::memory::desc a_md, b_md, c_md;
+  dnnl::memory::desc a_md, b_md, c_md, scratchpad_md;
   std::string impl;
 };
 
@@ -60,12 +60,14 @@ std::shared_ptr<const IntMatmulPlan> create(const IntMatmulDesc& d, int threads)
                                   d.b_transposed ? dims{1, d.ldb} : dims{d.ldb, 1});
     const dnnl::memory::desc c_md({d.m, d.n}, dt::s32, dims{d.ldc, 1});
     try {
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), cpu_engine());
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), scratchpad_attr(),
+                                      cpu_engine());
       plan->primitive = dnnl::matmul(pd);
       plan->impl = pd.impl_info_str();
       plan->a_md = pd.src_desc();
       plan->b_md = pd.weights_desc();
       plan->c_md = pd.dst_desc();
+      plan->scratchpad_md = pd.scratchpad_desc();
     } catch (const dnnl::error&) {
       plan->path = IntMatmulPath::kF32Blocked;  // no int8 matmul in this oneDNN build
     }
@@ -268,6 +270,7 @@ void int_matmul(const IntMatmulPlan& plan, const int8_t* a, const void* b_prepar
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap(plan.a_md, a)},
                                              {DNNL_ARG_WEIGHTS, wrap(plan.b_md, b_prepared)},
                                              {DNNL_ARG_DST, wrap(plan.c_md, c)}};
+  add_scratchpad(args, plan.scratchpad_md);
   ScopedComputeThreads scoped(plan.threads);
   try {
     plan.primitive.execute(thread_stream(), args);

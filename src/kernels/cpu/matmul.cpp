@@ -2,6 +2,7 @@
 // them when the plan widens fp16/bf16 inputs.
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -83,6 +84,7 @@ void run_primitive(const MatmulPlan& plan, const void* a, const void* b, const v
       {DNNL_ARG_DST, wrap(plan.c_md, c)},
   };
   if (plan.desc.has_bias) args.emplace(DNNL_ARG_BIAS, wrap(plan.bias_md, bias));
+  add_scratchpad(args, plan.scratchpad_md);
   ScopedComputeThreads scoped(plan.threads);
   try {
     plan.primitive.execute(thread_stream(), args);
@@ -102,6 +104,19 @@ void matmul(const MatmulPlan& plan, const void* a, const void* b, const void* bi
   CF_CHECK_NOTNULL(b, "matmul: b is null");
   CF_CHECK_NOTNULL(c, "matmul: c is null");
   if (d.has_bias) CF_CHECK_NOTNULL(bias, "matmul: bias is null but has_bias is set");
+  if (plan.chunk) {  // chunk by chunk, each a call of its own (matmul.hpp: kMaxCallElements)
+    const size_t a_row = dtype_storage_bytes(d.a_dtype, static_cast<size_t>(d.lda));
+    const size_t c_row = dtype_storage_bytes(d.c_dtype, static_cast<size_t>(d.ldc));
+    for (int64_t r = 0; r < d.m; r += plan.chunk_rows) {
+      const int64_t rows = std::min(plan.chunk_rows, d.m - r);
+      MatmulDesc tail = d;
+      tail.m = rows;
+      const auto tail_plan = rows == plan.chunk_rows ? plan.chunk : plan_matmul(tail);
+      matmul(*tail_plan, static_cast<const uint8_t*>(a) + static_cast<size_t>(r) * a_row, b, bias,
+             static_cast<uint8_t*>(c) + static_cast<size_t>(r) * c_row);
+    }
+    return;
+  }
   CF_ASSERT(plan.primitive || plan.small_m);
 
   ThreadScratch& s = thread_scratch();

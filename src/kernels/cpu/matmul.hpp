@@ -53,6 +53,17 @@ struct MatmulDesc {
   bool operator==(const MatmulDesc&) const = default;
 };
 
+// The largest a (m·k) or c (m·n) one oneDNN call is given: a plan for more rows runs them in
+// chunks of at most this many elements. oneDNN 2.6's brgemm kernels allocate a copy of a
+// when the primitive is created, and its heuristics divide by zero for m near 2^55 (found by
+// fuzzing GetWorkspaceSize); chunks of 2^26 elements (16384 rows at k = n = 4096) keep both
+// away and cost no speed.
+inline constexpr int64_t kMaxCallElements = int64_t{1} << 26;
+// The largest b (k·n elements) a plan takes; beyond it PARAM_INVALID "not supported". oneDNN
+// 2.6's kernels index the weight in 32 bits: a fuzzer's fp32 shapes with k or n past 2^31
+// divided by zero inside its primitive creation, others were refused.
+inline constexpr int64_t kMaxWeightElements = (int64_t{1} << 31) - 1;
+
 // A dense descriptor: lda = k, ldb = n (k if b_transposed), ldc = n, c and bias in dtype.
 MatmulDesc dense_matmul_desc(int64_t m, int64_t k, int64_t n, DType dtype,
                              bool b_transposed = false);

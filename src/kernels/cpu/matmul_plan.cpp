@@ -1,7 +1,9 @@
 // Matmul planning: validation, the choice of oneDNN primitive and the plan cache.
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string_view>
 #include <utility>
@@ -71,7 +73,7 @@ dnnl::matmul::primitive_desc make_pd(const MatmulDesc& d, const Layout& l) {
   const dnnl::memory::desc c_md({d.m, d.n}, l.out, dims{ldc, 1});
   const dnnl::memory::desc bias_md =
       d.has_bias ? dnnl::memory::desc({1, d.n}, l.bias, dims{d.n, 1}) : dnnl::memory::desc();
-  dnnl::primitive_attr attr;
+  dnnl::primitive_attr attr = scratchpad_attr();
   if (d.accumulate) {
     dnnl::post_ops ops;
     ops.append_sum(1.0f);  // dst = dst + (a @ b + bias), summed in fp32
@@ -88,6 +90,7 @@ void set_primitive(const dnnl::matmul::primitive_desc& pd, MatmulPlan& plan) {
   plan.b_md = pd.weights_desc();
   plan.c_md = pd.dst_desc();
   plan.bias_md = pd.bias_desc();  // zero desc when there is no bias
+  plan.scratchpad_md = pd.scratchpad_desc();
 }
 
 bool is_reference_impl(const dnnl::matmul::primitive_desc& pd) {
@@ -123,8 +126,12 @@ void plan_widened(const MatmulDesc& d, MatmulPlan& plan) {
   try {
     set_primitive(make_pd(d, l), plan);
   } catch (const dnnl::error& e) {
-    detail::throw_status(Status::kRuntimeError,
-                         detail::cat("matmul: oneDNN could not create a float32 matmul for ",
+    // Past 32-bit sizes oneDNN may have no kernel for the shape (fuzzing found k·n of 2^34
+    // and more refused): a shape this CPU path does not support, not a failure of the run.
+    const bool beyond = !fits_onednn_int32_kernels(d.m, d.k, d.n);
+    detail::throw_status(beyond ? Status::kParamInvalid : Status::kRuntimeError,
+                         detail::cat("matmul: ", beyond ? "not supported: " : "",
+                                     "oneDNN could not create a float32 matmul for ",
                                      describe(plan), ": ", e.what()));
   }
   plan.widened = d.a_dtype != DType::kFloat32;
@@ -136,6 +143,25 @@ std::shared_ptr<const MatmulPlan> create_plan(const MatmulDesc& d, int threads) 
   plan->desc = d;
   plan->threads = threads;
   if (d.m == 0) return plan;
+  // k, n <= kMaxWeightElements first, so that k * n cannot overflow.
+  if (d.k > kMaxWeightElements || d.n > kMaxWeightElements || d.k * d.n > kMaxWeightElements)
+    detail::throw_status(
+        Status::kParamInvalid,
+        detail::cat("matmul: not supported: x2 of k = ", d.k, " by n = ", d.n,
+                    " elements (the CPU GEMM takes at most ", kMaxWeightElements, ")"));
+  const int64_t chunk = std::max<int64_t>(1, kMaxCallElements / std::max(d.k, d.n));
+  if (d.m > chunk) {
+    MatmulDesc sub = d;
+    sub.m = chunk;
+    plan->chunk = create_plan(sub, threads);
+    plan->chunk_rows = chunk;
+    plan->widened = plan->chunk->widened;
+    plan->small_m = plan->chunk->small_m;
+    plan->impl = plan->chunk->impl;
+    plan->widen_reason = plan->chunk->widen_reason;
+    plan->bias_to_f32 = plan->chunk->bias_to_f32;
+    return plan;
+  }
   // Some oneDNN kernels size their work split from the thread count at creation.
   ScopedComputeThreads scoped(threads);
   // The model is consulted for kAuto only (plan_matmul measured it before taking the lock).
@@ -189,6 +215,28 @@ const dnnl::engine& cpu_engine() {
     return new dnnl::engine(dnnl::engine::kind::cpu, 0);
   }();
   return *engine;
+}
+
+dnnl::primitive_attr scratchpad_attr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+void add_scratchpad(std::unordered_map<int, dnnl::memory>& args,
+                    const dnnl::memory::desc& scratchpad_md) {
+  const size_t bytes = scratchpad_md.get_size();
+  if (bytes == 0) return;
+  struct Buffer {
+    std::unique_ptr<uint8_t[]> data;
+    size_t capacity = 0;
+  };
+  thread_local Buffer buffer;
+  if (bytes > buffer.capacity) {
+    buffer.data = std::make_unique_for_overwrite<uint8_t[]>(bytes);
+    buffer.capacity = bytes;
+  }
+  args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratchpad_md, cpu_engine(), buffer.data.get()));
 }
 
 MatmulDesc dense_matmul_desc(int64_t m, int64_t k, int64_t n, DType dtype, bool b_transposed) {
@@ -271,6 +319,7 @@ std::string describe(const MatmulPlan& p) {
     s += detail::cat(", ", name_of(d.a_dtype), " read in place (", p.widen_reason,
                      "; m <= ", kSmallMRows, ")");
   if (p.bias_to_f32) s += ", bias widened to float32";
+  if (p.chunk) s += detail::cat(", in chunks of ", p.chunk_rows, " rows");
   return s + detail::cat(", ", p.threads, " threads");
 }
 

@@ -5,7 +5,10 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "kernels/cpu/matmul.hpp"
 
@@ -25,13 +28,29 @@ class MatmulPlan {
   // Few rows of fp16/bf16 without a native kernel: small_m_gemm.hpp's direct kernel reads
   // the 16-bit operands in place; no oneDNN primitive.
   bool small_m = false;
-  dnnl::matmul primitive;  // empty when m == 0
+  // More rows than one oneDNN call takes (kMaxCallElements): the plan of a full chunk of
+  // `chunk_rows` rows; execution runs the rows chunk by chunk (the tail through
+  // plan_matmul). Null otherwise.
+  std::shared_ptr<const MatmulPlan> chunk;
+  int64_t chunk_rows = 0;
+  dnnl::matmul primitive;  // empty when m == 0 or chunked
   // The primitive's operand descriptors, kept so a call wraps buffers without querying.
-  dnnl::memory::desc a_md, b_md, c_md, bias_md;
+  dnnl::memory::desc a_md, b_md, c_md, bias_md, scratchpad_md;
   std::string impl;  // oneDNN's impl_info_str(), e.g. "gemm:jit"
 };
 
 // The engine every plan is created on, and executed with.
 const dnnl::engine& cpu_engine();
+
+// Every commfuse primitive is created with a user scratchpad (scratchpad_attr()) and given
+// this one at execution: a buffer of the calling thread that only grows. With oneDNN's own
+// ("library") scratchpad a primitive owns one buffer, allocated when it is created — a
+// GetWorkspaceSize call on a huge shape allocated tens of GiB — and shared by every thread
+// executing it, so two threads running one plan raced on it (a bf16 brgemm's reordered b:
+// wrong sums in MatmulTyped.SamePlanFromManyThreads).
+dnnl::primitive_attr scratchpad_attr();
+// Adds DNNL_ARG_SCRATCHPAD for a primitive whose pd said scratchpad_md.
+void add_scratchpad(std::unordered_map<int, dnnl::memory>& args,
+                    const dnnl::memory::desc& scratchpad_md);
 
 }  // namespace commfuse::kernels::cpu

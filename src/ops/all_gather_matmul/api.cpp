@@ -13,10 +13,11 @@ AllGatherMatmulPlan::AllGatherMatmulPlan(const TensorView& x1, const TensorView&
                                          std::string_view group, int world_size,
                                          const TensorView& output, const TensorView& gather_out,
                                          const AllGatherMatmulOptions& options)
-    : data_(std::make_unique<ops::AllGatherMatmulPlanData>(ops::plan_or_reject(group, [&] {
-        return ops::plan_all_gather_matmul(ops::validate_all_gather_matmul(
-            x1, x2, group, world_size, output, gather_out, options));
-      }))) {
+    : data_(std::make_unique<ops::AllGatherMatmulPlanData>(
+          ops::plan_or_reject(ops::kAllGatherMatmulOp, group, [&] {
+            return ops::plan_all_gather_matmul(ops::validate_all_gather_matmul(
+                x1, x2, group, world_size, output, gather_out, options));
+          }))) {
   data_->signature =
       ops::matmul_signature(ops::kAllGatherMatmulOp, data_->problem, data_->schedule);
   // Built only when printed: describing costs more than a tiny op itself.

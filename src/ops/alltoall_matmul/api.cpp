@@ -12,10 +12,11 @@ AlltoAllMatmulPlan::AlltoAllMatmulPlan(const TensorView& x1, const TensorView& x
                                        std::string_view group, const TensorView& output,
                                        const TensorView& all_to_all_out,
                                        const AlltoAllMatmulOptions& options)
-    : data_(std::make_unique<ops::AlltoAllMatmulPlanData>(ops::plan_or_reject(group, [&] {
-        return ops::plan_alltoall_matmul(
-            ops::validate_alltoall_matmul(x1, x2, group, output, all_to_all_out, options));
-      }))) {
+    : data_(std::make_unique<ops::AlltoAllMatmulPlanData>(
+          ops::plan_or_reject(ops::kAlltoAllMatmulOp, group, [&] {
+            return ops::plan_alltoall_matmul(
+                ops::validate_alltoall_matmul(x1, x2, group, output, all_to_all_out, options));
+          }))) {
   const auto& p = data_->problem;
   data_->signature = ops::call_signature(ops::kAlltoAllMatmulOp,
                                          {{"BS (x1 rows)", p.bs},

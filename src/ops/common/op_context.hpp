@@ -50,11 +50,20 @@ void tell_peers_rejected(std::string_view group, const char* message);
 // The plan step of an operator (validation and planning, before anything is sent): any
 // error it throws is this rank's rejection of the call, told to the peers before it
 // propagates, so that a bad argument on one rank neither hangs the others nor breaks the
-// communicator.
+// communicator. An error from a lower layer (the GEMM planner's "matmul: ...") gets the
+// operator's name in front, with its status code (SPEC §0: every message names the op).
 template <typename F>
-auto plan_or_reject(std::string_view group, F&& plan) {
+auto plan_or_reject(const char* op, std::string_view group, F&& plan) {
   try {
     return plan();
+  } catch (const Error& e) {
+    if (std::string_view(e.what()).starts_with(op)) {
+      tell_peers_rejected(group, e.what());
+      throw;
+    }
+    const std::string named = detail::cat(op, ": ", e.what());
+    tell_peers_rejected(group, named.c_str());
+    detail::throw_status(e.code(), named);
   } catch (const std::exception& e) {
     tell_peers_rejected(group, e.what());
     throw;

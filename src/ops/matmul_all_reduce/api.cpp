@@ -12,10 +12,11 @@ namespace commfuse {
 MatmulAllReducePlan::MatmulAllReducePlan(const TensorView& x1, const TensorView& x2,
                                          std::string_view group, const TensorView& output,
                                          const MatmulReduceOptions& options)
-    : data_(std::make_unique<ops::MatmulAllReducePlanData>(ops::plan_or_reject(group, [&] {
-        return ops::plan_matmul_all_reduce(
-            ops::validate_matmul_all_reduce(x1, x2, group, output, options));
-      }))) {
+    : data_(std::make_unique<ops::MatmulAllReducePlanData>(
+          ops::plan_or_reject(ops::kMatmulAllReduceOp, group, [&] {
+            return ops::plan_matmul_all_reduce(
+                ops::validate_matmul_all_reduce(x1, x2, group, output, options));
+          }))) {
   data_->signature =
       ops::matmul_signature(ops::kMatmulAllReduceOp, data_->problem, data_->schedule);
   // Built only when printed: describing costs more than a tiny op itself.

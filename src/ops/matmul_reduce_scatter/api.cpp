@@ -13,10 +13,11 @@ MatmulReduceScatterPlan::MatmulReduceScatterPlan(const TensorView& x1, const Ten
                                                  std::string_view group, int world_size,
                                                  const TensorView& output,
                                                  const MatmulReduceOptions& options)
-    : data_(std::make_unique<ops::MatmulReduceScatterPlanData>(ops::plan_or_reject(group, [&] {
-        return ops::plan_matmul_reduce_scatter(
-            ops::validate_matmul_reduce_scatter(x1, x2, group, world_size, output, options));
-      }))) {
+    : data_(std::make_unique<ops::MatmulReduceScatterPlanData>(
+          ops::plan_or_reject(ops::kMatmulReduceScatterOp, group, [&] {
+            return ops::plan_matmul_reduce_scatter(
+                ops::validate_matmul_reduce_scatter(x1, x2, group, world_size, output, options));
+          }))) {
   data_->signature =
       ops::matmul_signature(ops::kMatmulReduceScatterOp, data_->problem, data_->schedule);
   // Built only when printed: describing costs more than a tiny op itself.

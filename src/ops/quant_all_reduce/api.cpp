@@ -11,10 +11,11 @@ namespace commfuse {
 QuantAllReducePlan::QuantAllReducePlan(const TensorView& x, const TensorView& scales,
                                        std::string_view group, std::string_view reduce_op,
                                        const TensorView& output)
-    : data_(std::make_unique<ops::QuantAllReducePlanData>(ops::plan_or_reject(group, [&] {
-        return ops::plan_quant_all_reduce(
-            ops::validate_quant_all_reduce(x, scales, group, reduce_op, output));
-      }))) {
+    : data_(std::make_unique<ops::QuantAllReducePlanData>(
+          ops::plan_or_reject(ops::kQuantAllReduceOp, group, [&] {
+            return ops::plan_quant_all_reduce(
+                ops::validate_quant_all_reduce(x, scales, group, reduce_op, output));
+          }))) {
   data_->signature =
       ops::quant_reduce_signature(ops::kQuantAllReduceOp, data_->problem, data_->schedule);
 }

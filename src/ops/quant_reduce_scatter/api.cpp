@@ -11,10 +11,11 @@ namespace commfuse {
 QuantReduceScatterPlan::QuantReduceScatterPlan(const TensorView& x, const TensorView& scales,
                                                std::string_view group, std::string_view reduce_op,
                                                const TensorView& output)
-    : data_(std::make_unique<ops::QuantReduceScatterPlanData>(ops::plan_or_reject(group, [&] {
-        return ops::plan_quant_reduce_scatter(
-            ops::validate_quant_reduce_scatter(x, scales, group, reduce_op, output));
-      }))) {
+    : data_(std::make_unique<ops::QuantReduceScatterPlanData>(
+          ops::plan_or_reject(ops::kQuantReduceScatterOp, group, [&] {
+            return ops::plan_quant_reduce_scatter(
+                ops::validate_quant_reduce_scatter(x, scales, group, reduce_op, output));
+          }))) {
   data_->signature =
       ops::quant_reduce_signature(ops::kQuantReduceScatterOp, data_->problem, data_->schedule);
 }
