@@ -50,9 +50,12 @@ std::shared_ptr<const IntMatmulPlan> create(const IntMatmulDesc& d, int threads)
   // Every fp32 partial sum of a k-block is an integer of magnitude <= k_block*a_max*b_max.
   const int64_t per_term = std::max<int64_t>(1, int64_t{d.a_max} * d.b_max);
   plan->k_block = std::max<int64_t>(1, std::min<int64_t>(d.k, (int64_t{1} << 24) / per_term));
-  if (plan->path == IntMatmulPath::kS8 && !d.force_path &&
-      !fits_onednn_int32_kernels(d.m, d.k, d.n))
-    plan->path = IntMatmulPath::kF32Blocked;  // exact too (onednn_info.hpp)
+  // An x2 beyond 32-bit sizes takes the exact f32-blocked path (onednn_info.hpp). By k and n
+  // only: callers prepare x2 once for the path of their largest row block and then run
+  // smaller blocks (QuantRowGemm's last chunk, alltoall's GEMM chunks), which must take the
+  // same path, or an s8 call would read x2 widened to fp32 as int8.
+  if (plan->path == IntMatmulPath::kS8 && !d.force_path && !fits_onednn_int32_kernels(1, d.k, d.n))
+    plan->path = IntMatmulPath::kF32Blocked;
   if (plan->path == IntMatmulPath::kS8 && d.m > 0) {
     ScopedComputeThreads scoped(threads);
     const dnnl::memory::desc a_md({d.m, d.k}, dt::s8, dims{d.lda, 1});
