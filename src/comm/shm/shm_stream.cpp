@@ -3,9 +3,8 @@
 // and fused ops compute on peer data without staging it. A gather_stream whose op gives
 // its source and a landing place (gather_out) may instead read the peers' sources with
 // CMA straight there: one copy, where the slots' pack plus the op's copy to gather_out
-// make two. Steps follow the collectives'
-// protocol (shm_transport.hpp); a unit too large for a slot falls back to the staged
-// default.
+// make two. Steps follow the collectives' protocol (shm_transport.hpp); a unit too large
+// for a slot falls back to the staged default.
 #include <algorithm>
 #include <vector>
 

@@ -99,8 +99,9 @@ bool is_reference_impl(const dnnl::matmul::primitive_desc& pd) {
 }
 
 // fp16/bf16 straight into oneDNN, when this oneDNN and CPU have a real kernel for it.
+// Every desc reaching here is within 32-bit sizes already: create_plan rejects larger
+// weights and cuts larger a and c into row chunks.
 bool try_native(const MatmulDesc& d, MatmulPlan& plan) {
-  if (!fits_onednn_int32_kernels(d.m, d.k, d.n)) return false;
   Layout l{to_dnnl(d.a_dtype), to_dnnl(d.c_dtype), to_dnnl(d.bias_dtype), false, false};
   std::vector<bool> bias_f32_options{false};
   // Some kernels take only a fp32 bias; converting n values per call is cheap.

@@ -23,10 +23,10 @@ void bound_onednn_primitive_cache();
 
 // Whether an m x k x n GEMM stays within what oneDNN 2.x's brgemm kernels (its native
 // 16-bit and s8 matmuls) handle: each dimension and each operand's element count below
-// 2^31. Beyond it (shapes a fuzzer finds: k = 40 Gi, n = 2^40) they were seen to allocate
-// their scratchpad of m·k or k·n elements when the primitive is created (64 GiB and 16 TiB
-// requests from a GetWorkspaceSize call) or to divide by zero; commfuse then takes its
-// fp32 path (gemm:jit, 64-bit sizes), which plans such shapes without either.
+// 2^31. Beyond it (shapes a fuzzer found: k = 40 Gi, n = 2^40) they allocated their
+// scratchpad of m·k or k·n elements when created or divided by zero. The float plans stay
+// within it by construction (matmul.hpp: kMaxCallElements, kMaxWeightElements); the int8
+// plans take their exact f32-blocked path for an x2 beyond it (int_matmul.cpp).
 bool fits_onednn_int32_kernels(int64_t m, int64_t k, int64_t n);
 
 // The ISA oneDNN's kernels use now, in oneDNN's spelling ("avx2", "avx512_core_amx", ...).

@@ -90,7 +90,7 @@ comm::GatherStream row_stream(const AllGatherMatmulProblem& p, uint64_t row_byte
     gs.max_piece = static_cast<uint64_t>((p.m + p.comm_turn - 1) / p.comm_turn) * row_bytes;
   gs.pack = [x1](uint8_t* dst, uint64_t off, uint64_t n) { kernels::cpu::copy(dst, x1 + off, n); };
   // A single-copy transport may read the peers' x1 straight into gather_out (then on_piece's
-  // data is the gather_out row itself: see landed()).
+  // data is the gather_out row itself: see copy_target / copy_unless_landed).
   gs.source = x1;
   if (auto* gathered = static_cast<uint8_t*>(p.gather_out); gathered != nullptr)
     gs.land = [gathered, bytes = gs.bytes](int src, uint64_t off) {
