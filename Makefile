@@ -71,6 +71,7 @@ test-python: build
 	@torch_py=$$(PYTHON=$(PYTHON) TORCH_PYTHON=$(TORCH_PYTHON) TORCH_VENV=$(TORCH_VENV) \
 	    scripts/install-torch-python.sh) && \
 	export PYTHONPATH=$(CURDIR)/build/python$${PYTHONPATH:+:$$PYTHONPATH} && \
+	export COMMFUSE_CLI=$(CURDIR)/build/bin/commfuse && \
 	set -x && $(PYTHON) -m pytest -q -m "not torch" tests/python && \
 	COMMFUSE_REQUIRE_TORCH=1 "$$torch_py" -m pytest -q -m torch tests/python
 

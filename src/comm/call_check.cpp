@@ -46,7 +46,8 @@ const CallSignature* current_call() {
   return t_call;
 }
 
-CallScope::CallScope(const CallSignature& s) : outer_(t_call) {
+CallScope::CallScope(const CallSignature& s)
+    : outer_(t_call), span_(s.op != nullptr ? s.op : "call", "op") {
   t_call = &s;
 }
 

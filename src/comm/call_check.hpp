@@ -23,6 +23,7 @@
 
 #include "comm/transport.hpp"
 #include "core/error.hpp"
+#include "core/trace.hpp"
 
 namespace commfuse::comm {
 
@@ -54,6 +55,7 @@ struct WireSignature {
 // The signature of the call this thread is in (null outside any operator).
 const CallSignature* current_call();
 
+// Also the operator call's span in the trace (category "op"), around every piece's.
 class CallScope {
  public:
   explicit CallScope(const CallSignature& s);
@@ -63,6 +65,7 @@ class CallScope {
 
  private:
   const CallSignature* outer_;
+  trace::Span span_;
 };
 
 // current_call() on the wire; all zero (op "") outside an operator.

@@ -91,6 +91,7 @@ TEST(CliArgs, WorkerArgumentsRoundTrip) {
        "--iters=7", "--json", "out.json", "--dtype", "bfloat16"},
       {"matmul-reduce-scatter", "-n4", "--m", "64", "--k", "128", "--n", "32", "--comm-turn", "3",
        "--trace", "t.json"},
+      {"all-gather-matmul", "-n", "3", "--m", "6", "--transport", "mpi", "--netns", "cf-a,cf_b"},
       {"alltoall-quant-matmul", "--bs", "64", "--h", "6", "--combo", "a4w4", "--dtype", "float16"},
       {"quant-reduce-scatter", "--scales", "mx", "--dtype", "float8_e5m2", "--out-dtype",
        "bfloat16", "-b", "8K", "-e", "8K"},
@@ -112,6 +113,7 @@ TEST(CliArgs, WorkerArgumentsRoundTrip) {
     EXPECT_EQ(b.rounds, a.rounds);
     EXPECT_EQ(b.json, a.json);
     EXPECT_EQ(b.trace, a.trace);
+    EXPECT_EQ(b.netns, a.netns);
     EXPECT_EQ(b.port, 12345);
     EXPECT_EQ(b.m, a.m);
     EXPECT_EQ(b.k, a.k);
@@ -128,6 +130,22 @@ TEST(CliArgs, WorkerArgumentsRoundTrip) {
   EXPECT_EQ(g.max_bytes, 3u << 20);
   EXPECT_EQ(g.iters, 7);
   EXPECT_EQ(g.json, "out.json");
+}
+
+TEST(CliArgs, NetnsNamesEachRanksNamespace) {
+  const BenchOptions o =
+      parse_bench_options({"all-reduce", "--transport", "mpi", "--netns", "cfa,cfb"});
+  EXPECT_EQ(o.netns, (std::vector<std::string>{"cfa", "cfb"}));
+  EXPECT_TRUE(parse_bench_options({"all-reduce"}).netns.empty());
+  EXPECT_EQ(usage_error([] { parse_bench_options({"all-reduce", "--netns", "cfa,cfb"}); }),
+            "--netns needs --transport mpi (shared memory does not cross a network)");
+  for (const char* bad : {"", "a,", ",a", "a,,b", "a b", "../x", "a/b", "..", "a;b"})
+    EXPECT_EQ(usage_error([&] {
+                parse_bench_options({"all-reduce", "--transport", "mpi", "--netns", bad});
+              }),
+              std::string("--netns '") + bad +
+                  "': each namespace name is letters, digits, '_', '.' or '-'")
+        << "'" << bad << "'";
 }
 
 }  // namespace

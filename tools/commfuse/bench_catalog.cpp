@@ -2,6 +2,7 @@
 
 #include <commfuse/commfuse.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <initializer_list>
 #include <limits>
@@ -83,6 +84,31 @@ std::string get_file(const BenchOptions& o) {
   return (o.*Field).empty() ? std::string("-") : o.*Field;
 }
 
+// Namespace names as `ip netns` accepts them: no path separators, nothing a shell or
+// mpirun's command line would split.
+void set_netns(BenchOptions& o, std::string_view option, std::string_view value) {
+  o.netns.clear();
+  if (value == "-") return;
+  size_t start = 0;
+  while (start <= value.size()) {
+    const size_t end = std::min(value.find(',', start), value.size());
+    const std::string_view name = value.substr(start, end - start);
+    const bool ok = !name.empty() && name != "." && name != ".." &&
+                    name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                           "0123456789_.-") == std::string_view::npos;
+    if (!ok)
+      throw UsageError(std::string(option) + " '" + std::string(value) +
+                       "': each namespace name is letters, digits, '_', '.' or '-'");
+    o.netns.emplace_back(name);
+    start = end + 1;
+  }
+}
+std::string get_netns(const BenchOptions& o) {
+  std::string s;
+  for (const auto& n : o.netns) s += (s.empty() ? "" : ",") + n;
+  return s.empty() ? std::string("-") : s;
+}
+
 std::string one_of(std::string_view option, std::string_view value,
                    std::initializer_list<std::string_view> choices) {
   std::string list;
@@ -140,6 +166,10 @@ constexpr BenchOptionSpec kOptions[] = {
     {"", "--trace", "FILE", kAllFamilies, "-",
      "every rank's trace events (COMMFUSE_TRACE) go to FILE, emptied first",
      set_file<&BenchOptions::trace>, get_file<&BenchOptions::trace>},
+    {"", "--netns", "NS[,NS...]", kAllFamilies, "-",
+     "with --transport mpi: rank r runs in network namespace NS[r % count] (ip netns exec), so "
+     "its traffic crosses whatever links them (bench/netns.sh makes a rate-limited pair)",
+     set_netns, get_netns},
     {"", "--port", "P", kAllFamilies, "0", "", set_integer<&BenchOptions::port, 0, 65535>,
      get_integer<&BenchOptions::port>},
 

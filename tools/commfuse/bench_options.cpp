@@ -75,6 +75,8 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args, bool inte
       multiple("--m", o.m);
       if (o.op != "all-gather-matmul") multiple("--k", o.k);  // each rank holds k/W of x1
     }
+    if (!o.netns.empty() && o.transport != "mpi")
+      throw UsageError("--netns needs --transport mpi (shared memory does not cross a network)");
     if (o.family & (kAlltoAllQuantMatmul | kAlltoAllMatmul)) multiple("--bs", o.bs);
     if (o.family == kQuantReduce && o.scales == "mx" && o.dtype != "float8_e4m3fn" &&
         o.dtype != "float8_e5m2")

@@ -41,6 +41,9 @@ struct BenchOptions {
   int64_t n = 0;          // --n
   int64_t comm_turn = 0;  // --comm-turn
   std::string trace;      // --trace FILE: COMMFUSE_TRACE for the fused op
+  // --netns NS[,NS...]: rank r runs in network namespace NS[r % count] (`ip netns exec`),
+  // --transport mpi only; the parent's concern, ignored by the workers.
+  std::vector<std::string> netns;
   // alltoall-quant-matmul / alltoall-matmul (bench_alltoall.cpp): global problem shape.
   int64_t bs = 0, h = 0;  // and --n above
   std::string combo;      // a16w8 | a16w4 | a4w4

@@ -20,13 +20,11 @@ int cmd_bench(int argc, char** argv) {
   if (const auto rc = bench_help(args)) return *rc;
   BenchOptions o = parse_bench_options(args);
   o.port = pick_free_port();
-  std::vector<std::string> cmd = {COMMFUSE_MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-n",
-                                  std::to_string(o.nprocs)};
+  std::vector<std::string> cmd = {COMMFUSE_MPIEXEC, "--allow-run-as-root", "--oversubscribe"};
   if (o.transport == "mpi") {
     // What a multi-machine job uses: MPI over TCP, for our transport and the baseline alike.
     for (const char* a : {"--mca", "btl", "tcp,self"}) cmd.push_back(a);
   }
-  for (const char* a : {"-x", "COMMFUSE_TRANSPORT"}) cmd.push_back(a);
   // Its own Open MPI session directory base: two mpiruns starting at once (a bench next to
   // a test run) race to create the shared /tmp/ompi.<host>.<uid>, and one fails in
   // orte_init ("mkdir ... File exists", Open MPI 4.1). mpirun empties it; we remove it.
@@ -35,17 +33,35 @@ int cmd_bench(int argc, char** argv) {
   if (own_session)
     for (const char* a : {"--mca", "orte_tmpdir_base", static_cast<const char*>(session)})
       cmd.push_back(a);
+  std::vector<const char*> env_flags = {"-x", "COMMFUSE_TRANSPORT"};
   if (!o.trace.empty()) {
     // Every rank appends to the file (core/trace.hpp): start it empty.
     FILE* f = std::fopen(o.trace.c_str(), "w");
     CF_CHECK_ARG(f != nullptr, "bench: cannot write --trace file ", o.trace);
     std::fclose(f);
     setenv("COMMFUSE_TRACE", o.trace.c_str(), 1);
-    for (const char* a : {"-x", "COMMFUSE_TRACE"}) cmd.push_back(a);
+    for (const char* a : {"-x", "COMMFUSE_TRACE"}) env_flags.push_back(a);
   }
-  cmd.push_back(self_exe_path());
-  cmd.push_back("bench-worker");
-  for (const auto& a : to_args(o)) cmd.push_back(a);
+  // One app context for all ranks, or with --netns one per rank (mpirun's "A : B" form),
+  // each wrapped in `ip netns exec`. mpirun itself stays in this namespace, so the ranks'
+  // PMIx client must reach its server over the namespaces' link: the server then accepts
+  // connections from other addresses (bench/netns.sh also names the interface it listens
+  // on, PMIX_MCA_ptl_tcp_if_include).
+  if (!o.netns.empty()) setenv("PMIX_MCA_ptl_tcp_remote_connections", "1", 0);
+  const int contexts = o.netns.empty() ? 1 : o.nprocs;
+  for (int c = 0; c < contexts; ++c) {
+    if (c > 0) cmd.push_back(":");
+    for (const char* a : env_flags) cmd.push_back(a);
+    cmd.push_back("-n");
+    cmd.push_back(std::to_string(o.netns.empty() ? o.nprocs : 1));
+    if (!o.netns.empty())
+      for (const std::string& a : {std::string("ip"), std::string("netns"), std::string("exec"),
+                                   o.netns[c % o.netns.size()]})
+        cmd.push_back(a);
+    cmd.push_back(self_exe_path());
+    cmd.push_back("bench-worker");
+    for (const auto& a : to_args(o)) cmd.push_back(a);
+  }
 
   setenv("COMMFUSE_TRANSPORT", o.transport.c_str(), 1);
   std::fflush(nullptr);
