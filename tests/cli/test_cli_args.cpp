@@ -137,7 +137,9 @@ TEST(CliArgs, NetnsNamesEachRanksNamespace) {
       parse_bench_options({"all-reduce", "--transport", "mpi", "--netns", "cfa,cfb"});
   EXPECT_EQ(o.netns, (std::vector<std::string>{"cfa", "cfb"}));
   EXPECT_TRUE(parse_bench_options({"all-reduce"}).netns.empty());
-  EXPECT_EQ(usage_error([] { parse_bench_options({"all-reduce", "--netns", "cfa,cfb"}); }),
+  EXPECT_EQ(usage_error([] {
+              parse_bench_options({"all-reduce", "--netns", "cfa,cfb"});
+            }),
             "--netns needs --transport mpi (shared memory does not cross a network)");
   for (const char* bad : {"", "a,", ",a", "a,,b", "a b", "../x", "a/b", "..", "a;b"})
     EXPECT_EQ(usage_error([&] {

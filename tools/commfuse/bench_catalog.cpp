@@ -94,8 +94,9 @@ void set_netns(BenchOptions& o, std::string_view option, std::string_view value)
     const size_t end = std::min(value.find(',', start), value.size());
     const std::string_view name = value.substr(start, end - start);
     const bool ok = !name.empty() && name != "." && name != ".." &&
-                    name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                           "0123456789_.-") == std::string_view::npos;
+                    name.find_first_not_of(
+                        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                        "0123456789_.-") == std::string_view::npos;
     if (!ok)
       throw UsageError(std::string(option) + " '" + std::string(value) +
                        "': each namespace name is letters, digits, '_', '.' or '-'");
