@@ -4,7 +4,7 @@ PYTHON ?= python3
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)
 
-.PHONY: all install-deps build demo test test-release test-asan test-python test-tsan soak install \
+.PHONY: bench all install-deps build demo test test-release test-asan test-python test-tsan soak install \
 	format clean fuzz fuzz-smoke fuzz-build
 
 all: build
@@ -74,6 +74,19 @@ test-python: build
 	export COMMFUSE_CLI=$(CURDIR)/build/bin/commfuse && \
 	set -x && $(PYTHON) -m pytest -q -m "not torch" tests/python && \
 	COMMFUSE_REQUIRE_TORCH=1 "$$torch_py" -m pytest -q -m torch tests/python
+
+# The benchmark report: every operator and collective over a grid of shapes, dtypes and
+# world sizes (shm, MPI/TCP, a rate-limited network between namespaces, PyTorch + gloo),
+# rows in bench/results/<time>/, then REPORT.md with plots there. A full run (about 20
+# minutes on 2 cores) also refreshes the committed bench/REPORT.md, bench/report/ and the
+# README's performance section; QUICK=1 (about 2 minutes) a smaller grid, once.
+# BENCH_ARGS: more bench/run.py options (--only, --skip, --reps).
+QUICK ?=
+BENCH_ARGS ?=
+bench: build
+	@py=$$(PYTHON=$(PYTHON) TORCH_PYTHON=$(TORCH_PYTHON) TORCH_VENV=$(TORCH_VENV) \
+	    scripts/install-bench-deps.sh) && \
+	"$$py" bench/run.py --build $(CURDIR)/build $(if $(QUICK),--quick) $(BENCH_ARGS)
 
 # 10^5 mixed calls (every operator and collective, random shapes and dtypes, bad arguments
 # now and then) at W = 4 on shared memory, then over MPI, with results sampled against

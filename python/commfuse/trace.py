@@ -18,11 +18,14 @@ from typing import Any, Optional, Sequence
 
 __all__ = ["TraceError", "load", "spans", "check", "window"]
 
-# The spans of one piece of a streamed operator (docs/tracing.md): every fused operator's
-# schedule records them, so a trace of one without them has lost its pieces. ("pack" is
-# there only where this rank's piece is copied or computed into a slot: not for MPI sending
-# straight from the caller's rows.)
-PIECE_SPANS = ("wait", "compute")
+# The spans of the pieces of a streamed operator (docs/tracing.md): every fused operator's
+# schedule records, per piece, how it arrived (waiting for a peer's slot, reading the
+# peer's memory in place, or a transfer this rank drives) and what was computed on it. A
+# trace of one without them has lost its pieces. ("pack" is there only where this rank's
+# piece is copied or computed into a slot: not for MPI sending straight from the caller's
+# rows, nor for peers reading them in place.)
+PIECE_ARRIVAL = ("wait", "read", "transfer")
+PIECE_SPANS = PIECE_ARRIVAL + ("pack", "compute", "reduce")
 
 
 class TraceError(ValueError):
@@ -64,7 +67,8 @@ def check(events: Sequence[dict[str, Any]], world_size: int,
     - spans are well formed (name, category, ts, dur >= 0) and, within one thread of one
       rank, do not overlap: two spans are either disjoint or one lies inside the other
       (a piece's GEMM inside its compute span, every piece inside its operator call);
-    - with ``require_pieces``, every rank has wait and compute spans (the pieces).
+    - with ``require_pieces``, every rank has compute spans and spans of its pieces'
+      arrival (wait, read or transfer).
     """
     names = {}
     for e in events:
@@ -95,9 +99,12 @@ def check(events: Sequence[dict[str, Any]], world_size: int,
         _check_nesting(track, items)
     if require_pieces:
         for r in range(world_size):
-            missing = [n for n in PIECE_SPANS if n not in per_rank_names[r]]
-            if missing:
-                raise TraceError(f"rank {r} has no {', '.join(missing)} spans (pieces)")
+            have = per_rank_names[r]
+            if "compute" not in have:
+                raise TraceError(f"rank {r} has no compute spans (pieces)")
+            if not have.intersection(PIECE_ARRIVAL):
+                raise TraceError(f"rank {r} has no {'/'.join(PIECE_ARRIVAL)} spans (pieces' "
+                                 "arrival)")
     return {"spans": dict(counts), "tracks": sorted(per_track),
             "start_us": min(e["ts"] for e in xs), "end_us": max(e["end"] for e in xs)}
 
@@ -120,17 +127,16 @@ def _check_nesting(track: tuple[int, int], items: list[dict[str, Any]]) -> None:
 
 def window(events: Sequence[dict[str, Any]], op: Optional[str] = None,
            calls: int = 1) -> list[dict[str, Any]]:
-    """The spans of the last ``calls`` operator calls (category "op", name ``op`` if given)
-    of rank 0, and every rank's spans in that time range: what one picture can show."""
+    """Every rank's spans during its last ``calls`` operator calls (category "op", name
+    ``op`` if given): what one picture can show. Ranks make the same calls in the same
+    order, so the i-th call of each rank is the same collective call."""
     xs = spans(events)
-    ops = sorted((e for e in xs if e["cat"] == "op" and e["pid"] == 0
-                  and (op is None or e["name"] == op)), key=lambda e: e["ts"])
-    if not ops:
-        raise TraceError(f"no operator call{f' of {op}' if op else ''} on rank 0")
-    first, last = ops[-min(calls, len(ops))], ops[-1]
-    lo, hi = first["ts"], last["end"]
-    # Other ranks' calls start a little earlier or later: widen to their overlapping calls.
-    for e in xs:
-        if e["cat"] == "op" and e["ts"] < hi and e["end"] > lo:
-            lo, hi = min(lo, e["ts"]), max(hi, e["end"])
-    return [e for e in xs if e["ts"] >= lo and e["end"] <= hi]
+    out = []
+    for pid in sorted({e["pid"] for e in xs}):
+        ops = sorted((e for e in xs if e["pid"] == pid and e["cat"] == "op"
+                      and (op is None or e["name"] == op)), key=lambda e: e["ts"])
+        if not ops:
+            raise TraceError(f"no operator call{f' of {op}' if op else ''} on rank {pid}")
+        lo, hi = ops[-min(calls, len(ops))]["ts"], ops[-1]["end"]
+        out += [e for e in xs if e["pid"] == pid and e["ts"] >= lo and e["end"] <= hi]
+    return out

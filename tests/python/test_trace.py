@@ -103,7 +103,7 @@ def test_check_accepts_nested_spans_and_an_open_array(tmp_path):
     ("partial_overlap", "overlaps 'compute'"),
     ("missing_track", "not one per rank"),
     ("foreign_pid", "not a rank of 2"),
-    ("no_pieces", "has no wait spans"),
+    ("no_pieces", "has no wait/read/transfer spans"),
     ("negative", "negative duration"),
 ])
 def test_check_rejects_malformed_traces(tmp_path, case, message):
