@@ -354,7 +354,7 @@ class Report:
             r0 = rs[0]
             f, u, b = (med(r.get(k) for r in rs) for k in ("fused_us", "unfused_quant_us", "bf16_path_us"))
             self.md.append(f"| {case} | {r0['bs']}, {r0['h']}, {r0['n']} | {ms(f)} | {ms(u)} | {ms(b)} "
-                           f"| {fmt(f / u if u else None)} | {f / b:.3f} | {sum(r['wrong'] for r in rs)} |")
+                           f"| {fmt(f / u if u else None)} | {fmt(f / b if b else None)} | {sum(r['wrong'] for r in rs)} |")
         self.md.append("")
 
     def torch(self):

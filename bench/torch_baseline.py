@@ -74,9 +74,13 @@ def _setup(op: str, rank: int, args: argparse.Namespace, dist, torch, commfuse, 
         # gloo in torch 1.13 has no _allgather_base (all_gather_into_tensor): all_gather into
         # views of one tensor, which is what torch users do there.
         blocks = list(gathered.chunk(w))
+        # gloo cannot move bfloat16 (nor int16) either ("Invalid scalar type"): a user
+        # gathers the bits as float16, which gloo only copies (exact).
+        bits = (lambda t: t.view(torch.float16)) if dtype == torch.bfloat16 else (lambda t: t)
+        send, recv = bits(x1), [bits(b) for b in blocks]
 
         def torch_way() -> None:
-            dist.all_gather(blocks, x1)
+            dist.all_gather(recv, send)
             torch.matmul(gathered, x2, out=out_torch)
 
         def commfuse_way() -> None:
@@ -87,7 +91,9 @@ def _setup(op: str, rank: int, args: argparse.Namespace, dist, torch, commfuse, 
             scale = out_torch.float().abs().max().item()
             return err, int(not torch.equal(gather_cf, gathered)) + int(err > 1e-2 * max(scale, 1.0))
 
-        return torch_way, commfuse_way, compare, "all_gather, then matmul"
+        return torch_way, commfuse_way, compare, ("all_gather, then matmul" if dtype == torch.float32
+                                                  else "all_gather (the bits as float16: gloo "
+                                                  "cannot move bfloat16), then matmul")
 
     # matmul_reduce_scatter / matmul_all_reduce: each rank holds k/W columns of x1 and rows
     # of x2 (tensor parallelism's row-parallel layer); the partial products are summed.
