@@ -97,6 +97,10 @@ class Report:
         return (f"{get('CPU  ')}; ISA {get('CPU ISA')}; oneDNN ISA {get('oneDNN ISA')}; "
                 f"features {get('CPU feature list')}")
 
+    def cores(self):
+        m = re.search(r"(\d+) cores online", self.meta["info"])
+        return int(m.group(1)) if m else None
+
     def stamp(self):
         m = self.meta
         return (f"{m['date']}, commit {m['commit']}{' (with uncommitted changes)' if m['dirty'] else ''}, "
@@ -144,8 +148,8 @@ class Report:
                     "alone on the same work (the bound); exposed comm = (fused - GEMM) / "
                     "(unfused - GEMM): 0 = communication fully hidden, 1 = not at all. "
                     "comm share = (unfused - GEMM) / unfused: the most overlap can save.", "",
-                    "| case | transport | m, k, n | fused ms | unfused ms | GEMM ms | fused / unfused (range) | fused / GEMM | exposed comm | comm share |",
-                    "|---|---|---|---|---|---|---|---|---|---|"]
+                    "| case | transport | m, k, n | fused ms | unfused ms | GEMM ms | fused / unfused (range) | fused / GEMM | exposed comm | comm share | fused / (OpenMPI + GEMM) |",
+                    "|---|---|---|---|---|---|---|---|---|---|---|"]
         table = []
         for case, rs in self.by_case(rows).items():
             f, u, g = (med(r[k] for r in rs) for k in ("fused_us", "unfused_us", "gemm_alone_us"))
@@ -153,14 +157,15 @@ class Report:
             lo, hi = rng(r["fused_us"] / r["unfused_us"] for r in rs)
             rg = med(r["fused_us"] / r["gemm_alone_us"] for r in rs)
             ex = med(r.get("exposed_comm") for r in rs)
+            vs_mpi = med(r["fused_us"] / r["unfused_mpi_us"] for r in rs if r.get("unfused_mpi_us"))
             share = (u - g) / u if u and g is not None else None
             r0 = rs[0]
             table.append(dict(case=case, ratio=ratio, lo=lo, hi=hi, rg=rg, ex=ex, share=share,
-                              f=f, u=u, g=g, transport=r0["transport"]))
+                              f=f, u=u, g=g, transport=r0["transport"], w=r0["world_size"]))
             self.md.append(
                 f"| {case} | {r0['transport']} | {r0['m']}, {r0['k']}, {r0['n']} | {ms(f)} | {ms(u)} "
                 f"| {ms(g)} | **{ratio:.3f}** ({lo:.3f}-{hi:.3f}) | {rg:.3f} | {fmt(ex, 2)} "
-                f"| {fmt(share, 2)} |")
+                f"| {fmt(share, 2)} | {fmt(vs_mpi)} |")
         self.md.append("")
         wins = [t for t in table if t["hi"] < 1.0]
         level = [t for t in table if t["hi"] >= 1.0 and t["lo"] <= 1.0]
@@ -176,8 +181,13 @@ class Report:
             f"{t['case']} ({t['ratio']:.3f})" for t in losses) or "none") + ".")
         self.md.append("")
         why = []
+        cores = self.cores()
         for t in level + losses:
-            if t["share"] is not None and t["share"] < 0.05:
+            if cores and t["w"] > cores:
+                why.append(f"{t['case']}: {t['w']} ranks share {cores} cores, so a rank that "
+                           "waits for a peer's piece waits for that peer to get a core; the "
+                           "overlap that fusion needs has no idle core to run on")
+            elif t["share"] is not None and t["share"] < 0.05:
                 why.append(f"{t['case']}: communication is {t['share'] * 100:.1f}% of the unfused "
                            "time, so overlap can save at most that; the GEMM dominates and "
                            "both variants run the same GEMM")
@@ -189,8 +199,11 @@ class Report:
                            "(kernel copies, MPI progress) that the GEMM runs on, so little of it "
                            "can hide")
             else:
-                why.append(f"{t['case']}: exposed comm {fmt(t['ex'], 2)} of a {fmt(t['share'], 2)} "
-                           "comm share")
+                why.append(f"{t['case']}: exposed comm {fmt(t['ex'], 2)} (> 1 is a net cost): "
+                           "the fused schedule's own costs (per-piece synchronization, GEMMs "
+                           "over smaller blocks, staging rows) outweigh the "
+                           f"{fmt(t['share'] * 100 if t['share'] is not None else None, 0)}% of "
+                           "the unfused time that the collective takes")
         if why:
             self.md += ["Why (from the measured shares):", ""] + [f"- {w}" for w in why] + [""]
         # Plot: fused/unfused and fused/GEMM bars with ranges.
@@ -230,6 +243,9 @@ class Report:
                     "OpenMPI's collective timed in the same processes (shared memory: its "
                     "default btl; tcp: both over btl tcp). ratio = OpenMPI time / commfuse time "
                     "(> 1: commfuse faster); median over repetitions.", ""]
+        # Rows OpenMPI has no number for (it cannot sum bfloat16) are listed apart.
+        alone = self.by_case([r for r in rows if r.get("mpi_us") is None])
+        rows = [r for r in rows if r.get("mpi_us") is not None]
         groups = self.by_case_size(rows, "bytes")
         sizes = sorted({r["bytes"] for r in rows})
         self.md.append("| case | " + " | ".join(size(s) for s in sizes) + " | worst | #wrong |")
@@ -247,6 +263,12 @@ class Report:
                 cells.append(f"{v:.2f}")
             self.md.append(f"| {case} | " + " | ".join(cells) + f" | {fmt(worst, 2)} | {wrong} |")
         self.md.append("")
+        for case, rs in alone.items():
+            top = max(r["bytes"] for r in rs)
+            self.md += [f"{case}: no OpenMPI column (it cannot sum bfloat16); commfuse busbw "
+                        f"{med(r['busbw_gbs'] for r in rs if r['bytes'] == top):.2f} GB/s at "
+                        f"{size(top)} B, #wrong {sum(r['wrong'] for r in rs)} (checked against a "
+                        "float64 sum).", ""]
         shm = [c for c in groups if "tcp" not in c and "bf16" not in c]
         ops = list(dict.fromkeys(c.split()[0] for c in shm))
         fig, axes = plt.subplots(1, len(ops), figsize=(4 * len(ops), 3.6), squeeze=False)
@@ -521,6 +543,15 @@ class Report:
             out.append("- **Quantized vs bf16 op** (time ratio): " + ", ".join(
                 f"{c} {med(r['fused_us'] / r['bf16_fused_us'] for r in rs):.3f}"
                 for c, rs in self.by_case(q).items()) + ".")
+        net = self.section("netns")
+        if net:
+            parts = []
+            for c, rs in self.by_case(net).items():
+                if "gemm_alone_us" in rs[0]:
+                    parts.append(f"{c} fused / unfused {med(r['fused_us'] / r['unfused_us'] for r in rs):.3f}")
+                elif "bf16_fused_us" in rs[0]:
+                    parts.append(f"{c} / bf16 op {med(r['fused_us'] / r['bf16_fused_us'] for r in rs):.3f}")
+            out.append("- **Over a rate-limited network** (namespaces, MPI/TCP): " + ", ".join(parts) + ".")
         out.append("")
         return out
 
@@ -548,8 +579,8 @@ def publish(rep: Report, table) -> None:
     shutil.copy(rep.dir / "REPORT.md", REPO / "bench" / "REPORT.md")
     # README: the main table (fused operators) and the main plot, with the command.
     lines = [README_BEGIN, "",
-             f"Measured by `{rep.meta['command']}` ({rep.stamp()}) on: {rep.machine_line()}. "
-             "Full report with every plot: [bench/REPORT.md](bench/REPORT.md).", ""]
+             f"Generated from [bench/REPORT.md](bench/REPORT.md) (every plot and table, and why "
+             f"fused loses where it does): {rep.stamp()}, on {rep.machine_line()}.", ""]
     text = (rep.dir / "REPORT.md").read_text()
     m = re.search(r"^## Answers\n\n(.*?)\n\n", text, re.S | re.M)
     if m:
