@@ -512,7 +512,7 @@ class Report:
             out.append(f"- **Fused vs unfused**: from {best['ratio']:.3f}× ({best['case']}) to "
                        f"{worst['ratio']:.3f}× ({worst['case']}); "
                        f"{sum(t['hi'] < 1 for t in fused_table)} of {len(fused_table)} cases "
-                       "faster in every repetition (details and reasons below).")
+                       "faster in every repetition (the fused table says why where not).")
             shm = [t for t in fused_table if t["transport"] == "shm" and t["g"] and t["g"] > 1000]
             if shm:
                 out.append("- **GEMM-alone bound** (shared memory, calls over 1 ms): fused / GEMM "
