@@ -89,6 +89,11 @@ def grid(quick: bool) -> list[Case]:
             m4 = 1024 if op == "all-gather-matmul" else 2048
             add("fused", f"{op} prefill bf16 W=4", op, "-n", 4, "--m", m4, "--k", 4096,
                 "--n", 4096, "--dtype", "bfloat16", "--rounds", 3, annotate={"shape": "prefill"})
+        # W=8 (8 ranks on the cores there are): the per-call shapes, 8 and 1 rows per rank.
+        for label, m, k, n in [("decode", 64, 4096, 4096), ("tiny", 8, 256, 256)]:
+            add("fused", f"all-gather-matmul {label} bf16 W=8", "all-gather-matmul", "-n", 8,
+                "--m", m, "--k", k, "--n", n, "--dtype", "bfloat16", "--rounds", 3,
+                annotate={"shape": label})
     add("fused", "all-gather-matmul tcp bf16 W=2", "all-gather-matmul", "-n", 2,
         "--m", 2048 if quick else 4096, "--k", 4096, "--n", 64, "--dtype", "bfloat16",
         "--transport", "mpi", "--rounds", 3, annotate={"shape": "tcp"})
@@ -116,9 +121,9 @@ def grid(quick: bool) -> list[Case]:
 
     # Quantized reductions vs MPI float32 and our own bf16/fp32 all-reduce.
     qtop = "4M" if quick else "16M"
-    for w in [2] if quick else [2, 4]:
+    for w in [2] if quick else [2, 4, 8]:
         add("quant_reduce", f"quant-all-reduce int8 W={w}", "quant-all-reduce", "-n", w,
-            "-b", "16K", "-e", qtop, "-f", 4, "--rounds", 3)
+            "-b", "16K", "-e", "4M" if w == 8 else qtop, "-f", 4, "--rounds", 3)
     if not quick:
         add("quant_reduce", "quant-all-reduce e4m3 mx W=2", "quant-all-reduce", "-n", 2,
             "-b", "16K", "-e", qtop, "-f", 4, "--dtype", "float8_e4m3fn", "--scales", "mx",

@@ -12,6 +12,7 @@
 #include "comm/comm_impl.hpp"
 #include "comm/shm/cma.hpp"
 #include "comm/shm/shm_transport.hpp"
+#include "comm/shm/sync_probe.hpp"
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -73,7 +74,8 @@ size_t slot_bytes_param() {
 // word, and the group uses CMA only if every rank could read every peer — decided from the
 // same records on every rank, so every rank chooses the same algorithm for a call.
 shm::CmaSupport agree_on_cma(int rank, const std::vector<RankRecord>& recs,
-                             const SetupAllGather& all_gather, bool oversubscribed) {
+                             const SetupAllGather& all_gather, bool oversubscribed,
+                             double sync_us) {
   std::string mine = "ok";
   for (int r = 0; r < static_cast<int>(recs.size()) && mine == "ok"; ++r) {
     if (r == rank) continue;
@@ -81,7 +83,7 @@ shm::CmaSupport agree_on_cma(int rank, const std::vector<RankRecord>& recs,
     if (!why.empty()) mine = detail::cat("rank ", rank, " cannot read rank ", r, ": ", why);
   }
   // Rank 0 also sends its crossover (a measured copy rate): every rank uses that one.
-  if (rank == 0) mine = detail::cat(shm::cma_crossover_bytes(oversubscribed), " ", mine);
+  if (rank == 0) mine = detail::cat(shm::cma_crossover_bytes(oversubscribed, sync_us), " ", mine);
   const std::vector<std::string> all = all_gather(mine);
   shm::CmaSupport cma;
   const size_t space = all[0].find(' ');
@@ -140,7 +142,9 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
       segments.push_back(shm::Segment::open(recs[r].shm_name, shm::region_bytes(slot_bytes)));
   }
   const bool oversubscribed = world_size > cpu::online_cores();
-  shm::CmaSupport cma = agree_on_cma(rank, recs, all_gather, oversubscribed);
+  // Before any slot carries data (the probe uses their first words as scratch).
+  const double sync_us = oversubscribed ? -1 : shm::measure_rank_sync_us(rank, segments);
+  shm::CmaSupport cma = agree_on_cma(rank, recs, all_gather, oversubscribed, sync_us);
   barrier();  // every rank has mapped every region: the names can go
   segments[rank].unlink();
   barrier();  // peers must not see a half-initialised comm fail before this point
@@ -156,11 +160,14 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
                                  : "unavailable: " + cma.unavailable,
          ")");
   if (log::verbose_level() >= 1 && rank == 0)
-    log::verbose(detail::cat("comm ", name, ": CMA single-copy ",
-                             cma.unavailable.empty()
-                                 ? detail::cat("available, used where it saves ", cma.min_bytes,
-                                               " bytes of copying per rank")
-                                 : "unavailable (" + cma.unavailable + "): the slots carry all"));
+    log::verbose(detail::cat(
+        "comm ", name, ": CMA single-copy ",
+        cma.unavailable.empty()
+            ? detail::cat("available, used where it saves ", cma.min_bytes,
+                          " bytes of copying per rank (rank 0-1 "
+                          "synchronization measured: ",
+                          sync_us >= 0 ? detail::cat(sync_us, " us") : std::string("no"), ")")
+            : "unavailable (" + cma.unavailable + "): the slots carry all"));
   return std::make_unique<CommImpl>(rank, world_size, world_size, name, std::move(transport_impl));
 }
 

@@ -12,6 +12,7 @@
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "core/params.hpp"
+#include "kernels/cpu/copy.hpp"
 #include "kernels/cpu/half_gemm_model.hpp"
 #include "kernels/cpu/int_matmul.hpp"
 #include "kernels/cpu/onednn_info.hpp"
@@ -71,9 +72,14 @@ int cmd_info(int argc, char** argv) {
         "  shm single copy   %s\n",
         why.empty()
             ? detail::cat("CMA (process_vm_readv) available; used where it saves ",
-                          comm::shm::cma_crossover_bytes(false), " bytes of copying per rank (",
-                          comm::shm::cma_crossover_bytes(true),
-                          " for all_to_all when ranks share cores)")
+                          comm::shm::cma_crossover_bytes(false, comm::shm::thread_sync_us()),
+                          " bytes of copying per rank (", comm::shm::cma_crossover_bytes(true, -1),
+                          " for all_to_all when ranks share cores); measured here: system call ",
+                          comm::shm::cma_syscall_us(), " us, core-to-core synchronization ",
+                          comm::shm::thread_sync_us(),
+                          " us (a communicator measures its ranks'), "
+                          "copy ",
+                          kernels::cpu::copy_bytes_per_us() / 1e3, " GB/s")
                   .c_str()
             : ("CMA unavailable (" + why + "): the shared slots carry all").c_str());
   }

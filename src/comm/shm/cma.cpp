@@ -4,13 +4,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "kernels/cpu/copy.hpp"
 
 namespace commfuse::comm::shm {
 namespace {
+
+using clock = std::chrono::steady_clock;
 
 volatile uint64_t g_probe_word = 0;
 
@@ -46,11 +52,77 @@ bool cma_read(pid_t pid, void* dst, uint64_t address, size_t n) {
   return true;
 }
 
-uint64_t cma_crossover_bytes(bool oversubscribed) {
-  const double sync_us = oversubscribed ? 20.0 : 2.0;
-  const double bytes = sync_us * kernels::cpu::copy_bytes_per_us();
-  uint64_t p = 16 * 1024;
-  while (p < bytes && p < (uint64_t{4} << 20)) p *= 2;
+double cma_syscall_us() {
+  static const double us = [] {
+    uint64_t word = 0, got = 0;
+    double best = 1e9;
+    for (int i = 0; i < 16; ++i) {
+      const auto t0 = clock::now();
+      if (!cma_read(getpid(), &got, reinterpret_cast<uint64_t>(&word), sizeof word)) return 1.0;
+      best = std::min(best, std::chrono::duration<double, std::micro>(clock::now() - t0).count());
+    }
+    return best;
+  }();
+  return us;
+}
+
+double thread_sync_us() {
+  static const double us = [] {
+    std::atomic<int> flag{0};
+    std::atomic<bool> stop{false}, ready{false};
+    constexpr int kTrips = 200;
+    std::thread partner([&] {
+      ready.store(true, std::memory_order_release);
+      for (int expect = 1; !stop.load(std::memory_order_relaxed);) {
+        if (flag.load(std::memory_order_acquire) == expect) {
+          flag.store(expect + 1, std::memory_order_release);
+          expect += 2;
+        }
+      }
+    });
+    // The clock starts once the partner runs. Up to 20 runs, each given 2 ms: a run in
+    // which the two threads share a core misses it and is not counted; the best of the
+    // first 3 that finish is kept.
+    const auto start_by = clock::now() + std::chrono::milliseconds(50);
+    while (!ready.load(std::memory_order_acquire) && clock::now() < start_by) {
+    }
+    double best = -1;
+    int finished = 0, next = 1;
+    for (int run = 0; run < 20 && finished < 3 && ready.load(); ++run) {
+      const auto t0 = clock::now();
+      const auto deadline = t0 + std::chrono::milliseconds(2);
+      bool ok = true;
+      for (int i = 0; i < kTrips && ok; ++i, next += 2) {
+        flag.store(next, std::memory_order_release);
+        while (ok && flag.load(std::memory_order_acquire) != next + 1) ok = clock::now() < deadline;
+      }
+      if (!ok) {  // let the partner answer the last flag before the next run starts
+        while (flag.load(std::memory_order_acquire) != next - 1) std::this_thread::yield();
+        continue;
+      }
+      ++finished;
+      const double us =
+          std::chrono::duration<double, std::micro>(clock::now() - t0).count() / (2 * kTrips);
+      best = best < 0 ? us : std::min(best, us);
+    }
+    stop.store(true);
+    partner.join();
+    return best;
+  }();
+  return us;
+}
+
+uint64_t cma_crossover_bytes(bool oversubscribed, double sync_us) {
+  // Sharing cores, a wait costs a context switch (about 20 us measured at W=4 on 2 cores,
+  // docs/algorithms.md); with a core per rank, the system call plus the measured
+  // synchronization (2 us where it could not be measured: the older, fixed estimate).
+  const double fixed_us = oversubscribed ? 20.0 : cma_syscall_us() + (sync_us >= 0 ? sync_us : 2.0);
+  const double bytes = fixed_us * kernels::cpu::copy_bytes_per_us();
+  // The largest power of two in [4 KiB, 4 MiB] not above it: at the crossover both ways
+  // cost the same, and the slots' real cost per byte is higher than one copy (their peers
+  // read lines another core has just written).
+  uint64_t p = 4 * 1024;
+  while (p * 2 <= bytes && p < (uint64_t{4} << 20)) p *= 2;
   return p;
 }
 

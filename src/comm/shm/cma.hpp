@@ -30,14 +30,25 @@ std::string cma_self_check();
 
 // The bytes of copying per rank that CMA must save before all_gather, all_to_all and
 // broadcast read the peers in place (docs/algorithms.md "CMA single copy"). CMA saves a
-// copy of each block a peer would read through the slots but adds a closing
-// synchronization (no rank may return while a peer still reads its buffer): it pays once
-// the saved copies take as long as that synchronization — about 2 us with a core per rank,
-// about 20 us when ranks share cores (a wait then costs a context switch; measured at W=4
-// on 2 cores, docs/algorithms.md). The copy bandwidth is measured
-// here, once per process (a 256 KiB copy, best of 4); comm_create.cpp uses rank 0's value on
-// every rank so they choose alike. Rounded to a power of two in [16 KiB, 4 MiB].
-uint64_t cma_crossover_bytes(bool oversubscribed);
+// copy of each block a peer would read through the slots but adds fixed costs: a system
+// call per peer block and a closing synchronization (no rank may return while a peer still
+// reads its buffer). It pays once the saved copies take as long as those: the system call
+// and the copy rate (a cached 256 KiB copy) are measured once per process, `sync_us` is
+// one synchronization between two ranks as the group measured it (sync_probe.hpp;
+// negative: unknown, taken as 2 us). When ranks share cores a wait is taken to cost a
+// context switch (about 20 us, measured at W=4 on 2 cores). comm_create.cpp uses rank 0's
+// value on every rank so they choose alike. Rounded down to a power of two in [4 KiB, 4 MiB].
+uint64_t cma_crossover_bytes(bool oversubscribed, double sync_us);
+
+// One process_vm_readv of a word from this process, in microseconds: best of 16, measured
+// once per process.
+double cma_syscall_us();
+
+// Half the round trip of a flag bounced between two threads of this process (the cache
+// line moving between cores, as between two ranks), in microseconds, measured once;
+// negative if no run finished in time. What `commfuse info` reports: a communicator
+// measures between its own ranks instead.
+double thread_sync_us();
 
 // Reads n bytes at `address` in process pid into dst; false (errno set) if the kernel
 // refused or the process is gone. Loops over partial transfers.

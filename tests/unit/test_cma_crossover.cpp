@@ -1,0 +1,60 @@
+// The CMA crossover (comm/shm/cma.hpp) and the rank synchronization probe it is fed with
+// (comm/shm/sync_probe.hpp): what they return must be usable on any machine, measured or not.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "comm/shm/cma.hpp"
+#include "comm/shm/segment.hpp"
+#include "comm/shm/shm_transport.hpp"
+#include "comm/shm/sync_probe.hpp"
+
+namespace {
+
+using namespace commfuse::comm::shm;
+
+bool power_of_two_in_range(uint64_t b) {
+  return b >= 4096 && b <= (uint64_t{4} << 20) && (b & (b - 1)) == 0;
+}
+
+TEST(CmaCrossover, IsAPowerOfTwoInRangeAndGrowsWithTheSynchronizationCost) {
+  uint64_t last = 0;
+  for (double sync_us : {0.0, 0.1, 0.5, 2.0, 10.0, 1000.0}) {
+    const uint64_t b = cma_crossover_bytes(false, sync_us);
+    EXPECT_TRUE(power_of_two_in_range(b)) << sync_us << " us: " << b;
+    EXPECT_GE(b, last) << sync_us << " us";
+    last = b;
+  }
+  // Unknown (negative) is the 2 us estimate; sharing cores costs a context switch.
+  EXPECT_EQ(cma_crossover_bytes(false, -1), cma_crossover_bytes(false, 2.0));
+  EXPECT_GE(cma_crossover_bytes(true, -1), cma_crossover_bytes(false, 2.0));
+  EXPECT_TRUE(power_of_two_in_range(cma_crossover_bytes(true, -1)));
+  EXPECT_GT(cma_syscall_us(), 0.0);
+}
+
+// Two "ranks" as two threads over two real segments: rank 0 gets a positive time (or -1 if
+// the threads never ran on two cores at once), rank 1 returns -1, both within their bounds,
+// and ranks past 1 do not take part.
+TEST(RankSyncProbe, RankZeroMeasuresAndBothReturnInTime) {
+  std::vector<Segment> segs;
+  for (int r = 0; r < 2; ++r) segs.push_back(Segment::create(region_bytes(4096)));
+  double r0 = 0, r1 = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread one([&] { r1 = measure_rank_sync_us(1, segs); });
+  r0 = measure_rank_sync_us(0, segs);
+  one.join();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r1, -1);
+  EXPECT_TRUE(r0 == -1 || (r0 > 0 && r0 < 1000)) << r0;
+  EXPECT_LT(ms, 500) << "the probe is bounded (50 ms rank 0, 100 ms rank 1)";
+  EXPECT_EQ(measure_rank_sync_us(2, segs), -1);
+  // Rank 0 alone (rank 1 never comes): gives up, saying it could not measure.
+  std::vector<Segment> alone;
+  for (int r = 0; r < 2; ++r) alone.push_back(Segment::create(region_bytes(4096)));
+  EXPECT_EQ(measure_rank_sync_us(0, alone), -1);
+}
+
+}  // namespace
