@@ -25,6 +25,7 @@ namespace commfuse::kernels::cpu {
 
 class IntMatmulPlan {
  public:
+  uint64_t serial = next_plan_serial();
   IntMatmulDesc desc;
   IntMatmulPath path = IntMatmulPath::kF32Blocked;
   int threads = 1;
@@ -267,13 +268,8 @@ void int_matmul(const IntMatmulPlan& plan, const int8_t* a, const void* b_prepar
     run_f32_blocked(plan, a, static_cast<const float*>(b_prepared), c);
     return;
   }
-  auto wrap = [](const dnnl::memory::desc& md, const void* p) {
-    return dnnl::memory(md, cpu_engine(), const_cast<void*>(p));
-  };
-  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap(plan.a_md, a)},
-                                             {DNNL_ARG_WEIGHTS, wrap(plan.b_md, b_prepared)},
-                                             {DNNL_ARG_DST, wrap(plan.c_md, c)}};
-  add_scratchpad(args, plan.scratchpad_md);
+  const auto& args = thread_args({&plan, plan.serial}, {plan.a_md, a}, {plan.b_md, b_prepared},
+                                 {plan.c_md, c}, nullptr, nullptr, plan.scratchpad_md);
   ScopedComputeThreads scoped(plan.threads);
   try {
     plan.primitive.execute(thread_stream(), args);

@@ -66,11 +66,6 @@ void narrow_rows(const float* src, int64_t rows, int64_t cols, DType t, void* ds
   for (int64_t r = 0; r < rows; ++r) narrow(src + r * cols, d + r * ld, static_cast<size_t>(cols));
 }
 
-dnnl::memory wrap(const dnnl::memory::desc& md, const void* p) {
-  // oneDNN takes a non-const handle for every argument; it only writes DST.
-  return dnnl::memory(md, cpu_engine(), const_cast<void*>(p));
-}
-
 dnnl::stream& thread_stream() {
   thread_local dnnl::stream stream(cpu_engine());
   return stream;
@@ -78,13 +73,9 @@ dnnl::stream& thread_stream() {
 
 void run_primitive(const MatmulPlan& plan, const void* a, const void* b, const void* bias,
                    void* c) {
-  std::unordered_map<int, dnnl::memory> args{
-      {DNNL_ARG_SRC, wrap(plan.a_md, a)},
-      {DNNL_ARG_WEIGHTS, wrap(plan.b_md, b)},
-      {DNNL_ARG_DST, wrap(plan.c_md, c)},
-  };
-  if (plan.desc.has_bias) args.emplace(DNNL_ARG_BIAS, wrap(plan.bias_md, bias));
-  add_scratchpad(args, plan.scratchpad_md);
+  const auto& args =
+      thread_args({&plan, plan.serial}, {plan.a_md, a}, {plan.b_md, b}, {plan.c_md, c},
+                  plan.desc.has_bias ? &plan.bias_md : nullptr, bias, plan.scratchpad_md);
   ScopedComputeThreads scoped(plan.threads);
   try {
     plan.primitive.execute(thread_stream(), args);

@@ -15,6 +15,9 @@
 #include "kernels/cpu/half_gemm_model.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/matmul_plan.hpp"
+
+#include <array>
+#include <atomic>
 #include "kernels/cpu/onednn_info.hpp"
 #include "kernels/cpu/small_m_gemm.hpp"
 #include "kernels/cpu/threads.hpp"
@@ -224,10 +227,7 @@ dnnl::primitive_attr scratchpad_attr() {
   return attr;
 }
 
-void add_scratchpad(std::unordered_map<int, dnnl::memory>& args,
-                    const dnnl::memory::desc& scratchpad_md) {
-  const size_t bytes = scratchpad_md.get_size();
-  if (bytes == 0) return;
+void* scratchpad_buffer(size_t bytes) {
   struct Buffer {
     std::unique_ptr<uint8_t[]> data;
     size_t capacity = 0;
@@ -237,7 +237,50 @@ void add_scratchpad(std::unordered_map<int, dnnl::memory>& args,
     buffer.data = std::make_unique_for_overwrite<uint8_t[]>(bytes);
     buffer.capacity = bytes;
   }
-  args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratchpad_md, cpu_engine(), buffer.data.get()));
+  return buffer.data.get();
+}
+
+const std::unordered_map<int, dnnl::memory>& thread_args(PlanKey key, Operand a, Operand b,
+                                                         Operand c,
+                                                         const dnnl::memory::desc* bias_md,
+                                                         const void* bias,
+                                                         const dnnl::memory::desc& scratchpad_md) {
+  struct Entry {
+    PlanKey key{nullptr, 0};
+    std::unordered_map<int, dnnl::memory> args;
+  };
+  constexpr size_t kEntries = 8;
+  thread_local std::array<Entry, kEntries> cache;
+  thread_local size_t next = 0;
+  Entry* hit = nullptr;
+  for (Entry& e : cache)
+    if (e.key.plan == key.plan && e.key.serial == key.serial) hit = &e;
+  if (hit == nullptr) {  // round robin: the oldest entry goes
+    hit = &cache[next++ % kEntries];
+    hit->key = key;
+    auto memory = [](const dnnl::memory::desc& md) {
+      return dnnl::memory(md, cpu_engine(), nullptr);
+    };
+    hit->args = {{DNNL_ARG_SRC, memory(a.md)},
+                 {DNNL_ARG_WEIGHTS, memory(b.md)},
+                 {DNNL_ARG_DST, memory(c.md)}};
+    if (bias_md != nullptr) hit->args.emplace(DNNL_ARG_BIAS, memory(*bias_md));
+    if (scratchpad_md.get_size() != 0)
+      hit->args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratchpad_md));
+  }
+  auto& args = hit->args;
+  args.at(DNNL_ARG_SRC).set_data_handle(const_cast<void*>(a.data));
+  args.at(DNNL_ARG_WEIGHTS).set_data_handle(const_cast<void*>(b.data));
+  args.at(DNNL_ARG_DST).set_data_handle(const_cast<void*>(c.data));
+  if (bias_md != nullptr) args.at(DNNL_ARG_BIAS).set_data_handle(const_cast<void*>(bias));
+  if (const size_t bytes = scratchpad_md.get_size(); bytes != 0)
+    args.at(DNNL_ARG_SCRATCHPAD).set_data_handle(scratchpad_buffer(bytes));
+  return args;
+}
+
+uint64_t next_plan_serial() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
 }
 
 MatmulDesc dense_matmul_desc(int64_t m, int64_t k, int64_t n, DType dtype, bool b_transposed) {
