@@ -410,6 +410,25 @@ class Report:
         fig.tight_layout(rect=(0, 0.06, 1, 1))
         self.save(fig, "torch.png", "commfuse vs PyTorch + gloo")
 
+    def python(self):
+        rows = self.section("python")
+        if not rows:
+            return
+        self.md += ["## Python call overhead", "",
+                    "bench/python_overhead.py: `commfuse.all_gather_base_mm` on numpy arrays "
+                    "(outputs preallocated) against the C++ one-call function "
+                    "(`commfuse::all_gather_matmul`: plan, workspace and execute each call) and "
+                    "a plan made once, at the tiny shape (1 row per rank).", "",
+                    "| case | Python us (range) | C++ one-call us | C++ plan executed us | Python - C++ us |",
+                    "|---|---|---|---|---|"]
+        for case, rs in self.by_case(rows).items():
+            self.md.append(
+                f"| {case} | {med(r['python_us'] for r in rs):.1f} "
+                f"({min(r['python_us_min'] for r in rs):.1f}-{max(r['python_us_max'] for r in rs):.1f}) "
+                f"| {med(r['cpp_call_us'] for r in rs):.1f} | {med(r['cpp_execute_us'] for r in rs):.1f} "
+                f"| **{med(r['overhead_us'] for r in rs):.1f}** |")
+        self.md.append("")
+
     def netns(self):
         rows = self.section("netns")
         if not rows:
@@ -538,6 +557,13 @@ class Report:
         if tr:
             out.append("- **vs PyTorch + gloo** (commfuse / torch time): " + ", ".join(
                 f"{c} {med(r['ratio'] for r in rs):.3f}" for c, rs in self.by_case(tr).items()) + ".")
+        py = self.section("python")
+        if py:
+            out.append("- **Python call overhead** (tiny all_gather_base_mm, W=2): " + ", ".join(
+                f"{med(r['python_us'] for r in rs):.1f} us against the C++ call's "
+                f"{med(r['cpp_call_us'] for r in rs):.1f} us, "
+                f"+{med(r['overhead_us'] for r in rs):.1f} us"
+                for c, rs in self.by_case(py).items()) + ".")
         q = self.section("quantized")
         if q:
             out.append("- **Quantized vs bf16 op** (time ratio): " + ", ".join(
@@ -564,6 +590,7 @@ class Report:
         self.quant_reduce()
         self.alltoall()
         self.torch()
+        self.python()
         self.netns()
         self.timeline()
         self.md[head_len:head_len] = self.answers(table)

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+# Sections run by a Python script of bench/ (the others by `commfuse bench`).
+SCRIPTS = {"torch": "torch_baseline.py", "python": "python_overhead.py"}
 
 
 @dataclass
@@ -146,6 +148,10 @@ def grid(quick: bool) -> list[Case]:
         add("torch", f"{op} {dt} W=2", "--op", op, "--nprocs", 2, "--m", qm, "--k", qk,
             "--n", tn, "--dtype", "float32" if dt == "int8" else dt, "--rounds", 3)
 
+    # What a Python call costs over the C++ one, at the tiny shape where it shows.
+    add("python", "all_gather_base_mm tiny bf16 W=2", "--nprocs", 2, "--rounds", 5,
+        "--calls", 1000 if quick else 3000)
+
     # A simulated network: ranks in namespaces joined by rate-limited links, at shapes where
     # the transfer and the GEMM take similar time (16 MiB per rank each way: 13 ms at
     # 10 Gbit/s), so the link, not the GEMM, decides.
@@ -251,6 +257,9 @@ def _summarize(row: dict) -> str:
     if "mpi_fp32_us" in row:
         return (f"{row['elements']:>9} el  {row['fused_us']:9.1f} us  MPI fp32/quant "
                 f"{row['mpi_fp32_us'] / row['fused_us']:.2f}")
+    if "overhead_us" in row:
+        return (f"Python {row['python_us']:.1f} us, C++ call {row['cpp_call_us']:.1f} us: "
+                f"+{row['overhead_us']:.1f} us")
     if "ratio" in row:
         return f"commfuse/torch {row['ratio']:.3f}  ({row['ms']['commfuse']:.1f} vs " \
                f"{row['ms']['torch_gloo']:.1f} ms)"
@@ -290,6 +299,7 @@ def main() -> int:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(x for x in [str(pathlib.Path(a.build) / "python"),
                                                      env.get("PYTHONPATH")] if x)
+    env["COMMFUSE_CLI"] = str(exe)
     if any(c.section == "torch" for c in cases) and not has_module("torch"):
         skipped["torch"] = f"{sys.executable} has no torch (scripts/install-bench-deps.sh)"
     if any(c.section == "netns" for c in cases):
@@ -329,8 +339,8 @@ def main() -> int:
                     with tempfile.NamedTemporaryFile(suffix=".json", dir=out, delete=False) as t:
                         jpath = t.name
                     cenv = env
-                    if c.section == "torch":
-                        cmd = [sys.executable, str(REPO / "bench" / "torch_baseline.py"), *c.args,
+                    if c.section in SCRIPTS:
+                        cmd = [sys.executable, str(REPO / "bench" / SCRIPTS[c.section]), *c.args,
                                "--json", jpath]
                     else:
                         cmd = [str(exe), "bench", *c.args, "--json", jpath]
