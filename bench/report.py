@@ -187,6 +187,11 @@ class Report:
                 why.append(f"{t['case']}: {t['w']} ranks share {cores} cores, so a rank that "
                            "waits for a peer's piece waits for that peer to get a core; the "
                            "overlap that fusion needs has no idle core to run on")
+            elif t["share"] is not None and t["share"] <= 0.005:
+                why.append(f"{t['case']}: the unfused composition measured no slower than the "
+                           f"GEMM alone (comm share {t['share']:.3f}): the collective is lost in "
+                           "the GEMM's run-to-run spread, so fused and unfused differ by that "
+                           "spread only")
             elif t["share"] is not None and t["share"] < 0.05:
                 why.append(f"{t['case']}: communication is {t['share'] * 100:.1f}% of the unfused "
                            "time, so overlap can save at most that; the GEMM dominates and "
