@@ -115,6 +115,22 @@ class Report:
         self.plots.append((name, caption))
         self.md.append(f"![{caption}](report/{name})\n")
 
+    def grouped_barh(self, labels, series, xlabel, title, name, caption):
+        """One horizontal bar per series for each label; series: (values, legend, color)."""
+        fig, ax = plt.subplots(figsize=(9, 0.5 * len(labels) + 1.6))
+        ys = list(range(len(labels)))
+        width = 0.8 / len(series)
+        for i, (values, label, color) in enumerate(series):
+            off = (i - (len(series) - 1) / 2) * width
+            ax.barh([y + off for y in ys], values, width, label=label, color=color)
+        ax.set_yticks(ys, labels, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel(xlabel)
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+        fig.tight_layout(rect=(0, 0.06, 1, 1))
+        self.save(fig, name, caption)
+
     # -- sections ---------------------------------------------------------------------------
     def header(self):
         m = self.meta
@@ -355,20 +371,13 @@ class Report:
                            f"| {ms(u)} | {ms(b)} | **{med(r['fused_us'] / r['bf16_fused_us'] for r in rs):.3f}** "
                            f"| {med(r['fused_us'] / r['unfused_us'] for r in rs):.3f} |")
         self.md.append("")
-        fig, ax = plt.subplots(figsize=(9, 0.5 * len(bars) + 1.6))
-        ys = list(range(len(bars)))
-        for off, idx, label, color in ((-0.27, 3, "bf16 fused", "#b0b0b0"),
-                                       (0, 2, "quantized unfused", "#d9822b"),
-                                       (0.27, 1, "quantized fused", "#2a7ab9")):
-            ax.barh([y + off for y in ys], [b[idx] / b[3] for b in bars], 0.27, label=label,
-                    color=color)
-        ax.set_yticks(ys, [b[0] for b in bars], fontsize=8)
-        ax.invert_yaxis()
-        ax.set_xlabel("time relative to the bf16 fused op")
-        ax.set_title("Quantized vs bf16 tensor-parallel matmul")
-        ax.legend(fontsize=8)
-        fig.tight_layout(rect=(0, 0.06, 1, 1))
-        self.save(fig, "quantized_vs_bf16.png", "quantized vs bf16 operators")
+        self.grouped_barh([b[0] for b in bars],
+                          [([b[3] / b[3] for b in bars], "bf16 fused", "#b0b0b0"),
+                           ([b[2] / b[3] for b in bars], "quantized unfused", "#d9822b"),
+                           ([b[1] / b[3] for b in bars], "quantized fused", "#2a7ab9")],
+                          "time relative to the bf16 fused op",
+                          "Quantized vs bf16 tensor-parallel matmul", "quantized_vs_bf16.png",
+                          "quantized vs bf16 operators")
 
     def alltoall(self):
         rows = self.section("alltoall")
@@ -403,17 +412,11 @@ class Report:
             self.md.append(f"| {r0['op']} | {r0['dtype']} | {r0['m']}, {r0['k']}, {r0['n']} | {r0['torch_way']} "
                            f"| {t:.1f} | {c:.1f} | **{c / t:.3f}** ({lo:.3f}-{hi:.3f}) | {sum(r['wrong'] for r in rs)} |")
         self.md.append("")
-        fig, ax = plt.subplots(figsize=(9, 0.5 * len(bars) + 1.6))
-        ys = list(range(len(bars)))
-        ax.barh([y - 0.2 for y in ys], [b[1] for b in bars], 0.4, label="PyTorch + gloo", color="#b0b0b0")
-        ax.barh([y + 0.2 for y in ys], [b[2] for b in bars], 0.4, label="commfuse", color="#2a7ab9")
-        ax.set_yticks(ys, [b[0] for b in bars], fontsize=8)
-        ax.invert_yaxis()
-        ax.set_xlabel("ms per call (median)")
-        ax.set_title("commfuse vs PyTorch + gloo, W=2")
-        ax.legend(fontsize=8)
-        fig.tight_layout(rect=(0, 0.06, 1, 1))
-        self.save(fig, "torch.png", "commfuse vs PyTorch + gloo")
+        self.grouped_barh([b[0] for b in bars],
+                          [([b[1] for b in bars], "PyTorch + gloo", "#b0b0b0"),
+                           ([b[2] for b in bars], "commfuse", "#2a7ab9")],
+                          "ms per call (median)", "commfuse vs PyTorch + gloo, W=2", "torch.png",
+                          "commfuse vs PyTorch + gloo")
 
     def python(self):
         rows = self.section("python")
