@@ -256,17 +256,19 @@ const std::unordered_map<int, dnnl::memory>& thread_args(PlanKey key, Operand a,
   for (Entry& e : cache)
     if (e.key.plan == key.plan && e.key.serial == key.serial) hit = &e;
   if (hit == nullptr) {  // round robin: the oldest entry goes
-    hit = &cache[next++ % kEntries];
-    hit->key = key;
     auto memory = [](const dnnl::memory::desc& md) {
       return dnnl::memory(md, cpu_engine(), nullptr);
     };
-    hit->args = {{DNNL_ARG_SRC, memory(a.md)},
-                 {DNNL_ARG_WEIGHTS, memory(b.md)},
-                 {DNNL_ARG_DST, memory(c.md)}};
-    if (bias_md != nullptr) hit->args.emplace(DNNL_ARG_BIAS, memory(*bias_md));
-    if (scratchpad_md.get_size() != 0)
-      hit->args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratchpad_md));
+    // Built aside and keyed last: if oneDNN throws here, the entry still holds its old
+    // plan's key and arguments, never this key with another plan's arguments.
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, memory(a.md)},
+                                               {DNNL_ARG_WEIGHTS, memory(b.md)},
+                                               {DNNL_ARG_DST, memory(c.md)}};
+    if (bias_md != nullptr) args.emplace(DNNL_ARG_BIAS, memory(*bias_md));
+    if (scratchpad_md.get_size() != 0) args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratchpad_md));
+    hit = &cache[next++ % kEntries];
+    hit->args = std::move(args);
+    hit->key = key;
   }
   auto& args = hit->args;
   args.at(DNNL_ARG_SRC).set_data_handle(const_cast<void*>(a.data));
