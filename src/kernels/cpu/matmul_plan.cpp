@@ -2,6 +2,8 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -15,9 +17,6 @@
 #include "kernels/cpu/half_gemm_model.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/matmul_plan.hpp"
-
-#include <array>
-#include <atomic>
 #include "kernels/cpu/onednn_info.hpp"
 #include "kernels/cpu/small_m_gemm.hpp"
 #include "kernels/cpu/threads.hpp"
