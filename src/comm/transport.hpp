@@ -65,7 +65,8 @@ struct CollDesc {
 // "all_reduce count 1024 bfloat16"
 std::string describe(const CollDesc& d);
 
-// Streaming collectives for the fused operators (docs/algorithms.md "Streams"). Instead of
+// Streaming collectives for the fused operators (docs/algorithms.md "Streams"), run by
+// exec::gather_stream / exec::all_to_all_stream (src/exec/stream.hpp). Instead of
 // buffers the op passes callbacks, so a transport that can (shm) lets the op write its
 // contribution straight into the shared region and compute on the peers' contributions in
 // place, with no staging copies; other transports stage through buffers and their plain
@@ -115,6 +116,36 @@ struct AllToAllStream {
   StreamAllFn on_all;
 };
 
+// A stream's pieces as a transport moves them: the primitive the stream executor
+// (src/exec/stream.hpp) drives. Pieces are numbered 0..pieces()-1 at the same offsets on
+// every rank. For each piece i the executor calls publish(i) (this rank's piece is packed
+// and made readable or sent), then wait(q, i) for every rank q in turn (own first), computes
+// on what it returns, and release(i) once done with every rank's piece i; it publishes
+// lookahead() pieces ahead of the one it computes on (MPI: 1, so piece i+1 is on the wire
+// while piece i is computed on). A transport calls drive(channel) once per stream, inside its
+// own failure handling: anything the executor or a callback throws aborts the group as any
+// failure does.
+class PieceChannel {
+ public:
+  virtual ~PieceChannel() = default;
+  virtual const char* op() const = 0;  // the trace category, "gather_stream"
+  virtual size_t pieces() const = 0;
+  virtual uint64_t piece_offset(size_t i) const = 0;
+  virtual uint64_t piece_bytes(size_t i) const = 0;
+  virtual size_t lookahead() const { return 0; }
+  virtual void publish(size_t i) = 0;
+  // Rank q's piece i (this rank's own for q == rank: what it packed or its source), readable
+  // until release(i). Waits, bounded by the deadline, for a peer's.
+  virtual const uint8_t* wait(int q, size_t i) = 0;
+  // The trace span a wait for a peer's piece records: "wait" for a flag or a receive, "read"
+  // where waiting is this rank's own copy from the peer's memory (CMA).
+  virtual const char* wait_span() const { return "wait"; }
+  virtual void release(size_t) {}
+  // Between blocks of computation: lets the transfers move where nothing else does.
+  virtual void progress() {}
+};
+using PieceDriver = std::function<void(PieceChannel&)>;
+
 // Checks every transport makes at the start of a collective: RUNTIME_ERROR if an earlier
 // failure left the transport unusable (failure is its message, empty if none), and
 // PARAM_INVALID if a sum was asked of a dtype that cannot be summed.
@@ -151,9 +182,12 @@ class Transport {
   // src: R * count, block s goes to rank s; dst: R * count, block s came from rank s.
   virtual void all_to_all(const void* src, void* dst, uint64_t count, DType dtype) = 0;
 
-  // The streams; the default implementations stage each piece through the plain collectives.
-  virtual void gather_stream(const GatherStream& s);
-  virtual void all_to_all_stream(const AllToAllStream& s);
+  // The streams' transport side: set up the call (descriptor check, buffers, transfers) and
+  // run drive over its pieces (exec::gather_stream / exec::all_to_all_stream drive them and
+  // call the stream's on_piece / on_all). The default implementations stage each piece
+  // through the plain collectives.
+  virtual void open_gather_stream(const GatherStream& s, const PieceDriver& drive);
+  virtual void open_all_to_all_stream(const AllToAllStream& s, const PieceDriver& drive);
 
   // Marks this rank failed so that peers waiting for it fail promptly with this reason
   // instead of waiting for the deadline; the transport is unusable from then on.
@@ -169,8 +203,6 @@ class Transport {
  private:
   template <typename Body>
   void staged(const char* op, Body&& body);
-  void staged_gather(const GatherStream& s);
-  void staged_all_to_all(const AllToAllStream& s);
 };
 
 }  // namespace commfuse::comm

@@ -1,7 +1,7 @@
-// The streams' default implementations: each piece is packed into a staging buffer, moved
-// with the transport's plain collective, and handed to the callbacks from the receive
-// buffer. Correct on every transport; a transport with shared memory overrides them to
-// skip both staging copies.
+// The streams' default channels: each piece is packed into a staging buffer and moved with
+// the transport's plain collective when published; the executor then reads every rank's
+// piece from the receive buffer. Correct on every transport; a transport with shared
+// memory overrides them to skip both staging copies.
 #include <algorithm>
 #include <vector>
 
@@ -17,21 +17,82 @@ namespace {
 // overlap with on transports that progress in the background.
 constexpr uint64_t kDefaultPieceBytes = 4u << 20;
 
-void deliver(const StreamPeerFn& on_piece, const StreamAllFn& on_all,
-             const std::vector<const uint8_t*>& parts, int r, uint64_t off, uint64_t n) {
-  if (n == 0) return;
-  const int w = static_cast<int>(parts.size());
-  if (on_piece)
-    for (int i = 0; i < w; ++i) {
-      const int q = (r + i) % w;
-      trace::Span span("compute", "stream", q, n);
-      on_piece(q, parts[q], off, n);
-    }
-  if (on_all) {
-    trace::Span span("reduce", "stream", -1, n);
-    on_all(parts.data(), off, n);
+// What both staged channels share: the pieces (at least one, so that an empty stream still
+// synchronizes the ranks) and the receive buffer, rank q's part of the current piece at
+// q * piece.
+class StagedChannel : public PieceChannel {
+ public:
+  StagedChannel(const char* op, int size, uint64_t bytes, uint64_t piece)
+      : op_(op),
+        bytes_(bytes),
+        piece_(piece),
+        in_(static_cast<size_t>(std::min(piece, bytes)) * static_cast<size_t>(size)) {}
+  const char* op() const override { return op_; }
+  size_t pieces() const override {
+    return std::max<size_t>(1, static_cast<size_t>((bytes_ + piece_ - 1) / piece_));
   }
-}
+  uint64_t piece_offset(size_t i) const override { return i * piece_; }
+  uint64_t piece_bytes(size_t i) const override {
+    return std::min(piece_, bytes_ - std::min(bytes_, i * piece_));
+  }
+  const uint8_t* wait(int q, size_t i) override {
+    return in_.data() + static_cast<size_t>(q) * piece_bytes(i);
+  }
+
+ protected:
+  const char* op_;
+  uint64_t bytes_, piece_;
+  std::vector<uint8_t> in_;
+};
+
+class StagedGather final : public StagedChannel {
+ public:
+  StagedGather(Transport& t, const GatherStream& s, uint64_t piece)
+      : StagedChannel("gather_stream", t.size(), s.bytes, piece),
+        t_(t),
+        s_(s),
+        mine_(std::min(piece, s.bytes)) {}
+  void publish(size_t i) override {
+    const uint64_t n = piece_bytes(i);
+    if (n != 0) {
+      trace::Span span("pack", op_, t_.rank(), n);
+      s_.pack(mine_.data(), piece_offset(i), n);
+    }
+    trace::Span span("transfer", op_, -1, n);
+    t_.all_gather(mine_.data(), in_.data(), n, DType::kInt8);
+  }
+
+ private:
+  Transport& t_;
+  const GatherStream& s_;
+  std::vector<uint8_t> mine_;
+};
+
+class StagedAllToAll final : public StagedChannel {
+ public:
+  StagedAllToAll(Transport& t, const AllToAllStream& s, uint64_t piece)
+      : StagedChannel("all_to_all_stream", t.size(), s.bytes, piece),
+        t_(t),
+        s_(s),
+        out_(in_.size()) {}
+  void publish(size_t i) override {
+    const uint64_t n = piece_bytes(i);
+    const int r = t_.rank(), w = t_.size();
+    if (n != 0)
+      for (int k = 1; k <= w; ++k) {  // peers first, this rank last (as on shm)
+        const int q = (r + k) % w;
+        trace::Span span("pack", op_, q, n);
+        s_.pack(q, out_.data() + static_cast<size_t>(q) * n, piece_offset(i), n);
+      }
+    trace::Span span("transfer", op_, -1, n);
+    t_.all_to_all(out_.data(), in_.data(), n, DType::kInt8);
+  }
+
+ private:
+  Transport& t_;
+  const AllToAllStream& s_;
+  std::vector<uint8_t> out_;
+};
 
 }  // namespace
 
@@ -55,63 +116,14 @@ void Transport::staged(const char* op, Body&& body) {
   }
 }
 
-void Transport::gather_stream(const GatherStream& s) {
-  staged("gather_stream", [&] { staged_gather(s); });
+void Transport::open_gather_stream(const GatherStream& s, const PieceDriver& drive) {
+  StagedGather ch(*this, s, stream_piece_bytes(s.bytes, s.unit, s.max_piece, kDefaultPieceBytes));
+  staged("gather_stream", [&] { drive(ch); });
 }
 
-void Transport::all_to_all_stream(const AllToAllStream& s) {
-  staged("all_to_all_stream", [&] { staged_all_to_all(s); });
-}
-
-void Transport::staged_gather(const GatherStream& s) {
-  const int r = rank();
-  const int w = size();
-  const uint64_t piece = stream_piece_bytes(s.bytes, s.unit, s.max_piece, kDefaultPieceBytes);
-  std::vector<uint8_t> mine(std::min(piece, s.bytes));
-  std::vector<uint8_t> all(mine.size() * static_cast<size_t>(w));
-  std::vector<const uint8_t*> parts(static_cast<size_t>(w));
-  uint64_t off = 0;
-  do {  // at least once, so an empty stream still synchronizes
-    const uint64_t n = std::min(piece, s.bytes - off);
-    if (n != 0) {
-      trace::Span span("pack", "gather_stream", r, n);
-      s.pack(mine.data(), off, n);
-    }
-    {
-      trace::Span span("transfer", "gather_stream", -1, n);
-      all_gather(mine.data(), all.data(), n, DType::kInt8);
-    }
-    for (int q = 0; q < w; ++q) parts[q] = all.data() + static_cast<size_t>(q) * n;
-    deliver(s.on_piece, s.on_all, parts, r, off, n);
-    off += n;
-  } while (off < s.bytes);
-}
-
-void Transport::staged_all_to_all(const AllToAllStream& s) {
-  const int r = rank();
-  const int w = size();
-  const uint64_t piece = stream_piece_bytes(s.bytes, s.unit, s.max_piece, kDefaultPieceBytes);
-  const size_t cap = std::min(piece, s.bytes);
-  std::vector<uint8_t> out(cap * static_cast<size_t>(w));
-  std::vector<uint8_t> in(out.size());
-  std::vector<const uint8_t*> parts(static_cast<size_t>(w));
-  uint64_t off = 0;
-  do {
-    const uint64_t n = std::min(piece, s.bytes - off);
-    if (n != 0)
-      for (int i = 1; i <= w; ++i) {  // peers first, this rank last (as on shm)
-        const int q = (r + i) % w;
-        trace::Span span("pack", "all_to_all_stream", q, n);
-        s.pack(q, out.data() + static_cast<size_t>(q) * n, off, n);
-      }
-    {
-      trace::Span span("transfer", "all_to_all_stream", -1, n);
-      all_to_all(out.data(), in.data(), n, DType::kInt8);
-    }
-    for (int q = 0; q < w; ++q) parts[q] = in.data() + static_cast<size_t>(q) * n;
-    deliver(s.on_piece, s.on_all, parts, r, off, n);
-    off += n;
-  } while (off < s.bytes);
+void Transport::open_all_to_all_stream(const AllToAllStream& s, const PieceDriver& drive) {
+  StagedAllToAll ch(*this, s, stream_piece_bytes(s.bytes, s.unit, s.max_piece, kDefaultPieceBytes));
+  staged("all_to_all_stream", [&] { drive(ch); });
 }
 
 }  // namespace commfuse::comm

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/comm_impl.hpp"
+#include "exec/stream.hpp"
 
 namespace {
 
@@ -70,7 +71,7 @@ void gather(commfuse::comm::Transport& t, const Shape& sh) {
       expect(parts[q][n - 1] == pattern(q, 0, off + n - 1), what + ": on_all part order");
     all_seen += n;
   };
-  t.gather_stream(gs);
+  commfuse::exec::gather_stream(t, gs);
   for (int q = 0; q < R; ++q) expect(seen[q] == gs.bytes, what + ": bytes seen");
   expect(all_seen == gs.bytes, what + ": on_all bytes");
 }
@@ -100,7 +101,7 @@ void all_to_all(commfuse::comm::Transport& t, const Shape& sh) {
     for (int q = 0; q < R; ++q)
       expect(parts[q][0] == pattern(q, me, off), what + ": on_all part order");
   };
-  t.all_to_all_stream(as);
+  commfuse::exec::all_to_all_stream(t, as);
   for (int q = 0; q < R; ++q) expect(seen[q] == as.bytes, what + ": bytes seen");
 }
 
@@ -128,7 +129,7 @@ int case_streams(commfuse::Comm& c) {
     bool failed = false;
     std::string msg;
     try {
-      t.gather_stream(gs);
+      commfuse::exec::gather_stream(t, gs);
     } catch (const std::exception& e) {
       failed = true;
       msg = e.what();
@@ -156,7 +157,7 @@ int case_stream_mismatch(commfuse::Comm& c) {
   };
   std::string msg;
   try {
-    t.gather_stream(gs);
+    commfuse::exec::gather_stream(t, gs);
   } catch (const commfuse::Error& e) {
     msg = e.what();
     expect(e.code() == commfuse::Status::kRuntimeError, "mismatch code");

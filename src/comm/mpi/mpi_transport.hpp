@@ -77,8 +77,8 @@ class MpiTransport final : public Transport {
   void reduce_scatter(const void* src, void* dst, uint64_t count, DType dtype) override;
   void all_reduce(const void* src, void* dst, uint64_t count, DType dtype) override;
   void all_to_all(const void* src, void* dst, uint64_t count, DType dtype) override;
-  void gather_stream(const GatherStream& s) override;
-  void all_to_all_stream(const AllToAllStream& s) override;
+  void open_gather_stream(const GatherStream& s, const PieceDriver& drive) override;
+  void open_all_to_all_stream(const AllToAllStream& s, const PieceDriver& drive) override;
   void abort(const std::string& reason) override;
   void reject(const std::string& reason) override;
   const std::string& failure() const override { return failure_; }

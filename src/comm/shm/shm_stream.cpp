@@ -1,11 +1,13 @@
-// The streams on shared memory: pack writes straight into this rank's slot and the
-// callbacks read the peers' slots in place, so a piece is copied at most once (by pack)
-// and fused ops compute on peer data without staging it. A gather_stream whose op gives
-// its source and a landing place (gather_out) may instead read the peers' sources with
-// CMA straight there: one copy, where the slots' pack plus the op's copy to gather_out
-// make two. Steps follow the collectives' protocol (shm_transport.hpp); a unit too large
-// for a slot falls back to the staged default.
+// The streams' channels on shared memory (the executor's loop is exec/stream.cpp). Slots:
+// publish packs this rank's piece straight into its slot and raises the step's flag, wait
+// returns a pointer into the peer's slot, so a piece is copied at most once (by pack) and
+// fused ops compute on peer data without staging it. CMA: a gather_stream whose op gives
+// its source and a landing place (gather_out) may instead read the peers' sources straight
+// there: one copy, where the slots' pack plus the op's copy to gather_out make two. Steps
+// follow the collectives' protocol (shm_transport.hpp); a unit too large for a slot falls
+// back to the staged default.
 #include <algorithm>
+#include <functional>
 #include <vector>
 
 #include "comm/fault.hpp"
@@ -14,7 +16,81 @@
 
 namespace commfuse::comm::shm {
 
-void ShmTransport::gather_stream(const GatherStream& gs) {
+// Piece i is step s of the call; lookahead 0, so one step is open at a time: its slot is
+// released (phase 3s+3) before the next piece is published.
+class ShmTransport::SlotChannel final : public PieceChannel {
+ public:
+  // Writes this rank's piece [off, off + n) into its slot of the step.
+  using Pack = std::function<void(uint8_t* slot, uint64_t off, uint64_t n)>;
+  // Rank q's part of a step sits at slot(q, s) + part_stride * this rank (all_to_all: each
+  // slot holds one piece per destination; gather: 0).
+  SlotChannel(ShmTransport& t, const CollDesc& desc, uint64_t part_stride, Pack pack)
+      : t_(t),
+        desc_(desc),
+        op_(coll_op_name(desc.op)),
+        stride_(part_stride),
+        pack_(std::move(pack)) {}
+  const char* op() const override { return op_; }
+  size_t pieces() const override {  // at least one: an empty call still synchronizes
+    return std::max<size_t>(1, static_cast<size_t>((desc_.count + desc_.piece - 1) / desc_.piece));
+  }
+  uint64_t piece_offset(size_t i) const override { return i * desc_.piece; }
+  uint64_t piece_bytes(size_t i) const override {
+    return std::min(desc_.piece, desc_.count - std::min(desc_.count, i * desc_.piece));
+  }
+  void publish(size_t i) override {
+    fault_point(t_.rank_, op_, i);
+    s_ = t_.begin_step(op_);
+    if (const uint64_t n = piece_bytes(i); n != 0) pack_(t_.slot(t_.rank_, s_), piece_offset(i), n);
+    t_.arrive(s_, i == 0, desc_, op_);
+  }
+  const uint8_t* wait(int q, size_t) override {
+    if (q != t_.rank_) t_.peers_.wait(q, 3 * s_ + 1, op_);
+    return t_.slot(q, s_) + stride_ * static_cast<uint64_t>(t_.rank_);
+  }
+  void release(size_t) override { t_.peers_.publish(3 * s_ + 3); }
+
+ private:
+  ShmTransport& t_;
+  const CollDesc desc_;
+  const char* op_;
+  const uint64_t stride_;
+  Pack pack_;
+  uint32_t s_ = 0;
+};
+
+// Inside cma_call (which published the source and checked the descriptors): the peers'
+// pieces are read from their sources when waited for, into the op's landing place or
+// scratch_ (valid until the next wait: CMA is not chosen for streams with on_all).
+class ShmTransport::CmaGatherChannel final : public PieceChannel {
+ public:
+  CmaGatherChannel(ShmTransport& t, const GatherStream& gs, const CollDesc& desc, const char* op)
+      : t_(t), gs_(gs), piece_(desc.piece), op_(op) {}
+  const char* op() const override { return op_; }
+  size_t pieces() const override { return static_cast<size_t>((gs_.bytes + piece_ - 1) / piece_); }
+  uint64_t piece_offset(size_t i) const override { return i * piece_; }
+  uint64_t piece_bytes(size_t i) const override {
+    return std::min(piece_, gs_.bytes - std::min(gs_.bytes, i * piece_));
+  }
+  // 0 and 1 are cma_call's fault points, before and after publishing.
+  void publish(size_t i) override { fault_point(t_.rank_, op_, i + 2); }
+  const uint8_t* wait(int q, size_t i) override {
+    const uint64_t off = piece_offset(i);
+    if (q == t_.rank_) return gs_.source + off;
+    uint8_t* dst = gs_.land ? gs_.land(q, off) : t_.scratch_.data();
+    t_.read_peer(q, off, dst, piece_bytes(i), op_);
+    return dst;
+  }
+  const char* wait_span() const override { return "read"; }
+
+ private:
+  ShmTransport& t_;
+  const GatherStream& gs_;
+  const uint64_t piece_;
+  const char* op_;
+};
+
+void ShmTransport::open_gather_stream(const GatherStream& gs, const PieceDriver& drive) {
   // With CMA a piece is only what the op asked for (max_piece, its comm_turn), else each
   // rank's whole block: on shm the core that reads a piece is the one that computes on it,
   // so smaller pieces overlap nothing and only cut the op's GEMM into smaller, slower calls
@@ -26,107 +102,47 @@ void ShmTransport::gather_stream(const GatherStream& gs) {
         stream_piece_bytes(gs.bytes, gs.unit, gs.max_piece, std::max(gs.bytes, gs.unit));
     CollDesc desc{CollOp::kGatherStream, DType::kInt8, gs.bytes, -1, piece};
     desc.algo = CollAlgo::kCma;
-    run(desc, [&](const char* op) { gather_stream_cma(gs, desc, op); });
+    run(desc, [&](const char* op) {
+      if (!gs.land && gs.bytes > 0) scratch_.resize(std::max<size_t>(scratch_.size(), piece));
+      CmaGatherChannel ch(*this, gs, desc, op);
+      cma_call(desc, op, gs.source, true, [&] { drive(ch); });
+    });
     return;
   }
   const uint64_t piece = stream_piece_bytes(gs.bytes, gs.unit, gs.max_piece, slot_bytes_);
   if (piece > slot_bytes_) {
-    Transport::gather_stream(gs);
+    Transport::open_gather_stream(gs, drive);
     return;
   }
   // The piece size is checked across ranks: different pieces would read wrong offsets.
   const CollDesc desc{CollOp::kGatherStream, DType::kInt8, gs.bytes, -1, piece};
   run(desc, [&](const char* op) {
-    std::vector<const uint8_t*> parts(static_cast<size_t>(size_));
-    for_each_step(op, gs.bytes, piece, [&](uint32_t s, uint64_t off, uint64_t n, bool first) {
-      if (n != 0) {
-        trace::Span span("pack", op, rank_, n);
-        gs.pack(slot(rank_, s), off, n);
-      }
-      arrive(s, first, desc, op);
-      for (int i = 0; i < size_; ++i) {
-        const int q = (rank_ + i) % size_;  // own piece first: it needs no wait
-        if (i != 0) {
-          trace::Span span("wait", op, q);
-          peers_.wait(q, 3 * s + 1, op);
-        }
-        parts[q] = slot(q, s);
-        if (gs.on_piece && n != 0) {
-          trace::Span span("compute", op, q, n);
-          gs.on_piece(q, parts[q], off, n);
-        }
-      }
-      if (gs.on_all && n != 0) {
-        trace::Span span("reduce", op, -1, n);
-        gs.on_all(parts.data(), off, n);
-      }
+    SlotChannel ch(*this, desc, 0, [&](uint8_t* slot, uint64_t off, uint64_t n) {
+      trace::Span span("pack", op, rank_, n);
+      gs.pack(slot, off, n);
     });
+    drive(ch);
   });
 }
 
-void ShmTransport::gather_stream_cma(const GatherStream& gs, const CollDesc& desc, const char* op) {
-  const uint64_t piece = desc.piece;
-  if (!gs.land && gs.bytes > 0) scratch_.resize(std::max<size_t>(scratch_.size(), piece));
-  cma_call(desc, op, gs.source, true, [&] {
-    for (uint64_t off = 0, i = 0; off < gs.bytes; off += piece, ++i) {
-      const uint64_t n = std::min(piece, gs.bytes - off);
-      fault_point(rank_, op, i + 2);  // 0 and 1: cma_call's, before and after publishing
-      if (gs.on_piece) {
-        trace::Span span("compute", op, rank_, n);
-        gs.on_piece(rank_, gs.source + off, off, n);
-      }
-      for (int j = 1; j < size_; ++j) {
-        const int q = (rank_ + j) % size_;  // rotated, as the slots' steps
-        uint8_t* dst = gs.land ? gs.land(q, off) : scratch_.data();
-        {
-          trace::Span span("read", op, q, n);
-          read_peer(q, off, dst, n, op);
-        }
-        if (gs.on_piece) {
-          trace::Span span("compute", op, q, n);
-          gs.on_piece(q, dst, off, n);
-        }
-      }
-    }
-  });
-}
-
-void ShmTransport::all_to_all_stream(const AllToAllStream& as) {
+void ShmTransport::open_all_to_all_stream(const AllToAllStream& as, const PieceDriver& drive) {
   // Each step's slot holds one piece per destination, at q * piece.
   const uint64_t piece =
       stream_piece_bytes(as.bytes, as.unit, as.max_piece, slot_bytes_ / static_cast<size_t>(size_));
   if (piece * static_cast<uint64_t>(size_) > slot_bytes_) {
-    Transport::all_to_all_stream(as);
+    Transport::open_all_to_all_stream(as, drive);
     return;
   }
   const CollDesc desc{CollOp::kAllToAllStream, DType::kInt8, as.bytes, -1, piece};
   run(desc, [&](const char* op) {
-    std::vector<const uint8_t*> parts(static_cast<size_t>(size_));
-    for_each_step(op, as.bytes, piece, [&](uint32_t s, uint64_t off, uint64_t n, bool first) {
-      if (n != 0)
-        for (int i = 1; i <= size_; ++i) {  // peers first (they wait for it), own piece last
-          const int q = (rank_ + i) % size_;
-          trace::Span span("pack", op, q, n);
-          as.pack(q, slot(rank_, s) + static_cast<size_t>(q) * piece, off, n);
-        }
-      arrive(s, first, desc, op);
-      for (int i = 0; i < size_; ++i) {
+    SlotChannel ch(*this, desc, piece, [&](uint8_t* slot, uint64_t off, uint64_t n) {
+      for (int i = 1; i <= size_; ++i) {  // peers first (they wait for it), own piece last
         const int q = (rank_ + i) % size_;
-        if (i != 0) {
-          trace::Span span("wait", op, q);
-          peers_.wait(q, 3 * s + 1, op);
-        }
-        parts[q] = slot(q, s) + static_cast<size_t>(rank_) * piece;
-        if (as.on_piece && n != 0) {
-          trace::Span span("compute", op, q, n);
-          as.on_piece(q, parts[q], off, n);
-        }
-      }
-      if (as.on_all && n != 0) {
-        trace::Span span("reduce", op, -1, n);
-        as.on_all(parts.data(), off, n);
+        trace::Span span("pack", op, q, n);
+        as.pack(q, slot + static_cast<size_t>(q) * piece, off, n);
       }
     });
+    drive(ch);
   });
 }
 

@@ -57,8 +57,8 @@ class ShmTransport final : public Transport {
   void reduce_scatter(const void* src, void* dst, uint64_t count, DType dtype) override;
   void all_reduce(const void* src, void* dst, uint64_t count, DType dtype) override;
   void all_to_all(const void* src, void* dst, uint64_t count, DType dtype) override;
-  void gather_stream(const GatherStream& s) override;
-  void all_to_all_stream(const AllToAllStream& s) override;
+  void open_gather_stream(const GatherStream& s, const PieceDriver& drive) override;
+  void open_all_to_all_stream(const AllToAllStream& s, const PieceDriver& drive) override;
   void abort(const std::string& reason) override;
   void reject(const std::string& reason) override;
   const std::string& failure() const override { return failure_; }
@@ -88,9 +88,11 @@ class ShmTransport final : public Transport {
   template <typename Body>
   void cma_call(const CollDesc& desc, const char* op, const void* mine, bool read_by_peers,
                 Body&& body);
-  // gather_stream with CMA: each peer's pieces read from its source with read_peer (into
-  // the op's landing place, or scratch_), one copy where the slots take two.
-  void gather_stream_cma(const GatherStream& gs, const CollDesc& desc, const char* op);
+  // The streams' channels (shm_stream.cpp): through the slots, and gather_stream with CMA
+  // (each peer's pieces read from its source with read_peer, into the op's landing place or
+  // scratch_: one copy where the slots take two).
+  class SlotChannel;
+  class CmaGatherChannel;
   // Copies n bytes at offset `off` of the data rank q published into dst.
   void read_peer(int q, uint64_t off, void* dst, uint64_t n, const char* op);
   void check_descriptors(const CollDesc& desc, const char* op);
@@ -109,7 +111,7 @@ class ShmTransport final : public Transport {
   int ranks_per_core_ = 1;
   CmaSupport cma_;
   bool algo_forced_ = false;      // COMMFUSE_ALGO names one of this transport's collectives
-  std::vector<uint8_t> scratch_;  // gather_stream_cma's piece where the op gives no place
+  std::vector<uint8_t> scratch_;  // a CMA gather_stream's piece where the op gives no place
   uint32_t step_ = 0;
   uint32_t op_seq_ = 0;
   std::string failure_;  // set once an op failed: the transport is then unusable

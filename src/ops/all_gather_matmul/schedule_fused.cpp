@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "exec/stream.hpp"
 #include "kernels/cpu/copy.hpp"
 #include "ops/all_gather_matmul/plan.hpp"
 
@@ -132,7 +133,7 @@ void run_quantized_fused(const AllGatherMatmulPlanData& plan, comm::CommImpl& co
       copy_unless_landed(staged + static_cast<uint64_t>(src) * gs.bytes + off,
                          src == p.rank ? x1 + off : data, n);
     };
-    comm.transport().gather_stream(gs);
+    exec::gather_stream(comm.transport(), gs);
     gemm.run(staged, p.m * p.world_size, RowScales{scales, true}, out, nullptr);
     return;
   }
@@ -144,7 +145,7 @@ void run_quantized_fused(const AllGatherMatmulPlanData& plan, comm::CommImpl& co
              gathered != nullptr ? copy_target(gathered + static_cast<uint64_t>(row) * row_bytes, a)
                                  : nullptr);
   };
-  comm.transport().gather_stream(gs);
+  exec::gather_stream(comm.transport(), gs);
 }
 
 }  // namespace
@@ -170,7 +171,7 @@ void run_all_gather_matmul_fused(const AllGatherMatmulPlanData& plan, comm::Comm
       copy_unless_landed(gathered + static_cast<uint64_t>(src) * gs.bytes + off,
                          src == p.rank ? x1 + off : data, n);
     };
-    comm.transport().gather_stream(gs);
+    exec::gather_stream(comm.transport(), gs);
     gemm.run_staged(gathered, p.m * p.world_size, out);
     return;
   }
@@ -187,7 +188,7 @@ void run_all_gather_matmul_fused(const AllGatherMatmulPlanData& plan, comm::Comm
                        : nullptr;
     batcher.add(a, rows, row, a_copy);
   };
-  comm.transport().gather_stream(gs);
+  exec::gather_stream(comm.transport(), gs);
   batcher.flush();
 }
 

@@ -4,6 +4,7 @@
 // GEMM runs on them, writing their output rows; the last chunk runs after the stream.
 #include <cstring>
 
+#include "exec/stream.hpp"
 #include "kernels/cpu/copy.hpp"
 #include "ops/alltoall_matmul/plan.hpp"
 #include "ops/alltoall_quant_matmul/plan.hpp"
@@ -44,7 +45,7 @@ void run_alltoall_matmul_fused(const AlltoAllMatmulPlanData& plan, comm::CommImp
       done = assembled;
     }
   };
-  comm.transport().all_to_all_stream(st);
+  exec::all_to_all_stream(comm.transport(), st);
   if (done < rows) gemm(done, rows);
 }
 

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "exec/stream.hpp"
 #include "kernels/cpu/quant_per_token.hpp"
 #include "ops/alltoall_quant_matmul/plan.hpp"
 #include "ops/alltoall_quant_matmul/quant_gemm.hpp"
@@ -50,7 +51,7 @@ class FusedRun {
     st.on_all = [&](const uint8_t* const* parts, uint64_t off, uint64_t n) {
       assemble(parts, off, n);
     };
-    t.all_to_all_stream(st);
+    exec::all_to_all_stream(t, st);
     if (done_ < rows_) gemm_.run(done_, rows_);  // the last chunk, after the stream
   }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "comm/comm_impl.hpp"
+#include "exec/stream.hpp"
 #include "ops/common/epilogue.hpp"
 #include "ops/common/quant_operands.hpp"
 
@@ -186,7 +187,7 @@ void reduce_scatter_partials(const MatmulReduceProblem& p, const PartialGemm& ge
                    p.bias.data != nullptr ? bias32 : nullptr, out + off / row_bytes * out_row_bytes,
                    p.out_dtype);
   };
-  comm.transport().all_to_all_stream(as);
+  exec::all_to_all_stream(comm.transport(), as);
 }
 
 }  // namespace commfuse::ops

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "exec/stream.hpp"
 #include "kernels/cpu/threads.hpp"
 
 namespace commfuse::ops {
@@ -155,7 +156,7 @@ void reduce_own_block(const QuantReduceProblem& p, comm::Transport& transport, v
     sum_rows(p, parts, static_cast<int64_t>(n / unit),
              static_cast<uint8_t*>(out) + off / unit * out_row_bytes, acc);
   };
-  transport.all_to_all_stream(as);
+  exec::all_to_all_stream(transport, as);
 }
 
 uint64_t quant_piece_bytes(const QuantReduceProblem&, const comm::Transport&) {

@@ -6,6 +6,7 @@
 // so the output is bitwise identical on all ranks (SPEC §0, §2). Any transport.
 #include <cstring>
 
+#include "exec/stream.hpp"
 #include "ops/common/epilogue.hpp"
 #include "ops/matmul_all_reduce/plan.hpp"
 
@@ -39,7 +40,7 @@ void run_matmul_all_reduce_fused(const MatmulAllReducePlanData& plan, comm::Comm
                    p.bias.data != nullptr ? bias32 : nullptr, out + off / row_bytes * out_row_bytes,
                    p.out_dtype);
   };
-  comm.transport().gather_stream(gs);
+  exec::gather_stream(comm.transport(), gs);
 }
 
 }  // namespace commfuse::ops

@@ -4,6 +4,7 @@
 // dequantizes them into one fp32 accumulator row and rounds it once into the output. Pieces
 // are sized so the R parts stay in L2. On MPI the stream is staged: only codes and scales
 // cross the wire. Every rank sums the same bytes in the same order: identical bits.
+#include "exec/stream.hpp"
 #include "ops/quant_all_reduce/plan.hpp"
 
 namespace commfuse::ops {
@@ -25,7 +26,7 @@ void run_quant_all_reduce_gather_stream(const QuantAllReducePlanData& plan, comm
     void* out = static_cast<uint8_t*>(p.output) + off / unit * out_row_bytes;
     sum_rows(p, parts, static_cast<int64_t>(n / unit), out, acc);
   };
-  comm.transport().gather_stream(gs);
+  exec::gather_stream(comm.transport(), gs);
 }
 
 }  // namespace commfuse::ops
