@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "algo_scope.hpp"
+#include "bench_buffer.hpp"
 #include "bench_options.hpp"
 #include "bench_timing.hpp"
 #include "core/error.hpp"
@@ -56,25 +57,25 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
   for (size_t i = 0; i < xf.size(); ++i)
     xf[i] = a4w4 ? static_cast<float>(static_cast<int>(hash(i + me * 7777) % 16) - 8)
                  : (static_cast<float>(hash(i + me * 7777) % 2001) - 1000.0f) / 500.0f;
-  std::vector<uint8_t> x1(dtype_storage_bytes(x1t, xf.size()));
+  Bytes x1(dtype_storage_bytes(x1t, xf.size()));
   convert(xf.data(), DType::kFloat32, x1.data(), x1t, xf.size());
   std::vector<float> token(static_cast<size_t>(o.bs), 0.01f);
   std::vector<int8_t> w(static_cast<size_t>(k * n));
   for (size_t i = 0; i < w.size(); ++i)
     w[i] = static_cast<int8_t>(w4 ? static_cast<int>(hash(i + 3) % 16) - 8
                                   : static_cast<int>(hash(i + 3) % 255) - 127);
-  std::vector<uint8_t> x2q(w4 ? w.size() / 2 : w.size());
+  Bytes x2q(w4 ? w.size() / 2 : w.size());
   if (w4)
     pack_int4(w.data(), x2q.data(), w.size());
   else
     std::memcpy(x2q.data(), w.data(), w.size());
   std::vector<float> wf(w.begin(), w.end());
-  std::vector<uint8_t> x2h(dtype_storage_bytes(half, wf.size()));
+  Bytes x2h(dtype_storage_bytes(half, wf.size()));
   convert(wf.data(), DType::kFloat32, x2h.data(), half, wf.size());
   std::vector<float> x2_scale(static_cast<size_t>(n), 0.001f);
   const size_t hes = dtype_storage_bytes(half, 1);
-  std::vector<uint8_t> out_fused(static_cast<size_t>(rows * n) * hes),
-      out_unfused(out_fused.size()), out_half(out_fused.size());
+  Bytes out_fused(static_cast<size_t>(rows * n) * hes), out_unfused(out_fused.size()),
+      out_half(out_fused.size());
 
   // The fused operator and (a), the same op with its unfused algorithm.
   std::function<void()> fused, unfused;
@@ -85,7 +86,7 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
     AlltoAllQuantMatmulOptions qo;
     qo.x1_quant_mode = a4w4 ? 3 : 7;
     if (a4w4) qo.x1_scale = TensorView(token.data(), DType::kFloat32, {o.bs});
-    auto make = [&](std::vector<uint8_t>& out) {
+    auto make = [&](Bytes& out) {
       return std::make_unique<AlltoAllQuantMatmulPlan>(
           TensorView(x1.data(), x1t, {o.bs, h}),
           TensorView(x2q.data(), w4 ? DType::kInt4 : DType::kInt8, {k, n}),
@@ -108,7 +109,7 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
     fused = [&] { mplan->execute(ws.data(), mplan->workspace_size()); };
   }
 
-  std::vector<uint8_t> recv(x1.size()), perm(x1.size());
+  Bytes recv(x1.size()), perm(x1.size());
   const size_t row_bytes = static_cast<size_t>(h) * hes;
   auto permute = [&] {
     comm.all_to_all(x1.data(), recv.data(), static_cast<size_t>(rows * h), t);

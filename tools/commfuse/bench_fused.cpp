@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_buffer.hpp"
 #include "bench_options.hpp"
 #include "bench_timing.hpp"
 #include "core/error.hpp"
@@ -22,20 +23,20 @@
 namespace commfuse::cli {
 namespace {
 
-std::vector<uint8_t> random_matrix(size_t count, DType t, uint32_t seed) {
+Bytes random_matrix(size_t count, DType t, uint32_t seed) {
   std::vector<float> v(count);
   uint32_t x = seed * 2654435761u + 1;
   for (auto& f : v) {
     x = x * 1664525u + 1013904223u;
     f = static_cast<float>(static_cast<int>(x >> 9) % 2001 - 1000) / 1000.0f;
   }
-  std::vector<uint8_t> out(dtype_storage_bytes(t, count));
+  Bytes out(dtype_storage_bytes(t, count));
   convert(v.data(), DType::kFloat32, out.data(), t, count);
   return out;
 }
 
 // Largest |a - b| over two matrices of dtype t (the fused and unfused outputs).
-double max_diff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, DType t) {
+double max_diff(const Bytes& a, const Bytes& b, DType t) {
   const size_t count = a.size() / dtype_storage_bytes(t, 1);
   std::vector<float> fa(count), fb(count);
   convert(a.data(), t, fa.data(), DType::kFloat32, count);
@@ -52,8 +53,8 @@ struct Case {
   std::function<void()> call;
   double flops = 0;  // per rank
   std::string shapes;
-  const std::vector<uint8_t>* fused_out = nullptr;
-  const std::vector<uint8_t>* unfused_out = nullptr;
+  const Bytes* fused_out = nullptr;
+  const Bytes* unfused_out = nullptr;
 };
 
 }  // namespace
@@ -79,10 +80,8 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
   const int64_t out_rows = o.op == "all-gather-matmul"       ? o.m
                            : o.op == "matmul-reduce-scatter" ? m
                                                              : o.m;
-  std::vector<uint8_t> out(static_cast<size_t>(out_rows * n) * es), out_unfused(out.size()),
-      out_mpi(out.size());
-  std::vector<uint8_t> gathered(o.op == "all-gather-matmul" ? static_cast<size_t>(o.m * k) * es
-                                                            : 0),
+  Bytes out(static_cast<size_t>(out_rows * n) * es), out_unfused(out.size()), out_mpi(out.size());
+  Bytes gathered(o.op == "all-gather-matmul" ? static_cast<size_t>(o.m * k) * es : 0),
       gathered_mpi(gathered.size());
   std::vector<float> partial(o.op == "all-gather-matmul" ? 0 : static_cast<size_t>(o.m * n)),
       reduced(static_cast<size_t>(out_rows * n));
@@ -92,7 +91,7 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
   c.unfused_out = &out_unfused;
 
   std::vector<float> workspace;
-  std::vector<uint8_t> gemm_out;
+  Bytes gemm_out;
   if (o.op == "all-gather-matmul") {
     AllGatherMatmulOptions opt;
     opt.comm_turn = o.comm_turn;

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_buffer.hpp"
 #include "bench_quant.hpp"
 #include "bench_timing.hpp"
 #include "core/error.hpp"
@@ -34,7 +35,7 @@ float input_value(int rank, uint64_t i) {
 }
 
 struct Quantized {
-  std::vector<uint8_t> codes, scales;
+  Bytes codes, scales;
 };
 
 Quantized quantize_rows(int rank, int64_t row0, int64_t rows, DType xt, bool mx) {
@@ -96,7 +97,7 @@ int run_quant_bench(int rank, int R, const BenchOptions& o) {
     const int64_t n = rows * kH;
     const Quantized q = quantize_rows(rank, 0, rows, xt, mx);
     const int64_t out_rows = rs ? rows / R : rows;
-    std::vector<uint8_t> out(static_cast<size_t>(out_rows * kH) * oes);
+    Bytes out(static_cast<size_t>(out_rows * kH) * oes);
     const TensorView xv(q.codes.data(), xt, {rows, kH});
     const TensorView ov(out.data(), ot, {out_rows, kH});
     std::vector<float> ws;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "algo_scope.hpp"
+#include "bench_buffer.hpp"
 #include "bench_options.hpp"
 #include "bench_timing.hpp"
 #include "core/error.hpp"
@@ -27,7 +28,7 @@ namespace commfuse::cli {
 namespace {
 
 // Codes spread over the format's range (int8: all of it; 8-bit floats: values in [-2, 2]).
-std::vector<uint8_t> random_codes(size_t count, DType t, uint32_t seed) {
+Bytes random_codes(size_t count, DType t, uint32_t seed) {
   std::vector<float> v(count);
   uint32_t x = seed * 2654435761u + 1;
   for (auto& f : v) {
@@ -35,7 +36,7 @@ std::vector<uint8_t> random_codes(size_t count, DType t, uint32_t seed) {
     f = t == DType::kInt8 ? static_cast<float>(static_cast<int>(x >> 24) - 128)
                           : static_cast<float>(static_cast<int>(x >> 9) % 2001 - 1000) / 500.0f;
   }
-  std::vector<uint8_t> out(dtype_storage_bytes(t, count));
+  Bytes out(dtype_storage_bytes(t, count));
   convert(v.data(), DType::kFloat32, out.data(), t, count);
   return out;
 }
@@ -116,10 +117,10 @@ int run_quant_matmul_bench(const BenchOptions& o, Comm& comm, FILE* json) {
   const TensorView s1v(s1.data(), DType::kFloat32, {static_cast<int64_t>(s1.size())});
   const TensorView s2v(s2.data(), DType::kFloat32, {n});
   const size_t gathered_count = agm ? static_cast<size_t>(o.m * k) : 0;
-  std::vector<uint8_t> out(out_count * 2), out_u(out.size()), gathered(gathered_count),
+  Bytes out(out_count * 2), out_u(out.size()), gathered(gathered_count),
       gathered_u(gathered.size());
   // The bf16 op at the same shape: the codes' values in bf16 (exact), same x2.
-  std::vector<uint8_t> x1b(mk * 2), x2b(kn * 2), outb(out.size()), outb_u(out.size()),
+  Bytes x1b(mk * 2), x2b(kn * 2), outb(out.size()), outb_u(out.size()),
       gatheredb(gathered.size() * 2), gatheredb_u(gatheredb.size());
   convert(x1.data(), q, x1b.data(), bf16, mk);
   convert(x2.data(), q, x2b.data(), bf16, kn);

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_buffer.hpp"
 #include "bench_options.hpp"
 #include "bench_quant.hpp"
 #include "bench_timing.hpp"
@@ -116,7 +117,7 @@ int cmd_bench_worker(int argc, char** argv) {
       std::vector<float> init_vals(p.count);
       for (uint64_t i = 0; i < p.count; ++i)
         init_vals[i] = static_cast<float>(static_cast<int>((rank * 7 + i) % 9) - 4);
-      std::vector<uint8_t> src(p.count * es), dst(p.recv_count * es), mpi_dst(p.recv_count * es);
+      Bytes src(p.count * es), dst(p.recv_count * es), mpi_dst(p.recv_count * es);
       convert(init_vals.data(), DType::kFloat32, src.data(), t, p.count);
 
       std::function<void()> cf, mpi;

@@ -5,8 +5,10 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -227,14 +229,24 @@ dnnl::primitive_attr scratchpad_attr() {
 }
 
 void* scratchpad_buffer(size_t bytes) {
+  // Page-aligned, as oneDNN's own scratchpad: its brgemm kernels copy blocks of b there and
+  // load AMX tiles and AVX-512 vectors from them. From new[] (16-byte aligned) the s8 GEMM
+  // of 2048x4096x4096 on AMX ran 72 ms against oneDNN's own scratchpad's 53 ms.
+  constexpr size_t kAlign = 4096;
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
   struct Buffer {
-    std::unique_ptr<uint8_t[]> data;
+    std::unique_ptr<void, Free> data;
     size_t capacity = 0;
   };
   thread_local Buffer buffer;
   if (bytes > buffer.capacity) {
-    buffer.data = std::make_unique_for_overwrite<uint8_t[]>(bytes);
-    buffer.capacity = bytes;
+    const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
+    buffer.data.reset();  // the old one first: peak memory is the new size only
+    buffer.data.reset(std::aligned_alloc(kAlign, rounded));
+    if (!buffer.data) throw std::bad_alloc();
+    buffer.capacity = rounded;
   }
   return buffer.data.get();
 }

@@ -29,7 +29,7 @@ AllGatherMatmulPlan::AllGatherMatmulPlan(AllGatherMatmulPlan&&) noexcept = defau
 AllGatherMatmulPlan& AllGatherMatmulPlan::operator=(AllGatherMatmulPlan&&) noexcept = default;
 
 size_t AllGatherMatmulPlan::workspace_size() const {
-  return data_->workspace_bytes;
+  return ops::workspace_request(data_->workspace_bytes);
 }
 
 std::string AllGatherMatmulPlan::description() const {
@@ -42,15 +42,15 @@ const char* AllGatherMatmulPlan::schedule_name() const {
 
 void AllGatherMatmulPlan::execute(void* workspace, size_t workspace_bytes) {
   const ops::AllGatherMatmulProblem& p = data_->problem;
-  comm::CommImpl& c = ops::begin_execute(ops::kAllGatherMatmulOp, p.group, p.rank, p.world_size,
-                                         workspace, workspace_bytes, data_->workspace_bytes);
+  const auto [c, ws] = ops::begin_execute(ops::kAllGatherMatmulOp, p.group, p.rank, p.world_size,
+                                          workspace, workspace_bytes, data_->workspace_bytes);
   const comm::CallScope call(data_->signature);
   switch (data_->schedule) {
     case ops::AllGatherMatmulSchedule::kFused:
-      ops::run_all_gather_matmul_fused(*data_, c, workspace);
+      ops::run_all_gather_matmul_fused(*data_, c, ws);
       return;
     case ops::AllGatherMatmulSchedule::kUnfused:
-      ops::run_all_gather_matmul_unfused(*data_, c, workspace);
+      ops::run_all_gather_matmul_unfused(*data_, c, ws);
       return;
   }
 }

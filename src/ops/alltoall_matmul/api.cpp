@@ -31,7 +31,7 @@ AlltoAllMatmulPlan::AlltoAllMatmulPlan(AlltoAllMatmulPlan&&) noexcept = default;
 AlltoAllMatmulPlan& AlltoAllMatmulPlan::operator=(AlltoAllMatmulPlan&&) noexcept = default;
 
 size_t AlltoAllMatmulPlan::workspace_size() const {
-  return data_->workspace_bytes;
+  return ops::workspace_request(data_->workspace_bytes);
 }
 
 const char* AlltoAllMatmulPlan::schedule_name() const {
@@ -40,15 +40,15 @@ const char* AlltoAllMatmulPlan::schedule_name() const {
 
 void AlltoAllMatmulPlan::execute(void* workspace, size_t workspace_bytes) {
   const ops::AlltoAllMatmulProblem& p = data_->problem;
-  comm::CommImpl& c = ops::begin_execute(ops::kAlltoAllMatmulOp, p.group, p.rank, p.world_size,
-                                         workspace, workspace_bytes, data_->workspace_bytes);
+  const auto [c, ws] = ops::begin_execute(ops::kAlltoAllMatmulOp, p.group, p.rank, p.world_size,
+                                          workspace, workspace_bytes, data_->workspace_bytes);
   const comm::CallScope call(data_->signature);
   switch (data_->schedule) {
     case ops::AlltoAllMatmulSchedule::kFused:
-      ops::run_alltoall_matmul_fused(*data_, c, workspace);
+      ops::run_alltoall_matmul_fused(*data_, c, ws);
       return;
     case ops::AlltoAllMatmulSchedule::kUnfused:
-      ops::run_alltoall_matmul_unfused(*data_, c, workspace);
+      ops::run_alltoall_matmul_unfused(*data_, c, ws);
       return;
   }
 }

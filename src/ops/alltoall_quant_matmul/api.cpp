@@ -38,7 +38,7 @@ AlltoAllQuantMatmulPlan& AlltoAllQuantMatmulPlan::operator=(AlltoAllQuantMatmulP
     default;
 
 size_t AlltoAllQuantMatmulPlan::workspace_size() const {
-  return data_->ws.total;
+  return ops::workspace_request(data_->ws.total);
 }
 
 std::string AlltoAllQuantMatmulPlan::description() const {
@@ -59,15 +59,16 @@ const char* AlltoAllQuantMatmulPlan::combination_name() const {
 
 void AlltoAllQuantMatmulPlan::execute(void* workspace, size_t workspace_bytes) {
   const ops::AlltoAllQuantMatmulProblem& p = data_->problem;
-  comm::CommImpl& c = ops::begin_execute(ops::kAlltoAllQuantMatmulOp, p.group, p.rank, p.world_size,
-                                         workspace, workspace_bytes, data_->ws.total);
+  const auto [c, ws] =
+      ops::begin_execute(ops::kAlltoAllQuantMatmulOp, p.group, p.rank, p.world_size, workspace,
+                         workspace_bytes, data_->ws.total);
   const comm::CallScope call(data_->signature);
   switch (data_->schedule) {
     case ops::AlltoAllQuantMatmulSchedule::kFused:
-      ops::run_alltoall_quant_matmul_fused(*data_, c, workspace);
+      ops::run_alltoall_quant_matmul_fused(*data_, c, ws);
       return;
     case ops::AlltoAllQuantMatmulSchedule::kUnfused:
-      ops::run_alltoall_quant_matmul_unfused(*data_, c, workspace);
+      ops::run_alltoall_quant_matmul_unfused(*data_, c, ws);
       return;
   }
 }

@@ -1,6 +1,7 @@
 // alltoall_quant_matmul's int GEMM and epilogue (quant_gemm.hpp).
 #include "ops/alltoall_quant_matmul/quant_gemm.hpp"
 
+#include "core/trace.hpp"
 #include "ops/alltoall_quant_matmul/row_kernels.hpp"
 
 namespace commfuse::ops {
@@ -50,7 +51,11 @@ void QuantGemm::run(int64_t r0, int64_t r1) {
   auto* out = static_cast<uint8_t*>(p_.output);
   if (p_.combo != QuantCombo::kA4W4) {
     const auto g = cpu::plan_int_matmul(desc(m, k_));
-    cpu::int_matmul(*g, q_ + static_cast<size_t>(r0) * k, b_, acc_);
+    {
+      trace::Span span("gemm", "quant_gemm", -1, static_cast<uint64_t>(m));
+      cpu::int_matmul(*g, q_ + static_cast<size_t>(r0) * k, b_, acc_);
+    }
+    trace::Span span("dequant", "quant_gemm", -1, static_cast<uint64_t>(m));
     for (int64_t i = 0; i < m; ++i) {
       dequant_row(acc_ + static_cast<size_t>(i) * n_, p_.x2_scale, scales_[r0 + i], bias32_,
                   out_row_, n_);

@@ -42,9 +42,10 @@ void check_workspace(const char* op, comm::CommImpl& c, const void* workspace,
                      size_t workspace_bytes, size_t needed) {
   // The message prefix only on failure: formatting it costs more than a tiny op's execute.
   auto prefix = [&] { return detail::cat(op, "(rank ", c.rank(), "): "); };
-  if (workspace_bytes < needed)
-    c.reject(Status::kParamInvalid, detail::cat(prefix(), "workspaceSize is ", workspace_bytes,
-                                                " bytes but the plan needs ", needed));
+  if (workspace_bytes < workspace_request(needed))
+    c.reject(Status::kParamInvalid,
+             detail::cat(prefix(), "workspaceSize is ", workspace_bytes,
+                         " bytes but the plan needs ", workspace_request(needed)));
   if (needed > 0 && workspace == nullptr)
     c.reject(Status::kParamNullptr,
              detail::cat(prefix(), "workspace is null but the plan needs ", needed, " bytes"));
@@ -55,12 +56,19 @@ void check_workspace(const char* op, comm::CommImpl& c, const void* workspace,
 
 }  // namespace
 
-comm::CommImpl& begin_execute(const char* op, const std::string& group, int planned_rank,
-                              int planned_world_size, const void* workspace, size_t workspace_bytes,
-                              size_t needed) {
+size_t workspace_request(size_t needed) {
+  return needed == 0 ? 0 : needed + kWorkspaceAlign - alignof(float);
+}
+
+Execution begin_execute(const char* op, const std::string& group, int planned_rank,
+                        int planned_world_size, void* workspace, size_t workspace_bytes,
+                        size_t needed) {
   comm::CommImpl& c = comm_for_execute(op, group, planned_rank, planned_world_size);
   check_workspace(op, c, workspace, workspace_bytes, needed);
-  return c;
+  if (needed == 0) return {c, workspace};
+  const uintptr_t at = reinterpret_cast<uintptr_t>(workspace);
+  const uintptr_t aligned = (at + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
+  return {c, static_cast<uint8_t*>(workspace) + (aligned - at)};
 }
 
 }  // namespace commfuse::ops

@@ -28,7 +28,7 @@ MatmulAllReducePlan::MatmulAllReducePlan(MatmulAllReducePlan&&) noexcept = defau
 MatmulAllReducePlan& MatmulAllReducePlan::operator=(MatmulAllReducePlan&&) noexcept = default;
 
 size_t MatmulAllReducePlan::workspace_size() const {
-  return data_->workspace_bytes;
+  return ops::workspace_request(data_->workspace_bytes);
 }
 
 std::string MatmulAllReducePlan::description() const {
@@ -41,18 +41,18 @@ const char* MatmulAllReducePlan::schedule_name() const {
 
 void MatmulAllReducePlan::execute(void* workspace, size_t workspace_bytes) {
   const ops::MatmulReduceProblem& p = data_->problem;
-  comm::CommImpl& c = ops::begin_execute(ops::kMatmulAllReduceOp, p.group, p.rank, p.world_size,
-                                         workspace, workspace_bytes, data_->workspace_bytes);
+  const auto [c, ws] = ops::begin_execute(ops::kMatmulAllReduceOp, p.group, p.rank, p.world_size,
+                                          workspace, workspace_bytes, data_->workspace_bytes);
   const comm::CallScope call(data_->signature);
   switch (data_->schedule) {
     case ops::MatmulAllReduceSchedule::kFusedRsAllGather:
-      ops::run_matmul_all_reduce_rs_all_gather(*data_, c, workspace);
+      ops::run_matmul_all_reduce_rs_all_gather(*data_, c, ws);
       return;
     case ops::MatmulAllReduceSchedule::kFused:
-      ops::run_matmul_all_reduce_fused(*data_, c, workspace);
+      ops::run_matmul_all_reduce_fused(*data_, c, ws);
       return;
     case ops::MatmulAllReduceSchedule::kUnfused:
-      ops::run_matmul_all_reduce_unfused(*data_, c, workspace);
+      ops::run_matmul_all_reduce_unfused(*data_, c, ws);
       return;
   }
 }

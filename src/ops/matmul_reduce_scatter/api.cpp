@@ -30,7 +30,7 @@ MatmulReduceScatterPlan& MatmulReduceScatterPlan::operator=(MatmulReduceScatterP
     default;
 
 size_t MatmulReduceScatterPlan::workspace_size() const {
-  return data_->workspace_bytes;
+  return ops::workspace_request(data_->workspace_bytes);
 }
 
 std::string MatmulReduceScatterPlan::description() const {
@@ -43,15 +43,16 @@ const char* MatmulReduceScatterPlan::schedule_name() const {
 
 void MatmulReduceScatterPlan::execute(void* workspace, size_t workspace_bytes) {
   const ops::MatmulReduceProblem& p = data_->problem;
-  comm::CommImpl& c = ops::begin_execute(ops::kMatmulReduceScatterOp, p.group, p.rank, p.world_size,
-                                         workspace, workspace_bytes, data_->workspace_bytes);
+  const auto [c, ws] =
+      ops::begin_execute(ops::kMatmulReduceScatterOp, p.group, p.rank, p.world_size, workspace,
+                         workspace_bytes, data_->workspace_bytes);
   const comm::CallScope call(data_->signature);
   switch (data_->schedule) {
     case ops::MatmulReduceScatterSchedule::kFused:
-      ops::run_matmul_reduce_scatter_fused(*data_, c, workspace);
+      ops::run_matmul_reduce_scatter_fused(*data_, c, ws);
       return;
     case ops::MatmulReduceScatterSchedule::kUnfused:
-      ops::run_matmul_reduce_scatter_unfused(*data_, c, workspace);
+      ops::run_matmul_reduce_scatter_unfused(*data_, c, ws);
       return;
   }
 }

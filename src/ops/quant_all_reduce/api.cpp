@@ -25,7 +25,7 @@ QuantAllReducePlan::QuantAllReducePlan(QuantAllReducePlan&&) noexcept = default;
 QuantAllReducePlan& QuantAllReducePlan::operator=(QuantAllReducePlan&&) noexcept = default;
 
 size_t QuantAllReducePlan::workspace_size() const {
-  return data_->workspace_bytes;
+  return ops::workspace_request(data_->workspace_bytes);
 }
 
 const char* QuantAllReducePlan::schedule_name() const {
@@ -34,18 +34,18 @@ const char* QuantAllReducePlan::schedule_name() const {
 
 void QuantAllReducePlan::execute(void* workspace, size_t workspace_bytes) {
   const ops::QuantReduceProblem& p = data_->problem;
-  comm::CommImpl& c = ops::begin_execute(ops::kQuantAllReduceOp, p.group, p.rank, p.world_size,
-                                         workspace, workspace_bytes, data_->workspace_bytes);
+  const auto [c, ws] = ops::begin_execute(ops::kQuantAllReduceOp, p.group, p.rank, p.world_size,
+                                          workspace, workspace_bytes, data_->workspace_bytes);
   const comm::CallScope call(data_->signature);
   switch (data_->schedule) {
     case ops::QuantAllReduceSchedule::kRsAllGather:
-      ops::run_quant_all_reduce_rs_all_gather(*data_, c, workspace);
+      ops::run_quant_all_reduce_rs_all_gather(*data_, c, ws);
       return;
     case ops::QuantAllReduceSchedule::kUnfused:
-      ops::run_quant_all_reduce_unfused(*data_, c, workspace);
+      ops::run_quant_all_reduce_unfused(*data_, c, ws);
       return;
     case ops::QuantAllReduceSchedule::kGatherStream:
-      ops::run_quant_all_reduce_gather_stream(*data_, c, workspace);
+      ops::run_quant_all_reduce_gather_stream(*data_, c, ws);
       return;
   }
 }

@@ -26,7 +26,7 @@ QuantReduceScatterPlan& QuantReduceScatterPlan::operator=(QuantReduceScatterPlan
     default;
 
 size_t QuantReduceScatterPlan::workspace_size() const {
-  return data_->workspace_bytes;
+  return ops::workspace_request(data_->workspace_bytes);
 }
 
 const char* QuantReduceScatterPlan::schedule_name() const {
@@ -35,15 +35,15 @@ const char* QuantReduceScatterPlan::schedule_name() const {
 
 void QuantReduceScatterPlan::execute(void* workspace, size_t workspace_bytes) {
   const ops::QuantReduceProblem& p = data_->problem;
-  comm::CommImpl& c = ops::begin_execute(ops::kQuantReduceScatterOp, p.group, p.rank, p.world_size,
-                                         workspace, workspace_bytes, data_->workspace_bytes);
+  const auto [c, ws] = ops::begin_execute(ops::kQuantReduceScatterOp, p.group, p.rank, p.world_size,
+                                          workspace, workspace_bytes, data_->workspace_bytes);
   const comm::CallScope call(data_->signature);
   switch (data_->schedule) {
     case ops::QuantReduceScatterSchedule::kAllToAllStream:
-      ops::run_quant_reduce_scatter_all_to_all_stream(*data_, c, workspace);
+      ops::run_quant_reduce_scatter_all_to_all_stream(*data_, c, ws);
       return;
     case ops::QuantReduceScatterSchedule::kUnfused:
-      ops::run_quant_reduce_scatter_unfused(*data_, c, workspace);
+      ops::run_quant_reduce_scatter_unfused(*data_, c, ws);
       return;
   }
 }
