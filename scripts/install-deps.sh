@@ -8,6 +8,7 @@ PYTHON=${PYTHON:-python3}
 APT_PACKAGES=(
   cmake g++ make pkg-config
   libdnnl-dev                      # oneDNN: CPU GEMMs
+  libopenblas0-pthread             # OpenBLAS: the fp32 GEMM where it is faster (loaded at run time)
   libopenmpi-dev openmpi-bin       # MPI transport for multi-machine runs
   libgtest-dev libgmock-dev        # unit tests
   libbenchmark-dev                 # micro-benchmarks in bench/

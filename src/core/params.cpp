@@ -10,7 +10,7 @@
 namespace commfuse::params {
 namespace {
 
-constexpr std::array<Param, 13> kParams{{
+constexpr std::array<Param, 14> kParams{{
     {"COMMFUSE_LOG", Kind::kChoice, "warn", "error|warn|info|debug",
      "log level; lines go to stderr prefixed host:pid:rank"},
     {"COMMFUSE_TIMEOUT_S", Kind::kInt, "300", "",
@@ -32,6 +32,9 @@ constexpr std::array<Param, 13> kParams{{
     {"COMMFUSE_HALF_GEMM", Kind::kChoice, "auto", "auto|native|float32",
      "fp16/bf16 GEMMs: auto = oneDNN's native kernel or widened to fp32, whichever a once-per-"
      "process measurement says is faster; native or float32 pins it (same bits run to run)"},
+    {"COMMFUSE_F32_GEMM", Kind::kChoice, "auto", "auto|onednn|openblas",
+     "fp32 GEMMs: auto = oneDNN or OpenBLAS (when libopenblas.so.0 loads), whichever a once-per-"
+     "process measurement says is faster; onednn or openblas pins it"},
     {"COMMFUSE_MAX_CPU_ISA", Kind::kChoice, "all",
      "sse41|avx2|avx2_vnni|avx512_core|avx512_core_vnni|avx512_core_bf16|avx512_core_fp16|"
      "avx512_core_amx|all",

@@ -22,9 +22,11 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/cpu/f32_gemm_model.hpp"
 #include "kernels/cpu/half_gemm_model.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/onednn_info.hpp"
+#include "kernels/cpu/openblas.hpp"
 #include "kernels/cpu/small_m_gemm.hpp"
 #include "kernels/cpu/threads.hpp"
 
@@ -527,6 +529,60 @@ void expect_error(const MatmulDesc& d, const void* a, const void* b, const void*
     ADD_FAILURE() << "no error; expected one mentioning '" << needle << "'";
   } catch (const E& e) {
     EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+// fp32 on each provider (f32_gemm_model.hpp), every layout — row strides with NaN padding,
+// transposed b, bias, accumulate — exact on integer values, so a provider that mishandles
+// one of them is caught whichever the model picks here. Where OpenBLAS cannot be loaded,
+// forcing it is PARAM_INVALID naming it.
+TEST(MatmulF32Provider, EveryProviderEveryLayoutIsExact) {
+  uint32_t seed = 900;
+  for (const auto provider : {cpu::GemmProvider::kOneDnn, cpu::GemmProvider::kOpenBlas})
+    for (const bool transposed : {false, true})
+      for (const bool bias : {false, true})
+        for (const bool accumulate : {false, true}) {
+          MatmulDesc d = cpu::dense_matmul_desc(37, 70, 45, DType::kFloat32, transposed);
+          d.lda = 75;
+          d.ldb = (transposed ? 70 : 45) + 3;
+          d.ldc = 50;
+          d.has_bias = bias;
+          d.accumulate = accumulate;
+          d.provider = provider;
+          const bool openblas = provider == cpu::GemmProvider::kOpenBlas;
+          if (openblas && !cpu::openblas_available()) {
+            std::vector<float> x(100000, 1.0f);
+            expect_error<commfuse::InvalidArgument>(d, x.data(), x.data(), x.data(), x.data(),
+                                                    "OpenBLAS");
+            continue;
+          }
+          const std::string text = cpu::describe(*cpu::plan_matmul(d));
+          EXPECT_EQ(text.find("openblas:sgemm") != std::string::npos, openblas) << text;
+          Problem p = make_problem(d, true, seed++);
+          expect_exact(p);
+        }
+}
+
+// The model and the plans agree: an fp32 GEMM runs on OpenBLAS exactly where the model says
+// it pays for its class of shape; the model's line names what it measured.
+TEST(MatmulF32Provider, PlansFollowTheMachineModel) {
+  const cpu::F32GemmModel& model = cpu::f32_gemm_model();
+  if (model.openblas_unavailable.empty() && model.forced.empty()) {
+    EXPECT_GT(model.onednn_few, 0.0);
+    EXPECT_GT(model.openblas_few, 0.0);
+    EXPECT_GT(model.onednn_mid, 0.0);
+    EXPECT_GT(model.openblas_mid, 0.0);
+  }
+  for (const int64_t m : {int64_t{8}, int64_t{300}}) {
+    const auto plan = cpu::plan_matmul(cpu::dense_matmul_desc(m, 256, 256, DType::kFloat32));
+    const std::string text = cpu::describe(*plan);
+    EXPECT_EQ(text.find("openblas:sgemm") != std::string::npos, cpu::openblas_pays(m, 256, 256))
+        << text;
+  }
+  const std::string line = cpu::describe_f32_gemm_model();
+  EXPECT_NE(line.find("float32 GEMM"), std::string::npos) << line;
+  if (!model.openblas_unavailable.empty()) {
+    EXPECT_NE(line.find("OpenBLAS unavailable"), std::string::npos) << line;
   }
 }
 

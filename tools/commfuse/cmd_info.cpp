@@ -13,9 +13,11 @@
 #include "core/error.hpp"
 #include "core/params.hpp"
 #include "kernels/cpu/copy.hpp"
+#include "kernels/cpu/f32_gemm_model.hpp"
 #include "kernels/cpu/half_gemm_model.hpp"
 #include "kernels/cpu/int_matmul.hpp"
 #include "kernels/cpu/onednn_info.hpp"
+#include "kernels/cpu/openblas.hpp"
 
 namespace commfuse::cli {
 
@@ -64,6 +66,9 @@ int cmd_info(int argc, char** argv) {
                   : "oneDNN s8 for int4 ranges; exact f32 blocks for int8 (no VNNI/AMX)");
   for (const DType t : {DType::kBFloat16, DType::kFloat16})
     std::printf("  16-bit GEMM       %s\n", kernels::cpu::describe_half_gemm_model(t).c_str());
+  std::printf("  fp32 GEMM         %s\n", kernels::cpu::describe_f32_gemm_model().c_str());
+  if (kernels::cpu::openblas_available())
+    std::printf("  OpenBLAS          %s\n", kernels::cpu::openblas_config().c_str());
   {
     // What a communicator on this host would find: a child reading this process (the group
     // itself probes between its ranks at set-up and reports it with COMMFUSE_VERBOSE=1).

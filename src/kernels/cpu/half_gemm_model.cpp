@@ -45,7 +45,10 @@ HalfGemmModel measure(DType t) {
   if (pin != "auto") m.forced = pin;
   if (!m.native || !m.forced.empty()) return m;
 
-  const auto f32 = plan_matmul(dense_matmul_desc(kProbeM, kProbeK, kProbeN, DType::kFloat32));
+  // The kernel a widened GEMM runs: oneDNN's (OpenBLAS takes fp32 inputs only).
+  MatmulDesc f32_desc = dense_matmul_desc(kProbeM, kProbeK, kProbeN, DType::kFloat32);
+  f32_desc.provider = GemmProvider::kOneDnn;
+  const auto f32 = plan_matmul(f32_desc);
   // 1.0 in either format: the rates do not depend on the values.
   const uint16_t one = t == DType::kFloat16 ? 0x3c00 : 0x3f80;
   std::vector<uint16_t> a16(kProbeM * kProbeK, one), b16(kProbeK * kProbeN, one),

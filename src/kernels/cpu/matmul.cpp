@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/matmul_plan.hpp"
+#include "kernels/cpu/openblas.hpp"
 #include "kernels/cpu/small_m_gemm.hpp"
 #include "kernels/cpu/threads.hpp"
 
@@ -108,7 +109,13 @@ void matmul(const MatmulPlan& plan, const void* a, const void* b, const void* bi
     }
     return;
   }
-  CF_ASSERT(plan.primitive || plan.small_m);
+  CF_ASSERT(plan.primitive || plan.small_m || plan.openblas);
+  if (plan.openblas) {  // fp32 operands and bias (matmul_plan.cpp): the caller's buffers
+    openblas_sgemm(d.m, d.n, d.k, static_cast<const float*>(a), d.lda, static_cast<const float*>(b),
+                   d.ldb, d.b_transposed, d.has_bias ? static_cast<const float*>(bias) : nullptr,
+                   static_cast<float*>(c), d.ldc, d.accumulate, plan.threads);
+    return;
+  }
 
   ThreadScratch& s = thread_scratch();
   if (plan.bias_to_f32) {

@@ -30,6 +30,13 @@ enum class HalfPath : uint8_t {
   kWidened,  // widened to fp32 (or, for few rows, small_m_gemm.hpp's kernel)
 };
 
+// fp32 products: which library multiplies them (f32_gemm_model.hpp).
+enum class GemmProvider : uint8_t {
+  kAuto,      // the machine model's choice for this shape
+  kOneDnn,    // oneDNN's fp32 matmul
+  kOpenBlas,  // OpenBLAS's sgemm (openblas.hpp); PARAM_INVALID "not supported" where absent
+};
+
 // What to multiply; immutable once planned, and the plan cache's key.
 struct MatmulDesc {
   int64_t m = 0;                       // rows of a and c; may be 0 (nothing to do)
@@ -49,6 +56,8 @@ struct MatmulDesc {
   bool accumulate = false;
   // fp16/bf16 only: kAuto in the product; the model's probes and tests force the others.
   HalfPath half_path = HalfPath::kAuto;
+  // float32 a only: kAuto in the product; the model's probes and tests force the others.
+  GemmProvider provider = GemmProvider::kAuto;
 
   bool operator==(const MatmulDesc&) const = default;
 };

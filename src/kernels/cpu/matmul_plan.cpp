@@ -16,10 +16,12 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
+#include "kernels/cpu/f32_gemm_model.hpp"
 #include "kernels/cpu/half_gemm_model.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/matmul_plan.hpp"
 #include "kernels/cpu/onednn_info.hpp"
+#include "kernels/cpu/openblas.hpp"
 #include "kernels/cpu/small_m_gemm.hpp"
 #include "kernels/cpu/threads.hpp"
 
@@ -143,6 +145,23 @@ void plan_widened(const MatmulDesc& d, MatmulPlan& plan) {
   plan.bias_to_f32 = d.has_bias && d.bias_dtype != DType::kFloat32;
 }
 
+// fp32 on OpenBLAS: forced, or the machine model's choice (measured before the lock).
+bool use_openblas(const MatmulDesc& d) {
+  switch (d.provider) {
+    case GemmProvider::kOneDnn:
+      return false;
+    case GemmProvider::kOpenBlas:
+      if (!openblas_available())
+        detail::throw_status(
+            Status::kParamInvalid,
+            detail::cat("matmul: not supported: provider OpenBLAS (", openblas_unavailable(), ")"));
+      return true;
+    case GemmProvider::kAuto:
+      break;
+  }
+  return openblas_pays(d.m, d.k, d.n);
+}
+
 std::shared_ptr<const MatmulPlan> create_plan(const MatmulDesc& d, int threads) {
   auto plan = std::make_shared<MatmulPlan>();
   plan->desc = d;
@@ -162,6 +181,7 @@ std::shared_ptr<const MatmulPlan> create_plan(const MatmulDesc& d, int threads) 
     plan->chunk_rows = chunk;
     plan->widened = plan->chunk->widened;
     plan->small_m = plan->chunk->small_m;
+    plan->openblas = plan->chunk->openblas;
     plan->impl = plan->chunk->impl;
     plan->widen_reason = plan->chunk->widen_reason;
     plan->bias_to_f32 = plan->chunk->bias_to_f32;
@@ -185,6 +205,9 @@ std::shared_ptr<const MatmulPlan> create_plan(const MatmulDesc& d, int threads) 
     } else {
       plan_widened(d, *plan);
     }
+  } else if (d.a_dtype == DType::kFloat32 && use_openblas(d)) {
+    plan->openblas = true;
+    plan->impl = "openblas:sgemm";
   } else if (d.a_dtype == DType::kFloat32) {
     plan_widened(d, *plan);
   }
@@ -337,6 +360,8 @@ std::shared_ptr<const MatmulPlan> plan_matmul(const MatmulDesc& desc) {
   // Measured outside the lock: the model plans its probes through here.
   if (desc.a_dtype != DType::kFloat32 && desc.half_path == HalfPath::kAuto && desc.m > 0)
     half_gemm_model(desc.a_dtype);
+  if (desc.a_dtype == DType::kFloat32 && desc.provider == GemmProvider::kAuto && desc.m > 0)
+    openblas_pays(desc.m, desc.k, desc.n);
   const int threads = compute_threads();
   PlanCache& cache = plan_cache();
   // Creation happens under the lock: it is rare, and two threads asking for the same new

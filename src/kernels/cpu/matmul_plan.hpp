@@ -33,6 +33,8 @@ class MatmulPlan {
   // Few rows of fp16/bf16 without a native kernel: small_m_gemm.hpp's direct kernel reads
   // the 16-bit operands in place; no oneDNN primitive.
   bool small_m = false;
+  // fp32 on OpenBLAS's sgemm (f32_gemm_model.hpp); no oneDNN primitive.
+  bool openblas = false;
   // More rows than one oneDNN call takes (kMaxCallElements): the plan of a full chunk of
   // `chunk_rows` rows; execution runs the rows chunk by chunk (the tail through
   // plan_matmul). Null otherwise.

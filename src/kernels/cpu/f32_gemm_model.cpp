@@ -1,0 +1,123 @@
+#include "kernels/cpu/f32_gemm_model.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/params.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/openblas.hpp"
+
+namespace commfuse::kernels::cpu {
+namespace {
+
+constexpr int kProbeRuns = 3;  // best of, after one warm-up run
+constexpr double kMargin = 1.05;
+
+struct Probe {
+  int64_t m, k, n;
+};
+constexpr Probe kFew{kF32FewRows, 1024, 1024}, kMid{256, 1024, 1024}, kLarge{2048, 512, 2048};
+
+template <typename F>
+double best_ns(F&& f) {
+  f();  // warm-up: first-touch of buffers, JIT caches, OpenBLAS's buffers
+  double best = 1e300;
+  for (int i = 0; i < kProbeRuns; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    const auto t1 = std::chrono::steady_clock::now();
+    best = std::min(best, std::chrono::duration<double, std::nano>(t1 - t0).count());
+  }
+  return std::max(best, 1.0);
+}
+
+// Multiply-adds per ns of the probe on each provider: {oneDNN, OpenBLAS}.
+std::pair<double, double> rates(const Probe& p) {
+  // Values that are not special: the rates do not depend on them.
+  std::vector<float> a(static_cast<size_t>(p.m * p.k), 0.5f),
+      b(static_cast<size_t>(p.k * p.n), 0.25f), c(static_cast<size_t>(p.m * p.n));
+  const double macs = static_cast<double>(p.m * p.k * p.n);
+  auto rate = [&](GemmProvider provider) {
+    MatmulDesc d = dense_matmul_desc(p.m, p.k, p.n, DType::kFloat32);
+    d.provider = provider;
+    const auto plan = plan_matmul(d);
+    return macs / best_ns([&] { matmul(*plan, a.data(), b.data(), nullptr, c.data()); });
+  };
+  const double onednn = rate(GemmProvider::kOneDnn);
+  return {onednn, rate(GemmProvider::kOpenBlas)};
+}
+
+F32GemmModel measure() {
+  F32GemmModel mo;
+  if (!openblas_available()) {
+    mo.openblas_unavailable = openblas_unavailable();
+    return mo;
+  }
+  const std::string pin = params::get_string("COMMFUSE_F32_GEMM");
+  if (pin != "auto") {
+    mo.forced = pin;
+    return mo;
+  }
+  std::tie(mo.onednn_few, mo.openblas_few) = rates(kFew);
+  std::tie(mo.onednn_mid, mo.openblas_mid) = rates(kMid);
+  return mo;
+}
+
+bool measured_auto(const F32GemmModel& mo) {
+  return mo.openblas_unavailable.empty() && mo.forced.empty();
+}
+
+}  // namespace
+
+const F32GemmModel& f32_gemm_model(bool large) {
+  static std::once_flag once, once_large;
+  static F32GemmModel model;
+  bool measured = false;
+  std::call_once(once, [&] {
+    model = measure();
+    measured = true;
+  });
+  if (large && measured_auto(model))
+    std::call_once(once_large, [&] {
+      std::tie(model.onednn_large, model.openblas_large) = rates(kLarge);
+      measured = true;
+    });
+  if (measured && log::verbose_level() >= 1) log::verbose(describe_f32_gemm_model());
+  return model;
+}
+
+bool openblas_pays(int64_t m, int64_t k, int64_t n) {
+  const bool large = m * k >= kF32LargeMacs / n;  // m·k·n >= kF32LargeMacs, without overflow
+  const F32GemmModel& mo = f32_gemm_model(large && m > kF32FewRows);
+  if (!measured_auto(mo)) return mo.forced == "openblas";
+  if (m <= kF32FewRows) return mo.openblas_few >= kMargin * mo.onednn_few;
+  if (large) return mo.openblas_large >= kMargin * mo.onednn_large;
+  return mo.openblas_mid >= kMargin * mo.onednn_mid;
+}
+
+std::string describe_f32_gemm_model() {
+  const F32GemmModel& mo = f32_gemm_model();
+  if (!mo.openblas_unavailable.empty())
+    return detail::cat("float32 GEMM: oneDNN (OpenBLAS unavailable: ", mo.openblas_unavailable,
+                       ")");
+  if (!mo.forced.empty())
+    return detail::cat("float32 GEMM: ", mo.forced, " (COMMFUSE_F32_GEMM=", mo.forced, ")");
+  auto cls = [&](const char* name, const Probe& p, double onednn, double openblas) {
+    if (onednn == 0) return detail::cat(name, " ", p.m, "x", p.k, "x", p.n, " not measured yet");
+    return detail::cat(name, " ", p.m, "x", p.k, "x", p.n, " oneDNN ", onednn * 2, " / OpenBLAS ",
+                       openblas * 2, " GFLOP/s -> ",
+                       openblas >= kMargin * onednn ? "OpenBLAS" : "oneDNN");
+  };
+  return detail::cat("float32 GEMM (one probe per class of shape): ",
+                     cls("few rows", kFew, mo.onednn_few, mo.openblas_few), "; ",
+                     cls("mid", kMid, mo.onednn_mid, mo.openblas_mid), "; ",
+                     cls("large", kLarge, mo.onednn_large, mo.openblas_large));
+}
+
+}  // namespace commfuse::kernels::cpu
