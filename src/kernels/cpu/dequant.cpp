@@ -102,6 +102,29 @@ void dequant_accumulate_row(DType x_dtype, ScaleKind kind, const uint8_t* codes,
   }
 }
 
+// Compiled for AVX2 and baseline like every loop here (core/simd.hpp); no FMA, so the
+// multiply and the bias add round separately as SPEC §6 orders them, on either copy.
+CF_SIMD_KERNEL(void, scale_int_row,
+               (const int32_t* acc, float sa, const float* b_scale, const float* bias32, float* y,
+                size_t n),
+               (acc, sa, b_scale, bias32, y, n)) {
+  if (bias32 != nullptr)
+    for (size_t j = 0; j < n; ++j)
+      y[j] = static_cast<float>(acc[j]) * (sa * b_scale[j]) + bias32[j];
+  else
+    for (size_t j = 0; j < n; ++j) y[j] = static_cast<float>(acc[j]) * (sa * b_scale[j]);
+}
+
+CF_SIMD_KERNEL(void, scale_f32_row,
+               (const float* acc, float sa, const float* b_scale, const float* bias32, float* y,
+                size_t n),
+               (acc, sa, b_scale, bias32, y, n)) {
+  if (bias32 != nullptr)
+    for (size_t j = 0; j < n; ++j) y[j] = acc[j] * (sa * b_scale[j]) + bias32[j];
+  else
+    for (size_t j = 0; j < n; ++j) y[j] = acc[j] * (sa * b_scale[j]);
+}
+
 void store_f32_as(const float* acc, void* dst, DType out_dtype, size_t count) {
   switch (out_dtype) {
     case DType::kFloat32:

@@ -36,6 +36,15 @@ const float* code_values(DType dtype);
 void dequant_accumulate_row(DType x_dtype, ScaleKind kind, const uint8_t* codes,
                             const uint8_t* scales, int64_t h, float* acc, bool first);
 
+// SPEC §6's epilogue of one output row of a quantized matmul, the scales' product first in
+// fp32: y[j] = f32(acc[j]) * (sa * b_scale[j]) (+ bias32[j] when non-null). acc is the
+// exact int32 product (A8W8) ...
+void scale_int_row(const int32_t* acc, float sa, const float* b_scale, const float* bias32,
+                   float* y, size_t n);
+// ... or the fp32 product of decoded FP8/HiF8 codes.
+void scale_f32_row(const float* acc, float sa, const float* b_scale, const float* bias32, float* y,
+                   size_t n);
+
 // dst (count elements of out_dtype: float32, float16 or bfloat16) = acc rounded once (RNE).
 void store_f32_as(const float* acc, void* dst, DType out_dtype, size_t count);
 

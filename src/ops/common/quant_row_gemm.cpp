@@ -204,35 +204,40 @@ void QuantRowGemm::run(const void* a, int64_t rows, RowScales a_scales, void* c,
 void QuantRowGemm::chunk(const uint8_t* a, int64_t rows, RowScales a_scales, uint8_t* c) const {
   const auto n = static_cast<size_t>(s_.n);
   const bool a8w8 = is_a8w8(s_);
-  if (s_.small_m) {
-    cpu::small_m_int_gemm(reinterpret_cast<const int8_t*>(a), rows, s_.k,
-                          static_cast<const int8_t*>(b_), s_.k, s_.n, s_.b.ld, s_.b.transposed,
-                          static_cast<int32_t*>(acc_), s_.n);
-  } else if (a8w8) {
-    const auto plan = cpu::plan_int_matmul(int_desc(s_, rows));
-    cpu::int_matmul(*plan, reinterpret_cast<const int8_t*>(a), b_, static_cast<int32_t*>(acc_));
-  } else {
-    decode(a, s_.q.a_dtype, s_.decode_to_bf16, a_dec_, static_cast<size_t>(rows * s_.k));
-    cpu::matmul(float_desc(s_, rows), a_dec_, b_, nullptr, acc_);
+  {
+    trace::Span span("gemm", "quant_gemm", -1, static_cast<uint64_t>(rows));
+    if (s_.small_m) {
+      cpu::small_m_int_gemm(reinterpret_cast<const int8_t*>(a), rows, s_.k,
+                            static_cast<const int8_t*>(b_), s_.k, s_.n, s_.b.ld, s_.b.transposed,
+                            static_cast<int32_t*>(acc_), s_.n);
+    } else if (a8w8) {
+      const auto plan = cpu::plan_int_matmul(int_desc(s_, rows));
+      cpu::int_matmul(*plan, reinterpret_cast<const int8_t*>(a), b_, static_cast<int32_t*>(acc_));
+    } else {
+      decode(a, s_.q.a_dtype, s_.decode_to_bf16, a_dec_, static_cast<size_t>(rows * s_.k));
+      cpu::matmul(float_desc(s_, rows), a_dec_, b_, nullptr, acc_);
+    }
   }
+  trace::Span span("dequant", "quant_gemm", -1, static_cast<uint64_t>(rows));
   const size_t c_row = dtype_storage_bytes(s_.c_dtype, n);
   for (int64_t i = 0; i < rows; ++i) {
     const float sa = a_scales.at(i);
     float* y = s_.c_dtype == DType::kFloat32 ? reinterpret_cast<float*>(c + i * c_row) : y_;
-    // SPEC §6: the scales' product first, in fp32; an int32 bias joins the exact sum.
-    if (a8w8) {
+    // SPEC §6: the scales' product first, in fp32; an int32 bias joins the exact sum (in
+    // int64: no vector conversion of that on AVX2, and rare), a float bias the fp32 result.
+    if (a8w8 && s_.q.bias_int != nullptr) {
       const int32_t* acc = static_cast<const int32_t*>(acc_) + static_cast<size_t>(i) * n;
-      if (s_.q.bias_int != nullptr)
-        for (size_t j = 0; j < n; ++j)
-          y[j] = static_cast<float>(int64_t{acc[j]} + s_.q.bias_int[j]) * (sa * b_scale_[j]);
-      else
-        for (size_t j = 0; j < n; ++j) y[j] = static_cast<float>(acc[j]) * (sa * b_scale_[j]);
+      for (size_t j = 0; j < n; ++j)
+        y[j] = static_cast<float>(int64_t{acc[j]} + s_.q.bias_int[j]) * (sa * b_scale_[j]);
+      if (bias32_ != nullptr)
+        for (size_t j = 0; j < n; ++j) y[j] += bias32_[j];
+    } else if (a8w8) {
+      cpu::scale_int_row(static_cast<const int32_t*>(acc_) + static_cast<size_t>(i) * n, sa,
+                         b_scale_, bias32_, y, n);
     } else {
-      const float* acc = static_cast<const float*>(acc_) + static_cast<size_t>(i) * n;
-      for (size_t j = 0; j < n; ++j) y[j] = acc[j] * (sa * b_scale_[j]);
+      cpu::scale_f32_row(static_cast<const float*>(acc_) + static_cast<size_t>(i) * n, sa, b_scale_,
+                         bias32_, y, n);
     }
-    if (bias32_ != nullptr)
-      for (size_t j = 0; j < n; ++j) y[j] += bias32_[j];
     if (s_.c_dtype != DType::kFloat32) cpu::store_f32_as(y, c + i * c_row, s_.c_dtype, n);
   }
 }
