@@ -22,6 +22,11 @@ struct alignas(64) Control {
   std::atomic<uint32_t> waiters;   // peers sleeping on progress: the owner wakes them
   std::atomic<uint32_t> aborted;   // nonzero once the owner has failed; reason below
   uint32_t reserved;
+  // A 64-bit digest of desc[parity] (call_digest), in the cache line a waiter has just read
+  // for `progress`: a call's descriptor check compares digests and reads the descriptors
+  // themselves (several cache lines per peer, 0.3-0.5 us of a 0.6 us 64-byte all_reduce at
+  // W = 2) only when one differs. Written before the phase that publishes it.
+  std::atomic<uint64_t> digest[2];
   struct Desc {
     uint32_t op;
     int32_t dtype;
