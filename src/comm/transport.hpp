@@ -114,6 +114,10 @@ struct AllToAllStream {
   std::function<void(int to, uint8_t* dst, uint64_t off, uint64_t n)> pack;
   StreamPeerFn on_piece;  // as in GatherStream: what rank src sent this rank
   StreamAllFn on_all;
+  // Optional: this rank's bytes for destination `to` are source + to * bytes, contiguous and
+  // unchanged during the call, so that the peers may read them in place (shm with CMA)
+  // instead of this rank packing a copy. Set alike on every rank (shm chooses CMA by it).
+  const uint8_t* source = nullptr;
 };
 
 // A stream's pieces as a transport moves them: the primitive the stream executor

@@ -76,13 +76,22 @@ void gather(commfuse::comm::Transport& t, const Shape& sh) {
   expect(all_seen == gs.bytes, what + ": on_all bytes");
 }
 
-void all_to_all(commfuse::comm::Transport& t, const Shape& sh) {
+// With `source` the rank's bytes also lie in one buffer, destination to's at to * bytes,
+// which a single-copy transport reads in place (shm with CMA) instead of calling pack.
+void all_to_all(commfuse::comm::Transport& t, const Shape& sh, bool with_source) {
   const int R = t.size(), me = t.rank();
-  const std::string what = "all_to_all_stream " + sh.str();
+  const std::string what = "all_to_all_stream " + sh.str() + (with_source ? " with source" : "");
   commfuse::comm::AllToAllStream as;
   as.bytes = sh.units * sh.unit;
   as.unit = sh.unit;
   as.max_piece = sh.max_piece;
+  std::vector<uint8_t> source;
+  if (with_source) {
+    source.resize(as.bytes * static_cast<uint64_t>(R));
+    for (int to = 0; to < R; ++to)
+      for (uint64_t i = 0; i < as.bytes; ++i) source[to * as.bytes + i] = pattern(me, to, i);
+    as.source = source.data();
+  }
   std::vector<uint64_t> seen(static_cast<size_t>(R), 0);
   as.pack = [&](int to, uint8_t* dst, uint64_t off, uint64_t n) {
     check_piece(sh, off, n, what);
@@ -110,11 +119,15 @@ void all_to_all(commfuse::comm::Transport& t, const Shape& sh) {
 int case_streams(commfuse::Comm& c) {
   commfuse::comm::Transport& t = c.impl().transport();
   // The tests run with 4 KiB slots: unit 5000 takes the staged fallback on shm.
-  const Shape shapes[] = {{0, 1, 0},    {1, 1, 0},    {1000, 1, 0}, {9001, 1, 100}, {300, 24, 0},
-                          {70, 24, 50}, {3, 5000, 0}, {170, 64, 0}, {5, 3000, 6000}};
+  // {1000, 64, 0}: 64000 bytes per peer, past the CMA crossover where CMA is available (and
+  // COMMFUSE_ALGO=all_to_all_stream:cma forces it for every shape with a source).
+  const Shape shapes[] = {{0, 1, 0},       {1, 1, 0},     {1000, 1, 0},    {9001, 1, 100},
+                          {300, 24, 0},    {70, 24, 50},  {3, 5000, 0},    {170, 64, 0},
+                          {5, 3000, 6000}, {1000, 64, 0}, {1000, 64, 8192}};
   for (const Shape& sh : shapes) {
     gather(t, sh);
-    all_to_all(t, sh);
+    all_to_all(t, sh, false);
+    all_to_all(t, sh, true);
   }
   // A callback that throws on the last rank: every rank fails at once, none hangs. (On MPI
   // the peers learn it only by the deadline, mpi_stream.cpp: not exercised here.)

@@ -79,7 +79,8 @@ ShmTransport::ShmTransport(int rank, std::vector<Segment> segments,
       algo_forced_(
           !forced_algorithm("all_gather").empty() || !forced_algorithm("all_to_all").empty() ||
           !forced_algorithm("broadcast").empty() || !forced_algorithm("all_reduce").empty() ||
-          !forced_algorithm("gather_stream").empty()) {
+          !forced_algorithm("gather_stream").empty() ||
+          !forced_algorithm("all_to_all_stream").empty()) {
   for (auto& s : segments_) base_.push_back(static_cast<uint8_t*>(s.data()));
 }
 
@@ -116,7 +117,7 @@ CollAlgo ShmTransport::choose_copy(CollOp op, uint64_t bytes) {
   // what arrives to gather_out too: CMA reads it there). The latter stay on the slots
   // where ranks share cores (measured at W=4 on 2 cores: the slots' pipelined steps beat
   // CMA's closing wait at every size to 64 MiB, docs/algorithms.md).
-  const bool one_block = op != CollOp::kAllToAll;
+  const bool one_block = op != CollOp::kAllToAll && op != CollOp::kAllToAllStream;
   const uint64_t saved = one_block ? bytes : bytes * static_cast<uint64_t>(size_ - 1);
   const bool worth = saved >= cma_.min_bytes && !(one_block && cma_.shared_cores);
   if (!algo_forced_ && log::verbose_level() < 1)

@@ -93,6 +93,7 @@ class ShmTransport final : public Transport {
   // scratch_: one copy where the slots take two).
   class SlotChannel;
   class CmaGatherChannel;
+  class CmaAllToAllChannel;
   // Copies n bytes at offset `off` of the data rank q published into dst.
   void read_peer(int q, uint64_t off, void* dst, uint64_t n, const char* op);
   void check_descriptors(const CollDesc& desc, const char* op);
@@ -111,7 +112,7 @@ class ShmTransport final : public Transport {
   int ranks_per_core_ = 1;
   CmaSupport cma_;
   bool algo_forced_ = false;      // COMMFUSE_ALGO names one of this transport's collectives
-  std::vector<uint8_t> scratch_;  // a CMA gather_stream's piece where the op gives no place
+  std::vector<uint8_t> scratch_;  // a CMA stream's pieces where the op gives no place
   uint32_t step_ = 0;
   uint32_t op_seq_ = 0;
   std::string failure_;  // set once an op failed: the transport is then unusable

@@ -32,6 +32,7 @@ void run_alltoall_matmul_fused(const AlltoAllMatmulPlanData& plan, comm::CommImp
   st.pack = [&](int to, uint8_t* dst, uint64_t off, uint64_t n) {
     kernels::cpu::copy(dst, x1 + static_cast<size_t>(to * rows) * unit + off, n);
   };
+  st.source = x1;  // destination `to`'s rows are x1's block `to`: readable in place
   st.on_piece = [&](int src, const uint8_t* data, uint64_t off, uint64_t n) {
     const int64_t r0 = static_cast<int64_t>(off / unit);
     for (uint64_t j = 0; j < n / unit; ++j)

@@ -48,6 +48,8 @@ class FusedRun {
     st.unit = unit_;
     st.max_piece = static_cast<uint64_t>(kPieceRows) * unit_;
     st.pack = [&](int to, uint8_t* dst, uint64_t off, uint64_t n) { pack(to, dst, off, n); };
+    // Destination `to`'s rows are x1's block `to` (A4W4 appends each row's scale: packed).
+    if (!a4w4_) st.source = static_cast<const uint8_t*>(p_.x1);
     st.on_all = [&](const uint8_t* const* parts, uint64_t off, uint64_t n) {
       assemble(parts, off, n);
     };
