@@ -111,14 +111,21 @@ void fill_wire(Wire& w, uint32_t op, const CollDesc& d, uint32_t op_seq) {
 
 // A 64-bit digest of every field same_call compares, mixed 8 bytes at a time (a byte-wise
 // hash over these ~150 bytes cost as much as the reads it saves): equal digests stand for
-// equal calls (a false match needs a 2^-64 collision), different ones send the check to the
-// field-by-field comparison that names the difference.
+// equal calls (a false match of two different calls is a 64-bit hash collision), different
+// ones send the check to the field-by-field comparison that names the difference.
 template <typename Wire>
 uint64_t call_digest(const Wire& w) {
+  // Each word through a full 64-bit finalizer (MurmurHash3's fmix64): every bit of every
+  // field reaches every bit of the digest, so no two-field difference cancels out.
   uint64_t h = 0x9e3779b97f4a7c15ull;
   auto mix = [&h](uint64_t v) {
-    h = (h ^ v) * 0xff51afd7ed558ccdull;
-    h ^= h >> 32;
+    uint64_t k = h ^ v;
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ull;
+    k ^= k >> 33;
+    h = k + 0x9e3779b97f4a7c15ull;
   };
   mix(w.op);
   mix(static_cast<uint32_t>(w.dtype));

@@ -117,13 +117,19 @@ void Transport::staged(const char* op, Body&& body) {
 }
 
 void Transport::open_gather_stream(const GatherStream& s, const PieceDriver& drive) {
-  StagedGather ch(*this, s, stream_piece_bytes(s.bytes, s.unit, s.max_piece, kDefaultPieceBytes));
-  staged("gather_stream", [&] { drive(ch); });
+  // The channel (its buffers) inside staged(): a failure to make it aborts the group too.
+  staged("gather_stream", [&] {
+    StagedGather ch(*this, s, stream_piece_bytes(s.bytes, s.unit, s.max_piece, kDefaultPieceBytes));
+    drive(ch);
+  });
 }
 
 void Transport::open_all_to_all_stream(const AllToAllStream& s, const PieceDriver& drive) {
-  StagedAllToAll ch(*this, s, stream_piece_bytes(s.bytes, s.unit, s.max_piece, kDefaultPieceBytes));
-  staged("all_to_all_stream", [&] { drive(ch); });
+  staged("all_to_all_stream", [&] {
+    StagedAllToAll ch(*this, s,
+                      stream_piece_bytes(s.bytes, s.unit, s.max_piece, kDefaultPieceBytes));
+    drive(ch);
+  });
 }
 
 }  // namespace commfuse::comm

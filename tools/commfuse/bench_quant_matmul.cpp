@@ -12,6 +12,7 @@
 #include <commfuse/commfuse.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -148,8 +149,23 @@ int run_quant_matmul_bench(const BenchOptions& o, Comm& comm, FILE* json) {
                             {"bf16_fused", exec(bf), {}},
                             {"bf16_unfused", exec(bu), {}}};
   for (auto& x : v) x.run();  // warm-up: plans, pages, x2 prepared
-  // Same algorithm, same bits: the fused and unfused quantized outputs must agree exactly.
-  int same = out == out_u ? 1 : 0, all_same = 0;
+  // A8W8 accumulates exactly (int32): the fused and unfused outputs must agree bit for bit.
+  // FP8/HiF8 multiply their decoded bf16 values with fp32 accumulation, whose order oneDNN
+  // may choose by the rows of a call (the fused schedule's blocks against the unfused one's
+  // chunks: AMX's bf16 kernel did, over TCP) — as for the bf16 op, they must agree within
+  // one rounding of the bfloat16 output.
+  const bool exact = q == DType::kInt8;
+  const int bitwise = out == out_u ? 1 : 0;
+  int same = bitwise, all_same = 0, all_bitwise = 0;
+  MPI_Allreduce(&bitwise, &all_bitwise, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!same && !exact) {
+    std::vector<float> f(out.size() / 2), u(out.size() / 2);
+    commfuse::convert(out.data(), bf16, f.data(), DType::kFloat32, f.size());
+    commfuse::convert(out_u.data(), bf16, u.data(), DType::kFloat32, u.size());
+    same = 1;
+    for (size_t i = 0; i < f.size() && same; ++i)
+      same = std::abs(f[i] - u[i]) <= std::ldexp(std::max(std::abs(f[i]), std::abs(u[i])), -7);
+  }
   MPI_Allreduce(&same, &all_same, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   double est = 0;
   for (auto& x : v) est = std::max(est, time_us(x.run, 1));
@@ -177,17 +193,19 @@ int run_quant_matmul_bench(const BenchOptions& o, Comm& comm, FILE* json) {
     std::printf("%16.1f %16.1f %14.1f %16.1f %13.2fx %13.2fx\n", t[0], t[1], t[2], t[3],
                 t[1] / t[0], t[2] / t[0]);
     std::printf("# fused and unfused quantized outputs %s on every rank\n\n",
-                all_same ? "bitwise equal" : "DIFFER");
+                !all_same     ? "DIFFER"
+                : all_bitwise ? "bitwise equal"
+                              : "equal within one bfloat16 rounding (not bitwise)");
     if (json)
       std::fprintf(json,
                    "{\"op\":\"%s\",\"transport\":\"%s\",\"world_size\":%d,"
                    "\"dtype\":\"%s\",\"m\":%lld,\"k\":%lld,\"n\":%lld,\"comm_turn\":%lld,"
                    "\"fused_us\":%.3f,\"unfused_us\":%.3f,\"bf16_fused_us\":%.3f,"
-                   "\"bf16_unfused_us\":%.3f,\"bitwise_equal\":%s}\n",
+                   "\"bf16_unfused_us\":%.3f,\"bitwise_equal\":%s,\"agree\":%s}\n",
                    o.op.c_str(), comm.transport_name(), R, o.dtype.c_str(),
                    static_cast<long long>(o.m), static_cast<long long>(o.k),
                    static_cast<long long>(n), static_cast<long long>(o.comm_turn), t[0], t[1], t[2],
-                   t[3], all_same ? "true" : "false");
+                   t[3], all_bitwise ? "true" : "false", all_same ? "true" : "false");
   }
   return all_same ? 0 : 1;
 }

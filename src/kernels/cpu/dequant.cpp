@@ -108,9 +108,13 @@ CF_SIMD_KERNEL(void, scale_int_row,
                (const int32_t* acc, float sa, const float* b_scale, const float* bias32, float* y,
                 size_t n),
                (acc, sa, b_scale, bias32, y, n)) {
+  // The product and the bias add as two statements: no compiler may fuse them into one
+  // FMA (SPEC §6 rounds each).
   if (bias32 != nullptr)
-    for (size_t j = 0; j < n; ++j)
-      y[j] = static_cast<float>(acc[j]) * (sa * b_scale[j]) + bias32[j];
+    for (size_t j = 0; j < n; ++j) {
+      const float p = static_cast<float>(acc[j]) * (sa * b_scale[j]);
+      y[j] = p + bias32[j];
+    }
   else
     for (size_t j = 0; j < n; ++j) y[j] = static_cast<float>(acc[j]) * (sa * b_scale[j]);
 }
@@ -120,7 +124,10 @@ CF_SIMD_KERNEL(void, scale_f32_row,
                 size_t n),
                (acc, sa, b_scale, bias32, y, n)) {
   if (bias32 != nullptr)
-    for (size_t j = 0; j < n; ++j) y[j] = acc[j] * (sa * b_scale[j]) + bias32[j];
+    for (size_t j = 0; j < n; ++j) {
+      const float p = acc[j] * (sa * b_scale[j]);
+      y[j] = p + bias32[j];
+    }
   else
     for (size_t j = 0; j < n; ++j) y[j] = acc[j] * (sa * b_scale[j]);
 }

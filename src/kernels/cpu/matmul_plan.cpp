@@ -146,7 +146,7 @@ void plan_widened(const MatmulDesc& d, MatmulPlan& plan) {
 }
 
 // fp32 on OpenBLAS: forced, or the machine model's choice (measured before the lock).
-bool use_openblas(const MatmulDesc& d) {
+bool use_openblas(const MatmulDesc& d, int threads) {
   switch (d.provider) {
     case GemmProvider::kOneDnn:
       return false;
@@ -159,7 +159,7 @@ bool use_openblas(const MatmulDesc& d) {
     case GemmProvider::kAuto:
       break;
   }
-  return openblas_pays(d.m, d.k, d.n);
+  return openblas_pays(d.m, d.k, d.n, threads);
 }
 
 std::shared_ptr<const MatmulPlan> create_plan(const MatmulDesc& d, int threads) {
@@ -205,7 +205,7 @@ std::shared_ptr<const MatmulPlan> create_plan(const MatmulDesc& d, int threads) 
     } else {
       plan_widened(d, *plan);
     }
-  } else if (d.a_dtype == DType::kFloat32 && use_openblas(d)) {
+  } else if (d.a_dtype == DType::kFloat32 && use_openblas(d, threads)) {
     plan->openblas = true;
     plan->impl = "openblas:sgemm";
   } else if (d.a_dtype == DType::kFloat32) {
@@ -267,6 +267,7 @@ void* scratchpad_buffer(size_t bytes) {
   if (bytes > buffer.capacity) {
     const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
     buffer.data.reset();  // the old one first: peak memory is the new size only
+    buffer.capacity = 0;  // so that a failed allocation leaves no stale capacity behind
     buffer.data.reset(std::aligned_alloc(kAlign, rounded));
     if (!buffer.data) throw std::bad_alloc();
     buffer.capacity = rounded;
@@ -361,7 +362,7 @@ std::shared_ptr<const MatmulPlan> plan_matmul(const MatmulDesc& desc) {
   if (desc.a_dtype != DType::kFloat32 && desc.half_path == HalfPath::kAuto && desc.m > 0)
     half_gemm_model(desc.a_dtype);
   if (desc.a_dtype == DType::kFloat32 && desc.provider == GemmProvider::kAuto && desc.m > 0)
-    openblas_pays(desc.m, desc.k, desc.n);
+    openblas_pays(desc.m, desc.k, desc.n, compute_threads());
   const int threads = compute_threads();
   PlanCache& cache = plan_cache();
   // Creation happens under the lock: it is rare, and two threads asking for the same new

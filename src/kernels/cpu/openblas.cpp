@@ -2,9 +2,9 @@
 
 #include <dlfcn.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <vector>
 
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
@@ -19,27 +19,37 @@ using SgemmFn = void (*)(int order, int ta, int tb, int m, int n, int k, float a
                          const float* a, int lda, const float* b, int ldb, float beta, float* c,
                          int ldc);
 using SetThreadsFn = void (*)(int);
+using GetThreadsFn = int (*)();
 using ConfigFn = char* (*)();
 
 struct Library {
   SgemmFn sgemm = nullptr;
   SetThreadsFn set_threads = nullptr;
+  GetThreadsFn get_threads = nullptr;
   std::string unavailable;
   std::string config;
-  std::atomic<int> threads{-1};  // what set_threads was last given
+  // OpenBLAS's thread count is one setting for its whole process: every call sets its own
+  // and restores the one it found (a host using the same library keeps its setting), under
+  // this lock so that no call changes it under another's running sgemm.
+  std::mutex mu;
 };
+
+// COMMFUSE_MAX_CPU_ISA below AVX-512 holds OpenBLAS to the matching kernels too (it picks
+// them when loaded, from OPENBLAS_CORETYPE), so that a capped run times and tests what an
+// older CPU runs; a user's own OPENBLAS_CORETYPE wins. Set when libcommfuse is loaded —
+// before any thread of the process can read the environment concurrently (setenv is not
+// safe against getenv on another thread) — not when OpenBLAS is first used.
+[[maybe_unused]] const bool g_coretype_set = [] {
+  const commfuse::cpu::IsaLevel cap = commfuse::cpu::max_isa();
+  const char* coretype = cap < commfuse::cpu::IsaLevel::kAvx2         ? "Nehalem"
+                         : cap < commfuse::cpu::IsaLevel::kAvx512Core ? "Haswell"
+                                                                      : nullptr;
+  return coretype != nullptr && setenv("OPENBLAS_CORETYPE", coretype, /*overwrite=*/0) == 0;
+}();
 
 Library& library() {
   static Library* const lib = [] {
     auto* l = new Library;  // never unloaded: threads of OpenBLAS's pool may outlive main
-    // COMMFUSE_MAX_CPU_ISA below AVX-512 holds OpenBLAS to the matching kernels too (it picks
-    // them when loaded, from OPENBLAS_CORETYPE), so a capped run times and tests what an
-    // older CPU runs. A user's own OPENBLAS_CORETYPE wins.
-    const char* coretype = commfuse::cpu::max_isa() < commfuse::cpu::IsaLevel::kAvx2 ? "Nehalem"
-                           : commfuse::cpu::max_isa() < commfuse::cpu::IsaLevel::kAvx512Core
-                               ? "Haswell"
-                               : nullptr;
-    if (coretype != nullptr) setenv("OPENBLAS_CORETYPE", coretype, /*overwrite=*/0);
     void* h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
     if (h == nullptr) {
       const char* e = dlerror();
@@ -49,10 +59,11 @@ Library& library() {
     }
     l->sgemm = reinterpret_cast<SgemmFn>(dlsym(h, "cblas_sgemm"));
     l->set_threads = reinterpret_cast<SetThreadsFn>(dlsym(h, "openblas_set_num_threads"));
+    l->get_threads = reinterpret_cast<GetThreadsFn>(dlsym(h, "openblas_get_num_threads"));
     auto config = reinterpret_cast<ConfigFn>(dlsym(h, "openblas_get_config"));
-    if (l->sgemm == nullptr || l->set_threads == nullptr) {
+    if (l->sgemm == nullptr || l->set_threads == nullptr || l->get_threads == nullptr) {
       l->sgemm = nullptr;
-      l->unavailable = "libopenblas.so.0 lacks cblas_sgemm or openblas_set_num_threads";
+      l->unavailable = "libopenblas.so.0 lacks cblas_sgemm or openblas_set/get_num_threads";
       return l;
     }
     l->config = detail::cat(config ? config() : "OpenBLAS", " (libopenblas.so.0)");
@@ -84,17 +95,38 @@ void openblas_sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda
   // kMaxCallElements, kMaxWeightElements).
   CF_ASSERT(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX && lda <= INT32_MAX &&
             ldb <= INT32_MAX && ldc <= INT32_MAX);
-  // Process-wide in OpenBLAS; every caller of one process asks for the same count.
-  if (l.threads.exchange(threads, std::memory_order_relaxed) != threads) l.set_threads(threads);
-  l.sgemm(kRowMajor, kNoTrans, b_transposed ? kTrans : kNoTrans, static_cast<int>(m),
-          static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b,
-          static_cast<int>(ldb), accumulate ? 1.0f : 0.0f, c, static_cast<int>(ldc));
-  // The bias after the product, in fp32, as oneDNN adds it to its fp32 accumulator.
-  if (bias != nullptr)
+  const int ldc32 = static_cast<int>(ldc);
+  auto sgemm = [&](float* out, int ld, float beta) {
+    l.sgemm(kRowMajor, kNoTrans, b_transposed ? kTrans : kNoTrans, static_cast<int>(m),
+            static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b,
+            static_cast<int>(ldb), beta, out, ld);
+  };
+  auto add_rows = [&](float* dst, int64_t ld_dst, const float* add, int64_t ld_add, bool per_row) {
     for (int64_t i = 0; i < m; ++i) {
-      float* row = c + i * ldc;
-      for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
+      float* row = dst + i * ld_dst;
+      const float* x = per_row ? add + i * ld_add : add;
+      for (int64_t j = 0; j < n; ++j) row[j] += x[j];
     }
+  };
+  {
+    std::lock_guard<std::mutex> lock(l.mu);
+    const int found = l.get_threads();
+    if (found != threads) l.set_threads(threads);
+    if (accumulate && bias != nullptr) {
+      // c += (a @ b + bias), the order oneDNN's sum post-op gives: the product and its bias
+      // first, in scratch of this thread.
+      thread_local std::vector<float> tmp;
+      tmp.resize(static_cast<size_t>(m * n));
+      sgemm(tmp.data(), static_cast<int>(n), 0.0f);
+      add_rows(tmp.data(), n, bias, 0, false);
+      add_rows(c, ldc, tmp.data(), n, true);
+    } else {
+      // c (+)= a @ b, then the bias in fp32, as oneDNN adds it to its fp32 accumulator.
+      sgemm(c, ldc32, accumulate ? 1.0f : 0.0f);
+      if (bias != nullptr) add_rows(c, ldc, bias, 0, false);
+    }
+    if (found != threads) l.set_threads(found);
+  }
 }
 
 }  // namespace commfuse::kernels::cpu

@@ -20,7 +20,8 @@ const std::string& openblas_config();
 
 // Row-major c (m x n, row stride ldc) = a (m x k, lda) @ b (k x n, ldb; or the (n x k)
 // buffer transposed when b_transposed) (+ c when accumulate) (+ bias (n,) when non-null),
-// fp32, on `threads` OpenBLAS threads. openblas_available() must hold.
+// fp32, on `threads` OpenBLAS threads (restored afterwards: OpenBLAS's count is one setting
+// per process, so calls of one process are serialized). openblas_available() must hold.
 void openblas_sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                     int64_t ldb, bool b_transposed, const float* bias, float* c, int64_t ldc,
                     bool accumulate, int threads);

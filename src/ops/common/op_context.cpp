@@ -47,8 +47,8 @@ void check_workspace(const char* op, comm::CommImpl& c, const void* workspace,
              detail::cat(prefix(), "workspaceSize is ", workspace_bytes,
                          " bytes but the plan needs ", workspace_request(needed)));
   if (needed > 0 && workspace == nullptr)
-    c.reject(Status::kParamNullptr,
-             detail::cat(prefix(), "workspace is null but the plan needs ", needed, " bytes"));
+    c.reject(Status::kParamNullptr, detail::cat(prefix(), "workspace is null but the plan needs ",
+                                                workspace_request(needed), " bytes"));
   if (reinterpret_cast<uintptr_t>(workspace) % alignof(float) != 0)
     c.reject(Status::kParamInvalid,
              detail::cat(prefix(), "workspace is not ", alignof(float), "-byte aligned"));
