@@ -20,6 +20,7 @@
 
 #include <commfuse/commfuse.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -133,9 +134,16 @@ class PieceChannel {
  public:
   virtual ~PieceChannel() = default;
   virtual const char* op() const = 0;  // the trace category, "gather_stream"
-  virtual size_t pieces() const = 0;
-  virtual uint64_t piece_offset(size_t i) const = 0;
-  virtual uint64_t piece_bytes(size_t i) const = 0;
+  // The stream's bytes cut at multiples of the piece size: pieces() of them, the last one
+  // shorter; at least one (empty) where the transport synchronizes even an empty stream.
+  size_t pieces() const {
+    const auto n = static_cast<size_t>((bytes_ + piece_ - 1) / piece_);
+    return at_least_one_ && n == 0 ? 1 : n;
+  }
+  uint64_t piece_offset(size_t i) const { return i * piece_; }
+  uint64_t piece_bytes(size_t i) const {
+    return std::min(piece_, bytes_ - std::min<uint64_t>(bytes_, i * piece_));
+  }
   virtual size_t lookahead() const { return 0; }
   virtual void publish(size_t i) = 0;
   // Rank q's piece i (this rank's own for q == rank: what it packed or its source), readable
@@ -147,6 +155,15 @@ class PieceChannel {
   virtual void release(size_t) {}
   // Between blocks of computation: lets the transfers move where nothing else does.
   virtual void progress() {}
+
+ protected:
+  PieceChannel(uint64_t bytes, uint64_t piece, bool at_least_one)
+      : bytes_(bytes), piece_(piece), at_least_one_(at_least_one) {}
+  uint64_t piece_size() const { return piece_; }
+
+ private:
+  uint64_t bytes_, piece_;
+  bool at_least_one_;
 };
 using PieceDriver = std::function<void(PieceChannel&)>;
 

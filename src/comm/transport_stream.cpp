@@ -23,25 +23,16 @@ constexpr uint64_t kDefaultPieceBytes = 4u << 20;
 class StagedChannel : public PieceChannel {
  public:
   StagedChannel(const char* op, int size, uint64_t bytes, uint64_t piece)
-      : op_(op),
-        bytes_(bytes),
-        piece_(piece),
+      : PieceChannel(bytes, piece, /*at_least_one=*/true),
+        op_(op),
         in_(static_cast<size_t>(std::min(piece, bytes)) * static_cast<size_t>(size)) {}
   const char* op() const override { return op_; }
-  size_t pieces() const override {
-    return std::max<size_t>(1, static_cast<size_t>((bytes_ + piece_ - 1) / piece_));
-  }
-  uint64_t piece_offset(size_t i) const override { return i * piece_; }
-  uint64_t piece_bytes(size_t i) const override {
-    return std::min(piece_, bytes_ - std::min(bytes_, i * piece_));
-  }
   const uint8_t* wait(int q, size_t i) override {
     return in_.data() + static_cast<size_t>(q) * piece_bytes(i);
   }
 
  protected:
   const char* op_;
-  uint64_t bytes_, piece_;
   std::vector<uint8_t> in_;
 };
 

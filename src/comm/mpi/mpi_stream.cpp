@@ -37,19 +37,13 @@ class PipelineChannel final : public PieceChannel {
   using Publish = std::function<std::vector<Pipeline::Transfer>(uint64_t off, uint64_t n)>;
   PipelineChannel(Pipeline& pipe, int rank, const char* op, uint64_t bytes, uint64_t piece,
                   Place place, Publish publish)
-      : pipe_(pipe),
+      : PieceChannel(bytes, piece, false),
+        pipe_(pipe),
         rank_(rank),
         op_(op),
-        bytes_(bytes),
-        piece_(piece),
         place_(std::move(place)),
         publish_(std::move(publish)) {}
   const char* op() const override { return op_; }
-  size_t pieces() const override { return pieces_of(bytes_, piece_); }
-  uint64_t piece_offset(size_t i) const override { return i * piece_; }
-  uint64_t piece_bytes(size_t i) const override {
-    return std::min(piece_, bytes_ - std::min(bytes_, i * piece_));
-  }
   size_t lookahead() const override { return 1; }
   void publish(size_t i) override {
     fault_point(rank_, op_, i);
@@ -72,7 +66,6 @@ class PipelineChannel final : public PieceChannel {
   Pipeline& pipe_;
   int rank_;
   const char* op_;
-  uint64_t bytes_, piece_;
   Place place_;
   Publish publish_;
   size_t arrived_ = 0;  // pieces before it have been waited for

@@ -25,19 +25,13 @@ class ShmTransport::SlotChannel final : public PieceChannel {
   // Rank q's part of a step sits at slot(q, s) + part_stride * this rank (all_to_all: each
   // slot holds one piece per destination; gather: 0).
   SlotChannel(ShmTransport& t, const CollDesc& desc, uint64_t part_stride, Pack pack)
-      : t_(t),
+      : PieceChannel(desc.count, desc.piece, /*at_least_one=*/true),  // an empty call syncs
+        t_(t),
         desc_(desc),
         op_(coll_op_name(desc.op)),
         stride_(part_stride),
         pack_(std::move(pack)) {}
   const char* op() const override { return op_; }
-  size_t pieces() const override {  // at least one: an empty call still synchronizes
-    return std::max<size_t>(1, static_cast<size_t>((desc_.count + desc_.piece - 1) / desc_.piece));
-  }
-  uint64_t piece_offset(size_t i) const override { return i * desc_.piece; }
-  uint64_t piece_bytes(size_t i) const override {
-    return std::min(desc_.piece, desc_.count - std::min(desc_.count, i * desc_.piece));
-  }
   void publish(size_t i) override {
     fault_point(t_.rank_, op_, i);
     s_ = t_.begin_step(op_);
@@ -65,13 +59,8 @@ class ShmTransport::SlotChannel final : public PieceChannel {
 class ShmTransport::CmaGatherChannel final : public PieceChannel {
  public:
   CmaGatherChannel(ShmTransport& t, const GatherStream& gs, const CollDesc& desc, const char* op)
-      : t_(t), gs_(gs), piece_(desc.piece), op_(op) {}
+      : PieceChannel(gs.bytes, desc.piece, false), t_(t), gs_(gs), op_(op) {}
   const char* op() const override { return op_; }
-  size_t pieces() const override { return static_cast<size_t>((gs_.bytes + piece_ - 1) / piece_); }
-  uint64_t piece_offset(size_t i) const override { return i * piece_; }
-  uint64_t piece_bytes(size_t i) const override {
-    return std::min(piece_, gs_.bytes - std::min(gs_.bytes, i * piece_));
-  }
   // 0 and 1 are cma_call's fault points, before and after publishing.
   void publish(size_t i) override { fault_point(t_.rank_, op_, i + 2); }
   const uint8_t* wait(int q, size_t i) override {
@@ -86,7 +75,6 @@ class ShmTransport::CmaGatherChannel final : public PieceChannel {
  private:
   ShmTransport& t_;
   const GatherStream& gs_;
-  const uint64_t piece_;
   const char* op_;
 };
 
@@ -98,18 +86,13 @@ class ShmTransport::CmaAllToAllChannel final : public PieceChannel {
  public:
   CmaAllToAllChannel(ShmTransport& t, const AllToAllStream& as, const CollDesc& desc,
                      const char* op)
-      : t_(t), as_(as), piece_(desc.piece), op_(op) {}
+      : PieceChannel(as.bytes, desc.piece, false), t_(t), as_(as), op_(op) {}
   const char* op() const override { return op_; }
-  size_t pieces() const override { return static_cast<size_t>((as_.bytes + piece_ - 1) / piece_); }
-  uint64_t piece_offset(size_t i) const override { return i * piece_; }
-  uint64_t piece_bytes(size_t i) const override {
-    return std::min(piece_, as_.bytes - std::min(as_.bytes, i * piece_));
-  }
   void publish(size_t i) override { fault_point(t_.rank_, op_, i + 2); }
   const uint8_t* wait(int q, size_t i) override {
     const uint64_t at = static_cast<uint64_t>(t_.rank_) * as_.bytes + piece_offset(i);
     if (q == t_.rank_) return as_.source + at;
-    uint8_t* dst = t_.scratch_.data() + static_cast<size_t>(q) * piece_;
+    uint8_t* dst = t_.scratch_.data() + static_cast<size_t>(q) * piece_size();
     t_.read_peer(q, at, dst, piece_bytes(i), op_);
     return dst;
   }
@@ -118,7 +101,6 @@ class ShmTransport::CmaAllToAllChannel final : public PieceChannel {
  private:
   ShmTransport& t_;
   const AllToAllStream& as_;
-  const uint64_t piece_;
   const char* op_;
 };
 

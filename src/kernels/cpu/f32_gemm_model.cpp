@@ -13,6 +13,7 @@
 #include "core/params.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/openblas.hpp"
+#include "kernels/cpu/probe_timing.hpp"
 #include "kernels/cpu/threads.hpp"
 
 namespace commfuse::kernels::cpu {
@@ -31,19 +32,6 @@ struct Probe {
 // 2048x4096x4096's 150 / 176, so the large one has deep k and wide n.
 constexpr Probe kFew{kF32FewRows, 2048, 2048}, kMid{256, 1024, 1024}, kLarge{1024, 2048, 2048};
 
-template <typename F>
-double best_ns(F&& f) {
-  f();  // warm-up: first-touch of buffers, JIT caches, OpenBLAS's buffers
-  double best = 1e300;
-  for (int i = 0; i < kProbeRuns; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    const auto t1 = std::chrono::steady_clock::now();
-    best = std::min(best, std::chrono::duration<double, std::nano>(t1 - t0).count());
-  }
-  return std::max(best, 1.0);
-}
-
 // Multiply-adds per ns of the probe on each provider: {oneDNN, OpenBLAS}.
 std::pair<double, double> rates(const Probe& p) {
   // Values that are not special: the rates do not depend on them.
@@ -54,7 +42,8 @@ std::pair<double, double> rates(const Probe& p) {
     MatmulDesc d = dense_matmul_desc(p.m, p.k, p.n, DType::kFloat32);
     d.provider = provider;
     const auto plan = plan_matmul(d);
-    return macs / best_ns([&] { matmul(*plan, a.data(), b.data(), nullptr, c.data()); });
+    return macs /
+           best_probe_ns([&] { matmul(*plan, a.data(), b.data(), nullptr, c.data()); }, kProbeRuns);
   };
   const double onednn = rate(GemmProvider::kOneDnn);
   return {onednn, rate(GemmProvider::kOpenBlas)};

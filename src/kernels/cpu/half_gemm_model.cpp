@@ -11,6 +11,7 @@
 #include "core/log.hpp"
 #include "core/params.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/probe_timing.hpp"
 
 namespace commfuse::kernels::cpu {
 namespace {
@@ -21,19 +22,6 @@ constexpr int64_t kProbeM = 128, kProbeK = 1024, kProbeN = 1024;
 constexpr int kProbeRuns = 3;  // best of, after one warm-up run
 // Widened must be expected this much faster before it is chosen (see the header).
 constexpr double kWidenMargin = 0.85;
-
-template <typename F>
-double best_ns(F&& f) {
-  f();  // warm-up: first-touch of buffers, JIT caches
-  double best = 1e300;
-  for (int i = 0; i < kProbeRuns; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    const auto t1 = std::chrono::steady_clock::now();
-    best = std::min(best, std::chrono::duration<double, std::nano>(t1 - t0).count());
-  }
-  return std::max(best, 1.0);
-}
 
 HalfGemmModel measure(DType t) {
   HalfGemmModel m;
@@ -56,15 +44,19 @@ HalfGemmModel measure(DType t) {
   std::vector<float> a32(a16.size(), 1.0f), b32(b16.size(), 1.0f), c32(c16.size());
   const double macs = static_cast<double>(kProbeM * kProbeK * kProbeN);
   m.native_macs_per_ns =
-      macs / best_ns([&] { matmul(*native, a16.data(), b16.data(), nullptr, c16.data()); });
+      macs / best_probe_ns([&] { matmul(*native, a16.data(), b16.data(), nullptr, c16.data()); },
+                           kProbeRuns);
   m.f32_macs_per_ns =
-      macs / best_ns([&] { matmul(*f32, a32.data(), b32.data(), nullptr, c32.data()); });
-  const double widen_ns = best_ns([&] {
-    if (t == DType::kFloat16)
-      fast::f16_to_f32(b16.data(), b32.data(), b16.size());
-    else
-      fast::bf16_to_f32(b16.data(), b32.data(), b16.size());
-  });
+      macs /
+      best_probe_ns([&] { matmul(*f32, a32.data(), b32.data(), nullptr, c32.data()); }, kProbeRuns);
+  const double widen_ns = best_probe_ns(
+      [&] {
+        if (t == DType::kFloat16)
+          fast::f16_to_f32(b16.data(), b32.data(), b16.size());
+        else
+          fast::bf16_to_f32(b16.data(), b32.data(), b16.size());
+      },
+      kProbeRuns);
   m.widen_ns_per_element = widen_ns / static_cast<double>(b16.size());
   return m;
 }
