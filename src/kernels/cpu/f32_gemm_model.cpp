@@ -49,13 +49,20 @@ std::pair<double, double> rates(const Probe& p) {
   return {onednn, rate(GemmProvider::kOpenBlas)};
 }
 
+// COMMFUSE_F32_GEMM, read once: openblas_pays runs on every fp32 plan lookup, and reading a
+// parameter allocates.
+const std::string& pinned() {
+  static const std::string pin = params::get_string("COMMFUSE_F32_GEMM");
+  return pin;
+}
+
 F32GemmModel measure() {
   F32GemmModel mo;
   if (!openblas_available()) {
     mo.openblas_unavailable = openblas_unavailable();
     return mo;
   }
-  const std::string pin = params::get_string("COMMFUSE_F32_GEMM");
+  const std::string& pin = pinned();
   if (pin != "auto") {
     mo.forced = pin;
     return mo;
@@ -97,7 +104,7 @@ const F32GemmModel& f32_gemm_model(bool large) {
 }
 
 bool openblas_pays(int64_t m, int64_t k, int64_t n, int threads) {
-  if (threads != 1 && params::get_string("COMMFUSE_F32_GEMM") != "openblas") return false;
+  if (threads != 1 && pinned() != "openblas") return false;
   const bool large = m * k >= kF32LargeMacs / n;  // m·k·n >= kF32LargeMacs, without overflow
   const F32GemmModel& mo = f32_gemm_model(large && m > kF32FewRows);
   if (!measured_auto(mo)) return mo.forced == "openblas";

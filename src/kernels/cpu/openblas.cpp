@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 
-#include <cstdlib>
 #include <mutex>
 #include <vector>
 
@@ -34,22 +33,19 @@ struct Library {
   std::mutex mu;
 };
 
-// COMMFUSE_MAX_CPU_ISA below AVX-512 holds OpenBLAS to the matching kernels too (it picks
-// them when loaded, from OPENBLAS_CORETYPE), so that a capped run times and tests what an
-// older CPU runs; a user's own OPENBLAS_CORETYPE wins. Set when libcommfuse is loaded —
-// before any thread of the process can read the environment concurrently (setenv is not
-// safe against getenv on another thread) — not when OpenBLAS is first used.
-[[maybe_unused]] const bool g_coretype_set = [] {
-  const commfuse::cpu::IsaLevel cap = commfuse::cpu::max_isa();
-  const char* coretype = cap < commfuse::cpu::IsaLevel::kAvx2         ? "Nehalem"
-                         : cap < commfuse::cpu::IsaLevel::kAvx512Core ? "Haswell"
-                                                                      : nullptr;
-  return coretype != nullptr && setenv("OPENBLAS_CORETYPE", coretype, /*overwrite=*/0) == 0;
-}();
-
 Library& library() {
   static Library* const lib = [] {
     auto* l = new Library;  // never unloaded: threads of OpenBLAS's pool may outlive main
+    // OpenBLAS picks its kernels from the CPU when loaded (only OPENBLAS_CORETYPE, read at
+    // load, overrides that, and setting the environment is not safe beside other threads):
+    // under a COMMFUSE_MAX_CPU_ISA cap below AVX-512 it would run kernels the cap excludes,
+    // so a capped process multiplies fp32 on oneDNN, which the cap holds.
+    if (const commfuse::cpu::IsaLevel cap = commfuse::cpu::max_isa();
+        cap < commfuse::cpu::IsaLevel::kAvx512Core) {
+      l->unavailable = detail::cat("COMMFUSE_MAX_CPU_ISA=", commfuse::cpu::isa_level_name(cap),
+                                   ": OpenBLAS's kernels cannot be held to the cap");
+      return l;
+    }
     void* h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
     if (h == nullptr) {
       const char* e = dlerror();
