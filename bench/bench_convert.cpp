@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "core/convert_ref.hpp"
+#include "kernels/cpu/code_decode.hpp"
+#include "kernels/cpu/dequant.hpp"
 
 namespace {
 
@@ -96,6 +98,37 @@ void run(benchmark::State& state, const Case& c, bool bulk) {
   state.SetBytesProcessed(iters * static_cast<int64_t>(src.size() + dst.size()));
 }
 
+// The FP8/HiF8 matmul's decode of one chunk of activation codes (128 rows of k = 4096: the
+// decoded chunk stays in cache, as in the operator) by decode_codes against the table walk.
+void decode(benchmark::State& state, DType dtype, bool to_bf16, bool bulk) {
+  constexpr size_t kChunk = 128 * 4096;
+  const std::vector<uint8_t> src = make_input(dtype);
+  std::vector<uint8_t> dst(kChunk * (to_bf16 ? 2 : 4));
+  const float* tab = commfuse::kernels::cpu::code_values(dtype);
+  size_t at = 0;
+  for (auto _ : state) {
+    const uint8_t* in = src.data() + at;
+    if (bulk) {
+      commfuse::kernels::cpu::decode_codes(in, dtype, to_bf16, dst.data(), kChunk);
+    } else if (to_bf16) {
+      auto* d = reinterpret_cast<uint16_t*>(dst.data());
+      for (size_t i = 0; i < kChunk; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, &tab[in[i]], 4);
+        d[i] = static_cast<uint16_t>(bits >> 16);
+      }
+    } else {
+      auto* d = reinterpret_cast<float*>(dst.data());
+      for (size_t i = 0; i < kChunk; ++i) d[i] = tab[in[i]];
+    }
+    at = (at + kChunk) % kCount;  // fresh source each time, as received rows are
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(kChunk));
+  state.SetLabel(bulk ? commfuse::kernels::cpu::decode_codes_path(dtype, to_bf16) : "table");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -105,6 +138,17 @@ int main(int argc, char** argv) {
       benchmark::RegisterBenchmark(name.c_str(), [&c, bulk](benchmark::State& s) {
         run(s, c, bulk);
       })->Unit(benchmark::kMicrosecond);
+    }
+  }
+  for (const DType t : {DType::kFloat8E4M3FN, DType::kFloat8E5M2, DType::kHiFloat8}) {
+    for (const bool to_bf16 : {true, false}) {
+      for (const bool bulk : {true, false}) {
+        const std::string name = "decode/" + std::string(commfuse::dtype_name(t)) +
+                                 (to_bf16 ? "/bf16" : "/f32") + (bulk ? "/bulk" : "/ref");
+        benchmark::RegisterBenchmark(name.c_str(), [t, to_bf16, bulk](benchmark::State& s) {
+          decode(s, t, to_bf16, bulk);
+        })->Unit(benchmark::kMicrosecond);
+      }
     }
   }
   benchmark::Initialize(&argc, argv);

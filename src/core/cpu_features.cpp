@@ -197,4 +197,12 @@ int online_cores() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
+size_t l2_cache_bytes() {
+  static const size_t bytes = [] {
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return l2 > 0 ? static_cast<size_t>(l2) : size_t{1} << 20;
+  }();
+  return bytes;
+}
+
 }  // namespace commfuse::cpu

@@ -3,6 +3,7 @@
 // COMMFUSE_MAX_CPU_ISA so that one machine can run, and test, the paths of older CPUs.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -63,5 +64,8 @@ std::string describe(const Features& f);
 // The CPU's brand string (cpuid), e.g. "AMD EPYC 9R45"; "unknown" where there is none.
 std::string model_name();
 int online_cores();
+// One core's L2 cache in bytes (sysconf; 1 MiB where the system does not say): the working
+// set a kernel keeps a chunk within.
+size_t l2_cache_bytes();
 
 }  // namespace commfuse::cpu

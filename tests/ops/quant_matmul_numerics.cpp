@@ -258,6 +258,10 @@ void check_quant_all_gather_matmul(commfuse::Comm& comm, uint64_t& tag) {
   // Rows of many pieces (the tests' 4 KiB shm slots hold 64 rows of 64 codes).
   run_case(comm, {i8, i8, bf16, S::kVector, S::kVector, f32, true, true}, tag++, 300, k, n);
   run_case(comm, {e4, e4, bf16, S::kTensor, S::kVector, f32}, tag++, 300, k, n);
+  // FP8/HiF8 blocks decoded in several chunks: a decoded chunk holds at most half an L2 of
+  // rows (quant_row_gemm.cpp): fewer than 300 rows of k = 4096 on any L2 below 4.8 MiB.
+  run_case(comm, {e4, e5, bf16, S::kTensor, S::kVector, f32}, tag++, 300, 4096, 8);
+  run_case(comm, {h8, h8, f32, S::kAbsent, S::kTensor, bf16, true}, tag++, 300, 4096, 8);
   // The reducing ops: every mode, scale shape and output dtype; m = 0; many rows.
   const int64_t R = comm.world_size();
   const DType none = DType::kInt8;  // no bias

@@ -1,11 +1,12 @@
 #include "ops/common/quant_row_gemm.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 
+#include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "core/trace.hpp"
+#include "kernels/cpu/code_decode.hpp"
 #include "kernels/cpu/dequant.hpp"
 #include "kernels/cpu/int_matmul.hpp"
 #include "kernels/cpu/matmul.hpp"
@@ -77,44 +78,6 @@ Layout layout(const QuantGemmShape& s) {
   return l;
 }
 
-// The bf16 bits of every code (exact: the values have at most 4 significant bits).
-const uint16_t* bf16_codes(DType t) {
-  struct Tables {
-    std::array<uint16_t, 256> e4m3, e5m2, hif8;
-  };
-  static const Tables tables = [] {
-    Tables tb;
-    auto fill = [](std::array<uint16_t, 256>& out, DType dt) {
-      const float* v = cpu::code_values(dt);
-      for (int c = 0; c < 256; ++c) {
-        uint32_t bits;
-        std::memcpy(&bits, &v[c], 4);
-        out[static_cast<size_t>(c)] = static_cast<uint16_t>(bits >> 16);
-      }
-    };
-    fill(tb.e4m3, DType::kFloat8E4M3FN);
-    fill(tb.e5m2, DType::kFloat8E5M2);
-    fill(tb.hif8, DType::kHiFloat8);
-    return tb;
-  }();
-  return t == DType::kFloat8E4M3FN ? tables.e4m3.data()
-         : t == DType::kFloat8E5M2 ? tables.e5m2.data()
-                                   : tables.hif8.data();
-}
-
-// count codes of dtype t into dst as bf16 (to_bf16) or fp32.
-void decode(const uint8_t* src, DType t, bool to_bf16, void* dst, size_t count) {
-  if (to_bf16) {
-    const uint16_t* tab = bf16_codes(t);
-    auto* d = static_cast<uint16_t*>(dst);
-    for (size_t i = 0; i < count; ++i) d[i] = tab[src[i]];
-  } else {
-    const float* tab = cpu::code_values(t);
-    auto* d = static_cast<float*>(dst);
-    for (size_t i = 0; i < count; ++i) d[i] = tab[src[i]];
-  }
-}
-
 }  // namespace
 
 void plan_quant_gemm(QuantGemmShape& s) {
@@ -130,6 +93,13 @@ void plan_quant_gemm(QuantGemmShape& s) {
         cpu::dense_matmul_desc(s.chunk_rows, s.k, s.n, DType::kBFloat16, s.b.transposed);
     probe.c_dtype = DType::kFloat32;
     s.decode_to_bf16 = !cpu::widens_inputs(*cpu::plan_matmul(probe));
+    // The decoded chunk is written, then read by the GEMM: within half of L2 it is read
+    // from cache. Unless x2 is larger still: the GEMM rereads (and oneDNN repacks) it for
+    // every chunk, so fewer, larger chunks cost less there.
+    const int64_t es = s.decode_to_bf16 ? 2 : 4;
+    const int64_t keep = std::max<int64_t>(
+        static_cast<int64_t>(commfuse::cpu::l2_cache_bytes() / 2), s.k * s.n * es);
+    s.chunk_rows = std::min(s.chunk_rows, std::max(kMinChunkRows, keep / (es * s.k)));
   }
 }
 
@@ -171,9 +141,13 @@ QuantRowGemm::QuantRowGemm(const QuantGemmShape& s, void* workspace) : s_(s) {
     }
   } else {
     const size_t es = s.decode_to_bf16 ? 2 : 4;
-    for (int64_t r = 0; r < rows; ++r)
-      decode(src + r * s.b.ld, s.q.b_dtype, s.decode_to_bf16,
-             ws + l.b + static_cast<size_t>(r * cols) * es, static_cast<size_t>(cols));
+    if (s.b.ld == cols)  // dense: one call, so the vector loop runs over all of it
+      cpu::decode_codes(src, s.q.b_dtype, s.decode_to_bf16, ws + l.b,
+                        static_cast<size_t>(rows * cols));
+    else
+      for (int64_t r = 0; r < rows; ++r)
+        cpu::decode_codes(src + r * s.b.ld, s.q.b_dtype, s.decode_to_bf16,
+                          ws + l.b + static_cast<size_t>(r * cols) * es, static_cast<size_t>(cols));
     b_ = ws + l.b;
   }
   b_scale_ = reinterpret_cast<float*>(ws + l.b_scale);
@@ -204,6 +178,10 @@ void QuantRowGemm::run(const void* a, int64_t rows, RowScales a_scales, void* c,
 void QuantRowGemm::chunk(const uint8_t* a, int64_t rows, RowScales a_scales, uint8_t* c) const {
   const auto n = static_cast<size_t>(s_.n);
   const bool a8w8 = is_a8w8(s_);
+  if (!a8w8) {
+    trace::Span span("decode", "quant_gemm", -1, static_cast<uint64_t>(rows));
+    cpu::decode_codes(a, s_.q.a_dtype, s_.decode_to_bf16, a_dec_, static_cast<size_t>(rows * s_.k));
+  }
   {
     trace::Span span("gemm", "quant_gemm", -1, static_cast<uint64_t>(rows));
     if (s_.small_m) {
@@ -214,7 +192,6 @@ void QuantRowGemm::chunk(const uint8_t* a, int64_t rows, RowScales a_scales, uin
       const auto plan = cpu::plan_int_matmul(int_desc(s_, rows));
       cpu::int_matmul(*plan, reinterpret_cast<const int8_t*>(a), b_, static_cast<int32_t*>(acc_));
     } else {
-      decode(a, s_.q.a_dtype, s_.decode_to_bf16, a_dec_, static_cast<size_t>(rows * s_.k));
       cpu::matmul(float_desc(s_, rows), a_dec_, b_, nullptr, acc_);
     }
   }
