@@ -7,64 +7,11 @@
 #endif
 
 #include "core/float_bits.hpp"
+#include "core/narrow_float.hpp"
 #include "core/simd.hpp"
 
 namespace commfuse::fast {
 namespace {
-
-// Round-to-nearest-even right shift of a non-negative value: the core of every encoder.
-constexpr uint32_t rne_shift(uint32_t v, uint32_t shift) {
-  const uint32_t half_minus_one = (1u << (shift - 1)) - 1;
-  return (v + half_minus_one + ((v >> shift) & 1u)) >> shift;
-}
-
-// An IEEE-style binary format narrower than fp32 (see convert_ref.cpp's Format).
-template <int kExpBits, int kManBits, int kBias, bool kHasInf>
-struct Narrow {
-  static constexpr uint32_t kShift = 23 - kManBits;
-  static constexpr uint32_t kSign = 1u << (kExpBits + kManBits);
-  static constexpr uint32_t kExpMax = (1u << kExpBits) - 1;
-  static constexpr uint32_t kAllMan = (1u << kManBits) - 1;
-  static constexpr uint32_t kMaxCode =
-      kHasInf ? (((kExpMax - 1) << kManBits) | kAllMan) : ((kExpMax << kManBits) | (kAllMan - 1));
-  static constexpr uint32_t kInfCode = kExpMax << kManBits;
-  static constexpr uint32_t kNanCode = kHasInf ? (kInfCode | (1u << (kManBits - 1))) : (kSign - 1);
-  // fp32 bits of the smallest normal of the target format.
-  static constexpr uint32_t kMinNormalBits = static_cast<uint32_t>(127 + 1 - kBias) << 23;
-  static constexpr uint32_t kRebias = static_cast<uint32_t>(127 - kBias) << 23;
-
-  static constexpr uint32_t encode(uint32_t x, bool saturate) {
-    const uint32_t sign = (x >> 31) ? kSign : 0;
-    const uint32_t a = x & 0x7FFFFFFFu;
-    const bool is_nan = a > 0x7F800000u;
-    // Normal target: rebias the exponent, round the mantissa; a carry moves the binade up.
-    const uint32_t normal = rne_shift(a - kRebias, kShift);
-    // Subnormal target: the implicit one made explicit, shifted to the fixed quantum.
-    const uint32_t e = a >> 23;
-    const uint32_t m = (a & 0x7FFFFFu) | (e ? 0x800000u : 0u);
-    const int32_t sub_shift = (151 - kBias - kManBits) - static_cast<int32_t>(e ? e : 1);
-    // The clamp only keeps the unused lane's shift defined; out-of-range shifts give 0.
-    const uint32_t safe_shift = static_cast<uint32_t>(sub_shift < 1    ? 1
-                                                      : sub_shift > 24 ? 24
-                                                                       : sub_shift);
-    const uint32_t sub = sub_shift >= 25 ? 0u : rne_shift(m, safe_shift);
-    uint32_t mag = a >= kMinNormalBits ? normal : sub;
-    const uint32_t overflow = saturate ? kMaxCode : (kHasInf ? kInfCode : kNanCode);
-    mag = mag > kMaxCode ? overflow : mag;
-    uint32_t nan;
-    if constexpr (kHasInf) {
-      nan = kNanCode | ((a & 0x7FFFFFu) >> kShift);
-    } else {
-      nan = kNanCode;
-    }
-    return sign | (is_nan ? nan : mag);
-  }
-};
-
-using F16 = Narrow<5, 10, 15, true>;
-using BF16 = Narrow<8, 7, 127, true>;
-using E4M3FN = Narrow<4, 3, 7, false>;
-using E5M2 = Narrow<5, 2, 15, true>;
 
 // HiFloat8 encoder (SPEC §1): the mantissa width W depends on |E|; rounding is half away
 // from zero, done by adding half a unit and truncating. Every case is computed and the
