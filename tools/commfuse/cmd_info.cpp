@@ -18,6 +18,7 @@
 #include "kernels/cpu/int_matmul.hpp"
 #include "kernels/cpu/onednn_info.hpp"
 #include "kernels/cpu/openblas.hpp"
+#include "kernels/cuda/runtime_info.hpp"
 
 namespace commfuse::cli {
 
@@ -42,8 +43,27 @@ int cmd_info(int argc, char** argv) {
               build::have_cuda() ? ", cuda" : "");
   std::printf("  MPI built         %s (%s)\n", yn(build::have_mpi()),
               comm::mpi_library_version().c_str());
-  std::printf("  CUDA built        %s%s\n", yn(build::have_cuda()),
-              build::have_cuda() ? "" : " (no CUDA kernels in this version)");
+  {
+    const auto& cu = kernels::cuda::runtime_info();
+    if (cu.built) {
+      std::printf("  CUDA built        yes (%s; runtime %s, linked statically)\n",
+                  cu.toolkit.c_str(), kernels::cuda::version_string(cu.runtime_version).c_str());
+      std::printf("  CUDA driver       %s\n",
+                  cu.driver_version == 0
+                      ? "none"
+                      : kernels::cuda::version_string(cu.driver_version).c_str());
+      for (size_t d = 0; d < cu.devices.size(); ++d) {
+        const auto& dev = cu.devices[d];
+        std::printf("  CUDA device %zu     %s, sm_%d%d, %.1f GiB, %d SMs\n", d, dev.name.c_str(),
+                    dev.major, dev.minor, static_cast<double>(dev.memory_bytes) / (1u << 30),
+                    dev.multiprocessors);
+      }
+      if (!cu.unavailable.empty())
+        std::printf("  CUDA devices      none usable: %s\n", cu.unavailable.c_str());
+    } else {
+      std::printf("  CUDA built        no (%s)\n", cu.unavailable.c_str());
+    }
+  }
   std::printf("  oneDNN            %s\n", kernels::cpu::onednn_version().c_str());
   std::printf("  CPU               %s, %d cores online\n", cpu::model_name().c_str(),
               cpu::online_cores());

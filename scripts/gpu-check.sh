@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The GPU machine's one check (issue 17): builds commfuse's CUDA code, runs the CUDA tests
+# (which compare every device result with the CPU kernels), then the CUDA benchmarks, and
+# prints a summary. Needs only nvcc, CMake and a C++ compiler (no network, no oneDNN):
+# it builds scripts/gpu-check/CMakeLists.txt, the CUDA kernels plus the CPU kernels their
+# tests compare with. Exit status 0 only if every step passed on a real GPU (the tests run
+# with COMMFUSE_REQUIRE_GPU=1: a skip is a failure here).
+#
+# usage: scripts/gpu-check.sh [build-dir]      (default build-gpu; about 1 minute)
+#
+# Built so far and checked here: the quant_all_reduce dequantize-and-sum kernel (K-G and MX,
+# every SPEC §1 format), cuBLASLt GEMMs (loaded at run time) and the quantized-matmul
+# epilogue kernel. Not built yet (issue 17): the CUDA IPC transport, the operators on the GPU,
+# alltoall_quant_matmul's kernels, device tensors in the C/C++/Python APIs.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build-gpu}
+start=$(date +%s)
+summary=()
+failed=0
+step() {  # name, then the command; records PASS/FAIL with the time it took
+  local name=$1
+  shift
+  local t0
+  t0=$(date +%s)
+  echo "== $name"
+  if "$@"; then
+    summary+=("PASS  $name ($(($(date +%s) - t0)) s)")
+  else
+    summary+=("FAIL  $name (exit $?, $(($(date +%s) - t0)) s)")
+    failed=1
+  fi
+}
+build_cuda() {
+  cmake -S "$root/scripts/gpu-check" -B "$build" -DCMAKE_BUILD_TYPE=Release >"$build.log" 2>&1 &&
+    cmake --build "$build" -j"$(nproc)" >>"$build.log" 2>&1 || {
+    tail -40 "$build.log"
+    return 1
+  }
+}
+
+echo "== machine"
+if command -v nvidia-smi >/dev/null; then nvidia-smi -L; else echo "nvidia-smi: not found"; fi
+nvcc --version 2>/dev/null | tail -1 || /usr/local/cuda/bin/nvcc --version | tail -1
+mkdir -p "$(dirname "$build")"
+step "build (CUDA kernels + their CPU references)" build_cuda
+if [ -x "$build/commfuse_cuda_test_dequant_sum" ]; then
+  step "test: dequant_sum vs the CPU kernel, bitwise" \
+    env COMMFUSE_REQUIRE_GPU=1 timeout 300 "$build/commfuse_cuda_test_dequant_sum"
+  step "test: cuBLASLt GEMMs (A8W8 exact, FP8, bf16, fp16, fp32) + epilogue vs the CPU" \
+    env COMMFUSE_REQUIRE_GPU=1 timeout 300 "$build/commfuse_cuda_test_gemm"
+  step "bench: quant_all_reduce kernel vs device copy (64 MiB)" \
+    timeout 120 "$build/commfuse_bench_cuda_quant_reduce"
+  step "bench: all_gather_matmul schedule on one GPU vs cuBLASLt alone (bf16 8192^3, W=2)" \
+    timeout 120 "$build/commfuse_bench_cuda_gemm"
+fi
+echo
+echo "== summary ($(($(date +%s) - start)) s)"
+printf '%s\n' "${summary[@]}"
+exit $failed

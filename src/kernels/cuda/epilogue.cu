@@ -1,0 +1,79 @@
+#include "kernels/cuda/epilogue.hpp"
+
+#include <cuda_runtime.h>
+
+#include "core/error.hpp"
+#include "core/narrow_float.hpp"
+#include "kernels/cuda/runtime_info.hpp"
+
+namespace commfuse::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// One thread per output element; the order of operations is the CPU kernel's, each step
+// one IEEE rounding (__fmul_rn / __fadd_rn: never an FMA).
+template <bool kIntAcc>
+__global__ void __launch_bounds__(kThreads) epilogue_kernel(const EpilogueDesc d) {
+  const int64_t total = d.m * d.n;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t i = e / d.n, j = e % d.n;
+    const float sa = d.a_scale[d.a_per_row ? i : 0];
+    const float sb = d.b_scale[d.b_per_column ? j : 0];
+    const float s = __fmul_rn(sa, sb);
+    float y;
+    if constexpr (kIntAcc) {
+      const int32_t acc = static_cast<const int32_t*>(d.acc)[i * d.ld_acc + j];
+      y = d.bias_int != nullptr ? __fmul_rn(__ll2float_rn(int64_t{acc} + d.bias_int[j]), s)
+                                : __fmul_rn(__int2float_rn(acc), s);
+    } else {
+      y = __fmul_rn(static_cast<const float*>(d.acc)[i * d.ld_acc + j], s);
+    }
+    if (d.bias32 != nullptr) y = __fadd_rn(y, d.bias32[j]);
+    const int64_t at = i * d.ld_out + j;
+    if (d.out_dtype == DType::kFloat32) {
+      static_cast<float*>(d.out)[at] = y;
+    } else {
+      const uint32_t x = __float_as_uint(y);
+      static_cast<uint16_t*>(d.out)[at] =
+          static_cast<uint16_t>(d.out_dtype == DType::kBFloat16 ? fast::BF16::encode(x, false)
+                                                                : fast::F16::encode(x, false));
+    }
+  }
+}
+
+}  // namespace
+
+void quant_epilogue(const EpilogueDesc& d, void* stream) {
+  const char* fn = "quant_epilogue (CUDA)";
+  CF_CHECK_ARG(d.m >= 0 && d.n > 0, fn, ": m=", d.m, " n=", d.n, " (m >= 0, n > 0)");
+  CF_CHECK_ARG(d.acc_dtype == DType::kInt32 || d.acc_dtype == DType::kFloat32, fn, ": acc_dtype ",
+               dtype_name(d.acc_dtype), " is not int32 or float32");
+  CF_CHECK_ARG(d.bias_int == nullptr || d.acc_dtype == DType::kInt32, fn,
+               ": an int32 bias needs int32 accumulators (A8W8)");
+  CF_CHECK_ARG(d.out_dtype == DType::kFloat32 || d.out_dtype == DType::kFloat16 ||
+                   d.out_dtype == DType::kBFloat16,
+               fn, ": out_dtype ", dtype_name(d.out_dtype), " is not float32, float16 or bfloat16");
+  CF_CHECK_ARG(d.ld_acc >= d.n, fn, ": ld_acc=", d.ld_acc, " is below n=", d.n);
+  CF_CHECK_ARG(d.ld_out >= d.n, fn, ": ld_out=", d.ld_out, " is below n=", d.n);
+  CF_CHECK_NOTNULL(d.acc, fn, ": acc is null");
+  CF_CHECK_NOTNULL(d.a_scale, fn, ": a_scale is null");
+  CF_CHECK_NOTNULL(d.b_scale, fn, ": b_scale is null");
+  CF_CHECK_NOTNULL(d.out, fn, ": out is null");
+  if (d.m == 0) return;
+  require_device(fn);
+  const int64_t total = d.m * d.n;
+  const int blocks = static_cast<int>(std::min<int64_t>((total + kThreads - 1) / kThreads, 65535));
+  auto s = static_cast<cudaStream_t>(stream);
+  if (d.acc_dtype == DType::kInt32)
+    epilogue_kernel<true><<<blocks, kThreads, 0, s>>>(d);
+  else
+    epilogue_kernel<false><<<blocks, kThreads, 0, s>>>(d);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess)
+    detail::throw_status(Status::kRuntimeError,
+                         detail::cat(fn, ": launch failed: ", cudaGetErrorString(err)));
+}
+
+}  // namespace commfuse::kernels::cuda

@@ -1,0 +1,211 @@
+#include "kernels/cuda/quant_reduce.hpp"
+
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstring>
+
+#include "core/convert_fast.hpp"
+#include "core/error.hpp"
+#include "core/narrow_float.hpp"
+#include "kernels/cuda/runtime_info.hpp"
+
+namespace commfuse::kernels::cuda {
+namespace {
+
+constexpr int kVec = 16;  // elements per thread: one 16-byte load of codes per rank
+constexpr int kThreads = 256;
+
+enum class Out { kF32, kF16, kBF16 };
+
+// Everything a launch needs, passed by value (__grid_constant__: no copy per thread). The
+// tables are the CPU's exact ones, so every code decodes to the same fp32 bits.
+struct Params {
+  float lut[256];   // code -> value of x_dtype
+  float e8m0[256];  // MX scale byte -> value
+  const uint8_t* codes[kMaxDequantRanks];
+  const uint8_t* scales[kMaxDequantRanks];
+  int ranks;
+  int64_t rows, h, codes_row, scales_row;
+  void* out;
+};
+
+std::array<float, 256> table(DType t) {
+  std::array<uint8_t, 256> codes{};
+  for (int i = 0; i < 256; ++i) codes[i] = static_cast<uint8_t>(i);
+  std::array<float, 256> v{};
+  switch (t) {
+    case DType::kInt8:
+      for (int i = 0; i < 256; ++i) v[i] = static_cast<float>(static_cast<int8_t>(i));
+      break;
+    case DType::kHiFloat8:
+      fast::hif8_to_f32(codes.data(), v.data(), 256);
+      break;
+    case DType::kFloat8E4M3FN:
+      fast::e4m3fn_to_f32(codes.data(), v.data(), 256);
+      break;
+    case DType::kFloat8E5M2:
+      fast::e5m2_to_f32(codes.data(), v.data(), 256);
+      break;
+    default:
+      fast::e8m0_to_f32(codes.data(), v.data(), 256);
+  }
+  return v;
+}
+
+template <Out kOut>
+__device__ void store16(const Params& p, int64_t at, const float (&acc)[kVec], bool vec) {
+  if constexpr (kOut == Out::kF32) {
+    float* o = static_cast<float*>(p.out) + at;
+    if (vec) {
+      for (int k = 0; k < kVec; k += 4)
+        *reinterpret_cast<float4*>(o + k) = make_float4(acc[k], acc[k + 1], acc[k + 2], acc[k + 3]);
+    } else {
+      for (int k = 0; k < kVec; ++k) o[k] = acc[k];
+    }
+  } else {
+    uint16_t* o = static_cast<uint16_t*>(p.out) + at;
+    alignas(16) uint16_t bits[kVec];
+    for (int k = 0; k < kVec; ++k) {
+      const uint32_t x = __float_as_uint(acc[k]);
+      bits[k] = static_cast<uint16_t>(kOut == Out::kBF16 ? fast::BF16::encode(x, false)
+                                                         : fast::F16::encode(x, false));
+    }
+    if (vec) {
+      *reinterpret_cast<uint4*>(o) = *reinterpret_cast<const uint4*>(bits);
+      *reinterpret_cast<uint4*>(o + 8) = *reinterpret_cast<const uint4*>(bits + 8);
+    } else {
+      for (int k = 0; k < kVec; ++k) o[k] = bits[k];
+    }
+  }
+}
+
+// One thread: 16 consecutive elements of one row (one scale group holds them: groups are 32
+// or 128 long), every rank in order. __fmul_rn/__fadd_rn: never contracted into an FMA.
+// kVec16: codes, K-G scales and the output are aligned for vector accesses.
+template <Out kOut, bool kMx, bool kVec16>
+__global__ void __launch_bounds__(kThreads) dequant_sum_kernel(const __grid_constant__ Params p) {
+  __shared__ float lut[256], e8m0[256];
+  lut[threadIdx.x] = p.lut[threadIdx.x];
+  e8m0[threadIdx.x] = p.e8m0[threadIdx.x];
+  __syncthreads();
+  const int64_t per_row = p.h / kVec;
+  const int64_t total = p.rows * per_row;
+  for (int64_t v = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; v < total;
+       v += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t row = v / per_row;
+    const int64_t c0 = (v % per_row) * kVec;
+    float acc[kVec];
+    for (int r = 0; r < p.ranks; ++r) {
+      const uint8_t* c = p.codes[r] + row * p.codes_row + c0;
+      const uint8_t* srow = p.scales[r] + row * p.scales_row;
+      alignas(16) uint8_t b[kVec];
+      if constexpr (kVec16) {
+        *reinterpret_cast<uint4*>(b) = __ldg(reinterpret_cast<const uint4*>(c));
+      } else {
+        for (int k = 0; k < kVec; ++k) b[k] = c[k];
+      }
+      float s;
+      if constexpr (kMx) {
+        s = e8m0[srow[c0 / 32]];
+      } else if constexpr (kVec16) {
+        s = __ldg(reinterpret_cast<const float*>(srow) + c0 / 128);
+      } else {
+        uint32_t bits = 0;
+        for (int k = 0; k < 4; ++k) bits |= uint32_t{srow[c0 / 128 * 4 + k]} << (8 * k);
+        s = __uint_as_float(bits);
+      }
+      for (int k = 0; k < kVec; ++k) {
+        const float prod = __fmul_rn(lut[b[k]], s);
+        acc[k] = r == 0 ? prod : __fadd_rn(acc[k], prod);
+      }
+    }
+    store16<kOut>(p, row * p.h + c0, acc, kVec16);
+  }
+}
+
+template <Out kOut, bool kMx>
+void launch_with(const Params& p, bool vec, int blocks, cudaStream_t s) {
+  if (vec)
+    dequant_sum_kernel<kOut, kMx, true><<<blocks, kThreads, 0, s>>>(p);
+  else
+    dequant_sum_kernel<kOut, kMx, false><<<blocks, kThreads, 0, s>>>(p);
+}
+
+template <Out kOut>
+void launch_out(const Params& p, bool mx, bool vec, int blocks, cudaStream_t s) {
+  if (mx)
+    launch_with<kOut, true>(p, vec, blocks, s);
+  else
+    launch_with<kOut, false>(p, vec, blocks, s);
+}
+
+bool aligned(const void* ptr, size_t a) {
+  return reinterpret_cast<uintptr_t>(ptr) % a == 0;
+}
+
+}  // namespace
+
+void dequant_sum(const DequantSumDesc& d, void* stream) {
+  const char* fn = "dequant_sum (CUDA)";
+  const bool fp8 = d.x_dtype == DType::kFloat8E4M3FN || d.x_dtype == DType::kFloat8E5M2;
+  CF_CHECK_ARG(fp8 || d.x_dtype == DType::kInt8 || d.x_dtype == DType::kHiFloat8, fn, ": x_dtype ",
+               dtype_name(d.x_dtype), " is not int8, hifloat8, float8_e4m3fn or float8_e5m2");
+  CF_CHECK_ARG(!d.mx || fp8, fn, ": MX scales take float8_e4m3fn or float8_e5m2 codes, not ",
+               dtype_name(d.x_dtype));
+  CF_CHECK_ARG(d.ranks >= 1 && d.ranks <= kMaxDequantRanks, fn, ": ranks=", d.ranks,
+               " must be in [1, ", kMaxDequantRanks, "]");
+  CF_CHECK_NOTNULL(d.codes, fn, ": codes is null");
+  CF_CHECK_NOTNULL(d.scales, fn, ": scales is null");
+  const int64_t group = d.mx ? 32 : 128;
+  CF_CHECK_ARG(d.h > 0 && d.h % group == 0, fn, ": h=", d.h, " must be a positive multiple of ",
+               group, d.mx ? " (MX)" : " (K-G)");
+  CF_CHECK_ARG(d.rows >= 0, fn, ": rows=", d.rows, " is negative");
+  CF_CHECK_ARG(d.codes_row_bytes >= d.h, fn, ": codes_row_bytes=", d.codes_row_bytes,
+               " is below h=", d.h);
+  const int64_t scale_bytes = d.h / group * (d.mx ? 1 : 4);
+  CF_CHECK_ARG(d.scales_row_bytes >= scale_bytes, fn, ": scales_row_bytes=", d.scales_row_bytes,
+               " is below the row's ", scale_bytes, " bytes of scales");
+  CF_CHECK_ARG(d.out_dtype == DType::kFloat32 || d.out_dtype == DType::kFloat16 ||
+                   d.out_dtype == DType::kBFloat16,
+               fn, ": out_dtype ", dtype_name(d.out_dtype), " is not float32, float16 or bfloat16");
+  CF_CHECK_NOTNULL(d.out, fn, ": out is null");
+  if (d.rows == 0) return;
+  require_device(fn);
+
+  Params p{};
+  const auto lut = table(d.x_dtype), e8m0 = table(DType::kFloat8E8M0);
+  std::memcpy(p.lut, lut.data(), sizeof p.lut);
+  std::memcpy(p.e8m0, e8m0.data(), sizeof p.e8m0);
+  bool vec =
+      aligned(d.out, 16) && d.codes_row_bytes % 16 == 0 && (d.mx || d.scales_row_bytes % 4 == 0);
+  for (int r = 0; r < d.ranks; ++r) {
+    CF_CHECK_NOTNULL(d.codes[r], fn, ": codes[", r, "] is null");
+    CF_CHECK_NOTNULL(d.scales[r], fn, ": scales[", r, "] is null");
+    p.codes[r] = d.codes[r];
+    p.scales[r] = d.scales[r];
+    vec = vec && aligned(d.codes[r], 16) && (d.mx || aligned(d.scales[r], 4));
+  }
+  p.ranks = d.ranks;
+  p.rows = d.rows;
+  p.h = d.h;
+  p.codes_row = d.codes_row_bytes;
+  p.scales_row = d.scales_row_bytes;
+  p.out = d.out;
+
+  const int64_t work = d.rows * (d.h / kVec);
+  const int blocks = static_cast<int>(std::min<int64_t>((work + kThreads - 1) / kThreads, 65535));
+  auto s = static_cast<cudaStream_t>(stream);
+  if (d.out_dtype == DType::kFloat32)
+    launch_out<Out::kF32>(p, d.mx, vec, blocks, s);
+  else if (d.out_dtype == DType::kFloat16)
+    launch_out<Out::kF16>(p, d.mx, vec, blocks, s);
+  else
+    launch_out<Out::kBF16>(p, d.mx, vec, blocks, s);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess)
+    detail::throw_status(Status::kRuntimeError,
+                         detail::cat(fn, ": launch failed: ", cudaGetErrorString(err)));
+}
+
+}  // namespace commfuse::kernels::cuda
