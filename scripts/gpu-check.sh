@@ -9,9 +9,9 @@
 # usage: scripts/gpu-check.sh [build-dir]      (default build-gpu; about 1 minute)
 #
 # Built so far and checked here: the quant_all_reduce dequantize-and-sum kernel (K-G and MX,
-# every SPEC §1 format), cuBLASLt GEMMs (loaded at run time) and the quantized-matmul
-# epilogue kernel. Not built yet (issue 17): the CUDA IPC transport, the operators on the GPU,
-# alltoall_quant_matmul's kernels, device tensors in the C/C++/Python APIs.
+# every SPEC §1 format), cuBLASLt GEMMs (loaded at run time), the quantized-matmul epilogue
+# kernel, alltoall_quant_matmul's permute + dynamic quantization kernel. Not built yet (issue 17): the CUDA IPC transport, the operators on the GPU,
+# device tensors in the C/C++/Python APIs.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-gpu}
@@ -49,6 +49,8 @@ if [ -x "$build/commfuse_cuda_test_dequant_sum" ]; then
     env COMMFUSE_REQUIRE_GPU=1 timeout 300 "$build/commfuse_cuda_test_dequant_sum"
   step "test: cuBLASLt GEMMs (A8W8 exact, FP8, bf16, fp16, fp32) + epilogue vs the CPU" \
     env COMMFUSE_REQUIRE_GPU=1 timeout 300 "$build/commfuse_cuda_test_gemm"
+  step "test: permute + dynamic per-token quantization vs the CPU kernels, bitwise" \
+    env COMMFUSE_REQUIRE_GPU=1 timeout 300 "$build/commfuse_cuda_test_permute_quant"
   step "bench: quant_all_reduce kernel vs device copy (64 MiB)" \
     timeout 120 "$build/commfuse_bench_cuda_quant_reduce"
   step "bench: all_gather_matmul schedule on one GPU vs cuBLASLt alone (bf16 8192^3, W=2)" \

@@ -4,6 +4,7 @@
 #include "core/error.hpp"
 #include "kernels/cuda/blaslt.hpp"
 #include "kernels/cuda/epilogue.hpp"
+#include "kernels/cuda/permute_quant.hpp"
 #include "kernels/cuda/quant_reduce.hpp"
 #include "kernels/cuda/runtime_info.hpp"
 
@@ -39,6 +40,10 @@ void dequant_sum(const DequantSumDesc&, void*) {
 
 void quant_epilogue(const EpilogueDesc&, void*) {
   require_device("quant_epilogue (CUDA)");
+}
+
+void permute_quant(const PermuteQuantDesc&, void*) {
+  require_device("permute_quant (CUDA)");
 }
 
 std::string blaslt_unavailable() {
