@@ -3,9 +3,12 @@
 # compute_90 PTX, which the driver compiles for newer GPUs; COMMFUSE_CUDA_ARCHITECTURES
 # overrides (e.g. "80;90").
 include(CheckLanguage)
-if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
-  # The toolkit's default place, not on PATH in a plain shell.
-  set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+find_program(COMMFUSE_NVCC_ON_PATH nvcc)
+if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND NOT COMMFUSE_NVCC_ON_PATH
+   AND EXISTS /usr/local/cuda/bin/nvcc)
+  # The toolkit's default place, not on PATH in a plain shell. Through CUDACXX, so that
+  # check_language still tries it and AUTO turns CUDA off if it does not work.
+  set(ENV{CUDACXX} /usr/local/cuda/bin/nvcc)
 endif()
 check_language(CUDA)
 if(CMAKE_CUDA_COMPILER)

@@ -32,6 +32,7 @@ step() {  # name, then the command; records PASS/FAIL with the time it took
   fi
 }
 build_cuda() {
+  rm -f "$build"/commfuse_cuda_test_* "$build"/commfuse_bench_cuda_*  # never run stale ones
   cmake -S "$root/scripts/gpu-check" -B "$build" -DCMAKE_BUILD_TYPE=Release >"$build.log" 2>&1 &&
     cmake --build "$build" -j"$(nproc)" >>"$build.log" 2>&1 || {
     tail -40 "$build.log"

@@ -148,7 +148,7 @@ void run_case(const Case& c, std::mt19937& rng) {
   d.codes_row_bytes = codes_row;
   d.scales_row_bytes = scales_row;
   d.out_dtype = c.out;
-  d.out = dout + (c.offset != 0 ? 2 : 0);  // unaligned by one 16-bit element
+  d.out = dout + (c.offset != 0 ? out_es : 0);  // one element off 16 bytes: the scalar path
   std::string msg;
   const auto st = status_of([&] { cuda::dequant_sum(d, nullptr); }, &msg);
   CHECK(st == commfuse::Status::kSuccess, "%s: threw %s", describe(c).c_str(), msg.c_str());
@@ -184,7 +184,8 @@ void check_rejections() {
   d.h = 128;
   d.codes_row_bytes = 128;
   d.scales_row_bytes = 4;
-  d.out = &byte;
+  float out = 0;
+  d.out = &out;
   struct Bad {
     const char* name;
     void (*mutate)(cuda::DequantSumDesc&);
@@ -201,6 +202,8 @@ void check_rejections() {
       {"short rows", [](cuda::DequantSumDesc& x) { x.codes_row_bytes = 64; }, "codes_row_bytes"},
       {"short scales", [](cuda::DequantSumDesc& x) { x.scales_row_bytes = 2; }, "scales_row_bytes"},
       {"null out", [](cuda::DequantSumDesc& x) { x.out = nullptr; }, "out is null"},
+      {"misaligned out", [](cuda::DequantSumDesc& x) { x.out = static_cast<uint8_t*>(x.out) + 2; },
+       "not aligned"},
   };
   for (const Bad& b : bad) {
     cuda::DequantSumDesc x = d;

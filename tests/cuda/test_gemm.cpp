@@ -177,14 +177,19 @@ void check_a8w8(std::mt19937& rng, int64_t m, int64_t k, int64_t n, Dev& ws) {
   for (auto& v : ibias) v = static_cast<int32_t>(rng() % 200001) - 100000;
   Dev dsa(sa), dsb(sb), dbias(bias), dibias(ibias);
   for (const DType out : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
-    for (const int bias_kind : {0, 1, 2}) {  // none, fp32, int32
+    for (const int bias_kind : {0, 1, 2, 3}) {  // none, fp32, int32, both
+      // Per-row and per-column scales, or (bias_kind 3) one of each for the whole tensor.
+      const bool per = bias_kind != 3;
       const size_t es = commfuse::dtype_storage_bytes(out, 1);
       std::vector<uint8_t> ref(static_cast<size_t>(m * n) * es);
       std::vector<float> y(static_cast<size_t>(n));
       for (int64_t i = 0; i < m; ++i) {
-        if (bias_kind == 2) {
-          for (int64_t j = 0; j < n; ++j)
-            y[j] = static_cast<float>(int64_t{want[i * n + j]} + ibias[j]) * (sa[i] * sb[j]);
+        if (bias_kind >= 2) {  // the int32 bias joins the exact sum (SPEC §6)
+          for (int64_t j = 0; j < n; ++j) {
+            y[j] = static_cast<float>(int64_t{want[i * n + j]} + ibias[j]) *
+                   ((per ? sa[i] : sa[0]) * (per ? sb[j] : sb[0]));
+            if (bias_kind == 3) y[j] = y[j] + bias[j];
+          }
         } else {
           cpu::scale_int_row(want.data() + i * n, sa[i], sb.data(),
                              bias_kind == 1 ? bias.data() : nullptr, y.data(),
@@ -200,11 +205,11 @@ void check_a8w8(std::mt19937& rng, int64_t m, int64_t k, int64_t n, Dev& ws) {
       e.acc = dc.p;
       e.ld_acc = n;
       e.a_scale = static_cast<const float*>(dsa.p);
-      e.a_per_row = true;
+      e.a_per_row = per;
       e.b_scale = static_cast<const float*>(dsb.p);
-      e.b_per_column = true;
-      e.bias32 = bias_kind == 1 ? static_cast<const float*>(dbias.p) : nullptr;
-      e.bias_int = bias_kind == 2 ? static_cast<const int32_t*>(dibias.p) : nullptr;
+      e.b_per_column = per;
+      e.bias32 = bias_kind == 1 || bias_kind == 3 ? static_cast<const float*>(dbias.p) : nullptr;
+      e.bias_int = bias_kind >= 2 ? static_cast<const int32_t*>(dibias.p) : nullptr;
       e.out_dtype = out;
       e.out = dout.p;
       e.ld_out = n;
@@ -217,9 +222,56 @@ void check_a8w8(std::mt19937& rng, int64_t m, int64_t k, int64_t n, Dev& ws) {
     }
 }
 
+// The epilogue on fp32 accumulators (FP8/HiF8 products): the CPU's scale_f32_row bits, with
+// a per-tensor x1 scale and per-column x2 scales.
+void check_f32_epilogue(std::mt19937& rng, int64_t m, int64_t n) {
+  std::normal_distribution<float> normal(0.0f, 100.0f);
+  std::vector<float> acc(static_cast<size_t>(m * n)), sb(static_cast<size_t>(n)),
+      bias(static_cast<size_t>(n));
+  for (auto& v : acc) v = normal(rng);
+  for (auto& v : sb) v = std::fabs(normal(rng)) / 1000.0f;
+  for (auto& v : bias) v = normal(rng) / 10.0f;
+  const std::vector<float> sa = {0.0371f};
+  Dev dacc(acc), dsa(sa), dsb(sb), dbias(bias);
+  for (const DType out : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
+    for (const bool with_bias : {false, true}) {
+      const size_t es = commfuse::dtype_storage_bytes(out, 1);
+      std::vector<uint8_t> ref(static_cast<size_t>(m * n) * es);
+      std::vector<float> y(static_cast<size_t>(n));
+      for (int64_t i = 0; i < m; ++i) {
+        cpu::scale_f32_row(acc.data() + i * n, sa[0], sb.data(), with_bias ? bias.data() : nullptr,
+                           y.data(), static_cast<size_t>(n));
+        cpu::store_f32_as(y.data(), ref.data() + static_cast<size_t>(i * n) * es, out,
+                          static_cast<size_t>(n));
+      }
+      Dev dout(ref.size());
+      cuda::EpilogueDesc e;
+      e.m = m, e.n = n;
+      e.acc_dtype = DType::kFloat32;
+      e.acc = dacc.p;
+      e.ld_acc = n;
+      e.a_scale = static_cast<const float*>(dsa.p);
+      e.b_scale = static_cast<const float*>(dsb.p);
+      e.b_per_column = true;
+      e.bias32 = with_bias ? static_cast<const float*>(dbias.p) : nullptr;
+      e.out_dtype = out;
+      e.out = dout.p;
+      e.ld_out = n;
+      std::string msg;
+      CHECK(
+          status_of([&] { cuda::quant_epilogue(e, nullptr); }, &msg) == commfuse::Status::kSuccess,
+          "epilogue threw: %s", msg.c_str());
+      ok(cudaDeviceSynchronize(), "epilogue");
+      CHECK(dout.get<uint8_t>(ref.size()) == ref,
+            "fp32 epilogue -> %s, bias %d: not the CPU's bits", commfuse::dtype_name(out).data(),
+            with_bias);
+    }
+}
+
 // Float GEMMs: fp8 of small integers is exact; bf16/fp16/fp32 within fp32 accumulation.
 void check_float(std::mt19937& rng, DType t, DType c_type, bool bt, int64_t m, int64_t k, int64_t n,
-                 Dev& ws) {
+                 Dev& ws, DType tb = DType::kInt8 /* x2's type; kInt8 = t */) {
+  if (tb == DType::kInt8) tb = t;
   const bool fp8 = t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2;
   std::vector<float> av(static_cast<size_t>(m * k)), bv(static_cast<size_t>(k * n));
   std::uniform_int_distribution<int> small(-8, 8);
@@ -227,21 +279,21 @@ void check_float(std::mt19937& rng, DType t, DType c_type, bool bt, int64_t m, i
   for (auto& v : av) v = fp8 ? static_cast<float>(small(rng)) : normal(rng);
   for (auto& v : bv) v = fp8 ? static_cast<float>(small(rng)) : normal(rng);
   // Stored operands: the values encoded (exactly for fp8's small integers), read back.
-  auto encode = [&](const std::vector<float>& v, std::vector<uint8_t>& out,
+  auto encode = [&](const std::vector<float>& v, DType et, std::vector<uint8_t>& out,
                     std::vector<float>& back) {
-    const size_t es = commfuse::dtype_storage_bytes(t, 1);
+    const size_t es = commfuse::dtype_storage_bytes(et, 1);
     out.resize(v.size() * es);
-    commfuse::convert(v.data(), DType::kFloat32, out.data(), t, v.size(), false);
+    commfuse::convert(v.data(), DType::kFloat32, out.data(), et, v.size(), false);
     back.resize(v.size());
-    commfuse::convert(out.data(), t, back.data(), DType::kFloat32, v.size(), false);
+    commfuse::convert(out.data(), et, back.data(), DType::kFloat32, v.size(), false);
   };
   std::vector<uint8_t> a8, b8;
   std::vector<float> a, b;
-  encode(av, a8, a);
+  encode(av, t, a8, a);
   std::vector<float> b_stored(bv.size());
   for (int64_t p = 0; p < k; ++p)  // b (k x n) as stored: (n x k) when transposed
     for (int64_t j = 0; j < n; ++j) b_stored[bt ? j * k + p : p * n + j] = bv[p * n + j];
-  encode(b_stored, b8, b);
+  encode(b_stored, tb, b8, b);
   std::vector<double> want(static_cast<size_t>(m * n)), bound(static_cast<size_t>(m * n));
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
@@ -257,7 +309,8 @@ void check_float(std::mt19937& rng, DType t, DType c_type, bool bt, int64_t m, i
   Dev da(a8), db(b8), dc(static_cast<size_t>(m * n) * commfuse::dtype_storage_bytes(c_type, 1));
   cuda::GemmDesc d;
   d.m = m, d.k = k, d.n = n;
-  d.ab_dtype = d.b_dtype = t;
+  d.ab_dtype = t;
+  d.b_dtype = tb;
   d.c_dtype = c_type;
   d.lda = k, d.ldb = bt ? k : n, d.ldc = n;
   d.b_transposed = bt;
@@ -312,6 +365,9 @@ int main() {
   }
   check_float(rng, DType::kFloat8E4M3FN, DType::kFloat32, true, 32, 128, 64, ws);
   check_float(rng, DType::kFloat8E4M3FN, DType::kBFloat16, true, 32, 128, 64, ws);
+  check_float(rng, DType::kFloat8E4M3FN, DType::kFloat32, true, 32, 128, 64, ws,
+              DType::kFloat8E5M2);  // mixed formats
+  check_f32_epilogue(rng, 29, 72);
   if (g_failures != 0) {
     std::printf("%d check(s) FAILED\n", g_failures);
     return 1;

@@ -43,7 +43,8 @@ TEST(CudaBackend, KernelWithoutDeviceFailsClearly) {
   d.h = 128;
   d.codes_row_bytes = 128;
   d.scales_row_bytes = 4;
-  d.out = &byte;
+  float out = 0;
+  d.out = &out;
   try {
     cuda::dequant_sum(d, nullptr);
     FAIL() << "dequant_sum ran without a usable device";

@@ -46,8 +46,10 @@ Api load() {
     return api;
   }
   const int major = runtime_info().runtime_version / 1000;
-  for (const std::string& name :
-       {detail::cat("libcublasLt.so.", major), std::string("libcublasLt.so")}) {
+  // By soname (the loader's path and cache), then in the toolkit this was built with (an
+  // install without ldconfig); never an unversioned name, which may be another major.
+  const std::string soname = detail::cat("libcublasLt.so.", major);
+  for (const std::string& name : {soname, detail::cat(COMMFUSE_CUDA_LIBDIR, "/", soname)}) {
     api.lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (api.lib != nullptr) {
       api.name = name;
@@ -139,6 +141,23 @@ void validate(const GemmDesc& d) {
   CF_CHECK_ARG(d.lda >= d.k, fn, ": lda=", d.lda, " is below k=", d.k);
   CF_CHECK_ARG(d.ldb >= (d.b_transposed ? d.k : d.n), fn, ": ldb=", d.ldb, " is too small");
   CF_CHECK_ARG(d.ldc >= d.n, fn, ": ldc=", d.ldc, " is below n=", d.n);
+  // cuBLASLt's documented limits for its integer (IMMA) and fp8 kernels.
+  if (a == DType::kInt8)
+    CF_CHECK_ARG(d.k % 4 == 0 && d.n % 4 == 0 && d.lda % 4 == 0 && d.ldb % 4 == 0 && d.ldc % 4 == 0,
+                 fn,
+                 ": not supported: int8 GEMMs need k, n, lda, ldb and ldc multiples of 4 (k=", d.k,
+                 " n=", d.n, ")");
+  if (is_fp8(a))
+    CF_CHECK_ARG(d.k % 16 == 0 && d.lda % 16 == 0 && d.ldb % 16 == 0, fn,
+                 ": not supported: fp8 GEMMs need k, lda and ldb multiples of 16 (k=", d.k, ")");
+}
+
+// The largest power of two up to 256 dividing the address: cuBLASLt otherwise assumes 256
+// and may pick a kernel that faults on a row block's pointer.
+uint32_t alignment_of(const void* p) {
+  uint32_t a = 256;
+  while (a > 1 && reinterpret_cast<uintptr_t>(p) % a != 0) a /= 2;
+  return a;
 }
 
 // RAII for the descriptors of one call.
@@ -172,6 +191,8 @@ std::string blaslt_describe() {
 void gemm(const GemmDesc& d, const void* a_ptr, const void* b_ptr, void* c_ptr, void* workspace,
           size_t workspace_bytes, void* stream) {
   validate(d);
+  CF_CHECK_ARG(workspace != nullptr || workspace_bytes == 0,
+               "gemm (cuBLASLt): workspace is null with workspace_bytes=", workspace_bytes);
   if (d.m == 0) return;
   Api& a = api();
   if (!a.unavailable.empty())
@@ -200,12 +221,27 @@ void gemm(const GemmDesc& d, const void* a_ptr, const void* b_ptr, void* c_ptr, 
   check(a.pref_set(call.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
                    sizeof workspace_bytes),
         "workspace preference");
+  // Split-K partial sums only in the compute type (fp32): reducing them in a 16-bit output
+  // type would round more than once (SPEC §0: one rounding at the end).
+  const uint32_t reduction =
+      CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  check(a.pref_set(call.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction,
+                   sizeof reduction),
+        "reduction preference");
+  // cuBLASLt's A is x2, its B x1, its C and D the output.
+  const uint32_t align[4] = {alignment_of(b_ptr), alignment_of(a_ptr), alignment_of(c_ptr),
+                             alignment_of(c_ptr)};
+  const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; ++i)
+    check(a.pref_set(call.pref, align_attr[i], &align[i], sizeof align[i]), "alignment preference");
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  check(a.heuristic(a.handle, call.op, call.la, call.lb, call.lc, call.lc, call.pref, 1, &result,
-                    &found),
-        "cublasLtMatmulAlgoGetHeuristic");
-  if (found == 0)
+  const cublasStatus_t hs = a.heuristic(a.handle, call.op, call.la, call.lb, call.lc, call.lc,
+                                        call.pref, 1, &result, &found);
+  if (hs != CUBLAS_STATUS_NOT_SUPPORTED) check(hs, "cublasLtMatmulAlgoGetHeuristic");
+  if (hs == CUBLAS_STATUS_NOT_SUPPORTED || found == 0)
     detail::throw_status(Status::kRuntimeError,
                          detail::cat("gemm (cuBLASLt): no algorithm for ", dtype_name(d.ab_dtype),
                                      " m=", d.m, " k=", d.k, " n=", d.n,

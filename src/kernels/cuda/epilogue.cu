@@ -61,6 +61,15 @@ void quant_epilogue(const EpilogueDesc& d, void* stream) {
   CF_CHECK_NOTNULL(d.a_scale, fn, ": a_scale is null");
   CF_CHECK_NOTNULL(d.b_scale, fn, ": b_scale is null");
   CF_CHECK_NOTNULL(d.out, fn, ": out is null");
+  // A misaligned access would poison the process's CUDA context: reject it here instead.
+  const auto aligned = [](const void* p, size_t a) {
+    return reinterpret_cast<uintptr_t>(p) % a == 0;
+  };
+  CF_CHECK_ARG(aligned(d.acc, 4) && aligned(d.a_scale, 4) && aligned(d.b_scale, 4) &&
+                   aligned(d.bias32, 4) && aligned(d.bias_int, 4),
+               fn, ": acc, the scales and the biases must be 4-byte aligned");
+  CF_CHECK_ARG(aligned(d.out, dtype_storage_bytes(d.out_dtype, 1)), fn,
+               ": out is not aligned to its ", dtype_name(d.out_dtype), " elements");
   if (d.m == 0) return;
   require_device(fn);
   const int64_t total = d.m * d.n;

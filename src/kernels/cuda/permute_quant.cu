@@ -89,11 +89,17 @@ void permute_quant(const PermuteQuantDesc& d, void* stream) {
   CF_CHECK_NOTNULL(d.src, fn, ": src is null");
   CF_CHECK_NOTNULL(d.q, fn, ": q is null");
   CF_CHECK_NOTNULL(d.scales, fn, ": scales is null");
+  const auto aligned = [](const void* p, size_t a) {
+    return reinterpret_cast<uintptr_t>(p) % a == 0;
+  };
+  CF_CHECK_ARG(aligned(d.scales, 4) && aligned(d.smooth, 2) && aligned(d.permuted, 2), fn,
+               ": scales must be 4-byte aligned, smooth and permuted 2-byte aligned");
   if (d.rows == 0) return;
   require_device(fn);
   Params p{};
   for (int s = 0; s < d.ranks; ++s) {
     CF_CHECK_NOTNULL(d.src[s], fn, ": src[", s, "] is null");
+    CF_CHECK_ARG(aligned(d.src[s], 2), fn, ": src[", s, "] is not 2-byte aligned");
     p.src[s] = static_cast<const uint16_t*>(d.src[s]);
   }
   p.ranks = d.ranks;

@@ -170,6 +170,8 @@ void dequant_sum(const DequantSumDesc& d, void* stream) {
                    d.out_dtype == DType::kBFloat16,
                fn, ": out_dtype ", dtype_name(d.out_dtype), " is not float32, float16 or bfloat16");
   CF_CHECK_NOTNULL(d.out, fn, ": out is null");
+  CF_CHECK_ARG(aligned(d.out, dtype_storage_bytes(d.out_dtype, 1)), fn,
+               ": out is not aligned to its ", dtype_name(d.out_dtype), " elements");
   if (d.rows == 0) return;
   require_device(fn);
 

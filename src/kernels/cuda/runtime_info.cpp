@@ -2,10 +2,31 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <string>
+
 #include "core/error.hpp"
 
 namespace commfuse::kernels::cuda {
 namespace {
+
+// The oldest architecture this build has code for: the smallest number in the CMake list
+// ("90", "80;90", "90-real"); PTX for it also runs on newer GPUs.
+int min_architecture() {
+  const std::string list = COMMFUSE_CUDA_ARCHS;
+  int best = 0;
+  for (size_t i = 0; i < list.size();) {
+    if (list[i] < '0' || list[i] > '9') {
+      ++i;
+      continue;
+    }
+    int v = 0;
+    while (i < list.size() && list[i] >= '0' && list[i] <= '9') v = v * 10 + (list[i++] - '0');
+    while (i < list.size() && list[i] != ';') ++i;  // "-real" / "-virtual"
+    best = best == 0 ? v : std::min(best, v);
+  }
+  return best;
+}
 
 RuntimeInfo query() {
   RuntimeInfo info;
@@ -22,12 +43,19 @@ RuntimeInfo query() {
     cudaGetLastError();  // clear it: later calls report their own errors
     return info;
   }
+  bool runnable = false;
   for (int d = 0; d < count; ++d) {
     cudaDeviceProp p{};
     if (cudaGetDeviceProperties(&p, d) != cudaSuccess) continue;
     info.devices.push_back({p.name, p.major, p.minor, p.totalGlobalMem, p.multiProcessorCount});
+    runnable = runnable || p.major * 10 + p.minor >= min_architecture();
   }
-  if (info.devices.empty()) info.unavailable = "no CUDA device present";
+  if (info.devices.empty())
+    info.unavailable = "no CUDA device present";
+  else if (!runnable)  // the kernels would fail with "no kernel image" at their first launch
+    info.unavailable = detail::cat(
+        "no device of compute capability ", min_architecture() / 10, ".", min_architecture() % 10,
+        " or newer (this build's kernels are for ", COMMFUSE_CUDA_ARCHS, ")");
   return info;
 }
 
