@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "cuda_timing.hpp"
 #include "kernels/cuda/blaslt.hpp"
 #include "kernels/cuda/runtime_info.hpp"
 
@@ -19,34 +20,8 @@ namespace cuda = commfuse::kernels::cuda;
 
 namespace {
 
-void ok(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return;
-  std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-  std::exit(1);
-}
-
-template <typename F>
-double median_ms(F&& f, int iters) {
-  cudaEvent_t a, b;
-  ok(cudaEventCreate(&a), "event");
-  ok(cudaEventCreate(&b), "event");
-  for (int i = 0; i < 2; ++i) f();
-  ok(cudaDeviceSynchronize(), "warm-up");
-  std::vector<float> ms;
-  for (int i = 0; i < iters; ++i) {
-    ok(cudaEventRecord(a), "record");
-    f();
-    ok(cudaEventRecord(b), "record");
-    ok(cudaEventSynchronize(b), "sync");
-    float t = 0;
-    ok(cudaEventElapsedTime(&t, a, b), "elapsed");
-    ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return ms[ms.size() / 2];
-}
+using cudabench::median_ms;
+using cudabench::ok;
 
 }  // namespace
 

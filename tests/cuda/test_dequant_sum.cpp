@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "check.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu/dequant.hpp"
 #include "kernels/cuda/quant_reduce.hpp"
@@ -28,35 +29,8 @@ namespace cpu = commfuse::kernels::cpu;
 
 namespace {
 
-int g_failures = 0;
-
-#define CHECK(cond, ...)                                          \
-  do {                                                            \
-    if (!(cond)) {                                                \
-      ++g_failures;                                               \
-      std::fprintf(stderr, "FAILED %s:%d: ", __FILE__, __LINE__); \
-      std::fprintf(stderr, __VA_ARGS__);                          \
-      std::fprintf(stderr, "\n");                                 \
-    }                                                             \
-  } while (0)
-
-void cuda_ok(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return;
-  std::fprintf(stderr, "FAILED: %s: %s\n", what, cudaGetErrorString(e));
-  std::exit(1);
-}
-
-// The status a call throws (kSuccess if none) and its message.
-template <typename F>
-commfuse::Status status_of(F&& f, std::string* msg = nullptr) {
-  try {
-    f();
-  } catch (const commfuse::Error& e) {
-    if (msg != nullptr) *msg = e.what();
-    return e.code();
-  }
-  return commfuse::Status::kSuccess;
-}
+using cudatest::ok;
+using cudatest::status_of;
 
 bool is_nan(uint32_t bits, DType t) {
   if (t == DType::kFloat32) return (bits & 0x7F800000u) == 0x7F800000u && (bits & 0x7FFFFFu) != 0;
@@ -125,18 +99,16 @@ void run_case(const Case& c, std::mt19937& rng) {
   std::vector<uint8_t*> dcodes(c.ranks), dscales(c.ranks);
   std::vector<const uint8_t*> pcodes(c.ranks), pscales(c.ranks);
   for (int r = 0; r < c.ranks; ++r) {
-    cuda_ok(cudaMalloc(&dcodes[r], codes[r].size()), "cudaMalloc codes");
-    cuda_ok(cudaMalloc(&dscales[r], scales[r].size()), "cudaMalloc scales");
-    cuda_ok(cudaMemcpy(dcodes[r], codes[r].data(), codes[r].size(), cudaMemcpyHostToDevice),
-            "copy");
-    cuda_ok(cudaMemcpy(dscales[r], scales[r].data(), scales[r].size(), cudaMemcpyHostToDevice),
-            "copy");
+    ok(cudaMalloc(&dcodes[r], codes[r].size()), "cudaMalloc codes");
+    ok(cudaMalloc(&dscales[r], scales[r].size()), "cudaMalloc scales");
+    ok(cudaMemcpy(dcodes[r], codes[r].data(), codes[r].size(), cudaMemcpyHostToDevice), "copy");
+    ok(cudaMemcpy(dscales[r], scales[r].data(), scales[r].size(), cudaMemcpyHostToDevice), "copy");
     pcodes[r] = dcodes[r] + c.offset;
     pscales[r] = dscales[r] + c.offset;
   }
   uint8_t* dout = nullptr;
-  cuda_ok(cudaMalloc(&dout, got.size() + 16), "cudaMalloc out");
-  cuda_ok(cudaMemset(dout, 0xA5, got.size() + 16), "memset");
+  ok(cudaMalloc(&dout, got.size() + 16), "cudaMalloc out");
+  ok(cudaMemset(dout, 0xA5, got.size() + 16), "memset");
   cuda::DequantSumDesc d;
   d.x_dtype = c.x;
   d.mx = c.mx;
@@ -152,9 +124,9 @@ void run_case(const Case& c, std::mt19937& rng) {
   std::string msg;
   const auto st = status_of([&] { cuda::dequant_sum(d, nullptr); }, &msg);
   CHECK(st == commfuse::Status::kSuccess, "%s: threw %s", describe(c).c_str(), msg.c_str());
-  cuda_ok(cudaDeviceSynchronize(), "kernel");
-  cuda_ok(cudaMemcpy(got.data(), static_cast<uint8_t*>(d.out), got.size(), cudaMemcpyDeviceToHost),
-          "copy back");
+  ok(cudaDeviceSynchronize(), "kernel");
+  ok(cudaMemcpy(got.data(), static_cast<uint8_t*>(d.out), got.size(), cudaMemcpyDeviceToHost),
+     "copy back");
   for (size_t i = 0; i < n; ++i) {
     uint32_t g = 0, w = 0;
     std::memcpy(&g, got.data() + i * out_es, out_es);
@@ -186,12 +158,7 @@ void check_rejections() {
   d.scales_row_bytes = 4;
   float out = 0;
   d.out = &out;
-  struct Bad {
-    const char* name;
-    void (*mutate)(cuda::DequantSumDesc&);
-    const char* expect;
-  };
-  const Bad bad[] = {
+  const cudatest::BadCase<cuda::DequantSumDesc> bad[] = {
       {"h not a multiple of 128", [](cuda::DequantSumDesc& x) { x.h = 100; }, "h=100"},
       {"ranks 0", [](cuda::DequantSumDesc& x) { x.ranks = 0; }, "ranks=0"},
       {"ranks 65", [](cuda::DequantSumDesc& x) { x.ranks = 65; }, "ranks=65"},
@@ -205,16 +172,8 @@ void check_rejections() {
       {"misaligned out", [](cuda::DequantSumDesc& x) { x.out = static_cast<uint8_t*>(x.out) + 2; },
        "not aligned"},
   };
-  for (const Bad& b : bad) {
-    cuda::DequantSumDesc x = d;
-    b.mutate(x);
-    std::string msg;
-    const auto st = status_of([&] { cuda::dequant_sum(x, nullptr); }, &msg);
-    CHECK(st == commfuse::Status::kParamInvalid || st == commfuse::Status::kParamNullptr,
-          "%s: status %d (%s)", b.name, static_cast<int>(st), msg.c_str());
-    CHECK(msg.find(b.expect) != std::string::npos, "%s: message '%s' does not name '%s'", b.name,
-          msg.c_str(), b.expect);
-  }
+  cudatest::expect_rejected(d, bad,
+                            [](const cuda::DequantSumDesc& x) { cuda::dequant_sum(x, nullptr); });
   // rows = 0 is a valid no-op everywhere; a real call without a device fails clearly.
   cuda::DequantSumDesc none = d;
   none.rows = 0;
@@ -234,14 +193,7 @@ void check_rejections() {
 
 int main() {
   check_rejections();
-  const auto& info = cuda::runtime_info();
-  const bool require = std::getenv("COMMFUSE_REQUIRE_GPU") != nullptr &&
-                       std::string(std::getenv("COMMFUSE_REQUIRE_GPU")) == "1";
-  if (!cuda::device_available()) {
-    if (g_failures != 0) return 1;
-    std::printf("argument checks passed; device cases SKIPPED: %s\n", info.unavailable.c_str());
-    return require ? 1 : 77;
-  }
+  if (const int rc = cudatest::exit_without_device(); rc >= 0) return rc;
   std::mt19937 rng(2026);
   int cases = 0;
   const DType kg[] = {DType::kInt8, DType::kHiFloat8, DType::kFloat8E4M3FN, DType::kFloat8E5M2};
@@ -262,11 +214,6 @@ int main() {
   // Many rows, k = 4096: a large grid.
   run_case({DType::kFloat8E4M3FN, true, 2, DType::kBFloat16, 4099, 4096, 0}, rng);
   ++cases;
-  if (g_failures != 0) {
-    std::printf("%d check(s) FAILED\n", g_failures);
-    return 1;
-  }
-  std::printf("dequant_sum: %d cases bitwise equal to the CPU kernel on %s\n", cases,
-              info.devices.front().name.c_str());
-  return 0;
+  std::printf("dequant_sum: %d cases\n", cases);
+  return cudatest::finish("dequant_sum vs the CPU kernel");
 }

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "check.hpp"
 #include "core/convert_fast.hpp"
 #include "kernels/cpu/dequant.hpp"
 #include "kernels/cuda/blaslt.hpp"
@@ -28,34 +29,8 @@ namespace cpu = commfuse::kernels::cpu;
 
 namespace {
 
-int g_failures = 0;
-
-#define CHECK(cond, ...)                                          \
-  do {                                                            \
-    if (!(cond)) {                                                \
-      ++g_failures;                                               \
-      std::fprintf(stderr, "FAILED %s:%d: ", __FILE__, __LINE__); \
-      std::fprintf(stderr, __VA_ARGS__);                          \
-      std::fprintf(stderr, "\n");                                 \
-    }                                                             \
-  } while (0)
-
-void ok(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return;
-  std::fprintf(stderr, "FAILED: %s: %s\n", what, cudaGetErrorString(e));
-  std::exit(1);
-}
-
-template <typename F>
-commfuse::Status status_of(F&& f, std::string* msg = nullptr) {
-  try {
-    f();
-  } catch (const commfuse::Error& e) {
-    if (msg != nullptr) *msg = e.what();
-    return e.code();
-  }
-  return commfuse::Status::kSuccess;
-}
+using cudatest::ok;
+using cudatest::status_of;
 
 // A device copy of a host vector, freed with the object.
 struct Dev {
@@ -82,12 +57,7 @@ void check_rejections() {
   d.lda = 32;
   d.ldb = 16;
   d.ldc = 16;
-  struct Bad {
-    const char* name;
-    void (*mutate)(cuda::GemmDesc&);
-    const char* expect;
-  };
-  const Bad bad[] = {
+  const cudatest::BadCase<cuda::GemmDesc> bad[] = {
       {"int8 with x2 (k, n)",
        [](cuda::GemmDesc& x) { x.ab_dtype = x.b_dtype = DType::kInt8, x.c_dtype = DType::kInt32; },
        "TN kernels"},
@@ -104,16 +74,10 @@ void check_rejections() {
       {"lda below k", [](cuda::GemmDesc& x) { x.lda = 31; }, "lda=31"},
       {"k = 0", [](cuda::GemmDesc& x) { x.k = 0; }, "k=0"},
   };
-  for (const Bad& b : bad) {
-    cuda::GemmDesc x = d;
-    b.mutate(x);
-    std::string msg;
-    const auto st = status_of([&] { cuda::gemm(x, &x, &x, &x, nullptr, 0, nullptr); }, &msg);
-    CHECK(st == commfuse::Status::kParamInvalid, "%s: status %d (%s)", b.name, static_cast<int>(st),
-          msg.c_str());
-    CHECK(msg.find(b.expect) != std::string::npos, "%s: '%s' does not say '%s'", b.name,
-          msg.c_str(), b.expect);
-  }
+  cudatest::expect_rejected(d, bad, [](const cuda::GemmDesc& x) {
+    float buf[4];
+    cuda::gemm(x, buf, buf, buf, nullptr, 0, nullptr);
+  });
   cuda::EpilogueDesc e;
   e.m = 2;
   e.n = 4;
@@ -342,17 +306,10 @@ void check_float(std::mt19937& rng, DType t, DType c_type, bool bt, int64_t m, i
 
 int main() {
   check_rejections();
-  const bool require = std::getenv("COMMFUSE_REQUIRE_GPU") != nullptr &&
-                       std::string(std::getenv("COMMFUSE_REQUIRE_GPU")) == "1";
-  if (!cuda::device_available()) {
-    if (g_failures != 0) return 1;
-    std::printf("argument checks passed; device cases SKIPPED: %s\n",
-                cuda::runtime_info().unavailable.c_str());
-    return require ? 1 : 77;
-  }
+  if (const int rc = cudatest::exit_without_device(); rc >= 0) return rc;
   CHECK(cuda::blaslt_unavailable().empty(), "cuBLASLt unusable: %s",
         cuda::blaslt_unavailable().c_str());
-  if (g_failures != 0) return 1;
+  if (cudatest::g_failures != 0) return 1;
   std::mt19937 rng(17);
   Dev ws(cuda::kGemmWorkspaceBytes);
   check_a8w8(rng, 37, 256, 48, ws);
@@ -368,11 +325,6 @@ int main() {
   check_float(rng, DType::kFloat8E4M3FN, DType::kFloat32, true, 32, 128, 64, ws,
               DType::kFloat8E5M2);  // mixed formats
   check_f32_epilogue(rng, 29, 72);
-  if (g_failures != 0) {
-    std::printf("%d check(s) FAILED\n", g_failures);
-    return 1;
-  }
-  std::printf("gemm + epilogue: every case passed on %s (%s)\n",
-              cuda::runtime_info().devices.front().name.c_str(), cuda::blaslt_describe().c_str());
-  return 0;
+  std::printf("%s\n", cuda::blaslt_describe().c_str());
+  return cudatest::finish("cuBLASLt gemm + epilogue");
 }

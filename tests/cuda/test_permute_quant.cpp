@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "check.hpp"
 #include "kernels/cpu/quant_per_token.hpp"
 #include "kernels/cuda/permute_quant.hpp"
 #include "kernels/cuda/runtime_info.hpp"
@@ -27,34 +28,8 @@ namespace cpu = commfuse::kernels::cpu;
 
 namespace {
 
-int g_failures = 0;
-
-#define CHECK(cond, ...)                                          \
-  do {                                                            \
-    if (!(cond)) {                                                \
-      ++g_failures;                                               \
-      std::fprintf(stderr, "FAILED %s:%d: ", __FILE__, __LINE__); \
-      std::fprintf(stderr, __VA_ARGS__);                          \
-      std::fprintf(stderr, "\n");                                 \
-    }                                                             \
-  } while (0)
-
-void ok(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return;
-  std::fprintf(stderr, "FAILED: %s: %s\n", what, cudaGetErrorString(e));
-  std::exit(1);
-}
-
-template <typename F>
-commfuse::Status status_of(F&& f, std::string* msg = nullptr) {
-  try {
-    f();
-  } catch (const commfuse::Error& e) {
-    if (msg != nullptr) *msg = e.what();
-    return e.code();
-  }
-  return commfuse::Status::kSuccess;
-}
+using cudatest::ok;
+using cudatest::status_of;
 
 template <typename T>
 T* to_device(const std::vector<T>& v) {
@@ -169,28 +144,15 @@ void check_rejections() {
   d.h = 8;
   d.q = &q;
   d.scales = &s;
-  struct Bad {
-    const char* name;
-    void (*mutate)(cuda::PermuteQuantDesc&);
-    const char* expect;
-  };
-  const Bad bad[] = {
+  const cudatest::BadCase<cuda::PermuteQuantDesc> bad[] = {
       {"float32 input", [](cuda::PermuteQuantDesc& e) { e.x_dtype = DType::kFloat32; }, "x_dtype"},
       {"qmax 15", [](cuda::PermuteQuantDesc& e) { e.qmax = 15; }, "qmax=15"},
       {"ranks 0", [](cuda::PermuteQuantDesc& e) { e.ranks = 0; }, "ranks=0"},
       {"short stride", [](cuda::PermuteQuantDesc& e) { e.src_row_stride = 4; }, "src_row_stride"},
       {"null q", [](cuda::PermuteQuantDesc& e) { e.q = nullptr; }, "q is null"},
   };
-  for (const Bad& b : bad) {
-    cuda::PermuteQuantDesc e = d;
-    b.mutate(e);
-    std::string msg;
-    const auto st = status_of([&] { cuda::permute_quant(e, nullptr); }, &msg);
-    CHECK(st == commfuse::Status::kParamInvalid || st == commfuse::Status::kParamNullptr,
-          "%s: status %d (%s)", b.name, static_cast<int>(st), msg.c_str());
-    CHECK(msg.find(b.expect) != std::string::npos, "%s: '%s' does not name '%s'", b.name,
-          msg.c_str(), b.expect);
-  }
+  cudatest::expect_rejected(
+      d, bad, [](const cuda::PermuteQuantDesc& x) { cuda::permute_quant(x, nullptr); });
   if (!cuda::device_available()) {
     std::string msg;
     const auto st = status_of([&] { cuda::permute_quant(d, nullptr); }, &msg);
@@ -204,14 +166,7 @@ void check_rejections() {
 
 int main() {
   check_rejections();
-  const bool require = std::getenv("COMMFUSE_REQUIRE_GPU") != nullptr &&
-                       std::string(std::getenv("COMMFUSE_REQUIRE_GPU")) == "1";
-  if (!cuda::device_available()) {
-    if (g_failures != 0) return 1;
-    std::printf("argument checks passed; device cases SKIPPED: %s\n",
-                cuda::runtime_info().unavailable.c_str());
-    return require ? 1 : 77;
-  }
+  if (const int rc = cudatest::exit_without_device(); rc >= 0) return rc;
   std::mt19937 rng(5);
   int cases = 0;
   for (const DType t : {DType::kBFloat16, DType::kFloat16})
@@ -223,11 +178,6 @@ int main() {
         }
   run_case(rng, DType::kBFloat16, 4, 1000, 4096, true, 127);  // rows of 16 Ki elements
   ++cases;
-  if (g_failures != 0) {
-    std::printf("%d check(s) FAILED\n", g_failures);
-    return 1;
-  }
-  std::printf("permute_quant: %d cases bitwise equal to the CPU kernels on %s\n", cases,
-              cuda::runtime_info().devices.front().name.c_str());
-  return 0;
+  std::printf("permute_quant: %d cases\n", cases);
+  return cudatest::finish("permute_quant vs the CPU kernels");
 }

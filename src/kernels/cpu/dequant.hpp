@@ -5,6 +5,8 @@
 
 #include <commfuse/commfuse.hpp>
 
+#include "core/code_values.hpp"
+
 #include <cstddef>
 #include <cstdint>
 
@@ -24,9 +26,8 @@ inline int64_t scale_row_bytes(ScaleKind k, int64_t h) {
   return k == ScaleKind::kGroup128 ? h / kKgGroup * 4 : h / kMxGroup;
 }
 
-// The fp32 value of every code of an 8-bit format (int8, hifloat8, float8_e4m3fn,
-// float8_e5m2, float8_e8m0): 256 entries, exact (built once from the bulk decoders).
-const float* code_values(DType dtype);
+// code_values (core/code_values.hpp): the exact table of each 8-bit format's codes.
+using ::commfuse::code_values;
 
 // One row of H codes with its scales (K-G: H/128 floats, unaligned allowed; MX: H/32 E8M0
 // bytes in the (H/64, 2) row-major order, which is simply group order).

@@ -2,10 +2,9 @@
 
 #include <cuda_runtime.h>
 
-#include <array>
 #include <cstring>
 
-#include "core/convert_fast.hpp"
+#include "core/code_values.hpp"
 #include "core/error.hpp"
 #include "core/narrow_float.hpp"
 #include "kernels/cuda/runtime_info.hpp"
@@ -29,29 +28,6 @@ struct Params {
   int64_t rows, h, codes_row, scales_row;
   void* out;
 };
-
-std::array<float, 256> table(DType t) {
-  std::array<uint8_t, 256> codes{};
-  for (int i = 0; i < 256; ++i) codes[i] = static_cast<uint8_t>(i);
-  std::array<float, 256> v{};
-  switch (t) {
-    case DType::kInt8:
-      for (int i = 0; i < 256; ++i) v[i] = static_cast<float>(static_cast<int8_t>(i));
-      break;
-    case DType::kHiFloat8:
-      fast::hif8_to_f32(codes.data(), v.data(), 256);
-      break;
-    case DType::kFloat8E4M3FN:
-      fast::e4m3fn_to_f32(codes.data(), v.data(), 256);
-      break;
-    case DType::kFloat8E5M2:
-      fast::e5m2_to_f32(codes.data(), v.data(), 256);
-      break;
-    default:
-      fast::e8m0_to_f32(codes.data(), v.data(), 256);
-  }
-  return v;
-}
 
 template <Out kOut>
 __device__ void store16(const Params& p, int64_t at, const float (&acc)[kVec], bool vec) {
@@ -176,9 +152,8 @@ void dequant_sum(const DequantSumDesc& d, void* stream) {
   require_device(fn);
 
   Params p{};
-  const auto lut = table(d.x_dtype), e8m0 = table(DType::kFloat8E8M0);
-  std::memcpy(p.lut, lut.data(), sizeof p.lut);
-  std::memcpy(p.e8m0, e8m0.data(), sizeof p.e8m0);
+  std::memcpy(p.lut, code_values(d.x_dtype), sizeof p.lut);
+  std::memcpy(p.e8m0, code_values(DType::kFloat8E8M0), sizeof p.e8m0);
   bool vec =
       aligned(d.out, 16) && d.codes_row_bytes % 16 == 0 && (d.mx || d.scales_row_bytes % 4 == 0);
   for (int r = 0; r < d.ranks; ++r) {
