@@ -50,8 +50,9 @@ TEST_P(CodeDecode, EqualsTheTableBitForBit) {
   for (const size_t off : {size_t{0}, size_t{1}, size_t{7}})
     for (const size_t n : {size_t{0}, size_t{1}, size_t{31}, size_t{32}, size_t{33}, size_t{255},
                            src.size() - off}) {
-      std::vector<uint8_t> out(n * es + 3);
-      uint8_t* dst = out.data() + (off % 3) + 1;  // the destination unaligned too
+      std::vector<uint8_t> out((n + 3) * es);
+      // Element-aligned (as every caller is) but not vector-aligned.
+      uint8_t* dst = out.data() + es * ((off % 3) + 1);
       cpu::decode_codes(src.data() + off, dtype, to_bf16, dst, n);
       for (size_t i = 0; i < n; ++i) {
         const uint32_t want = bits_of(table[src[off + i]]);
