@@ -59,9 +59,12 @@ Path path_for(DType t, bool to_bf16) {
 #if defined(__x86_64__) && defined(__GNUC__)
 #define CF_AVX512BW __attribute__((target("avx512f,avx512bw")))
 // GCC 12 flags the deliberately undefined upper lanes inside its own AVX-512 conversion
-// intrinsics (_mm512_undefined_*) as maybe-uninitialized: a header false positive.
+// intrinsics (_mm512_undefined_*) as maybe-uninitialized: a header false positive. (Clang
+// has no such warning group and would warn about the pragma itself.)
+#if !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // 32 codes (zero-extended to words) -> their 16-bit table entries. vpermi2w looks up 64
 // entries by the index's low 6 bits; bits 6 and 7 choose among the four quarter tables.
@@ -113,7 +116,9 @@ CF_AVX512BW void avx512_f32(const uint16_t* tab, const float* tab32, const uint8
   }
   table_f32(tab32, src + i, dst + i, count - i);
 }
+#if !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 // 8 codes -> fp32 through fp16. e5m2 is fp16's upper byte; e4m3fn's exponent and mantissa
 // sit in fp16's low exponent bits with a bias 8 smaller, so the fp16 value times 2^8 is the
@@ -135,9 +140,12 @@ __attribute__((target("avx2,f16c"))) void avx2_f32(const float* tab32, const uin
       h = _mm_or_si128(_mm_slli_epi16(mag, 7), _mm_slli_epi16(_mm_and_si128(c, sign_mask), 8));
     else
       h = _mm_slli_epi16(c, 8);
+    // NaN lanes are zeroed before the conversion (an e5m2 signalling NaN would raise the
+    // invalid flag, which the table does not), then taken from the table.
+    const __m128i nan16 = _mm_cmpgt_epi16(mag, nan_from);
+    h = _mm_andnot_si128(nan16, h);
     __m256 v = _mm256_cvtph_ps(h);
     if constexpr (kE4m3) v = _mm256_mul_ps(v, _mm256_set1_ps(256.0f));
-    const __m128i nan16 = _mm_cmpgt_epi16(mag, nan_from);
     if (_mm_movemask_epi8(nan16) != 0) {
       const __m256 nan32 = _mm256_castsi256_ps(_mm256_cvtepi16_epi32(nan16));
       v = _mm256_mask_i32gather_ps(v, tab32, _mm256_cvtepu16_epi32(c), nan32, 4);
