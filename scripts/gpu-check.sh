@@ -52,6 +52,8 @@ if [ -x "$build/commfuse_cuda_test_dequant_sum" ]; then
     env COMMFUSE_REQUIRE_GPU=1 timeout 300 "$build/commfuse_cuda_test_gemm"
   step "test: permute + dynamic per-token quantization vs the CPU kernels, bitwise" \
     env COMMFUSE_REQUIRE_GPU=1 timeout 300 "$build/commfuse_cuda_test_permute_quant"
+  step "test: CUDA IPC heap, W = 1, 2, 4 processes sharing the GPU (copies + dequant_sum in place)" \
+    env COMMFUSE_REQUIRE_GPU=1 timeout 300 "$build/commfuse_cuda_test_ipc_heap"
   step "bench: quant_all_reduce kernel vs device copy (64 MiB)" \
     timeout 120 "$build/commfuse_bench_cuda_quant_reduce"
   step "bench: all_gather_matmul schedule on one GPU vs cuBLASLt alone (bf16 8192^3, W=2)" \

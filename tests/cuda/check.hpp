@@ -79,7 +79,7 @@ inline int exit_without_device() {
   namespace cuda = commfuse::kernels::cuda;
   if (cuda::device_available()) return -1;
   if (g_failures != 0) return 1;
-  std::printf("argument checks passed; device cases SKIPPED: %s\n",
+  std::printf("checks that need no device passed; device cases SKIPPED: %s\n",
               cuda::runtime_info().unavailable.c_str());
   const char* require = std::getenv("COMMFUSE_REQUIRE_GPU");
   return require != nullptr && std::string(require) == "1" ? 1 : 77;

@@ -1,0 +1,103 @@
+#include "comm/cuda_ipc/ipc_heap.hpp"
+
+#include <cuda_runtime_api.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace commfuse::comm::cuda_ipc {
+namespace {
+
+// What a rank tells its peers: its heap's and event's handles, and who it is.
+struct Record {
+  cudaIpcMemHandle_t mem;
+  cudaIpcEventHandle_t event;
+  int device;
+  int pid;
+};
+
+void check(cudaError_t e, int rank, const char* what, int peer = -1) {
+  if (e == cudaSuccess) return;
+  cudaGetLastError();  // a failed call must not poison the next one's check
+  detail::throw_status(Status::kRuntimeError,
+                       detail::cat("CUDA IPC heap (rank ", rank, "): ", what,
+                                   peer >= 0 ? detail::cat(" of rank ", peer) : std::string(),
+                                   " failed: ", cudaGetErrorString(e)));
+}
+
+}  // namespace
+
+IpcHeap::IpcHeap(int rank, int size, size_t bytes, const AllGather& all_gather)
+    : rank_(rank),
+      size_(size),
+      bytes_(bytes),
+      ptrs_(static_cast<size_t>(size), nullptr),
+      events_(static_cast<size_t>(size), nullptr) {
+  CF_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "CUDA IPC heap: rank ", rank, " of size ",
+               size);
+  CF_CHECK_ARG(bytes > 0, "CUDA IPC heap: bytes must be positive");
+  Record mine{};
+  check(cudaGetDevice(&mine.device), rank, "cudaGetDevice");
+  mine.pid = static_cast<int>(getpid());
+  check(cudaMalloc(&ptrs_[static_cast<size_t>(rank)], bytes), rank, "cudaMalloc");
+  cudaEvent_t ev = nullptr;
+  check(cudaEventCreateWithFlags(&ev, cudaEventInterprocess | cudaEventDisableTiming), rank,
+        "cudaEventCreateWithFlags");
+  events_[static_cast<size_t>(rank)] = ev;
+  check(cudaIpcGetMemHandle(&mine.mem, local()), rank, "cudaIpcGetMemHandle");
+  check(cudaIpcGetEventHandle(&mine.event, ev), rank, "cudaIpcGetEventHandle");
+  const std::vector<std::string> all =
+      all_gather(std::string(reinterpret_cast<const char*>(&mine), sizeof mine));
+  CF_ASSERT(static_cast<int>(all.size()) == size);
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) continue;
+    CF_ASSERT(all[static_cast<size_t>(r)].size() == sizeof(Record));
+    Record peer{};
+    std::memcpy(&peer, all[static_cast<size_t>(r)].data(), sizeof peer);
+    // A handle cannot be opened by the process that exported it: one process per rank.
+    if (peer.pid == mine.pid)
+      detail::throw_status(Status::kRuntimeError,
+                           detail::cat("CUDA IPC heap (rank ", rank, "): rank ", r,
+                                       " is the same process; each rank needs its own process"));
+    check(cudaIpcOpenMemHandle(&ptrs_[static_cast<size_t>(r)], peer.mem,
+                               cudaIpcMemLazyEnablePeerAccess),
+          rank, "cudaIpcOpenMemHandle", r);
+    cudaEvent_t pev = nullptr;
+    check(cudaIpcOpenEventHandle(&pev, peer.event), rank, "cudaIpcOpenEventHandle", r);
+    events_[static_cast<size_t>(r)] = pev;
+  }
+}
+
+IpcHeap::~IpcHeap() {
+  for (int r = 0; r < size_; ++r) {
+    const auto i = static_cast<size_t>(r);
+    if (events_[i] != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(events_[i]));
+    if (ptrs_[i] == nullptr) continue;
+    if (r == rank_)
+      cudaFree(ptrs_[i]);
+    else
+      cudaIpcCloseMemHandle(ptrs_[i]);
+  }
+}
+
+void* IpcHeap::peer(int r) const {
+  CF_ASSERT(r >= 0 && r < size_);
+  return ptrs_[static_cast<size_t>(r)];
+}
+
+void IpcHeap::publish(void* stream) {
+  check(cudaEventRecord(static_cast<cudaEvent_t>(events_[static_cast<size_t>(rank_)]),
+                        static_cast<cudaStream_t>(stream)),
+        rank_, "cudaEventRecord");
+}
+
+void IpcHeap::wait_for(int r, void* stream) {
+  CF_ASSERT(r >= 0 && r < size_);
+  check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream),
+                            static_cast<cudaEvent_t>(events_[static_cast<size_t>(r)]), 0),
+        rank_, "cudaStreamWaitEvent", r);
+}
+
+}  // namespace commfuse::comm::cuda_ipc

@@ -1,0 +1,54 @@
+// A symmetric device heap over CUDA IPC (issue 17's intra-node transport, its memory part):
+// every rank of a host allocates the same number of bytes on its device, exports the
+// allocation's IPC handle, and maps every peer's, so a kernel or copy on this rank reads (or
+// writes) any peer's heap in place — between processes on different GPUs (peer access) and
+// between processes sharing one GPU (the machines lent here have one H200).
+//
+// Readiness crosses processes through one interprocess event per rank: the owner records it
+// after its writes (publish), a reader's stream waits for it (wait_for). A wait refers to the
+// latest recording at the time it is enqueued, so the caller orders them with a host
+// exchange: the owner publishes, then all ranks exchange (all_gather), then readers wait —
+// and the owner records again only after the next exchange, by which time every reader has
+// enqueued its wait. The exchange is the caller's (the communicator's all_gather in the
+// product), given as a function, so this class depends on no transport.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace commfuse::comm::cuda_ipc {
+
+class IpcHeap {
+ public:
+  // Every rank's string, in rank order; each rank passes its own.
+  using AllGather = std::function<std::vector<std::string>(const std::string&)>;
+
+  // Collective over the `size` ranks: allocates `bytes` on the current device, exchanges the
+  // handles, maps every peer's heap. Throws RUNTIME_ERROR naming the step and peer.
+  IpcHeap(int rank, int size, size_t bytes, const AllGather& all_gather);
+  ~IpcHeap();  // unmaps the peers' heaps, frees this one: only after the peers are done
+  IpcHeap(const IpcHeap&) = delete;
+  IpcHeap& operator=(const IpcHeap&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  size_t bytes() const { return bytes_; }
+  void* local() const { return ptrs_[static_cast<size_t>(rank_)]; }
+  // Rank r's heap as this process addresses it (r == rank(): local()).
+  void* peer(int r) const;
+
+  // Records this rank's event on `stream` (a cudaStream_t), after its writes to local().
+  void publish(void* stream);
+  // Makes `stream` wait for rank r's latest publish (see the ordering rule above).
+  void wait_for(int r, void* stream);
+
+ private:
+  int rank_, size_;
+  size_t bytes_;
+  std::vector<void*> ptrs_;    // every rank's heap in this process's address space
+  std::vector<void*> events_;  // cudaEvent_t: this rank's own and the opened peers'
+};
+
+}  // namespace commfuse::comm::cuda_ipc
