@@ -10,7 +10,9 @@
 #
 # Built so far and checked here: the quant_all_reduce dequantize-and-sum kernel (K-G and MX,
 # every SPEC §1 format), cuBLASLt GEMMs (loaded at run time), the quantized-matmul epilogue
-# kernel, alltoall_quant_matmul's permute + dynamic quantization kernel. Not built yet (issue 17): the CUDA IPC transport, the operators on the GPU,
+# kernel, alltoall_quant_matmul's permute + dynamic quantization kernel, the symmetric device
+# heap over CUDA IPC (W = 1, 2, 4 processes sharing the GPU). Not built yet (issue 17): the
+# transport around it, the operators on the GPU,
 # device tensors in the C/C++/Python APIs.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

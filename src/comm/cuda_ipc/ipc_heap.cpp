@@ -3,20 +3,31 @@
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
+#include <random>
 
 #include "core/error.hpp"
 
 namespace commfuse::comm::cuda_ipc {
 namespace {
 
-// What a rank tells its peers: its heap's and event's handles, and who it is.
+// What a rank tells its peers: its heap's and event's handles, and which process it is (a
+// random token: pids repeat across PID namespaces).
 struct Record {
   cudaIpcMemHandle_t mem;
   cudaIpcEventHandle_t event;
   int device;
-  int pid;
+  uint64_t process;
 };
+
+uint64_t process_token() {
+  static const uint64_t token = [] {
+    std::random_device rd;
+    return (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
+  }();
+  return token;
+}
 
 void check(cudaError_t e, int rank, const char* what, int peer = -1) {
   if (e == cudaSuccess) return;
@@ -38,10 +49,20 @@ IpcHeap::IpcHeap(int rank, int size, size_t bytes, const AllGather& all_gather)
   CF_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "CUDA IPC heap: rank ", rank, " of size ",
                size);
   CF_CHECK_ARG(bytes > 0, "CUDA IPC heap: bytes must be positive");
+  try {
+    open_all(all_gather);
+  } catch (...) {
+    release();  // the destructor does not run for a constructor that throws
+    throw;
+  }
+}
+
+void IpcHeap::open_all(const AllGather& all_gather) {
+  const int rank = rank_, size = size_;
   Record mine{};
   check(cudaGetDevice(&mine.device), rank, "cudaGetDevice");
-  mine.pid = static_cast<int>(getpid());
-  check(cudaMalloc(&ptrs_[static_cast<size_t>(rank)], bytes), rank, "cudaMalloc");
+  mine.process = process_token();
+  check(cudaMalloc(&ptrs_[static_cast<size_t>(rank)], bytes_), rank, "cudaMalloc");
   cudaEvent_t ev = nullptr;
   check(cudaEventCreateWithFlags(&ev, cudaEventInterprocess | cudaEventDisableTiming), rank,
         "cudaEventCreateWithFlags");
@@ -50,14 +71,20 @@ IpcHeap::IpcHeap(int rank, int size, size_t bytes, const AllGather& all_gather)
   check(cudaIpcGetEventHandle(&mine.event, ev), rank, "cudaIpcGetEventHandle");
   const std::vector<std::string> all =
       all_gather(std::string(reinterpret_cast<const char*>(&mine), sizeof mine));
-  CF_ASSERT(static_cast<int>(all.size()) == size);
+  if (static_cast<int>(all.size()) != size)
+    detail::throw_status(Status::kRuntimeError,
+                         detail::cat("CUDA IPC heap (rank ", rank, "): the exchange returned ",
+                                     all.size(), " records for ", size, " ranks"));
   for (int r = 0; r < size; ++r) {
     if (r == rank) continue;
-    CF_ASSERT(all[static_cast<size_t>(r)].size() == sizeof(Record));
+    if (all[static_cast<size_t>(r)].size() != sizeof(Record))
+      detail::throw_status(
+          Status::kRuntimeError,
+          detail::cat("CUDA IPC heap (rank ", rank, "): rank ", r, "'s record is malformed"));
     Record peer{};
     std::memcpy(&peer, all[static_cast<size_t>(r)].data(), sizeof peer);
     // A handle cannot be opened by the process that exported it: one process per rank.
-    if (peer.pid == mine.pid)
+    if (peer.process == mine.process)
       detail::throw_status(Status::kRuntimeError,
                            detail::cat("CUDA IPC heap (rank ", rank, "): rank ", r,
                                        " is the same process; each rank needs its own process"));
@@ -71,15 +98,27 @@ IpcHeap::IpcHeap(int rank, int size, size_t bytes, const AllGather& all_gather)
 }
 
 IpcHeap::~IpcHeap() {
+  release();
+}
+
+void IpcHeap::close_peers() {
   for (int r = 0; r < size_; ++r) {
     const auto i = static_cast<size_t>(r);
+    if (r == rank_) continue;
     if (events_[i] != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(events_[i]));
-    if (ptrs_[i] == nullptr) continue;
-    if (r == rank_)
-      cudaFree(ptrs_[i]);
-    else
-      cudaIpcCloseMemHandle(ptrs_[i]);
+    if (ptrs_[i] != nullptr) cudaIpcCloseMemHandle(ptrs_[i]);
+    events_[i] = nullptr;
+    ptrs_[i] = nullptr;
   }
+}
+
+void IpcHeap::release() {
+  close_peers();
+  const auto i = static_cast<size_t>(rank_);
+  if (events_[i] != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(events_[i]));
+  if (ptrs_[i] != nullptr) cudaFree(ptrs_[i]);
+  events_[i] = nullptr;
+  ptrs_[i] = nullptr;
 }
 
 void* IpcHeap::peer(int r) const {

@@ -9,8 +9,13 @@
 // latest recording at the time it is enqueued, so the caller orders them with a host
 // exchange: the owner publishes, then all ranks exchange (all_gather), then readers wait —
 // and the owner records again only after the next exchange, by which time every reader has
-// enqueued its wait. The exchange is the caller's (the communicator's all_gather in the
-// product), given as a function, so this class depends on no transport.
+// enqueued its wait. That covers reading after the owner wrote; before the owner writes its
+// heap again, each reader must publish after its reads and the owner wait_for every reader
+// (so no queued read sees the new data). The exchange is the caller's (the communicator's
+// all_gather in the product), given as a function, so this class depends on no transport.
+//
+// Teardown, as CUDA requires (an exporter must not free memory a peer still has mapped):
+// every rank close_peers(), then a host exchange, then the destructors free the heaps.
 #pragma once
 
 #include <cstddef>
@@ -28,7 +33,9 @@ class IpcHeap {
   // Collective over the `size` ranks: allocates `bytes` on the current device, exchanges the
   // handles, maps every peer's heap. Throws RUNTIME_ERROR naming the step and peer.
   IpcHeap(int rank, int size, size_t bytes, const AllGather& all_gather);
-  ~IpcHeap();  // unmaps the peers' heaps, frees this one: only after the peers are done
+  // Frees this rank's heap and event (and closes any peer mapping still open): only after
+  // every peer has called close_peers() (see Teardown above).
+  ~IpcHeap();
   IpcHeap(const IpcHeap&) = delete;
   IpcHeap& operator=(const IpcHeap&) = delete;
 
@@ -43,12 +50,17 @@ class IpcHeap {
   void publish(void* stream);
   // Makes `stream` wait for rank r's latest publish (see the ordering rule above).
   void wait_for(int r, void* stream);
+  // Unmaps the peers' heaps and drops their events (after this rank's reads have finished).
+  void close_peers();
 
  private:
   int rank_, size_;
   size_t bytes_;
   std::vector<void*> ptrs_;    // every rank's heap in this process's address space
   std::vector<void*> events_;  // cudaEvent_t: this rank's own and the opened peers'
+
+  void open_all(const AllGather& all_gather);  // the constructor's work
+  void release();                              // everything acquired so far
 };
 
 }  // namespace commfuse::comm::cuda_ipc
