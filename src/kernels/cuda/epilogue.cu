@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "core/narrow_float.hpp"
+#include "kernels/cuda/launch.hpp"
 #include "kernels/cuda/runtime_info.hpp"
 
 namespace commfuse::kernels::cuda {
@@ -61,10 +62,6 @@ void quant_epilogue(const EpilogueDesc& d, void* stream) {
   CF_CHECK_NOTNULL(d.a_scale, fn, ": a_scale is null");
   CF_CHECK_NOTNULL(d.b_scale, fn, ": b_scale is null");
   CF_CHECK_NOTNULL(d.out, fn, ": out is null");
-  // A misaligned access would poison the process's CUDA context: reject it here instead.
-  const auto aligned = [](const void* p, size_t a) {
-    return reinterpret_cast<uintptr_t>(p) % a == 0;
-  };
   CF_CHECK_ARG(aligned(d.acc, 4) && aligned(d.a_scale, 4) && aligned(d.b_scale, 4) &&
                    aligned(d.bias32, 4) && aligned(d.bias_int, 4),
                fn, ": acc, the scales and the biases must be 4-byte aligned");
@@ -79,10 +76,7 @@ void quant_epilogue(const EpilogueDesc& d, void* stream) {
     epilogue_kernel<true><<<blocks, kThreads, 0, s>>>(d);
   else
     epilogue_kernel<false><<<blocks, kThreads, 0, s>>>(d);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess)
-    detail::throw_status(Status::kRuntimeError,
-                         detail::cat(fn, ": launch failed: ", cudaGetErrorString(err)));
+  check_launch(fn);
 }
 
 }  // namespace commfuse::kernels::cuda

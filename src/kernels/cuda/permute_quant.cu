@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "core/error.hpp"
+#include "kernels/cuda/launch.hpp"
 #include "kernels/cuda/runtime_info.hpp"
 
 namespace commfuse::kernels::cuda {
@@ -89,9 +90,6 @@ void permute_quant(const PermuteQuantDesc& d, void* stream) {
   CF_CHECK_NOTNULL(d.src, fn, ": src is null");
   CF_CHECK_NOTNULL(d.q, fn, ": q is null");
   CF_CHECK_NOTNULL(d.scales, fn, ": scales is null");
-  const auto aligned = [](const void* p, size_t a) {
-    return reinterpret_cast<uintptr_t>(p) % a == 0;
-  };
   CF_CHECK_ARG(aligned(d.scales, 4) && aligned(d.smooth, 2) && aligned(d.permuted, 2), fn,
                ": scales must be 4-byte aligned, smooth and permuted 2-byte aligned");
   if (d.rows == 0) return;
@@ -117,10 +115,7 @@ void permute_quant(const PermuteQuantDesc& d, void* stream) {
     permute_quant_kernel<true><<<blocks, kThreads, 0, s>>>(p);
   else
     permute_quant_kernel<false><<<blocks, kThreads, 0, s>>>(p);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess)
-    detail::throw_status(Status::kRuntimeError,
-                         detail::cat(fn, ": launch failed: ", cudaGetErrorString(err)));
+  check_launch(fn);
 }
 
 }  // namespace commfuse::kernels::cuda

@@ -7,6 +7,7 @@
 #include "core/code_values.hpp"
 #include "core/error.hpp"
 #include "core/narrow_float.hpp"
+#include "kernels/cuda/launch.hpp"
 #include "kernels/cuda/runtime_info.hpp"
 
 namespace commfuse::kernels::cuda {
@@ -116,10 +117,6 @@ void launch_out(const Params& p, bool mx, bool vec, int blocks, cudaStream_t s) 
     launch_with<kOut, false>(p, vec, blocks, s);
 }
 
-bool aligned(const void* ptr, size_t a) {
-  return reinterpret_cast<uintptr_t>(ptr) % a == 0;
-}
-
 }  // namespace
 
 void dequant_sum(const DequantSumDesc& d, void* stream) {
@@ -179,10 +176,7 @@ void dequant_sum(const DequantSumDesc& d, void* stream) {
     launch_out<Out::kF16>(p, d.mx, vec, blocks, s);
   else
     launch_out<Out::kBF16>(p, d.mx, vec, blocks, s);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess)
-    detail::throw_status(Status::kRuntimeError,
-                         detail::cat(fn, ": launch failed: ", cudaGetErrorString(err)));
+  check_launch(fn);
 }
 
 }  // namespace commfuse::kernels::cuda
