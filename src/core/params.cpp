@@ -10,7 +10,7 @@
 namespace commfuse::params {
 namespace {
 
-constexpr std::array<Param, 14> kParams{{
+constexpr std::array<Param, 15> kParams{{
     {"COMMFUSE_LOG", Kind::kChoice, "warn", "error|warn|info|debug",
      "log level; lines go to stderr prefixed host:pid:rank"},
     {"COMMFUSE_TIMEOUT_S", Kind::kInt, "300", "",
@@ -32,6 +32,9 @@ constexpr std::array<Param, 14> kParams{{
     {"COMMFUSE_HALF_GEMM", Kind::kChoice, "auto", "auto|native|float32",
      "fp16/bf16 GEMMs: auto = oneDNN's native kernel or widened to fp32, whichever a once-per-"
      "process measurement says is faster; native or float32 pins it (same bits run to run)"},
+    {"COMMFUSE_PACK_X2", Kind::kChoice, "auto", "auto|always|never",
+     "16-bit x2 packed once per call into the native GEMM's blocked layout: auto = when the "
+     "call multiplies it several times or in blocks of 64+ rows; always or never pins it"},
     {"COMMFUSE_F32_GEMM", Kind::kChoice, "auto", "auto|onednn|openblas",
      "fp32 GEMMs: auto = oneDNN or OpenBLAS (when libopenblas.so.0 loads), whichever a once-per-"
      "process measurement says is faster; onednn or openblas pins it"},

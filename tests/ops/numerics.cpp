@@ -303,6 +303,12 @@ int case_numerics(commfuse::Comm& comm) {
     run_all_gather_matmul(comm, c, tag++, 70, k, n, true);
     c = Case{dt, BiasKind::kNone, true, false, 0};
     run_all_gather_matmul(comm, c, tag++, 70, k, n, false);
+    // x2 of n = 100 (a 64-column block and a tail) and k = 66 (not a multiple of the 32-row
+    // blocks): where this CPU's native 16-bit kernel reads x2 packed (kernels/cpu/packed_b),
+    // its vector loop, its scalar tail and its zero padding.
+    c = Case{dt, BiasKind::kSameDtype, false, false, 0};
+    run_all_gather_matmul(comm, c, tag++, 70, 66, 100, true);
+    run_matmul_reduce_scatter(comm, c, tag++, 70 * R, 66, 100);
     // Many gathered rows, in small pieces and (comm_turn 1) in one piece per rank.
     if (R > 1) {
       c = Case{dt, BiasKind::kFloat32, false, false, 0};

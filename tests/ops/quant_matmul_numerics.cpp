@@ -262,6 +262,9 @@ void check_quant_all_gather_matmul(commfuse::Comm& comm, uint64_t& tag) {
   // rows (quant_row_gemm.cpp): fewer than 300 rows of k = 4096 on any L2 below 4.8 MiB.
   run_case(comm, {e4, e5, bf16, S::kTensor, S::kVector, f32}, tag++, 300, 4096, 8);
   run_case(comm, {h8, h8, f32, S::kAbsent, S::kTensor, bf16, true}, tag++, 300, 4096, 8);
+  // The decoded x2 packed for the bf16 GEMM where it reads it packed (kernels/cpu/packed_b):
+  // a 64-column block and a tail, k not a multiple of the 32-row blocks, several chunks.
+  run_case(comm, {e4, e4, bf16, S::kTensor, S::kVector, f32}, tag++, 300, 2050, 100);
   // The reducing ops: every mode, scale shape and output dtype; m = 0; many rows.
   const int64_t R = comm.world_size();
   const DType none = DType::kInt8;  // no bias

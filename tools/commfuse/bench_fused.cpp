@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bench_buffer.hpp"
+#include "bench_gemm.hpp"
 #include "bench_options.hpp"
 #include "bench_timing.hpp"
 #include "core/error.hpp"
@@ -105,18 +106,16 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
                         TensorView(out.data(), t, {o.m, n}),
                         TensorView(gathered.data(), t, {o.m, k}), opt);
     };
-    const auto gemm = kernels::cpu::plan_matmul(kernels::cpu::dense_matmul_desc(o.m, k, n, t));
-    c.gemm = [&, gemm] {
-      kernels::cpu::matmul(*gemm, gathered.data(), x2.data(), nullptr, out_unfused.data());
-    };
+    const BenchGemm gemm(kernels::cpu::dense_matmul_desc(o.m, k, n, t));
+    c.gemm = [&, gemm] { gemm(gathered.data(), x2.data(), out_unfused.data()); };
     c.unfused = [&, gemm] {
       comm.all_gather(x1.data(), gathered.data(), static_cast<uint64_t>(m * k), t);
-      kernels::cpu::matmul(*gemm, gathered.data(), x2.data(), nullptr, out_unfused.data());
+      gemm(gathered.data(), x2.data(), out_unfused.data());
     };
     c.unfused_mpi = [&, gemm] {
       MPI_Allgather(x1.data(), static_cast<int>(m * k * es), MPI_BYTE, gathered_mpi.data(),
                     static_cast<int>(m * k * es), MPI_BYTE, MPI_COMM_WORLD);
-      kernels::cpu::matmul(*gemm, gathered_mpi.data(), x2.data(), nullptr, out_mpi.data());
+      gemm(gathered_mpi.data(), x2.data(), out_mpi.data());
     };
     c.flops = 2.0 * static_cast<double>(o.m) * k * n;
   } else {
@@ -139,16 +138,14 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
     }
     auto pd = kernels::cpu::dense_matmul_desc(o.m, k, n, t);
     pd.c_dtype = DType::kFloat32;
-    const auto gemm32 = kernels::cpu::plan_matmul(pd);
-    const auto gemm = kernels::cpu::plan_matmul(kernels::cpu::dense_matmul_desc(o.m, k, n, t));
+    const BenchGemm gemm32(pd);
+    const BenchGemm gemm(kernels::cpu::dense_matmul_desc(o.m, k, n, t));
     const auto reduced_count = static_cast<uint64_t>(out_rows * n);
     // The GEMM alone writes all o.m rows (the reduce-scatter output has only m of them).
     gemm_out.resize(static_cast<size_t>(o.m * n) * es);
-    c.gemm = [&, gemm] {
-      kernels::cpu::matmul(*gemm, x1.data(), x2.data(), nullptr, gemm_out.data());
-    };
+    c.gemm = [&, gemm] { gemm(x1.data(), x2.data(), gemm_out.data()); };
     c.unfused = [&, gemm32, rs, reduced_count] {
-      kernels::cpu::matmul(*gemm32, x1.data(), x2.data(), nullptr, partial.data());
+      gemm32(x1.data(), x2.data(), partial.data());
       if (rs)
         comm.reduce_scatter(partial.data(), reduced.data(), reduced_count, DType::kFloat32);
       else
@@ -156,7 +153,7 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
       convert(reduced.data(), DType::kFloat32, out_unfused.data(), t, reduced_count);
     };
     c.unfused_mpi = [&, gemm32, rs, reduced_count] {
-      kernels::cpu::matmul(*gemm32, x1.data(), x2.data(), nullptr, partial.data());
+      gemm32(x1.data(), x2.data(), partial.data());
       if (rs)
         MPI_Reduce_scatter_block(partial.data(), reduced.data(), static_cast<int>(reduced_count),
                                  MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);

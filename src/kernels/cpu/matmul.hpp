@@ -58,6 +58,12 @@ struct MatmulDesc {
   HalfPath half_path = HalfPath::kAuto;
   // float32 a only: kAuto in the product; the model's probes and tests force the others.
   GemmProvider provider = GemmProvider::kAuto;
+  // Asks for a plan that reads b packed once by the caller (packed_b.hpp: pack_b with
+  // packed_b_layout(plan)) instead of row-major with stride ldb. Honoured only by native
+  // 16-bit oneDNN kernels with a layout packed_b.hpp knows, for a row-major b and one
+  // oneDNN call; packed_b_layout(plan) is null where it is not, and b is then read as ldb
+  // says.
+  bool b_packed = false;
 
   bool operator==(const MatmulDesc&) const = default;
 };
@@ -95,6 +101,16 @@ void matmul(const MatmulPlan& plan, const void* a, const void* b, const void* bi
 
 // plan_matmul(desc) then matmul(plan, ...).
 void matmul(const MatmulDesc& desc, const void* a, const void* b, const void* bias, void* c);
+
+// The layout a plan made with b_packed reads b in, or null when it reads b row-major.
+struct PackedLayout;
+const PackedLayout* packed_b_layout(const MatmulPlan& plan);
+
+// For callers that pack b once and run GEMMs of several row counts over it: the plan of d
+// (b_packed ignored) that reads b packed in `layout` when one exists (*reads_packed set),
+// else the plan reading b row-major. layout null: the latter.
+std::shared_ptr<const MatmulPlan> plan_matmul_over(MatmulDesc d, const PackedLayout* layout,
+                                                   bool* reads_packed);
 
 // One line: shape, dtypes, oneDNN implementation, widening, threads.
 std::string describe(const MatmulPlan& plan);

@@ -69,13 +69,16 @@ struct Layout {
   bool dense_c;
 };
 
-dnnl::matmul::primitive_desc make_pd(const MatmulDesc& d, const Layout& l) {
+dnnl::matmul::primitive_desc make_pd(const MatmulDesc& d, const Layout& l, bool packed_b = false) {
   const int64_t lda = l.dense_inputs ? d.k : d.lda;
   const int64_t ldb = l.dense_inputs ? (d.b_transposed ? d.k : d.n) : d.ldb;
   const int64_t ldc = l.dense_c ? d.n : d.ldc;
   const dnnl::memory::desc a_md({d.m, d.k}, l.in, dims{lda, 1});
   // A transposed b is the (n, k) buffer read column-wise: strides (1, ldb).
-  const dnnl::memory::desc b_md({d.k, d.n}, l.in, d.b_transposed ? dims{1, ldb} : dims{ldb, 1});
+  // Packed: whatever blocked layout the kernel wants (packed_b.hpp checks it is one we pack).
+  const dnnl::memory::desc b_md =
+      packed_b ? dnnl::memory::desc({d.k, d.n}, l.in, dnnl::memory::format_tag::any)
+               : dnnl::memory::desc({d.k, d.n}, l.in, d.b_transposed ? dims{1, ldb} : dims{ldb, 1});
   const dnnl::memory::desc c_md({d.m, d.n}, l.out, dims{ldc, 1});
   const dnnl::memory::desc bias_md =
       d.has_bias ? dnnl::memory::desc({1, d.n}, l.bias, dims{d.n, 1}) : dnnl::memory::desc();
@@ -104,6 +107,22 @@ bool is_reference_impl(const dnnl::matmul::primitive_desc& pd) {
   return std::string_view(pd.impl_info_str()).starts_with("ref");
 }
 
+// The same primitive reading b packed, when oneDNN picks a layout packed_b.hpp packs (pd and
+// plan.packed are then updated); otherwise both stay as they are.
+void try_packed(const MatmulDesc& d, const Layout& l, dnnl::matmul::primitive_desc& pd,
+                MatmulPlan& plan) {
+  try {
+    auto packed_pd = make_pd(d, l, true);
+    if (is_reference_impl(packed_pd)) return;
+    auto layout = packed_layout(packed_pd.weights_desc());
+    if (!layout) return;
+    pd = packed_pd;
+    plan.packed = *layout;
+  } catch (const dnnl::error&) {
+    // no kernel for the packed form: plain b
+  }
+}
+
 // fp16/bf16 straight into oneDNN, when this oneDNN and CPU have a real kernel for it.
 // Every desc reaching here is within 32-bit sizes already: create_plan rejects larger
 // weights and cuts larger a and c into row chunks.
@@ -117,6 +136,7 @@ bool try_native(const MatmulDesc& d, MatmulPlan& plan) {
     try {
       auto pd = make_pd(d, l);
       if (is_reference_impl(pd)) return false;
+      if (d.b_packed && !d.b_transposed) try_packed(d, l, pd, plan);
       set_primitive(pd, plan);
       plan.bias_to_f32 = bias_f32;
       return true;
@@ -177,6 +197,7 @@ std::shared_ptr<const MatmulPlan> create_plan(const MatmulDesc& d, int threads) 
   if (d.m > chunk) {
     MatmulDesc sub = d;
     sub.m = chunk;
+    sub.b_packed = false;  // the tail's plan might want another layout: chunks read b plain
     plan->chunk = create_plan(sub, threads);
     plan->chunk_rows = chunk;
     plan->widened = plan->chunk->widened;
@@ -401,9 +422,31 @@ std::string describe(const MatmulPlan& p) {
   if (p.small_m)
     s += detail::cat(", ", name_of(d.a_dtype), " read in place (", p.widen_reason,
                      "; m <= ", kSmallMRows, ")");
+  if (p.packed)
+    s += detail::cat(", b packed once (blocks of ", p.packed->k_block * p.packed->pair, "x",
+                     p.packed->n_block, ")");
   if (p.bias_to_f32) s += ", bias widened to float32";
   if (p.chunk) s += detail::cat(", in chunks of ", p.chunk_rows, " rows");
   return s + detail::cat(", ", p.threads, " threads");
+}
+
+const PackedLayout* packed_b_layout(const MatmulPlan& plan) {
+  return plan.packed ? &*plan.packed : nullptr;
+}
+
+std::shared_ptr<const MatmulPlan> plan_matmul_over(MatmulDesc d, const PackedLayout* layout,
+                                                   bool* reads_packed) {
+  *reads_packed = false;
+  if (layout != nullptr) {
+    d.b_packed = true;
+    auto plan = plan_matmul(d);
+    if (plan->packed && *plan->packed == *layout) {
+      *reads_packed = true;
+      return plan;
+    }
+  }
+  d.b_packed = false;
+  return plan_matmul(d);
 }
 
 bool widens_inputs(const MatmulPlan& plan) {

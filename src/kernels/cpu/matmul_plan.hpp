@@ -7,10 +7,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/packed_b.hpp"
 
 namespace commfuse::kernels::cpu {
 
@@ -40,6 +42,8 @@ class MatmulPlan {
   // plan_matmul). Null otherwise.
   std::shared_ptr<const MatmulPlan> chunk;
   int64_t chunk_rows = 0;
+  // desc.b_packed and the primitive reads b in this layout (packed_b.hpp); b_md is it.
+  std::optional<PackedLayout> packed;
   dnnl::matmul primitive;  // empty when m == 0 or chunked
   // The primitive's operand descriptors, kept so a call wraps buffers without querying.
   dnnl::memory::desc a_md, b_md, c_md, bias_md, scratchpad_md;

@@ -11,6 +11,7 @@
 #include "kernels/cpu/int_matmul.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/small_m_int_gemm.hpp"
+#include "ops/common/row_gemm.hpp"
 
 namespace commfuse::ops {
 namespace {
@@ -27,7 +28,8 @@ size_t align64(size_t v) {
 }
 
 struct Layout {
-  size_t b = 0, b_bytes = 0, b_scale = 0, bias = 0, acc = 0, a_dec = 0, y = 0, total = 0;
+  size_t b = 0, b_bytes = 0, packed = 0, b_scale = 0, bias = 0, acc = 0, a_dec = 0, y = 0,
+         total = 0;
 };
 
 bool is_a8w8(const QuantGemmShape& s) {
@@ -67,7 +69,8 @@ Layout layout(const QuantGemmShape& s) {
   else
     l.b_bytes = kn * (s.decode_to_bf16 ? 2 : 4);
   const auto n = static_cast<size_t>(s.n), chunk = static_cast<size_t>(s.chunk_rows);
-  l.b_scale = align64(l.b + l.b_bytes);
+  l.packed = align64(l.b + l.b_bytes);
+  l.b_scale = align64(l.packed + (s.packed ? s.packed->bytes : 0));
   l.bias = align64(l.b_scale + n * 4);
   l.acc = align64(l.bias + n * 4);
   l.a_dec = align64(l.acc + chunk * n * 4);
@@ -100,6 +103,12 @@ void plan_quant_gemm(QuantGemmShape& s) {
     const int64_t keep = std::max<int64_t>(
         static_cast<int64_t>(commfuse::cpu::l2_cache_bytes() / 2), s.k * s.n * es);
     s.chunk_rows = std::min(s.chunk_rows, std::max(kMinChunkRows, keep / (es * s.k)));
+    s.packed.reset();
+    if (s.decode_to_bf16 && !s.b.transposed && packing_x2_pays(s.max_rows)) {
+      cpu::MatmulDesc d = float_desc(s, s.chunk_rows);
+      d.b_packed = true;
+      if (const auto* layout = cpu::packed_b_layout(*cpu::plan_matmul(d))) s.packed = *layout;
+    }
   }
 }
 
@@ -109,14 +118,17 @@ size_t quant_gemm_workspace_bytes(const QuantGemmShape& s) {
 
 std::string describe_quant_gemm(const QuantGemmShape& s) {
   std::string kernel;
+  bool packed = false;
   if (s.small_m)
     kernel = detail::cat("direct int8 kernel (<= ", cpu::kSmallIntRows, " rows, x2 read in place)");
   else if (is_a8w8(s))
     kernel = cpu::describe(*cpu::plan_int_matmul(int_desc(s, s.chunk_rows)));
   else
-    kernel = detail::cat(dtype_name(s.q.a_dtype), " x ", dtype_name(s.q.b_dtype), " decoded to ",
-                         s.decode_to_bf16 ? "bfloat16" : "float32", ": ",
-                         cpu::describe(*cpu::plan_matmul(float_desc(s, s.chunk_rows))));
+    kernel =
+        detail::cat(dtype_name(s.q.a_dtype), " x ", dtype_name(s.q.b_dtype), " decoded to ",
+                    s.decode_to_bf16 ? "bfloat16" : "float32", ": ",
+                    cpu::describe(*cpu::plan_matmul_over(
+                        float_desc(s, s.chunk_rows), s.packed ? &*s.packed : nullptr, &packed)));
   return detail::cat(quant_matmul_mode_name(s.q.mode), " -> ", dtype_name(s.c_dtype),
                      ", chunks of ", s.chunk_rows, " rows, ", kernel);
 }
@@ -149,6 +161,10 @@ QuantRowGemm::QuantRowGemm(const QuantGemmShape& s, void* workspace) : s_(s) {
         cpu::decode_codes(src + r * s.b.ld, s.q.b_dtype, s.decode_to_bf16,
                           ws + l.b + static_cast<size_t>(r * cols) * es, static_cast<size_t>(cols));
     b_ = ws + l.b;
+    if (s.packed) {  // decoded dense (k x n, row-major: packed only then) -> the GEMM's layout
+      cpu::pack_b(*s.packed, b_, s.k, s.n, s.n, ws + l.packed);
+      packed_b_ = ws + l.packed;
+    }
   }
   b_scale_ = reinterpret_cast<float*>(ws + l.b_scale);
   for (int64_t j = 0; j < s.n; ++j) b_scale_[j] = s.q.x2_scale[s.q.x2_per_channel ? j : 0];
@@ -192,7 +208,10 @@ void QuantRowGemm::chunk(const uint8_t* a, int64_t rows, RowScales a_scales, uin
       const auto plan = cpu::plan_int_matmul(int_desc(s_, rows));
       cpu::int_matmul(*plan, reinterpret_cast<const int8_t*>(a), b_, static_cast<int32_t*>(acc_));
     } else {
-      cpu::matmul(float_desc(s_, rows), a_dec_, b_, nullptr, acc_);
+      bool packed = false;
+      const auto plan =
+          cpu::plan_matmul_over(float_desc(s_, rows), s_.packed ? &*s_.packed : nullptr, &packed);
+      cpu::matmul(*plan, a_dec_, packed ? packed_b_ : b_, nullptr, acc_);
     }
   }
   trace::Span span("dequant", "quant_gemm", -1, static_cast<uint64_t>(rows));

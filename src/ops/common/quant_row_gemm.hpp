@@ -16,8 +16,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
+#include "kernels/cpu/packed_b.hpp"
 #include "ops/common/quant_operands.hpp"
 #include "ops/common/tensor_checks.hpp"
 
@@ -41,6 +43,9 @@ struct QuantGemmShape {
   // reads x2 in place too and ran 16x4096x4096 at W = 2 in 3.7 ms against the direct
   // kernel's 18 ms (AVX-512 Xeon).
   bool small_m = false;
+  // FP8/HiF8 decoded to bf16: the decoded x2 packed once more into the bf16 GEMM's blocked
+  // layout (kernels/cpu/packed_b.hpp), for chunks whose plan reads it; unset: read dense.
+  std::optional<kernels::cpu::PackedLayout> packed;
 };
 
 // Chooses the chunk and the decoded type (after max_rows is set).
@@ -73,7 +78,8 @@ class QuantRowGemm {
   void chunk(const uint8_t* a, int64_t rows, RowScales a_scales, uint8_t* c) const;
 
   QuantGemmShape s_;
-  const void* b_ = nullptr;  // x2 as the kernel reads it
+  const void* b_ = nullptr;         // x2 as the kernel reads it
+  const void* packed_b_ = nullptr;  // x2 decoded and packed (s_.packed)
   float* b_scale_ = nullptr;
   float* bias32_ = nullptr;  // null: no float bias
   void* acc_ = nullptr;      // chunk_rows x n int32 (A8W8) or fp32

@@ -7,6 +7,7 @@
 
 #include "core/convert_fast.hpp"
 #include "core/error.hpp"
+#include "core/params.hpp"
 #include "core/trace.hpp"
 #include "kernels/cpu/copy.hpp"
 #include "kernels/cpu/half_gemm_model.hpp"
@@ -42,9 +43,33 @@ float* thread_buffer(int which, size_t count) {
   return buf[which].get();
 }
 
+// Rows from which one GEMM call already gains by reading b packed (packed_b.hpp: 128 rows
+// of k = 4096, n = 64 ran 53 us plain, 34.5 us packed + 11 us to pack, once; 16 rows of
+// k = n = 4096 gained nothing: the pack costs what the call saves).
+constexpr int64_t kPackMinRows = 64;
+
+}  // namespace
+
+bool packing_x2_pays(int64_t max_rows) {
+  const std::string pin = params::get_string("COMMFUSE_PACK_X2");
+  if (pin == "never") return false;
+  return pin == "always" || max_rows == 0 || max_rows >= kPackMinRows;
+}
+
+namespace {
+
+// Whether this execute packs b once: it runs several GEMMs over b (blocks multiplied on
+// arrival, max_rows 0) or one of many rows; never when b is widened (then the fp32 copy is
+// what the GEMM reads) or transposed. COMMFUSE_PACK_X2 pins it for tests and comparisons.
+bool wants_packed(const RowGemmShape& s) {
+  if (s.widen || s.b.transposed || s.dtype == DType::kFloat32 || s.k <= 0 || s.n <= 0) return false;
+  return packing_x2_pays(s.max_rows);
+}
+
 }  // namespace
 
 size_t row_gemm_workspace_bytes(const RowGemmShape& s) {
+  if (s.packed) return s.packed->bytes;
   if (!needs_widening(s)) return 0;
   return static_cast<size_t>(s.k * s.n + s.n) * sizeof(float);
 }
@@ -52,6 +77,12 @@ size_t row_gemm_workspace_bytes(const RowGemmShape& s) {
 RowGemm::RowGemm(const RowGemmShape& s, void* workspace) : s_(s), widened_(needs_widening(s)) {
   b_ = s.b.data;
   bias_ = s.bias.data;
+  if (s.packed) {
+    CF_ASSERT(workspace != nullptr && !widened_);
+    trace::Span span("pack x2", "row_gemm", -1, static_cast<uint64_t>(s.k * s.n));
+    kernels::cpu::pack_b(*s.packed, s.b.data, s.k, s.n, s.b.ld, workspace);
+    packed_b_ = workspace;
+  }
   if (!widened_) return;
   CF_ASSERT(workspace != nullptr);
   trace::Span span("widen x2", "row_gemm", -1, static_cast<uint64_t>(s.k * s.n));
@@ -92,17 +123,30 @@ kernels::cpu::MatmulDesc gemm_desc(const RowGemmShape& s, bool widened, int64_t 
 
 void plan_row_gemm(RowGemmShape& s) {
   s.planned = false;
+  s.packed.reset();
   s.widen = needs_widening(s);
+  if (wants_packed(s)) {
+    // The layout of a max_rows-row block (or of a typical arriving block): blocks of other
+    // sizes use it where their plan asks for the same layout (RowGemm::gemm).
+    kernels::cpu::MatmulDesc d = gemm_desc(s, false, s.max_rows > 0 ? s.max_rows : 256);
+    d.b_packed = true;
+    if (const auto* layout = kernels::cpu::packed_b_layout(*kernels::cpu::plan_matmul(d)))
+      s.packed = *layout;
+  }
+  // The packed layout came from this very plan (when max_rows > 0): it reads b packed.
+  bool packed = false;
   s.full_block = s.max_rows > 0 && s.k > 0 && s.n > 0
-                     ? kernels::cpu::plan_matmul(gemm_desc(s, s.widen, s.max_rows))
+                     ? kernels::cpu::plan_matmul_over(gemm_desc(s, s.widen, s.max_rows),
+                                                      s.packed ? &*s.packed : nullptr, &packed)
                      : nullptr;
   s.planned = true;
 }
 
 std::string describe_row_gemm(const RowGemmShape& s, int64_t rows) {
   const bool widened = needs_widening(s);
-  std::string text = kernels::cpu::describe(
-      *kernels::cpu::plan_matmul(gemm_desc(s, widened, std::max<int64_t>(rows, 1))));
+  bool packed = false;
+  std::string text = kernels::cpu::describe(*kernels::cpu::plan_matmul_over(
+      gemm_desc(s, widened, std::max<int64_t>(rows, 1)), s.packed ? &*s.packed : nullptr, &packed));
   // The plan is of the fp32 GEMM when this layer widens: say so in the plan's own words.
   if (widened)
     text += detail::cat(
@@ -143,16 +187,21 @@ void RowGemm::copy_rows(const void* a, int64_t rows, void* dst, void* a_copy) co
 
 void RowGemm::gemm(const void* a_ready, int64_t rows, void* c) const {
   if (rows == 0) return;
-  const auto plan = s_.full_block && rows == s_.max_rows
-                        ? s_.full_block
-                        : kernels::cpu::plan_matmul(desc_for(rows));
+  // The packed b where this block's plan reads the layout it was packed in; b otherwise
+  // (a plan for another row count may have chosen another layout, or none).
+  bool packed = s_.packed.has_value() && rows == s_.max_rows;
+  std::shared_ptr<const kernels::cpu::MatmulPlan> plan = s_.full_block;
+  if (!plan || rows != s_.max_rows)
+    plan =
+        kernels::cpu::plan_matmul_over(desc_for(rows), s_.packed ? &*s_.packed : nullptr, &packed);
+  const void* b = packed ? packed_b_ : b_;
   trace::Span span("gemm", "row_gemm", -1, static_cast<uint64_t>(rows));
   if (!widened_ || s_.c_dtype == DType::kFloat32) {
-    kernels::cpu::matmul(*plan, a_ready, b_, bias_, c);
+    kernels::cpu::matmul(*plan, a_ready, b, bias_, c);
     return;
   }
   float* c32 = thread_buffer(1, static_cast<size_t>(rows * s_.n));
-  kernels::cpu::matmul(*plan, a_ready, b_, bias_, c32);
+  kernels::cpu::matmul(*plan, a_ready, b, bias_, c32);
   auto* out = static_cast<uint16_t*>(c);
   if (s_.c_dtype == DType::kFloat16)
     fast::f32_to_f16(c32, out, static_cast<size_t>(rows * s_.n));

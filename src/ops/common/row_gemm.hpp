@@ -12,9 +12,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/packed_b.hpp"
 #include "ops/common/tensor_checks.hpp"
 
 namespace commfuse::ops {
@@ -35,7 +37,14 @@ struct RowGemmShape {
   bool planned = false;
   bool widen = false;
   std::shared_ptr<const kernels::cpu::MatmulPlan> full_block;
+  // b packed once per execute into the workspace (kernels/cpu/packed_b.hpp) in this layout,
+  // for GEMMs whose plan reads that layout; unset: b read in place.
+  std::optional<kernels::cpu::PackedLayout> packed;
 };
+
+// Whether an execute whose GEMMs take up to max_rows rows (0: many calls of arriving
+// blocks) packs its 16-bit x2 once (kernels/cpu/packed_b.hpp); COMMFUSE_PACK_X2 pins it.
+bool packing_x2_pays(int64_t max_rows);
 
 // Decides widening and plans the max_rows-row GEMM (after max_rows is set).
 void plan_row_gemm(RowGemmShape& s);
@@ -75,8 +84,9 @@ class RowGemm {
 
   RowGemmShape s_;
   bool widened_ = false;
-  const void* b_ = nullptr;     // b as the primitive reads it (fp32 copy when widened)
-  const void* bias_ = nullptr;  // likewise
+  const void* b_ = nullptr;         // b as the primitive reads it (fp32 copy when widened)
+  const void* packed_b_ = nullptr;  // b packed (s_.packed), for plans reading that layout
+  const void* bias_ = nullptr;      // likewise
 };
 
 }  // namespace commfuse::ops

@@ -1,0 +1,50 @@
+// b packed into the blocked layout a native oneDNN matmul reads directly.
+//
+// Given b in plain row-major form, oneDNN 2.6's brgemm matmul (AVX512-BF16, AMX) copies b
+// into its own blocked layout on every call before multiplying. When one execute runs
+// several GEMMs over the same b (blocks arriving from peers, the chunks of a decoded FP8
+// product, the row blocks of matmul_reduce_scatter), that copy is repeated per call. Packing
+// b once per execute into the layout the primitive asks for (`format_tag::any`) and handing
+// the primitive the packed buffer removes it. Measured on an AMX Xeon, one thread, bf16
+// 128x4096x64 (an FP8 chunk over TCP): 53 us per call with plain b, 34.5 us packed, plus
+// 11 us to pack once; 1024x4096x4096: 51.2 ms plain, 46.4 ms packed, pack 2.4-2.8 ms.
+// Not for one call of a few rows: 2x256x256 ran 4.9 us plain against 3.0 (pack) + 2.8.
+// oneDNN's own reorder primitive writes the same bytes but took 11 us for 256x256 bf16
+// (our loop: 3 us), so this file packs itself and checks its bytes against that reorder
+// in the tests.
+//
+// The layouts handled are those oneDNN's brgemm matmul chooses for 16-bit weights: inner
+// blocks (k_block along k, n_block along n, pair along k), pair = 2 (two consecutive k of
+// one column side by side), outer order n blocks then k blocks, both dimensions zero-padded
+// to their block. Any other layout is reported as unsupported and the caller keeps plain b.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+namespace commfuse::kernels::cpu {
+
+struct PackedLayout {
+  int64_t k_block = 0;   // k values per inner block (counted in pairs: k_block * pair rows)
+  int64_t n_block = 0;   // columns per inner block
+  int64_t pair = 0;      // consecutive k values stored together (2 for 16-bit)
+  int64_t k_stride = 0;  // elements between consecutive k blocks (of k_block * pair rows)
+  int64_t n_stride = 0;  // elements between consecutive n blocks
+  size_t bytes = 0;      // the whole packed buffer, padding included
+  int64_t element = 0;   // bytes per element (2)
+
+  bool operator==(const PackedLayout&) const = default;
+};
+
+// The layout of md (a k x n weights descriptor of a 2-byte type) if this file can pack it.
+std::optional<PackedLayout> packed_layout(const dnnl::memory::desc& md);
+
+// dst (layout.bytes, any alignment) = b (k x n row-major with row stride ldb elements, 2-byte
+// elements) in `layout`, padding zeroed.
+void pack_b(const PackedLayout& layout, const void* b, int64_t k, int64_t n, int64_t ldb,
+            void* dst);
+
+}  // namespace commfuse::kernels::cpu
