@@ -303,6 +303,11 @@ int case_numerics(commfuse::Comm& comm) {
     run_all_gather_matmul(comm, c, tag++, 70, k, n, true);
     c = Case{dt, BiasKind::kNone, true, false, 0};
     run_all_gather_matmul(comm, c, tag++, 70, k, n, false);
+    // One row per rank: where the direct kernel takes 1-row blocks and ranks have a core each,
+    // each block is multiplied on arrival (all_gather_matmul/plan.cpp: direct_blocks).
+    run_all_gather_matmul(comm, Case{dt, BiasKind::kFloat32, false, false, 0}, tag++, 1, k, n,
+                          true);
+    run_all_gather_matmul(comm, Case{dt, BiasKind::kNone, true, false, 1}, tag++, 1, k, n, false);
     // x2 of n = 100 (a 64-column block and a tail) and k = 66 (not a multiple of the 32-row
     // blocks): where this CPU's native 16-bit kernel reads x2 packed (kernels/cpu/packed_b),
     // its vector loop, its scalar tail and its zero padding.

@@ -416,6 +416,16 @@ TEST_P(SmallMTyped, PlansFollowTheMachineModel) {
       }
     }
   }
+  // Few rows: the direct kernel exactly where the model measured it faster.
+  for (const int64_t m : cpu::kFewRows) {
+    const std::string text = cpu::describe(*cpu::plan_matmul(desc_of(m, 256, 256, t)));
+    const bool direct = text.find("direct kernel faster here") != std::string::npos;
+    EXPECT_EQ(direct, cpu::direct_pays(t, m)) << text;
+    EXPECT_EQ(direct, model.native && model.forced.empty() && m <= model.direct_rows) << text;
+    if (direct) {
+      EXPECT_NE(text.find("commfuse:small_m"), std::string::npos) << text;
+    }
+  }
   EXPECT_NE(cpu::describe_half_gemm_model(t).find(commfuse::dtype_name(t)), std::string::npos);
 }
 

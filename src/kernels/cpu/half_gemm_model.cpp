@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <iterator>
 #include <mutex>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "core/params.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/probe_timing.hpp"
+#include "kernels/cpu/small_m_gemm.hpp"
 
 namespace commfuse::kernels::cpu {
 namespace {
@@ -22,6 +24,36 @@ constexpr int64_t kProbeM = 128, kProbeK = 1024, kProbeN = 1024;
 constexpr int kProbeRuns = 3;  // best of, after one warm-up run
 // Widened must be expected this much faster before it is chosen (see the header).
 constexpr double kWidenMargin = 0.85;
+
+// Few rows, native against the direct kernel: each timed at every probe row count of a
+// k = n = 512 product (b 512 KiB, as decode and tiny calls stream it); the direct kernel is
+// chosen up to the last probe count from 1 where it stays under kWidenMargin of the native
+// time (between counts it is not interpolated: 1-2 rows take its in-register path, 3 and
+// more another one). Both read b in place: no conversion term.
+constexpr int64_t kFewK = 512, kFewN = 512;
+constexpr int kFewRuns = 5;
+
+void measure_few_rows(DType t, HalfGemmModel& m) {
+  const uint16_t one = t == DType::kFloat16 ? 0x3c00 : 0x3f80;
+  const int64_t most = kFewRows[std::size(kFewRows) - 1];
+  std::vector<uint16_t> a(static_cast<size_t>(most * kFewK), one), b(kFewK * kFewN, one),
+      c(static_cast<size_t>(most * kFewN));
+  m.direct_rows = 0;
+  bool winning = true;
+  for (size_t i = 0; i < std::size(kFewRows); ++i) {
+    MatmulDesc d = dense_matmul_desc(kFewRows[i], kFewK, kFewN, t);
+    d.half_path = HalfPath::kNative;
+    const auto native = plan_matmul(d);
+    d.half_path = HalfPath::kWidened;  // few rows: the direct kernel (small_m_gemm.hpp)
+    const auto direct = plan_matmul(d);
+    m.native_few_ns[i] =
+        best_probe_ns([&] { matmul(*native, a.data(), b.data(), nullptr, c.data()); }, kFewRuns);
+    m.direct_few_ns[i] =
+        best_probe_ns([&] { matmul(*direct, a.data(), b.data(), nullptr, c.data()); }, kFewRuns);
+    winning = winning && m.direct_few_ns[i] < kWidenMargin * m.native_few_ns[i];
+    if (winning) m.direct_rows = kFewRows[i];
+  }
+}
 
 HalfGemmModel measure(DType t) {
   HalfGemmModel m;
@@ -58,6 +90,7 @@ HalfGemmModel measure(DType t) {
       },
       kProbeRuns);
   m.widen_ns_per_element = widen_ns / static_cast<double>(b16.size());
+  measure_few_rows(t, m);
   return m;
 }
 
@@ -95,6 +128,11 @@ Estimate estimate(const HalfGemmModel& mo, int64_t m, int64_t k, int64_t n, bool
 
 }  // namespace
 
+bool direct_pays(DType t, int64_t m) {
+  const HalfGemmModel& mo = half_gemm_model(t);
+  return mo.native && mo.forced.empty() && m >= 1 && m <= mo.direct_rows;
+}
+
 bool widening_pays(DType t, int64_t m, int64_t k, int64_t n, bool narrow_c) {
   const HalfGemmModel& mo = half_gemm_model(t);
   if (!mo.native || mo.forced == "native") return false;
@@ -115,6 +153,12 @@ std::string describe_half_gemm_model(DType t) {
                               kProbeK, "x", kProbeN, " probe) -> at k = n = 4096:");
   for (const int64_t m : {16, 256, 2048})
     s += detail::cat(" m=", m, " ", widening_pays(t, m, 4096, 4096, true) ? "widened" : "native");
+  s += detail::cat("; few rows of ", kFewK, "x", kFewN, " (native / direct us):");
+  for (size_t i = 0; i < std::size(kFewRows); ++i)
+    s += detail::cat(" m=", kFewRows[i], " ", mo.native_few_ns[i] / 1e3, " / ",
+                     mo.direct_few_ns[i] / 1e3);
+  s += detail::cat(" -> direct ",
+                   mo.direct_rows > 0 ? detail::cat("up to m=", mo.direct_rows) : "never");
   return s;
 }
 

@@ -14,12 +14,22 @@
 
 namespace commfuse::kernels::cpu {
 
+// The row counts of the few-rows probe (direct_rows is one of them, or 0).
+inline constexpr int64_t kFewRows[4] = {1, 2, 4, 8};
+
 struct HalfGemmModel {
   bool native = false;              // oneDNN has a native kernel for this dtype here
   double native_macs_per_ns = 0;    // its rate on the probe (multiply-adds per ns)
   double f32_macs_per_ns = 0;       // the fp32 kernel's rate on the same probe
   double widen_ns_per_element = 0;  // converting one 16-bit element to fp32
-  std::string forced;               // COMMFUSE_HALF_GEMM when not "auto"
+  // Few rows: up to how many the direct kernel (small_m_gemm.hpp, b read in place) beats the
+  // native kernel here (0: never). oneDNN's kernels copy b into their blocked layout on
+  // every call, which a few rows cannot amortize: on an AMX Xeon 2x256x256 bf16 ran 5.9 us
+  // native, 3.9 us direct.
+  int64_t direct_rows = 0;
+  double native_few_ns[4] = {};  // the few-rows probe at kFewRows rows, native
+  double direct_few_ns[4] = {};  // and direct
+  std::string forced;            // COMMFUSE_HALF_GEMM when not "auto"
 };
 
 // The model for dtype t (float16 or bfloat16): measured on first use (a 128x1024x1024 GEMM
@@ -34,6 +44,10 @@ const HalfGemmModel& half_gemm_model(DType t);
 // close). False where there is no native kernel (nothing to choose) or COMMFUSE_HALF_GEMM
 // says native.
 bool widening_pays(DType t, int64_t m, int64_t k, int64_t n, bool narrow_c);
+
+// Whether m rows of dtype t go to the direct kernel rather than the native one (a native
+// kernel exists, the pin allows, and m <= the model's direct_rows).
+bool direct_pays(DType t, int64_t m);
 
 // One line for `commfuse info` / COMMFUSE_VERBOSE: the rates and the choice at a few shapes.
 std::string describe_half_gemm_model(DType t);

@@ -215,7 +215,15 @@ std::shared_ptr<const MatmulPlan> create_plan(const MatmulDesc& d, int threads) 
                           widening_pays(d.a_dtype, d.m, d.k, d.n, d.c_dtype != DType::kFloat32);
   const bool native_wanted =
       d.half_path == HalfPath::kNative || (d.half_path == HalfPath::kAuto && !widen_pays);
-  if (d.a_dtype != DType::kFloat32 && !(native_wanted && try_native(d, *plan))) {
+  // Few rows: the direct kernel where the model measured it faster than the native one.
+  const bool direct = d.a_dtype != DType::kFloat32 && d.half_path == HalfPath::kAuto &&
+                      native_wanted && small_m_gemm_applies(d) && direct_pays(d.a_dtype, d.m);
+  if (direct) {
+    plan->small_m = true;
+    plan->impl = "commfuse:small_m";
+    plan->widen_reason = "direct kernel faster here";
+    plan->bias_to_f32 = d.has_bias && d.bias_dtype != DType::kFloat32;
+  } else if (d.a_dtype != DType::kFloat32 && !(native_wanted && try_native(d, *plan))) {
     plan->widen_reason = widen_pays                          ? "fp32 faster here"
                          : d.half_path == HalfPath::kWidened ? "forced"
                                                              : "no native kernel";

@@ -128,7 +128,8 @@ void plan_row_gemm(RowGemmShape& s) {
   if (wants_packed(s)) {
     // The layout of a max_rows-row block (or of a typical arriving block): blocks of other
     // sizes use it where their plan asks for the same layout (RowGemm::gemm).
-    kernels::cpu::MatmulDesc d = gemm_desc(s, false, s.max_rows > 0 ? s.max_rows : 256);
+    kernels::cpu::MatmulDesc d =
+        gemm_desc(s, false, s.max_rows > 0 ? s.max_rows : (s.block_rows > 0 ? s.block_rows : 256));
     d.b_packed = true;
     if (const auto* layout = kernels::cpu::packed_b_layout(*kernels::cpu::plan_matmul(d)))
       s.packed = *layout;

@@ -32,6 +32,9 @@ struct RowGemmShape {
   // fp16/bf16 without a native kernel run the direct small-m kernel on the 16-bit b in
   // place, so nothing is widened into the workspace.
   int64_t max_rows = 0;
+  // With max_rows 0: the rows a block usually has (0: unknown), so that the GEMM plan the
+  // blocks will run decides whether x2 is packed for them.
+  int64_t block_rows = 0;
   // Set by plan_row_gemm at plan time, so that an execute looks nothing up: whether b is
   // widened, and the GEMM plan of a max_rows-row block (the common case: all rows at once).
   bool planned = false;
