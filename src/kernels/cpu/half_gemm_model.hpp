@@ -33,7 +33,8 @@ struct HalfGemmModel {
 };
 
 // The model for dtype t (float16 or bfloat16): measured on first use (a 128x1024x1024 GEMM
-// on each kernel, best of 3, with this process's compute threads; about 20 ms), unless
+// on each kernel, best of 3, then the few-rows probe: 1, 2, 4, 8 rows of 512x512, best of
+// 5, each with this process's compute threads; about 20 ms in all), unless
 // COMMFUSE_HALF_GEMM pins the choice. Thread-safe. Must not be called with the matmul plan
 // cache's lock held (it plans its probes through plan_matmul).
 const HalfGemmModel& half_gemm_model(DType t);

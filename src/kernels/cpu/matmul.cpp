@@ -103,6 +103,7 @@ void matmul(const MatmulPlan& plan, const void* a, const void* b, const void* bi
       const int64_t rows = std::min(plan.chunk_rows, d.m - r);
       MatmulDesc tail = d;
       tail.m = rows;
+      tail.b_packed = false;  // chunked plans read b plain (matmul_plan.cpp)
       const auto tail_plan = rows == plan.chunk_rows ? plan.chunk : plan_matmul(tail);
       matmul(*tail_plan, static_cast<const uint8_t*>(a) + static_cast<size_t>(r) * a_row, b, bias,
              static_cast<uint8_t*>(c) + static_cast<size_t>(r) * c_row);

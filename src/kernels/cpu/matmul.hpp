@@ -7,7 +7,9 @@
 // given transposed: an (n, k) buffer viewed as (k, n).
 //
 // fp16 and bf16 go to oneDNN's native kernel where it has one and it is faster here (a
-// model of the machine, measured once per process: half_gemm_model.hpp); otherwise they are
+// model of the machine, measured once per process: half_gemm_model.hpp), to the direct
+// few-rows kernel (small_m_gemm.hpp) for the row counts where the model found it faster
+// than the native call; otherwise they are
 // widened to fp32 into per-thread scratch and multiplied in fp32; the fp32 result is then
 // rounded once to c's dtype, so every path computes the same thing up to fp32 summation
 // order. COMMFUSE_VERBOSE=1 logs, per new plan, which implementation oneDNN chose and

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -107,19 +108,18 @@ bool is_reference_impl(const dnnl::matmul::primitive_desc& pd) {
   return std::string_view(pd.impl_info_str()).starts_with("ref");
 }
 
-// The same primitive reading b packed, when oneDNN picks a layout packed_b.hpp packs (pd and
-// plan.packed are then updated); otherwise both stay as they are.
-void try_packed(const MatmulDesc& d, const Layout& l, dnnl::matmul::primitive_desc& pd,
-                MatmulPlan& plan) {
+// The same primitive reading b packed, when oneDNN picks a layout packed_b.hpp packs (pd is
+// then replaced and the layout returned); otherwise pd stays as it is.
+std::optional<PackedLayout> try_packed(const MatmulDesc& d, const Layout& l,
+                                       dnnl::matmul::primitive_desc& pd) {
   try {
     auto packed_pd = make_pd(d, l, true);
-    if (is_reference_impl(packed_pd)) return;
+    if (is_reference_impl(packed_pd)) return std::nullopt;
     auto layout = packed_layout(packed_pd.weights_desc());
-    if (!layout) return;
-    pd = packed_pd;
-    plan.packed = *layout;
+    if (layout) pd = packed_pd;
+    return layout;
   } catch (const dnnl::error&) {
-    // no kernel for the packed form: plain b
+    return std::nullopt;  // no kernel for the packed form: plain b
   }
 }
 
@@ -136,8 +136,10 @@ bool try_native(const MatmulDesc& d, MatmulPlan& plan) {
     try {
       auto pd = make_pd(d, l);
       if (is_reference_impl(pd)) return false;
-      if (d.b_packed && !d.b_transposed) try_packed(d, l, pd, plan);
+      std::optional<PackedLayout> layout;
+      if (d.b_packed && !d.b_transposed) layout = try_packed(d, l, pd);
       set_primitive(pd, plan);
+      plan.packed = layout;  // only once the primitive reading it exists
       plan.bias_to_f32 = bias_f32;
       return true;
     } catch (const dnnl::error&) {
@@ -211,13 +213,14 @@ std::shared_ptr<const MatmulPlan> create_plan(const MatmulDesc& d, int threads) 
   // Some oneDNN kernels size their work split from the thread count at creation.
   ScopedComputeThreads scoped(threads);
   // The model is consulted for kAuto only (plan_matmul measured it before taking the lock).
+  // Few rows: the direct kernel where the model measured it faster than the native one
+  // (first: widening would take the same kernel for these rows anyway).
+  const bool direct = d.a_dtype != DType::kFloat32 && d.half_path == HalfPath::kAuto &&
+                      small_m_gemm_applies(d) && direct_pays(d.a_dtype, d.m);
   const bool widen_pays = d.a_dtype != DType::kFloat32 && d.half_path == HalfPath::kAuto &&
                           widening_pays(d.a_dtype, d.m, d.k, d.n, d.c_dtype != DType::kFloat32);
   const bool native_wanted =
       d.half_path == HalfPath::kNative || (d.half_path == HalfPath::kAuto && !widen_pays);
-  // Few rows: the direct kernel where the model measured it faster than the native one.
-  const bool direct = d.a_dtype != DType::kFloat32 && d.half_path == HalfPath::kAuto &&
-                      native_wanted && small_m_gemm_applies(d) && direct_pays(d.a_dtype, d.m);
   if (direct) {
     plan->small_m = true;
     plan->impl = "commfuse:small_m";

@@ -74,14 +74,21 @@ std::optional<PackedLayout> packed_layout(const dnnl::memory::desc& md) {
   l.n_stride = b.strides[1];
   l.bytes = md.get_size();
   l.element = 2;
+  l.padded_k = d.padded_dims[0];
+  l.padded_n = d.padded_dims[1];
   const int64_t inner = l.k_block * l.n_block * l.pair;
-  // Both outer orders have been seen; what must hold is that the blocks tile the buffer.
-  const int64_t kblocks = d.padded_dims[0] / (l.k_block * l.pair);
-  const int64_t nblocks = d.padded_dims[1] / l.n_block;
-  const bool tiles = d.padded_dims[0] % (l.k_block * l.pair) == 0 &&
-                     d.padded_dims[1] % l.n_block == 0 && l.k_stride >= inner &&
-                     l.n_stride >= inner &&
-                     static_cast<size_t>(kblocks * nblocks * inner) * 2 <= l.bytes;
+  const int64_t kspan = l.k_block * l.pair;
+  if (l.padded_k % kspan != 0 || l.padded_n % l.n_block != 0 || l.padded_k < d.dims[0] ||
+      l.padded_n < d.dims[1])
+    return std::nullopt;
+  // The blocks tile the buffer without overlap: one outer stride is a block, the other a
+  // whole run of blocks along the first (both outer orders occur), and the last block ends
+  // inside the buffer.
+  const int64_t kblocks = l.padded_k / kspan, nblocks = l.padded_n / l.n_block;
+  const bool n_outer = l.k_stride == inner && l.n_stride >= kblocks * inner;
+  const bool k_outer = l.n_stride == inner && l.k_stride >= nblocks * inner;
+  const int64_t last = (kblocks - 1) * l.k_stride + (nblocks - 1) * l.n_stride + inner;
+  const bool tiles = (n_outer || k_outer) && static_cast<size_t>(last) * 2 <= l.bytes;
   if (!tiles) return std::nullopt;
   return l;
 }
@@ -89,9 +96,7 @@ std::optional<PackedLayout> packed_layout(const dnnl::memory::desc& md) {
 void pack_b(const PackedLayout& l, const void* b, int64_t k, int64_t n, int64_t ldb, void* dst) {
   const auto* src = static_cast<const uint16_t*>(b);
   auto* out = static_cast<uint16_t*>(dst);
-  const int64_t kspan = l.k_block * l.pair;
-  const bool padded = k % kspan != 0 || n % l.n_block != 0;
-  if (padded) std::memset(dst, 0, l.bytes);
+  if (l.padded_k != k || l.padded_n != n) std::memset(dst, 0, l.bytes);
   const bool vector = use_avx512bw() && l.n_block % 32 == 0;
   const int64_t full_cols = vector ? n / l.n_block * l.n_block : 0;
   for (int64_t p = 0; p < k; p += 2) {

@@ -35,6 +35,8 @@ struct PackedLayout {
   int64_t n_stride = 0;  // elements between consecutive n blocks
   size_t bytes = 0;      // the whole packed buffer, padding included
   int64_t element = 0;   // bytes per element (2)
+  int64_t padded_k = 0;  // k and n rounded up to their blocks (the zeroed padding)
+  int64_t padded_n = 0;
 
   bool operator==(const PackedLayout&) const = default;
 };
@@ -43,7 +45,8 @@ struct PackedLayout {
 std::optional<PackedLayout> packed_layout(const dnnl::memory::desc& md);
 
 // dst (layout.bytes, any alignment) = b (k x n row-major with row stride ldb elements, 2-byte
-// elements) in `layout`, padding zeroed.
+// elements) in `layout`, padding zeroed; k and n are those of the descriptor the layout
+// came from.
 void pack_b(const PackedLayout& layout, const void* b, int64_t k, int64_t n, int64_t ldb,
             void* dst);
 

@@ -69,7 +69,8 @@ AllGatherMatmulPlanData plan_quantized(AllGatherMatmulPlanData plan) {
 // staged and 6.8-7.0 unfused. Not with more ranks than cores (W = 3 and 4 on 2 cores: 19
 // and 25 us against 15 and 16 unfused: a rank computing holds the core a peer needs).
 bool direct_blocks(const AllGatherMatmulProblem& p, int ranks_per_core) {
-  return ranks_per_core <= 1 && p.m >= 1 &&
+  // ranks_per_core 0: not known (several hosts): not assumed to be a core each.
+  return ranks_per_core == 1 && p.m >= 1 &&
          (p.dtype == DType::kFloat16 || p.dtype == DType::kBFloat16) &&
          kernels::cpu::direct_pays(p.dtype, p.m);
 }
@@ -112,9 +113,10 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
   const int64_t rows = p.m * p.world_size;
   // x2's element count is an int64 (validated); its size as fp32 may not be.
   const bool x2_cached = p.k * p.n <= kCachedX2Bytes / 4;
+  const bool direct = p.m < kMinBlockRows && direct_blocks(p, per_core);
   if (plan.schedule == AllGatherMatmulSchedule::kUnfused)
     plan.gemm_rows = rows;
-  else if (x2_cached && (p.m >= kMinBlockRows || direct_blocks(p, per_core)))
+  else if (x2_cached && (p.m >= kMinBlockRows || direct))
     plan.gemm_rows = 1;  // each arriving block on its own
   else
     plan.gemm_rows = std::max<int64_t>(1, std::min(rows, kMaxGemmRows));
@@ -122,12 +124,16 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
   // small-m kernel on the 16-bit x2 in place. Multiplied on arrival: R GEMMs over the same
   // x2, which is then widened once per execute rather than once per block (max_rows 0).
   const bool on_arrival = plan.gemm_rows == 1 && plan.schedule == AllGatherMatmulSchedule::kFused;
+  // 1-row blocks for the direct kernel: planned as such (not as many rows, which the model
+  // might widen).
   plan.gemm.max_rows = !on_arrival         ? std::max<int64_t>(1, plan.gemm_rows)
+                       : direct            ? p.m
                        : p.world_size == 1 ? std::max<int64_t>(1, p.m)
                                            : 0;
   plan.gemm.block_rows = on_arrival ? p.m : 0;
   plan_row_gemm(plan.gemm);
-  // The widened x2 and bias when oneDNN needs fp32; then, for the fused schedule, the
+  // The widened x2 and bias when oneDNN needs fp32 (or x2 packed for the native kernel);
+  // then, for the fused schedule, the
   // staging area unless rows are multiplied where they arrive or staged in gather_out (no
   // gathered copy of x1 is needed even without gather_output).
   plan.workspace_bytes = row_gemm_workspace_bytes(plan.gemm);

@@ -134,12 +134,12 @@ void plan_row_gemm(RowGemmShape& s) {
     if (const auto* layout = kernels::cpu::packed_b_layout(*kernels::cpu::plan_matmul(d)))
       s.packed = *layout;
   }
-  // The packed layout came from this very plan (when max_rows > 0): it reads b packed.
-  bool packed = false;
-  s.full_block = s.max_rows > 0 && s.k > 0 && s.n > 0
-                     ? kernels::cpu::plan_matmul_over(gemm_desc(s, s.widen, s.max_rows),
-                                                      s.packed ? &*s.packed : nullptr, &packed)
-                     : nullptr;
+  s.full_block_packed = false;
+  s.full_block =
+      s.max_rows > 0 && s.k > 0 && s.n > 0
+          ? kernels::cpu::plan_matmul_over(gemm_desc(s, s.widen, s.max_rows),
+                                           s.packed ? &*s.packed : nullptr, &s.full_block_packed)
+          : nullptr;
   s.planned = true;
 }
 
@@ -190,7 +190,7 @@ void RowGemm::gemm(const void* a_ready, int64_t rows, void* c) const {
   if (rows == 0) return;
   // The packed b where this block's plan reads the layout it was packed in; b otherwise
   // (a plan for another row count may have chosen another layout, or none).
-  bool packed = s_.packed.has_value() && rows == s_.max_rows;
+  bool packed = s_.full_block_packed && rows == s_.max_rows;
   std::shared_ptr<const kernels::cpu::MatmulPlan> plan = s_.full_block;
   if (!plan || rows != s_.max_rows)
     plan =

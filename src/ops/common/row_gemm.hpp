@@ -43,6 +43,7 @@ struct RowGemmShape {
   // b packed once per execute into the workspace (kernels/cpu/packed_b.hpp) in this layout,
   // for GEMMs whose plan reads that layout; unset: b read in place.
   std::optional<kernels::cpu::PackedLayout> packed;
+  bool full_block_packed = false;  // full_block reads the packed x2
 };
 
 // Whether an execute whose GEMMs take up to max_rows rows (0: many calls of arriving
@@ -52,7 +53,8 @@ bool packing_x2_pays(int64_t max_rows);
 // Decides widening and plans the max_rows-row GEMM (after max_rows is set).
 void plan_row_gemm(RowGemmShape& s);
 
-// Workspace bytes RowGemm needs for this shape (the widened b and bias; 0 if native).
+// Workspace bytes RowGemm needs for this shape: the packed x2 (when packed), else the
+// widened b and bias (when widened), else 0.
 size_t row_gemm_workspace_bytes(const RowGemmShape& s);
 // One line for a plan description: the GEMM a block of `rows` rows runs (oneDNN's
 // implementation, and "<dtype> widened to float32 (<why>)" where this layer
