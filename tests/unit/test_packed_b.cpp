@@ -21,7 +21,6 @@
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/matmul_plan.hpp"
 #include "kernels/cpu/packed_b.hpp"
-#include "ops/common/row_gemm.hpp"
 
 namespace cpu = commfuse::kernels::cpu;
 using commfuse::DType;
@@ -146,13 +145,13 @@ TEST(PackedB, TransposedOrWidenedPlansReadBPlain) {
 
 TEST(PackedB, PackingPolicyFollowsCallsAndThePin) {
   unsetenv("COMMFUSE_PACK_X2");
-  EXPECT_TRUE(commfuse::ops::packing_x2_pays(0));     // blocks multiplied as they arrive
-  EXPECT_TRUE(commfuse::ops::packing_x2_pays(2048));  // one call of many rows
-  EXPECT_FALSE(commfuse::ops::packing_x2_pays(2));    // tiny: the pack costs what it saves
+  EXPECT_TRUE(cpu::packing_pays(0));     // blocks multiplied as they arrive
+  EXPECT_TRUE(cpu::packing_pays(2048));  // one call of many rows
+  EXPECT_FALSE(cpu::packing_pays(2));    // tiny: the pack costs what it saves
   setenv("COMMFUSE_PACK_X2", "never", 1);
-  EXPECT_FALSE(commfuse::ops::packing_x2_pays(0));
+  EXPECT_FALSE(cpu::packing_pays(0));
   setenv("COMMFUSE_PACK_X2", "always", 1);
-  EXPECT_TRUE(commfuse::ops::packing_x2_pays(2));
+  EXPECT_TRUE(cpu::packing_pays(2));
   unsetenv("COMMFUSE_PACK_X2");
 }
 

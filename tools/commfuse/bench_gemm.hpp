@@ -12,24 +12,20 @@
 
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/packed_b.hpp"
-#include "ops/common/row_gemm.hpp"
 
 namespace commfuse::cli {
 
 class BenchGemm {
  public:
   explicit BenchGemm(const kernels::cpu::MatmulDesc& d) : desc_(d) {
-    if (d.a_dtype != DType::kFloat32 && !d.b_transposed && ops::packing_x2_pays(d.m)) {
-      kernels::cpu::MatmulDesc packed = d;
-      packed.b_packed = true;
-      plan_ = kernels::cpu::plan_matmul(packed);
-      if (const auto* layout = kernels::cpu::packed_b_layout(*plan_)) {
-        layout_ = *layout;
-        buffer_ = std::make_shared<std::vector<uint8_t>>(layout->bytes + 64);
-        return;
-      }
-    }
-    plan_ = kernels::cpu::plan_matmul(d);
+    if (d.a_dtype != DType::kFloat32 && !d.b_transposed && kernels::cpu::packing_pays(d.m))
+      layout_ = kernels::cpu::layout_for(d);
+    bool packed = false;
+    plan_ = kernels::cpu::plan_matmul_over(d, layout_ ? &*layout_ : nullptr, &packed);
+    if (packed)
+      buffer_ = std::make_shared<std::vector<uint8_t>>(layout_->bytes + 64);
+    else
+      layout_.reset();
   }
 
   // c = a @ b, b row-major as desc says (packed first when this GEMM reads it packed).

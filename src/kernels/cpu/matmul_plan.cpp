@@ -167,6 +167,13 @@ void plan_widened(const MatmulDesc& d, MatmulPlan& plan) {
   plan.bias_to_f32 = d.has_bias && d.bias_dtype != DType::kFloat32;
 }
 
+// The direct few-rows kernel (small_m_gemm.hpp): no oneDNN primitive.
+void plan_small_m(const MatmulDesc& d, MatmulPlan& plan) {
+  plan.small_m = true;
+  plan.impl = "commfuse:small_m";
+  plan.bias_to_f32 = d.has_bias && d.bias_dtype != DType::kFloat32;
+}
+
 // fp32 on OpenBLAS: forced, or the machine model's choice (measured before the lock).
 bool use_openblas(const MatmulDesc& d, int threads) {
   switch (d.provider) {
@@ -222,18 +229,14 @@ std::shared_ptr<const MatmulPlan> create_plan(const MatmulDesc& d, int threads) 
   const bool native_wanted =
       d.half_path == HalfPath::kNative || (d.half_path == HalfPath::kAuto && !widen_pays);
   if (direct) {
-    plan->small_m = true;
-    plan->impl = "commfuse:small_m";
     plan->widen_reason = "direct kernel faster here";
-    plan->bias_to_f32 = d.has_bias && d.bias_dtype != DType::kFloat32;
+    plan_small_m(d, *plan);
   } else if (d.a_dtype != DType::kFloat32 && !(native_wanted && try_native(d, *plan))) {
     plan->widen_reason = widen_pays                          ? "fp32 faster here"
                          : d.half_path == HalfPath::kWidened ? "forced"
                                                              : "no native kernel";
     if (small_m_gemm_applies(d)) {
-      plan->small_m = true;
-      plan->impl = "commfuse:small_m";
-      plan->bias_to_f32 = d.has_bias && d.bias_dtype != DType::kFloat32;
+      plan_small_m(d, *plan);
     } else {
       plan_widened(d, *plan);
     }

@@ -1,8 +1,10 @@
 #include "kernels/cpu/packed_b.hpp"
 
 #include <cstring>
+#include <string>
 
 #include "core/cpu_features.hpp"
+#include "core/params.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -73,7 +75,6 @@ std::optional<PackedLayout> packed_layout(const dnnl::memory::desc& md) {
   l.k_stride = b.strides[0];
   l.n_stride = b.strides[1];
   l.bytes = md.get_size();
-  l.element = 2;
   l.padded_k = d.padded_dims[0];
   l.padded_n = d.padded_dims[1];
   const int64_t inner = l.k_block * l.n_block * l.pair;
@@ -112,6 +113,19 @@ void pack_b(const PackedLayout& l, const void* b, int64_t k, int64_t n, int64_t 
     pair_scalar(l, r0, r1, p, 0, n, out);
 #endif
   }
+}
+
+bool packing_pays(int64_t max_rows) {
+  const std::string pin = params::get_string("COMMFUSE_PACK_X2");
+  if (pin == "never") return false;
+  return pin == "always" || max_rows == 0 || max_rows >= 64;
+}
+
+std::optional<PackedLayout> layout_for(MatmulDesc d) {
+  d.b_packed = true;
+  const PackedLayout* layout = packed_b_layout(*plan_matmul(d));
+  if (layout == nullptr) return std::nullopt;
+  return *layout;
 }
 
 }  // namespace commfuse::kernels::cpu

@@ -25,6 +25,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "kernels/cpu/matmul.hpp"
+
 namespace commfuse::kernels::cpu {
 
 struct PackedLayout {
@@ -34,7 +36,6 @@ struct PackedLayout {
   int64_t k_stride = 0;  // elements between consecutive k blocks (of k_block * pair rows)
   int64_t n_stride = 0;  // elements between consecutive n blocks
   size_t bytes = 0;      // the whole packed buffer, padding included
-  int64_t element = 0;   // bytes per element (2)
   int64_t padded_k = 0;  // k and n rounded up to their blocks (the zeroed padding)
   int64_t padded_n = 0;
 
@@ -49,5 +50,15 @@ std::optional<PackedLayout> packed_layout(const dnnl::memory::desc& md);
 // came from.
 void pack_b(const PackedLayout& layout, const void* b, int64_t k, int64_t n, int64_t ldb,
             void* dst);
+
+// Whether an execute whose GEMMs over one x2 take up to max_rows rows (0: several calls,
+// e.g. blocks multiplied as they arrive) packs that x2 once: several calls, or one of at
+// least 64 rows (128 rows of k = 4096, n = 64 ran 53 us plain, 34.5 us packed + 11 us to
+// pack once; 16 rows of k = n = 4096 gained nothing). COMMFUSE_PACK_X2 pins it.
+bool packing_pays(int64_t max_rows);
+
+// The layout the plan of d, asked to read b packed (d.b_packed), reads b in; none where
+// that plan reads b row-major (matmul.hpp: b_packed).
+std::optional<PackedLayout> layout_for(MatmulDesc d);
 
 }  // namespace commfuse::kernels::cpu

@@ -11,7 +11,6 @@
 #include "kernels/cpu/int_matmul.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/small_m_int_gemm.hpp"
-#include "ops/common/row_gemm.hpp"
 
 namespace commfuse::ops {
 namespace {
@@ -104,11 +103,8 @@ void plan_quant_gemm(QuantGemmShape& s) {
         static_cast<int64_t>(commfuse::cpu::l2_cache_bytes() / 2), s.k * s.n * es);
     s.chunk_rows = std::min(s.chunk_rows, std::max(kMinChunkRows, keep / (es * s.k)));
     s.packed.reset();
-    if (s.decode_to_bf16 && !s.b.transposed && packing_x2_pays(s.max_rows)) {
-      cpu::MatmulDesc d = float_desc(s, s.chunk_rows);
-      d.b_packed = true;
-      if (const auto* layout = cpu::packed_b_layout(*cpu::plan_matmul(d))) s.packed = *layout;
-    }
+    if (s.decode_to_bf16 && !s.b.transposed && cpu::packing_pays(s.max_rows))
+      s.packed = cpu::layout_for(float_desc(s, s.chunk_rows));
   }
 }
 

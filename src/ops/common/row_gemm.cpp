@@ -7,7 +7,6 @@
 
 #include "core/convert_fast.hpp"
 #include "core/error.hpp"
-#include "core/params.hpp"
 #include "core/trace.hpp"
 #include "kernels/cpu/copy.hpp"
 #include "kernels/cpu/half_gemm_model.hpp"
@@ -43,27 +42,12 @@ float* thread_buffer(int which, size_t count) {
   return buf[which].get();
 }
 
-// Rows from which one GEMM call already gains by reading b packed (packed_b.hpp: 128 rows
-// of k = 4096, n = 64 ran 53 us plain, 34.5 us packed + 11 us to pack, once; 16 rows of
-// k = n = 4096 gained nothing: the pack costs what the call saves).
-constexpr int64_t kPackMinRows = 64;
-
-}  // namespace
-
-bool packing_x2_pays(int64_t max_rows) {
-  const std::string pin = params::get_string("COMMFUSE_PACK_X2");
-  if (pin == "never") return false;
-  return pin == "always" || max_rows == 0 || max_rows >= kPackMinRows;
-}
-
-namespace {
-
 // Whether this execute packs b once: it runs several GEMMs over b (blocks multiplied on
 // arrival, max_rows 0) or one of many rows; never when b is widened (then the fp32 copy is
 // what the GEMM reads) or transposed. COMMFUSE_PACK_X2 pins it for tests and comparisons.
 bool wants_packed(const RowGemmShape& s) {
   if (s.widen || s.b.transposed || s.dtype == DType::kFloat32 || s.k <= 0 || s.n <= 0) return false;
-  return packing_x2_pays(s.max_rows);
+  return kernels::cpu::packing_pays(s.max_rows);
 }
 
 }  // namespace
@@ -128,11 +112,8 @@ void plan_row_gemm(RowGemmShape& s) {
   if (wants_packed(s)) {
     // The layout of a max_rows-row block (or of a typical arriving block): blocks of other
     // sizes use it where their plan asks for the same layout (RowGemm::gemm).
-    kernels::cpu::MatmulDesc d =
-        gemm_desc(s, false, s.max_rows > 0 ? s.max_rows : (s.block_rows > 0 ? s.block_rows : 256));
-    d.b_packed = true;
-    if (const auto* layout = kernels::cpu::packed_b_layout(*kernels::cpu::plan_matmul(d)))
-      s.packed = *layout;
+    s.packed = kernels::cpu::layout_for(
+        gemm_desc(s, false, s.max_rows > 0 ? s.max_rows : (s.block_rows > 0 ? s.block_rows : 256)));
   }
   s.full_block_packed = false;
   s.full_block =

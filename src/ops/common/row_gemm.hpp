@@ -46,10 +46,6 @@ struct RowGemmShape {
   bool full_block_packed = false;  // full_block reads the packed x2
 };
 
-// Whether an execute whose GEMMs take up to max_rows rows (0: many calls of arriving
-// blocks) packs its 16-bit x2 once (kernels/cpu/packed_b.hpp); COMMFUSE_PACK_X2 pins it.
-bool packing_x2_pays(int64_t max_rows);
-
 // Decides widening and plans the max_rows-row GEMM (after max_rows is set).
 void plan_row_gemm(RowGemmShape& s);
 
