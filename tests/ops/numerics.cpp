@@ -10,8 +10,11 @@
 // all_gather_matmul, R·k for the reducing ops) plus the bias add.
 #include "numerics.hpp"
 
+#include "ops/common/plan_cache.hpp"
+
 #include <commfuse/commfuse.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -111,25 +114,36 @@ void compare(const Case& c, const char* op, const std::vector<uint8_t>& out,
 
 // ---- all_gather_matmul ----
 
-void run_all_gather_matmul(commfuse::Comm& comm, const Case& c, uint64_t tag, int64_t m, int64_t k,
-                           int64_t n, bool gather_output) {
-  const int R = comm.world_size(), me = comm.rank();
-  const Operands mine = make_operands(c, me, tag, m, k, n);
-  std::vector<uint8_t> output(static_cast<size_t>(m * R * n) * elem_bytes(c.dtype), 0xCD);
-  std::vector<uint8_t> gather(
-      gather_output ? static_cast<size_t>(m * R * k) * elem_bytes(c.dtype) : 0, 0xCD);
-  commfuse::AllGatherMatmulOptions o;
-  o.bias = bias_view(mine, n);
-  o.gather_output = gather_output;
-  o.comm_turn = c.comm_turn;
-  const commfuse::TensorView gv = gather_output
-                                      ? commfuse::TensorView(gather.data(), c.dtype, {m * R, k})
-                                      : commfuse::TensorView(nullptr, c.dtype, {0});
-  commfuse::all_gather_matmul(commfuse::TensorView(mine.x1.data(), c.dtype, {m, k}),
-                              x2_view(mine, c, k, n), comm.name(), R,
-                              commfuse::TensorView(output.data(), c.dtype, {m * R, n}), gv, o);
+// One rank's all_gather_matmul call: its operands and output buffers (0xCD until written).
+struct AgmCall {
+  Operands mine;
+  std::vector<uint8_t> output, gather;
+  commfuse::AllGatherMatmulOptions options;
+  commfuse::TensorView x1, x2, out, gather_view;
+};
 
-  // Reference: gather_out = concat of every rank's x1 (bitwise); output = gather_out @ x2 + b.
+AgmCall agm_call(const commfuse::Comm& comm, const Case& c, uint64_t tag, int64_t m, int64_t k,
+                 int64_t n, bool gather_output) {
+  const int R = comm.world_size();
+  AgmCall a;
+  a.mine = make_operands(c, comm.rank(), tag, m, k, n);
+  a.output.assign(static_cast<size_t>(m * R * n) * elem_bytes(c.dtype), 0xCD);
+  a.gather.assign(gather_output ? static_cast<size_t>(m * R * k) * elem_bytes(c.dtype) : 0, 0xCD);
+  a.options.bias = bias_view(a.mine, n);
+  a.options.gather_output = gather_output;
+  a.options.comm_turn = c.comm_turn;
+  a.x1 = commfuse::TensorView(a.mine.x1.data(), c.dtype, {m, k});
+  a.x2 = x2_view(a.mine, c, k, n);
+  a.out = commfuse::TensorView(a.output.data(), c.dtype, {m * R, n});
+  a.gather_view = gather_output ? commfuse::TensorView(a.gather.data(), c.dtype, {m * R, k})
+                                : commfuse::TensorView(nullptr, c.dtype, {0});
+  return a;
+}
+
+// Reference: gather_out = concat of every rank's x1 (bitwise); output = gather_out @ x2 + b.
+void check_agm(const commfuse::Comm& comm, const Case& c, uint64_t tag, int64_t m, int64_t k,
+               int64_t n, const AgmCall& a) {
+  const int R = comm.world_size();
   std::vector<uint8_t> want_gather;
   std::vector<double> gathered;
   for (int s = 0; s < R; ++s) {
@@ -137,23 +151,31 @@ void run_all_gather_matmul(commfuse::Comm& comm, const Case& c, uint64_t tag, in
     want_gather.insert(want_gather.end(), o_s.x1.begin(), o_s.x1.end());
     gathered.insert(gathered.end(), o_s.x1d.begin(), o_s.x1d.end());
   }
-  if (gather_output)
-    EXPECT(gather == want_gather, "%s: gather_out differs from the ranks' x1",
+  if (a.options.gather_output)
+    EXPECT(a.gather == want_gather, "%s: gather_out differs from the ranks' x1",
            describe(c, "all_gather_matmul").c_str());
   std::vector<double> ref(static_cast<size_t>(m * R * n)), sum_abs(ref.size());
   for (int64_t i = 0; i < m * R; ++i)
     for (int64_t j = 0; j < n; ++j) {
-      double acc = mine.biasd.empty() ? 0.0 : mine.biasd[j];
+      double acc = a.mine.biasd.empty() ? 0.0 : a.mine.biasd[j];
       double abs = std::fabs(acc);
       for (int64_t t = 0; t < k; ++t) {
-        const double p = gathered[i * k + t] * mine.x2d[t * n + j];
+        const double p = gathered[i * k + t] * a.mine.x2d[t * n + j];
         acc += p;
         abs += std::fabs(p);
       }
       ref[i * n + j] = acc;
       sum_abs[i * n + j] = abs;
     }
-  compare(c, "all_gather_matmul", output, ref, sum_abs, static_cast<int>(k));
+  compare(c, "all_gather_matmul", a.output, ref, sum_abs, static_cast<int>(k));
+}
+
+void run_all_gather_matmul(commfuse::Comm& comm, const Case& c, uint64_t tag, int64_t m, int64_t k,
+                           int64_t n, bool gather_output) {
+  const AgmCall a = agm_call(comm, c, tag, m, k, n, gather_output);
+  commfuse::all_gather_matmul(a.x1, a.x2, comm.name(), comm.world_size(), a.out, a.gather_view,
+                              a.options);
+  check_agm(comm, c, tag, m, k, n, a);
 }
 
 // ---- matmul_reduce_scatter / matmul_all_reduce ----
@@ -181,6 +203,11 @@ void reduce_reference(const Case& c, int R, uint64_t tag, int64_t m, int64_t k, 
   }
 }
 
+void check_mrs(const commfuse::Comm& comm, const Case& c, uint64_t tag, int64_t m, int64_t k,
+               int64_t n, const std::vector<uint8_t>& output);
+void check_mar(commfuse::Comm& comm, const Case& c, uint64_t tag, int64_t m, int64_t k, int64_t n,
+               const std::vector<uint8_t>& output);
+
 void run_matmul_reduce_scatter(commfuse::Comm& comm, const Case& c, uint64_t tag, int64_t m,
                                int64_t k, int64_t n) {
   const int R = comm.world_size(), me = comm.rank();
@@ -193,6 +220,14 @@ void run_matmul_reduce_scatter(commfuse::Comm& comm, const Case& c, uint64_t tag
   commfuse::matmul_reduce_scatter(commfuse::TensorView(mine.x1.data(), c.dtype, {m, k}),
                                   x2_view(mine, c, k, n), comm.name(), R,
                                   commfuse::TensorView(output.data(), c.dtype, {rows, n}), o);
+  check_mrs(comm, c, tag, m, k, n, output);
+}
+
+// This rank's m/R rows of Σ_s x1_s @ x2_s + bias.
+void check_mrs(const commfuse::Comm& comm, const Case& c, uint64_t tag, int64_t m, int64_t k,
+               int64_t n, const std::vector<uint8_t>& output) {
+  const int R = comm.world_size(), me = comm.rank();
+  const int64_t rows = m / R;
   std::vector<double> ref, sum_abs;
   reduce_reference(c, R, tag, m, k, n, ref, sum_abs);
   const auto first = static_cast<std::ptrdiff_t>(me * rows * n);
@@ -206,7 +241,7 @@ void run_matmul_reduce_scatter(commfuse::Comm& comm, const Case& c, uint64_t tag
 // x1 is (b, s, k) when b > 0, else (m, k).
 void run_matmul_all_reduce(commfuse::Comm& comm, const Case& c, uint64_t tag, int64_t m, int64_t k,
                            int64_t n, int64_t b) {
-  const int R = comm.world_size(), me = comm.rank();
+  const int me = comm.rank();
   const Operands mine = make_operands(c, me, tag, m, k, n);
   std::vector<uint8_t> output(static_cast<size_t>(m * n) * elem_bytes(c.dtype), 0xCD);
   commfuse::MatmulReduceOptions o;
@@ -217,6 +252,13 @@ void run_matmul_all_reduce(commfuse::Comm& comm, const Case& c, uint64_t tag, in
   const auto out = b > 0 ? commfuse::TensorView(output.data(), c.dtype, {b, m / b, n})
                          : commfuse::TensorView(output.data(), c.dtype, {m, n});
   commfuse::matmul_all_reduce(x1, x2_view(mine, c, k, n), comm.name(), out, o);
+  check_mar(comm, c, tag, m, k, n, output);
+}
+
+// Σ_s x1_s @ x2_s + bias, bitwise the same on every rank.
+void check_mar(commfuse::Comm& comm, const Case& c, uint64_t tag, int64_t m, int64_t k, int64_t n,
+               const std::vector<uint8_t>& output) {
+  const int R = comm.world_size();
   std::vector<double> ref, sum_abs;
   reduce_reference(c, R, tag, m, k, n, ref, sum_abs);
   compare(c, "matmul_all_reduce", output, ref, sum_abs, static_cast<int>(R * k));
@@ -228,6 +270,80 @@ void run_matmul_all_reduce(commfuse::Comm& comm, const Case& c, uint64_t tag, in
                std::memcmp(all.data(), all.data() + s * output.size(), output.size()) == 0,
            "%s: rank %d's output differs from rank 0's", describe(c, "matmul_all_reduce").c_str(),
            s);
+}
+
+// ---- the plan cache (src/ops/common/plan_cache.hpp) ----
+
+template <typename Plan>
+void execute(Plan& plan) {
+  std::vector<float> workspace(plan.workspace_size() / sizeof(float) + 1);
+  plan.execute(workspace.data(), plan.workspace_size());
+}
+
+bool untouched(const std::vector<uint8_t>& v) {
+  return std::all_of(v.begin(), v.end(), [](uint8_t b) { return b == 0xCD; });
+}
+
+// Two plans of one descriptor over different buffers, both alive: the second comes from the
+// cache and must run on its own pointers (x1, x2, bias, output, gather_out), leaving the
+// first call's buffers alone; the first still runs on its own.
+void check_plan_cache(commfuse::Comm& comm, uint64_t& tag) {
+  const int R = comm.world_size();
+  const int64_t k = 64, n = 24;
+  for (DType dt : {DType::kBFloat16, DType::kFloat32})
+    for (bool tr : {false, true}) {
+      const Case c{dt, BiasKind::kSameDtype, tr, false, 0};
+      const uint64_t ta = tag++, tb = tag++;
+      AgmCall a = agm_call(comm, c, ta, 5, k, n, true), b = agm_call(comm, c, tb, 5, k, n, true);
+      commfuse::AllGatherMatmulPlan pa(a.x1, a.x2, comm.name(), R, a.out, a.gather_view, a.options);
+      const uint64_t hits = commfuse::ops::plan_cache_stats("all_gather_matmul").hits;
+      commfuse::AllGatherMatmulPlan pb(b.x1, b.x2, comm.name(), R, b.out, b.gather_view, b.options);
+      EXPECT(commfuse::ops::plan_cache_stats("all_gather_matmul").hits == hits + 1,
+             "%s: the second plan of one descriptor did not come from the plan cache",
+             describe(c, "all_gather_matmul").c_str());
+      execute(pb);
+      EXPECT(untouched(a.output) && untouched(a.gather),
+             "%s: a plan of the same descriptor wrote the first plan's buffers",
+             describe(c, "all_gather_matmul").c_str());
+      check_agm(comm, c, tb, 5, k, n, b);
+      execute(pa);
+      check_agm(comm, c, ta, 5, k, n, a);
+
+      // The reducing ops: x1, x2, bias and output of each call.
+      const int64_t m = 2 * R, rows = m / R;
+      const Operands ra = make_operands(c, comm.rank(), ta, m, k, n);
+      const Operands rb = make_operands(c, comm.rank(), tb, m, k, n);
+      std::vector<uint8_t> oa(static_cast<size_t>(rows * n) * elem_bytes(dt), 0xCD), ob = oa;
+      commfuse::MatmulReduceOptions opa, opb;
+      opa.bias = bias_view(ra, n);
+      opb.bias = bias_view(rb, n);
+      commfuse::MatmulReduceScatterPlan sa(commfuse::TensorView(ra.x1.data(), dt, {m, k}),
+                                           x2_view(ra, c, k, n), comm.name(), R,
+                                           commfuse::TensorView(oa.data(), dt, {rows, n}), opa);
+      commfuse::MatmulReduceScatterPlan sb(commfuse::TensorView(rb.x1.data(), dt, {m, k}),
+                                           x2_view(rb, c, k, n), comm.name(), R,
+                                           commfuse::TensorView(ob.data(), dt, {rows, n}), opb);
+      execute(sb);
+      EXPECT(untouched(oa), "%s: a plan of the same descriptor wrote the first plan's output",
+             describe(c, "matmul_reduce_scatter").c_str());
+      check_mrs(comm, c, tb, m, k, n, ob);
+      execute(sa);
+      check_mrs(comm, c, ta, m, k, n, oa);
+
+      std::vector<uint8_t> aa(static_cast<size_t>(m * n) * elem_bytes(dt), 0xCD), ab = aa;
+      commfuse::MatmulAllReducePlan qa(commfuse::TensorView(ra.x1.data(), dt, {m, k}),
+                                       x2_view(ra, c, k, n), comm.name(),
+                                       commfuse::TensorView(aa.data(), dt, {m, n}), opa);
+      commfuse::MatmulAllReducePlan qb(commfuse::TensorView(rb.x1.data(), dt, {m, k}),
+                                       x2_view(rb, c, k, n), comm.name(),
+                                       commfuse::TensorView(ab.data(), dt, {m, n}), opb);
+      execute(qb);
+      EXPECT(untouched(aa), "%s: a plan of the same descriptor wrote the first plan's output",
+             describe(c, "matmul_all_reduce").c_str());
+      check_mar(comm, c, tb, m, k, n, ab);
+      execute(qa);
+      check_mar(comm, c, ta, m, k, n, aa);
+    }
 }
 
 // The algorithm every op below runs: what COMMFUSE_ALGO forces, else the list's choice, which
@@ -353,6 +469,7 @@ int case_numerics(commfuse::Comm& comm) {
       run_matmul_all_reduce(comm, c, tag++, 8 * R, k, 32, 0);
     }
   }
+  check_plan_cache(comm, tag);
   check_quant_all_gather_matmul(comm, tag);
   return 0;
 }

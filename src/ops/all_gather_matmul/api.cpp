@@ -15,7 +15,7 @@ AllGatherMatmulPlan::AllGatherMatmulPlan(const TensorView& x1, const TensorView&
                                          const AllGatherMatmulOptions& options)
     : data_(std::make_unique<ops::AllGatherMatmulPlanData>(
           ops::plan_or_reject(ops::kAllGatherMatmulOp, group, [&] {
-            return ops::plan_all_gather_matmul(ops::validate_all_gather_matmul(
+            return ops::plan_all_gather_matmul_cached(ops::validate_all_gather_matmul(
                 x1, x2, group, world_size, output, gather_out, options));
           }))) {
   data_->signature =

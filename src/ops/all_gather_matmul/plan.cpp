@@ -155,6 +155,45 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
   return plan;
 }
 
+namespace {
+
+PlanKey plan_key(const AllGatherMatmulProblem& p) {
+  PlanKey key(kAllGatherMatmulOp, p.group);
+  key.add(p.rank).add(p.world_size).add(static_cast<int64_t>(p.dtype));
+  key.add(static_cast<int64_t>(p.out_dtype)).add(p.m).add(p.k).add(p.n);
+  key.add(p.x2).add(p.bias).add(p.quant).add(p.comm_turn);
+  // The schedule stages rows in gather_out when there is one.
+  key.add(p.gather_out != nullptr ? 1 : 0);
+  return key;
+}
+
+// The call's pointers in the shapes planning copied them into (plan_all_gather_matmul,
+// plan_quantized); the problem's own come with it.
+void bind_pointers(AllGatherMatmulPlanData& plan) {
+  const AllGatherMatmulProblem& p = plan.problem;
+  if (p.quant.quantized()) {
+    plan.qgemm.q = p.quant;
+    plan.qgemm.b = p.x2;
+    plan.qgemm.bias = p.bias;
+  } else {
+    plan.gemm.b = p.x2;
+    plan.gemm.bias = p.bias;
+  }
+}
+
+}  // namespace
+
+AllGatherMatmulPlanData plan_all_gather_matmul_cached(AllGatherMatmulProblem problem) {
+  // Never destroyed: a plan may be made while static objects are being torn down.
+  static auto* const cache = new PlanCache<AllGatherMatmulPlanData>(kAllGatherMatmulOp);
+  return cache->get(
+      plan_key(problem), [&] { return plan_all_gather_matmul(problem); },
+      [&](AllGatherMatmulPlanData& plan) {
+        plan.problem = std::move(problem);
+        bind_pointers(plan);
+      });
+}
+
 std::string describe(const AllGatherMatmulPlanData& plan) {
   const AllGatherMatmulProblem& p = plan.problem;
   const int64_t rows = p.m * p.world_size;

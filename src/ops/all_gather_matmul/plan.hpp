@@ -16,6 +16,7 @@
 #include <string>
 
 #include "comm/call_check.hpp"
+#include "ops/common/plan_cache.hpp"
 #include "ops/common/quant_operands.hpp"
 #include "ops/common/quant_row_gemm.hpp"
 #include "ops/common/row_gemm.hpp"
@@ -108,6 +109,9 @@ inline constexpr int kCrowdedRanksPerCore = 4;
 inline constexpr int64_t kCrowdedMinBlockMacs = int64_t{4} << 20;
 
 AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem);
+// The same, from the plan cache when a call with the same descriptor was planned before
+// (ops/common/plan_cache.hpp): what the API's plan constructor calls.
+AllGatherMatmulPlanData plan_all_gather_matmul_cached(AllGatherMatmulProblem problem);
 // One line: op, shape, schedule, GEMM batching, workspace and the block GEMM's kernel (as
 // COMMFUSE_VERBOSE prints it and AllGatherMatmulPlan::description() returns it).
 std::string describe(const AllGatherMatmulPlanData& plan);

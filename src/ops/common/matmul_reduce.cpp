@@ -92,8 +92,26 @@ PartialShape partial_product_shape(const MatmulReduceProblem& p) {
   return s;
 }
 
+PlanKey plan_key(const char* op, const MatmulReduceProblem& p) {
+  PlanKey key(op, p.group);
+  key.add(p.rank).add(p.world_size).add(static_cast<int64_t>(p.dtype));
+  key.add(static_cast<int64_t>(p.out_dtype)).add(p.m).add(p.k).add(p.n);
+  key.add(p.x2).add(p.bias).add(p.quant).add(p.comm_turn);
+  return key;
+}
+
+void bind_pointers(PartialShape& s, const MatmulReduceProblem& p) {
+  if (s.quantized) {
+    s.qgemm.q = p.quant;
+    s.qgemm.b = p.x2;
+  } else {
+    s.gemm.b = p.x2;
+  }
+}
+
 PartialGemm::PartialGemm(const PartialShape& s, const MatmulReduceProblem& p, void* workspace)
-    : x1_(static_cast<const uint8_t*>(p.x1)),
+    : shape_(s),
+      x1_(static_cast<const uint8_t*>(p.x1)),
       x1_row_bytes_(dtype_storage_bytes(p.dtype, static_cast<size_t>(p.k))),
       scales_{p.quant.x1_scale, p.quant.x1_per_token} {
   if (s.quantized)
@@ -116,8 +134,8 @@ size_t matmul_reduce_workspace_bytes(const MatmulReduceProblem& p) {
          static_cast<size_t>(p.n + p.m * p.n) * sizeof(float);
 }
 
-float* matmul_reduce_partial(const MatmulReduceProblem& p, void* workspace) {
-  return matmul_reduce_bias32(p, workspace) + p.n;
+float* matmul_reduce_partial(const PartialShape& s, const MatmulReduceProblem& p, void* workspace) {
+  return matmul_reduce_bias32(s, workspace) + p.n;
 }
 
 LazyPartial::LazyPartial(const PartialGemm& gemm, const MatmulReduceProblem& p, float* partial,
@@ -148,8 +166,8 @@ const float* LazyPartial::rows(int r, int64_t row, int64_t rows) {
   return partial_ + (r * range_rows_ + row) * n_;
 }
 
-float* matmul_reduce_bias32(const MatmulReduceProblem& p, void* workspace) {
-  const size_t gemm = partial_gemm_workspace_bytes(partial_product_shape(p));
+float* matmul_reduce_bias32(const PartialShape& s, void* workspace) {
+  const size_t gemm = partial_gemm_workspace_bytes(s);
   return static_cast<float*>(workspace) + (gemm + sizeof(float) - 1) / sizeof(float);
 }
 
@@ -162,7 +180,7 @@ uint64_t matmul_reduce_piece_bytes(const MatmulReduceProblem& p, int64_t rows) {
 
 void reduce_scatter_partials(const MatmulReduceProblem& p, const PartialGemm& gemm,
                              comm::CommImpl& comm, void* workspace, void* out_rows) {
-  float* bias32 = matmul_reduce_bias32(p, workspace);
+  float* bias32 = matmul_reduce_bias32(gemm.shape(), workspace);
   widen_bias(p.bias, p.n, bias32);
   const int64_t rows_per_rank = p.m / p.world_size;
   const uint64_t row_bytes = static_cast<uint64_t>(p.n) * sizeof(float);
@@ -173,8 +191,8 @@ void reduce_scatter_partials(const MatmulReduceProblem& p, const PartialGemm& ge
   as.bytes = static_cast<uint64_t>(rows_per_rank) * row_bytes;
   as.unit = row_bytes;
   as.max_piece = matmul_reduce_piece_bytes(p, rows_per_rank);
-  LazyPartial partial(gemm, p, matmul_reduce_partial(p, workspace), p.world_size, rows_per_rank,
-                      comm.transport().overlaps_compute());
+  LazyPartial partial(gemm, p, matmul_reduce_partial(gemm.shape(), p, workspace), p.world_size,
+                      rows_per_rank, comm.transport().overlaps_compute());
   as.pack = [&](int to, uint8_t* dst, uint64_t off, uint64_t n) {
     std::memcpy(dst,
                 partial.rows(to, static_cast<int64_t>(off / row_bytes),

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "comm/comm_impl.hpp"
+#include "ops/common/plan_cache.hpp"
 #include "ops/common/quant_operands.hpp"
 #include "ops/common/quant_row_gemm.hpp"
 #include "ops/common/row_gemm.hpp"
@@ -60,8 +61,13 @@ struct PartialShape {
   QuantGemmShape qgemm;
   bool quantized = false;
 };
-// Planned (both ops' plan step, and again for the workspace offsets at execute).
+// Planned (both ops' plan step).
 PartialShape partial_product_shape(const MatmulReduceProblem& p);
+
+// The plan cache's descriptor of a validated problem (plan_cache.hpp), and the call's
+// pointers in a cached partial-product shape (what partial_product_shape copies from p).
+PlanKey plan_key(const char* op, const MatmulReduceProblem& p);
+void bind_pointers(PartialShape& s, const MatmulReduceProblem& p);
 
 class PartialGemm {
  public:
@@ -69,8 +75,10 @@ class PartialGemm {
   PartialGemm(const PartialShape& s, const MatmulReduceProblem& p, void* workspace);
   // c (rows x n fp32, dense) = x1's rows [first, first + rows) @ x2, dequantized.
   void run(int64_t first, int64_t rows, float* c) const;
+  const PartialShape& shape() const { return shape_; }
 
  private:
+  const PartialShape& shape_;  // the plan's (outlives the execute)
   std::optional<RowGemm> float_;
   std::optional<QuantRowGemm> quant_;
   const uint8_t* x1_;
@@ -81,10 +89,11 @@ class PartialGemm {
 // The fused schedules' workspace: the block GEMM's, the bias as n fp32 values, then the
 // fp32 partial product (m, n).
 size_t matmul_reduce_workspace_bytes(const MatmulReduceProblem& p);
-// Where that bias starts in the workspace (filled by widen_bias at execute).
-float* matmul_reduce_bias32(const MatmulReduceProblem& p, void* workspace);
+// Where that bias starts in the workspace (filled by widen_bias at execute), after the
+// planned partial GEMM's own part (s: the plan's, so that execute does not plan again).
+float* matmul_reduce_bias32(const PartialShape& s, void* workspace);
 // Where the partial product starts.
-float* matmul_reduce_partial(const MatmulReduceProblem& p, void* workspace);
+float* matmul_reduce_partial(const PartialShape& s, const MatmulReduceProblem& p, void* workspace);
 
 // The partial product x1 @ x2 computed on demand in blocks of rows: a piece's rows
 // are ready once their block is computed. One GEMM per block rather than per piece, because

@@ -14,7 +14,7 @@ MatmulAllReducePlan::MatmulAllReducePlan(const TensorView& x1, const TensorView&
                                          const MatmulReduceOptions& options)
     : data_(std::make_unique<ops::MatmulAllReducePlanData>(
           ops::plan_or_reject(ops::kMatmulAllReduceOp, group, [&] {
-            return ops::plan_matmul_all_reduce(
+            return ops::plan_matmul_all_reduce_cached(
                 ops::validate_matmul_all_reduce(x1, x2, group, output, options));
           }))) {
   data_->signature =

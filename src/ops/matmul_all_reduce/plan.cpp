@@ -47,6 +47,17 @@ MatmulAllReducePlanData plan_matmul_all_reduce(MatmulReduceProblem problem) {
   return plan;
 }
 
+MatmulAllReducePlanData plan_matmul_all_reduce_cached(MatmulReduceProblem problem) {
+  // Never destroyed: a plan may be made while static objects are being torn down.
+  static auto* const cache = new PlanCache<MatmulAllReducePlanData>(kMatmulAllReduceOp);
+  return cache->get(
+      plan_key(kMatmulAllReduceOp, problem), [&] { return plan_matmul_all_reduce(problem); },
+      [&](MatmulAllReducePlanData& plan) {
+        plan.problem = std::move(problem);
+        bind_pointers(plan.gemm, plan.problem);
+      });
+}
+
 std::string describe(const MatmulAllReducePlanData& plan) {
   return describe_matmul_reduce_plan(kMatmulAllReduceOp, plan.problem, schedule_name(plan.schedule),
                                      plan.workspace_bytes, plan.gemm);

@@ -41,6 +41,9 @@ struct MatmulAllReducePlanData {
 };
 
 MatmulAllReducePlanData plan_matmul_all_reduce(MatmulReduceProblem problem);
+// The same, from the plan cache when a call with the same descriptor was planned before
+// (ops/common/plan_cache.hpp): what the API's plan constructor calls.
+MatmulAllReducePlanData plan_matmul_all_reduce_cached(MatmulReduceProblem problem);
 // One line: op, shape, schedule, workspace and the partial-product GEMM's kernel.
 std::string describe(const MatmulAllReducePlanData& plan);
 

@@ -16,7 +16,7 @@ void run_matmul_all_reduce_fused(const MatmulAllReducePlanData& plan, comm::Comm
                                  void* workspace) {
   const MatmulReduceProblem& p = plan.problem;
   const PartialGemm gemm(plan.gemm, plan.problem, workspace);
-  float* bias32 = matmul_reduce_bias32(p, workspace);
+  float* bias32 = matmul_reduce_bias32(plan.gemm, workspace);
   widen_bias(p.bias, p.n, bias32);
   const uint64_t row_bytes = static_cast<uint64_t>(p.n) * sizeof(float);
   const uint64_t out_row_bytes = dtype_storage_bytes(p.out_dtype, static_cast<size_t>(p.n));
@@ -26,7 +26,7 @@ void run_matmul_all_reduce_fused(const MatmulAllReducePlanData& plan, comm::Comm
   gs.bytes = static_cast<uint64_t>(p.m) * row_bytes;
   gs.unit = row_bytes;
   gs.max_piece = matmul_reduce_piece_bytes(p, p.m);
-  LazyPartial partial(gemm, p, matmul_reduce_partial(p, workspace), 1, p.m,
+  LazyPartial partial(gemm, p, matmul_reduce_partial(plan.gemm, p, workspace), 1, p.m,
                       comm.transport().overlaps_compute());
   gs.pack = [&](uint8_t* dst, uint64_t off, uint64_t n) {
     std::memcpy(

@@ -10,11 +10,11 @@ void run_matmul_all_reduce_unfused(const MatmulAllReducePlanData& plan, comm::Co
                                    void* workspace) {
   const MatmulReduceProblem& p = plan.problem;
   const PartialGemm gemm(plan.gemm, plan.problem, workspace);
-  float* partial = matmul_reduce_partial(p, workspace);
+  float* partial = matmul_reduce_partial(plan.gemm, p, workspace);
   float* reduced = partial + p.m * p.n;
   gemm.run(0, p.m, partial);
   comm.transport().all_reduce(partial, reduced, static_cast<uint64_t>(p.m * p.n), DType::kFloat32);
-  add_bias_and_round(reduced, p.m, p.n, p.bias, matmul_reduce_bias32(p, workspace), p.output,
+  add_bias_and_round(reduced, p.m, p.n, p.bias, matmul_reduce_bias32(plan.gemm, workspace), p.output,
                      p.out_dtype);
 }
 

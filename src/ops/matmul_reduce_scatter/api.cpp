@@ -15,7 +15,7 @@ MatmulReduceScatterPlan::MatmulReduceScatterPlan(const TensorView& x1, const Ten
                                                  const MatmulReduceOptions& options)
     : data_(std::make_unique<ops::MatmulReduceScatterPlanData>(
           ops::plan_or_reject(ops::kMatmulReduceScatterOp, group, [&] {
-            return ops::plan_matmul_reduce_scatter(
+            return ops::plan_matmul_reduce_scatter_cached(
                 ops::validate_matmul_reduce_scatter(x1, x2, group, world_size, output, options));
           }))) {
   data_->signature =

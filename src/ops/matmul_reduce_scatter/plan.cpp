@@ -31,6 +31,18 @@ MatmulReduceScatterPlanData plan_matmul_reduce_scatter(MatmulReduceProblem probl
   return plan;
 }
 
+MatmulReduceScatterPlanData plan_matmul_reduce_scatter_cached(MatmulReduceProblem problem) {
+  // Never destroyed: a plan may be made while static objects are being torn down.
+  static auto* const cache = new PlanCache<MatmulReduceScatterPlanData>(kMatmulReduceScatterOp);
+  return cache->get(
+      plan_key(kMatmulReduceScatterOp, problem),
+      [&] { return plan_matmul_reduce_scatter(problem); },
+      [&](MatmulReduceScatterPlanData& plan) {
+        plan.problem = std::move(problem);
+        bind_pointers(plan.gemm, plan.problem);
+      });
+}
+
 std::string describe(const MatmulReduceScatterPlanData& plan) {
   return describe_matmul_reduce_plan(kMatmulReduceScatterOp, plan.problem,
                                      schedule_name(plan.schedule), plan.workspace_bytes, plan.gemm);

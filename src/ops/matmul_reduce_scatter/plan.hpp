@@ -38,6 +38,9 @@ struct MatmulReduceScatterPlanData {
 };
 
 MatmulReduceScatterPlanData plan_matmul_reduce_scatter(MatmulReduceProblem problem);
+// The same, from the plan cache when a call with the same descriptor was planned before
+// (ops/common/plan_cache.hpp): what the API's plan constructor calls.
+MatmulReduceScatterPlanData plan_matmul_reduce_scatter_cached(MatmulReduceProblem problem);
 // One line: op, shape, schedule, workspace and the partial-product GEMM's kernel.
 std::string describe(const MatmulReduceScatterPlanData& plan);
 

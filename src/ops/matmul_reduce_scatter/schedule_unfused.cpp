@@ -10,13 +10,13 @@ void run_matmul_reduce_scatter_unfused(const MatmulReduceScatterPlanData& plan,
                                        comm::CommImpl& comm, void* workspace) {
   const MatmulReduceProblem& p = plan.problem;
   const PartialGemm gemm(plan.gemm, plan.problem, workspace);
-  float* partial = matmul_reduce_partial(p, workspace);
+  float* partial = matmul_reduce_partial(plan.gemm, p, workspace);
   float* reduced = partial + p.m * p.n;  // this rank's rows of the sum
   const int64_t rows = p.m / p.world_size;
   gemm.run(0, p.m, partial);
   comm.transport().reduce_scatter(partial, reduced, static_cast<uint64_t>(rows * p.n),
                                   DType::kFloat32);
-  add_bias_and_round(reduced, rows, p.n, p.bias, matmul_reduce_bias32(p, workspace), p.output,
+  add_bias_and_round(reduced, rows, p.n, p.bias, matmul_reduce_bias32(plan.gemm, workspace), p.output,
                      p.out_dtype);
 }
 

@@ -1,0 +1,63 @@
+#include "ops/common/plan_cache.hpp"
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace commfuse::ops {
+namespace {
+
+// The parameters planning reads at plan time rather than once per process (core/params):
+// their raw values, so that a caller who changes one between calls gets a new plan
+// (tools/commfuse/algo_scope.hpp forces algorithms that way).
+constexpr const char* kPlanningParams[] = {"COMMFUSE_ALGO", "COMMFUSE_PACK_X2",
+                                           "COMMFUSE_HALF_GEMM", "COMMFUSE_ALLTOALL_GEMM_ROWS"};
+
+}  // namespace
+
+PlanCacheStats& plan_cache_stats(std::string_view op) {
+  static std::mutex mu;
+  static auto* const stats = new std::map<std::string, PlanCacheStats, std::less<>>;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = stats->find(op);
+  if (it == stats->end()) it = stats->try_emplace(std::string(op)).first;
+  return it->second;
+}
+
+PlanKey::PlanKey(const char* op, std::string_view group) {
+  bytes_.reserve(256);
+  add(op);
+  add(group);
+  for (const char* name : kPlanningParams) {
+    const char* v = std::getenv(name);
+    add(v != nullptr ? std::string_view(v) : std::string_view("\x01unset", 6));
+  }
+}
+
+PlanKey& PlanKey::add(std::string_view s) {
+  add(static_cast<int64_t>(s.size()));
+  bytes_.append(s);
+  return *this;
+}
+
+PlanKey& PlanKey::add(const WeightLayout& w) {
+  return add(w.n).add(w.transposed ? 1 : 0).add(w.ld);
+}
+
+PlanKey& PlanKey::add(const BiasArg& b) {
+  return add(b.data != nullptr ? 1 : 0).add(static_cast<int64_t>(b.dtype));
+}
+
+PlanKey& PlanKey::add(const QuantScales& q) {
+  return add(static_cast<int64_t>(q.mode))
+      .add(static_cast<int64_t>(q.a_dtype))
+      .add(static_cast<int64_t>(q.b_dtype))
+      .add(q.x1_scale != nullptr ? 1 : 0)
+      .add(q.x1_per_token ? 1 : 0)
+      .add(q.x2_scale != nullptr ? 1 : 0)
+      .add(q.x2_per_channel ? 1 : 0)
+      .add(q.bias_int != nullptr ? 1 : 0);
+}
+
+}  // namespace commfuse::ops
