@@ -14,7 +14,7 @@ AlltoAllMatmulPlan::AlltoAllMatmulPlan(const TensorView& x1, const TensorView& x
                                        const AlltoAllMatmulOptions& options)
     : data_(std::make_unique<ops::AlltoAllMatmulPlanData>(
           ops::plan_or_reject(ops::kAlltoAllMatmulOp, group, [&] {
-            return ops::plan_alltoall_matmul(
+            return ops::plan_alltoall_matmul_cached(
                 ops::validate_alltoall_matmul(x1, x2, group, output, all_to_all_out, options));
           }))) {
   const auto& p = data_->problem;

@@ -40,4 +40,23 @@ AlltoAllMatmulPlanData plan_alltoall_matmul(AlltoAllMatmulProblem problem) {
   return plan;
 }
 
+namespace {
+
+PlanKey plan_key(const AlltoAllMatmulProblem& p) {
+  PlanKey key(kAlltoAllMatmulOp, p.group);
+  key.add(p.rank).add(p.world_size).add(static_cast<int64_t>(p.dtype)).add(p.bs).add(p.h);
+  key.add(p.n).add(p.x2_transposed ? 1 : 0).add(p.bias).add(p.all_to_all_out != nullptr ? 1 : 0);
+  return key;
+}
+
+}  // namespace
+
+AlltoAllMatmulPlanData plan_alltoall_matmul_cached(AlltoAllMatmulProblem problem) {
+  // Never destroyed: a plan may be made while static objects are being torn down.
+  static auto* const cache = new PlanCache<AlltoAllMatmulPlanData>(kAlltoAllMatmulOp);
+  const PlanKey key = plan_key(problem);
+  return plan_cached(*cache, key, std::move(problem),
+                     [](const AlltoAllMatmulProblem& p) { return plan_alltoall_matmul(p); });
+}
+
 }  // namespace commfuse::ops

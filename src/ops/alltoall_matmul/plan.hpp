@@ -15,6 +15,7 @@
 #include <string>
 
 #include "comm/call_check.hpp"
+#include "ops/common/plan_cache.hpp"
 #include "ops/common/tensor_checks.hpp"
 
 namespace commfuse::ops {
@@ -62,6 +63,9 @@ struct AlltoAllMatmulPlanData {
 };
 
 AlltoAllMatmulPlanData plan_alltoall_matmul(AlltoAllMatmulProblem problem);
+// The same, from the plan cache when a call with the same descriptor was planned before
+// (ops/common/plan_cache.hpp): what the API's plan constructor calls.
+AlltoAllMatmulPlanData plan_alltoall_matmul_cached(AlltoAllMatmulProblem problem);
 void run_alltoall_matmul_fused(const AlltoAllMatmulPlanData& plan, comm::CommImpl& comm,
                                void* workspace);
 void run_alltoall_matmul_unfused(const AlltoAllMatmulPlanData& plan, comm::CommImpl& comm,

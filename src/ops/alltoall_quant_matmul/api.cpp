@@ -16,7 +16,7 @@ AlltoAllQuantMatmulPlan::AlltoAllQuantMatmulPlan(const TensorView& x1, const Ten
                                                  const AlltoAllQuantMatmulOptions& options)
     : data_(std::make_unique<ops::AlltoAllQuantMatmulPlanData>(
           ops::plan_or_reject(ops::kAlltoAllQuantMatmulOp, group, [&] {
-            return ops::plan_alltoall_quant_matmul(ops::validate_alltoall_quant_matmul(
+            return ops::plan_alltoall_quant_matmul_cached(ops::validate_alltoall_quant_matmul(
                 x1, x2, x2_scale, group, output, all_to_all_out, options));
           }))) {
   const auto& p = data_->problem;

@@ -136,4 +136,27 @@ std::string describe(const AlltoAllQuantMatmulPlanData& plan) {
                                     : std::string(kernels::cpu::int_matmul_path_name(plan.path)));
 }
 
+namespace {
+
+PlanKey plan_key(const AlltoAllQuantMatmulProblem& p) {
+  PlanKey key(kAlltoAllQuantMatmulOp, p.group);
+  key.add(p.rank).add(p.world_size).add(static_cast<int64_t>(p.combo));
+  key.add(static_cast<int64_t>(p.x1_dtype)).add(static_cast<int64_t>(p.out_dtype)).add(p.bs);
+  key.add(p.h).add(p.n).add(p.x2_transposed ? 1 : 0).add(p.x2_scale != nullptr ? 1 : 0);
+  key.add(p.smooth != nullptr ? 1 : 0).add(p.token_scale != nullptr ? 1 : 0).add(p.bias);
+  key.add(p.all_to_all_out != nullptr ? 1 : 0);
+  return key;
+}
+
+}  // namespace
+
+AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul_cached(AlltoAllQuantMatmulProblem problem) {
+  // Never destroyed: a plan may be made while static objects are being torn down.
+  static auto* const cache = new PlanCache<AlltoAllQuantMatmulPlanData>(kAlltoAllQuantMatmulOp);
+  const PlanKey key = plan_key(problem);
+  return plan_cached(*cache, key, std::move(problem), [](const AlltoAllQuantMatmulProblem& p) {
+    return plan_alltoall_quant_matmul(p);
+  });
+}
+
 }  // namespace commfuse::ops

@@ -19,6 +19,7 @@
 
 #include "comm/call_check.hpp"
 #include "kernels/cpu/int_matmul.hpp"
+#include "ops/common/plan_cache.hpp"
 #include "ops/common/tensor_checks.hpp"
 
 namespace commfuse::ops {
@@ -108,6 +109,9 @@ struct AlltoAllQuantMatmulPlanData {
 };
 
 AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProblem problem);
+// The same, from the plan cache when a call with the same descriptor was planned before
+// (ops/common/plan_cache.hpp): what the API's plan constructor calls.
+AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul_cached(AlltoAllQuantMatmulProblem problem);
 // One line: op, combination, shape, algorithm, GEMM chunking, workspace and the int GEMM's
 // path.
 std::string describe(const AlltoAllQuantMatmulPlanData& plan);

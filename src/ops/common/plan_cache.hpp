@@ -125,4 +125,12 @@ class PlanCache {
   std::unordered_map<std::string, Entry> map_;
 };
 
+// The plan of an op whose plan data holds the call's pointers in its problem only (the
+// alltoall and quantized-reduction ops): from the op's cache, with this call's problem.
+template <typename Data, typename Problem, typename Plan>
+Data plan_cached(PlanCache<Data>& cache, const PlanKey& key, Problem problem, Plan&& plan) {
+  return cache.get(
+      key, [&] { return plan(problem); }, [&](Data& d) { d.problem = std::move(problem); });
+}
+
 }  // namespace commfuse::ops

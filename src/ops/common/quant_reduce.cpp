@@ -10,6 +10,14 @@
 #include "kernels/cpu/threads.hpp"
 
 namespace commfuse::ops {
+
+PlanKey plan_key(const char* op, const QuantReduceProblem& p) {
+  PlanKey key(op, p.group);
+  key.add(p.rank).add(p.world_size).add(p.transport).add(static_cast<int64_t>(p.x_dtype));
+  key.add(static_cast<int64_t>(p.kind)).add(p.rows).add(p.h);
+  key.add(static_cast<int64_t>(p.out_dtype)).add(p.threads);
+  return key;
+}
 namespace {
 
 using kernels::cpu::ScaleKind;

@@ -13,6 +13,7 @@
 #include "comm/transport.hpp"
 #include "kernels/cpu/dequant.hpp"
 #include "ops/common/op_context.hpp"
+#include "ops/common/plan_cache.hpp"
 #include "ops/common/tensor_checks.hpp"
 
 namespace commfuse::ops {
@@ -38,6 +39,9 @@ struct QuantReduceProblem {
   // Bytes of one row on the wire: codes, then scales.
   int64_t unit() const { return h + scale_bytes(); }
 };
+
+// The plan cache's descriptor of a validated problem (ops/common/plan_cache.hpp).
+PlanKey plan_key(const char* op, const QuantReduceProblem& p);
 
 // Both quantized reductions' call signature (ops/common/op_context.hpp).
 template <typename Schedule>

@@ -13,7 +13,7 @@ QuantAllReducePlan::QuantAllReducePlan(const TensorView& x, const TensorView& sc
                                        const TensorView& output)
     : data_(std::make_unique<ops::QuantAllReducePlanData>(
           ops::plan_or_reject(ops::kQuantAllReduceOp, group, [&] {
-            return ops::plan_quant_all_reduce(
+            return ops::plan_quant_all_reduce_cached(
                 ops::validate_quant_all_reduce(x, scales, group, reduce_op, output));
           }))) {
   data_->signature =

@@ -60,4 +60,12 @@ QuantAllReducePlanData plan_quant_all_reduce(QuantReduceProblem problem) {
   return plan;
 }
 
+QuantAllReducePlanData plan_quant_all_reduce_cached(QuantReduceProblem problem) {
+  // Never destroyed: a plan may be made while static objects are being torn down.
+  static auto* const cache = new PlanCache<QuantAllReducePlanData>(kQuantAllReduceOp);
+  const PlanKey key = plan_key(kQuantAllReduceOp, problem);
+  return plan_cached(*cache, key, std::move(problem),
+                     [](const QuantReduceProblem& p) { return plan_quant_all_reduce(p); });
+}
+
 }  // namespace commfuse::ops

@@ -40,6 +40,9 @@ struct QuantAllReducePlanData {
 };
 
 QuantAllReducePlanData plan_quant_all_reduce(QuantReduceProblem problem);
+// The same, from the plan cache when a call with the same descriptor was planned before
+// (ops/common/plan_cache.hpp): what the API's plan constructor calls.
+QuantAllReducePlanData plan_quant_all_reduce_cached(QuantReduceProblem problem);
 
 void run_quant_all_reduce_rs_all_gather(const QuantAllReducePlanData& plan, comm::CommImpl& comm,
                                         void* workspace);

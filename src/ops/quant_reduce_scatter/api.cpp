@@ -13,7 +13,7 @@ QuantReduceScatterPlan::QuantReduceScatterPlan(const TensorView& x, const Tensor
                                                const TensorView& output)
     : data_(std::make_unique<ops::QuantReduceScatterPlanData>(
           ops::plan_or_reject(ops::kQuantReduceScatterOp, group, [&] {
-            return ops::plan_quant_reduce_scatter(
+            return ops::plan_quant_reduce_scatter_cached(
                 ops::validate_quant_reduce_scatter(x, scales, group, reduce_op, output));
           }))) {
   data_->signature =

@@ -45,4 +45,12 @@ QuantReduceScatterPlanData plan_quant_reduce_scatter(QuantReduceProblem problem)
   return plan;
 }
 
+QuantReduceScatterPlanData plan_quant_reduce_scatter_cached(QuantReduceProblem problem) {
+  // Never destroyed: a plan may be made while static objects are being torn down.
+  static auto* const cache = new PlanCache<QuantReduceScatterPlanData>(kQuantReduceScatterOp);
+  const PlanKey key = plan_key(kQuantReduceScatterOp, problem);
+  return plan_cached(*cache, key, std::move(problem),
+                     [](const QuantReduceProblem& p) { return plan_quant_reduce_scatter(p); });
+}
+
 }  // namespace commfuse::ops

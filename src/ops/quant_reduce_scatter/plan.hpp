@@ -34,6 +34,9 @@ struct QuantReduceScatterPlanData {
 };
 
 QuantReduceScatterPlanData plan_quant_reduce_scatter(QuantReduceProblem problem);
+// The same, from the plan cache when a call with the same descriptor was planned before
+// (ops/common/plan_cache.hpp): what the API's plan constructor calls.
+QuantReduceScatterPlanData plan_quant_reduce_scatter_cached(QuantReduceProblem problem);
 
 void run_quant_reduce_scatter_all_to_all_stream(const QuantReduceScatterPlanData& plan,
                                                 comm::CommImpl& comm, void* workspace);
