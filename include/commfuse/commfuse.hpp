@@ -221,74 +221,65 @@ struct MatmulReduceOptions {
 };
 
 namespace ops {
-struct AllGatherMatmulPlanData;
-struct MatmulReduceScatterPlanData;
-struct MatmulAllReducePlanData;
+class PlanImpl;
 }  // namespace ops
 
-// Plan then execute (SPEC §0 "Two phases"). The constructor validates every argument on
-// this rank before any communication (an invalid one throws, and aborts the group so that
-// peers already waiting fail at once naming this rank); execute runs the op on the tensors
-// given to the constructor, which must stay alive, and may be called again. execute needs
-// workspace_size() bytes of workspace, 4-byte aligned (null when the size is 0).
-// Collective: every rank of `group` constructs and executes its plan in the same order.
-class AllGatherMatmulPlan {
+// Plan then execute (SPEC §0 "Two phases"). An operator's plan class (AllGatherMatmulPlan
+// and the others below) validates every argument on this rank before any communication (an
+// invalid one throws, and aborts the group so that peers already waiting fail at once
+// naming this rank); execute runs the op on the tensors given to the constructor, which
+// must stay alive, and may be called again. execute needs workspace_size() bytes of
+// workspace, 4-byte aligned (null when the size is 0). Collective: every rank of `group`
+// constructs and executes its plan in the same order.
+//
+// Every operator's plan is a Plan: the op's class adds only its constructor, so plans of
+// different ops can be kept alike (std::vector<Plan>). Constructing a plan whose descriptor
+// (shapes, strides, dtypes, options, group; not the data pointers) was planned before takes
+// the earlier plan from a cache and binds this call's tensors: the argument checks run, the
+// planning (algorithm choice, GEMM primitives, layouts) does not.
+class Plan {
  public:
-  // output (m·R, n) = gather_out @ x2 + bias; gather_out (m·R, k) = rank-order concat of x1.
-  AllGatherMatmulPlan(const TensorView& x1, const TensorView& x2, std::string_view group,
-                      int world_size, const TensorView& output, const TensorView& gather_out,
-                      const AllGatherMatmulOptions& options = {});
-  ~AllGatherMatmulPlan();
-  AllGatherMatmulPlan(AllGatherMatmulPlan&&) noexcept;
-  AllGatherMatmulPlan& operator=(AllGatherMatmulPlan&&) noexcept;
+  explicit Plan(std::unique_ptr<ops::PlanImpl> impl);  // what the op classes construct
+  virtual ~Plan();
+  Plan(Plan&&) noexcept;
+  Plan& operator=(Plan&&) noexcept;
 
   size_t workspace_size() const;
-  const char* schedule_name() const;  // which algorithm was chosen ("unfused", ...)
+  const char* schedule_name() const;  // which algorithm was chosen ("fused", "unfused", ...)
   // One line saying what the plan will run and on which kernels (the CPU's ISA decides,
   // e.g. whether fp16/bf16 operands are widened to fp32): what COMMFUSE_VERBOSE=1 prints.
   std::string description() const;
   void execute(void* workspace, size_t workspace_bytes);
 
+ protected:
+  const ops::PlanImpl& impl() const;
+
  private:
-  std::unique_ptr<ops::AllGatherMatmulPlanData> data_;
+  std::unique_ptr<ops::PlanImpl> impl_;
 };
 
-class MatmulReduceScatterPlan {
+class AllGatherMatmulPlan : public Plan {
+ public:
+  // output (m·R, n) = gather_out @ x2 + bias; gather_out (m·R, k) = rank-order concat of x1.
+  AllGatherMatmulPlan(const TensorView& x1, const TensorView& x2, std::string_view group,
+                      int world_size, const TensorView& output, const TensorView& gather_out,
+                      const AllGatherMatmulOptions& options = {});
+};
+
+class MatmulReduceScatterPlan : public Plan {
  public:
   // output (m/R, n) on rank r = rows [r·m/R, (r+1)·m/R) of Σ_s x1_s @ x2_s, plus bias.
   MatmulReduceScatterPlan(const TensorView& x1, const TensorView& x2, std::string_view group,
                           int world_size, const TensorView& output,
                           const MatmulReduceOptions& options = {});
-  ~MatmulReduceScatterPlan();
-  MatmulReduceScatterPlan(MatmulReduceScatterPlan&&) noexcept;
-  MatmulReduceScatterPlan& operator=(MatmulReduceScatterPlan&&) noexcept;
-
-  size_t workspace_size() const;
-  const char* schedule_name() const;
-  std::string description() const;  // as AllGatherMatmulPlan::description()
-  void execute(void* workspace, size_t workspace_bytes);
-
- private:
-  std::unique_ptr<ops::MatmulReduceScatterPlanData> data_;
 };
 
-class MatmulAllReducePlan {
+class MatmulAllReducePlan : public Plan {
  public:
   // x1 (m, k) or (b, s, k); output = x1's leading dims × n = Σ_s x1_s @ x2_s + bias,
   // bitwise identical on every rank (when every rank passes the same bias).
   MatmulAllReducePlan(const TensorView& x1, const TensorView& x2, std::string_view group,
                       const TensorView& output, const MatmulReduceOptions& options = {});
-  ~MatmulAllReducePlan();
-  MatmulAllReducePlan(MatmulAllReducePlan&&) noexcept;
-  MatmulAllReducePlan& operator=(MatmulAllReducePlan&&) noexcept;
-
-  size_t workspace_size() const;
-  const char* schedule_name() const;
-  std::string description() const;  // as AllGatherMatmulPlan::description()
-  void execute(void* workspace, size_t workspace_bytes);
-
- private:
-  std::unique_ptr<ops::MatmulAllReducePlanData> data_;
 };
 
 // One-shot forms: plan, allocate the workspace, execute (torch_npu's npu_all_gather_base_mm,
@@ -349,50 +340,24 @@ struct AlltoAllMatmulOptions {
   bool transpose_x1 = false;                            // reserved: must be false
 };
 
-namespace ops {
-struct AlltoAllQuantMatmulPlanData;
-struct AlltoAllMatmulPlanData;
-}  // namespace ops
-
 // Plan then execute, as AllGatherMatmulPlan. x2_scale: float32 (N,). output (BS/R, N):
 // x1's dtype (A4W4: float16 or bfloat16). all_to_all_out: absent, or (BS/R, R*H) in x1's
 // dtype, receiving `permuted` before quantization.
-class AlltoAllQuantMatmulPlan {
+class AlltoAllQuantMatmulPlan : public Plan {
  public:
   AlltoAllQuantMatmulPlan(const TensorView& x1, const TensorView& x2, const TensorView& x2_scale,
                           std::string_view group, const TensorView& output,
                           const TensorView& all_to_all_out = {},
                           const AlltoAllQuantMatmulOptions& options = {});
-  ~AlltoAllQuantMatmulPlan();
-  AlltoAllQuantMatmulPlan(AlltoAllQuantMatmulPlan&&) noexcept;
-  AlltoAllQuantMatmulPlan& operator=(AlltoAllQuantMatmulPlan&&) noexcept;
-
-  size_t workspace_size() const;
-  const char* schedule_name() const;
   const char* combination_name() const;  // "A16W8", "A16W4", "A4W4"
-  std::string description() const;       // as AllGatherMatmulPlan::description()
-  void execute(void* workspace, size_t workspace_bytes);
-
- private:
-  std::unique_ptr<ops::AlltoAllQuantMatmulPlanData> data_;
 };
 
 // output (BS/R, N) = permuted @ x2 + bias; x1, x2, output float16, bfloat16 or float32.
-class AlltoAllMatmulPlan {
+class AlltoAllMatmulPlan : public Plan {
  public:
   AlltoAllMatmulPlan(const TensorView& x1, const TensorView& x2, std::string_view group,
                      const TensorView& output, const TensorView& all_to_all_out = {},
                      const AlltoAllMatmulOptions& options = {});
-  ~AlltoAllMatmulPlan();
-  AlltoAllMatmulPlan(AlltoAllMatmulPlan&&) noexcept;
-  AlltoAllMatmulPlan& operator=(AlltoAllMatmulPlan&&) noexcept;
-
-  size_t workspace_size() const;
-  const char* schedule_name() const;
-  void execute(void* workspace, size_t workspace_bytes);
-
- private:
-  std::unique_ptr<ops::AlltoAllMatmulPlanData> data_;
 };
 
 void alltoall_quant_matmul(const TensorView& x1, const TensorView& x2, const TensorView& x2_scale,
@@ -405,49 +370,24 @@ void alltoall_matmul(const TensorView& x1, const TensorView& x2, std::string_vie
 
 // ---- Quantized reductions (SPEC §4) and quantize helpers (SPEC §5) ----
 
-namespace ops {
-struct QuantAllReducePlanData;
-struct QuantReduceScatterPlanData;
-}  // namespace ops
-
 // x: (bs, H) or (b, s, H) codes in int8, hifloat8, float8_e4m3fn or float8_e5m2. scales:
 // float32 (bs, H/128) / (b, s, H/128), one per 128 elements (K-G), or float8_e8m0
 // (bs, H/64, 2) / (b, s, H/64, 2), one per 32 elements (MX; x float8 only). The sum over
 // ranks of x·scale is taken in fp32 in rank order and rounded once to output's dtype
 // (float32, float16, bfloat16): bitwise identical on every rank. reduce_op must be "sum".
 // Plans behave like the matmul ops' plans above.
-class QuantAllReducePlan {
+class QuantAllReducePlan : public Plan {
  public:
   // output: x's shape.
   QuantAllReducePlan(const TensorView& x, const TensorView& scales, std::string_view group,
                      std::string_view reduce_op, const TensorView& output);
-  ~QuantAllReducePlan();
-  QuantAllReducePlan(QuantAllReducePlan&&) noexcept;
-  QuantAllReducePlan& operator=(QuantAllReducePlan&&) noexcept;
-
-  size_t workspace_size() const;
-  const char* schedule_name() const;
-  void execute(void* workspace, size_t workspace_bytes);
-
- private:
-  std::unique_ptr<ops::QuantAllReducePlanData> data_;
 };
 
-class QuantReduceScatterPlan {
+class QuantReduceScatterPlan : public Plan {
  public:
   // output (BS/R, H) on rank r = rows [r·BS/R, (r+1)·BS/R) of the sum; BS = bs or b·s.
   QuantReduceScatterPlan(const TensorView& x, const TensorView& scales, std::string_view group,
                          std::string_view reduce_op, const TensorView& output);
-  ~QuantReduceScatterPlan();
-  QuantReduceScatterPlan(QuantReduceScatterPlan&&) noexcept;
-  QuantReduceScatterPlan& operator=(QuantReduceScatterPlan&&) noexcept;
-
-  size_t workspace_size() const;
-  const char* schedule_name() const;
-  void execute(void* workspace, size_t workspace_bytes);
-
- private:
-  std::unique_ptr<ops::QuantReduceScatterPlanData> data_;
 };
 
 void quant_all_reduce(const TensorView& x, const TensorView& scales, std::string_view group,

@@ -45,11 +45,6 @@ void check_outputs(const char* fn, uint64_t* workspace_size, commfuseOpExecutor_
   *workspace_size = 0;
 }
 
-template <typename Plan>
-void run_plan(void* plan, void* workspace, uint64_t workspace_bytes) {
-  static_cast<Plan*>(plan)->execute(workspace, workspace_bytes);
-}
-
 }  // namespace
 
 extern "C" {
@@ -100,12 +95,11 @@ commfuseStatus_t commfuseAlltoAllQuantMatmulGetWorkspaceSize(
     o.group_size = groupSize;
     o.transpose_x1 = transposeX1 != 0;
     o.transpose_x2 = transposeX2 != 0;
-    auto plan = std::make_shared<commfuse::AlltoAllQuantMatmulPlan>(
+    auto plan = std::make_unique<commfuse::AlltoAllQuantMatmulPlan>(
         view_of(x1), view_of(x2), view_of(x2Scale), group, view_of(output),
         view_of(alltoAllOutOptional), o);
-    *workspaceSize = plan->workspace_size();
-    *executor = commfuse::api::make_executor("alltoall_quant_matmul", plan,
-                                             run_plan<commfuse::AlltoAllQuantMatmulPlan>);
+    *executor =
+        commfuse::api::make_executor("alltoall_quant_matmul", std::move(plan), workspaceSize);
   });
 }
 
@@ -131,11 +125,9 @@ commfuseStatus_t commfuseAlltoAllMatmulGetWorkspaceSize(
     o.all_to_all_axes = optional_array(alltoAllAxesOptional);
     o.transpose_x1 = transposeX1 != 0;
     o.transpose_x2 = transposeX2 != 0;
-    auto plan = std::make_shared<commfuse::AlltoAllMatmulPlan>(
+    auto plan = std::make_unique<commfuse::AlltoAllMatmulPlan>(
         view_of(x1), view_of(x2), group, view_of(output), view_of(alltoAllOutOptional), o);
-    *workspaceSize = plan->workspace_size();
-    *executor = commfuse::api::make_executor("alltoall_matmul", plan,
-                                             run_plan<commfuse::AlltoAllMatmulPlan>);
+    *executor = commfuse::api::make_executor("alltoall_matmul", std::move(plan), workspaceSize);
   });
 }
 

@@ -4,7 +4,6 @@
 #include <commfuse/commfuse.hpp>
 
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <optional>
 
@@ -20,14 +19,10 @@ struct commfuseTensor {
   commfuse::TensorView view;
 };
 
-// One planned op. `op` says which Xxx call may run it.
+// One planned op (GetWorkspaceSize's output). `op` says which Xxx call may run it.
 struct commfuseOpExecutor {
   const char* op = nullptr;
-  std::unique_ptr<commfuse::AllGatherMatmulPlan> all_gather_matmul;
-  std::unique_ptr<commfuse::MatmulReduceScatterPlan> matmul_reduce_scatter;
-  std::unique_ptr<commfuse::MatmulAllReducePlan> matmul_all_reduce;
-  // Ops whose C entry points live in their own file (api/c_api_executor.hpp).
-  std::function<void(void*, size_t)> run;
+  std::unique_ptr<commfuse::Plan> plan;
 };
 
 namespace {
@@ -60,16 +55,6 @@ void check_stream_mode(const char* op, const char* group, int64_t stream_mode) {
   c.reject(commfuse::Status::kParamInvalid,
            commfuse::detail::cat(op, "(rank ", c.rank(), "): streamMode is ", stream_mode,
                                  " but must be 1"));
-}
-
-template <typename Plan>
-void finish(const char* op, std::unique_ptr<Plan> plan, uint64_t* workspace_size,
-            commfuseOpExecutor_t** executor, std::unique_ptr<Plan> commfuseOpExecutor::*slot) {
-  auto e = std::make_unique<commfuseOpExecutor>();
-  e->op = op;
-  *workspace_size = plan->workspace_size();
-  e.get()->*slot = std::move(plan);
-  *executor = e.release();
 }
 
 // The C API has no world_size argument (aclnn takes the group only): it is the group's.
@@ -116,8 +101,7 @@ commfuseStatus_t all_gather_matmul_plan(const char* fn, const commfuseTensor_t* 
     auto plan = std::make_unique<commfuse::AllGatherMatmulPlan>(
         view_of(x1), view_of(x2), group, world, view_of(output), view_of(gatherOut), o);
     check_stream_mode("all_gather_matmul", group, streamMode);
-    finish("all_gather_matmul", std::move(plan), workspaceSize, executor,
-           &commfuseOpExecutor::all_gather_matmul);
+    *executor = commfuse::api::make_executor("all_gather_matmul", std::move(plan), workspaceSize);
   });
 }
 
@@ -144,15 +128,14 @@ commfuseStatus_t matmul_reduce_plan(const char* fn, bool all_reduce, const commf
       auto plan = std::make_unique<commfuse::MatmulAllReducePlan>(view_of(x1), view_of(x2), group,
                                                                   view_of(output), o);
       check_stream_mode(op, group, streamMode);
-      finish(op, std::move(plan), workspaceSize, executor, &commfuseOpExecutor::matmul_all_reduce);
+      *executor = commfuse::api::make_executor(op, std::move(plan), workspaceSize);
       return;
     }
     const int world = group_size(op, group);
     auto plan = std::make_unique<commfuse::MatmulReduceScatterPlan>(view_of(x1), view_of(x2), group,
                                                                     world, view_of(output), o);
     check_stream_mode(op, group, streamMode);
-    finish(op, std::move(plan), workspaceSize, executor,
-           &commfuseOpExecutor::matmul_reduce_scatter);
+    *executor = commfuse::api::make_executor(op, std::move(plan), workspaceSize);
   });
 }
 
@@ -232,7 +215,7 @@ commfuseStatus_t commfuseAllGatherMatmul(void* workspace, uint64_t workspaceSize
   constexpr const char* fn = "commfuseAllGatherMatmul";
   return guarded(fn, [&] {
     auto e = consume(fn, "all_gather_matmul", executor);
-    e->all_gather_matmul->execute(workspace, workspaceSize);
+    e->plan->execute(workspace, workspaceSize);
   });
 }
 
@@ -265,7 +248,7 @@ commfuseStatus_t commfuseMatmulReduceScatter(void* workspace, uint64_t workspace
   constexpr const char* fn = "commfuseMatmulReduceScatter";
   return guarded(fn, [&] {
     auto e = consume(fn, "matmul_reduce_scatter", executor);
-    e->matmul_reduce_scatter->execute(workspace, workspaceSize);
+    e->plan->execute(workspace, workspaceSize);
   });
 }
 
@@ -298,7 +281,7 @@ commfuseStatus_t commfuseMatmulAllReduce(void* workspace, uint64_t workspaceSize
   constexpr const char* fn = "commfuseMatmulAllReduce";
   return guarded(fn, [&] {
     auto e = consume(fn, "matmul_all_reduce", executor);
-    e->matmul_all_reduce->execute(workspace, workspaceSize);
+    e->plan->execute(workspace, workspaceSize);
   });
 }
 
@@ -311,17 +294,19 @@ TensorView tensor_view(const commfuseTensor_t* t) {
   return view_of(t);
 }
 
-commfuseOpExecutor_t* make_executor(const char* op, std::function<void(void*, size_t)> run) {
+commfuseOpExecutor_t* make_executor(const char* op, std::unique_ptr<Plan> plan,
+                                    uint64_t* workspace_size) {
   auto e = std::make_unique<commfuseOpExecutor>();
   e->op = op;
-  e->run = std::move(run);
+  *workspace_size = plan->workspace_size();
+  e->plan = std::move(plan);
   return e.release();
 }
 
 void run_executor(const char* fn, const char* op, commfuseOpExecutor_t* executor, void* workspace,
                   uint64_t workspace_size) {
   auto e = consume(fn, op, executor);
-  e->run(workspace, static_cast<size_t>(workspace_size));
+  e->plan->execute(workspace, static_cast<size_t>(workspace_size));
 }
 
 }  // namespace commfuse::api

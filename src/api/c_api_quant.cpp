@@ -14,7 +14,7 @@ namespace {
 using commfuse::api::guarded;
 using commfuse::api::tensor_view;
 
-template <typename Plan>
+template <typename OpPlanT>
 commfuseStatus_t plan_quant(const char* fn, const char* op, const commfuseTensor_t* x,
                             const commfuseTensor_t* scales, const char* group, const char* reduceOp,
                             const commfuseTensor_t* output, uint64_t* workspaceSize,
@@ -26,11 +26,9 @@ commfuseStatus_t plan_quant(const char* fn, const char* op, const commfuseTensor
     *workspaceSize = 0;
     CF_CHECK_NOTNULL(group, op, ": group is null");
     CF_CHECK_NOTNULL(reduceOp, op, ": reduceOp is null");
-    auto plan = std::make_shared<Plan>(tensor_view(x), tensor_view(scales), group, reduceOp,
-                                       tensor_view(output));
-    *workspaceSize = plan->workspace_size();
-    *executor = commfuse::api::make_executor(
-        op, [plan](void* ws, size_t bytes) { plan->execute(ws, bytes); });
+    auto plan = std::make_unique<OpPlanT>(tensor_view(x), tensor_view(scales), group, reduceOp,
+                                          tensor_view(output));
+    *executor = commfuse::api::make_executor(op, std::move(plan), workspaceSize);
   });
 }
 

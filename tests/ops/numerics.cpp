@@ -343,6 +343,27 @@ void check_plan_cache(commfuse::Comm& comm, uint64_t& tag) {
       check_mar(comm, c, tb, m, k, n, ab);
       execute(qa);
       check_mar(comm, c, ta, m, k, n, aa);
+
+      // One plan type for every op: the three plans held alike and run again.
+      std::vector<commfuse::Plan> plans;
+      plans.push_back(std::move(pa));
+      plans.push_back(std::move(sa));
+      plans.push_back(std::move(qa));
+      std::fill(a.output.begin(), a.output.end(), 0xCD);
+      std::fill(a.gather.begin(), a.gather.end(), 0xCD);
+      std::fill(oa.begin(), oa.end(), 0xCD);
+      std::fill(aa.begin(), aa.end(), 0xCD);
+      for (commfuse::Plan& plan : plans) execute(plan);
+      check_agm(comm, c, ta, 5, k, n, a);
+      check_mrs(comm, c, ta, m, k, n, oa);
+      check_mar(comm, c, ta, m, k, n, aa);
+      bool moved_from_rejected = false;
+      try {
+        (void)pa.workspace_size();  // NOLINT(bugprone-use-after-move): what is tested
+      } catch (const commfuse::InvalidArgument&) {
+        moved_from_rejected = true;
+      }
+      EXPECT(moved_from_rejected, "a moved-from plan did not say it is empty");
     }
 }
 

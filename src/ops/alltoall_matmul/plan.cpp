@@ -18,18 +18,22 @@ const char* schedule_name(AlltoAllMatmulSchedule s) {
   return "?";
 }
 
+namespace {
+
+std::string describe_problem(const AlltoAllMatmulProblem& p) {
+  return detail::cat(kAlltoAllMatmulOp, "(rank ", p.rank, ") BS=", p.bs, " H=", p.h, " N=", p.n,
+                     " R=", p.world_size, " ", dtype_name(p.dtype));
+}
+
+}  // namespace
+
 AlltoAllMatmulPlanData plan_alltoall_matmul(AlltoAllMatmulProblem problem) {
   AlltoAllMatmulPlanData plan;
   plan.problem = std::move(problem);
   const AlltoAllMatmulProblem& p = plan.problem;
   const std::vector<AlgorithmEntry> list{{"fused", ""}, {"unfused", ""}};
   plan.schedule = static_cast<AlltoAllMatmulSchedule>(choose_algorithm(
-      kAlltoAllMatmulOp,
-      [&] {
-        return detail::cat(kAlltoAllMatmulOp, "(rank ", p.rank, ") BS=", p.bs, " H=", p.h,
-                           " N=", p.n, " R=", p.world_size, " ", dtype_name(p.dtype));
-      },
-      list));
+      kAlltoAllMatmulOp, [&] { return describe_problem(p); }, list));
   const size_t rows_bytes = dtype_storage_bytes(p.dtype, static_cast<size_t>(p.rows() * p.k()));
   const bool unfused = plan.schedule == AlltoAllMatmulSchedule::kUnfused;
   plan.perm_offset = unfused ? (rows_bytes + 63) / 64 * 64 : 0;
@@ -57,6 +61,11 @@ AlltoAllMatmulPlanData plan_alltoall_matmul_cached(AlltoAllMatmulProblem problem
   const PlanKey key = plan_key(problem);
   return plan_cached(*cache, key, std::move(problem),
                      [](const AlltoAllMatmulProblem& p) { return plan_alltoall_matmul(p); });
+}
+
+std::string describe(const AlltoAllMatmulPlanData& plan) {
+  return detail::cat(describe_problem(plan.problem), ", schedule ", schedule_name(plan.schedule),
+                     ", workspace ", plan.workspace_bytes, " bytes");
 }
 
 }  // namespace commfuse::ops

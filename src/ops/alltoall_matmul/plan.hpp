@@ -63,6 +63,8 @@ struct AlltoAllMatmulPlanData {
 };
 
 AlltoAllMatmulPlanData plan_alltoall_matmul(AlltoAllMatmulProblem problem);
+// One line: the problem, schedule and workspace.
+std::string describe(const AlltoAllMatmulPlanData& plan);
 // The same, from the plan cache when a call with the same descriptor was planned before
 // (ops/common/plan_cache.hpp): what the API's plan constructor calls.
 AlltoAllMatmulPlanData plan_alltoall_matmul_cached(AlltoAllMatmulProblem problem);

@@ -3,74 +3,63 @@
 
 #include <memory>
 
-#include "core/log.hpp"
 #include "ops/alltoall_quant_matmul/plan.hpp"
 #include "ops/common/call_workspace.hpp"
+#include "ops/common/plan_impl.hpp"
 
 namespace commfuse {
+
+namespace ops {
+
+void run_schedule(const AlltoAllQuantMatmulPlanData& plan, comm::CommImpl& c, void* ws) {
+  switch (plan.schedule) {
+    case ops::AlltoAllQuantMatmulSchedule::kFused:
+      ops::run_alltoall_quant_matmul_fused(plan, c, ws);
+      return;
+    case ops::AlltoAllQuantMatmulSchedule::kUnfused:
+      ops::run_alltoall_quant_matmul_unfused(plan, c, ws);
+      return;
+  }
+}
+
+// The workspace sits in the plan's layout (QuantWorkspace); the schedule's name carries the
+// int GEMM's path, the part a benchmark reader asks about.
+size_t plan_workspace_bytes(const AlltoAllQuantMatmulPlanData& plan) {
+  return plan.ws.total;
+}
+
+const char* plan_schedule_name(const AlltoAllQuantMatmulPlanData& plan) {
+  const bool s8 = plan.path == kernels::cpu::IntMatmulPath::kS8;
+  if (plan.schedule == AlltoAllQuantMatmulSchedule::kUnfused)
+    return s8 ? "unfused (int GEMM: oneDNN s8s8s32)" : "unfused (int GEMM: exact f32 blocks)";
+  return s8 ? "fused (int GEMM: oneDNN s8s8s32)" : "fused (int GEMM: exact f32 blocks)";
+}
+
+}  // namespace ops
 
 AlltoAllQuantMatmulPlan::AlltoAllQuantMatmulPlan(const TensorView& x1, const TensorView& x2,
                                                  const TensorView& x2_scale, std::string_view group,
                                                  const TensorView& output,
                                                  const TensorView& all_to_all_out,
                                                  const AlltoAllQuantMatmulOptions& options)
-    : data_(std::make_unique<ops::AlltoAllQuantMatmulPlanData>(
-          ops::plan_or_reject(ops::kAlltoAllQuantMatmulOp, group, [&] {
-            return ops::plan_alltoall_quant_matmul_cached(ops::validate_alltoall_quant_matmul(
-                x1, x2, x2_scale, group, output, all_to_all_out, options));
-          }))) {
-  const auto& p = data_->problem;
-  data_->signature = ops::call_signature(
-      ops::kAlltoAllQuantMatmulOp,
-      {{"BS (x1 rows)", p.bs},
-       {"H (x1 columns)", p.h},
-       {"N (x2 columns)", p.n},
-       {"x1 dtype", static_cast<int64_t>(p.x1_dtype), true},
-       {"quantization (0 A16W8, 1 A16W4, 2 A4W4)", static_cast<int64_t>(p.combo)}},
-      data_->schedule);
-  // Built only when printed: describing costs more than a tiny op itself.
-  if (log::verbose_level() >= 1) log::verbose(ops::describe(*data_));
-}
-
-AlltoAllQuantMatmulPlan::~AlltoAllQuantMatmulPlan() = default;
-AlltoAllQuantMatmulPlan::AlltoAllQuantMatmulPlan(AlltoAllQuantMatmulPlan&&) noexcept = default;
-AlltoAllQuantMatmulPlan& AlltoAllQuantMatmulPlan::operator=(AlltoAllQuantMatmulPlan&&) noexcept =
-    default;
-
-size_t AlltoAllQuantMatmulPlan::workspace_size() const {
-  return ops::workspace_request(data_->ws.total);
-}
-
-std::string AlltoAllQuantMatmulPlan::description() const {
-  return ops::describe(*data_);
-}
-
-const char* AlltoAllQuantMatmulPlan::schedule_name() const {
-  // The algorithm's name, then the int GEMM's path (the part a benchmark reader asks about).
-  const bool s8 = data_->path == kernels::cpu::IntMatmulPath::kS8;
-  if (data_->schedule == ops::AlltoAllQuantMatmulSchedule::kUnfused)
-    return s8 ? "unfused (int GEMM: oneDNN s8s8s32)" : "unfused (int GEMM: exact f32 blocks)";
-  return s8 ? "fused (int GEMM: oneDNN s8s8s32)" : "fused (int GEMM: exact f32 blocks)";
-}
+    : Plan(ops::make_plan(ops::plan_or_reject(ops::kAlltoAllQuantMatmulOp, group, [&] {
+        auto plan = ops::plan_alltoall_quant_matmul_cached(ops::validate_alltoall_quant_matmul(
+            x1, x2, x2_scale, group, output, all_to_all_out, options));
+        const auto& p = plan.problem;
+        plan.signature = ops::call_signature(
+            ops::kAlltoAllQuantMatmulOp,
+            {{"BS (x1 rows)", p.bs},
+             {"H (x1 columns)", p.h},
+             {"N (x2 columns)", p.n},
+             {"x1 dtype", static_cast<int64_t>(p.x1_dtype), true},
+             {"quantization (0 A16W8, 1 A16W4, 2 A4W4)", static_cast<int64_t>(p.combo)}},
+            plan.schedule);
+        return plan;
+      }))) {}
 
 const char* AlltoAllQuantMatmulPlan::combination_name() const {
-  return ops::combo_name(data_->problem.combo);
-}
-
-void AlltoAllQuantMatmulPlan::execute(void* workspace, size_t workspace_bytes) {
-  const ops::AlltoAllQuantMatmulProblem& p = data_->problem;
-  const auto [c, ws] =
-      ops::begin_execute(ops::kAlltoAllQuantMatmulOp, p.group, p.rank, p.world_size, workspace,
-                         workspace_bytes, data_->ws.total);
-  const comm::CallScope call(data_->signature);
-  switch (data_->schedule) {
-    case ops::AlltoAllQuantMatmulSchedule::kFused:
-      ops::run_alltoall_quant_matmul_fused(*data_, c, ws);
-      return;
-    case ops::AlltoAllQuantMatmulSchedule::kUnfused:
-      ops::run_alltoall_quant_matmul_unfused(*data_, c, ws);
-      return;
-  }
+  const auto& plan = static_cast<const ops::OpPlan<ops::AlltoAllQuantMatmulPlanData>&>(impl());
+  return ops::combo_name(plan.data().problem.combo);
 }
 
 void alltoall_quant_matmul(const TensorView& x1, const TensorView& x2, const TensorView& x2_scale,

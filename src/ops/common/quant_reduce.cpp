@@ -11,6 +11,12 @@
 
 namespace commfuse::ops {
 
+std::string describe_problem(const char* op, const QuantReduceProblem& p) {
+  return detail::cat(op, "(rank ", p.rank, ") rows=", p.rows, " h=", p.h, " ",
+                     dtype_name(p.x_dtype), " -> ", dtype_name(p.out_dtype), " R=", p.world_size,
+                     " on ", p.transport);
+}
+
 PlanKey plan_key(const char* op, const QuantReduceProblem& p) {
   PlanKey key(op, p.group);
   key.add(p.rank).add(p.world_size).add(p.transport).add(static_cast<int64_t>(p.x_dtype));

@@ -40,6 +40,10 @@ struct QuantReduceProblem {
   int64_t unit() const { return h + scale_bytes(); }
 };
 
+// "<op>(rank r) rows=.. h=.. <x dtype> -> <out dtype> R=.. on <transport>": the problem, as
+// decision lines and plan descriptions name it.
+std::string describe_problem(const char* op, const QuantReduceProblem& p);
+
 // The plan cache's descriptor of a validated problem (ops/common/plan_cache.hpp).
 PlanKey plan_key(const char* op, const QuantReduceProblem& p);
 

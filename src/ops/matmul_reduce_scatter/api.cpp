@@ -3,59 +3,38 @@
 
 #include <memory>
 
-#include "core/log.hpp"
 #include "ops/common/call_workspace.hpp"
+#include "ops/common/plan_impl.hpp"
 #include "ops/matmul_reduce_scatter/plan.hpp"
 
 namespace commfuse {
+
+namespace ops {
+
+void run_schedule(const MatmulReduceScatterPlanData& plan, comm::CommImpl& c, void* ws) {
+  switch (plan.schedule) {
+    case ops::MatmulReduceScatterSchedule::kFused:
+      ops::run_matmul_reduce_scatter_fused(plan, c, ws);
+      return;
+    case ops::MatmulReduceScatterSchedule::kUnfused:
+      ops::run_matmul_reduce_scatter_unfused(plan, c, ws);
+      return;
+  }
+}
+
+}  // namespace ops
 
 MatmulReduceScatterPlan::MatmulReduceScatterPlan(const TensorView& x1, const TensorView& x2,
                                                  std::string_view group, int world_size,
                                                  const TensorView& output,
                                                  const MatmulReduceOptions& options)
-    : data_(std::make_unique<ops::MatmulReduceScatterPlanData>(
-          ops::plan_or_reject(ops::kMatmulReduceScatterOp, group, [&] {
-            return ops::plan_matmul_reduce_scatter_cached(
-                ops::validate_matmul_reduce_scatter(x1, x2, group, world_size, output, options));
-          }))) {
-  data_->signature =
-      ops::matmul_signature(ops::kMatmulReduceScatterOp, data_->problem, data_->schedule);
-  // Built only when printed: describing costs more than a tiny op itself.
-  if (log::verbose_level() >= 1) log::verbose(ops::describe(*data_));
-}
-
-MatmulReduceScatterPlan::~MatmulReduceScatterPlan() = default;
-MatmulReduceScatterPlan::MatmulReduceScatterPlan(MatmulReduceScatterPlan&&) noexcept = default;
-MatmulReduceScatterPlan& MatmulReduceScatterPlan::operator=(MatmulReduceScatterPlan&&) noexcept =
-    default;
-
-size_t MatmulReduceScatterPlan::workspace_size() const {
-  return ops::workspace_request(data_->workspace_bytes);
-}
-
-std::string MatmulReduceScatterPlan::description() const {
-  return ops::describe(*data_);
-}
-
-const char* MatmulReduceScatterPlan::schedule_name() const {
-  return ops::schedule_name(data_->schedule);
-}
-
-void MatmulReduceScatterPlan::execute(void* workspace, size_t workspace_bytes) {
-  const ops::MatmulReduceProblem& p = data_->problem;
-  const auto [c, ws] =
-      ops::begin_execute(ops::kMatmulReduceScatterOp, p.group, p.rank, p.world_size, workspace,
-                         workspace_bytes, data_->workspace_bytes);
-  const comm::CallScope call(data_->signature);
-  switch (data_->schedule) {
-    case ops::MatmulReduceScatterSchedule::kFused:
-      ops::run_matmul_reduce_scatter_fused(*data_, c, ws);
-      return;
-    case ops::MatmulReduceScatterSchedule::kUnfused:
-      ops::run_matmul_reduce_scatter_unfused(*data_, c, ws);
-      return;
-  }
-}
+    : Plan(ops::make_plan(ops::plan_or_reject(ops::kMatmulReduceScatterOp, group, [&] {
+        auto plan = ops::plan_matmul_reduce_scatter_cached(
+            ops::validate_matmul_reduce_scatter(x1, x2, group, world_size, output, options));
+        plan.signature =
+            ops::matmul_signature(ops::kMatmulReduceScatterOp, plan.problem, plan.schedule);
+        return plan;
+      }))) {}
 
 void matmul_reduce_scatter(const TensorView& x1, const TensorView& x2, std::string_view group,
                            int world_size, const TensorView& output,

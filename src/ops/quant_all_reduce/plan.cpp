@@ -35,13 +35,7 @@ QuantAllReducePlanData plan_quant_all_reduce(QuantReduceProblem problem) {
                                       " ranks: dequantizing R times costs less than phase two");
   const std::vector<AlgorithmEntry> list{rs_ag, {"fused_gather_stream", ""}, {"unfused", ""}};
   plan.schedule = static_cast<QuantAllReduceSchedule>(choose_algorithm(
-      kQuantAllReduceOp,
-      [&] {
-        return detail::cat(kQuantAllReduceOp, "(rank ", p.rank, ") rows=", p.rows, " h=", p.h, " ",
-                           dtype_name(p.x_dtype), " -> ", dtype_name(p.out_dtype),
-                           " R=", p.world_size, " on ", p.transport);
-      },
-      list));
+      kQuantAllReduceOp, [&] { return describe_problem(kQuantAllReduceOp, p); }, list));
   const size_t out_elem = static_cast<size_t>(dtype_bits(p.out_dtype) / 8);
   switch (plan.schedule) {
     case QuantAllReduceSchedule::kRsAllGather: {
@@ -66,6 +60,11 @@ QuantAllReducePlanData plan_quant_all_reduce_cached(QuantReduceProblem problem) 
   const PlanKey key = plan_key(kQuantAllReduceOp, problem);
   return plan_cached(*cache, key, std::move(problem),
                      [](const QuantReduceProblem& p) { return plan_quant_all_reduce(p); });
+}
+
+std::string describe(const QuantAllReducePlanData& plan) {
+  return detail::cat(describe_problem(kQuantAllReduceOp, plan.problem), ", schedule ",
+                     schedule_name(plan.schedule), ", workspace ", plan.workspace_bytes, " bytes");
 }
 
 }  // namespace commfuse::ops

@@ -40,6 +40,8 @@ struct QuantAllReducePlanData {
 };
 
 QuantAllReducePlanData plan_quant_all_reduce(QuantReduceProblem problem);
+// One line: the problem, schedule and workspace.
+std::string describe(const QuantAllReducePlanData& plan);
 // The same, from the plan cache when a call with the same descriptor was planned before
 // (ops/common/plan_cache.hpp): what the API's plan constructor calls.
 QuantAllReducePlanData plan_quant_all_reduce_cached(QuantReduceProblem problem);

@@ -24,13 +24,7 @@ QuantReduceScatterPlanData plan_quant_reduce_scatter(QuantReduceProblem problem)
   // Both apply to every valid descriptor (validate requires rows % R == 0).
   const std::vector<AlgorithmEntry> list{{"fused_all_to_all_stream", ""}, {"unfused", ""}};
   plan.schedule = static_cast<QuantReduceScatterSchedule>(choose_algorithm(
-      kQuantReduceScatterOp,
-      [&] {
-        return detail::cat(kQuantReduceScatterOp, "(rank ", p.rank, ") rows=", p.rows, " h=", p.h,
-                           " ", dtype_name(p.x_dtype), " -> ", dtype_name(p.out_dtype),
-                           " R=", p.world_size, " on ", p.transport);
-      },
-      list));
+      kQuantReduceScatterOp, [&] { return describe_problem(kQuantReduceScatterOp, p); }, list));
   switch (plan.schedule) {
     case QuantReduceScatterSchedule::kAllToAllStream:
       // fp32 accumulator rows (one per thread) for float16 / bfloat16 output; float32
@@ -51,6 +45,11 @@ QuantReduceScatterPlanData plan_quant_reduce_scatter_cached(QuantReduceProblem p
   const PlanKey key = plan_key(kQuantReduceScatterOp, problem);
   return plan_cached(*cache, key, std::move(problem),
                      [](const QuantReduceProblem& p) { return plan_quant_reduce_scatter(p); });
+}
+
+std::string describe(const QuantReduceScatterPlanData& plan) {
+  return detail::cat(describe_problem(kQuantReduceScatterOp, plan.problem), ", schedule ",
+                     schedule_name(plan.schedule), ", workspace ", plan.workspace_bytes, " bytes");
 }
 
 }  // namespace commfuse::ops

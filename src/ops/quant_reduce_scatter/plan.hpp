@@ -34,6 +34,8 @@ struct QuantReduceScatterPlanData {
 };
 
 QuantReduceScatterPlanData plan_quant_reduce_scatter(QuantReduceProblem problem);
+// One line: the problem, schedule and workspace.
+std::string describe(const QuantReduceScatterPlanData& plan);
 // The same, from the plan cache when a call with the same descriptor was planned before
 // (ops/common/plan_cache.hpp): what the API's plan constructor calls.
 QuantReduceScatterPlanData plan_quant_reduce_scatter_cached(QuantReduceProblem problem);
