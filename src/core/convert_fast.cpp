@@ -251,7 +251,7 @@ CF_SIMD_KERNEL(void, bf16_to_f32, (const uint16_t* src, float* dst, size_t count
 CF_SIMD_KERNEL(void, f32_to_bf16, (const float* src, uint16_t* dst, size_t count),
                (src, dst, count)) {
   for (size_t i = 0; i < count; ++i)
-    dst[i] = static_cast<uint16_t>(BF16::encode(detail::f32_bits(src[i]), false));
+    dst[i] = static_cast<uint16_t>(bf16_encode(detail::f32_bits(src[i])));
 }
 void e4m3fn_to_f32(const uint8_t* src, float* dst, size_t count) {
   decode_table(kE4M3Table.data(), src, dst, count);

@@ -65,6 +65,25 @@ struct Narrow {
 
 using F16 = Narrow<5, 10, 15, true>;
 using BF16 = Narrow<8, 7, 127, true>;
+
+// BF16::encode(x, false) with its branches folded, for the bulk converter (the general form
+// did not vectorize well: 0.73 ns per element on the AMX Xeon, 6 ms for the 8 Mi outputs of
+// an alltoall_quant_matmul): bf16 keeps fp32's exponent range, so every non-NaN input is one
+// round-to-nearest-even shift by 16, subnormals and the carry into infinity included; a NaN
+// keeps its top payload bits and is made quiet. The bulk tests compare it with the
+// reference over every sign/exponent/top-mantissa pattern.
+CF_HOST_DEVICE constexpr uint32_t bf16_encode(uint32_t x) {
+  const uint32_t a = x & 0x7FFFFFFFu;
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t nan = 0x7FC0u | ((a & 0x7FFFFFu) >> 16);
+  return sign | (a > 0x7F800000u ? nan : rne_shift(a, 16));
+}
+#ifndef __CUDACC__  // nvcc does not evaluate the template's encode at compile time
+static_assert(bf16_encode(0x3F808000u) == BF16::encode(0x3F808000u, false));  // tie to even
+static_assert(bf16_encode(0x7F7FFFFFu) == BF16::encode(0x7F7FFFFFu, false));  // to infinity
+static_assert(bf16_encode(0x00018000u) == BF16::encode(0x00018000u, false));  // subnormal
+static_assert(bf16_encode(0xFF812345u) == BF16::encode(0xFF812345u, false));  // NaN
+#endif
 using E4M3FN = Narrow<4, 3, 7, false>;
 using E5M2 = Narrow<5, 2, 15, true>;
 
