@@ -9,12 +9,27 @@
 
 namespace commfuse::kernels::cpu {
 
+// kMaxLanes running maxima, combined at the end: the same value as one running maximum (a
+// maximum does not depend on the order, and no lane ever holds a NaN), but GCC vectorizes
+// independent lanes, where it keeps one running `a > m ? a : m` scalar for want of
+// -ffinite-math-only (1 ns per element on the AMX Xeon: 8 ms of a 66 ms
+// alltoall_quant_matmul).
+constexpr size_t kMaxLanes = 16;
+
 CF_SIMD_KERNEL(float, abs_max, (const float* v, size_t count), (v, count)) {
+  float lane[kMaxLanes] = {};
+  size_t i = 0;
+  for (; i + kMaxLanes <= count; i += kMaxLanes)
+    for (size_t l = 0; l < kMaxLanes; ++l) {
+      const float a = std::fabs(v[i + l]);
+      lane[l] = a > lane[l] ? a : lane[l];  // a NaN compares false and is skipped
+    }
   float m = 0.0f;
-  for (size_t i = 0; i < count; ++i) {
+  for (; i < count; ++i) {
     const float a = std::fabs(v[i]);
-    m = a > m ? a : m;  // a NaN compares false and is skipped
+    m = a > m ? a : m;
   }
+  for (const float a : lane) m = a > m ? a : m;
   return m;
 }
 

@@ -8,13 +8,25 @@
 
 namespace commfuse::ops::a2aq {
 
+// Independent lanes of running maxima, as kernels/cpu/quant_per_token.cpp's abs_max (and
+// for the same reason: one running maximum does not vectorize).
 CF_SIMD_KERNEL(float, mul_abs_max, (float* v, const float* smooth, size_t n), (v, smooth, n)) {
+  constexpr size_t kLanes = 16;
+  float lane[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (size_t l = 0; l < kLanes; ++l) {
+      v[i + l] *= smooth[i + l];
+      const float a = v[i + l] < 0 ? -v[i + l] : v[i + l];
+      lane[l] = a > lane[l] ? a : lane[l];
+    }
   float m = 0.0f;
-  for (size_t i = 0; i < n; ++i) {
+  for (; i < n; ++i) {
     v[i] *= smooth[i];
     const float a = v[i] < 0 ? -v[i] : v[i];
     m = a > m ? a : m;
   }
+  for (const float a : lane) m = a > m ? a : m;
   return m;
 }
 
