@@ -90,8 +90,50 @@ TEST(PackedB, PlainAndOtherLayoutsAreNotClaimed) {
       cpu::packed_layout(dnnl::memory::desc({64, 64}, dnnl::memory::data_type::bf16, tag::ab)));
   EXPECT_FALSE(cpu::packed_layout(
       dnnl::memory::desc({64, 64}, dnnl::memory::data_type::f32, tag::BA16a64b)));
-  EXPECT_FALSE(cpu::packed_layout(
-      dnnl::memory::desc({64, 64}, dnnl::memory::data_type::s8, tag::BA16a64b4a)));
+  // int8 weights with the s8 x s8 compensation oneDNN appends where it lacks AMX.
+  dnnl::memory::desc with_comp({64, 64}, dnnl::memory::data_type::s8, tag::BA16a64b4a);
+  with_comp.data.extra.flags = dnnl_memory_extra_flag_compensation_conv_s8s8;
+  with_comp.data.extra.compensation_mask = 2;
+  EXPECT_FALSE(cpu::packed_layout(with_comp));
+}
+
+// int8 weights in the quad layouts (AMX-INT8 / VNNI brgemm: BA16a64b4a and narrower
+// column blocks), from row-major and transposed sources: byte-equal to oneDNN's reorder.
+TEST(PackedB, Int8QuadLayoutsMatchOneDnnReorder) {
+  const dnnl::engine& eng = cpu::cpu_engine();
+  dnnl::stream strm(eng);
+  for (const tag t : {tag::BA16a64b4a, tag::BA16a32b4a, tag::BA16a16b4a}) {
+    for (const Shape& s : kShapes) {
+      for (const bool transposed : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "tag " << static_cast<int>(t) << " k=" << s.k
+                                        << " n=" << s.n << " transposed " << transposed);
+        const dnnl::memory::desc md({s.k, s.n}, dnnl::memory::data_type::s8, t);
+        const auto layout = cpu::packed_layout(md);
+        ASSERT_TRUE(layout.has_value());
+        EXPECT_EQ(layout->pair, 4);
+        // Row-major (k, ldb) or an (n, ldk) buffer viewed as (k, n).
+        const int64_t ld = transposed ? s.k + 3 : s.ldb;
+        std::mt19937 rng(static_cast<uint32_t>(s.k * 7 + s.n));
+        std::vector<int8_t> b(static_cast<size_t>((transposed ? s.n : s.k) * ld));
+        for (auto& v : b) v = static_cast<int8_t>(rng());
+        const dnnl::memory::desc plain({s.k, s.n}, dnnl::memory::data_type::s8,
+                                       transposed ? dnnl::memory::dims{1, ld}
+                                                  : dnnl::memory::dims{ld, 1});
+        dnnl::memory src(plain, eng, b.data());
+        std::vector<uint8_t> want(md.get_size(), 0xCD);
+        dnnl::memory dst(md, eng, want.data());
+        dnnl::reorder(src, dst).execute(strm, src, dst);
+        strm.wait();
+        std::vector<uint8_t> got(layout->bytes + 1, 0xEE);
+        cpu::pack_b_s8(*layout, b.data(), s.k, s.n, ld, transposed, got.data());
+        EXPECT_EQ(got.back(), 0xEE) << "wrote past the packed buffer";
+        got.pop_back();
+        size_t first = 0;
+        while (first < want.size() && got[first] == want[first]) ++first;
+        ASSERT_EQ(first, want.size()) << "first differing byte";
+      }
+    }
+  }
 }
 
 // Integer-valued bf16 in [-8, 8].

@@ -116,8 +116,9 @@ namespace {
 
 // c = a @ b through int_matmul against int64 sums.
 // force: run want_path instead of the machine's choice.
+// packed: ask for b in the kernel's blocked layout (IntMatmulDesc::b_packed).
 void check_int_matmul(int64_t m, int64_t k, int64_t n, bool bt, int a_max, int b_max, bool extreme,
-                      cpu::IntMatmulPath want_path, bool force = false) {
+                      cpu::IntMatmulPath want_path, bool force = false, bool packed = false) {
   std::mt19937 g(static_cast<unsigned>(m * 131 + k * 7 + n + bt));
   std::vector<int8_t> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
   auto fill = [&](std::vector<int8_t>& v, int mx) {
@@ -137,7 +138,14 @@ void check_int_matmul(int64_t m, int64_t k, int64_t n, bool bt, int a_max, int b
   d.a_max = a_max;
   d.b_max = b_max;
   if (force) d.force_path = want_path;
+  d.b_packed = packed;
   const auto plan = cpu::plan_int_matmul(d);
+  if (cpu::reads_packed_b(*plan)) {
+    EXPECT_GT(cpu::prepared_b_bytes(*plan), 0u);
+  }
+  if (!packed) {
+    EXPECT_FALSE(cpu::reads_packed_b(*plan));
+  }
   EXPECT_EQ(cpu::path_of(*plan), want_path) << cpu::describe(*plan);
   std::vector<float> prepared(cpu::prepared_b_bytes(*plan) / sizeof(float) + 1);
   cpu::prepare_b(*plan, b.data(), prepared.data());
@@ -206,6 +214,19 @@ TEST(IntMatmul, EveryExactInt8PathIsExact) {
         check_int_matmul(9, 40, 11, bt, 127, 128, extreme, path, true);
         check_int_matmul(3, 2500, 5, bt, 127, 128, extreme, path, true);
       }
+}
+
+TEST(IntMatmul, PackedBIsExact) {
+  // b in the s8 kernel's blocked layout (packed_b.cpp's quads, or oneDNN's reorder), row-major
+  // and transposed, with padding in k and n; where the kernel reads plain b nothing is packed
+  // and the same sums come out.
+  const cpu::IntMatmulPath want = cpu::choose_int_matmul_path(127, 128);
+  for (bool bt : {false, true})
+    for (bool extreme : {false, true}) {
+      check_int_matmul(9, 40, 11, bt, 127, 128, extreme, want, false, true);
+      check_int_matmul(70, 300, 100, bt, 127, 128, extreme, want, false, true);
+      check_int_matmul(64, 256, 256, bt, 127, 128, extreme, want, false, true);
+    }
 }
 
 TEST(IntMatmul, ForcingASaturatingPathIsRejected) {

@@ -19,6 +19,7 @@
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/matmul_plan.hpp"
 #include "kernels/cpu/onednn_info.hpp"
+#include "kernels/cpu/packed_b.hpp"
 #include "kernels/cpu/threads.hpp"
 
 namespace commfuse::kernels::cpu {
@@ -33,6 +34,14 @@ class IntMatmulPlan {
   dnnl::matmul primitive;  // kS8
   dnnl::memory::desc a_md, b_md, c_md, scratchpad_md;
   std::string impl;
+  // desc.b_packed and the kernel's layout is not b's own: b_md is that layout and pack
+  // reorders plain b (b_plain_md) into it.
+  bool packed = false;
+  dnnl::memory::desc b_plain_md;
+  dnnl::reorder pack;
+  // The layout when packed_b.cpp can write it (faster than the reorder: 4096x4096 int8
+  // took 7-9 ms through oneDNN's reorder in alltoall_quant_matmul, one thread, AMX).
+  std::optional<PackedLayout> own;
 };
 
 namespace {
@@ -63,9 +72,20 @@ std::shared_ptr<const IntMatmulPlan> create(const IntMatmulDesc& d, int threads)
     const dnnl::memory::desc b_md({d.k, d.n}, dt::s8,
                                   d.b_transposed ? dims{1, d.ldb} : dims{d.ldb, 1});
     const dnnl::memory::desc c_md({d.m, d.n}, dt::s32, dims{d.ldc, 1});
+    const dnnl::memory::desc b_any({d.k, d.n}, dt::s8, dnnl::memory::format_tag::any);
     try {
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), scratchpad_attr(),
-                                      cpu_engine());
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, d.b_packed ? b_any : b_md, c_md),
+                                      scratchpad_attr(), cpu_engine());
+      if (d.b_packed && pd.weights_desc() == b_md)  // the kernel reads plain b: keep it
+        pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), scratchpad_attr(),
+                                          cpu_engine());
+      if (pd.weights_desc() != b_md) {
+        plan->packed = true;
+        plan->own = packed_layout(pd.weights_desc());
+        plan->b_plain_md = b_md;
+        plan->pack = dnnl::reorder(
+            dnnl::reorder::primitive_desc(cpu_engine(), b_md, cpu_engine(), pd.weights_desc()));
+      }
       plan->primitive = dnnl::matmul(pd);
       plan->impl = pd.impl_info_str();
       plan->a_md = pd.src_desc();
@@ -239,21 +259,58 @@ IntMatmulPath path_of(const IntMatmulPlan& plan) {
 
 std::string describe(const IntMatmulPlan& p) {
   const IntMatmulDesc& d = p.desc;
-  return detail::cat("m=", d.m, " k=", d.k, " n=", d.n, d.b_transposed ? " b(T)" : "",
-                     " |a|<=", d.a_max, " |b|<=", d.b_max, " -> ", int_matmul_path_name(p.path),
-                     p.path == IntMatmulPath::kS8 ? " (" + p.impl + ")"
-                                                  : detail::cat(" (k blocks of ", p.k_block, ")"),
-                     d.force_path ? " (forced)" : "", ", oneDNN ISA ", onednn_effective_isa(), ", ",
-                     p.threads, " threads");
+  return detail::cat(
+      "m=", d.m, " k=", d.k, " n=", d.n, d.b_transposed ? " b(T)" : "", " |a|<=", d.a_max,
+      " |b|<=", d.b_max, " -> ", int_matmul_path_name(p.path),
+      p.path == IntMatmulPath::kS8 ? " (" + p.impl + ")"
+                                   : detail::cat(" (k blocks of ", p.k_block, ")"),
+      p.packed ? (p.own ? ", b packed once per call" : ", b reordered once per call") : "",
+      d.force_path ? " (forced)" : "", ", oneDNN ISA ", onednn_effective_isa(), ", ", p.threads,
+      " threads");
 }
 
 size_t prepared_b_bytes(const IntMatmulPlan& plan) {
-  if (plan.path == IntMatmulPath::kS8) return 0;
+  if (plan.path == IntMatmulPath::kS8) return plan.packed ? plan.b_md.get_size() : 0;
   return static_cast<size_t>(plan.desc.k * plan.desc.n) * sizeof(float);
 }
 
+bool reads_packed_b(const IntMatmulPlan& plan) {
+  return plan.path == IntMatmulPath::kS8 && plan.packed;
+}
+
+bool packs_b_by_reorder(const IntMatmulPlan& plan) {
+  return reads_packed_b(plan) && !plan.own;
+}
+
+bool same_prepared_b(const IntMatmulPlan& a, const IntMatmulPlan& b) {
+  if (a.path != b.path) return false;
+  if (a.path == IntMatmulPath::kF32Blocked)  // k x n floats in b's own layout
+    return a.desc.k == b.desc.k && a.desc.n == b.desc.n &&
+           a.desc.b_transposed == b.desc.b_transposed;
+  return a.packed == b.packed && (!a.packed || a.b_md == b.b_md);
+}
+
 void prepare_b(const IntMatmulPlan& plan, const int8_t* b, void* prepared) {
-  if (plan.path == IntMatmulPath::kS8) return;
+  if (plan.path == IntMatmulPath::kS8) {
+    if (!plan.packed) return;
+    if (plan.own) {
+      const IntMatmulDesc& d = plan.desc;
+      pack_b_s8(*plan.own, b, d.k, d.n, d.ldb, d.b_transposed, prepared);
+      return;
+    }
+    ScopedComputeThreads scoped(plan.threads);
+    try {
+      dnnl::memory src(plan.b_plain_md, cpu_engine(), const_cast<int8_t*>(b));
+      dnnl::memory dst(plan.b_md, cpu_engine(), prepared);
+      plan.pack.execute(thread_stream(), src, dst);
+      thread_stream().wait();
+    } catch (const dnnl::error& e) {
+      detail::throw_status(Status::kRuntimeError,
+                           detail::cat("int_matmul: oneDNN's reorder of b failed (", describe(plan),
+                                       "): ", e.what()));
+    }
+    return;
+  }
   const IntMatmulDesc& d = plan.desc;
   const int64_t rows = d.b_transposed ? d.n : d.k, cols = d.b_transposed ? d.k : d.n;
   auto* out = static_cast<float*>(prepared);

@@ -37,6 +37,12 @@ struct IntMatmulDesc {
   // Tests and benchmarks: this path instead of the machine's choice. It must be exact for
   // the bounds: kS8 only where choose_int_matmul_path picks it (kF32Blocked always is).
   std::optional<IntMatmulPath> force_path;
+  // kS8: read b in the blocked layout oneDNN's kernel picks (format any), written once per
+  // call by prepare_b with oneDNN's reorder, instead of plain b, which the brgemm kernel
+  // copies into that layout on every call. One thread, AMX, 2048x4096x4096: 68.8 ms plain,
+  // 52.4 ms packed + 4.3 ms to reorder; 64-row calls over the same b: 116.7 ms plain,
+  // 51.4 packed. Where the kernel reads plain b anyway nothing is packed.
+  bool b_packed = false;
   bool operator==(const IntMatmulDesc&) const = default;
 };
 
@@ -56,11 +62,19 @@ std::shared_ptr<const IntMatmulPlan> plan_int_matmul(const IntMatmulDesc& desc);
 IntMatmulPath path_of(const IntMatmulPlan& plan);
 std::string describe(const IntMatmulPlan& plan);
 
-// b as the plan's path consumes it: kS8 reads the int8 b itself (0 bytes); kF32Blocked
-// reads b widened to fp32 in the same layout (k*n floats), which prepare_b writes once per
-// call so chunked GEMMs over the same b widen it once.
+// b as the plan's path consumes it: kS8 reads the int8 b itself (0 bytes), or with
+// b_packed the int8 b in oneDNN's blocked layout; kF32Blocked reads b widened to fp32 in the
+// same layout (k*n floats). prepare_b writes it once per call so that chunked GEMMs over the
+// same b prepare it once.
 size_t prepared_b_bytes(const IntMatmulPlan& plan);
 void prepare_b(const IntMatmulPlan& plan, const int8_t* b, void* prepared);
+// Whether plan reads b packed (prepared by prepare_b), and whether two plans read the same
+// prepared b (a chunk's plan may only use what the full plan prepared if so).
+bool reads_packed_b(const IntMatmulPlan& plan);
+// Whether prepare_b packs with oneDNN's reorder (a layout packed_b.cpp does not write, e.g.
+// with the s8 x s8 compensation of VNNI kernels): 2-4x slower than packed_b's own loop.
+bool packs_b_by_reorder(const IntMatmulPlan& plan);
+bool same_prepared_b(const IntMatmulPlan& a, const IntMatmulPlan& b);
 
 // c = a @ b. b_prepared: the int8 b (kS8) or prepare_b's output (kF32Blocked), with the
 // descriptor's layout and ldb.

@@ -16,7 +16,11 @@
 // The layouts handled are those oneDNN's brgemm matmul chooses for 16-bit weights: inner
 // blocks (k_block along k, n_block along n, pair along k), pair = 2 (two consecutive k of
 // one column side by side), outer order n blocks then k blocks, both dimensions zero-padded
-// to their block. Any other layout is reported as unsupported and the caller keeps plain b.
+// to their block; and the same with pair = 4 for int8 weights (AMX-INT8 / VNNI:
+// BA16a64b4a, no compensation buffer), which pack_b_s8 writes for the integer GEMM
+// (int_matmul.hpp: b_packed) — oneDNN's reorder took 7-9 ms for 4096x4096 int8 there. Any
+// other layout is reported as unsupported and the caller keeps plain b (or oneDNN's
+// reorder).
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -32,7 +36,7 @@ namespace commfuse::kernels::cpu {
 struct PackedLayout {
   int64_t k_block = 0;   // k values per inner block (counted in pairs: k_block * pair rows)
   int64_t n_block = 0;   // columns per inner block
-  int64_t pair = 0;      // consecutive k values stored together (2 for 16-bit)
+  int64_t pair = 0;      // consecutive k values stored together (2 for 16-bit, 4 for int8)
   int64_t k_stride = 0;  // elements between consecutive k blocks (of k_block * pair rows)
   int64_t n_stride = 0;  // elements between consecutive n blocks
   size_t bytes = 0;      // the whole packed buffer, padding included
@@ -42,7 +46,8 @@ struct PackedLayout {
   bool operator==(const PackedLayout&) const = default;
 };
 
-// The layout of md (a k x n weights descriptor of a 2-byte type) if this file can pack it.
+// The layout of md (a k x n weights descriptor of bf16/fp16 with pairs, or s8 with quads)
+// if this file can pack it.
 std::optional<PackedLayout> packed_layout(const dnnl::memory::desc& md);
 
 // dst (layout.bytes, any alignment) = b (k x n row-major with row stride ldb elements, 2-byte
@@ -50,6 +55,11 @@ std::optional<PackedLayout> packed_layout(const dnnl::memory::desc& md);
 // came from.
 void pack_b(const PackedLayout& layout, const void* b, int64_t k, int64_t n, int64_t ldb,
             void* dst);
+
+// The same for int8 b (layout.pair == 4): b is k x n row-major with row stride ldb, or, when
+// transposed, an (n, k) buffer with row stride ldb.
+void pack_b_s8(const PackedLayout& layout, const int8_t* b, int64_t k, int64_t n, int64_t ldb,
+               bool transposed, void* dst);
 
 // Whether an execute whose GEMMs over one x2 take up to max_rows rows (0: several calls,
 // e.g. blocks multiplied as they arrive) packs that x2 once: several calls, or one of at
