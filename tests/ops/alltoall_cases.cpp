@@ -399,6 +399,23 @@ int case_alltoall_numerics(commfuse::Comm& comm) {
       c.smooth = cb != Combo::kA4W4;
       run_quant_case(comm, c, tag++, false, true);
     }
+  // N = 4096: the fused GEMM runs in blocks of 64 rows (1 MiB of int32 sums, plan.hpp:
+  // kEpilogueBytes), each block's epilogue after it, over x2 packed once where this CPU's
+  // s8 kernel reads a blocked layout (transposed and not).
+  if (R <= 2)
+    for (Combo cb : {Combo::kA16W8, Combo::kA16W4})
+      for (bool tr : {false, true}) {
+        QCase c;
+        c.combo = cb;
+        c.x1 = DType::kBFloat16;
+        c.out = DType::kBFloat16;
+        c.rows = 150;
+        c.h = 24;
+        c.n = 4096;
+        c.transposed = tr;
+        c.bias = Bias::kF32;
+        run_quant_case(comm, c, tag++, false, true);
+      }
   // One row per rank; the C API.
   QCase one;
   one.rows = 1;

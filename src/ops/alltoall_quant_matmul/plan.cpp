@@ -7,6 +7,7 @@
 #include "core/params.hpp"
 
 #include "core/algorithm.hpp"
+#include "kernels/cpu/packed_b.hpp"
 #include "kernels/cpu/quant_per_token.hpp"
 #include "ops/alltoall_quant_matmul/plan.hpp"
 
@@ -73,6 +74,27 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
   // A4W4: one GEMM per source segment.
   const cpu::IntMatmulDesc d = int_gemm_desc(plan, rows, p.combo == QuantCombo::kA4W4 ? p.h : k);
   plan.path = cpu::choose_int_matmul_path(d.a_max, d.b_max);
+  // x2 packed once per execute into the s8 kernel's blocked layout, as 16-bit x2 is
+  // (kernels/cpu/packed_b.hpp): by packed_b's own loop where it knows the layout (2.4 ms for
+  // 4096x4096 int8, one thread), which pays for one call of 64 rows or more as for 16-bit
+  // x2 (one 2048x4096x4096 call, AMX: 69.8 ms plain, 52.7 ms packed); by oneDNN's reorder
+  // otherwise (7-9 ms in the op), which only an execute of several calls wins back. The
+  // fused schedule's blocks (plan.hpp: epilogue_rows) are several calls.
+  const int64_t block_rows = std::clamp<int64_t>(kEpilogueBytes / (4 * p.n), 1, plan.gemm_rows);
+  const int64_t calls = unfused ? 1 : (rows + block_rows - 1) / block_rows;
+  if (plan.path == cpu::IntMatmulPath::kS8 && p.combo != QuantCombo::kA4W4) {
+    cpu::IntMatmulDesc full = d;
+    full.m = plan.gemm_rows;
+    full.b_packed = true;
+    plan.full_gemm = cpu::plan_int_matmul(full);
+    const bool reorder = cpu::packs_b_by_reorder(*plan.full_gemm);
+    plan.b_packed =
+        cpu::reads_packed_b(*plan.full_gemm) && cpu::packing_pays(calls > 1 ? 0
+                                                                  : reorder ? 1
+                                                                            : plan.gemm_rows);
+    if (!plan.b_packed) plan.full_gemm.reset();
+  }
+  plan.epilogue_rows = plan.b_packed && !unfused ? block_rows : plan.gemm_rows;
   if (plan.path == cpu::IntMatmulPath::kF32Blocked) {
     // prepare_b widens all of x2 (K x N) at once.
     cpu::IntMatmulDesc full = d;
@@ -97,10 +119,15 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
   w.scales =
       take(at, sizeof(float) * static_cast<size_t>(p.combo == QuantCombo::kA4W4 ? rows * R : rows));
   const size_t kn = static_cast<size_t>(k) * n;
+  w.b_unpacked = take(at, plan.b_packed && p.combo == QuantCombo::kA16W4 ? kn : 0);
   w.b = take(at, plan.path == cpu::IntMatmulPath::kF32Blocked ? kn * sizeof(float)
-                 : p.combo == QuantCombo::kA16W8              ? 0
-                                                              : kn);  // int4 unpacked to int8
-  w.acc = take(at, gr * n * sizeof(int32_t));
+                 : plan.b_packed                 ? cpu::prepared_b_bytes(*plan.full_gemm)
+                 : p.combo == QuantCombo::kA16W8 ? 0
+                                                 : kn);  // int4 unpacked to int8
+  // A4W4 sums segments of whole chunks; the others run blocks of at most epilogue_rows.
+  const size_t acc_rows =
+      p.combo == QuantCombo::kA4W4 ? gr : std::min(gr, static_cast<size_t>(plan.epilogue_rows));
+  w.acc = take(at, acc_rows * n * sizeof(int32_t));
   w.yacc = take(at, p.combo == QuantCombo::kA4W4 ? gr * n * sizeof(float) : 0);
   w.row = take(at, static_cast<size_t>(k) * sizeof(float));
   w.out_row = take(at, n * sizeof(float));
@@ -123,6 +150,7 @@ kernels::cpu::IntMatmulDesc int_gemm_desc(const AlltoAllQuantMatmulPlanData& pla
   d.b_transposed = p.x2_transposed;
   d.a_max = plan.a_max;
   d.b_max = plan.b_max;
+  d.b_packed = plan.b_packed;
   return d;
 }
 

@@ -64,6 +64,11 @@ AlltoAllQuantMatmulProblem validate_alltoall_quant_matmul(
 // Pieces of the stream are at most kPieceRows token rows. The GEMM runs on chunks of
 // gemm_chunk_rows() rows, collected from as many pieces as it takes.
 inline constexpr int64_t kPieceRows = 256;
+// The int32 sums one fused GEMM block leaves for its epilogue: 1 MiB, half an L2 of the
+// CPUs met so far. At N = 4096 that is 64 rows (one thread, AMX, 2048x4096x4096 with b
+// packed: 51.4 ms in 64-row calls, 52.4 ms in one call; the epilogue over 2048 rows of
+// int32 sums read back from memory took 8.5 ms of a 70 ms call).
+inline constexpr int64_t kEpilogueBytes = int64_t{1} << 20;
 // COMMFUSE_ALLTOALL_GEMM_ROWS, or automatic: on shm the stream cannot run in the background
 // of a GEMM (the rank that computes is the one that copies), and oneDNN's GEMM is fastest
 // on all rows at once, so one GEMM after the last piece (measured: 256-row chunks made the
@@ -85,7 +90,9 @@ struct QuantWorkspace {
   size_t perm = 0;         // unfused without alltoAllOut: the permuted rows in x1's dtype
   size_t q = 0;            // rows x K int8: quantized permuted rows
   size_t scales = 0;       // A16: rows fp32; A4W4: rows x R fp32 (scale of segment s at i*R+s)
-  size_t b = 0;            // x2 as the GEMM reads it (fp32 widened or int4 unpacked to int8)
+  size_t b = 0;            // x2 as the GEMM reads it (fp32 widened, int4 unpacked to int8,
+                           // or packed: plan.b_packed)
+  size_t b_unpacked = 0;   // A16W4 with b packed: the int4 x2 unpacked to int8 first
   size_t acc = 0;          // gemm_rows x N int32 (unfused: rows x N)
   size_t yacc = 0;         // A4W4: gemm_rows x N fp32 (unfused: rows x N)
   size_t row = 0;          // K fp32: one permuted row being assembled
@@ -103,6 +110,15 @@ struct AlltoAllQuantMatmulPlanData {
   int b_max = 127;        // weight bound: 127 (int8) or 8 (int4)
   int qmax = 127;         // Q of the dynamic quantization (A16)
   int64_t gemm_rows = 0;  // rows per GEMM chunk (unfused: all rows)
+  // A16W8 / A16W4 on oneDNN's s8 kernel, where packing pays (kernels/cpu/packed_b.hpp:
+  // packing_pays): x2 reordered once per execute into the kernel's blocked layout
+  // (full_gemm's), which every GEMM of the call then reads.
+  bool b_packed = false;
+  // The fused schedule runs each chunk's GEMM in blocks of epilogue_rows rows and each
+  // block's epilogue right after it, while its int32 sums are in cache (at most
+  // kEpilogueBytes of them); with b packed a block costs no extra copy of x2. The unfused
+  // reference keeps its separate passes: one GEMM over all rows, then the epilogue.
+  int64_t epilogue_rows = 0;
   kernels::cpu::IntMatmulPath path = kernels::cpu::IntMatmulPath::kS8;
   std::shared_ptr<const kernels::cpu::IntMatmulPlan> full_gemm;  // for prepare_b
   QuantWorkspace ws;

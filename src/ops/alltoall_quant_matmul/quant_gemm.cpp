@@ -1,6 +1,8 @@
 // alltoall_quant_matmul's int GEMM and epilogue (quant_gemm.hpp).
 #include "ops/alltoall_quant_matmul/quant_gemm.hpp"
 
+#include <algorithm>
+
 #include "core/trace.hpp"
 #include "ops/alltoall_quant_matmul/row_kernels.hpp"
 
@@ -20,15 +22,19 @@ QuantGemm::QuantGemm(const AlltoAllQuantMatmulPlanData& plan, uint8_t* ws)
   row_ = reinterpret_cast<float*>(ws + plan.ws.row);
   out_row_ = reinterpret_cast<float*>(ws + plan.ws.out_row);
   const size_t kn = static_cast<size_t>(k_) * n_;
-  if (plan.path == cpu::IntMatmulPath::kF32Blocked) {
+  // x2 as int8 in its own layout (plain_b_: what a block whose plan reads plain b uses),
+  // then, where the plan says, widened or packed once for every GEMM of this execute.
+  plain_b_ = p_.x2;
+  if (p_.combo != QuantCombo::kA16W8 && plan.path == cpu::IntMatmulPath::kS8) {
+    auto* unpacked = ws + (plan.b_packed ? plan.ws.b_unpacked : plan.ws.b);
+    unpack_int4_s8(static_cast<const uint8_t*>(p_.x2), reinterpret_cast<int8_t*>(unpacked), kn);
+    plain_b_ = unpacked;
+  }
+  b_ = plain_b_;
+  if (plan.path == cpu::IntMatmulPath::kF32Blocked || plan.b_packed) {
+    trace::Span span("prepare x2", "quant_gemm", -1, kn);
+    cpu::prepare_b(*plan.full_gemm, static_cast<const int8_t*>(plain_b_), ws + plan.ws.b);
     b_ = ws + plan.ws.b;
-    cpu::prepare_b(*plan.full_gemm, static_cast<const int8_t*>(p_.x2), ws + plan.ws.b);
-  } else if (p_.combo != QuantCombo::kA16W8) {
-    unpack_int4_s8(static_cast<const uint8_t*>(p_.x2), reinterpret_cast<int8_t*>(ws + plan.ws.b),
-                   kn);
-    b_ = ws + plan.ws.b;
-  } else {
-    b_ = p_.x2;
   }
   if (p_.smooth) {
     smooth_ = reinterpret_cast<float*>(ws + plan.ws.smooth);
@@ -50,16 +56,28 @@ void QuantGemm::run(int64_t r0, int64_t r1) {
   const size_t out_es = dtype_storage_bytes(p_.out_dtype, 1);
   auto* out = static_cast<uint8_t*>(p_.output);
   if (p_.combo != QuantCombo::kA4W4) {
-    const auto g = cpu::plan_int_matmul(desc(m, k_));
-    {
-      trace::Span span("gemm", "quant_gemm", -1, static_cast<uint64_t>(m));
-      cpu::int_matmul(*g, q_ + static_cast<size_t>(r0) * k, b_, acc_);
-    }
-    trace::Span span("dequant", "quant_gemm", -1, static_cast<uint64_t>(m));
-    for (int64_t i = 0; i < m; ++i) {
-      dequant_row(acc_ + static_cast<size_t>(i) * n_, p_.x2_scale, scales_[r0 + i], bias32_,
-                  out_row_, n_);
-      store_row(out_row_, p_.out_dtype, out + static_cast<size_t>(r0 + i) * n_ * out_es, n_);
+    // Blocks of epilogue_rows (plan.hpp): each block's epilogue reads its sums from cache.
+    for (int64_t b0 = r0; b0 < r1; b0 += plan_.epilogue_rows) {
+      const int64_t b1 = std::min(r1, b0 + plan_.epilogue_rows), mb = b1 - b0;
+      auto g = cpu::plan_int_matmul(desc(mb, k_));
+      const void* b = b_;
+      // A block whose plan wants another layout than the one prepared reads plain x2.
+      if (plan_.b_packed && !cpu::same_prepared_b(*g, *plan_.full_gemm)) {
+        cpu::IntMatmulDesc d = desc(mb, k_);
+        d.b_packed = false;
+        g = cpu::plan_int_matmul(d);
+        b = plain_b_;
+      }
+      {
+        trace::Span span("gemm", "quant_gemm", -1, static_cast<uint64_t>(mb));
+        cpu::int_matmul(*g, q_ + static_cast<size_t>(b0) * k, b, acc_);
+      }
+      trace::Span span("dequant", "quant_gemm", -1, static_cast<uint64_t>(mb));
+      for (int64_t i = 0; i < mb; ++i) {
+        dequant_row(acc_ + static_cast<size_t>(i) * n_, p_.x2_scale, scales_[b0 + i], bias32_,
+                    out_row_, n_);
+        store_row(out_row_, p_.out_dtype, out + static_cast<size_t>(b0 + i) * n_ * out_es, n_);
+      }
     }
     return;
   }

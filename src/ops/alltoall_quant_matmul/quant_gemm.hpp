@@ -39,7 +39,8 @@ class QuantGemm {
   float* out_row_ = nullptr;
   float* yacc_ = nullptr;
   int32_t* acc_ = nullptr;
-  const void* b_ = nullptr;
+  const void* b_ = nullptr;        // x2 as the GEMMs read it
+  const void* plain_b_ = nullptr;  // x2 as int8 in its own layout
   float* smooth_ = nullptr;
   float* bias32_ = nullptr;
 };
