@@ -265,8 +265,18 @@ void check_quant_all_gather_matmul(commfuse::Comm& comm, uint64_t& tag) {
   // The decoded x2 packed for the bf16 GEMM where it reads it packed (kernels/cpu/packed_b):
   // a 64-column block and a tail, k not a multiple of the 32-row blocks, several chunks.
   run_case(comm, {e4, e4, bf16, S::kTensor, S::kVector, f32}, tag++, 300, 2050, 100);
-  // The reducing ops: every mode, scale shape and output dtype; m = 0; many rows.
+  // A8W8 with n = 4096: chunks of 64 rows (1 MiB of int32 sums) over x2 packed once where
+  // this CPU's s8 kernel reads a blocked layout and packing pays, a tail chunk, x2
+  // transposed too (quant_row_gemm.hpp: int8_packed).
   const int64_t R = comm.world_size();
+  if (R <= 2) {
+    run_case(comm, {i8, i8, bf16, S::kVector, S::kVector, f32}, tag++, 150, 48, 4096);
+    run_case(comm, {i8, i8, f16, S::kVector, S::kColumn, DType::kInt32, true}, tag++, 150, 48,
+             4096);
+    run_reduce_case(comm, {i8, i8, bf16, S::kVector, S::kVector, f32}, tag++, 75 * R, 48, 4096,
+                    false, false);
+  }
+  // The reducing ops: every mode, scale shape and output dtype; m = 0; many rows.
   const DType none = DType::kInt8;  // no bias
   for (bool ar : {false, true}) {
     run_reduce_case(comm, {i8, i8, bf16, S::kVector, S::kVector, f32}, tag++, 3 * R, k, n, ar,

@@ -20,6 +20,9 @@ namespace cpu = kernels::cpu;
 // The int32/fp32 accumulator of one chunk stays under this (rows = this / (4 n), clamped).
 constexpr int64_t kAccBytes = int64_t{16} << 20;
 constexpr int64_t kMinChunkRows = 64;
+// A8W8 over packed x2 (more calls cost nothing extra): chunks whose int32 sums stay in
+// cache for the dequantization.
+constexpr int64_t kPackedAccBytes = int64_t{1} << 20;
 constexpr int64_t kMaxChunkRows = 2048;
 
 size_t align64(size_t v) {
@@ -46,6 +49,7 @@ cpu::IntMatmulDesc int_desc(const QuantGemmShape& s, int64_t rows) {
   d.b_transposed = s.b.transposed;
   d.a_max = 128;  // int8 codes: -128 is allowed
   d.b_max = 128;
+  d.b_packed = s.int8_packed;
   return d;
 }
 
@@ -89,6 +93,25 @@ void plan_quant_gemm(QuantGemmShape& s) {
   s.chunk_rows = std::max<int64_t>(1, chunk);
   s.small_m = is_a8w8(s) && s.max_rows > 0 && s.max_rows <= cpu::kSmallIntRows &&
               !cpu::s8_gemm_accumulates_in_int32();  // (quant_row_gemm.hpp)
+  s.int8_packed = false;
+  if (is_a8w8(s) && !s.small_m) {
+    // Chunks of kPackedAccBytes over x2 packed where packing pays (quant_row_gemm.hpp).
+    QuantGemmShape p = s;
+    p.int8_packed = true;
+    p.chunk_rows = std::max<int64_t>(
+        1, std::min(std::clamp<int64_t>(kPackedAccBytes / (4 * s.n), 1, kMaxChunkRows),
+                    s.max_rows > 0 ? s.max_rows : kMaxChunkRows));
+    const auto plan = cpu::plan_int_matmul(int_desc(p, p.chunk_rows));
+    const bool several = s.max_rows == 0 || s.max_rows > p.chunk_rows;
+    const bool reorder = cpu::packs_b_by_reorder(*plan);
+    if (cpu::reads_packed_b(*plan) &&
+        cpu::packing_pays(several   ? 0
+                          : reorder ? 1
+                                    : std::max<int64_t>(1, s.max_rows))) {
+      s.int8_packed = true;
+      s.chunk_rows = p.chunk_rows;
+    }
+  }
   if (!is_a8w8(s)) {
     // bf16 where oneDNN multiplies it natively (AVX512-BF16, AMX): half the bytes of fp32.
     cpu::MatmulDesc probe =
@@ -146,6 +169,7 @@ QuantRowGemm::QuantRowGemm(const QuantGemmShape& s, void* workspace) : s_(s) {
     } else {
       cpu::prepare_b(*plan, static_cast<const int8_t*>(s.b.data), ws + l.b);
       b_ = ws + l.b;
+      if (s.int8_packed) packed_for_ = plan;
     }
   } else {
     const size_t es = s.decode_to_bf16 ? 2 : 4;
@@ -201,8 +225,15 @@ void QuantRowGemm::chunk(const uint8_t* a, int64_t rows, RowScales a_scales, uin
                             static_cast<const int8_t*>(b_), s_.k, s_.n, s_.b.ld, s_.b.transposed,
                             static_cast<int32_t*>(acc_), s_.n);
     } else if (a8w8) {
-      const auto plan = cpu::plan_int_matmul(int_desc(s_, rows));
-      cpu::int_matmul(*plan, reinterpret_cast<const int8_t*>(a), b_, static_cast<int32_t*>(acc_));
+      auto plan = cpu::plan_int_matmul(int_desc(s_, rows));
+      const void* b = b_;
+      if (packed_for_ && !cpu::same_prepared_b(*plan, *packed_for_)) {
+        cpu::IntMatmulDesc d = int_desc(s_, rows);  // another layout: the plain x2
+        d.b_packed = false;
+        plan = cpu::plan_int_matmul(d);
+        b = s_.b.data;
+      }
+      cpu::int_matmul(*plan, reinterpret_cast<const int8_t*>(a), b, static_cast<int32_t*>(acc_));
     } else {
       bool packed = false;
       const auto plan =

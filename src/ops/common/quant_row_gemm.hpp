@@ -16,9 +16,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "kernels/cpu/int_matmul.hpp"
 #include "kernels/cpu/packed_b.hpp"
 #include "ops/common/quant_operands.hpp"
 #include "ops/common/tensor_checks.hpp"
@@ -46,6 +48,11 @@ struct QuantGemmShape {
   // FP8/HiF8 decoded to bf16: the decoded x2 packed once more into the bf16 GEMM's blocked
   // layout (kernels/cpu/packed_b.hpp), for chunks whose plan reads it; unset: read dense.
   std::optional<kernels::cpu::PackedLayout> packed;
+  // A8W8 on oneDNN's s8 kernel: x2 packed once per QuantRowGemm into the kernel's blocked
+  // layout (int_matmul.hpp: b_packed) where that pays, and then chunks of 1 MiB of int32
+  // sums (64 rows at n = 4096), each dequantized from cache (kernels/cpu/packed_b.hpp's
+  // packing_pays; oneDNN's reorder only for several chunks).
+  bool int8_packed = false;
 };
 
 // Chooses the chunk and the decoded type (after max_rows is set).
@@ -78,7 +85,10 @@ class QuantRowGemm {
   void chunk(const uint8_t* a, int64_t rows, RowScales a_scales, uint8_t* c) const;
 
   QuantGemmShape s_;
-  const void* b_ = nullptr;         // x2 as the kernel reads it
+  const void* b_ = nullptr;  // x2 as the kernel reads it
+  // A8W8 with x2 packed: the plan it was packed for (a chunk whose plan reads another
+  // layout reads the plain x2 instead).
+  std::shared_ptr<const kernels::cpu::IntMatmulPlan> packed_for_;
   const void* packed_b_ = nullptr;  // x2 decoded and packed (s_.packed)
   float* b_scale_ = nullptr;
   float* bias32_ = nullptr;  // null: no float bias
