@@ -40,6 +40,15 @@ const uint16_t* bf16_table(DType t) {
                                    : tables.hif8.data();
 }
 
+// Whether every negative code decodes to its magnitude's entry with the sign bit set (-0 and
+// a NaN's sign included): then a lookup needs only the 128 magnitudes. Checked on the
+// table, not assumed per format.
+bool sign_symmetric(const uint16_t* tab) {
+  for (size_t c = 128; c < 256; ++c)
+    if (tab[c] != (tab[c - 128] | 0x8000u)) return false;
+  return true;
+}
+
 void table_bf16(const uint16_t* tab, const uint8_t* src, uint16_t* dst, size_t count) {
   for (size_t i = 0; i < count; ++i) dst[i] = tab[src[i]];
 }
@@ -88,9 +97,27 @@ CF_AVX512BW inline __m512i lookup32(const Lut512& l, __m512i idx) {
   return _mm512_mask_blend_epi16(b7, lo, hi);
 }
 
+// The same for a sign-symmetric table: the magnitude's entry (two of the four lookups)
+// with the code's sign moved to bit 15.
+CF_AVX512BW inline __m512i lookup32_signed(const Lut512& l, __m512i idx) {
+  const __m512i q0 = _mm512_permutex2var_epi16(l.t[0], idx, l.t[1]);
+  const __m512i q1 = _mm512_permutex2var_epi16(l.t[2], idx, l.t[3]);
+  const __mmask32 b6 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(0x40));
+  const __m512i sign = _mm512_slli_epi16(_mm512_and_si512(idx, _mm512_set1_epi16(0x80)), 8);
+  return _mm512_or_si512(_mm512_mask_blend_epi16(b6, q0, q1), sign);
+}
+
+// 16 Mi e4m3 codes, AMX Xeon: about 3 ms with four lookups, half that with two.
 CF_AVX512BW void avx512_bf16(const uint16_t* tab, const uint8_t* src, uint16_t* dst, size_t count) {
   const Lut512 l = load_lut(tab);
+  const bool symmetric = sign_symmetric(tab);
   size_t i = 0;
+  if (symmetric)
+    for (; i + 32 <= count; i += 32) {
+      const __m512i idx =
+          _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
+      _mm512_storeu_si512(dst + i, lookup32_signed(l, idx));
+    }
   for (; i + 32 <= count; i += 32) {
     const __m512i idx =
         _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
