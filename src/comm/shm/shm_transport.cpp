@@ -207,7 +207,6 @@ void ShmTransport::barrier() {
     fault_point(rank_, op, 0);
     const uint32_t s = begin_step(op);
     arrive(s, true, desc, op);
-    peers_.publish(3 * s + 3);
   });
 }
 
