@@ -47,6 +47,23 @@ TEST(Copy, EveryLengthAroundTheThresholds) {
       for (size_t dof : {0u, 1u, 15u, 32u, 33u}) check_copy(n, so, dof);
 }
 
+// The vector loop, which `copy` takes only where memcpy is slow (and for non-temporal
+// copies), on every machine: lengths around its vector widths, misalignments, both stores.
+TEST(Copy, TheVectorLoopIsExactEverywhere) {
+  for (const bool nt : {false, true})
+    for (size_t n : {128u, 129u, 255u, 1000u, 4097u, 65536u + 33u})
+      for (size_t so : {0u, 1u, 31u, 63u})
+        for (size_t dof : {0u, 1u, 33u}) {
+          const auto src = pattern(n + so, static_cast<uint32_t>(n * 3 + so));
+          std::vector<uint8_t> dst(n + dof + 64, 0xA5);
+          kernels::cpu::copy_vector_loop(dst.data() + dof, src.data() + so, n, nt);
+          ASSERT_EQ(std::memcmp(dst.data() + dof, src.data() + so, n), 0)
+              << "n " << n << " so " << so << " dof " << dof << " nt " << nt;
+          for (size_t i = 0; i < dof; ++i) ASSERT_EQ(dst[i], 0xA5);
+          for (size_t i = dof + n; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xA5);
+        }
+}
+
 TEST(Copy, NonTemporalCopiesAreExact) {
   const size_t n = kernels::cpu::nontemporal_copy_bytes() + 4099;
   EXPECT_GE(kernels::cpu::nontemporal_copy_bytes(), size_t{1} << 20);

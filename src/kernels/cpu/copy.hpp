@@ -2,11 +2,13 @@
 // copies of 4 KiB and more with `rep movsb` on CPUs that advertise fast string moves, and
 // on AMD Zen 3 (seen here: a 2-core EPYC VM, glibc 2.36) `rep movsb` runs at 1.5 GB/s
 // instead of 25-35 GB/s whenever source and destination differ in alignment within a
-// cache line — a 64 KiB all_gather took 38 us instead of 10. This copy uses vector loads
-// and stores (AVX2 where the ISA cap allows, else SSE2), aligned to the destination, so
-// its speed does not depend on the buffers' alignment, and non-temporal stores for copies
-// larger than this core's share of the last-level cache, whose destination would only
-// evict the data a peer is about to read.
+// cache line — a 64 KiB all_gather took 38 us instead of 10. There this copy uses vector
+// loads and stores (AVX2 where the ISA cap allows, else SSE2), aligned to the destination,
+// so its speed does not depend on the buffers' alignment. Where memcpy has no such
+// pathology (measured once: memcpy_is_fast) it is used, being much faster on lines another
+// core has just written (the shm slots; Intel Xeon with AMX: 5x at 32 KiB). Copies larger
+// than this core's share of the last-level cache use the loop's non-temporal stores, whose
+// destination would only evict the data a peer is about to read.
 #pragma once
 
 #include <cstddef>
@@ -15,6 +17,14 @@ namespace commfuse::kernels::cpu {
 
 // memmove semantics: any n (0 too, with null pointers), overlapping ranges allowed.
 void copy(void* dst, const void* src, size_t n);
+
+// Whether this process uses glibc's memcpy below the non-temporal size: it copied a 64 KiB
+// buffer misaligned against its destination at least half as fast as the vector loop
+// (measured once).
+bool memcpy_is_fast();
+
+// The vector loop itself (tests: `copy` may not take it on this CPU); memcpy below 128 bytes.
+void copy_vector_loop(void* dst, const void* src, size_t n, bool nontemporal);
 
 // Copies of at least this many bytes use non-temporal stores: the last-level cache per
 // online core (sysconf), clamped to [1 MiB, 16 MiB] since a virtual machine may report its
