@@ -163,7 +163,9 @@ class Report:
                     "unfused = commfuse's collective, then the same oneDNN GEMM; GEMM = the GEMM "
                     "alone on the same work (the bound); exposed comm = (fused - GEMM) / "
                     "(unfused - GEMM): 0 = communication fully hidden, 1 = not at all. "
-                    "comm share = (unfused - GEMM) / unfused: the most overlap can save.", "",
+                    "comm share = (unfused - GEMM) / unfused: the most overlap can save. Cases marked avx2 "
+                    "ran with COMMFUSE_MAX_CPU_ISA=avx2: the kernels a CPU without AVX-512, VNNI "
+                    "or AMX gets (16-bit operands widened to fp32), on this CPU.", "",
                     "| case | transport | m, k, n | fused ms | unfused ms | GEMM ms | fused / unfused (range) | fused / GEMM | exposed comm | comm share | fused / (OpenMPI + GEMM) |",
                     "|---|---|---|---|---|---|---|---|---|---|---|"]
         table = []
@@ -384,6 +386,8 @@ class Report:
         if not rows:
             return
         self.md += ["## All-to-all + (quantized) matmul (SPEC §3)", "",
+                    "avx2: COMMFUSE_MAX_CPU_ISA=avx2 (the exact f32-blocked int8 GEMM of CPUs "
+                    "without VNNI or AMX).", "",
                     "| case | bs, h, n | fused ms | unfused quantized ms | bf16 path ms | fused / unfused | fused / bf16 path | #wrong |",
                     "|---|---|---|---|---|---|---|---|"]
         for case, rs in self.by_case(rows).items():
