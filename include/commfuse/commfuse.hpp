@@ -233,7 +233,9 @@ class PlanImpl;
 // constructs and executes its plan in the same order.
 //
 // Every operator's plan is a Plan: the op's class adds only its constructor, so plans of
-// different ops can be kept alike (std::vector<Plan>). Constructing a plan whose descriptor
+// different ops can be kept alike (std::vector<Plan>). A moved-from plan is empty: its
+// methods throw InvalidArgument on the calling rank only (the peers are not told, so they
+// wait for that rank until COMMFUSE_TIMEOUT_S). Constructing a plan whose descriptor
 // (shapes, strides, dtypes, options, group; not the data pointers) was planned before takes
 // the earlier plan from a cache and binds this call's tensors: the argument checks run, the
 // planning (algorithm choice, GEMM primitives, layouts) does not.

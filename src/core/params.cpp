@@ -33,8 +33,9 @@ constexpr std::array<Param, 15> kParams{{
      "fp16/bf16 GEMMs: auto = oneDNN's native kernel or widened to fp32, whichever a once-per-"
      "process measurement says is faster; native or float32 pins it (same bits run to run)"},
     {"COMMFUSE_PACK_X2", Kind::kChoice, "auto", "auto|always|never",
-     "16-bit x2 packed once per call into the native GEMM's blocked layout: auto = when the "
-     "call multiplies it several times or in blocks of 64+ rows; always or never pins it"},
+     "x2 packed once per call into the native GEMM's blocked layout (16-bit, and int8 for "
+     "oneDNN's s8 kernel): auto = when the call multiplies it several times or in blocks of "
+     "64+ rows (int8 packed by oneDNN's reorder: several calls only); always or never pins it"},
     {"COMMFUSE_F32_GEMM", Kind::kChoice, "auto", "auto|onednn|openblas",
      "fp32 GEMMs: auto = oneDNN or OpenBLAS (when libopenblas.so.0 loads), whichever a once-per-"
      "process measurement says is faster; onednn or openblas pins it"},

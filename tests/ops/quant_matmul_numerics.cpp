@@ -7,11 +7,14 @@
 // the whole int8 range with k = 64: |acc| <= 2^20), every scale is a power of two, biases are
 // small integers: f32(acc) * (s1 * s2) + bias is exact in fp32 and the output is the float64
 // value rounded once to the output dtype.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
 
 #include "numerics.hpp"
+
+#include "ops/common/plan_cache.hpp"
 
 namespace optest {
 namespace {
@@ -131,23 +134,38 @@ TensorView x2_view(const QCase& c, const QOperands& o, int64_t k, int64_t n) {
                       : TensorView(o.x2.data(), c.b, {k, n});
 }
 
-void run_case(commfuse::Comm& comm, const QCase& c, uint64_t tag, int64_t m, int64_t k, int64_t n) {
-  const int R = comm.world_size(), me = comm.rank();
-  const QOperands mine = make(c, me, tag, m, k, n);
-  std::vector<uint8_t> output(static_cast<size_t>(m * R * n) * elem_bytes(c.out), 0xCD);
-  std::vector<uint8_t> gather(c.gather_output ? static_cast<size_t>(m * R * k) : 0, 0xCD);
+// One rank's call: its operands, output buffers (0xCD until written) and views.
+struct QCall {
+  QOperands mine;
+  std::vector<uint8_t> output, gather;
   commfuse::AllGatherMatmulOptions o;
-  o.gather_output = c.gather_output;
-  o.comm_turn = c.comm_turn;
-  set_scales(c, mine, m, n, o);
-  if (!mine.bias.empty()) o.bias = TensorView(mine.bias.data(), c.bias, {n});
-  const TensorView x2 = x2_view(c, mine, k, n);
-  const TensorView gv =
-      c.gather_output ? TensorView(gather.data(), c.a, {m * R, k}) : TensorView(nullptr, c.a, {0});
-  commfuse::all_gather_matmul(TensorView(mine.x1.data(), c.a, {m, k}), x2, comm.name(), R,
-                              TensorView(output.data(), c.out, {m * R, n}), gv, o);
+  TensorView x1, x2, out, gv;
+};
 
-  // Reference: rank s's rows with rank s's x1 scales; this rank's x2, x2 scale and bias.
+QCall q_call(const commfuse::Comm& comm, const QCase& c, uint64_t tag, int64_t m, int64_t k,
+             int64_t n) {
+  const int R = comm.world_size();
+  QCall q;
+  q.mine = make(c, comm.rank(), tag, m, k, n);
+  q.output.assign(static_cast<size_t>(m * R * n) * elem_bytes(c.out), 0xCD);
+  q.gather.assign(c.gather_output ? static_cast<size_t>(m * R * k) : 0, 0xCD);
+  q.o.gather_output = c.gather_output;
+  q.o.comm_turn = c.comm_turn;
+  set_scales(c, q.mine, m, n, q.o);
+  if (!q.mine.bias.empty()) q.o.bias = TensorView(q.mine.bias.data(), c.bias, {n});
+  q.x1 = TensorView(q.mine.x1.data(), c.a, {m, k});
+  q.x2 = x2_view(c, q.mine, k, n);
+  q.out = TensorView(q.output.data(), c.out, {m * R, n});
+  q.gv = c.gather_output ? TensorView(q.gather.data(), c.a, {m * R, k})
+                         : TensorView(nullptr, c.a, {0});
+  return q;
+}
+
+// Reference: rank s's rows with rank s's x1 scales; this rank's x2, x2 scale and bias.
+void q_check(const commfuse::Comm& comm, const QCase& c, uint64_t tag, int64_t m, int64_t k,
+             int64_t n, const QCall& q) {
+  const int R = comm.world_size();
+  const QOperands& mine = q.mine;
   const std::string what = describe(c, m);
   std::vector<uint8_t> want_gather;
   std::vector<double> ref(static_cast<size_t>(m * R * n));
@@ -168,9 +186,46 @@ void run_case(commfuse::Comm& comm, const QCase& c, uint64_t tag, int64_t m, int
       }
   }
   if (c.gather_output)
-    EXPECT(gather == want_gather, "%s: gather_out differs from the ranks' x1 codes", what.c_str());
+    EXPECT(q.gather == want_gather, "%s: gather_out differs from the ranks' x1 codes",
+           what.c_str());
   const auto want = round_to(ref, c.out);
-  expect_bitwise(what, output, want, c.out);
+  expect_bitwise(what, q.output, want, c.out);
+}
+
+void run_case(commfuse::Comm& comm, const QCase& c, uint64_t tag, int64_t m, int64_t k, int64_t n) {
+  const QCall q = q_call(comm, c, tag, m, k, n);
+  commfuse::all_gather_matmul(q.x1, q.x2, comm.name(), comm.world_size(), q.out, q.gv, q.o);
+  q_check(comm, c, tag, m, k, n, q);
+}
+
+// The plan cache with quantized operands: two plans of one descriptor over different codes,
+// x1/x2 scales and int32 bias, both alive; the second comes from the cache and must bind
+// all of them (the scales and the int32 bias sit in the block product's shape too).
+void check_quant_plan_cache(commfuse::Comm& comm, uint64_t& tag) {
+  const int R = comm.world_size();
+  const QCase cases[] = {{DType::kInt8, DType::kInt8, DType::kBFloat16, ScaleShape::kVector,
+                          ScaleShape::kVector, DType::kInt32, false, true},
+                         {DType::kFloat8E4M3FN, DType::kFloat8E4M3FN, DType::kFloat32,
+                          ScaleShape::kTensor, ScaleShape::kVector, DType::kFloat32, true}};
+  for (const QCase& c : cases) {
+    const uint64_t ta = tag++, tb = tag++;
+    const int64_t m = 70, k = 64, n = 24;
+    QCall a = q_call(comm, c, ta, m, k, n), b = q_call(comm, c, tb, m, k, n);
+    commfuse::AllGatherMatmulPlan pa(a.x1, a.x2, comm.name(), R, a.out, a.gv, a.o);
+    const uint64_t hits = commfuse::ops::plan_cache_stats("all_gather_matmul").hits;
+    commfuse::AllGatherMatmulPlan pb(b.x1, b.x2, comm.name(), R, b.out, b.gv, b.o);
+    EXPECT(commfuse::ops::plan_cache_stats("all_gather_matmul").hits == hits + 1,
+           "%s: the second plan of one descriptor did not come from the plan cache",
+           describe(c, m).c_str());
+    std::vector<float> ws(pb.workspace_size() / sizeof(float) + 1);
+    pb.execute(ws.data(), pb.workspace_size());
+    EXPECT(std::all_of(a.output.begin(), a.output.end(), [](uint8_t v) { return v == 0xCD; }),
+           "%s: a plan of the same descriptor wrote the first plan's output",
+           describe(c, m).c_str());
+    q_check(comm, c, tb, m, k, n, b);
+    pa.execute(ws.data(), pa.workspace_size());
+    q_check(comm, c, ta, m, k, n, a);
+  }
 }
 
 // matmul_reduce_scatter (all_reduce false) or matmul_all_reduce (x1 3-D (2, m/2, k) when
@@ -226,6 +281,7 @@ void run_reduce_case(commfuse::Comm& comm, const QCase& c, uint64_t tag, int64_t
 }  // namespace
 
 void check_quant_all_gather_matmul(commfuse::Comm& comm, uint64_t& tag) {
+  check_quant_plan_cache(comm, tag);
   const int64_t k = 64, n = 24;
   const DType e4 = DType::kFloat8E4M3FN, e5 = DType::kFloat8E5M2, h8 = DType::kHiFloat8;
   const DType i8 = DType::kInt8, f32 = DType::kFloat32, f16 = DType::kFloat16,

@@ -38,10 +38,11 @@ struct IntMatmulDesc {
   // the bounds: kS8 only where choose_int_matmul_path picks it (kF32Blocked always is).
   std::optional<IntMatmulPath> force_path;
   // kS8: read b in the blocked layout oneDNN's kernel picks (format any), written once per
-  // call by prepare_b with oneDNN's reorder, instead of plain b, which the brgemm kernel
-  // copies into that layout on every call. One thread, AMX, 2048x4096x4096: 68.8 ms plain,
-  // 52.4 ms packed + 4.3 ms to reorder; 64-row calls over the same b: 116.7 ms plain,
-  // 51.4 packed. Where the kernel reads plain b anyway nothing is packed.
+  // call by prepare_b (packed_b.cpp's quad loop where it knows the layout, oneDNN's reorder
+  // otherwise), instead of plain b, which the brgemm kernel copies into that layout on
+  // every call. One thread, AMX, 2048x4096x4096: 69.8 ms plain, 52.7 ms packed + 2.4 ms to
+  // pack; 64-row calls over the same b: 118.6 ms plain, 52.7 packed. Where the kernel reads
+  // plain b anyway nothing is packed.
   bool b_packed = false;
   bool operator==(const IntMatmulDesc&) const = default;
 };
@@ -76,8 +77,8 @@ bool reads_packed_b(const IntMatmulPlan& plan);
 bool packs_b_by_reorder(const IntMatmulPlan& plan);
 bool same_prepared_b(const IntMatmulPlan& a, const IntMatmulPlan& b);
 
-// c = a @ b. b_prepared: the int8 b (kS8) or prepare_b's output (kF32Blocked), with the
-// descriptor's layout and ldb.
+// c = a @ b. b_prepared: the int8 b (kS8 reading plain b), or prepare_b's output (kS8 with
+// b packed, kF32Blocked), with the descriptor's layout and ldb.
 void int_matmul(const IntMatmulPlan& plan, const int8_t* a, const void* b_prepared, int32_t* c);
 
 }  // namespace commfuse::kernels::cpu

@@ -152,24 +152,19 @@ void pack_b_s8(const PackedLayout& l, const int8_t* b, int64_t k, int64_t n, int
   auto* out = static_cast<uint8_t*>(dst);
   if (l.padded_k != k || l.padded_n != n) std::memset(dst, 0, l.bytes);
   // Offsets are multiples of 4 bytes; dst may be unaligned, so words go through memcpy.
-  auto put = [&](int64_t p, int64_t j, uint32_t quad) {
-    std::memcpy(out + offset(l, p, j), &quad, sizeof quad);
-  };
   if (transposed) {  // column j's k values are contiguous: a quad is one 4-byte load
-    for (int64_t j = 0; j < n; ++j) {
-      const uint8_t* col = src + j * ldb;
-      int64_t p = 0;
-      for (; p + 4 <= k; p += 4) {
-        uint32_t quad;
-        std::memcpy(&quad, col + p, sizeof quad);
-        put(p, j, quad);
-      }
-      if (p < k) {
-        uint8_t bytes[4] = {};
-        std::memcpy(bytes, col + p, static_cast<size_t>(k - p));
-        uint32_t quad;
-        std::memcpy(&quad, bytes, sizeof quad);
-        put(p, j, quad);
+    // Per column block and quad of k, one offset() and then consecutive words (offset()
+    // steps by `pair` along j inside a block).
+    for (int64_t j0 = 0; j0 < n; j0 += l.n_block) {
+      const int64_t cols = std::min(l.n_block, n - j0);
+      for (int64_t p = 0; p < k; p += 4) {
+        uint8_t* d = out + offset(l, p, j0);
+        const int64_t take = std::min<int64_t>(4, k - p);
+        for (int64_t jj = 0; jj < cols; ++jj) {
+          uint8_t bytes[4] = {};
+          std::memcpy(bytes, src + (j0 + jj) * ldb + p, static_cast<size_t>(take));
+          std::memcpy(d + jj * 4, bytes, 4);
+        }
       }
     }
     return;

@@ -74,27 +74,40 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
   // A4W4: one GEMM per source segment.
   const cpu::IntMatmulDesc d = int_gemm_desc(plan, rows, p.combo == QuantCombo::kA4W4 ? p.h : k);
   plan.path = cpu::choose_int_matmul_path(d.a_max, d.b_max);
+  if (plan.path == cpu::IntMatmulPath::kS8) {
+    // The planner's own answer: an x2 beyond the s8 kernel's 32-bit sizes takes the exact
+    // f32-blocked path (int_matmul.cpp), which then needs x2 widened below.
+    cpu::IntMatmulDesc full = d;
+    full.k = k;
+    full.m = 0;  // the path only
+    plan.path = cpu::path_of(*cpu::plan_int_matmul(full));
+  }
   // x2 packed once per execute into the s8 kernel's blocked layout, as 16-bit x2 is
   // (kernels/cpu/packed_b.hpp): by packed_b's own loop where it knows the layout (2.4 ms for
   // 4096x4096 int8, one thread), which pays for one call of 64 rows or more as for 16-bit
   // x2 (one 2048x4096x4096 call, AMX: 69.8 ms plain, 52.7 ms packed); by oneDNN's reorder
-  // otherwise (7-9 ms in the op), which only an execute of several calls wins back. The
-  // fused schedule's blocks (plan.hpp: epilogue_rows) are several calls.
-  const int64_t block_rows = std::clamp<int64_t>(kEpilogueBytes / (4 * p.n), 1, plan.gemm_rows);
-  const int64_t calls = unfused ? 1 : (rows + block_rows - 1) / block_rows;
+  // otherwise (7-9 ms in the op), which only pays where the unpacked schedule already runs
+  // several calls over x2. Packed, the fused schedule then runs its GEMM in blocks of
+  // block_rows (plan.hpp: epilogue_rows), at least 64 rows so that no block streams x2 for
+  // a handful of rows.
+  const int64_t unpacked_calls = (rows + plan.gemm_rows - 1) / std::max<int64_t>(1, plan.gemm_rows);
+  const int64_t block_rows =
+      std::clamp<int64_t>(kEpilogueBytes / (4 * p.n), kMinEpilogueRows,
+                          std::max<int64_t>(kMinEpilogueRows, plan.gemm_rows));
   if (plan.path == cpu::IntMatmulPath::kS8 && p.combo != QuantCombo::kA4W4) {
     cpu::IntMatmulDesc full = d;
-    full.m = plan.gemm_rows;
+    full.m = unfused ? plan.gemm_rows : std::min(block_rows, plan.gemm_rows);
     full.b_packed = true;
     plan.full_gemm = cpu::plan_int_matmul(full);
     const bool reorder = cpu::packs_b_by_reorder(*plan.full_gemm);
     plan.b_packed =
-        cpu::reads_packed_b(*plan.full_gemm) && cpu::packing_pays(calls > 1 ? 0
-                                                                  : reorder ? 1
+        cpu::reads_packed_b(*plan.full_gemm) && cpu::packing_pays(unpacked_calls > 1 ? 0
+                                                                  : reorder          ? 1
                                                                             : plan.gemm_rows);
     if (!plan.b_packed) plan.full_gemm.reset();
   }
-  plan.epilogue_rows = plan.b_packed && !unfused ? block_rows : plan.gemm_rows;
+  // 0: each chunk's GEMM in one call (its epilogue after it).
+  plan.epilogue_rows = plan.b_packed && !unfused ? block_rows : 0;
   if (plan.path == cpu::IntMatmulPath::kF32Blocked) {
     // prepare_b widens all of x2 (K x N) at once.
     cpu::IntMatmulDesc full = d;
@@ -124,9 +137,9 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
                  : plan.b_packed                 ? cpu::prepared_b_bytes(*plan.full_gemm)
                  : p.combo == QuantCombo::kA16W8 ? 0
                                                  : kn);  // int4 unpacked to int8
-  // A4W4 sums segments of whole chunks; the others run blocks of at most epilogue_rows.
+  // A chunk's sums, or one block's where the chunk runs in blocks (epilogue_rows).
   const size_t acc_rows =
-      p.combo == QuantCombo::kA4W4 ? gr : std::min(gr, static_cast<size_t>(plan.epilogue_rows));
+      plan.epilogue_rows > 0 ? std::min(gr, static_cast<size_t>(plan.epilogue_rows)) : gr;
   w.acc = take(at, acc_rows * n * sizeof(int32_t));
   w.yacc = take(at, p.combo == QuantCombo::kA4W4 ? gr * n * sizeof(float) : 0);
   w.row = take(at, static_cast<size_t>(k) * sizeof(float));

@@ -69,6 +69,7 @@ inline constexpr int64_t kPieceRows = 256;
 // packed: 51.4 ms in 64-row calls, 52.4 ms in one call; the epilogue over 2048 rows of
 // int32 sums read back from memory took 8.5 ms of a 70 ms call).
 inline constexpr int64_t kEpilogueBytes = int64_t{1} << 20;
+inline constexpr int64_t kMinEpilogueRows = 64;  // a block streams all of x2: not for fewer
 // COMMFUSE_ALLTOALL_GEMM_ROWS, or automatic: on shm the stream cannot run in the background
 // of a GEMM (the rank that computes is the one that copies), and oneDNN's GEMM is fastest
 // on all rows at once, so one GEMM after the last piece (measured: 256-row chunks made the
@@ -93,7 +94,8 @@ struct QuantWorkspace {
   size_t b = 0;            // x2 as the GEMM reads it (fp32 widened, int4 unpacked to int8,
                            // or packed: plan.b_packed)
   size_t b_unpacked = 0;   // A16W4 with b packed: the int4 x2 unpacked to int8 first
-  size_t acc = 0;          // gemm_rows x N int32 (unfused: rows x N)
+  size_t acc = 0;          // int32 sums of a chunk (gemm_rows plus a piece; unfused: rows),
+                           // or of one block (epilogue_rows)
   size_t yacc = 0;         // A4W4: gemm_rows x N fp32 (unfused: rows x N)
   size_t row = 0;          // K fp32: one permuted row being assembled
   size_t out_row = 0;      // N fp32
@@ -114,10 +116,10 @@ struct AlltoAllQuantMatmulPlanData {
   // packing_pays): x2 reordered once per execute into the kernel's blocked layout
   // (full_gemm's), which every GEMM of the call then reads.
   bool b_packed = false;
-  // The fused schedule runs each chunk's GEMM in blocks of epilogue_rows rows and each
-  // block's epilogue right after it, while its int32 sums are in cache (at most
-  // kEpilogueBytes of them); with b packed a block costs no extra copy of x2. The unfused
-  // reference keeps its separate passes: one GEMM over all rows, then the epilogue.
+  // With b packed, the fused schedule runs each chunk's GEMM in blocks of epilogue_rows rows
+  // and each block's epilogue right after it, while its int32 sums are in cache (about
+  // kEpilogueBytes of them; a block costs no extra copy of x2). 0: each chunk's GEMM in one
+  // call, then its epilogue (x2 not packed, and the unfused reference's separate passes).
   int64_t epilogue_rows = 0;
   kernels::cpu::IntMatmulPath path = kernels::cpu::IntMatmulPath::kS8;
   std::shared_ptr<const kernels::cpu::IntMatmulPlan> full_gemm;  // for prepare_b

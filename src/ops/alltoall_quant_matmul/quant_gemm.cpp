@@ -57,8 +57,9 @@ void QuantGemm::run(int64_t r0, int64_t r1) {
   auto* out = static_cast<uint8_t*>(p_.output);
   if (p_.combo != QuantCombo::kA4W4) {
     // Blocks of epilogue_rows (plan.hpp): each block's epilogue reads its sums from cache.
-    for (int64_t b0 = r0; b0 < r1; b0 += plan_.epilogue_rows) {
-      const int64_t b1 = std::min(r1, b0 + plan_.epilogue_rows), mb = b1 - b0;
+    const int64_t block = plan_.epilogue_rows > 0 ? plan_.epilogue_rows : m;
+    for (int64_t b0 = r0; b0 < r1; b0 += block) {
+      const int64_t b1 = std::min(r1, b0 + block), mb = b1 - b0;
       auto g = cpu::plan_int_matmul(desc(mb, k_));
       const void* b = b_;
       // A block whose plan wants another layout than the one prepared reads plain x2.

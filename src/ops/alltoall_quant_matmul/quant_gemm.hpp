@@ -21,9 +21,9 @@ class QuantGemm {
   float* row() const { return row_; }              // K floats: one row being quantized
   const float* smooth() const { return smooth_; }  // K floats, or null without smooth scale
 
-  // Rows [r0, r1) of q (at most the plan's acc rows): int GEMM, then the epilogue row by
-  // row (A4W4: one GEMM per source segment, their dequantized products summed in rank
-  // order, then the bias).
+  // Rows [r0, r1) of q (at most a chunk's rows): int GEMM, then the epilogue row by row, in
+  // blocks of the plan's epilogue_rows where it has them (A4W4: one GEMM per source
+  // segment, their dequantized products summed in rank order, then the bias).
   void run(int64_t r0, int64_t r1);
 
  private:

@@ -5,6 +5,8 @@
 #include <mutex>
 #include <string>
 
+#include "kernels/cpu/threads.hpp"
+
 namespace commfuse::ops {
 namespace {
 
@@ -29,6 +31,8 @@ PlanKey::PlanKey(const char* op, std::string_view group) {
   bytes_.reserve(256);
   add(op);
   add(group);
+  // GEMM plans are made for a thread count, which changes with the ranks sharing a host.
+  add(kernels::cpu::compute_threads());
   for (const char* name : kPlanningParams) {
     const char* v = std::getenv(name);
     add(v != nullptr ? std::string_view(v) : std::string_view("\x01unset", 6));

@@ -68,7 +68,7 @@ Layout layout(const QuantGemmShape& s) {
   if (s.small_m)
     l.b_bytes = 0;  // read in place
   else if (is_a8w8(s))
-    l.b_bytes = cpu::prepared_b_bytes(*cpu::plan_int_matmul(int_desc(s, s.chunk_rows)));
+    l.b_bytes = s.int8_b_bytes;
   else
     l.b_bytes = kn * (s.decode_to_bf16 ? 2 : 4);
   const auto n = static_cast<size_t>(s.n), chunk = static_cast<size_t>(s.chunk_rows);
@@ -96,13 +96,15 @@ void plan_quant_gemm(QuantGemmShape& s) {
   s.int8_packed = false;
   if (is_a8w8(s) && !s.small_m) {
     // Chunks of kPackedAccBytes over x2 packed where packing pays (quant_row_gemm.hpp).
+    // Whether the unpacked chunks already make several calls over x2 (what the reorder
+    // needs to pay), and packed chunks of at least kMinChunkRows (each streams all of x2).
     QuantGemmShape p = s;
     p.int8_packed = true;
     p.chunk_rows = std::max<int64_t>(
-        1, std::min(std::clamp<int64_t>(kPackedAccBytes / (4 * s.n), 1, kMaxChunkRows),
+        1, std::min(std::clamp<int64_t>(kPackedAccBytes / (4 * s.n), kMinChunkRows, kMaxChunkRows),
                     s.max_rows > 0 ? s.max_rows : kMaxChunkRows));
     const auto plan = cpu::plan_int_matmul(int_desc(p, p.chunk_rows));
-    const bool several = s.max_rows == 0 || s.max_rows > p.chunk_rows;
+    const bool several = s.max_rows == 0 || s.max_rows > s.chunk_rows;
     const bool reorder = cpu::packs_b_by_reorder(*plan);
     if (cpu::reads_packed_b(*plan) &&
         cpu::packing_pays(several   ? 0
@@ -112,6 +114,9 @@ void plan_quant_gemm(QuantGemmShape& s) {
       s.chunk_rows = p.chunk_rows;
     }
   }
+  s.int8_b_bytes = is_a8w8(s) && !s.small_m
+                       ? cpu::prepared_b_bytes(*cpu::plan_int_matmul(int_desc(s, s.chunk_rows)))
+                       : 0;
   if (!is_a8w8(s)) {
     // bf16 where oneDNN multiplies it natively (AVX512-BF16, AMX): half the bytes of fp32.
     cpu::MatmulDesc probe =
@@ -164,7 +169,9 @@ QuantRowGemm::QuantRowGemm(const QuantGemmShape& s, void* workspace) : s_(s) {
     b_ = s.b.data;
   } else if (is_a8w8(s)) {
     const auto plan = cpu::plan_int_matmul(int_desc(s, s.chunk_rows));
-    if (l.b_bytes == 0) {
+    // The plan may differ from the planned one (the thread count changed since): its
+    // prepared x2 must still fit the workspace, else x2 is read in place.
+    if (l.b_bytes == 0 || cpu::prepared_b_bytes(*plan) != l.b_bytes) {
       b_ = s.b.data;  // read in place
     } else {
       cpu::prepare_b(*plan, static_cast<const int8_t*>(s.b.data), ws + l.b);
@@ -227,7 +234,7 @@ void QuantRowGemm::chunk(const uint8_t* a, int64_t rows, RowScales a_scales, uin
     } else if (a8w8) {
       auto plan = cpu::plan_int_matmul(int_desc(s_, rows));
       const void* b = b_;
-      if (packed_for_ && !cpu::same_prepared_b(*plan, *packed_for_)) {
+      if (s_.int8_packed && (!packed_for_ || !cpu::same_prepared_b(*plan, *packed_for_))) {
         cpu::IntMatmulDesc d = int_desc(s_, rows);  // another layout: the plain x2
         d.b_packed = false;
         plan = cpu::plan_int_matmul(d);

@@ -53,6 +53,7 @@ struct QuantGemmShape {
   // sums (64 rows at n = 4096), each dequantized from cache (kernels/cpu/packed_b.hpp's
   // packing_pays; oneDNN's reorder only for several chunks).
   bool int8_packed = false;
+  size_t int8_b_bytes = 0;  // A8W8: x2 as the planned kernel reads it (0: in place)
 };
 
 // Chooses the chunk and the decoded type (after max_rows is set).
