@@ -16,8 +16,9 @@
 
 namespace commfuse::comm::shm {
 
-// Piece i is step s of the call; lookahead 0, so one step is open at a time: its slot is
-// released (phase 3s+3) before the next piece is published.
+// Piece i is step s of the call; lookahead 0, so one step is open at a time: a rank is done
+// with every slot of piece i before it publishes piece i+1, whose 3(s+1)+1 tells the peers
+// so (shm_transport.hpp: the collectives' steps publish no 3s+3 either).
 class ShmTransport::SlotChannel final : public PieceChannel {
  public:
   // Writes this rank's piece [off, off + n) into its slot of the step.
@@ -42,7 +43,6 @@ class ShmTransport::SlotChannel final : public PieceChannel {
     if (q != t_.rank_) t_.peers_.wait(q, 3 * s_ + 1, op_);
     return t_.slot(q, s_) + stride_ * static_cast<uint64_t>(t_.rank_);
   }
-  void release(size_t) override { t_.peers_.publish(3 * s_ + 3); }
 
  private:
   ShmTransport& t_;

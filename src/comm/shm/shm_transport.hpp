@@ -8,8 +8,8 @@
 // step s before it starts step s+1, so its 3(s+1)+1 says the same one publish later, and
 // the next step waits for nothing sooner (a publish is a full fence plus a cache line the
 // peers take back: 0.15 us of a 0.55 us barrier at W = 2). Only where a rank must know
-// that its peers are done before it returns (CMA: the caller may reuse its buffer) and on
-// the streams (their release is the channel's) is 3s+3 published and waited for.
+// that its peers are done before it returns (CMA: the caller may reuse its buffer) is 3s+3
+// published and waited for; the streams' slot channel publishes none either.
 // docs/algorithms.md describes each collective's steps and bytes moved.
 #pragma once
 
