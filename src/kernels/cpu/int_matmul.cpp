@@ -278,8 +278,10 @@ bool reads_packed_b(const IntMatmulPlan& plan) {
   return plan.path == IntMatmulPath::kS8 && plan.packed;
 }
 
-bool packs_b_by_reorder(const IntMatmulPlan& plan) {
-  return reads_packed_b(plan) && !plan.own;
+bool int8_packing_pays(const IntMatmulPlan& packed, bool several_calls, int64_t rows) {
+  if (!reads_packed_b(packed)) return false;
+  const bool reorder = !packed.own;
+  return packing_pays(several_calls ? 0 : reorder ? 1 : rows);
 }
 
 bool same_prepared_b(const IntMatmulPlan& a, const IntMatmulPlan& b) {

@@ -72,9 +72,14 @@ void prepare_b(const IntMatmulPlan& plan, const int8_t* b, void* prepared);
 // Whether plan reads b packed (prepared by prepare_b), and whether two plans read the same
 // prepared b (a chunk's plan may only use what the full plan prepared if so).
 bool reads_packed_b(const IntMatmulPlan& plan);
-// Whether prepare_b packs with oneDNN's reorder (a layout packed_b.cpp does not write, e.g.
-// with the s8 x s8 compensation of VNNI kernels): 2-4x slower than packed_b's own loop.
-bool packs_b_by_reorder(const IntMatmulPlan& plan);
+// Whether packing x2 for `packed` (a plan made with b_packed) pays: it reads packed b, and
+// either the execute runs several GEMM calls over x2 (several_calls), or it runs one of
+// `rows` rows and packed_b's own loop writes the layout (2.4 ms for 4096x4096 int8, one
+// thread; one 2048x4096x4096 call on AMX: 69.8 ms plain, 52.7 ms packed), where the rule
+// of 16-bit x2 applies (packing_pays: 64 rows or more). oneDNN's reorder, for layouts
+// packed_b does not write (the VNNI s8 x s8 compensation), took 7-9 ms for 4096x4096 and
+// only several calls win it back. COMMFUSE_PACK_X2 pins it.
+bool int8_packing_pays(const IntMatmulPlan& packed, bool several_calls, int64_t rows);
 bool same_prepared_b(const IntMatmulPlan& a, const IntMatmulPlan& b);
 
 // c = a @ b. b_prepared: the int8 b (kS8 reading plain b), or prepare_b's output (kS8 with

@@ -40,8 +40,7 @@ void all_gather_matmul(const TensorView& x1, const TensorView& x2, std::string_v
                        int world_size, const TensorView& output, const TensorView& gather_out,
                        const AllGatherMatmulOptions& options) {
   AllGatherMatmulPlan plan(x1, x2, group, world_size, output, gather_out, options);
-  const ops::CallWorkspace workspace(plan.workspace_size());
-  plan.execute(workspace.data(), plan.workspace_size());
+  ops::execute_once(plan);
 }
 
 }  // namespace commfuse

@@ -45,8 +45,7 @@ void alltoall_matmul(const TensorView& x1, const TensorView& x2, std::string_vie
                      const TensorView& output, const TensorView& all_to_all_out,
                      const AlltoAllMatmulOptions& options) {
   AlltoAllMatmulPlan plan(x1, x2, group, output, all_to_all_out, options);
-  const ops::CallWorkspace workspace(plan.workspace_size());
-  plan.execute(workspace.data(), plan.workspace_size());
+  ops::execute_once(plan);
 }
 
 }  // namespace commfuse

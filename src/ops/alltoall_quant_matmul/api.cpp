@@ -71,8 +71,7 @@ void alltoall_quant_matmul(const TensorView& x1, const TensorView& x2, const Ten
                            const TensorView& all_to_all_out,
                            const AlltoAllQuantMatmulOptions& options) {
   AlltoAllQuantMatmulPlan plan(x1, x2, x2_scale, group, output, all_to_all_out, options);
-  const ops::CallWorkspace workspace(plan.workspace_size());
-  plan.execute(workspace.data(), plan.workspace_size());
+  ops::execute_once(plan);
 }
 
 }  // namespace commfuse

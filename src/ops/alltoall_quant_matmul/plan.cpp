@@ -7,7 +7,6 @@
 #include "core/params.hpp"
 
 #include "core/algorithm.hpp"
-#include "kernels/cpu/packed_b.hpp"
 #include "kernels/cpu/quant_per_token.hpp"
 #include "ops/alltoall_quant_matmul/plan.hpp"
 
@@ -82,14 +81,10 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
     full.m = 0;  // the path only
     plan.path = cpu::path_of(*cpu::plan_int_matmul(full));
   }
-  // x2 packed once per execute into the s8 kernel's blocked layout, as 16-bit x2 is
-  // (kernels/cpu/packed_b.hpp): by packed_b's own loop where it knows the layout (2.4 ms for
-  // 4096x4096 int8, one thread), which pays for one call of 64 rows or more as for 16-bit
-  // x2 (one 2048x4096x4096 call, AMX: 69.8 ms plain, 52.7 ms packed); by oneDNN's reorder
-  // otherwise (7-9 ms in the op), which only pays where the unpacked schedule already runs
-  // several calls over x2. Packed, the fused schedule then runs its GEMM in blocks of
-  // block_rows (plan.hpp: epilogue_rows), at least 64 rows so that no block streams x2 for
-  // a handful of rows.
+  // x2 packed once per execute into the s8 kernel's blocked layout where that pays
+  // (int_matmul.hpp: int8_packing_pays, judged on the unpacked schedule's calls). Packed,
+  // the fused schedule then runs its GEMM in blocks of block_rows (plan.hpp:
+  // epilogue_rows), at least 64 rows so that no block streams x2 for a handful of rows.
   const int64_t unpacked_calls = (rows + plan.gemm_rows - 1) / std::max<int64_t>(1, plan.gemm_rows);
   const int64_t block_rows =
       std::clamp<int64_t>(kEpilogueBytes / (4 * p.n), kMinEpilogueRows,
@@ -99,11 +94,7 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
     full.m = unfused ? plan.gemm_rows : std::min(block_rows, plan.gemm_rows);
     full.b_packed = true;
     plan.full_gemm = cpu::plan_int_matmul(full);
-    const bool reorder = cpu::packs_b_by_reorder(*plan.full_gemm);
-    plan.b_packed =
-        cpu::reads_packed_b(*plan.full_gemm) && cpu::packing_pays(unpacked_calls > 1 ? 0
-                                                                  : reorder          ? 1
-                                                                            : plan.gemm_rows);
+    plan.b_packed = cpu::int8_packing_pays(*plan.full_gemm, unpacked_calls > 1, plan.gemm_rows);
     if (!plan.b_packed) plan.full_gemm.reset();
   }
   // 0: each chunk's GEMM in one call (its epilogue after it).

@@ -69,4 +69,9 @@ CallWorkspace::~CallWorkspace() {
   }
 }
 
+void execute_once(Plan& plan) {
+  const CallWorkspace workspace(plan.workspace_size());
+  plan.execute(workspace.data(), plan.workspace_size());
+}
+
 }  // namespace commfuse::ops

@@ -6,9 +6,14 @@
 // so one huge call does not pin its memory for the thread's life.
 #pragma once
 
+#include <commfuse/commfuse.hpp>
+
 #include <cstddef>
 
 namespace commfuse::ops {
+
+// The one-shot entry points' execute: the plan run once on this thread's workspace.
+void execute_once(Plan& plan);
 
 class CallWorkspace {
  public:

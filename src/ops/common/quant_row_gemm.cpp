@@ -95,9 +95,9 @@ void plan_quant_gemm(QuantGemmShape& s) {
               !cpu::s8_gemm_accumulates_in_int32();  // (quant_row_gemm.hpp)
   s.int8_packed = false;
   if (is_a8w8(s) && !s.small_m) {
-    // Chunks of kPackedAccBytes over x2 packed where packing pays (quant_row_gemm.hpp).
-    // Whether the unpacked chunks already make several calls over x2 (what the reorder
-    // needs to pay), and packed chunks of at least kMinChunkRows (each streams all of x2).
+    // Chunks of kPackedAccBytes (at least kMinChunkRows: each streams all of x2) over x2
+    // packed where packing pays, judged on whether the unpacked chunks already make
+    // several calls over x2 (int_matmul.hpp: int8_packing_pays).
     QuantGemmShape p = s;
     p.int8_packed = true;
     p.chunk_rows = std::max<int64_t>(
@@ -105,11 +105,7 @@ void plan_quant_gemm(QuantGemmShape& s) {
                     s.max_rows > 0 ? s.max_rows : kMaxChunkRows));
     const auto plan = cpu::plan_int_matmul(int_desc(p, p.chunk_rows));
     const bool several = s.max_rows == 0 || s.max_rows > s.chunk_rows;
-    const bool reorder = cpu::packs_b_by_reorder(*plan);
-    if (cpu::reads_packed_b(*plan) &&
-        cpu::packing_pays(several   ? 0
-                          : reorder ? 1
-                                    : std::max<int64_t>(1, s.max_rows))) {
+    if (cpu::int8_packing_pays(*plan, several, std::max<int64_t>(1, s.max_rows))) {
       s.int8_packed = true;
       s.chunk_rows = p.chunk_rows;
     }

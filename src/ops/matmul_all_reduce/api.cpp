@@ -41,8 +41,7 @@ MatmulAllReducePlan::MatmulAllReducePlan(const TensorView& x1, const TensorView&
 void matmul_all_reduce(const TensorView& x1, const TensorView& x2, std::string_view group,
                        const TensorView& output, const MatmulReduceOptions& options) {
   MatmulAllReducePlan plan(x1, x2, group, output, options);
-  const ops::CallWorkspace workspace(plan.workspace_size());
-  plan.execute(workspace.data(), plan.workspace_size());
+  ops::execute_once(plan);
 }
 
 }  // namespace commfuse

@@ -40,8 +40,7 @@ void matmul_reduce_scatter(const TensorView& x1, const TensorView& x2, std::stri
                            int world_size, const TensorView& output,
                            const MatmulReduceOptions& options) {
   MatmulReduceScatterPlan plan(x1, x2, group, world_size, output, options);
-  const ops::CallWorkspace workspace(plan.workspace_size());
-  plan.execute(workspace.data(), plan.workspace_size());
+  ops::execute_once(plan);
 }
 
 }  // namespace commfuse

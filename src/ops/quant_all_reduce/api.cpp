@@ -41,8 +41,7 @@ QuantAllReducePlan::QuantAllReducePlan(const TensorView& x, const TensorView& sc
 void quant_all_reduce(const TensorView& x, const TensorView& scales, std::string_view group,
                       const TensorView& output, std::string_view reduce_op) {
   QuantAllReducePlan plan(x, scales, group, reduce_op, output);
-  const ops::CallWorkspace workspace(plan.workspace_size());
-  plan.execute(workspace.data(), plan.workspace_size());
+  ops::execute_once(plan);
 }
 
 }  // namespace commfuse

@@ -38,8 +38,7 @@ QuantReduceScatterPlan::QuantReduceScatterPlan(const TensorView& x, const Tensor
 void quant_reduce_scatter(const TensorView& x, const TensorView& scales, std::string_view group,
                           const TensorView& output, std::string_view reduce_op) {
   QuantReduceScatterPlan plan(x, scales, group, reduce_op, output);
-  const ops::CallWorkspace workspace(plan.workspace_size());
-  plan.execute(workspace.data(), plan.workspace_size());
+  ops::execute_once(plan);
 }
 
 }  // namespace commfuse
