@@ -70,14 +70,15 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
   if (p.combo == QuantCombo::kA16W8) plan.b_max = 128;
   // The unfused reference runs one GEMM over all rows, after the permute and quantize passes.
   plan.gemm_rows = unfused ? rows : gemm_chunk_rows(find_comm(p.group).impl(), rows);
-  // A4W4: one GEMM per source segment.
-  const cpu::IntMatmulDesc d = int_gemm_desc(plan, rows, p.combo == QuantCombo::kA4W4 ? p.h : k);
+  // A4W4: one GEMM per source segment (H of the K rows of x2), each with its own token
+  // scale; x2 is then prepared (packed or widened) segment by segment.
+  const bool a4w4 = p.combo == QuantCombo::kA4W4;
+  const cpu::IntMatmulDesc d = int_gemm_desc(plan, rows, a4w4 ? p.h : k);
   plan.path = cpu::choose_int_matmul_path(d.a_max, d.b_max);
   if (plan.path == cpu::IntMatmulPath::kS8) {
     // The planner's own answer: an x2 beyond the s8 kernel's 32-bit sizes takes the exact
     // f32-blocked path (int_matmul.cpp), which then needs x2 widened below.
     cpu::IntMatmulDesc full = d;
-    full.k = k;
     full.m = 0;  // the path only
     plan.path = cpu::path_of(*cpu::plan_int_matmul(full));
   }
@@ -89,7 +90,7 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
   const int64_t block_rows =
       std::clamp<int64_t>(kEpilogueBytes / (4 * p.n), kMinEpilogueRows,
                           std::max<int64_t>(kMinEpilogueRows, plan.gemm_rows));
-  if (plan.path == cpu::IntMatmulPath::kS8 && p.combo != QuantCombo::kA4W4) {
+  if (plan.path == cpu::IntMatmulPath::kS8) {
     cpu::IntMatmulDesc full = d;
     full.m = unfused ? plan.gemm_rows : std::min(block_rows, plan.gemm_rows);
     full.b_packed = true;
@@ -100,12 +101,13 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
   // 0: each chunk's GEMM in one call (its epilogue after it).
   plan.epilogue_rows = plan.b_packed && !unfused ? block_rows : 0;
   if (plan.path == cpu::IntMatmulPath::kF32Blocked) {
-    // prepare_b widens all of x2 (K x N) at once.
-    cpu::IntMatmulDesc full = d;
-    full.k = k;
-    plan.full_gemm = cpu::plan_int_matmul(full);
+    // prepare_b widens all of x2 (K x N; A4W4: each segment's H x N) at once.
+    plan.full_gemm = cpu::plan_int_matmul(d);
     plan.path = cpu::path_of(*plan.full_gemm);
   }
+  const bool prepared = plan.b_packed || plan.path == cpu::IntMatmulPath::kF32Blocked;
+  if (prepared && a4w4)
+    plan.b_segment_bytes = (cpu::prepared_b_bytes(*plan.full_gemm) + 63) / 64 * 64;
 
   QuantWorkspace& w = plan.ws;
   size_t at = 0;
@@ -123,16 +125,16 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
   w.scales =
       take(at, sizeof(float) * static_cast<size_t>(p.combo == QuantCombo::kA4W4 ? rows * R : rows));
   const size_t kn = static_cast<size_t>(k) * n;
-  w.b_unpacked = take(at, plan.b_packed && p.combo == QuantCombo::kA16W4 ? kn : 0);
-  w.b = take(at, plan.path == cpu::IntMatmulPath::kF32Blocked ? kn * sizeof(float)
-                 : plan.b_packed                 ? cpu::prepared_b_bytes(*plan.full_gemm)
+  w.b_unpacked = take(at, prepared && p.combo != QuantCombo::kA16W8 ? kn : 0);
+  w.b = take(at, a4w4 && prepared ? static_cast<size_t>(R) * plan.b_segment_bytes
+                 : prepared       ? cpu::prepared_b_bytes(*plan.full_gemm)
                  : p.combo == QuantCombo::kA16W8 ? 0
                                                  : kn);  // int4 unpacked to int8
   // A chunk's sums, or one block's where the chunk runs in blocks (epilogue_rows).
   const size_t acc_rows =
       plan.epilogue_rows > 0 ? std::min(gr, static_cast<size_t>(plan.epilogue_rows)) : gr;
   w.acc = take(at, acc_rows * n * sizeof(int32_t));
-  w.yacc = take(at, p.combo == QuantCombo::kA4W4 ? gr * n * sizeof(float) : 0);
+  w.yacc = take(at, a4w4 ? acc_rows * n * sizeof(float) : 0);
   w.row = take(at, static_cast<size_t>(k) * sizeof(float));
   w.out_row = take(at, n * sizeof(float));
   w.smooth = take(at, p.smooth ? static_cast<size_t>(k) * sizeof(float) : 0);
@@ -148,7 +150,7 @@ kernels::cpu::IntMatmulDesc int_gemm_desc(const AlltoAllQuantMatmulPlanData& pla
   d.m = m;
   d.k = kk;
   d.n = p.n;
-  d.lda = p.k();
+  d.lda = kk;  // A4W4's activations are stored segment by segment (QuantGemm::q_segment)
   d.ldb = p.x2_transposed ? p.k() : p.n;
   d.ldc = p.n;
   d.b_transposed = p.x2_transposed;

@@ -93,10 +93,10 @@ struct QuantWorkspace {
   size_t scales = 0;       // A16: rows fp32; A4W4: rows x R fp32 (scale of segment s at i*R+s)
   size_t b = 0;            // x2 as the GEMM reads it (fp32 widened, int4 unpacked to int8,
                            // or packed: plan.b_packed)
-  size_t b_unpacked = 0;   // A16W4 with b packed: the int4 x2 unpacked to int8 first
+  size_t b_unpacked = 0;   // int4 x2 packed or widened: unpacked to int8 first
   size_t acc = 0;          // int32 sums of a chunk (gemm_rows plus a piece; unfused: rows),
                            // or of one block (epilogue_rows)
-  size_t yacc = 0;         // A4W4: gemm_rows x N fp32 (unfused: rows x N)
+  size_t yacc = 0;         // A4W4: the fp32 sum of the segments' products, as acc's rows
   size_t row = 0;          // K fp32: one permuted row being assembled
   size_t out_row = 0;      // N fp32
   size_t smooth = 0;       // K fp32 (A16 with smooth scale)
@@ -112,10 +112,12 @@ struct AlltoAllQuantMatmulPlanData {
   int b_max = 127;        // weight bound: 127 (int8) or 8 (int4)
   int qmax = 127;         // Q of the dynamic quantization (A16)
   int64_t gemm_rows = 0;  // rows per GEMM chunk (unfused: all rows)
-  // A16W8 / A16W4 on oneDNN's s8 kernel, where packing pays (kernels/cpu/packed_b.hpp:
-  // packing_pays): x2 reordered once per execute into the kernel's blocked layout
-  // (full_gemm's), which every GEMM of the call then reads.
+  // On oneDNN's s8 kernel, where packing pays (kernels/cpu/int_matmul.hpp:
+  // int8_packing_pays): x2 reordered once per execute into the kernel's blocked layout
+  // (full_gemm's), which every GEMM of the call then reads. A4W4: segment by segment (the
+  // H rows of x2 that multiply one source rank's part of a row), at b_segment_bytes apart.
   bool b_packed = false;
+  size_t b_segment_bytes = 0;  // A4W4 with x2 packed or widened; 0 otherwise
   // With b packed, the fused schedule runs each chunk's GEMM in blocks of epilogue_rows rows
   // and each block's epilogue right after it, while its int32 sums are in cache (about
   // kEpilogueBytes of them; a block costs no extra copy of x2). 0: each chunk's GEMM in one

@@ -24,16 +24,23 @@ QuantGemm::QuantGemm(const AlltoAllQuantMatmulPlanData& plan, uint8_t* ws)
   const size_t kn = static_cast<size_t>(k_) * n_;
   // x2 as int8 in its own layout (plain_b_: what a block whose plan reads plain b uses),
   // then, where the plan says, widened or packed once for every GEMM of this execute.
+  const bool prepared = plan.path == cpu::IntMatmulPath::kF32Blocked || plan.b_packed;
   plain_b_ = p_.x2;
-  if (p_.combo != QuantCombo::kA16W8 && plan.path == cpu::IntMatmulPath::kS8) {
-    auto* unpacked = ws + (plan.b_packed ? plan.ws.b_unpacked : plan.ws.b);
+  if (p_.combo != QuantCombo::kA16W8) {
+    auto* unpacked = ws + (prepared ? plan.ws.b_unpacked : plan.ws.b);
     unpack_int4_s8(static_cast<const uint8_t*>(p_.x2), reinterpret_cast<int8_t*>(unpacked), kn);
     plain_b_ = unpacked;
   }
   b_ = plain_b_;
-  if (plan.path == cpu::IntMatmulPath::kF32Blocked || plan.b_packed) {
+  if (prepared) {
     trace::Span span("prepare x2", "quant_gemm", -1, kn);
-    cpu::prepare_b(*plan.full_gemm, static_cast<const int8_t*>(plain_b_), ws + plan.ws.b);
+    if (p_.combo == QuantCombo::kA4W4) {
+      for (int s = 0; s < p_.world_size; ++s)
+        cpu::prepare_b(*plan.full_gemm, plain_segment(s),
+                       ws + plan.ws.b + static_cast<size_t>(s) * plan.b_segment_bytes);
+    } else {
+      cpu::prepare_b(*plan.full_gemm, static_cast<const int8_t*>(plain_b_), ws + plan.ws.b);
+    }
     b_ = ws + plan.ws.b;
   }
   if (p_.smooth) {
@@ -83,24 +90,46 @@ void QuantGemm::run(int64_t r0, int64_t r1) {
     return;
   }
   // A4W4: one GEMM per source segment (each has its own token scale), summed in fp32 in
-  // rank order.
+  // rank order; in blocks of epilogue_rows as above, so the segments' sums stay in cache.
   const int R = p_.world_size;
-  const auto g = cpu::plan_int_matmul(desc(m, p_.h));
   const size_t h = static_cast<size_t>(p_.h);
-  const auto* b = static_cast<const int8_t*>(b_);
-  for (int s = 0; s < R; ++s) {
-    const int8_t* bs = p_.x2_transposed ? b + s * h : b + s * h * n_;
-    cpu::int_matmul(*g, q_ + static_cast<size_t>(r0) * k + s * h, bs, acc_);
-    for (int64_t i = 0; i < m; ++i)
-      dequant_segment(acc_ + static_cast<size_t>(i) * n_, p_.x2_scale,
-                      scales_[static_cast<size_t>(r0 + i) * R + s],
-                      yacc_ + static_cast<size_t>(i) * n_, n_, s == 0);
+  const int64_t block = plan_.epilogue_rows > 0 ? plan_.epilogue_rows : m;
+  for (int64_t b0 = r0; b0 < r1; b0 += block) {
+    const int64_t b1 = std::min(r1, b0 + block), mb = b1 - b0;
+    auto g = cpu::plan_int_matmul(desc(mb, p_.h));
+    // The segments as prepared (packed or widened), unless this block's plan wants plain b.
+    bool prepared = plan_.b_packed || cpu::path_of(*g) == cpu::IntMatmulPath::kF32Blocked;
+    if (plan_.b_packed && !cpu::same_prepared_b(*g, *plan_.full_gemm)) {
+      cpu::IntMatmulDesc d = desc(mb, p_.h);
+      d.b_packed = false;
+      g = cpu::plan_int_matmul(d);
+      prepared = false;
+    }
+    for (int s = 0; s < R; ++s) {
+      const void* bs = prepared ? static_cast<const uint8_t*>(b_) +
+                                      static_cast<size_t>(s) * plan_.b_segment_bytes
+                                : static_cast<const void*>(plain_segment(s));
+      {
+        trace::Span span("gemm", "quant_gemm", -1, static_cast<uint64_t>(mb));
+        cpu::int_matmul(*g, q_segment(s) + static_cast<size_t>(b0) * h, bs, acc_);
+      }
+      trace::Span span("dequant", "quant_gemm", -1, static_cast<uint64_t>(mb));
+      for (int64_t i = 0; i < mb; ++i)
+        dequant_segment(acc_ + static_cast<size_t>(i) * n_, p_.x2_scale,
+                        scales_[static_cast<size_t>(b0 + i) * R + s],
+                        yacc_ + static_cast<size_t>(i) * n_, n_, s == 0);
+    }
+    for (int64_t i = 0; i < mb; ++i) {
+      float* y = yacc_ + static_cast<size_t>(i) * n_;
+      if (bias32_) add_bias(y, bias32_, n_);
+      store_row(y, p_.out_dtype, out + static_cast<size_t>(b0 + i) * n_ * out_es, n_);
+    }
   }
-  for (int64_t i = 0; i < m; ++i) {
-    float* y = yacc_ + static_cast<size_t>(i) * n_;
-    if (bias32_) add_bias(y, bias32_, n_);
-    store_row(y, p_.out_dtype, out + static_cast<size_t>(r0 + i) * n_ * out_es, n_);
-  }
+}
+
+const int8_t* QuantGemm::plain_segment(int s) const {
+  const size_t at = static_cast<size_t>(s) * static_cast<size_t>(p_.h);
+  return static_cast<const int8_t*>(plain_b_) + (p_.x2_transposed ? at : at * n_);
 }
 
 }  // namespace commfuse::ops

@@ -57,9 +57,12 @@ void run_alltoall_quant_matmul_unfused(const AlltoAllQuantMatmulPlanData& plan,
     const uint8_t* src = perm + static_cast<size_t>(i) * row_bytes;
     int8_t* qi = q + static_cast<size_t>(i) * k;
     if (a4w4) {
-      a2aq::unpack_int4_s8(src, qi, k);
-      for (int s = 0; s < R; ++s)
+      const size_t h = static_cast<size_t>(p.h);
+      for (int s = 0; s < R; ++s) {
+        a2aq::unpack_int4_s8(src + static_cast<size_t>(s) * (h / 2),
+                             gemm.q_segment(s) + static_cast<size_t>(i) * h, h);
         scales[static_cast<size_t>(i) * R + s] = recv_scales[static_cast<size_t>(s) * rows + i];
+      }
       continue;
     }
     a2aq::widen_half(src, p.x1_dtype, row, k);
