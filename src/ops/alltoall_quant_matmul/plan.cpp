@@ -126,8 +126,8 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
       take(at, sizeof(float) * static_cast<size_t>(p.combo == QuantCombo::kA4W4 ? rows * R : rows));
   const size_t kn = static_cast<size_t>(k) * n;
   w.b_unpacked = take(at, prepared && p.combo != QuantCombo::kA16W8 ? kn : 0);
-  w.b = take(at, a4w4 && prepared ? static_cast<size_t>(R) * plan.b_segment_bytes
-                 : prepared       ? cpu::prepared_b_bytes(*plan.full_gemm)
+  w.b = take(at, a4w4 && prepared                ? static_cast<size_t>(R) * plan.b_segment_bytes
+                 : prepared                      ? cpu::prepared_b_bytes(*plan.full_gemm)
                  : p.combo == QuantCombo::kA16W8 ? 0
                                                  : kn);  // int4 unpacked to int8
   // A chunk's sums, or one block's where the chunk runs in blocks (epilogue_rows).

@@ -16,7 +16,7 @@ class QuantGemm {
  public:
   QuantGemm(const AlltoAllQuantMatmulPlanData& plan, uint8_t* ws);
 
-  int8_t* q() const { return q_; }                 // rows x K quantized activations (A16)
+  int8_t* q() const { return q_; }  // rows x K quantized activations (A16)
   // A4W4: source rank s's segments of every row, rows x H dense (oneDNN's AMX/VNNI int8
   // kernel takes a dense a only: on rows x K with a stride it fell back to gemm:jit, 2048 x
   // 2048 x 4096 in 57 ms against the A16 GEMM's 2048 x 4096 x 4096 in 45 ms on the AMX Xeon).
