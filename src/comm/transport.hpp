@@ -119,6 +119,11 @@ struct AllToAllStream {
   // unchanged during the call, so that the peers may read them in place (shm with CMA)
   // instead of this rank packing a copy. Set alike on every rank (shm chooses CMA by it).
   const uint8_t* source = nullptr;
+  // Optional (a local choice): this rank's bytes for itself [off, off + n), readable in place
+  // until the piece is released, so that shm's slots need not carry the copy a rank packs
+  // for itself and reads back (1/R of what it packs). With source set, source + rank *
+  // bytes serves without it.
+  std::function<const uint8_t*(uint64_t off, uint64_t n)> own;
 };
 
 // A stream's pieces as a transport moves them: the primitive the stream executor

@@ -23,15 +23,18 @@ class ShmTransport::SlotChannel final : public PieceChannel {
  public:
   // Writes this rank's piece [off, off + n) into its slot of the step.
   using Pack = std::function<void(uint8_t* slot, uint64_t off, uint64_t n)>;
+  // Where this rank's part for itself is, when not in its slot (all_to_all's own).
+  using Own = std::function<const uint8_t*(uint64_t off, uint64_t n)>;
   // Rank q's part of a step sits at slot(q, s) + part_stride * this rank (all_to_all: each
   // slot holds one piece per destination; gather: 0).
-  SlotChannel(ShmTransport& t, const CollDesc& desc, uint64_t part_stride, Pack pack)
+  SlotChannel(ShmTransport& t, const CollDesc& desc, uint64_t part_stride, Pack pack, Own own = {})
       : PieceChannel(desc.count, desc.piece, /*at_least_one=*/true),  // an empty call syncs
         t_(t),
         desc_(desc),
         op_(coll_op_name(desc.op)),
         stride_(part_stride),
-        pack_(std::move(pack)) {}
+        pack_(std::move(pack)),
+        own_(std::move(own)) {}
   const char* op() const override { return op_; }
   void publish(size_t i) override {
     fault_point(t_.rank_, op_, i);
@@ -39,8 +42,11 @@ class ShmTransport::SlotChannel final : public PieceChannel {
     if (const uint64_t n = piece_bytes(i); n != 0) pack_(t_.slot(t_.rank_, s_), piece_offset(i), n);
     t_.arrive(s_, i == 0, desc_, op_);
   }
-  const uint8_t* wait(int q, size_t) override {
-    if (q != t_.rank_) t_.peers_.wait(q, 3 * s_ + 1, op_);
+  const uint8_t* wait(int q, size_t i) override {
+    if (q != t_.rank_)
+      t_.peers_.wait(q, 3 * s_ + 1, op_);
+    else if (own_ && piece_bytes(i) != 0)
+      return own_(piece_offset(i), piece_bytes(i));
     return t_.slot(q, s_) + stride_ * static_cast<uint64_t>(t_.rank_);
   }
 
@@ -50,6 +56,7 @@ class ShmTransport::SlotChannel final : public PieceChannel {
   const char* op_;
   const uint64_t stride_;
   Pack pack_;
+  Own own_;
   uint32_t s_ = 0;
 };
 
@@ -166,14 +173,25 @@ void ShmTransport::open_all_to_all_stream(const AllToAllStream& as, const PieceD
     return;
   }
   const CollDesc desc{CollOp::kAllToAllStream, DType::kInt8, as.bytes, -1, piece};
+  // This rank's part for itself read in place where the op has it (not packed into the slot
+  // only to be read back: matmul_reduce_scatter W = 2 prefill packed 16 MiB of its 32).
+  SlotChannel::Own own = as.own;
+  if (!own && as.source != nullptr)
+    own = [&](uint64_t off, uint64_t) {
+      return as.source + static_cast<uint64_t>(rank_) * as.bytes + off;
+    };
+  const int packed = own ? size_ - 1 : size_;
   run(desc, [&](const char* op) {
-    SlotChannel ch(*this, desc, piece, [&](uint8_t* slot, uint64_t off, uint64_t n) {
-      for (int i = 1; i <= size_; ++i) {  // peers first (they wait for it), own piece last
-        const int q = (rank_ + i) % size_;
-        trace::Span span("pack", op, q, n);
-        as.pack(q, slot + static_cast<size_t>(q) * piece, off, n);
-      }
-    });
+    SlotChannel ch(
+        *this, desc, piece,
+        [&](uint8_t* slot, uint64_t off, uint64_t n) {
+          for (int i = 1; i <= packed; ++i) {  // peers first (they wait for it), own piece last
+            const int q = (rank_ + i) % size_;
+            trace::Span span("pack", op, q, n);
+            as.pack(q, slot + static_cast<size_t>(q) * piece, off, n);
+          }
+        },
+        own);
     drive(ch);
   });
 }

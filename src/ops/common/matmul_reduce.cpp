@@ -199,6 +199,10 @@ void reduce_scatter_partials(const MatmulReduceProblem& p, const PartialGemm& ge
                              static_cast<int64_t>(n / row_bytes)),
                 n);
   };
+  as.own = [&](uint64_t off, uint64_t n) {
+    return reinterpret_cast<const uint8_t*>(partial.rows(
+        p.rank, static_cast<int64_t>(off / row_bytes), static_cast<int64_t>(n / row_bytes)));
+  };
   as.on_all = [&](const uint8_t* const* parts, uint64_t off, uint64_t n) {
     const auto* const* fparts = reinterpret_cast<const float* const*>(parts);
     sum_bias_round(fparts, p.world_size, static_cast<int64_t>(n / row_bytes), p.n,
