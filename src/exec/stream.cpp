@@ -13,7 +13,7 @@ namespace {
 
 void deliver(comm::PieceChannel& ch, size_t i, int rank, int size,
              const comm::StreamPeerFn& on_piece, const comm::StreamAllFn& on_all,
-             std::vector<const uint8_t*>& parts) {
+             const uint8_t** parts) {
   const uint64_t off = ch.piece_offset(i);
   const uint64_t n = ch.piece_bytes(i);
   for (int k = 0; k < size; ++k) {
@@ -27,7 +27,7 @@ void deliver(comm::PieceChannel& ch, size_t i, int rank, int size,
   }
   if (on_all && n != 0) {
     trace::Span span("reduce", ch.op(), -1, n);
-    on_all(parts.data(), off, n);
+    on_all(parts, off, n);
   }
   ch.release(i);
 }
@@ -42,7 +42,11 @@ const uint8_t* wait_piece(comm::PieceChannel& ch, int rank, int q, size_t i) {
 
 void drive(comm::PieceChannel& ch, int rank, int size, const comm::StreamPeerFn& on_piece,
            const comm::StreamAllFn& on_all) {
-  std::vector<const uint8_t*> parts(static_cast<size_t>(size));
+  // On the stack for the usual world sizes (a tiny op measures an allocation per call).
+  constexpr size_t kInline = 16;
+  const uint8_t* inline_parts[kInline];
+  std::vector<const uint8_t*> heap_parts(static_cast<size_t>(size) > kInline ? size : 0);
+  const uint8_t** parts = heap_parts.empty() ? inline_parts : heap_parts.data();
   const size_t pieces = ch.pieces();
   const size_t ahead = ch.lookahead();
   for (size_t i = 0; i < pieces + ahead; ++i) {

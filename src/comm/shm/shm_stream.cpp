@@ -175,23 +175,26 @@ void ShmTransport::open_all_to_all_stream(const AllToAllStream& as, const PieceD
   const CollDesc desc{CollOp::kAllToAllStream, DType::kInt8, as.bytes, -1, piece};
   // This rank's part for itself read in place where the op has it (not packed into the slot
   // only to be read back: matmul_reduce_scatter W = 2 prefill packed 16 MiB of its 32).
-  SlotChannel::Own own = as.own;
-  if (!own && as.source != nullptr)
-    own = [&](uint64_t off, uint64_t) {
-      return as.source + static_cast<uint64_t>(rank_) * as.bytes + off;
-    };
+  // (The callables by reference, std::ref: a std::function copying a lambda of several
+  // references, or another std::function, allocates, a cost a tiny op measures.)
+  auto own_in_source = [&](uint64_t off, uint64_t) {
+    return as.source + static_cast<uint64_t>(rank_) * as.bytes + off;
+  };
+  SlotChannel::Own own;
+  if (as.own)
+    own = std::ref(as.own);
+  else if (as.source != nullptr)
+    own = std::ref(own_in_source);
   const int packed = own ? size_ - 1 : size_;
   run(desc, [&](const char* op) {
-    SlotChannel ch(
-        *this, desc, piece,
-        [&](uint8_t* slot, uint64_t off, uint64_t n) {
-          for (int i = 1; i <= packed; ++i) {  // peers first (they wait for it), own piece last
-            const int q = (rank_ + i) % size_;
-            trace::Span span("pack", op, q, n);
-            as.pack(q, slot + static_cast<size_t>(q) * piece, off, n);
-          }
-        },
-        own);
+    auto pack = [&](uint8_t* slot, uint64_t off, uint64_t n) {
+      for (int i = 1; i <= packed; ++i) {  // peers first (they wait for it), own piece last
+        const int q = (rank_ + i) % size_;
+        trace::Span span("pack", op, q, n);
+        as.pack(q, slot + static_cast<size_t>(q) * piece, off, n);
+      }
+    };
+    SlotChannel ch(*this, desc, piece, std::ref(pack), own);
     drive(ch);
   });
 }

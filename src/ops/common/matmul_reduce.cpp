@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "comm/comm_impl.hpp"
 #include "exec/stream.hpp"
@@ -146,17 +147,18 @@ LazyPartial::LazyPartial(const PartialGemm& gemm, const MatmulReduceProblem& p, 
       range_rows_(range_rows),
       // x2's element count is an int64 (validated); its size as fp32 may not be.
       block_rows_(p.k * p.n <= kCachedX2Bytes / 4 ? kBlockRowsCached : kBlockRowsStreamed),
-      done_(static_cast<size_t>(ranges), 0),
+      heap_done_(ranges > kInlineRanges ? static_cast<size_t>(ranges) : 0, 0),
+      done_(ranges > kInlineRanges ? heap_done_.data() : inline_done_),
+      ranges_(ranges),
       split_(split) {}
 
 const float* LazyPartial::rows(int r, int64_t row, int64_t rows) {
   CF_ASSERT(row >= 0 && rows >= 0 && row + rows <= range_rows_);
-  if (!split_ && done_[static_cast<size_t>(r)] < row + rows) {
-    const auto ranges = static_cast<int64_t>(done_.size());
-    gemm_.run(0, ranges * range_rows_, partial_);
-    std::fill(done_.begin(), done_.end(), range_rows_);
+  if (!split_ && done_[r] < row + rows) {
+    gemm_.run(0, ranges_ * range_rows_, partial_);
+    std::fill(done_, done_ + ranges_, range_rows_);
   }
-  int64_t& done = done_[static_cast<size_t>(r)];
+  int64_t& done = done_[r];
   while (done < row + rows) {
     const int64_t count = std::min(block_rows_, range_rows_ - done);
     const int64_t first = r * range_rows_ + done;
@@ -193,22 +195,27 @@ void reduce_scatter_partials(const MatmulReduceProblem& p, const PartialGemm& ge
   as.max_piece = matmul_reduce_piece_bytes(p, rows_per_rank);
   LazyPartial partial(gemm, p, matmul_reduce_partial(gemm.shape(), p, workspace), p.world_size,
                       rows_per_rank, comm.transport().overlaps_compute());
-  as.pack = [&](int to, uint8_t* dst, uint64_t off, uint64_t n) {
+  // Held by reference (std::ref): a std::function holding these lambdas of several
+  // references would allocate each call, a cost a tiny op measures.
+  auto pack = [&](int to, uint8_t* dst, uint64_t off, uint64_t n) {
     std::memcpy(dst,
                 partial.rows(to, static_cast<int64_t>(off / row_bytes),
                              static_cast<int64_t>(n / row_bytes)),
                 n);
   };
-  as.own = [&](uint64_t off, uint64_t n) {
+  auto own = [&](uint64_t off, uint64_t n) {
     return reinterpret_cast<const uint8_t*>(partial.rows(
         p.rank, static_cast<int64_t>(off / row_bytes), static_cast<int64_t>(n / row_bytes)));
   };
-  as.on_all = [&](const uint8_t* const* parts, uint64_t off, uint64_t n) {
+  auto on_all = [&](const uint8_t* const* parts, uint64_t off, uint64_t n) {
     const auto* const* fparts = reinterpret_cast<const float* const*>(parts);
     sum_bias_round(fparts, p.world_size, static_cast<int64_t>(n / row_bytes), p.n,
                    p.bias.data != nullptr ? bias32 : nullptr, out + off / row_bytes * out_row_bytes,
                    p.out_dtype);
   };
+  as.pack = std::ref(pack);
+  as.own = std::ref(own);
+  as.on_all = std::ref(on_all);
   exec::all_to_all_stream(comm.transport(), as);
 }
 

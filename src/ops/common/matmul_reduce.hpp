@@ -115,6 +115,8 @@ class LazyPartial {
   // 2048-row GEMM at k = n = 4096 bf16 on shm, where nothing overlaps them).
   LazyPartial(const PartialGemm& gemm, const MatmulReduceProblem& p, float* partial, int ranges,
               int64_t range_rows, bool split);
+  LazyPartial(const LazyPartial&) = delete;  // done_ may point into itself
+  LazyPartial& operator=(const LazyPartial&) = delete;
   // Rows [row, row + rows) of range r, computed if they were not yet.
   const float* rows(int r, int64_t row, int64_t rows);
 
@@ -124,7 +126,13 @@ class LazyPartial {
   float* partial_;
   int64_t range_rows_;
   int64_t block_rows_;
-  std::vector<int64_t> done_;  // per range: rows computed so far (a prefix)
+  // Per range: rows computed so far (a prefix). Inline for up to kInlineRanges ranges (a
+  // tiny op measures an allocation per call).
+  static constexpr int kInlineRanges = 16;
+  int64_t inline_done_[kInlineRanges] = {};
+  std::vector<int64_t> heap_done_;
+  int64_t* done_;
+  int ranges_;
   bool split_;
 };
 
