@@ -138,10 +138,11 @@ void ShmTransport::open_gather_stream(const GatherStream& gs, const PieceDriver&
   // The piece size is checked across ranks: different pieces would read wrong offsets.
   const CollDesc desc{CollOp::kGatherStream, DType::kInt8, gs.bytes, -1, piece};
   run(desc, [&](const char* op) {
-    SlotChannel ch(*this, desc, 0, [&](uint8_t* slot, uint64_t off, uint64_t n) {
+    auto pack = [&](uint8_t* slot, uint64_t off, uint64_t n) {
       trace::Span span("pack", op, rank_, n);
       gs.pack(slot, off, n);
-    });
+    };
+    SlotChannel ch(*this, desc, 0, std::ref(pack));
     drive(ch);
   });
 }

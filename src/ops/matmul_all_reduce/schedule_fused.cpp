@@ -5,6 +5,7 @@
 // reading the peers' partials in place. Every rank sums the same values in the same order,
 // so the output is bitwise identical on all ranks (SPEC §0, §2). Any transport.
 #include <cstring>
+#include <functional>
 
 #include "exec/stream.hpp"
 #include "ops/common/epilogue.hpp"
@@ -28,18 +29,21 @@ void run_matmul_all_reduce_fused(const MatmulAllReducePlanData& plan, comm::Comm
   gs.max_piece = matmul_reduce_piece_bytes(p, p.m);
   LazyPartial partial(gemm, p, matmul_reduce_partial(plan.gemm, p, workspace), 1, p.m,
                       comm.transport().overlaps_compute());
-  gs.pack = [&](uint8_t* dst, uint64_t off, uint64_t n) {
+  // By reference (std::ref): a std::function copying these lambdas would allocate per call.
+  auto pack = [&](uint8_t* dst, uint64_t off, uint64_t n) {
     std::memcpy(
         dst,
         partial.rows(0, static_cast<int64_t>(off / row_bytes), static_cast<int64_t>(n / row_bytes)),
         n);
   };
-  gs.on_all = [&](const uint8_t* const* parts, uint64_t off, uint64_t n) {
+  auto on_all = [&](const uint8_t* const* parts, uint64_t off, uint64_t n) {
     const auto* const* fparts = reinterpret_cast<const float* const*>(parts);
     sum_bias_round(fparts, p.world_size, static_cast<int64_t>(n / row_bytes), p.n,
                    p.bias.data != nullptr ? bias32 : nullptr, out + off / row_bytes * out_row_bytes,
                    p.out_dtype);
   };
+  gs.pack = std::ref(pack);
+  gs.on_all = std::ref(on_all);
   exec::gather_stream(comm.transport(), gs);
 }
 
