@@ -13,6 +13,7 @@
 #include "comm/shm/cma.hpp"
 #include "comm/shm/shm_transport.hpp"
 #include "comm/shm/sync_probe.hpp"
+#include "core/algorithm.hpp"
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -154,6 +155,15 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
                 static_cast<unsigned long long>(recs[0].group_id), world_size);
   auto transport_impl = std::make_unique<shm::ShmTransport>(
       rank, std::move(segments), std::move(procs), slot_bytes, oversubscribed, cma);
+  // Sharing cores: the crossover from timing both all_to_all algorithms on the group (the
+  // cost model's context-switch estimate was 4-16x off, shm_crossover.cpp). Not when
+  // COMMFUSE_ALGO pins all_to_all (nothing would use it) or there is nothing to choose.
+  const bool measured = oversubscribed && cma.unavailable.empty() && world_size > 1 &&
+                        forced_algorithm("all_to_all").empty();
+  if (measured) {
+    transport_impl->measure_shared_core_crossover();
+    cma.min_bytes = transport_impl->cma_min_bytes();
+  }
   CF_LOG(kInfo, "comm ", name, ": rank ", rank, "/", world_size, " on shm (slot ", slot_bytes,
          " bytes", oversubscribed ? ", oversubscribed" : "", ", CMA ",
          cma.unavailable.empty() ? detail::cat("where it saves ", cma.min_bytes, " bytes")
@@ -164,9 +174,12 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
         "comm ", name, ": CMA single-copy ",
         cma.unavailable.empty()
             ? detail::cat("available, used where it saves ", cma.min_bytes,
-                          " bytes of copying per rank (rank 0-1 "
-                          "synchronization measured: ",
-                          sync_us >= 0 ? detail::cat(sync_us, " us") : std::string("no"), ")")
+                          " bytes of copying per rank (",
+                          measured ? std::string("ranks share cores: all_to_all timed both ways")
+                                   : detail::cat("rank 0-1 synchronization measured: ",
+                                                 sync_us >= 0 ? detail::cat(sync_us, " us")
+                                                              : std::string("no")),
+                          ")")
             : "unavailable (" + cma.unavailable + "): the slots carry all"));
   return std::make_unique<CommImpl>(rank, world_size, world_size, name, std::move(transport_impl));
 }

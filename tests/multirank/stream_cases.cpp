@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "comm/comm_impl.hpp"
+#include "comm/shm/shm_transport.hpp"
+#include "core/algorithm.hpp"
 #include "exec/stream.hpp"
 
 namespace {
@@ -116,8 +118,28 @@ void all_to_all(commfuse::comm::Transport& t, const Shape& sh, bool with_source)
 
 }  // namespace
 
+// The group's CMA crossover (comm_create.cpp): the same on every rank, a power of two CMA
+// can use, and where ranks share cores one the group measured (shm_crossover.cpp).
+void check_crossover(commfuse::comm::Transport& t) {
+  auto* shm = dynamic_cast<commfuse::comm::shm::ShmTransport*>(&t);
+  if (shm == nullptr) return;
+  const uint64_t mine = shm->cma_min_bytes();
+  std::vector<uint64_t> all(static_cast<size_t>(t.size()));
+  t.all_gather(&mine, all.data(), sizeof mine, commfuse::DType::kInt8);
+  for (const uint64_t b : all) expect(b == mine, "every rank has the same CMA crossover");
+  expect(mine >= 4096 && mine <= (uint64_t{4} << 20) && (mine & (mine - 1)) == 0,
+         "the crossover is a power of two in [4 KiB, 4 MiB]");
+  if (t.ranks_per_core() > 1 && shm->cma_available() &&
+      commfuse::forced_algorithm("all_to_all").empty()) {
+    bool probed = mine == (uint64_t{4} << 20);
+    for (const uint64_t b : commfuse::comm::shm::kSharedCoreProbeBytes) probed = probed || mine == b;
+    expect(probed, "ranks sharing cores use a measured crossover");
+  }
+}
+
 int case_streams(commfuse::Comm& c) {
   commfuse::comm::Transport& t = c.impl().transport();
+  check_crossover(t);
   // The tests run with 4 KiB slots: unit 5000 takes the staged fallback on shm.
   // {1000, 64, 0}: 64000 bytes per peer, past the CMA crossover where CMA is available (and
   // COMMFUSE_ALGO=all_to_all_stream:cma forces it for every shape with a source).

@@ -98,8 +98,8 @@ int cmd_info(int argc, char** argv) {
         why.empty()
             ? detail::cat("CMA (process_vm_readv) available; used where it saves ",
                           comm::shm::cma_crossover_bytes(false, comm::shm::thread_sync_us()),
-                          " bytes of copying per rank (", comm::shm::cma_crossover_bytes(true, -1),
-                          " for all_to_all when ranks share cores); measured here: system call ",
+                          " bytes of copying per rank (where ranks share cores, all_to_all's "
+                          "crossover is timed by each group at set-up); measured here: system call ",
                           comm::shm::cma_syscall_us(), " us, core-to-core synchronization ",
                           comm::shm::thread_sync_us(),
                           " us (a communicator measures its ranks'), "

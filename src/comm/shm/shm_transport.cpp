@@ -111,6 +111,7 @@ void ShmTransport::arrive(uint32_t s, bool first, const CollDesc& desc, const ch
 }
 
 CollAlgo ShmTransport::choose_copy(CollOp op, uint64_t bytes) {
+  if (a2a_probe_ && op == CollOp::kAllToAll) return *a2a_probe_;  // shm_crossover.cpp
   const bool cma = cma_.unavailable.empty();
   // CMA saves one copy of each block a peer reads through this rank's slot: all_to_all's
   // R-1 blocks, the one block of all_gather, broadcast and gather_stream (whose ops copy

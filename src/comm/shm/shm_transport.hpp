@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,14 @@ struct CmaSupport {
   uint64_t min_bytes = 0;
   bool shared_cores = false;  // more ranks than cores: all_gather and broadcast keep the slots
 };
+
+// The bytes saved per rank (all_to_all: R-1 blocks) at which measure_shared_core_crossover
+// times both algorithms, and its rule: the smallest of them from which CMA was at least as
+// fast at that size and every larger one (4 MiB, CMA's upper bound, where it never was).
+// slots_us[i] and cma_us[i] are the best times at kSharedCoreProbeBytes[i].
+inline constexpr uint64_t kSharedCoreProbeBytes[] = {uint64_t{32} << 10, uint64_t{128} << 10,
+                                                     uint64_t{256} << 10, uint64_t{512} << 10};
+uint64_t shared_core_crossover(const double* slots_us, const double* cma_us, size_t sizes);
 
 // Bytes of one rank's region for a given slot size.
 inline size_t region_bytes(size_t slot_bytes) {
@@ -68,6 +77,16 @@ class ShmTransport final : public Transport {
   void abort(const std::string& reason) override;
   void reject(const std::string& reason) override;
   const std::string& failure() const override { return failure_; }
+
+  // Where ranks share cores and CMA is available: times all_to_all through the slots and
+  // with CMA at the sizes of kSharedCoreProbeBytes (every rank takes part, as in any
+  // collective; rank 0's timings decide and are broadcast) and sets the crossover to what
+  // shared_core_crossover makes of them (shm_crossover.cpp). comm_create.cpp calls it once,
+  // before the group is handed out.
+  void measure_shared_core_crossover();
+  // Bytes of copying per rank that CMA must save (CmaSupport::min_bytes), alike on every rank.
+  uint64_t cma_min_bytes() const { return cma_.min_bytes; }
+  bool cma_available() const { return cma_.unavailable.empty(); }
 
  private:
   template <typename Body>
@@ -118,6 +137,8 @@ class ShmTransport final : public Transport {
   int ranks_per_core_ = 1;
   CmaSupport cma_;
   bool algo_forced_ = false;      // COMMFUSE_ALGO names one of this transport's collectives
+  // all_to_all's algorithm while measure_shared_core_crossover times each (empty: choose).
+  std::optional<CollAlgo> a2a_probe_;
   std::vector<uint8_t> scratch_;  // a CMA stream's pieces where the op gives no place
   uint32_t step_ = 0;
   uint32_t op_seq_ = 0;
