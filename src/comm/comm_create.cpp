@@ -155,13 +155,13 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
                 static_cast<unsigned long long>(recs[0].group_id), world_size);
   auto transport_impl = std::make_unique<shm::ShmTransport>(
       rank, std::move(segments), std::move(procs), slot_bytes, oversubscribed, cma);
-  // Sharing cores: the crossover from timing both all_to_all algorithms on the group (the
-  // cost model's context-switch estimate was 4-16x off, shm_crossover.cpp). Not when
-  // COMMFUSE_ALGO pins all_to_all (nothing would use it) or there is nothing to choose.
-  const bool measured = oversubscribed && cma.unavailable.empty() && world_size > 1 &&
-                        forced_algorithm("all_to_all").empty();
-  if (measured) {
-    transport_impl->measure_shared_core_crossover();
+  // Sharing cores: all_to_all's CMA crossover and all_reduce's two-shot size from timing
+  // both ways on the group (the cost models were 4-16x off there, shm_crossover.cpp); not
+  // all_to_all where COMMFUSE_ALGO pins it (nothing would use it) or CMA is unavailable.
+  const bool measured =
+      oversubscribed && cma.unavailable.empty() && forced_algorithm("all_to_all").empty();
+  if (oversubscribed && world_size > 1) {
+    transport_impl->measure_shared_cores(measured);
     cma.min_bytes = transport_impl->cma_min_bytes();
   }
   CF_LOG(kInfo, "comm ", name, ": rank ", rank, "/", world_size, " on shm (slot ", slot_bytes,

@@ -132,7 +132,7 @@ void check_crossover(commfuse::comm::Transport& t) {
   if (t.ranks_per_core() > 1 && shm->cma_available() &&
       commfuse::forced_algorithm("all_to_all").empty()) {
     bool probed = mine == (uint64_t{4} << 20);
-    for (const uint64_t b : commfuse::comm::shm::kSharedCoreProbeBytes) probed = probed || mine == b;
+    for (const uint64_t b : commfuse::comm::shm::kSharedCoreA2aBytes) probed = probed || mine == b;
     expect(probed, "ranks sharing cores use a measured crossover");
   }
 }

@@ -35,21 +35,25 @@ TEST(CmaCrossover, IsAPowerOfTwoInRangeAndGrowsWithTheSynchronizationCost) {
   EXPECT_GT(cma_syscall_us(), 0.0);
 }
 
-// Where ranks share cores the group times both all_to_all algorithms at each probe size
-// (shm_crossover.cpp): CMA from the smallest size at which it was at least as fast there
-// and at every larger size, never (4 MiB) if it was not at the largest.
-TEST(CmaCrossover, SharedCoresTakeTheSmallestSizeFromWhichCmaWins) {
-  static_assert(std::size(kSharedCoreProbeBytes) == 4);
-  const double slots[] = {10, 40, 80, 160};
+// Where ranks share cores the group times its collectives' two algorithms at each probe
+// size (shm_crossover.cpp): the second from the smallest size at which it was at least as
+// fast there and at every larger size, never if it was not at the largest.
+TEST(SharedCores, TakeTheSmallestSizeFromWhichTheSecondAlgorithmWins) {
+  static_assert(std::size(kSharedCoreA2aBytes) == 4);
+  const uint64_t* sizes = kSharedCoreA2aBytes;
+  const uint64_t never = uint64_t{4} << 20;
+  const double first[] = {10, 40, 80, 160};
   const double all_faster[] = {9, 39, 79, 159};
-  EXPECT_EQ(shared_core_crossover(slots, all_faster, 4), kSharedCoreProbeBytes[0]);
-  const double from_third[] = {20, 50, 80, 100};  // a tie counts for CMA
-  EXPECT_EQ(shared_core_crossover(slots, from_third, 4), kSharedCoreProbeBytes[2]);
+  EXPECT_EQ(smallest_winning_size(sizes, first, all_faster, 4, never), sizes[0]);
+  const double from_third[] = {20, 50, 80, 100};  // a tie counts for the second
+  EXPECT_EQ(smallest_winning_size(sizes, first, from_third, 4, never), sizes[2]);
   const double not_monotone[] = {20, 30, 90, 100};  // faster at 128 KiB, slower at 256 KiB
-  EXPECT_EQ(shared_core_crossover(slots, not_monotone, 4), kSharedCoreProbeBytes[3]);
-  const double never[] = {20, 30, 70, 170};
-  EXPECT_EQ(shared_core_crossover(slots, never, 4), uint64_t{4} << 20);
-  for (uint64_t b : kSharedCoreProbeBytes) EXPECT_TRUE(power_of_two_in_range(b)) << b;
+  EXPECT_EQ(smallest_winning_size(sizes, first, not_monotone, 4, never), sizes[3]);
+  const double slower_last[] = {20, 30, 70, 170};
+  EXPECT_EQ(smallest_winning_size(sizes, first, slower_last, 4, never), never);
+  for (uint64_t b : kSharedCoreA2aBytes) EXPECT_TRUE(power_of_two_in_range(b)) << b;
+  for (size_t i = 1; i < std::size(kSharedCoreAllReduceBytes); ++i)
+    EXPECT_LT(kSharedCoreAllReduceBytes[i - 1], kSharedCoreAllReduceBytes[i]);
 }
 
 // Two "ranks" as two threads over two real segments: rank 0 gets a positive time (or -1 if

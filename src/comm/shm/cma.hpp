@@ -37,7 +37,7 @@ std::string cma_self_check();
 // one synchronization between two ranks as the group measured it (sync_probe.hpp;
 // negative: unknown, taken as 2 us). When ranks share cores a wait is taken to cost a
 // context switch (20 us): only a fallback, as such groups time all_to_all both ways at
-// set-up instead (ShmTransport::measure_shared_core_crossover; the estimate was 4-16x too
+// set-up instead (ShmTransport::measure_shared_cores; the estimate was 4-16x too
 // high there). comm_create.cpp uses rank 0's value on every rank so they choose alike.
 // Rounded down to a power of two in [4 KiB, 4 MiB].
 uint64_t cma_crossover_bytes(bool oversubscribed, double sync_us);

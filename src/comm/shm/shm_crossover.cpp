@@ -1,14 +1,17 @@
-// The CMA crossover of a group whose ranks share cores, measured on the group itself
-// (shm_transport.hpp: measure_shared_core_crossover). With a core per rank the crossover
-// follows from the costs CMA adds (cma.hpp: one system call and one synchronization, both
-// measured); where ranks share cores a wait lasts until the peer it waits for gets a core,
-// which no probe of two ranks predicts: the AMX Xeon at W = 3, 4 and 8 on 2 cores measured
-// all_to_all crossing over at 87-112 KiB saved per rank, where the context-switch estimate
-// the model used (20 us x the copy rate) gave 512 KiB (W = 4, 256 KiB per rank: 0.74-0.77x
-// OpenMPI through the slots, 0.99-1.00x with CMA). So the group times both algorithms.
+// The collectives' choices of a group whose ranks share cores, timed on the group itself
+// (shm_transport.hpp: measure_shared_cores). With a core per rank they follow from a
+// model of measured costs (cma.hpp: one system call and one synchronization; all_reduce's
+// one-shot saves a synchronization); where ranks share cores a wait lasts until the peer
+// gets a core, and the models were off: on the AMX Xeon with 2 cores all_to_all crossed
+// over to CMA at 87-112 KiB saved per rank at W = 3, 4 and 8 where the context-switch
+// estimate (20 us x the copy rate) said 512 KiB (W = 4 at 256 KiB-1 MiB per rank: 0.74-0.77x
+// OpenMPI through the slots, 0.99-1.00x with CMA), and two-shot all_reduce ran 1.5x faster
+// than one-shot from 16 KiB at W = 4 and 8, where the fixed rule kept one-shot up to 4 ranks
+// (an AMD EPYC measured one-shot faster at W = 4). So the group times both ways.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 #include "comm/shm/shm_transport.hpp"
@@ -16,58 +19,110 @@
 
 namespace commfuse::comm::shm {
 
-uint64_t shared_core_crossover(const double* slots_us, const double* cma_us, size_t sizes) {
-  uint64_t crossover = uint64_t{4} << 20;
-  for (size_t i = sizes; i-- > 0 && cma_us[i] <= slots_us[i];) crossover = kSharedCoreProbeBytes[i];
-  return crossover;
+uint64_t smallest_winning_size(const uint64_t* sizes, const double* first_us,
+                               const double* second_us, size_t n, uint64_t never) {
+  uint64_t from = never;
+  for (size_t i = n; i-- > 0 && second_us[i] <= first_us[i];) from = sizes[i];
+  return from;
 }
 
-void ShmTransport::measure_shared_core_crossover() {
-  constexpr size_t kSizes = std::size(kSharedCoreProbeBytes);
-  constexpr int kRuns = 3;   // best of: a rank that waits for a core sets the others' times
-  constexpr int kCalls = 4;  // per timing
-  const auto peers = static_cast<uint64_t>(size_ - 1);
-  CF_ASSERT(peers > 0 && cma_.unavailable.empty());
-  const auto block = [&](size_t i) {
-    return std::max<uint64_t>(64, kSharedCoreProbeBytes[i] / peers / 64 * 64);
-  };
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<uint8_t> src(block(kSizes - 1) * static_cast<uint64_t>(size_), 0);
-  std::vector<uint8_t> dst(src.size());
-  double slots_us[kSizes], cma_us[kSizes];
-  std::fill(slots_us, slots_us + kSizes, 1e300);
-  std::fill(cma_us, cma_us + kSizes, 1e300);
-  for (size_t i = 0; i < kSizes; ++i)
+namespace {
+
+constexpr int kRuns = 3;   // best of: a rank that waits for a core sets the others' times
+constexpr int kCalls = 4;  // per timing
+
+// Best time of `call` under each of the two algorithms at each size (set_algo(a) before the
+// calls, the calls back to back between barriers: a slots call leaves its peers still
+// reading when it returns, a cost the next call pays, where CMA's closing wait pays it at
+// once).
+template <typename SetAlgo, typename Call, typename Barrier>
+void time_both(size_t sizes, CollAlgo first, CollAlgo second, SetAlgo&& set_algo, Call&& call,
+               Barrier&& barrier, double* first_us, double* second_us) {
+  std::fill(first_us, first_us + sizes, 1e300);
+  std::fill(second_us, second_us + sizes, 1e300);
+  for (size_t i = 0; i < sizes; ++i)
     for (int run = 0; run <= kRuns; ++run)  // run 0 warms the buffers and the slots up
-      for (const CollAlgo algo : {CollAlgo::kDefault, CollAlgo::kCma}) {
-        // Calls back to back between barriers: a slots call leaves its peers still reading
-        // when it returns, a cost the next call pays (CMA's closing wait pays it at once).
-        a2a_probe_ = algo;
+      for (const CollAlgo algo : {first, second}) {
+        set_algo(algo);
         barrier();
         const auto t0 = std::chrono::steady_clock::now();
-        for (int c = 0; c < kCalls; ++c) all_to_all(src.data(), dst.data(), block(i), DType::kInt8);
+        for (int c = 0; c < kCalls; ++c) call(i);
         barrier();
         const double us =
             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
                 .count();
-        double& best = algo == CollAlgo::kCma ? cma_us[i] : slots_us[i];
+        double& best = algo == first ? first_us[i] : second_us[i];
         if (run > 0) best = std::min(best, us);
       }
-  a2a_probe_.reset();
-  if (log::verbose_level() >= 1 && rank_ == 0) {
-    std::string line = "shm crossover, ranks sharing cores: all_to_all slots / cma us at";
-    for (size_t i = 0; i < kSizes; ++i)
-      line += detail::cat(" ", kSharedCoreProbeBytes[i] >> 10, " KiB saved ", slots_us[i], " / ",
-                          cma_us[i], i + 1 < kSizes ? ";" : "");
-    log::verbose(detail::cat(line, " (", std::chrono::duration<double, std::milli>(
-                                               std::chrono::steady_clock::now() - start)
-                                               .count(),
-                             " ms)"));
+}
+
+std::string describe_times(const char* what, const uint64_t* sizes, const double* a,
+                           const double* b, size_t n) {
+  std::string line = what;
+  for (size_t i = 0; i < n; ++i)
+    line += detail::cat(i == 0 ? " " : "; ", sizes[i] >> 10, " KiB ", a[i], " / ", b[i]);
+  return line;
+}
+
+}  // namespace
+
+void ShmTransport::measure_shared_cores(bool time_all_to_all) {
+  CF_ASSERT(size_ > 1);
+  const auto start = std::chrono::steady_clock::now();
+  auto barrier_fn = [&] { barrier(); };
+  std::string log_line;
+
+  constexpr size_t kA2a = std::size(kSharedCoreA2aBytes);
+  double slots_us[kA2a], cma_us[kA2a];
+  uint64_t decided[2] = {cma_.min_bytes, 0};
+  if (time_all_to_all && cma_.unavailable.empty()) {
+    const auto peers = static_cast<uint64_t>(size_ - 1);
+    const auto block = [&](size_t i) {
+      return std::max<uint64_t>(64, kSharedCoreA2aBytes[i] / peers / 64 * 64);
+    };
+    std::vector<uint8_t> src(block(kA2a - 1) * static_cast<uint64_t>(size_), 0);
+    std::vector<uint8_t> dst(src.size());
+    time_both(
+        kA2a, CollAlgo::kDefault, CollAlgo::kCma, [&](CollAlgo a) { a2a_probe_ = a; },
+        [&](size_t i) { all_to_all(src.data(), dst.data(), block(i), DType::kInt8); }, barrier_fn,
+        slots_us, cma_us);
+    a2a_probe_.reset();
+    decided[0] = smallest_winning_size(kSharedCoreA2aBytes, slots_us, cma_us, kA2a,
+                                       uint64_t{4} << 20);
+    log_line = describe_times("all_to_all slots / cma us at", kSharedCoreA2aBytes, slots_us,
+                              cma_us, kA2a) +
+               "; ";
   }
+
+  // all_reduce at each probed step size (capped by the largest step the slots allow).
+  constexpr size_t kAr = std::size(kSharedCoreAllReduceBytes);
+  const uint64_t max_step = std::min<uint64_t>(slot_bytes_, kReduceStepBytes);
+  const auto floats = [&](size_t i) {
+    return std::min<uint64_t>(kSharedCoreAllReduceBytes[i], max_step) / sizeof(float);
+  };
+  std::vector<float> in(floats(kAr - 1), 1.0f), out(in.size());
+  double one_us[kAr], two_us[kAr];
+  time_both(
+      kAr, CollAlgo::kOneShot, CollAlgo::kTwoShot, [&](CollAlgo a) { all_reduce_probe_ = a; },
+      [&](size_t i) { all_reduce(in.data(), out.data(), floats(i), DType::kFloat32); },
+      barrier_fn, one_us, two_us);
+  all_reduce_probe_.reset();
+  decided[1] = smallest_winning_size(kSharedCoreAllReduceBytes, one_us, two_us, kAr,
+                                     ~uint64_t{0});
+  log_line += describe_times("all_reduce one-shot / two-shot us at", kSharedCoreAllReduceBytes,
+                             one_us, two_us, kAr);
+
   // Rank 0's timings decide for every rank (they must choose alike).
-  uint64_t crossover = shared_core_crossover(slots_us, cma_us, kSizes);
-  broadcast(&crossover, sizeof crossover, DType::kInt8, 0);
-  cma_.min_bytes = crossover;
+  broadcast(decided, sizeof decided, DType::kInt8, 0);
+  cma_.min_bytes = decided[0];
+  two_shot_min_bytes_ = decided[1];
+  if (log::verbose_level() >= 1 && rank_ == 0)
+    log::verbose(detail::cat(
+        "shm, ranks sharing cores, timed at set-up (",
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count(),
+        " ms): ", log_line, " -> all_to_all with CMA from ", decided[0],
+        " bytes saved, all_reduce two-shot from ", decided[1], "-byte steps"));
 }
 
 }  // namespace commfuse::comm::shm

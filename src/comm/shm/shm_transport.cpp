@@ -19,9 +19,6 @@ namespace {
 // data: one synchronization); above it two-shot (reduce-scatter + all-gather: each rank
 // reads only 1/R of the data per phase).
 constexpr size_t kOneShotBytes = 64 * 1024;
-// All-reduce steps stay within this many bytes so that a step's data is still in cache
-// when the peers read it (measured: 1 MiB steps run at 3x the speed of 4 MiB steps here).
-constexpr size_t kReduceStepBytes = 1024 * 1024;
 
 size_t elem_bytes(DType t) {
   return static_cast<size_t>(dtype_bits(t) / 8);
@@ -138,12 +135,16 @@ CollAlgo ShmTransport::choose_copy(CollOp op, uint64_t bytes) {
 }
 
 CollAlgo ShmTransport::choose_all_reduce(uint64_t step_bytes) {
-  // Up to 4 ranks one-shot always: with 2 ranks each reads the other's data once either
-  // way and one-shot saves a synchronization; at 4 ranks on 2 cores it measured faster
-  // too (bench/collectives.sh). Larger groups use two-shot past 64 KiB per step. (Tests
-  // shrink the slot: the threshold shrinks with it, and they force each algorithm too.)
+  // With a core per rank, up to 4 ranks one-shot always: with 2 ranks each reads the
+  // other's data once either way and one-shot saves a synchronization. Larger groups use
+  // two-shot past 64 KiB per step. (Tests shrink the slot: the threshold shrinks with it,
+  // and they force each algorithm too.) Ranks sharing cores time it (shm_crossover.cpp).
+  if (all_reduce_probe_) return *all_reduce_probe_;  // shm_crossover.cpp
   const uint64_t limit = std::min(kOneShotBytes, slot_bytes_ / 4);
-  const bool two_shot = size_ > 4 && step_bytes > limit;
+  // Ranks sharing cores: from the step size the group measured two-shot as fast (it reads
+  // 1/R of the data per phase, and the ranks' total work is what 2 cores wait on).
+  const bool two_shot = two_shot_min_bytes_ > 0 ? step_bytes >= two_shot_min_bytes_
+                                                 : size_ > 4 && step_bytes > limit;
   if (!algo_forced_ && log::verbose_level() < 1)
     return two_shot ? CollAlgo::kTwoShot : CollAlgo::kOneShot;
   const std::vector<AlgorithmEntry> list{
@@ -152,7 +153,10 @@ CollAlgo ShmTransport::choose_all_reduce(uint64_t step_bytes) {
                               "-byte steps: two-shot reads 1/R of the data per phase")
                 : ""},
       {"two_shot", "",
-       two_shot     ? ""
+       two_shot ? ""
+       : two_shot_min_bytes_ > 0
+           ? detail::cat(step_bytes, "-byte steps: below the ", two_shot_min_bytes_,
+                         " bytes from which this group measured two-shot as fast")
        : size_ <= 4 ? detail::cat(size_, " ranks: one synchronization per step beats two")
                     : detail::cat(step_bytes, "-byte steps (at most ", limit,
                                   "): one synchronization per step beats two")}};

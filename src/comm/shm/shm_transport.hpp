@@ -29,6 +29,9 @@
 namespace commfuse::comm::shm {
 
 constexpr size_t kControlBytes = 4096;
+// All-reduce steps stay within this many bytes so that a step's data is still in cache
+// when the peers read it (measured: 1 MiB steps run at 3x the speed of 4 MiB steps here).
+inline constexpr size_t kReduceStepBytes = 1024 * 1024;
 
 // What a group found at set-up about reading each other's memory with CMA (comm/shm/cma.hpp,
 // comm_create.cpp), alike on every rank.
@@ -42,13 +45,21 @@ struct CmaSupport {
   bool shared_cores = false;  // more ranks than cores: all_gather and broadcast keep the slots
 };
 
-// The bytes saved per rank (all_to_all: R-1 blocks) at which measure_shared_core_crossover
-// times both algorithms, and its rule: the smallest of them from which CMA was at least as
-// fast at that size and every larger one (4 MiB, CMA's upper bound, where it never was).
-// slots_us[i] and cma_us[i] are the best times at kSharedCoreProbeBytes[i].
-inline constexpr uint64_t kSharedCoreProbeBytes[] = {uint64_t{32} << 10, uint64_t{128} << 10,
-                                                     uint64_t{256} << 10, uint64_t{512} << 10};
-uint64_t shared_core_crossover(const double* slots_us, const double* cma_us, size_t sizes);
+// Where ranks share cores a wait lasts until the peer it waits for gets a core, which no
+// probe of two ranks predicts, so such a group times its collectives' choices at set-up
+// (ShmTransport::measure_shared_cores, shm_crossover.cpp): all_to_all through the slots or
+// with CMA at kSharedCoreA2aBytes saved per rank (R-1 blocks), all_reduce one-shot or
+// two-shot at kSharedCoreAllReduceBytes per step. One rule for both: the smallest probed
+// size from which the second algorithm was at least as fast there and at every larger
+// probed size; `never` where it was not at the largest. first_us[i] and second_us[i]: the
+// best times at sizes[i].
+inline constexpr uint64_t kSharedCoreA2aBytes[] = {uint64_t{32} << 10, uint64_t{128} << 10,
+                                                   uint64_t{256} << 10, uint64_t{512} << 10};
+inline constexpr uint64_t kSharedCoreAllReduceBytes[] = {uint64_t{4} << 10, uint64_t{16} << 10,
+                                                         uint64_t{64} << 10,
+                                                         uint64_t{256} << 10};
+uint64_t smallest_winning_size(const uint64_t* sizes, const double* first_us,
+                               const double* second_us, size_t n, uint64_t never);
 
 // Bytes of one rank's region for a given slot size.
 inline size_t region_bytes(size_t slot_bytes) {
@@ -78,12 +89,11 @@ class ShmTransport final : public Transport {
   void reject(const std::string& reason) override;
   const std::string& failure() const override { return failure_; }
 
-  // Where ranks share cores and CMA is available: times all_to_all through the slots and
-  // with CMA at the sizes of kSharedCoreProbeBytes (every rank takes part, as in any
-  // collective; rank 0's timings decide and are broadcast) and sets the crossover to what
-  // shared_core_crossover makes of them (shm_crossover.cpp). comm_create.cpp calls it once,
-  // before the group is handed out.
-  void measure_shared_core_crossover();
+  // Where ranks share cores: times all_to_all's algorithms (where CMA is available and
+  // time_all_to_all) and all_reduce's, every rank taking part as in any collective; rank 0's
+  // timings decide and are broadcast (see kSharedCoreA2aBytes). comm_create.cpp calls it
+  // once, before the group is handed out.
+  void measure_shared_cores(bool time_all_to_all);
   // Bytes of copying per rank that CMA must save (CmaSupport::min_bytes), alike on every rank.
   uint64_t cma_min_bytes() const { return cma_.min_bytes; }
   bool cma_available() const { return cma_.unavailable.empty(); }
@@ -137,8 +147,11 @@ class ShmTransport final : public Transport {
   int ranks_per_core_ = 1;
   CmaSupport cma_;
   bool algo_forced_ = false;      // COMMFUSE_ALGO names one of this transport's collectives
-  // all_to_all's algorithm while measure_shared_core_crossover times each (empty: choose).
-  std::optional<CollAlgo> a2a_probe_;
+  // all_to_all's and all_reduce's algorithm while measure_shared_cores times each (empty:
+  // choose), and the all_reduce step size from which it chose two-shot (0: not measured,
+  // the fixed rule of choose_all_reduce).
+  std::optional<CollAlgo> a2a_probe_, all_reduce_probe_;
+  uint64_t two_shot_min_bytes_ = 0;
   std::vector<uint8_t> scratch_;  // a CMA stream's pieces where the op gives no place
   uint32_t step_ = 0;
   uint32_t op_seq_ = 0;
