@@ -161,7 +161,7 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
   const bool measured =
       oversubscribed && cma.unavailable.empty() && forced_algorithm("all_to_all").empty();
   if (oversubscribed && world_size > 1) {
-    transport_impl->measure_shared_cores(measured);
+    transport_impl->measure_shared_cores(measured, forced_algorithm("all_reduce").empty());
     cma.min_bytes = transport_impl->cma_min_bytes();
   }
   CF_LOG(kInfo, "comm ", name, ": rank ", rank, "/", world_size, " on shm (slot ", slot_bytes,
@@ -173,13 +173,13 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
     log::verbose(detail::cat(
         "comm ", name, ": CMA single-copy ",
         cma.unavailable.empty()
-            ? detail::cat("available, used where it saves ", cma.min_bytes,
-                          " bytes of copying per rank (",
-                          measured ? std::string("ranks share cores: all_to_all timed both ways")
-                                   : detail::cat("rank 0-1 synchronization measured: ",
-                                                 sync_us >= 0 ? detail::cat(sync_us, " us")
-                                                              : std::string("no")),
-                          ")")
+            ? detail::cat(
+                  "available, used where it saves ", cma.min_bytes, " bytes of copying per rank (",
+                  measured
+                      ? std::string("ranks share cores: all_to_all timed both ways")
+                      : detail::cat("rank 0-1 synchronization measured: ",
+                                    sync_us >= 0 ? detail::cat(sync_us, " us") : std::string("no")),
+                  ")")
             : "unavailable (" + cma.unavailable + "): the slots carry all"));
   return std::make_unique<CommImpl>(rank, world_size, world_size, name, std::move(transport_impl));
 }

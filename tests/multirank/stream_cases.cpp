@@ -129,11 +129,18 @@ void check_crossover(commfuse::comm::Transport& t) {
   for (const uint64_t b : all) expect(b == mine, "every rank has the same CMA crossover");
   expect(mine >= 4096 && mine <= (uint64_t{4} << 20) && (mine & (mine - 1)) == 0,
          "the crossover is a power of two in [4 KiB, 4 MiB]");
-  if (t.ranks_per_core() > 1 && shm->cma_available() &&
-      commfuse::forced_algorithm("all_to_all").empty()) {
-    bool probed = mine == (uint64_t{4} << 20);
-    for (const uint64_t b : commfuse::comm::shm::kSharedCoreA2aBytes) probed = probed || mine == b;
-    expect(probed, "ranks sharing cores use a measured crossover");
+  if (t.ranks_per_core() > 1 && t.size() > 1) {
+    expect(shm->shared_cores_measured(), "ranks sharing cores time their collectives at set-up");
+    if (shm->cma_available() && commfuse::forced_algorithm("all_to_all").empty()) {
+      bool probed = mine == (uint64_t{4} << 20);
+      for (const uint64_t b : commfuse::comm::shm::kSharedCoreA2aBytes)
+        probed = probed || mine == b;
+      expect(probed, "ranks sharing cores use a measured crossover");
+    }
+    if (commfuse::forced_algorithm("all_reduce").empty())
+      expect(shm->two_shot_min_bytes() != 0, "ranks sharing cores time all_reduce's switch");
+  } else {
+    expect(!shm->shared_cores_measured(), "a core per rank: the cost models decide");
   }
 }
 

@@ -402,7 +402,8 @@ int case_alltoall_numerics(commfuse::Comm& comm) {
   // N = 4096: the fused GEMM runs in blocks of 64 rows (1 MiB of int32 sums, plan.hpp:
   // kEpilogueBytes), each block's epilogue after it, over x2 packed once where this CPU's
   // s8 kernel reads a blocked layout (transposed and not; A4W4: each source segment's rows
-  // of x2 packed on their own, and the last block of 22 rows reading them plain).
+  // of x2 packed on their own; the last block of 22 rows reads them packed or plain, as
+  // oneDNN's plan for 22 rows asks).
   if (R <= 2)
     for (Combo cb : {Combo::kA16W8, Combo::kA16W4, Combo::kA4W4})
       for (bool tr : {false, true}) {

@@ -14,6 +14,7 @@
 #include <iterator>
 #include <vector>
 
+#include "comm/call_check.hpp"
 #include "comm/shm/shm_transport.hpp"
 #include "core/log.hpp"
 
@@ -28,6 +29,7 @@ uint64_t smallest_winning_size(const uint64_t* sizes, const double* first_us,
 
 namespace {
 
+constexpr uint64_t kNever = ~uint64_t{0};
 constexpr int kRuns = 3;   // best of: a rank that waits for a core sets the others' times
 constexpr int kCalls = 4;  // per timing
 
@@ -66,19 +68,25 @@ std::string describe_times(const char* what, const uint64_t* sizes, const double
 
 }  // namespace
 
-void ShmTransport::measure_shared_cores(bool time_all_to_all) {
+void ShmTransport::measure_shared_cores(bool time_all_to_all, bool time_all_reduce) {
   CF_ASSERT(size_ > 1);
+  // Set-up's own calls: a fault injected into the user's all_reduce or all_to_all
+  // (COMMFUSE_FAULT) and mismatch messages name them as such, not as the user's.
+  CallSignature setup;
+  setup.op = "comm init";
+  const CallScope scope(setup);
   const auto start = std::chrono::steady_clock::now();
   auto barrier_fn = [&] { barrier(); };
   std::string log_line;
 
   constexpr size_t kA2a = std::size(kSharedCoreA2aBytes);
   double slots_us[kA2a], cma_us[kA2a];
-  uint64_t decided[2] = {cma_.min_bytes, 0};
+  uint64_t decided[2] = {cma_.min_bytes, 0};  // 0: all_reduce by the fixed rule
   if (time_all_to_all && cma_.unavailable.empty()) {
     const auto peers = static_cast<uint64_t>(size_ - 1);
+    // Rounded up: a call that saves the decided size took the algorithm timed there.
     const auto block = [&](size_t i) {
-      return std::max<uint64_t>(64, kSharedCoreA2aBytes[i] / peers / 64 * 64);
+      return std::max<uint64_t>(64, (kSharedCoreA2aBytes[i] / peers + 63) / 64 * 64);
     };
     std::vector<uint8_t> src(block(kA2a - 1) * static_cast<uint64_t>(size_), 0);
     std::vector<uint8_t> dst(src.size());
@@ -87,42 +95,48 @@ void ShmTransport::measure_shared_cores(bool time_all_to_all) {
         [&](size_t i) { all_to_all(src.data(), dst.data(), block(i), DType::kInt8); }, barrier_fn,
         slots_us, cma_us);
     a2a_probe_.reset();
-    decided[0] = smallest_winning_size(kSharedCoreA2aBytes, slots_us, cma_us, kA2a,
-                                       uint64_t{4} << 20);
-    log_line = describe_times("all_to_all slots / cma us at", kSharedCoreA2aBytes, slots_us,
-                              cma_us, kA2a) +
+    decided[0] =
+        smallest_winning_size(kSharedCoreA2aBytes, slots_us, cma_us, kA2a, uint64_t{4} << 20);
+    log_line = describe_times("all_to_all slots / cma us at", kSharedCoreA2aBytes, slots_us, cma_us,
+                              kA2a) +
                "; ";
   }
 
-  // all_reduce at each probed step size (capped by the largest step the slots allow).
+  // all_reduce at each probed step size a step can have (the slots cap it; COMMFUSE_ALGO
+  // pinning all_reduce leaves nothing to decide).
   constexpr size_t kAr = std::size(kSharedCoreAllReduceBytes);
   const uint64_t max_step = std::min<uint64_t>(slot_bytes_, kReduceStepBytes);
-  const auto floats = [&](size_t i) {
-    return std::min<uint64_t>(kSharedCoreAllReduceBytes[i], max_step) / sizeof(float);
-  };
-  std::vector<float> in(floats(kAr - 1), 1.0f), out(in.size());
-  double one_us[kAr], two_us[kAr];
-  time_both(
-      kAr, CollAlgo::kOneShot, CollAlgo::kTwoShot, [&](CollAlgo a) { all_reduce_probe_ = a; },
-      [&](size_t i) { all_reduce(in.data(), out.data(), floats(i), DType::kFloat32); },
-      barrier_fn, one_us, two_us);
-  all_reduce_probe_.reset();
-  decided[1] = smallest_winning_size(kSharedCoreAllReduceBytes, one_us, two_us, kAr,
-                                     ~uint64_t{0});
-  log_line += describe_times("all_reduce one-shot / two-shot us at", kSharedCoreAllReduceBytes,
-                             one_us, two_us, kAr);
+  size_t ar_sizes = 0;
+  while (ar_sizes < kAr && kSharedCoreAllReduceBytes[ar_sizes] <= max_step) ++ar_sizes;
+  if (time_all_reduce && ar_sizes > 0) {
+    const auto floats = [&](size_t i) { return kSharedCoreAllReduceBytes[i] / sizeof(float); };
+    std::vector<float> in(floats(ar_sizes - 1), 1.0f), out(in.size());
+    double one_us[kAr], two_us[kAr];
+    time_both(
+        ar_sizes, CollAlgo::kOneShot, CollAlgo::kTwoShot,
+        [&](CollAlgo a) { all_reduce_probe_ = a; },
+        [&](size_t i) { all_reduce(in.data(), out.data(), floats(i), DType::kFloat32); },
+        barrier_fn, one_us, two_us);
+    all_reduce_probe_.reset();
+    decided[1] = smallest_winning_size(kSharedCoreAllReduceBytes, one_us, two_us, ar_sizes, kNever);
+    log_line += describe_times("all_reduce one-shot / two-shot us at", kSharedCoreAllReduceBytes,
+                               one_us, two_us, ar_sizes);
+  }
 
   // Rank 0's timings decide for every rank (they must choose alike).
   broadcast(decided, sizeof decided, DType::kInt8, 0);
   cma_.min_bytes = decided[0];
   two_shot_min_bytes_ = decided[1];
+  shared_cores_measured_ = true;
   if (log::verbose_level() >= 1 && rank_ == 0)
     log::verbose(detail::cat(
         "shm, ranks sharing cores, timed at set-up (",
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count(),
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
         " ms): ", log_line, " -> all_to_all with CMA from ", decided[0],
-        " bytes saved, all_reduce two-shot from ", decided[1], "-byte steps"));
+        " bytes saved, all_reduce two-shot ",
+        decided[1] == 0        ? std::string("by the fixed rule")
+        : decided[1] == kNever ? std::string("never")
+                               : detail::cat("from ", decided[1], "-byte steps")));
 }
 
 }  // namespace commfuse::comm::shm

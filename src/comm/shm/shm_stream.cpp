@@ -189,7 +189,8 @@ void ShmTransport::open_all_to_all_stream(const AllToAllStream& as, const PieceD
   const int packed = own ? size_ - 1 : size_;
   run(desc, [&](const char* op) {
     auto pack = [&](uint8_t* slot, uint64_t off, uint64_t n) {
-      for (int i = 1; i <= packed; ++i) {  // peers first (they wait for it), own piece last
+      // Peers first (they wait for it), then this rank's own piece unless own reads it.
+      for (int i = 1; i <= packed; ++i) {
         const int q = (rank_ + i) % size_;
         trace::Span span("pack", op, q, n);
         as.pack(q, slot + static_cast<size_t>(q) * piece, off, n);

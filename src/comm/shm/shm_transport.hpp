@@ -56,8 +56,7 @@ struct CmaSupport {
 inline constexpr uint64_t kSharedCoreA2aBytes[] = {uint64_t{32} << 10, uint64_t{128} << 10,
                                                    uint64_t{256} << 10, uint64_t{512} << 10};
 inline constexpr uint64_t kSharedCoreAllReduceBytes[] = {uint64_t{4} << 10, uint64_t{16} << 10,
-                                                         uint64_t{64} << 10,
-                                                         uint64_t{256} << 10};
+                                                         uint64_t{64} << 10, uint64_t{256} << 10};
 uint64_t smallest_winning_size(const uint64_t* sizes, const double* first_us,
                                const double* second_us, size_t n, uint64_t never);
 
@@ -90,10 +89,15 @@ class ShmTransport final : public Transport {
   const std::string& failure() const override { return failure_; }
 
   // Where ranks share cores: times all_to_all's algorithms (where CMA is available and
-  // time_all_to_all) and all_reduce's, every rank taking part as in any collective; rank 0's
-  // timings decide and are broadcast (see kSharedCoreA2aBytes). comm_create.cpp calls it
-  // once, before the group is handed out.
-  void measure_shared_cores(bool time_all_to_all);
+  // time_all_to_all) and all_reduce's (time_all_reduce), every rank taking part as in any
+  // collective; rank 0's timings decide and are broadcast (see kSharedCoreA2aBytes).
+  // comm_create.cpp calls it once, before the group is handed out. The crossover it times
+  // on all_to_all serves all_to_all_stream too (the same copies, by the same rule).
+  void measure_shared_cores(bool time_all_to_all, bool time_all_reduce);
+  bool shared_cores_measured() const { return shared_cores_measured_; }
+  // The all_reduce step size from which two-shot is taken where it was timed (0: by the
+  // fixed rule; all ones: never).
+  uint64_t two_shot_min_bytes() const { return two_shot_min_bytes_; }
   // Bytes of copying per rank that CMA must save (CmaSupport::min_bytes), alike on every rank.
   uint64_t cma_min_bytes() const { return cma_.min_bytes; }
   bool cma_available() const { return cma_.unavailable.empty(); }
@@ -146,12 +150,13 @@ class ShmTransport final : public Transport {
   size_t slot_bytes_;
   int ranks_per_core_ = 1;
   CmaSupport cma_;
-  bool algo_forced_ = false;      // COMMFUSE_ALGO names one of this transport's collectives
+  bool algo_forced_ = false;  // COMMFUSE_ALGO names one of this transport's collectives
   // all_to_all's and all_reduce's algorithm while measure_shared_cores times each (empty:
   // choose), and the all_reduce step size from which it chose two-shot (0: not measured,
   // the fixed rule of choose_all_reduce).
   std::optional<CollAlgo> a2a_probe_, all_reduce_probe_;
   uint64_t two_shot_min_bytes_ = 0;
+  bool shared_cores_measured_ = false;
   std::vector<uint8_t> scratch_;  // a CMA stream's pieces where the op gives no place
   uint32_t step_ = 0;
   uint32_t op_seq_ = 0;

@@ -80,6 +80,8 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
     // f32-blocked path (int_matmul.cpp), which then needs x2 widened below.
     cpu::IntMatmulDesc full = d;
     full.m = 0;  // the path only
+    // A4W4's segments of a transposed x2 lie K apart: the kernel indexes all of N x K.
+    if (a4w4 && p.x2_transposed) full.k = full.lda = k;
     plan.path = cpu::path_of(*cpu::plan_int_matmul(full));
   }
   // x2 packed once per execute into the s8 kernel's blocked layout where that pays
@@ -101,9 +103,10 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
   // 0: each chunk's GEMM in one call (its epilogue after it).
   plan.epilogue_rows = plan.b_packed && !unfused ? block_rows : 0;
   if (plan.path == cpu::IntMatmulPath::kF32Blocked) {
-    // prepare_b widens all of x2 (K x N; A4W4: each segment's H x N) at once.
-    plan.full_gemm = cpu::plan_int_matmul(d);
-    plan.path = cpu::path_of(*plan.full_gemm);
+    // prepare_b widens all of x2 (K x N; A4W4: each segment's H x N) at once, and every
+    // block's plan takes the same path (int_gemm_desc forces it: a block's own size check
+    // might pass and read the widened x2 as int8).
+    plan.full_gemm = cpu::plan_int_matmul(int_gemm_desc(plan, rows, d.k));
   }
   const bool prepared = plan.b_packed || plan.path == cpu::IntMatmulPath::kF32Blocked;
   if (prepared && a4w4)
@@ -157,6 +160,8 @@ kernels::cpu::IntMatmulDesc int_gemm_desc(const AlltoAllQuantMatmulPlanData& pla
   d.a_max = plan.a_max;
   d.b_max = plan.b_max;
   d.b_packed = plan.b_packed;
+  if (plan.path == kernels::cpu::IntMatmulPath::kF32Blocked)
+    d.force_path = kernels::cpu::IntMatmulPath::kF32Blocked;  // x2 is prepared widened
   return d;
 }
 

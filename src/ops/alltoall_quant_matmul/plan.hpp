@@ -89,7 +89,8 @@ struct QuantWorkspace {
   size_t recv = 0;         // unfused: the all_to_all's receive buffer, R x rows x H of x1
   size_t recv_scales = 0;  // unfused A4W4: the received token scales, R x rows fp32
   size_t perm = 0;         // unfused without alltoAllOut: the permuted rows in x1's dtype
-  size_t q = 0;            // rows x K int8: quantized permuted rows
+  size_t q = 0;            // rows x K int8: quantized permuted rows (A4W4: R segments of
+                           // rows x H each, QuantGemm::q_segment)
   size_t scales = 0;       // A16: rows fp32; A4W4: rows x R fp32 (scale of segment s at i*R+s)
   size_t b = 0;            // x2 as the GEMM reads it (fp32 widened, int4 unpacked to int8,
                            // or packed: plan.b_packed)
@@ -136,8 +137,9 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul_cached(AlltoAllQuantMatmu
 // path.
 std::string describe(const AlltoAllQuantMatmulPlanData& plan);
 
-// The int GEMM of m permuted rows over kk of the k = R·H columns (x1 rows of stride k),
-// with the plan's value bounds: what planning and both schedules multiply.
+// The int GEMM of m permuted rows over kk of the k = R·H columns (kk = K, or A4W4's
+// segment of H: its activations are dense rows x H per segment), with the plan's value
+// bounds and path: what planning and both schedules multiply.
 kernels::cpu::IntMatmulDesc int_gemm_desc(const AlltoAllQuantMatmulPlanData& plan, int64_t m,
                                           int64_t kk);
 

@@ -97,8 +97,9 @@ void QuantGemm::run(int64_t r0, int64_t r1) {
   for (int64_t b0 = r0; b0 < r1; b0 += block) {
     const int64_t b1 = std::min(r1, b0 + block), mb = b1 - b0;
     auto g = cpu::plan_int_matmul(desc(mb, p_.h));
-    // The segments as prepared (packed or widened), unless this block's plan wants plain b.
-    bool prepared = plan_.b_packed || cpu::path_of(*g) == cpu::IntMatmulPath::kF32Blocked;
+    // The segments as prepared (packed, or widened: desc forces that path on every block),
+    // unless this block's plan wants plain b.
+    bool prepared = plan_.b_packed || plan_.path == cpu::IntMatmulPath::kF32Blocked;
     if (plan_.b_packed && !cpu::same_prepared_b(*g, *plan_.full_gemm)) {
       cpu::IntMatmulDesc d = desc(mb, p_.h);
       d.b_packed = false;
