@@ -116,9 +116,9 @@ TEST(PackedB, Int8QuadLayoutsMatchOneDnnReorder) {
         std::mt19937 rng(static_cast<uint32_t>(s.k * 7 + s.n));
         std::vector<int8_t> b(static_cast<size_t>((transposed ? s.n : s.k) * ld));
         for (auto& v : b) v = static_cast<int8_t>(rng());
-        const dnnl::memory::desc plain({s.k, s.n}, dnnl::memory::data_type::s8,
-                                       transposed ? dnnl::memory::dims{1, ld}
-                                                  : dnnl::memory::dims{ld, 1});
+        const dnnl::memory::desc plain(
+            {s.k, s.n}, dnnl::memory::data_type::s8,
+            transposed ? dnnl::memory::dims{1, ld} : dnnl::memory::dims{ld, 1});
         dnnl::memory src(plain, eng, b.data());
         std::vector<uint8_t> want(md.get_size(), 0xCD);
         dnnl::memory dst(md, eng, want.data());

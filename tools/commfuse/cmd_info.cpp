@@ -96,15 +96,16 @@ int cmd_info(int argc, char** argv) {
     std::printf(
         "  shm single copy   %s\n",
         why.empty()
-            ? detail::cat("CMA (process_vm_readv) available; used where it saves ",
-                          comm::shm::cma_crossover_bytes(false, comm::shm::thread_sync_us()),
-                          " bytes of copying per rank (where ranks share cores, all_to_all's "
-                          "crossover is timed by each group at set-up); measured here: system call ",
-                          comm::shm::cma_syscall_us(), " us, core-to-core synchronization ",
-                          comm::shm::thread_sync_us(),
-                          " us (a communicator measures its ranks'), "
-                          "copy ",
-                          kernels::cpu::copy_bytes_per_us() / 1e3, " GB/s")
+            ? detail::cat(
+                  "CMA (process_vm_readv) available; used where it saves ",
+                  comm::shm::cma_crossover_bytes(false, comm::shm::thread_sync_us()),
+                  " bytes of copying per rank (where ranks share cores, all_to_all's "
+                  "crossover is timed by each group at set-up); measured here: system call ",
+                  comm::shm::cma_syscall_us(), " us, core-to-core synchronization ",
+                  comm::shm::thread_sync_us(),
+                  " us (a communicator measures its ranks'), "
+                  "copy ",
+                  kernels::cpu::copy_bytes_per_us() / 1e3, " GB/s")
                   .c_str()
             : ("CMA unavailable (" + why + "): the shared slots carry all").c_str());
   }

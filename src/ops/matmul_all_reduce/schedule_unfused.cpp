@@ -14,8 +14,8 @@ void run_matmul_all_reduce_unfused(const MatmulAllReducePlanData& plan, comm::Co
   float* reduced = partial + p.m * p.n;
   gemm.run(0, p.m, partial);
   comm.transport().all_reduce(partial, reduced, static_cast<uint64_t>(p.m * p.n), DType::kFloat32);
-  add_bias_and_round(reduced, p.m, p.n, p.bias, matmul_reduce_bias32(plan.gemm, workspace), p.output,
-                     p.out_dtype);
+  add_bias_and_round(reduced, p.m, p.n, p.bias, matmul_reduce_bias32(plan.gemm, workspace),
+                     p.output, p.out_dtype);
 }
 
 }  // namespace commfuse::ops

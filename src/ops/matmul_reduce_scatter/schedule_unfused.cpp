@@ -16,8 +16,8 @@ void run_matmul_reduce_scatter_unfused(const MatmulReduceScatterPlanData& plan,
   gemm.run(0, p.m, partial);
   comm.transport().reduce_scatter(partial, reduced, static_cast<uint64_t>(rows * p.n),
                                   DType::kFloat32);
-  add_bias_and_round(reduced, rows, p.n, p.bias, matmul_reduce_bias32(plan.gemm, workspace), p.output,
-                     p.out_dtype);
+  add_bias_and_round(reduced, rows, p.n, p.bias, matmul_reduce_bias32(plan.gemm, workspace),
+                     p.output, p.out_dtype);
 }
 
 }  // namespace commfuse::ops
