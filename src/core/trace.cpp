@@ -107,17 +107,33 @@ Recorder& recorder() {
 
 }  // namespace
 
-bool enabled() {
+namespace {
+thread_local bool t_paused = false;
+
+bool file_on() {
   static const bool on = recorder().on();
   return on;
 }
+}  // namespace
+
+bool enabled() {
+  return file_on() && !t_paused;
+}
+
+Pause::Pause() : outer_(t_paused) {
+  t_paused = true;
+}
+
+Pause::~Pause() {
+  t_paused = outer_;
+}
 
 void set_rank(int rank) {
-  if (enabled()) recorder().set_rank(rank);
+  if (file_on()) recorder().set_rank(rank);
 }
 
 void flush() {
-  if (enabled()) recorder().flush();
+  if (file_on()) recorder().flush();
 }
 
 uint64_t Span::now_ns() {

@@ -11,11 +11,24 @@
 
 namespace commfuse::trace {
 
-bool enabled();
+bool enabled();  // the file is set and this thread records (not inside a Pause)
 // The track this process's events go to (the rank); set by the communicator.
 void set_rank(int rank);
 // Writes the buffered events now (also done at exit and whenever the buffer fills).
 void flush();
+
+// While one lives, this thread records nothing: work that is not the user's (a
+// communicator timing its own collectives at set-up) stays out of the user's timeline.
+class Pause {
+ public:
+  Pause();
+  ~Pause();
+  Pause(const Pause&) = delete;
+  Pause& operator=(const Pause&) = delete;
+
+ private:
+  bool outer_;
+};
 
 // A complete event ("ph":"X") from construction to destruction. name and cat must be
 // string literals (stored as pointers); arg is shown as args.peer when >= 0.

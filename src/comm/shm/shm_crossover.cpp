@@ -17,6 +17,7 @@
 #include "comm/call_check.hpp"
 #include "comm/shm/shm_transport.hpp"
 #include "core/log.hpp"
+#include "core/trace.hpp"
 
 namespace commfuse::comm::shm {
 
@@ -72,6 +73,8 @@ void ShmTransport::measure_shared_cores(bool time_all_to_all, bool time_all_redu
   CF_ASSERT(size_ > 1);
   // Set-up's own calls: a fault injected into the user's all_reduce or all_to_all
   // (COMMFUSE_FAULT) and mismatch messages name them as such, not as the user's.
+  // Nor are they in the user's trace.
+  const trace::Pause no_trace;
   CallSignature setup;
   setup.op = "comm init";
   const CallScope scope(setup);
