@@ -157,10 +157,11 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
       rank, std::move(segments), std::move(procs), slot_bytes, oversubscribed, cma);
   // Sharing cores: all_to_all's CMA crossover and all_reduce's two-shot size from timing
   // both ways on the group (the cost models were 4-16x off there, shm_crossover.cpp); not
-  // all_to_all where COMMFUSE_ALGO pins it (nothing would use it) or CMA is unavailable.
+  // all_to_all where CMA is unavailable, or where COMMFUSE_ALGO pins it (a test setting:
+  // the all-to-all streams then keep the estimate). (Oversubscribed implies 2+ ranks.)
   const bool measured =
       oversubscribed && cma.unavailable.empty() && forced_algorithm("all_to_all").empty();
-  if (oversubscribed && world_size > 1) {
+  if (oversubscribed) {
     transport_impl->measure_shared_cores(measured, forced_algorithm("all_reduce").empty());
     cma.min_bytes = transport_impl->cma_min_bytes();
   }

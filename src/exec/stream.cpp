@@ -4,8 +4,7 @@
 // plain collective).
 #include "exec/stream.hpp"
 
-#include <vector>
-
+#include "core/small_array.hpp"
 #include "core/trace.hpp"
 
 namespace commfuse::exec {
@@ -42,16 +41,12 @@ const uint8_t* wait_piece(comm::PieceChannel& ch, int rank, int q, size_t i) {
 
 void drive(comm::PieceChannel& ch, int rank, int size, const comm::StreamPeerFn& on_piece,
            const comm::StreamAllFn& on_all) {
-  // On the stack for the usual world sizes (a tiny op measures an allocation per call).
-  constexpr size_t kInline = 16;
-  const uint8_t* inline_parts[kInline];
-  std::vector<const uint8_t*> heap_parts(static_cast<size_t>(size) > kInline ? size : 0);
-  const uint8_t** parts = heap_parts.empty() ? inline_parts : heap_parts.data();
+  SmallArray<const uint8_t*, 16> parts(static_cast<size_t>(size));
   const size_t pieces = ch.pieces();
   const size_t ahead = ch.lookahead();
   for (size_t i = 0; i < pieces + ahead; ++i) {
     if (i < pieces) ch.publish(i);
-    if (i >= ahead) deliver(ch, i - ahead, rank, size, on_piece, on_all, parts);
+    if (i >= ahead) deliver(ch, i - ahead, rank, size, on_piece, on_all, parts.data());
   }
 }
 

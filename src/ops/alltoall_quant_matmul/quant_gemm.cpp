@@ -15,6 +15,8 @@ QuantGemm::QuantGemm(const AlltoAllQuantMatmulPlanData& plan, uint8_t* ws)
     : plan_(plan), p_(plan.problem) {
   k_ = p_.k();
   n_ = static_cast<size_t>(p_.n);
+  segments_ = p_.combo == QuantCombo::kA4W4 ? p_.world_size : 1;
+  seg_k_ = p_.combo == QuantCombo::kA4W4 ? p_.h : k_;
   q_ = reinterpret_cast<int8_t*>(ws + plan.ws.q);
   scales_ = reinterpret_cast<float*>(ws + plan.ws.scales);
   acc_ = reinterpret_cast<int32_t*>(ws + plan.ws.acc);
@@ -34,13 +36,9 @@ QuantGemm::QuantGemm(const AlltoAllQuantMatmulPlanData& plan, uint8_t* ws)
   b_ = plain_b_;
   if (prepared) {
     trace::Span span("prepare x2", "quant_gemm", -1, kn);
-    if (p_.combo == QuantCombo::kA4W4) {
-      for (int s = 0; s < p_.world_size; ++s)
-        cpu::prepare_b(*plan.full_gemm, plain_segment(s),
-                       ws + plan.ws.b + static_cast<size_t>(s) * plan.b_segment_bytes);
-    } else {
-      cpu::prepare_b(*plan.full_gemm, static_cast<const int8_t*>(plain_b_), ws + plan.ws.b);
-    }
+    for (int s = 0; s < segments_; ++s)
+      cpu::prepare_b(*plan.full_gemm, plain_segment(s),
+                     ws + plan.ws.b + static_cast<size_t>(s) * plan.b_segment_bytes);
     b_ = ws + plan.ws.b;
   }
   if (p_.smooth) {
@@ -59,77 +57,55 @@ cpu::IntMatmulDesc QuantGemm::desc(int64_t m, int64_t kk) const {
 
 void QuantGemm::run(int64_t r0, int64_t r1) {
   const int64_t m = r1 - r0;
-  const size_t k = static_cast<size_t>(k_);
   const size_t out_es = dtype_storage_bytes(p_.out_dtype, 1);
   auto* out = static_cast<uint8_t*>(p_.output);
-  if (p_.combo != QuantCombo::kA4W4) {
-    // Blocks of epilogue_rows (plan.hpp): each block's epilogue reads its sums from cache.
-    const int64_t block = plan_.epilogue_rows > 0 ? plan_.epilogue_rows : m;
-    for (int64_t b0 = r0; b0 < r1; b0 += block) {
-      const int64_t b1 = std::min(r1, b0 + block), mb = b1 - b0;
-      auto g = cpu::plan_int_matmul(desc(mb, k_));
-      const void* b = b_;
-      // A block whose plan wants another layout than the one prepared reads plain x2.
-      if (plan_.b_packed && !cpu::same_prepared_b(*g, *plan_.full_gemm)) {
-        cpu::IntMatmulDesc d = desc(mb, k_);
-        d.b_packed = false;
-        g = cpu::plan_int_matmul(d);
-        b = plain_b_;
-      }
-      {
-        trace::Span span("gemm", "quant_gemm", -1, static_cast<uint64_t>(mb));
-        cpu::int_matmul(*g, q_ + static_cast<size_t>(b0) * k, b, acc_);
-      }
-      trace::Span span("dequant", "quant_gemm", -1, static_cast<uint64_t>(mb));
-      for (int64_t i = 0; i < mb; ++i) {
-        dequant_row(acc_ + static_cast<size_t>(i) * n_, p_.x2_scale, scales_[b0 + i], bias32_,
-                    out_row_, n_);
-        store_row(out_row_, p_.out_dtype, out + static_cast<size_t>(b0 + i) * n_ * out_es, n_);
-      }
-    }
-    return;
-  }
-  // A4W4: one GEMM per source segment (each has its own token scale), summed in fp32 in
-  // rank order; in blocks of epilogue_rows as above, so the segments' sums stay in cache.
-  const int R = p_.world_size;
-  const size_t h = static_cast<size_t>(p_.h);
+  const bool a4w4 = p_.combo == QuantCombo::kA4W4;
+  // Blocks of epilogue_rows (plan.hpp): each block's epilogue reads its sums from cache.
   const int64_t block = plan_.epilogue_rows > 0 ? plan_.epilogue_rows : m;
   for (int64_t b0 = r0; b0 < r1; b0 += block) {
     const int64_t b1 = std::min(r1, b0 + block), mb = b1 - b0;
-    auto g = cpu::plan_int_matmul(desc(mb, p_.h));
-    // The segments as prepared (packed, or widened: desc forces that path on every block),
-    // unless this block's plan wants plain b.
+    auto g = cpu::plan_int_matmul(desc(mb, seg_k_));
+    // x2 as prepared (packed, or widened: desc forces that path on every block), unless
+    // this block's plan wants another layout than the one packed: then plain x2.
     bool prepared = plan_.b_packed || plan_.path == cpu::IntMatmulPath::kF32Blocked;
     if (plan_.b_packed && !cpu::same_prepared_b(*g, *plan_.full_gemm)) {
-      cpu::IntMatmulDesc d = desc(mb, p_.h);
+      cpu::IntMatmulDesc d = desc(mb, seg_k_);
       d.b_packed = false;
       g = cpu::plan_int_matmul(d);
       prepared = false;
     }
-    for (int s = 0; s < R; ++s) {
+    // A16: one segment, all of K; A4W4: one GEMM per source segment (each has its own
+    // token scale), their dequantized products summed in rank order, then the bias.
+    for (int s = 0; s < segments_; ++s) {
       const void* bs = prepared ? static_cast<const uint8_t*>(b_) +
                                       static_cast<size_t>(s) * plan_.b_segment_bytes
                                 : static_cast<const void*>(plain_segment(s));
       {
         trace::Span span("gemm", "quant_gemm", -1, static_cast<uint64_t>(mb));
-        cpu::int_matmul(*g, q_segment(s) + static_cast<size_t>(b0) * h, bs, acc_);
+        cpu::int_matmul(*g, q_segment(s) + static_cast<size_t>(b0 * seg_k_), bs, acc_);
       }
       trace::Span span("dequant", "quant_gemm", -1, static_cast<uint64_t>(mb));
-      for (int64_t i = 0; i < mb; ++i)
-        dequant_segment(acc_ + static_cast<size_t>(i) * n_, p_.x2_scale,
-                        scales_[static_cast<size_t>(b0 + i) * R + s],
-                        yacc_ + static_cast<size_t>(i) * n_, n_, s == 0);
-    }
-    for (int64_t i = 0; i < mb; ++i) {
-      float* y = yacc_ + static_cast<size_t>(i) * n_;
-      if (bias32_) add_bias(y, bias32_, n_);
-      store_row(y, p_.out_dtype, out + static_cast<size_t>(b0 + i) * n_ * out_es, n_);
+      for (int64_t i = 0; i < mb; ++i) {
+        const int32_t* acc = acc_ + static_cast<size_t>(i) * n_;
+        uint8_t* dst = out + static_cast<size_t>(b0 + i) * n_ * out_es;
+        if (!a4w4) {
+          dequant_row(acc, p_.x2_scale, scales_[b0 + i], bias32_, out_row_, n_);
+          store_row(out_row_, p_.out_dtype, dst, n_);
+          continue;
+        }
+        float* y = yacc_ + static_cast<size_t>(i) * n_;
+        dequant_segment(acc, p_.x2_scale, scales_[static_cast<size_t>(b0 + i) * segments_ + s], y,
+                        n_, s == 0);
+        if (s + 1 < segments_) continue;
+        if (bias32_) add_bias(y, bias32_, n_);
+        store_row(y, p_.out_dtype, dst, n_);
+      }
     }
   }
 }
 
 const int8_t* QuantGemm::plain_segment(int s) const {
-  const size_t at = static_cast<size_t>(s) * static_cast<size_t>(p_.h);
+  const size_t at = static_cast<size_t>(s) * static_cast<size_t>(seg_k_);
   return static_cast<const int8_t*>(plain_b_) + (p_.x2_transposed ? at : at * n_);
 }
 

@@ -17,11 +17,12 @@ class QuantGemm {
   QuantGemm(const AlltoAllQuantMatmulPlanData& plan, uint8_t* ws);
 
   int8_t* q() const { return q_; }  // rows x K quantized activations (A16)
-  // A4W4: source rank s's segments of every row, rows x H dense (oneDNN's AMX/VNNI int8
-  // kernel takes a dense a only: on rows x K with a stride it fell back to gemm:jit, 2048 x
-  // 2048 x 4096 in 57 ms against the A16 GEMM's 2048 x 4096 x 4096 in 45 ms on the AMX Xeon).
+  // The activations of segment s (A16: the one segment, q itself; A4W4: source rank s's
+  // part of every row), rows x seg_k dense: oneDNN's AMX/VNNI int8 kernel takes a dense a
+  // only (on A4W4's rows x K with a stride it fell back to gemm:jit, 2048 x 2048 x 4096 in
+  // 57 ms against the A16 GEMM's 2048 x 4096 x 4096 in 45 ms on the AMX Xeon).
   int8_t* q_segment(int s) const {
-    return q_ + static_cast<size_t>(s) * static_cast<size_t>(p_.rows() * p_.h);
+    return q_ + static_cast<size_t>(s) * static_cast<size_t>(p_.rows() * seg_k_);
   }
   float* scales() const { return scales_; }        // A16: per row; A4W4: row i, segment s at i*R+s
   float* row() const { return row_; }              // K floats: one row being quantized
@@ -34,13 +35,15 @@ class QuantGemm {
 
  private:
   kernels::cpu::IntMatmulDesc desc(int64_t m, int64_t kk) const;
-  // A4W4: x2's rows (columns when transposed) [s*H, (s+1)*H) as int8 in x2's own layout.
+  // x2's rows (columns when transposed) [s*seg_k, (s+1)*seg_k) as int8 in x2's own layout.
   const int8_t* plain_segment(int s) const;
 
   const AlltoAllQuantMatmulPlanData& plan_;
   const AlltoAllQuantMatmulProblem& p_;
   int64_t k_ = 0;
   size_t n_ = 0;
+  int segments_ = 1;   // GEMMs per block: A4W4 one per source rank (R), else 1
+  int64_t seg_k_ = 0;  // their inner dimension: A4W4 H, else K
   int8_t* q_ = nullptr;
   float* scales_ = nullptr;
   float* row_ = nullptr;

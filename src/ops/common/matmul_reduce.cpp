@@ -147,16 +147,15 @@ LazyPartial::LazyPartial(const PartialGemm& gemm, const MatmulReduceProblem& p, 
       range_rows_(range_rows),
       // x2's element count is an int64 (validated); its size as fp32 may not be.
       block_rows_(p.k * p.n <= kCachedX2Bytes / 4 ? kBlockRowsCached : kBlockRowsStreamed),
-      heap_done_(ranges > kInlineRanges ? static_cast<size_t>(ranges) : 0, 0),
-      done_(ranges > kInlineRanges ? heap_done_.data() : inline_done_),
       ranges_(ranges),
+      done_(static_cast<size_t>(ranges)),
       split_(split) {}
 
 const float* LazyPartial::rows(int r, int64_t row, int64_t rows) {
   CF_ASSERT(row >= 0 && rows >= 0 && row + rows <= range_rows_);
   if (!split_ && done_[r] < row + rows) {
     gemm_.run(0, ranges_ * range_rows_, partial_);
-    std::fill(done_, done_ + ranges_, range_rows_);
+    std::fill(done_.data(), done_.data() + ranges_, range_rows_);
   }
   int64_t& done = done_[r];
   while (done < row + rows) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "comm/comm_impl.hpp"
+#include "core/small_array.hpp"
 #include "ops/common/plan_cache.hpp"
 #include "ops/common/quant_operands.hpp"
 #include "ops/common/quant_row_gemm.hpp"
@@ -115,8 +116,6 @@ class LazyPartial {
   // 2048-row GEMM at k = n = 4096 bf16 on shm, where nothing overlaps them).
   LazyPartial(const PartialGemm& gemm, const MatmulReduceProblem& p, float* partial, int ranges,
               int64_t range_rows, bool split);
-  LazyPartial(const LazyPartial&) = delete;  // done_ may point into itself
-  LazyPartial& operator=(const LazyPartial&) = delete;
   // Rows [row, row + rows) of range r, computed if they were not yet.
   const float* rows(int r, int64_t row, int64_t rows);
 
@@ -126,13 +125,8 @@ class LazyPartial {
   float* partial_;
   int64_t range_rows_;
   int64_t block_rows_;
-  // Per range: rows computed so far (a prefix). Inline for up to kInlineRanges ranges (a
-  // tiny op measures an allocation per call).
-  static constexpr int kInlineRanges = 16;
-  int64_t inline_done_[kInlineRanges] = {};
-  std::vector<int64_t> heap_done_;
-  int64_t* done_;
   int ranges_;
+  SmallArray<int64_t, 16> done_;  // per range: rows computed so far (a prefix)
   bool split_;
 };
 
