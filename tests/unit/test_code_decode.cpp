@@ -78,6 +78,23 @@ TEST_P(CodeDecode, EqualsTheTableBitForBit) {
         if (b >= lead && b < lead + n * es) continue;
         ASSERT_EQ(out[b], 0xCD) << "byte " << b << " outside the " << n << " elements written";
       }
+      // The same decode with the codes copied verbatim in the same pass (all_gather_matmul's
+      // gather_out), the copy at every offset within a 32-byte line (the streaming stores'
+      // alignment): the decoded values unchanged, the copy exact, nothing written around it.
+      for (const size_t copy_lead : {size_t{0}, size_t{1}, size_t{31}}) {
+        std::vector<uint8_t> out2((n + 4) * es, 0xCD);
+        alignas(64) static uint8_t copy_buf[64 + 256 + 4099 + 64];
+        std::memset(copy_buf, 0xAB, sizeof(copy_buf));
+        uint8_t* copy = copy_buf + 64 + copy_lead;
+        cpu::decode_codes(src.data() + off, dtype, to_bf16, out2.data() + lead, n, copy);
+        ASSERT_EQ(out2, out) << "decode with a copy, copy offset " << copy_lead;
+        for (size_t i = 0; i < n; ++i)
+          ASSERT_EQ(copy[i], src[off + i]) << "copied code " << i << " of " << n;
+        for (size_t b = 0; b < sizeof(copy_buf); ++b) {
+          if (b >= 64 + copy_lead && b < 64 + copy_lead + n) continue;
+          ASSERT_EQ(copy_buf[b], 0xAB) << "copy byte " << b << " outside the " << n << " codes";
+        }
+      }
     }
 }
 

@@ -1,5 +1,6 @@
 #include "kernels/cpu/code_decode.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -9,6 +10,7 @@
 
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
+#include "kernels/cpu/copy.hpp"
 #include "kernels/cpu/dequant.hpp"
 
 namespace commfuse::kernels::cpu {
@@ -107,34 +109,39 @@ CF_AVX512BW inline __m512i lookup32_signed(const Lut512& l, __m512i idx) {
   return _mm512_or_si512(_mm512_mask_blend_epi16(b6, q0, q1), sign);
 }
 
+// 32 codes from src, zero-extended to words; streamed verbatim to copy as well where it is
+// set (32-byte aligned: decode_codes aligns it).
+CF_AVX512BW inline __m512i load32(const uint8_t* src, uint8_t* copy) {
+  const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
+  if (copy != nullptr) _mm256_stream_si256(reinterpret_cast<__m256i*>(copy), c);
+  return _mm512_cvtepu8_epi16(c);
+}
+CF_AVX512BW inline uint8_t* at(uint8_t* copy, size_t i) {
+  return copy != nullptr ? copy + i : nullptr;
+}
+
 // 16 Mi e4m3 codes, AMX Xeon: about 3 ms with four lookups, half that with two.
-CF_AVX512BW void avx512_bf16(const uint16_t* tab, const uint8_t* src, uint16_t* dst, size_t count) {
+CF_AVX512BW void avx512_bf16(const uint16_t* tab, const uint8_t* src, uint16_t* dst, size_t count,
+                             uint8_t* copy) {
   const Lut512 l = load_lut(tab);
   const bool symmetric = sign_symmetric(tab);
   size_t i = 0;
   if (symmetric)
-    for (; i + 32 <= count; i += 32) {
-      const __m512i idx =
-          _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
-      _mm512_storeu_si512(dst + i, lookup32_signed(l, idx));
-    }
-  for (; i + 32 <= count; i += 32) {
-    const __m512i idx =
-        _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
-    _mm512_storeu_si512(dst + i, lookup32(l, idx));
-  }
+    for (; i + 32 <= count; i += 32)
+      _mm512_storeu_si512(dst + i, lookup32_signed(l, load32(src + i, at(copy, i))));
+  for (; i + 32 <= count; i += 32)
+    _mm512_storeu_si512(dst + i, lookup32(l, load32(src + i, at(copy, i))));
   table_bf16(tab, src + i, dst + i, count - i);
+  if (copy != nullptr) std::memcpy(copy + i, src + i, count - i);
 }
 
 // fp32 = the bf16 bits shifted up (exact: the table entries are the fp32 values' top halves).
 CF_AVX512BW void avx512_f32(const uint16_t* tab, const float* tab32, const uint8_t* src, float* dst,
-                            size_t count) {
+                            size_t count, uint8_t* copy) {
   const Lut512 l = load_lut(tab);
   size_t i = 0;
   for (; i + 32 <= count; i += 32) {
-    const __m512i idx =
-        _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
-    const __m512i w = lookup32(l, idx);
+    const __m512i w = lookup32(l, load32(src + i, at(copy, i)));
     const __m512i lo = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(w)), 16);
     const __m512i hi =
         _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(w, 1)), 16);
@@ -142,6 +149,7 @@ CF_AVX512BW void avx512_f32(const uint16_t* tab, const float* tab32, const uint8
     _mm512_storeu_si512(dst + i + 16, hi);
   }
   table_f32(tab32, src + i, dst + i, count - i);
+  if (copy != nullptr) std::memcpy(copy + i, src + i, count - i);
 }
 #if !defined(__clang__)
 #pragma GCC diagnostic pop
@@ -201,26 +209,50 @@ const char* decode_codes_path(DType dtype, bool to_bf16) {
   return "table";
 }
 
-void decode_codes(const uint8_t* src, DType dtype, bool to_bf16, void* dst, size_t count) {
+void decode_codes(const uint8_t* src, DType dtype, bool to_bf16, void* dst, size_t count,
+                  uint8_t* copy) {
   CF_ASSERT(decodable_code(dtype));
   const uint16_t* tab = bf16_table(dtype);
   const float* tab32 = code_values(dtype);
   const Path path = path_for(dtype, to_bf16);
 #if defined(__x86_64__) && defined(__GNUC__)
   if (path == Path::kAvx512Bw) {
-    if (to_bf16) return avx512_bf16(tab, src, static_cast<uint16_t*>(dst), count);
-    return avx512_f32(tab, tab32, src, static_cast<float*>(dst), count);
+    if (copy != nullptr) {
+      // The codes before copy's first 32-byte boundary through the table, so that the
+      // vector loop's streaming stores are aligned.
+      const size_t head = std::min(count, (32 - (reinterpret_cast<uintptr_t>(copy) & 31)) & 31);
+      if (to_bf16)
+        table_bf16(tab, src, static_cast<uint16_t*>(dst), head);
+      else
+        table_f32(tab32, src, static_cast<float*>(dst), head);
+      std::memcpy(copy, src, head);
+      src += head;
+      dst = static_cast<uint8_t*>(dst) + head * (to_bf16 ? 2 : 4);
+      copy += head;
+      count -= head;
+    }
+    if (to_bf16)
+      avx512_bf16(tab, src, static_cast<uint16_t*>(dst), count, copy);
+    else
+      avx512_f32(tab, tab32, src, static_cast<float*>(dst), count, copy);
+    if (copy != nullptr) _mm_sfence();  // the streamed codes are visible before the call returns
+    return;
   }
   if (path == Path::kAvx2F16c) {
     if (dtype == DType::kFloat8E4M3FN)
-      return avx2_f32<true>(tab32, src, static_cast<float*>(dst), count);
-    return avx2_f32<false>(tab32, src, static_cast<float*>(dst), count);
+      avx2_f32<true>(tab32, src, static_cast<float*>(dst), count);
+    else
+      avx2_f32<false>(tab32, src, static_cast<float*>(dst), count);
   }
-#else
-  (void)path;
 #endif
-  if (to_bf16) return table_bf16(tab, src, static_cast<uint16_t*>(dst), count);
-  table_f32(tab32, src, static_cast<float*>(dst), count);
+  if (path == Path::kTable) {
+    if (to_bf16)
+      table_bf16(tab, src, static_cast<uint16_t*>(dst), count);
+    else
+      table_f32(tab32, src, static_cast<float*>(dst), count);
+  }
+  // Paths without a streaming loop: the codes are copied from cache after the decode.
+  if (copy != nullptr) copy_vector_loop(copy, src, count, true);
 }
 
 }  // namespace commfuse::kernels::cpu

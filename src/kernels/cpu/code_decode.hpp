@@ -21,8 +21,14 @@ namespace commfuse::kernels::cpu {
 // True for the dtypes decode_codes accepts.
 bool decodable_code(DType dtype);
 
-// dst[i] = value of src[i] (count codes of dtype) as bfloat16 bits (to_bf16) or fp32.
-void decode_codes(const uint8_t* src, DType dtype, bool to_bf16, void* dst, size_t count);
+// dst[i] = value of src[i] (count codes of dtype) as bfloat16 bits (to_bf16) or fp32. With
+// copy set, the codes are also copied there verbatim in the same pass (all_gather_matmul's
+// gather_out), with non-temporal stores: read once from memory, and the copy, which this
+// core does not read again, does not evict the decoded chunk the GEMM is about to read.
+// (FP8 all_gather_matmul 4096x4096x64 over TCP, AMX Xeon: 0.6 ms of 7 saved against a
+// memcpy of the rows before their decode.)
+void decode_codes(const uint8_t* src, DType dtype, bool to_bf16, void* dst, size_t count,
+                  uint8_t* copy = nullptr);
 
 // Which path decode_codes takes for (dtype, to_bf16) here: "avx512bw", "avx2+f16c" or
 // "table" (for plan descriptions and tests).

@@ -204,22 +204,29 @@ void QuantRowGemm::run(const void* a, int64_t rows, RowScales a_scales, void* c,
                        void* a_copy) const {
   if (rows <= 0) return;
   const auto* a8 = static_cast<const uint8_t*>(a);
-  if (a_copy != nullptr) std::memcpy(a_copy, a8, static_cast<size_t>(rows * s_.k));
   auto* c8 = static_cast<uint8_t*>(c);
+  auto* copy8 = static_cast<uint8_t*>(a_copy);
+  // A8W8 reads the codes as they are: copied up front. FP8/HiF8 decode every chunk, which
+  // copies it in the same pass.
+  const bool decodes = !is_a8w8(s_);
+  if (copy8 != nullptr && !decodes) std::memcpy(copy8, a8, static_cast<size_t>(rows * s_.k));
   const size_t c_row = dtype_storage_bytes(s_.c_dtype, static_cast<size_t>(s_.n));
   for (int64_t r0 = 0; r0 < rows; r0 += s_.chunk_rows) {
     const int64_t m = std::min(s_.chunk_rows, rows - r0);
-    chunk(a8 + static_cast<size_t>(r0 * s_.k), m, a_scales.from(r0),
-          c8 + static_cast<size_t>(r0) * c_row);
+    const size_t at = static_cast<size_t>(r0 * s_.k);
+    chunk(a8 + at, m, a_scales.from(r0), c8 + static_cast<size_t>(r0) * c_row,
+          copy8 != nullptr && decodes ? copy8 + at : nullptr);
   }
 }
 
-void QuantRowGemm::chunk(const uint8_t* a, int64_t rows, RowScales a_scales, uint8_t* c) const {
+void QuantRowGemm::chunk(const uint8_t* a, int64_t rows, RowScales a_scales, uint8_t* c,
+                         uint8_t* a_copy) const {
   const auto n = static_cast<size_t>(s_.n);
   const bool a8w8 = is_a8w8(s_);
   if (!a8w8) {
     trace::Span span("decode", "quant_gemm", -1, static_cast<uint64_t>(rows));
-    cpu::decode_codes(a, s_.q.a_dtype, s_.decode_to_bf16, a_dec_, static_cast<size_t>(rows * s_.k));
+    cpu::decode_codes(a, s_.q.a_dtype, s_.decode_to_bf16, a_dec_, static_cast<size_t>(rows * s_.k),
+                      a_copy);
   }
   {
     trace::Span span("gemm", "quant_gemm", -1, static_cast<uint64_t>(rows));

@@ -83,7 +83,8 @@ class QuantRowGemm {
   void run(const void* a, int64_t rows, RowScales a_scales, void* c, void* a_copy) const;
 
  private:
-  void chunk(const uint8_t* a, int64_t rows, RowScales a_scales, uint8_t* c) const;
+  // a_copy (FP8/HiF8 only): where the chunk's codes are copied while they are decoded.
+  void chunk(const uint8_t* a, int64_t rows, RowScales a_scales, uint8_t* c, uint8_t* a_copy) const;
 
   QuantGemmShape s_;
   const void* b_ = nullptr;  // x2 as the kernel reads it
