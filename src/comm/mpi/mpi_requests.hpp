@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/small_vector.hpp"
+
 namespace commfuse::comm::mpi {
 
 // Set once an MPI wait of this process timed out or an MPI call failed: a peer may be dead
@@ -58,9 +60,10 @@ class Batch {
   const char* op_;
   int timeout_s_;
   bool oversubscribed_;
-  std::vector<MPI_Request> requests_;
-  std::vector<int> peer_;      // per request
-  std::vector<char> is_recv_;  // per request
+  // Inline for a send and a receive per peer of 8 (no allocation per call).
+  SmallVector<MPI_Request, 16> requests_;
+  SmallVector<int, 16> peer_;      // per request
+  SmallVector<char, 16> is_recv_;  // per request
 };
 
 }  // namespace commfuse::comm::mpi

@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
+#include "core/small_array.hpp"
 #include "kernels/cpu/copy.hpp"
 #include "kernels/cpu/reduce.hpp"
 
@@ -295,7 +296,7 @@ void MpiTransport::reduce_scatter(const void* src, void* dst, uint64_t count, DT
     const uint64_t piece = std::max<uint64_t>(1, kScratchBytes / size_ / es);
     const auto* in = static_cast<const uint8_t*>(src);
     auto* out = static_cast<uint8_t*>(dst);
-    std::vector<const void*> parts(size_);
+    SmallArray<const void*, 16> parts(static_cast<size_t>(size_));
     for (uint64_t off = 0; off < count; off += piece) {
       // Block r of every rank's input, piece [off, off + n), lands at parts[r].
       const uint64_t n = std::min(piece, count - off);
@@ -411,7 +412,7 @@ void MpiTransport::all_reduce_small(const uint8_t* src, uint8_t* dst, uint64_t c
   }
   kernels::cpu::copy(all + rank_ * bytes, src, bytes);
   b.wait();  // src is read (sends done) before dst, which may be src, is written
-  std::vector<const void*> parts(size_);
+  SmallArray<const void*, 16> parts(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) parts[r] = all + r * bytes;
   kernels::cpu::reduce_sum(parts.data(), size_, dst, count, dtype);
 }
@@ -423,7 +424,7 @@ void MpiTransport::all_reduce_large(const uint8_t* src, uint8_t* dst, uint64_t c
                                     const char* op) {
   const size_t es = elem_bytes(dtype);
   const uint64_t piece = std::max<uint64_t>(size_, kScratchBytes / es);
-  std::vector<const void*> parts(size_);
+  SmallArray<const void*, 16> parts(static_cast<size_t>(size_));
   for (uint64_t off = 0; off < count; off += piece) {
     const uint64_t n = std::min(piece, count - off);
     uint64_t my_off = 0, my_len = 0;

@@ -1,0 +1,53 @@
+// A growable array of trivially copyable elements, inline for up to N of them and on the
+// heap only beyond: per-call request lists (the MPI transport posts a few requests per
+// collective, and at 64 B over TCP the allocations of std::vector's growth were a measured
+// part of the call). Not copyable (data() may point into the object).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <type_traits>
+#include <vector>
+
+namespace commfuse {
+
+template <typename T, size_t N>
+class SmallVector {
+  static_assert(std::is_trivially_copyable_v<T>);
+
+ public:
+  SmallVector() = default;
+  SmallVector(const SmallVector&) = delete;
+  SmallVector& operator=(const SmallVector&) = delete;
+
+  void push_back(const T& v) {
+    if (size_ == capacity_) grow();
+    data_[size_++] = v;
+  }
+  void clear() { size_ = 0; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  T& operator[](size_t i) { return data_[i]; }
+  const T& operator[](size_t i) const { return data_[i]; }
+  T* begin() { return data_; }
+  T* end() { return data_ + size_; }
+
+ private:
+  void grow() {
+    std::vector<T> bigger(capacity_ * 2);
+    std::copy(data_, data_ + size_, bigger.begin());
+    heap_.swap(bigger);
+    data_ = heap_.data();
+    capacity_ *= 2;
+  }
+
+  T inline_[N] = {};
+  std::vector<T> heap_;
+  T* data_ = inline_;
+  size_t size_ = 0;
+  size_t capacity_ = N;
+};
+
+}  // namespace commfuse
