@@ -161,6 +161,30 @@ void check_identical_everywhere(commfuse::Comm& c) {
   }
 }
 
+// An all_reduce large enough for MPI's pipelined reduce-scatter + all-gather to run several
+// pieces (1 MiB slices per rank: 3 Mi floats are 2-6 pieces at W = 2-4), the last one
+// short; bitwise the rank-order sum, out of place and in place.
+void check_large_all_reduce(commfuse::Comm& c) {
+  const int R = c.world_size();
+  const size_t n = (size_t{3} << 20) + 5;
+  auto v = [](int s, size_t i) {
+    return static_cast<float>((i * 7 + 3 * s) % 1013) * 0.37f / (1 + s);
+  };
+  std::vector<float> x(n), y(n, -1.0f);
+  for (size_t i = 0; i < n; ++i) x[i] = v(c.rank(), i);
+  c.all_reduce(x.data(), y.data(), n, DType::kFloat32);
+  c.all_reduce(x.data(), x.data(), n, DType::kFloat32);
+  for (size_t i = 0; i < n; ++i) {
+    float want = 0.0f;
+    for (int s = 0; s < R; ++s) want += v(s, i);
+    if (std::memcmp(&want, &y[i], 4) != 0 || std::memcmp(&want, &x[i], 4) != 0) {
+      EXPECT(false, "large all_reduce element %zu of %zu: %.9g / in place %.9g vs %.9g", i, n, y[i],
+             x[i], want);
+      break;
+    }
+  }
+}
+
 int case_collectives(commfuse::Comm& c) {
   c.barrier();
   // 16385: fp32 blocks just over what MPI's descriptor message carries (64 KiB less the
@@ -171,6 +195,7 @@ int case_collectives(commfuse::Comm& c) {
     g_failures += check_move_dtypes(c, n);  // uint8, int16, uint16, bool
   }
   check_identical_everywhere(c);
+  check_large_all_reduce(c);
   return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <utility>
 
 #include "comm/fault.hpp"
@@ -30,6 +31,8 @@ constexpr int kDataTag = 2;
 constexpr size_t kSmallAllReduceBytes = 64 * 1024;
 // Reductions run in pieces whose received blocks total at most this, bounding scratch.
 constexpr size_t kScratchBytes = size_t{32} << 20;
+// all_reduce's pipelined pieces: each rank's slice of a piece (all_reduce_large).
+constexpr size_t kPipeSliceBytes = size_t{1} << 20;
 
 // Bytes of the descriptor header: what travels unless the sender failed or sends data.
 constexpr int kDescHeaderBytes = static_cast<int>(offsetof(WireDesc, reason));
@@ -419,41 +422,71 @@ void MpiTransport::all_reduce_small(const uint8_t* src, uint8_t* dst, uint64_t c
 
 // Per piece: rank q receives slice q of every rank's input and sums it in rank order
 // (reduce-scatter), then every rank sends its summed slice to every other (all-gather).
-// Each slice is summed once, by its owner, so every rank holds the same bits.
+// Each slice is summed once, by its owner, so every rank holds the same bits. Pipelined:
+// the reduce-scatter messages of every piece of a window are posted at once, and a piece's
+// all-gather is posted as soon as it is summed, so the sum of piece j overlaps the transfer
+// of piece j+1 (what Open MPI's TCP transport moves meanwhile, and the kernel's socket
+// buffers take), where one piece for the whole input waited for all of it before summing
+// and summed before sending anything back (16 MiB fp32, W = 2 over TCP: 0.93x of
+// MPI_Allreduce, measured on the AMX Xeon).
 void MpiTransport::all_reduce_large(const uint8_t* src, uint8_t* dst, uint64_t count, DType dtype,
                                     const char* op) {
   const size_t es = elem_bytes(dtype);
-  const uint64_t piece = std::max<uint64_t>(size_, kScratchBytes / es);
+  const auto R = static_cast<uint64_t>(size_);
+  // Each rank's slice of a piece about kPipeSliceBytes; a window's received blocks within
+  // kScratchBytes.
+  const uint64_t piece = std::max<uint64_t>(R, kPipeSliceBytes * R / es);
+  const uint64_t window = std::max<uint64_t>(piece, kScratchBytes / es / piece * piece);
   SmallArray<const void*, 16> parts(static_cast<size_t>(size_));
-  for (uint64_t off = 0; off < count; off += piece) {
-    const uint64_t n = std::min(piece, count - off);
-    uint64_t my_off = 0, my_len = 0;
-    slice(n, size_, rank_, &my_off, &my_len);
-    uint8_t* blocks = scratch(size_ * my_len * es);
-    {
-      Batch b(comm_, kDataTag, rank_, op, timeout_s_, oversubscribed_);
+  for (uint64_t w0 = 0; w0 < count; w0 += window) {
+    const uint64_t wn = std::min(window, count - w0);
+    const uint64_t pieces = (wn + piece - 1) / piece;
+    uint8_t* scratch_all = scratch(static_cast<size_t>(R * ((wn + R - 1) / R + pieces) * es));
+    // Piece j: elements [w0 + j * piece, + n_j); this rank's slice of it (my_off, my_len);
+    // its blocks from every rank at blocks_j (R x my_len).
+    struct Piece {
+      uint64_t off, n, my_off, my_len;
+      uint8_t* blocks;
+    };
+    // One tag for both phases: each rank posts every reduce-scatter message of the window
+    // before any all-gather message, so MPI's in-order matching pairs them.
+    std::deque<Piece> ps;
+    std::deque<Batch> rs, ag;
+    uint8_t* at = scratch_all;
+    for (uint64_t j = 0; j < pieces; ++j) {
+      Piece pc{};
+      pc.off = w0 + j * piece;
+      pc.n = std::min(piece, w0 + wn - pc.off);
+      slice(pc.n, size_, rank_, &pc.my_off, &pc.my_len);
+      pc.blocks = at;
+      at += R * pc.my_len * es;
+      Batch& b = rs.emplace_back(comm_, kDataTag, rank_, op, timeout_s_, oversubscribed_);
       for (int i = 1; i < size_; ++i) {
         const int from = (rank_ - i + size_) % size_, to = (rank_ + i) % size_;
         uint64_t to_off = 0, to_len = 0;
-        slice(n, size_, to, &to_off, &to_len);
-        b.recv(from, blocks + from * my_len * es, my_len * es);
-        b.send(to, src + (off + to_off) * es, to_len * es);
+        slice(pc.n, size_, to, &to_off, &to_len);
+        b.recv(from, pc.blocks + from * pc.my_len * es, pc.my_len * es);
+        b.send(to, src + (pc.off + to_off) * es, to_len * es);
       }
-      kernels::cpu::copy(blocks + rank_ * my_len * es, src + (off + my_off) * es, my_len * es);
-      b.wait();  // this piece of src is fully sent before dst (maybe src) is written
+      ps.push_back(pc);
     }
-    for (int r = 0; r < size_; ++r) parts[r] = blocks + r * my_len * es;
-    uint8_t* mine = dst + (off + my_off) * es;
-    kernels::cpu::reduce_sum(parts.data(), size_, mine, my_len, dtype);
-    Batch b(comm_, kDataTag, rank_, op, timeout_s_, oversubscribed_);
-    for (int i = 1; i < size_; ++i) {
-      const int from = (rank_ - i + size_) % size_, to = (rank_ + i) % size_;
-      uint64_t from_off = 0, from_len = 0;
-      slice(n, size_, from, &from_off, &from_len);
-      b.recv(from, dst + (off + from_off) * es, from_len * es);
-      b.send(to, mine, my_len * es);
+    for (uint64_t j = 0; j < pieces; ++j) {
+      const Piece& pc = ps[j];
+      rs[j].wait();  // this piece of src is fully sent before dst (maybe src) is written
+      for (int r = 0; r < size_; ++r) parts[r] = pc.blocks + r * pc.my_len * es;
+      parts[rank_] = src + (pc.off + pc.my_off) * es;  // reduce_sum allows dst == mine
+      uint8_t* mine = dst + (pc.off + pc.my_off) * es;
+      kernels::cpu::reduce_sum(parts.data(), size_, mine, pc.my_len, dtype);
+      Batch& b = ag.emplace_back(comm_, kDataTag, rank_, op, timeout_s_, oversubscribed_);
+      for (int i = 1; i < size_; ++i) {
+        const int from = (rank_ - i + size_) % size_, to = (rank_ + i) % size_;
+        uint64_t from_off = 0, from_len = 0;
+        slice(pc.n, size_, from, &from_off, &from_len);
+        b.recv(from, dst + (pc.off + from_off) * es, from_len * es);
+        b.send(to, mine, pc.my_len * es);
+      }
     }
-    b.wait();
+    for (Batch& b : ag) b.wait();
   }
 }
 
