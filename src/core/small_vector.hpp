@@ -13,7 +13,7 @@ namespace commfuse {
 
 template <typename T, size_t N>
 class SmallVector {
-  static_assert(std::is_trivially_copyable_v<T>);
+  static_assert(std::is_trivially_copyable_v<T> && N > 0);
 
  public:
   SmallVector() = default;
@@ -21,8 +21,9 @@ class SmallVector {
   SmallVector& operator=(const SmallVector&) = delete;
 
   void push_back(const T& v) {
+    const T copy = v;  // v may be an element of this vector, which grow() frees
     if (size_ == capacity_) grow();
-    data_[size_++] = v;
+    data_[size_++] = copy;
   }
   void clear() { size_ = 0; }
   size_t size() const { return size_; }
@@ -33,6 +34,8 @@ class SmallVector {
   const T& operator[](size_t i) const { return data_[i]; }
   T* begin() { return data_; }
   T* end() { return data_ + size_; }
+  const T* begin() const { return data_; }
+  const T* end() const { return data_ + size_; }
 
  private:
   void grow() {

@@ -162,11 +162,12 @@ void check_identical_everywhere(commfuse::Comm& c) {
 }
 
 // An all_reduce large enough for MPI's pipelined reduce-scatter + all-gather to run several
-// pieces (1 MiB slices per rank: 3 Mi floats are 2-6 pieces at W = 2-4), the last one
-// short; bitwise the rank-order sum, out of place and in place.
+// pieces (1 MiB slices per rank) and, at W <= 3, two windows (32 MiB of received blocks
+// each) whose last piece of 1 element leaves some ranks an empty slice; bitwise the
+// rank-order sum, out of place and in place.
 void check_large_all_reduce(commfuse::Comm& c) {
   const int R = c.world_size();
-  const size_t n = (size_t{3} << 20) + 5;
+  const size_t n = R <= 3 ? (size_t{9} << 20) + 1 : (size_t{3} << 20) + 5;
   auto v = [](int s, size_t i) {
     return static_cast<float>((i * 7 + 3 * s) % 1013) * 0.37f / (1 + s);
   };

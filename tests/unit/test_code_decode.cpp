@@ -79,8 +79,8 @@ TEST_P(CodeDecode, EqualsTheTableBitForBit) {
         ASSERT_EQ(out[b], 0xCD) << "byte " << b << " outside the " << n << " elements written";
       }
       // The same decode with the codes copied verbatim in the same pass (all_gather_matmul's
-      // gather_out), the copy at every offset within a 32-byte line (the streaming stores'
-      // alignment): the decoded values unchanged, the copy exact, nothing written around it.
+      // gather_out), the copy aligned to 32 bytes (the streaming stores' alignment) and 1 and
+      // 31 bytes past it: the decoded values unchanged, the copy exact, nothing written around it.
       for (const size_t copy_lead : {size_t{0}, size_t{1}, size_t{31}}) {
         std::vector<uint8_t> out2((n + 4) * es, 0xCD);
         alignas(64) static uint8_t copy_buf[64 + 256 + 4099 + 64];

@@ -15,13 +15,16 @@ TEST(SmallContainers, SmallVectorKeepsItsElementsAcrossGrowth) {
   const int64_t* inline_data = v.data();
   for (int64_t i = 0; i < 4; ++i) v.push_back(i * 7);
   EXPECT_EQ(v.data(), inline_data) << "N elements fit inline";
-  for (int64_t i = 4; i < 37; ++i) v.push_back(i * 7);  // grows twice over
+  for (int64_t i = 4; i < 37; ++i) v.push_back(i * 7);  // grows 4 -> 8 -> 16 -> 32 -> 64
   ASSERT_EQ(v.size(), 37u);
   EXPECT_NE(v.data(), inline_data);
   for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], static_cast<int64_t>(i) * 7) << i;
   int64_t sum = 0;
   for (const int64_t x : v) sum += x;
   EXPECT_EQ(sum, 7 * (36 * 37 / 2));
+  v.push_back(v[3]);  // an element of itself, while growing: copied before the move
+  ASSERT_EQ(v.size(), 38u);
+  EXPECT_EQ(v[37], 21);
   v.clear();
   EXPECT_TRUE(v.empty());
   v.push_back(-1);

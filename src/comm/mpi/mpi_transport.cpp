@@ -433,9 +433,10 @@ void MpiTransport::all_reduce_large(const uint8_t* src, uint8_t* dst, uint64_t c
                                     const char* op) {
   const size_t es = elem_bytes(dtype);
   const auto R = static_cast<uint64_t>(size_);
-  // Each rank's slice of a piece about kPipeSliceBytes; a window's received blocks within
-  // kScratchBytes.
-  const uint64_t piece = std::max<uint64_t>(R, kPipeSliceBytes * R / es);
+  // Each rank's slice of a piece about kPipeSliceBytes (less where R of them would exceed
+  // kScratchBytes); a window's received blocks within kScratchBytes.
+  const uint64_t piece =
+      R * std::max<uint64_t>(1, std::min(kPipeSliceBytes, kScratchBytes / R) / es);
   const uint64_t window = std::max<uint64_t>(piece, kScratchBytes / es / piece * piece);
   SmallArray<const void*, 16> parts(static_cast<size_t>(size_));
   for (uint64_t w0 = 0; w0 < count; w0 += window) {
@@ -472,7 +473,9 @@ void MpiTransport::all_reduce_large(const uint8_t* src, uint8_t* dst, uint64_t c
     }
     for (uint64_t j = 0; j < pieces; ++j) {
       const Piece& pc = ps[j];
-      rs[j].wait();  // this piece of src is fully sent before dst (maybe src) is written
+      // Also every reduce-scatter send of this piece done: the all-gather posted below
+      // receives into those regions of dst, which may be src.
+      rs[j].wait();
       for (int r = 0; r < size_; ++r) parts[r] = pc.blocks + r * pc.my_len * es;
       parts[rank_] = src + (pc.off + pc.my_off) * es;  // reduce_sum allows dst == mine
       uint8_t* mine = dst + (pc.off + pc.my_off) * es;

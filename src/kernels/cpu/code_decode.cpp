@@ -243,15 +243,16 @@ void decode_codes(const uint8_t* src, DType dtype, bool to_bf16, void* dst, size
       avx2_f32<true>(tab32, src, static_cast<float*>(dst), count);
     else
       avx2_f32<false>(tab32, src, static_cast<float*>(dst), count);
+    if (copy != nullptr) copy_vector_loop(copy, src, count, true);  // from cache, after
+    return;
   }
+#else
+  (void)path;
 #endif
-  if (path == Path::kTable) {
-    if (to_bf16)
-      table_bf16(tab, src, static_cast<uint16_t*>(dst), count);
-    else
-      table_f32(tab32, src, static_cast<float*>(dst), count);
-  }
-  // Paths without a streaming loop: the codes are copied from cache after the decode.
+  if (to_bf16)
+    table_bf16(tab, src, static_cast<uint16_t*>(dst), count);
+  else
+    table_f32(tab32, src, static_cast<float*>(dst), count);
   if (copy != nullptr) copy_vector_loop(copy, src, count, true);
 }
 
