@@ -4,7 +4,7 @@
 // plain collective).
 #include "exec/stream.hpp"
 
-#include "core/small_array.hpp"
+#include "core/small_vector.hpp"
 #include "core/trace.hpp"
 
 namespace commfuse::exec {
@@ -41,7 +41,7 @@ const uint8_t* wait_piece(comm::PieceChannel& ch, int rank, int q, size_t i) {
 
 void drive(comm::PieceChannel& ch, int rank, int size, const comm::StreamPeerFn& on_piece,
            const comm::StreamAllFn& on_all) {
-  SmallArray<const uint8_t*, 16> parts(static_cast<size_t>(size));
+  SmallVector<const uint8_t*, 16> parts(static_cast<size_t>(size));
   const size_t pieces = ch.pieces();
   const size_t ahead = ch.lookahead();
   for (size_t i = 0; i < pieces + ahead; ++i) {

@@ -1,10 +1,9 @@
-// SmallArray and SmallVector (core/): inline storage up to N elements, the heap beyond,
+// SmallVector (core/small_vector.hpp): inline storage up to N elements, the heap beyond,
 // the same contents either way.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 
-#include "core/small_array.hpp"
 #include "core/small_vector.hpp"
 
 namespace {
@@ -31,12 +30,17 @@ TEST(SmallContainers, SmallVectorKeepsItsElementsAcrossGrowth) {
   EXPECT_EQ(v[0], -1);
 }
 
-TEST(SmallContainers, SmallArrayIsValueInitializedInlineAndOnTheHeap) {
+TEST(SmallContainers, SizedSmallVectorIsValueInitializedInlineAndOnTheHeap) {
   for (const size_t n : {size_t{0}, size_t{3}, size_t{16}, size_t{17}, size_t{100}}) {
-    commfuse::SmallArray<int, 16> a(n);
+    commfuse::SmallVector<int, 16> a(n);
+    ASSERT_EQ(a.size(), n);
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(a[i], 0) << "n " << n << " at " << i;
     for (size_t i = 0; i < n; ++i) a[i] = static_cast<int>(i);
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(a.data()[i], static_cast<int>(i));
+    a.push_back(-7);  // grows past a sized start, inline or not
+    ASSERT_EQ(a.size(), n + 1);
+    EXPECT_EQ(a[n], -7);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(a[i], static_cast<int>(i)) << "after push_back";
   }
 }
 

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "core/error.hpp"
-#include "core/small_array.hpp"
+#include "core/small_vector.hpp"
 
 namespace commfuse::comm::mpi {
 namespace {
@@ -57,7 +57,7 @@ class Pacer {
 bool poll(MPI_Request* requests, size_t count, int timeout_s, bool oversubscribed, const char* op,
           int rank) {
   if (count == 0) return true;
-  SmallArray<int, 32> done(count);
+  SmallVector<int, 32> done(count);
   Pacer pacer(oversubscribed);
   const auto timeout = std::chrono::seconds(timeout_s);
   auto last_progress = Clock::now();

@@ -13,7 +13,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
-#include "core/small_array.hpp"
+#include "core/small_vector.hpp"
 #include "kernels/cpu/copy.hpp"
 #include "kernels/cpu/reduce.hpp"
 
@@ -299,7 +299,7 @@ void MpiTransport::reduce_scatter(const void* src, void* dst, uint64_t count, DT
     const uint64_t piece = std::max<uint64_t>(1, kScratchBytes / size_ / es);
     const auto* in = static_cast<const uint8_t*>(src);
     auto* out = static_cast<uint8_t*>(dst);
-    SmallArray<const void*, 16> parts(static_cast<size_t>(size_));
+    SmallVector<const void*, 16> parts(static_cast<size_t>(size_));
     for (uint64_t off = 0; off < count; off += piece) {
       // Block r of every rank's input, piece [off, off + n), lands at parts[r].
       const uint64_t n = std::min(piece, count - off);
@@ -415,7 +415,7 @@ void MpiTransport::all_reduce_small(const uint8_t* src, uint8_t* dst, uint64_t c
   }
   kernels::cpu::copy(all + rank_ * bytes, src, bytes);
   b.wait();  // src is read (sends done) before dst, which may be src, is written
-  SmallArray<const void*, 16> parts(static_cast<size_t>(size_));
+  SmallVector<const void*, 16> parts(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) parts[r] = all + r * bytes;
   kernels::cpu::reduce_sum(parts.data(), size_, dst, count, dtype);
 }
@@ -438,7 +438,7 @@ void MpiTransport::all_reduce_large(const uint8_t* src, uint8_t* dst, uint64_t c
   const uint64_t piece =
       R * std::max<uint64_t>(1, std::min(kPipeSliceBytes, kScratchBytes / R) / es);
   const uint64_t window = std::max<uint64_t>(piece, kScratchBytes / es / piece * piece);
-  SmallArray<const void*, 16> parts(static_cast<size_t>(size_));
+  SmallVector<const void*, 16> parts(static_cast<size_t>(size_));
   for (uint64_t w0 = 0; w0 < count; w0 += window) {
     const uint64_t wn = std::min(window, count - w0);
     const uint64_t pieces = (wn + piece - 1) / piece;
@@ -451,8 +451,9 @@ void MpiTransport::all_reduce_large(const uint8_t* src, uint8_t* dst, uint64_t c
     };
     // One tag for both phases: each rank posts every reduce-scatter message of the window
     // before any all-gather message, so MPI's in-order matching pairs them.
-    std::deque<Piece> ps;
-    std::deque<Batch> rs, ag;
+    std::vector<Piece> ps;
+    ps.reserve(static_cast<size_t>(pieces));
+    std::deque<Batch> rs, ag;  // constructed in place: a Batch does not move
     uint8_t* at = scratch_all;
     for (uint64_t j = 0; j < pieces; ++j) {
       Piece pc{};

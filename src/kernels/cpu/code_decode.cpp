@@ -57,6 +57,13 @@ void table_bf16(const uint16_t* tab, const uint8_t* src, uint16_t* dst, size_t c
 void table_f32(const float* tab, const uint8_t* src, float* dst, size_t count) {
   for (size_t i = 0; i < count; ++i) dst[i] = tab[src[i]];
 }
+void table_decode(const uint16_t* tab, const float* tab32, const uint8_t* src, bool to_bf16,
+                  void* dst, size_t count) {
+  if (to_bf16)
+    table_bf16(tab, src, static_cast<uint16_t*>(dst), count);
+  else
+    table_f32(tab32, src, static_cast<float*>(dst), count);
+}
 
 enum class Path { kTable, kAvx2F16c, kAvx512Bw };
 
@@ -215,16 +222,14 @@ void decode_codes(const uint8_t* src, DType dtype, bool to_bf16, void* dst, size
   const uint16_t* tab = bf16_table(dtype);
   const float* tab32 = code_values(dtype);
   const Path path = path_for(dtype, to_bf16);
+  bool decoded = false;  // by a vector path; else the table
 #if defined(__x86_64__) && defined(__GNUC__)
   if (path == Path::kAvx512Bw) {
     if (copy != nullptr) {
       // The codes before copy's first 32-byte boundary through the table, so that the
       // vector loop's streaming stores are aligned.
       const size_t head = std::min(count, (32 - (reinterpret_cast<uintptr_t>(copy) & 31)) & 31);
-      if (to_bf16)
-        table_bf16(tab, src, static_cast<uint16_t*>(dst), head);
-      else
-        table_f32(tab32, src, static_cast<float*>(dst), head);
+      table_decode(tab, tab32, src, to_bf16, dst, head);
       std::memcpy(copy, src, head);
       src += head;
       dst = static_cast<uint8_t*>(dst) + head * (to_bf16 ? 2 : 4);
@@ -243,16 +248,13 @@ void decode_codes(const uint8_t* src, DType dtype, bool to_bf16, void* dst, size
       avx2_f32<true>(tab32, src, static_cast<float*>(dst), count);
     else
       avx2_f32<false>(tab32, src, static_cast<float*>(dst), count);
-    if (copy != nullptr) copy_vector_loop(copy, src, count, true);  // from cache, after
-    return;
+    decoded = true;
   }
 #else
   (void)path;
 #endif
-  if (to_bf16)
-    table_bf16(tab, src, static_cast<uint16_t*>(dst), count);
-  else
-    table_f32(tab32, src, static_cast<float*>(dst), count);
+  if (!decoded) table_decode(tab, tab32, src, to_bf16, dst, count);
+  // Paths without a streaming loop: the codes copied from cache after their decode.
   if (copy != nullptr) copy_vector_loop(copy, src, count, true);
 }
 

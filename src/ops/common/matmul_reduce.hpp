@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "comm/comm_impl.hpp"
-#include "core/small_array.hpp"
+#include "core/small_vector.hpp"
 #include "ops/common/plan_cache.hpp"
 #include "ops/common/quant_operands.hpp"
 #include "ops/common/quant_row_gemm.hpp"
@@ -126,7 +126,7 @@ class LazyPartial {
   int64_t range_rows_;
   int64_t block_rows_;
   int ranges_;
-  SmallArray<int64_t, 16> done_;  // per range: rows computed so far (a prefix)
+  SmallVector<int64_t, 16> done_;  // per range: rows computed so far (a prefix)
   bool split_;
 };
 

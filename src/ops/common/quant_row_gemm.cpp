@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "core/trace.hpp"
 #include "kernels/cpu/code_decode.hpp"
+#include "kernels/cpu/copy.hpp"
 #include "kernels/cpu/dequant.hpp"
 #include "kernels/cpu/int_matmul.hpp"
 #include "kernels/cpu/matmul.hpp"
@@ -209,7 +210,7 @@ void QuantRowGemm::run(const void* a, int64_t rows, RowScales a_scales, void* c,
   // A8W8 reads the codes as they are: copied up front. FP8/HiF8 decode every chunk, which
   // copies it in the same pass.
   const bool decodes = !is_a8w8(s_);
-  if (copy8 != nullptr && !decodes) std::memcpy(copy8, a8, static_cast<size_t>(rows * s_.k));
+  if (copy8 != nullptr && !decodes) cpu::copy(copy8, a8, static_cast<size_t>(rows * s_.k));
   const size_t c_row = dtype_storage_bytes(s_.c_dtype, static_cast<size_t>(s_.n));
   for (int64_t r0 = 0; r0 < rows; r0 += s_.chunk_rows) {
     const int64_t m = std::min(s_.chunk_rows, rows - r0);
