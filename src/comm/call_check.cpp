@@ -59,7 +59,8 @@ WireSignature wire_signature() {
   WireSignature w{};
   const CallSignature* s = t_call;
   if (s == nullptr) return w;
-  std::strncpy(w.op, s->op, sizeof w.op - 1);
+  // w is zeroed: the name's bytes only (strncpy would zero-fill the rest again, per call).
+  std::memcpy(w.op, s->op, strnlen(s->op, sizeof w.op - 1));
   w.nfields = static_cast<uint32_t>(s->nfields);
   for (int i = 0; i < s->nfields; ++i) w.values[i] = s->values[i];
   return w;

@@ -20,4 +20,8 @@ const char* reducible_names();
 // saturate to the dtype's range. dst may alias any src.
 void reduce_sum(const void* const* src, int n_src, void* dst, size_t count, DType dtype);
 
+// acc[i] += x[i] for i < n (fp32, vectorized for the running CPU); the step of reduce_sum,
+// for epilogues that sum the ranks' partials themselves in the same order.
+void add_f32(float* acc, const float* x, size_t n);
+
 }  // namespace commfuse::kernels::cpu

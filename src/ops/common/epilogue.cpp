@@ -1,7 +1,9 @@
 #include "ops/common/epilogue.hpp"
 
+#include <algorithm>
 #include <cstring>
-#include <memory>
+
+#include "kernels/cpu/reduce.hpp"
 
 namespace commfuse::ops {
 
@@ -28,28 +30,24 @@ void add_bias_and_round(float* acc, int64_t rows, int64_t n, const BiasArg& bias
 
 void sum_bias_round(const float* const* parts, int n_parts, int64_t rows, int64_t n,
                     const float* bias32, void* dst, DType dst_dtype) {
-  thread_local std::unique_ptr<float[]> row_buf;
-  thread_local int64_t row_cap = 0;
-  if (n > row_cap) {
-    row_buf = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(n));
-    row_cap = n;
-  }
+  // Blocks of a row on the stack, summed by the SIMD add of the collectives' reduce_sum: a
+  // thread_local row buffer (a __tls_get_addr call from a shared library) and scalar loops
+  // cost a tiny matmul_reduce_scatter as much as its whole reduction.
+  constexpr int64_t kBlock = 1024;  // fp32 accumulator block: stays in L1
+  alignas(64) float block[kBlock];
   const size_t out_es = dtype_storage_bytes(dst_dtype, 1);
+  auto* out = static_cast<uint8_t*>(dst);
   for (int64_t r = 0; r < rows; ++r) {
-    // One row at a time: the accumulator stays in L1 while every part streams through.
-    float* acc = dst_dtype == DType::kFloat32 ? static_cast<float*>(dst) + r * n : row_buf.get();
-    const float* p0 = parts[0] + r * n;
-    for (int64_t j = 0; j < n; ++j) acc[j] = p0[j];
-    for (int q = 1; q < n_parts; ++q) {
-      const float* pq = parts[q] + r * n;
-      for (int64_t j = 0; j < n; ++j) acc[j] += pq[j];
+    for (int64_t c = 0; c < n; c += kBlock) {
+      const int64_t at = r * n + c;
+      const auto len = static_cast<size_t>(std::min(kBlock, n - c));
+      float* acc = dst_dtype == DType::kFloat32 ? static_cast<float*>(dst) + at : block;
+      std::memcpy(acc, parts[0] + at, len * sizeof(float));
+      for (int q = 1; q < n_parts; ++q) kernels::cpu::add_f32(acc, parts[q] + at, len);
+      if (bias32 != nullptr) kernels::cpu::add_f32(acc, bias32 + c, len);
+      if (dst_dtype != DType::kFloat32)
+        convert(acc, DType::kFloat32, out + static_cast<size_t>(at) * out_es, dst_dtype, len);
     }
-    if (bias32 != nullptr)
-      for (int64_t j = 0; j < n; ++j) acc[j] += bias32[j];
-    if (dst_dtype != DType::kFloat32)
-      convert(acc, DType::kFloat32,
-              static_cast<uint8_t*>(dst) + static_cast<size_t>(r * n) * out_es, dst_dtype,
-              static_cast<size_t>(n));
   }
 }
 
