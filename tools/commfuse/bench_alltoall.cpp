@@ -136,9 +136,9 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
   }
   std::vector<double> tf, tu, th;
   for (int r = 0; r < o.rounds; ++r) {
-    tf.push_back(time_us(fused, iters));
-    if (unfused) tu.push_back(time_us(unfused, iters));
-    if (half_path) th.push_back(time_us(half_path, iters));
+    tf.push_back(warm_time_us(fused, iters));
+    if (unfused) tu.push_back(warm_time_us(unfused, iters));
+    if (half_path) th.push_back(warm_time_us(half_path, iters));
   }
   uint64_t wrong = 0, total_wrong = 0;
   if (unfused)

@@ -183,11 +183,11 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
   MPI_Bcast(&iters, 1, MPI_INT, 0, MPI_COMM_WORLD);
   std::vector<double> ft, ut, mt, gt, ct;
   for (int r = 0; r < o.rounds; ++r) {
-    ft.push_back(time_us(c.fused, iters));
-    ut.push_back(time_us(c.unfused, iters));
-    mt.push_back(time_us(c.unfused_mpi, iters));
-    gt.push_back(time_us(c.gemm, iters));
-    ct.push_back(time_us(c.call, iters));
+    ft.push_back(warm_time_us(c.fused, iters));
+    ut.push_back(warm_time_us(c.unfused, iters));
+    mt.push_back(warm_time_us(c.unfused_mpi, iters));
+    gt.push_back(warm_time_us(c.gemm, iters));
+    ct.push_back(warm_time_us(c.call, iters));
   }
   const double fused = mean_over_ranks(median(ft), R), unfused = mean_over_ranks(median(ut), R),
                unfused_mpi = mean_over_ranks(median(mt), R), gemm = mean_over_ranks(median(gt), R),

@@ -173,7 +173,7 @@ int run_quant_matmul_bench(const BenchOptions& o, Comm& comm, FILE* json) {
       o.iters > 0 ? o.iters : std::clamp(static_cast<int>(3e5 / std::max(est, 1.0)), 1, 100000);
   MPI_Bcast(&iters, 1, MPI_INT, 0, MPI_COMM_WORLD);
   for (int r = 0; r < o.rounds; ++r)
-    for (auto& x : v) x.times.push_back(time_us(x.run, iters));
+    for (auto& x : v) x.times.push_back(warm_time_us(x.run, iters));
   std::vector<double> t;
   for (auto& x : v) t.push_back(mean_over_ranks(median(x.times), R));
   if (rank == 0) {

@@ -31,4 +31,15 @@ inline double time_us(const std::function<void()>& f, int iters) {
   return (MPI_Wtime() - t0) * 1e6 / iters;
 }
 
+// time_us after one untimed call of f on every rank. The matmul benchmarks' variants take
+// turns in each round on buffers of tens of MiB, and a large last-level cache (480 MiB on
+// the AMX Xeon) still holds the previous variant's: timed cold, 2-3 calls of a 100 ms op
+// measured whichever variant followed one sharing its buffers up to 5 % faster (the same
+// unfused composition, in the second slot and in the third: 113 vs 108 ms). Each variant
+// is timed warm instead, as a layer called again and again runs.
+inline double warm_time_us(const std::function<void()>& f, int iters) {
+  f();
+  return time_us(f, iters);
+}
+
 }  // namespace commfuse::cli
