@@ -1,30 +1,67 @@
 #include "ops/common/call_workspace.hpp"
 
+#include <sys/mman.h>
+
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 
 #include "core/error.hpp"
 
 namespace commfuse::ops {
 namespace {
 
+constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kMaxMapped = size_t{1} << 48;  // beyond: the heap, which fails cleanly
+
+// Workspaces of a huge page or more are mapped whole-page (2 MiB-aligned) and offered to
+// transparent huge pages (MADV_HUGEPAGE; honoured where THP is "madvise" or "always"): the
+// largest part is x2 packed for the GEMM, which reads it in blocks strided over all of it.
+// On the AMX Xeon under mpirun, the one-call all_gather_matmul (bf16 2048x4096x4096, W = 2)
+// ran its GEMM in 130 ms on a 32 MiB aligned_alloc buffer against 94 ms for the same plan
+// executed on the caller's workspace; from huge pages the one-call matches the plan.
+// Smaller ones come from the heap.
+WorkspaceMemory allocate(size_t bytes) {
+  WorkspaceMemory a;
+  if (bytes >= kHugePage && bytes <= kMaxMapped) {
+    const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+    const size_t span = rounded + kHugePage;  // room to align the start to a huge page
+    void* p = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) {
+      const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+      const uintptr_t start = (at + kHugePage - 1) / kHugePage * kHugePage;
+      // Unmap the unaligned head and the tail past `rounded`: only the aligned run stays.
+      if (start > at) ::munmap(p, start - at);
+      if (const size_t tail = at + span - (start + rounded); tail > 0)
+        ::munmap(reinterpret_cast<void*>(start + rounded), tail);
+      a.data = reinterpret_cast<void*>(start);
+      a.mapped = rounded;
+      (void)::madvise(a.data, rounded, MADV_HUGEPAGE);  // advice only: no THP is no error
+      return a;
+    }
+  }
+  a.data = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (a.data == nullptr)
+    detail::throw_status(Status::kRuntimeError,
+                         detail::cat("out of memory allocating a workspace of ", bytes, " bytes"));
+  return a;
+}
+
+void release(const WorkspaceMemory& a) {
+  if (a.mapped != 0)
+    ::munmap(a.data, a.mapped);
+  else
+    std::free(a.data);
+}
+
 struct Buffer {
-  void* data = nullptr;
+  WorkspaceMemory memory;
   size_t capacity = 0;
   bool in_use = false;  // a nested call (none today) gets its own allocation
-  ~Buffer() { std::free(data); }
+  ~Buffer() { release(memory); }
 };
 
 thread_local Buffer t_buffer;
-
-void* allocate(size_t bytes) {
-  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  if (p == nullptr)
-    detail::throw_status(Status::kRuntimeError,
-                         detail::cat("out of memory allocating a workspace of ", bytes, " bytes"));
-  return p;
-}
 
 }  // namespace
 
@@ -32,21 +69,19 @@ CallWorkspace::CallWorkspace(size_t bytes) {
   if (bytes == 0) return;
   Buffer& b = t_buffer;
   if (b.in_use) {
-    data_ = allocate(bytes);
-#if COMMFUSE_SANITIZED
-    std::memset(data_, 0xFF, bytes);
-#endif
-    return;
+    own_ = allocate(bytes);
+    data_ = own_.data;
+  } else {
+    if (bytes > b.capacity) {
+      release(b.memory);
+      b.memory = {};
+      b.capacity = 0;
+      b.memory = allocate(bytes);
+      b.capacity = bytes;
+    }
+    b.in_use = true;
+    data_ = b.memory.data;
   }
-  if (bytes > b.capacity) {
-    std::free(b.data);
-    b.data = nullptr;
-    b.capacity = 0;
-    b.data = allocate(bytes);
-    b.capacity = bytes;
-  }
-  b.in_use = true;
-  data_ = b.data;
 #if COMMFUSE_SANITIZED
   // The sanitizer builds check the "never read before written" promise: every call starts
   // from NaN/0xFF bytes, so a read of a stale or unwritten byte breaks the tests' results.
@@ -55,16 +90,16 @@ CallWorkspace::CallWorkspace(size_t bytes) {
 }
 
 CallWorkspace::~CallWorkspace() {
-  Buffer& b = t_buffer;
   if (data_ == nullptr) return;
-  if (data_ != b.data) {
-    std::free(data_);
+  if (own_.data != nullptr) {
+    release(own_);
     return;
   }
+  Buffer& b = t_buffer;
   b.in_use = false;
   if (b.capacity > kKeepBytes) {
-    std::free(b.data);
-    b.data = nullptr;
+    release(b.memory);
+    b.memory = {};
     b.capacity = 0;
   }
 }

@@ -15,6 +15,12 @@ namespace commfuse::ops {
 // The one-shot entry points' execute: the plan run once on this thread's workspace.
 void execute_once(Plan& plan);
 
+// A workspace's memory: from the heap, or (mapped != 0) a whole-page mapping of that size.
+struct WorkspaceMemory {
+  void* data = nullptr;
+  size_t mapped = 0;
+};
+
 class CallWorkspace {
  public:
   static constexpr size_t kKeepBytes = size_t{256} << 20;
@@ -28,6 +34,7 @@ class CallWorkspace {
 
  private:
   void* data_ = nullptr;
+  WorkspaceMemory own_;  // a nested call's own allocation (the thread's buffer was in use)
 };
 
 }  // namespace commfuse::ops
