@@ -12,7 +12,9 @@ namespace commfuse::ops {
 namespace {
 
 constexpr size_t kHugePage = size_t{2} << 20;
-constexpr size_t kMaxMapped = size_t{1} << 48;  // beyond: the heap, which fails cleanly
+// Keeps the mapping's size arithmetic (rounded up, plus a huge page of slack) far from
+// overflow; larger requests go to the heap, which refuses them.
+constexpr size_t kMaxMapped = size_t{1} << 48;
 
 // Workspaces of a huge page or more are mapped whole-page (2 MiB-aligned) and offered to
 // transparent huge pages (MADV_HUGEPAGE; honoured where THP is "madvise" or "always"): the
@@ -20,10 +22,11 @@ constexpr size_t kMaxMapped = size_t{1} << 48;  // beyond: the heap, which fails
 // On the AMX Xeon under mpirun, the one-call all_gather_matmul (bf16 2048x4096x4096, W = 2)
 // ran its GEMM in 130 ms on a 32 MiB aligned_alloc buffer against 94 ms for the same plan
 // executed on the caller's workspace; from huge pages the one-call matches the plan.
-// Smaller ones come from the heap.
-WorkspaceMemory allocate(size_t bytes) {
-  WorkspaceMemory a;
-  if (bytes >= kHugePage && bytes <= kMaxMapped) {
+// Smaller ones come from the heap, and so does every one in the sanitizer builds, whose
+// redzones around heap blocks catch a write past the workspace (a mapping has none).
+CallWorkspace::Memory allocate(size_t bytes) {
+  CallWorkspace::Memory a;
+  if (!COMMFUSE_SANITIZED && bytes >= kHugePage && bytes <= kMaxMapped) {
     const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
     const size_t span = rounded + kHugePage;  // room to align the start to a huge page
     void* p = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -40,14 +43,14 @@ WorkspaceMemory allocate(size_t bytes) {
       return a;
     }
   }
-  a.data = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  a.data = bytes <= SIZE_MAX - 63 ? std::aligned_alloc(64, (bytes + 63) / 64 * 64) : nullptr;
   if (a.data == nullptr)
     detail::throw_status(Status::kRuntimeError,
                          detail::cat("out of memory allocating a workspace of ", bytes, " bytes"));
   return a;
 }
 
-void release(const WorkspaceMemory& a) {
+void release(const CallWorkspace::Memory& a) {
   if (a.mapped != 0)
     ::munmap(a.data, a.mapped);
   else
@@ -55,7 +58,7 @@ void release(const WorkspaceMemory& a) {
 }
 
 struct Buffer {
-  WorkspaceMemory memory;
+  CallWorkspace::Memory memory;
   size_t capacity = 0;
   bool in_use = false;  // a nested call (none today) gets its own allocation
   ~Buffer() { release(memory); }
@@ -77,7 +80,8 @@ CallWorkspace::CallWorkspace(size_t bytes) {
       b.memory = {};
       b.capacity = 0;
       b.memory = allocate(bytes);
-      b.capacity = bytes;
+      // All of a mapping is usable: a slightly larger next call needs no new one.
+      b.capacity = b.memory.mapped != 0 ? b.memory.mapped : bytes;
     }
     b.in_use = true;
     data_ = b.memory.data;

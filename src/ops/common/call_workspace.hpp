@@ -15,17 +15,19 @@ namespace commfuse::ops {
 // The one-shot entry points' execute: the plan run once on this thread's workspace.
 void execute_once(Plan& plan);
 
-// A workspace's memory: from the heap, or (mapped != 0) a whole-page mapping of that size.
-struct WorkspaceMemory {
-  void* data = nullptr;
-  size_t mapped = 0;
-};
-
 class CallWorkspace {
  public:
   static constexpr size_t kKeepBytes = size_t{256} << 20;
 
-  explicit CallWorkspace(size_t bytes);  // 64-byte aligned; null when bytes == 0
+  // Its memory: from the heap, or (mapped != 0) a whole-page mapping of that many bytes.
+  struct Memory {
+    void* data = nullptr;
+    size_t mapped = 0;
+  };
+
+  // 64-byte aligned (2 MiB-aligned huge-page candidates from 2 MiB, outside sanitizer
+  // builds); null when bytes == 0.
+  explicit CallWorkspace(size_t bytes);
   ~CallWorkspace();
   CallWorkspace(const CallWorkspace&) = delete;
   CallWorkspace& operator=(const CallWorkspace&) = delete;
@@ -34,7 +36,7 @@ class CallWorkspace {
 
  private:
   void* data_ = nullptr;
-  WorkspaceMemory own_;  // a nested call's own allocation (the thread's buffer was in use)
+  Memory own_;  // a nested call's own allocation (the thread's buffer was in use)
 };
 
 }  // namespace commfuse::ops

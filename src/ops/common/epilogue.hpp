@@ -19,7 +19,7 @@ void add_bias_and_round(float* acc, int64_t rows, int64_t n, const BiasArg& bias
 // The same in one pass over the ranks' partials, read in place (shm slots): dst (rows x n,
 // dense) = round(((parts[0] + parts[1]) + ... + parts[n_parts - 1]) + bias32). The
 // operations and their order are those of reduce_sum followed by add_bias_and_round, so
-// the bits are the same. bias32: n floats, or null for no bias.
+// the bits are the same. bias32: n floats, or null for no bias. dst must not alias a part.
 void sum_bias_round(const float* const* parts, int n_parts, int64_t rows, int64_t n,
                     const float* bias32, void* dst, DType dst_dtype);
 
