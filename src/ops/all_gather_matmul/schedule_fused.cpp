@@ -11,6 +11,7 @@
 // the peers' rows straight into gather_out (GatherStream::land): then nothing is copied
 // again here.
 #include <cstring>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -81,7 +82,9 @@ class RowBatcher {
   std::vector<std::pair<int64_t, int64_t>> segments_;  // (output row, rows) in staging order
 };
 
-// The stream of x1's rows every schedule of this file runs (on_piece left to the caller).
+// The stream of x1's rows every schedule of this file runs (on_piece left to the caller, who
+// hands it over by reference, std::ref: a std::function holding a lambda of several
+// references allocates on every call, a cost a tiny op measures).
 comm::GatherStream row_stream(const AllGatherMatmulProblem& p, uint64_t row_bytes) {
   const auto* x1 = static_cast<const uint8_t*>(p.x1);
   comm::GatherStream gs;
@@ -129,15 +132,16 @@ void run_quantized_fused(const AllGatherMatmulPlanData& plan, comm::CommImpl& co
     auto* staged = plan.stage_in_gather_out
                        ? gathered
                        : static_cast<uint8_t*>(workspace) + plan.staging_offset;
-    gs.on_piece = [&](int src, const uint8_t* data, uint64_t off, uint64_t n) {
+    auto on_piece = [&](int src, const uint8_t* data, uint64_t off, uint64_t n) {
       copy_unless_landed(staged + static_cast<uint64_t>(src) * gs.bytes + off,
                          src == p.rank ? x1 + off : data, n);
     };
+    gs.on_piece = std::ref(on_piece);
     exec::gather_stream(comm.transport(), gs);
     gemm.run(staged, p.m * p.world_size, RowScales{scales, true}, out, nullptr);
     return;
   }
-  gs.on_piece = [&](int src, const uint8_t* data, uint64_t off, uint64_t n) {
+  auto on_piece = [&](int src, const uint8_t* data, uint64_t off, uint64_t n) {
     const int64_t row = static_cast<int64_t>(src) * p.m + static_cast<int64_t>(off / row_bytes);
     const uint8_t* a = src == p.rank ? x1 + off : data;
     gemm.run(a, static_cast<int64_t>(n / row_bytes), RowScales{scales + row, true},
@@ -145,6 +149,7 @@ void run_quantized_fused(const AllGatherMatmulPlanData& plan, comm::CommImpl& co
              gathered != nullptr ? copy_target(gathered + static_cast<uint64_t>(row) * row_bytes, a)
                                  : nullptr);
   };
+  gs.on_piece = std::ref(on_piece);
   exec::gather_stream(comm.transport(), gs);
 }
 
@@ -167,10 +172,11 @@ void run_all_gather_matmul_fused(const AllGatherMatmulPlanData& plan, comm::Comm
   comm::GatherStream gs = row_stream(p, row_bytes);
   if (plan.stage_in_gather_out) {
     // Every row to its gather_out row as it arrives, then one GEMM there.
-    gs.on_piece = [&](int src, const uint8_t* data, uint64_t off, uint64_t n) {
+    auto on_piece = [&](int src, const uint8_t* data, uint64_t off, uint64_t n) {
       copy_unless_landed(gathered + static_cast<uint64_t>(src) * gs.bytes + off,
                          src == p.rank ? x1 + off : data, n);
     };
+    gs.on_piece = std::ref(on_piece);
     exec::gather_stream(comm.transport(), gs);
     gemm.run_staged(gathered, p.m * p.world_size, out);
     return;
@@ -178,7 +184,7 @@ void run_all_gather_matmul_fused(const AllGatherMatmulPlanData& plan, comm::Comm
   auto* ws = static_cast<uint8_t*>(workspace);
   RowBatcher batcher(gemm, plan.gemm_rows, ws + plan.staging_offset, ws + plan.staged_out_offset,
                      out, out_row_bytes);
-  gs.on_piece = [&](int src, const uint8_t* data, uint64_t off, uint64_t n) {
+  auto on_piece = [&](int src, const uint8_t* data, uint64_t off, uint64_t n) {
     const int64_t row = static_cast<int64_t>(src) * p.m + static_cast<int64_t>(off / row_bytes);
     const auto rows = static_cast<int64_t>(n / row_bytes);
     // This rank's own rows come from x1 itself, still warm in cache from pack.
@@ -188,6 +194,7 @@ void run_all_gather_matmul_fused(const AllGatherMatmulPlanData& plan, comm::Comm
                        : nullptr;
     batcher.add(a, rows, row, a_copy);
   };
+  gs.on_piece = std::ref(on_piece);
   exec::gather_stream(comm.transport(), gs);
   batcher.flush();
 }
