@@ -17,10 +17,8 @@ void add_bias_and_round(float* acc, int64_t rows, int64_t n, const BiasArg& bias
       convert(bias.data, bias.dtype, bias32, DType::kFloat32, static_cast<size_t>(n));
       b = bias32;
     }
-    for (int64_t r = 0; r < rows; ++r) {
-      float* row = acc + r * n;
-      for (int64_t j = 0; j < n; ++j) row[j] += b[j];
-    }
+    for (int64_t r = 0; r < rows; ++r)
+      kernels::cpu::add_f32(acc + r * n, b, static_cast<size_t>(n));
   }
   if (dst_dtype == DType::kFloat32)
     std::memcpy(dst, acc, count * sizeof(float));
