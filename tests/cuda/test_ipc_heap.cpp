@@ -5,26 +5,18 @@
 //    bytes, and
 //  - runs quant_all_reduce's dequant_sum over all ranks' blocks read in place, checked bit for
 //    bit against the CPU kernel over the same data (NaN payloads excepted).
-// The ranks are forked before any CUDA call (CUDA does not survive fork) and exchange their
-// handles through an anonymous shared mapping: that is this test's bootstrap, not the
-// transport under test (the product's exchange is the communicator's all_gather).
+// The ranks are separate processes meeting on a shared board (ranks.hpp).
 // Exit status: 0 passed, 1 failed, 77 skipped (no usable device; COMMFUSE_REQUIRE_GPU=1: 1).
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <atomic>
-#include <chrono>
 #include <cstring>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "check.hpp"
 #include "comm/cuda_ipc/ipc_heap.hpp"
 #include "kernels/cpu/dequant.hpp"
 #include "kernels/cuda/quant_reduce.hpp"
+#include "ranks.hpp"
 
 using commfuse::DType;
 using cudatest::ok;
@@ -33,36 +25,8 @@ namespace cpu = commfuse::kernels::cpu;
 
 namespace {
 
-constexpr int kMaxRanks = 4;
-constexpr size_t kRecordBytes = 512;
 constexpr int64_t kRows = 37, kH = 1024;  // MX e4m3fn: 1024 codes, 32 scale bytes a row
 constexpr int64_t kScaleRow = kH / 32;
-
-// The ranks' meeting place: a counter per exchange round and one record slot per rank.
-struct Board {
-  std::atomic<int> arrived[8];
-  uint32_t len[8][kMaxRanks];
-  char data[8][kMaxRanks][kRecordBytes];
-};
-
-// all_gather over the board, round `round`; gives up (exit 1) after 60 s.
-std::vector<std::string> exchange(Board* b, int round, int rank, int size, const std::string& s) {
-  if (s.size() > kRecordBytes) std::exit(1);
-  std::memcpy(b->data[round][rank], s.data(), s.size());
-  b->len[round][rank] = static_cast<uint32_t>(s.size());
-  b->arrived[round].fetch_add(1, std::memory_order_acq_rel);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (b->arrived[round].load(std::memory_order_acquire) < size) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      std::fprintf(stderr, "FAILED: rank %d: exchange %d timed out\n", rank, round);
-      std::exit(1);
-    }
-    std::this_thread::yield();
-  }
-  std::vector<std::string> all;
-  for (int r = 0; r < size; ++r) all.emplace_back(b->data[round][r], b->len[round][r]);
-  return all;
-}
 
 // Rank r's block: codes over every e4m3fn code (NaNs included) and scale bytes.
 void make_block(int r, std::vector<uint8_t>& codes, std::vector<uint8_t>& scales) {
@@ -77,9 +41,8 @@ bool is_nan_f32(uint32_t b) {
   return (b & 0x7F800000u) == 0x7F800000u && (b & 0x7FFFFFu) != 0;
 }
 
-int run_rank(Board* board, int rank, int size) {
-  int round = 0;
-  auto all_gather = [&](const std::string& s) { return exchange(board, round++, rank, size, s); };
+int run_rank(cudatest::Meeting& meeting, int rank, int size) {
+  auto all_gather = [&](const std::string& s) { return meeting.all_gather(s); };
   const size_t codes_bytes = static_cast<size_t>(kRows * kH);
   const size_t scales_at = (codes_bytes + 255) / 256 * 256;
   commfuse::comm::cuda_ipc::IpcHeap heap(
@@ -91,9 +54,10 @@ int run_rank(Board* board, int rank, int size) {
   ok(cudaMemcpy(local + scales_at, scales[rank].data(), scales[rank].size(),
                 cudaMemcpyHostToDevice),
      "fill scales");
-  heap.publish(nullptr);
+  heap.publish(commfuse::comm::cuda_ipc::Signal::kReady, nullptr);
   all_gather("published");
-  for (int r = 0; r < size; ++r) heap.wait_for(r, nullptr);
+  for (int r = 0; r < size; ++r)
+    heap.wait_for(r, commfuse::comm::cuda_ipc::Signal::kReady, nullptr);
 
   // The peers' codes, copied out of their heaps.
   uint8_t* gathered = nullptr;
@@ -156,82 +120,13 @@ int run_rank(Board* board, int rank, int size) {
   return cudatest::g_failures == 0 ? 0 : 1;
 }
 
-// Runs `fn` in a child (so this process never initializes CUDA); its exit status.
-template <typename F>
-int in_child(F&& fn) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    int rc = 1;
-    try {
-      rc = fn();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "FAILED: %s\n", e.what());
-    }
-    std::fflush(nullptr);
-    _exit(rc);
-  }
-  if (pid < 0) return 1;
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid) return 1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-}
-
 }  // namespace
 
 int main() {
-  // The device check runs in a child too: a CUDA runtime initialized here would not
-  // survive the forks below.
-  std::fflush(nullptr);  // nothing buffered may be printed again by the children
-  const int probe = in_child([] {
-    const int rc = cudatest::exit_without_device();
-    if (rc >= 0) return rc;
-    // A GPU that cannot share memory between processes fails every rank slowly (each waits
-    // for the exchange's deadline): say why at once instead.
-    int ipc = 0, mode = 0;
-    cudaDeviceGetAttribute(&ipc, cudaDevAttrIpcEventSupport, 0);
-    cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, 0);
-    if (ipc != 0 && mode == cudaComputeModeDefault) return 0;
-    std::printf("device cases SKIPPED: device 0 %s\n",
-                ipc == 0 ? "supports no CUDA IPC" : "is not in the default compute mode");
-    const char* require = std::getenv("COMMFUSE_REQUIRE_GPU");
-    return require != nullptr && std::string(require) == "1" ? 1 : 77;
-  });
-  if (probe != 0) return probe;
+  if (const int probe = cudatest::probe_ipc_device(); probe != 0) return probe;
   int failed = 0;
-  for (const int size : {1, 2, 4}) {
-    void* mem =
-        mmap(nullptr, sizeof(Board), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) return 1;
-    auto* board = new (mem) Board{};
-    std::vector<pid_t> pids;
-    int bad = 0;
-    std::fflush(nullptr);
-    for (int r = 0; r < size; ++r) {
-      const pid_t pid = fork();
-      if (pid == 0) {
-        int rc = 1;
-        try {
-          rc = run_rank(board, r, size);
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "FAILED: rank %d of %d: %s\n", r, size, e.what());
-        }
-        std::fflush(nullptr);
-        _exit(rc);
-      }
-      if (pid < 0)
-        ++bad;  // the other ranks then fail their exchange at its deadline
-      else
-        pids.push_back(pid);
-    }
-    for (const pid_t pid : pids) {
-      int status = 0;
-      const bool reaped = waitpid(pid, &status, 0) == pid;
-      bad += !(reaped && WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    }
-    std::printf("W=%d ranks sharing the GPU: %s\n", size, bad == 0 ? "passed" : "FAILED");
-    std::fflush(nullptr);
-    failed += bad;
-    munmap(mem, sizeof(Board));
-  }
+  for (const int size : {1, 2, 4})
+    failed += cudatest::run_ranks(
+        size, [&](cudatest::Meeting& meeting, int rank) { return run_rank(meeting, rank, size); });
   return failed == 0 ? 0 : 1;
 }

@@ -12,11 +12,11 @@
 namespace commfuse::comm::cuda_ipc {
 namespace {
 
-// What a rank tells its peers: its heap's and event's handles, and which process it is (a
+// What a rank tells its peers: its heap's and events' handles, and which process it is (a
 // random token: pids repeat across PID namespaces).
 struct Record {
   cudaIpcMemHandle_t mem;
-  cudaIpcEventHandle_t event;
+  cudaIpcEventHandle_t events[kSignals];
   int device;
   uint64_t process;
 };
@@ -45,7 +45,7 @@ IpcHeap::IpcHeap(int rank, int size, size_t bytes, const AllGather& all_gather)
       size_(size),
       bytes_(bytes),
       ptrs_(static_cast<size_t>(size), nullptr),
-      events_(static_cast<size_t>(size), nullptr) {
+      events_(static_cast<size_t>(size) * kSignals, nullptr) {
   CF_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "CUDA IPC heap: rank ", rank, " of size ",
                size);
   CF_CHECK_ARG(bytes > 0, "CUDA IPC heap: bytes must be positive");
@@ -63,12 +63,14 @@ void IpcHeap::open_all(const AllGather& all_gather) {
   check(cudaGetDevice(&mine.device), rank, "cudaGetDevice");
   mine.process = process_token();
   check(cudaMalloc(&ptrs_[static_cast<size_t>(rank)], bytes_), rank, "cudaMalloc");
-  cudaEvent_t ev = nullptr;
-  check(cudaEventCreateWithFlags(&ev, cudaEventInterprocess | cudaEventDisableTiming), rank,
-        "cudaEventCreateWithFlags");
-  events_[static_cast<size_t>(rank)] = ev;
   check(cudaIpcGetMemHandle(&mine.mem, local()), rank, "cudaIpcGetMemHandle");
-  check(cudaIpcGetEventHandle(&mine.event, ev), rank, "cudaIpcGetEventHandle");
+  for (int s = 0; s < kSignals; ++s) {
+    cudaEvent_t ev = nullptr;
+    check(cudaEventCreateWithFlags(&ev, cudaEventInterprocess | cudaEventDisableTiming), rank,
+          "cudaEventCreateWithFlags");
+    events_[slot(rank, s)] = ev;
+    check(cudaIpcGetEventHandle(&mine.events[s], ev), rank, "cudaIpcGetEventHandle");
+  }
   const std::vector<std::string> all =
       all_gather(std::string(reinterpret_cast<const char*>(&mine), sizeof mine));
   if (static_cast<int>(all.size()) != size)
@@ -91,9 +93,11 @@ void IpcHeap::open_all(const AllGather& all_gather) {
     check(cudaIpcOpenMemHandle(&ptrs_[static_cast<size_t>(r)], peer.mem,
                                cudaIpcMemLazyEnablePeerAccess),
           rank, "cudaIpcOpenMemHandle", r);
-    cudaEvent_t pev = nullptr;
-    check(cudaIpcOpenEventHandle(&pev, peer.event), rank, "cudaIpcOpenEventHandle", r);
-    events_[static_cast<size_t>(r)] = pev;
+    for (int s = 0; s < kSignals; ++s) {
+      cudaEvent_t pev = nullptr;
+      check(cudaIpcOpenEventHandle(&pev, peer.events[s]), rank, "cudaIpcOpenEventHandle", r);
+      events_[slot(r, s)] = pev;
+    }
   }
 }
 
@@ -101,13 +105,20 @@ IpcHeap::~IpcHeap() {
   release();
 }
 
+void IpcHeap::destroy_events(int r) {
+  for (int s = 0; s < kSignals; ++s) {
+    void*& ev = events_[slot(r, s)];
+    if (ev != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(ev));
+    ev = nullptr;
+  }
+}
+
 void IpcHeap::close_peers() {
   for (int r = 0; r < size_; ++r) {
     const auto i = static_cast<size_t>(r);
     if (r == rank_) continue;
-    if (events_[i] != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(events_[i]));
+    destroy_events(r);
     if (ptrs_[i] != nullptr) cudaIpcCloseMemHandle(ptrs_[i]);
-    events_[i] = nullptr;
     ptrs_[i] = nullptr;
   }
 }
@@ -115,9 +126,8 @@ void IpcHeap::close_peers() {
 void IpcHeap::release() {
   close_peers();
   const auto i = static_cast<size_t>(rank_);
-  if (events_[i] != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(events_[i]));
+  destroy_events(rank_);
   if (ptrs_[i] != nullptr) cudaFree(ptrs_[i]);
-  events_[i] = nullptr;
   ptrs_[i] = nullptr;
 }
 
@@ -126,16 +136,16 @@ void* IpcHeap::peer(int r) const {
   return ptrs_[static_cast<size_t>(r)];
 }
 
-void IpcHeap::publish(void* stream) {
-  check(cudaEventRecord(static_cast<cudaEvent_t>(events_[static_cast<size_t>(rank_)]),
+void IpcHeap::publish(Signal s, void* stream) {
+  check(cudaEventRecord(static_cast<cudaEvent_t>(events_[slot(rank_, static_cast<int>(s))]),
                         static_cast<cudaStream_t>(stream)),
         rank_, "cudaEventRecord");
 }
 
-void IpcHeap::wait_for(int r, void* stream) {
+void IpcHeap::wait_for(int r, Signal s, void* stream) {
   CF_ASSERT(r >= 0 && r < size_);
   check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream),
-                            static_cast<cudaEvent_t>(events_[static_cast<size_t>(r)]), 0),
+                            static_cast<cudaEvent_t>(events_[slot(r, static_cast<int>(s))]), 0),
         rank_, "cudaStreamWaitEvent", r);
 }
 

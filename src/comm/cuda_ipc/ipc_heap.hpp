@@ -4,15 +4,17 @@
 // writes) any peer's heap in place — between processes on different GPUs (peer access) and
 // between processes sharing one GPU (the machines lent here have one H200).
 //
-// Readiness crosses processes through one interprocess event per rank: the owner records it
-// after its writes (publish), a reader's stream waits for it (wait_for). A wait refers to the
+// Readiness crosses processes through two interprocess events per rank (Signal): the owner
+// records kReady after its writes to its heap, a reader records kDone after its reads of the
+// peers' heaps, and a stream waits for a peer's signal with wait_for. A wait refers to the
 // latest recording at the time it is enqueued, so the caller orders them with a host
 // exchange: the owner publishes, then all ranks exchange (all_gather), then readers wait —
-// and the owner records again only after the next exchange, by which time every reader has
-// enqueued its wait. That covers reading after the owner wrote; before the owner writes its
-// heap again, each reader must publish after its reads and the owner wait_for every reader
-// (so no queued read sees the new data). The exchange is the caller's (the communicator's
-// all_gather in the product), given as a function, so this class depends on no transport.
+// and the owner records the same signal again only after the next exchange, by which time
+// every reader has enqueued its wait. Before the owner writes its heap again, it waits for
+// every reader's kDone (so no queued read sees the new data); a later kDone of the same
+// reader comes after it in that reader's stream order, so waiting on it is as safe.
+// The exchange is the caller's (the communicator's all_gather in the product), given as a
+// function, so this class depends on no transport.
 //
 // Teardown, as CUDA requires (an exporter must not free memory a peer still has mapped):
 // every rank close_peers(), then a host exchange, then the destructors free the heaps.
@@ -24,6 +26,10 @@
 #include <vector>
 
 namespace commfuse::comm::cuda_ipc {
+
+// The two readiness signals of every rank (one interprocess event each).
+enum class Signal : int { kReady = 0, kDone = 1 };
+inline constexpr int kSignals = 2;
 
 class IpcHeap {
  public:
@@ -46,20 +52,25 @@ class IpcHeap {
   // Rank r's heap as this process addresses it (r == rank(): local()).
   void* peer(int r) const;
 
-  // Records this rank's event on `stream` (a cudaStream_t), after its writes to local().
-  void publish(void* stream);
-  // Makes `stream` wait for rank r's latest publish (see the ordering rule above).
-  void wait_for(int r, void* stream);
+  // Records this rank's signal on `stream` (a cudaStream_t): kReady after its writes to
+  // local(), kDone after its reads of the peers' heaps.
+  void publish(Signal s, void* stream);
+  // Makes `stream` wait for rank r's latest recording of s (see the ordering rule above).
+  void wait_for(int r, Signal s, void* stream);
   // Unmaps the peers' heaps and drops their events (after this rank's reads have finished).
   void close_peers();
 
  private:
   int rank_, size_;
   size_t bytes_;
-  std::vector<void*> ptrs_;    // every rank's heap in this process's address space
-  std::vector<void*> events_;  // cudaEvent_t: this rank's own and the opened peers'
+  std::vector<void*> ptrs_;  // every rank's heap in this process's address space
+  // cudaEvent_t, kSignals per rank (rank r's signal s at r * kSignals + s): this rank's own
+  // and the opened peers'
+  std::vector<void*> events_;
 
+  static size_t slot(int r, int s) { return static_cast<size_t>(r) * kSignals + s; }
   void open_all(const AllGather& all_gather);  // the constructor's work
+  void destroy_events(int r);                  // rank r's events (own or opened)
   void release();                              // everything acquired so far
 };
 

@@ -1,0 +1,96 @@
+// What one communicator keeps for its GPU calls (issue 17's intra-node transport): the
+// symmetric device heap over CUDA IPC (comm/cuda_ipc), in two halves used by alternate
+// calls, a copy stream for the copies that overlap the GEMMs, and the GEMM's workspace.
+//
+// One call's protocol (the ordering rules are IpcHeap's):
+//   begin_call   the caller's stream waits for every peer's kDone (their reads of this half,
+//                two calls ago, are finished), then the op writes its half and publishes
+//                kReady on the stream
+//   exchange     the host barrier that orders every publish before every wait
+//   readers      wait for a peer's kReady, read its half in place, and finish with kDone
+//                (end_call)
+// Alternating halves means a call never waits for the previous call's readers: one host
+// barrier per call (plus one while the heap grows).
+//
+// Needs no communicator: the host exchanges are functions (the communicator's all_gather and
+// barrier in the product; a shared-memory board in scripts/gpu-check.sh's tests).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "comm/cuda_ipc/ipc_heap.hpp"
+
+namespace commfuse::ops::cuda {
+
+struct HostExchange {
+  comm::cuda_ipc::IpcHeap::AllGather all_gather;  // set-up: every rank's bytes, rank order
+  std::function<void()> barrier;                  // per call
+};
+
+class DeviceContext {
+ public:
+  // On the current CUDA device. Collective only when the heap is first needed.
+  DeviceContext(int rank, int size, HostExchange exchange);
+  // Waits for this rank's queued work, then tears the heap down collectively (IpcHeap's
+  // teardown); a failed exchange (a dead peer) is logged and the memory freed anyway.
+  ~DeviceContext();
+  DeviceContext(const DeviceContext&) = delete;
+  DeviceContext& operator=(const DeviceContext&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int device() const { return device_; }
+
+  // One call's half of the heap: this rank's part and every rank's, as this process maps them.
+  struct Half {
+    void* mine = nullptr;
+    std::vector<void*> part;  // part[r]: rank r's half (part[rank] == mine)
+  };
+  // Starts a call that puts `bytes` per rank into the heap: grows the heap if needed
+  // (collective: every rank of a call asks for the same bytes), switches halves and makes
+  // `stream` (cudaStream_t) wait until no peer still reads the half, and until this rank's
+  // previous call has finished (calls on one communicator run in order, whichever streams
+  // they are queued on: they share the workspace and scratch).
+  Half begin_call(size_t bytes, void* stream);
+  // After this rank's writes to its half are queued on `stream`.
+  void publish_ready(void* stream);
+  // The host barrier between publishing and waiting.
+  void exchange();
+  // `stream` waits for rank r's kReady of this call.
+  void wait_ready(int r, void* stream);
+  // Ends the call, after every read of the peers' halves and every use of the workspace and
+  // scratch is queued on `stream`.
+  void end_call(void* stream);
+
+  // The copy stream (cudaStream_t), and two events to fork it from / join it to a stream.
+  void* copy_stream() const { return copy_stream_; }
+  void fork_copies(void* from_stream);  // copy stream waits for from_stream's work so far
+  void join_copies(void* to_stream);    // to_stream waits for the copy stream's work so far
+
+  // The GEMM's workspace (kernels/cuda kGemmWorkspaceBytes), and fp32 scratch of at least
+  // `bytes` owned by this rank alone (grown after `stream` finished with the old one).
+  void* gemm_workspace() const { return gemm_ws_; }
+  float* scratch(size_t bytes, void* stream);
+
+ private:
+  int rank_, size_, device_ = 0;
+  HostExchange exchange_;
+  std::unique_ptr<comm::cuda_ipc::IpcHeap> heap_;
+  size_t half_bytes_ = 0;  // each half of every rank's heap
+  int half_ = 1;           // the current call's half (the first call takes half 0)
+  void* copy_stream_ = nullptr;
+  void* fork_event_ = nullptr;
+  void* join_event_ = nullptr;
+  void* call_event_ = nullptr;  // the end of this rank's latest call
+  void* gemm_ws_ = nullptr;
+  void* scratch_ = nullptr;
+  size_t scratch_bytes_ = 0;
+
+  void grow(size_t half_bytes);  // collective
+  void drop_heap();              // collective: IpcHeap's teardown
+};
+
+}  // namespace commfuse::ops::cuda

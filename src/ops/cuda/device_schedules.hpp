@@ -1,0 +1,43 @@
+// all_gather_matmul, matmul_reduce_scatter and matmul_all_reduce on the GPU (SPEC §2), over a
+// communicator's DeviceContext. Every call is queued on the caller's stream and returns once
+// queued (as cuBLAS and NCCL calls do); the host takes part only in the one barrier that
+// orders the ranks' publishes before their reads.
+//
+// all_gather_matmul: x1 is copied into this rank's half of the symmetric heap; the GEMM runs
+// on the local rows first (they need no wait), then on each peer's rows read in place from
+// its heap as its kReady fires, peers in rotated order (rank + 1 first) so the ranks do not
+// all read one peer at once; gather_out is filled by the copy stream alongside the GEMMs.
+// The reducing ops put their fp32 partial product into the heap and sum the partials of
+// their rows in rank order (rows of their block for reduce_scatter, all rows for
+// all_reduce), the bias added once, one rounding: the CPU path's order of operations, so
+// every rank of matmul_all_reduce gets the same bits.
+#pragma once
+
+#include <commfuse/commfuse.hpp>
+
+#include <cstdint>
+
+#include "ops/cuda/device_context.hpp"
+
+namespace commfuse::ops::cuda {
+
+// The operands, validated (device pointers, dense row-major unless said).
+struct DeviceMatmul {
+  DType dtype = DType::kBFloat16;  // x1 and x2: float32, float16 or bfloat16
+  int64_t m = 0, k = 0, n = 0;     // x1 is (m, k) on this rank
+  const void* x1 = nullptr;
+  const void* x2 = nullptr;  // (k, n) with row stride ld_x2, or transposed: (n, k) stored
+  int64_t ld_x2 = 0;
+  bool x2_transposed = false;
+  const void* bias = nullptr;  // (n,) or null
+  DType bias_dtype = DType::kFloat32;
+  void* out = nullptr;  // dtype; shape per op
+};
+
+// out (m·R, n) = gather_out @ x2 + bias; gather_out (m·R, k) or null.
+void all_gather_matmul(DeviceContext& ctx, const DeviceMatmul& a, void* gather_out, void* stream);
+// reduce_scatter (all_reduce false): out (m/R, n) = rank's rows of Σ_s x1_s @ x2_s, + bias;
+// all_reduce: out (m, n), all rows.
+void matmul_reduce(DeviceContext& ctx, const DeviceMatmul& a, bool all_reduce, void* stream);
+
+}  // namespace commfuse::ops::cuda

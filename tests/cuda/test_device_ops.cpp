@@ -1,0 +1,315 @@
+// The operators' GPU schedules (ops/cuda/device_schedules.hpp) over the device context and
+// its CUDA IPC heap, with W = 1, 2 and 4 ranks as processes sharing the GPU (ranks.hpp):
+// all_gather_matmul (x2 plain and transposed, bias of x1's dtype or fp32, with and without
+// gather_out), matmul_reduce_scatter and matmul_all_reduce, in bf16, fp16 and fp32.
+//
+// The operands are multiples of 1/4 in [-2, 2], so every product and every partial sum is
+// exact in fp32: the result is the exact value rounded once to the output dtype whatever
+// order cuBLASLt accumulates in, and is compared bit for bit with the float64 reference
+// rounded by commfuse::convert. Every case runs twice with different data (the two halves
+// of the heap), then once with more rows than the heap holds (it grows), then with m = 0.
+// matmul_all_reduce must give every rank the same bits, and each rank's
+// matmul_reduce_scatter rows must be its rows of matmul_all_reduce, bit for bit.
+// The sum kernel itself (kernels/cuda/sum_rows.hpp) is checked against the CPU's order of
+// operations on random floats, and its argument checks without a device.
+// Exit status: 0 passed, 1 failed, 77 skipped (no usable device; COMMFUSE_REQUIRE_GPU=1: 1).
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "check.hpp"
+#include "kernels/cuda/sum_rows.hpp"
+#include "ops/cuda/device_schedules.hpp"
+#include "ranks.hpp"
+
+using commfuse::DType;
+using cudatest::ok;
+namespace kc = commfuse::kernels::cuda;
+namespace oc = commfuse::ops::cuda;
+
+namespace {
+
+// A device buffer holding `values` converted to `dtype` (exactly, for the test's values).
+struct DeviceTensor {
+  void* p = nullptr;
+  size_t bytes = 0;
+  DeviceTensor(const std::vector<float>& values, DType dtype) {
+    bytes = commfuse::dtype_storage_bytes(dtype, values.size());
+    std::vector<uint8_t> host(bytes);
+    if (!values.empty())
+      commfuse::convert(values.data(), DType::kFloat32, host.data(), dtype, values.size());
+    ok(cudaMalloc(&p, bytes == 0 ? 1 : bytes), "cudaMalloc");
+    if (bytes != 0) ok(cudaMemcpy(p, host.data(), bytes, cudaMemcpyHostToDevice), "upload");
+  }
+  DeviceTensor(size_t elems, DType dtype) : DeviceTensor(std::vector<float>(elems, 7.f), dtype) {}
+  ~DeviceTensor() { cudaFree(p); }
+  DeviceTensor(const DeviceTensor&) = delete;
+  DeviceTensor& operator=(const DeviceTensor&) = delete;
+  std::vector<uint8_t> download() const {
+    std::vector<uint8_t> h(bytes);
+    ok(cudaDeviceSynchronize(), "synchronize");
+    if (bytes != 0) ok(cudaMemcpy(h.data(), p, bytes, cudaMemcpyDeviceToHost), "download");
+    return h;
+  }
+};
+
+const char* name(DType t) {
+  return commfuse::dtype_name(t).data();  // the names are NUL-terminated literals
+}
+
+// Multiples of 1/4 in [-2, 2], the same on every rank for the same seed.
+std::vector<float> quarters(size_t count, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<float> v(count);
+  for (auto& x : v) x = static_cast<float>(static_cast<int>(rng() % 17) - 8) / 4.f;
+  return v;
+}
+
+// The exact values rounded once to dtype, as bytes.
+std::vector<uint8_t> rounded(const std::vector<double>& exact, DType dtype) {
+  std::vector<float> f(exact.begin(), exact.end());  // exact: see the header
+  std::vector<uint8_t> out(commfuse::dtype_storage_bytes(dtype, f.size()));
+  if (!f.empty()) commfuse::convert(f.data(), DType::kFloat32, out.data(), dtype, f.size());
+  return out;
+}
+
+struct Case {
+  int64_t m, k, n;
+  bool transposed;
+  int bias;  // 0 none, 1 x1's dtype, 2 float32
+  bool gather;
+};
+
+// Rank r's operands of a case with data seed `seed`: x1 (m, k), x2 as stored, bias (n).
+struct Operands {
+  std::vector<float> x1, x2, bias;
+};
+Operands operands(const Case& c, int r, unsigned seed) {
+  return {quarters(static_cast<size_t>(c.m * c.k), seed * 1000 + 10 * r + 1),
+          quarters(static_cast<size_t>(c.k * c.n), seed * 1000 + 10 * r + 2),
+          quarters(static_cast<size_t>(c.n), seed * 1000 + 3)};
+}
+// x2[kk][j] of a stored operand.
+float x2_at(const Case& c, const std::vector<float>& x2, int64_t kk, int64_t j) {
+  return c.transposed ? x2[static_cast<size_t>(j * c.k + kk)]
+                      : x2[static_cast<size_t>(kk * c.n + j)];
+}
+
+oc::DeviceMatmul describe(const Case& c, DType dtype, const DeviceTensor& x1,
+                          const DeviceTensor& x2, const DeviceTensor* bias, DeviceTensor& out) {
+  oc::DeviceMatmul a;
+  a.dtype = dtype;
+  a.m = c.m, a.k = c.k, a.n = c.n;
+  a.x1 = x1.p;
+  a.x2 = x2.p;
+  a.ld_x2 = c.transposed ? c.k : c.n;
+  a.x2_transposed = c.transposed;
+  a.bias = bias != nullptr ? bias->p : nullptr;
+  a.bias_dtype = c.bias == 2 ? DType::kFloat32 : dtype;
+  a.out = out.p;
+  return a;
+}
+
+void check_bytes(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
+                 const char* what, int rank, int size, DType dtype, const Case& c) {
+  CHECK(got == want, "rank %d of %d: %s %s m=%lld k=%lld n=%lld t=%d bias=%d differs", rank, size,
+        what, name(dtype), static_cast<long long>(c.m), static_cast<long long>(c.k),
+        static_cast<long long>(c.n), c.transposed, c.bias);
+}
+
+void all_gather_matmul_case(oc::DeviceContext& ctx, const Case& c, DType dtype, unsigned seed) {
+  const int rank = ctx.rank(), size = ctx.size();
+  const Operands mine = operands(c, rank, seed);
+  DeviceTensor x1(mine.x1, dtype), x2(mine.x2, dtype);
+  DeviceTensor bias(mine.bias, c.bias == 2 ? DType::kFloat32 : dtype);
+  DeviceTensor out(static_cast<size_t>(c.m * size * c.n), dtype);
+  DeviceTensor gathered(static_cast<size_t>(c.m * size * c.k), dtype);
+  oc::all_gather_matmul(ctx, describe(c, dtype, x1, x2, c.bias != 0 ? &bias : nullptr, out),
+                        c.gather ? gathered.p : nullptr, nullptr);
+  std::vector<double> want(static_cast<size_t>(c.m * size * c.n));
+  std::vector<float> want_gather;
+  for (int s = 0; s < size; ++s) {
+    const std::vector<float> x1s = operands(c, s, seed).x1;  // rank s's rows
+    want_gather.insert(want_gather.end(), x1s.begin(), x1s.end());
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < c.n; ++j) {
+        double acc = c.bias != 0 ? mine.bias[static_cast<size_t>(j)] : 0.0;
+        for (int64_t kk = 0; kk < c.k; ++kk)
+          acc += double{x1s[static_cast<size_t>(i * c.k + kk)]} * x2_at(c, mine.x2, kk, j);
+        want[static_cast<size_t>((s * c.m + i) * c.n + j)] = acc;
+      }
+  }
+  check_bytes(out.download(), rounded(want, dtype), "all_gather_matmul output", rank, size, dtype,
+              c);
+  if (c.gather)
+    check_bytes(gathered.download(),
+                rounded(std::vector<double>(want_gather.begin(), want_gather.end()), dtype),
+                "all_gather_matmul gather_out", rank, size, dtype, c);
+}
+
+// FNV-1a of a result, to compare ranks' bits over the board.
+std::string digest(const std::vector<uint8_t>& b) {
+  uint64_t h = 1469598103934665603ull;
+  for (const uint8_t x : b) h = (h ^ x) * 1099511628211ull;
+  return std::to_string(h);
+}
+
+void matmul_reduce_case(oc::DeviceContext& ctx, cudatest::Meeting& meeting, const Case& c,
+                        DType dtype, unsigned seed) {
+  const int rank = ctx.rank(), size = ctx.size();
+  const Operands mine = operands(c, rank, seed);
+  DeviceTensor x1(mine.x1, dtype), x2(mine.x2, dtype);
+  DeviceTensor bias(mine.bias, c.bias == 2 ? DType::kFloat32 : dtype);
+  DeviceTensor all(static_cast<size_t>(c.m * c.n), dtype);
+  DeviceTensor block(static_cast<size_t>(c.m / size * c.n), dtype);
+  const DeviceTensor* b = c.bias != 0 ? &bias : nullptr;
+  oc::matmul_reduce(ctx, describe(c, dtype, x1, x2, b, all), /*all_reduce=*/true, nullptr);
+  oc::matmul_reduce(ctx, describe(c, dtype, x1, x2, b, block), /*all_reduce=*/false, nullptr);
+  std::vector<double> want(static_cast<size_t>(c.m * c.n));
+  for (int64_t i = 0; i < c.m; ++i)
+    for (int64_t j = 0; j < c.n; ++j) {
+      double acc = c.bias != 0 ? mine.bias[static_cast<size_t>(j)] : 0.0;  // same on all ranks
+      for (int s = 0; s < size; ++s) {
+        const Operands o = s == rank ? mine : operands(c, s, seed);
+        for (int64_t kk = 0; kk < c.k; ++kk)
+          acc += double{o.x1[static_cast<size_t>(i * c.k + kk)]} * x2_at(c, o.x2, kk, j);
+      }
+      want[static_cast<size_t>(i * c.n + j)] = acc;
+    }
+  const std::vector<uint8_t> got = all.download();
+  check_bytes(got, rounded(want, dtype), "matmul_all_reduce", rank, size, dtype, c);
+  const size_t bb = block.bytes;
+  check_bytes(block.download(),
+              std::vector<uint8_t>(got.begin() + static_cast<ptrdiff_t>(bb * rank),
+                                   got.begin() + static_cast<ptrdiff_t>(bb * (rank + 1))),
+              "matmul_reduce_scatter (its rows of matmul_all_reduce)", rank, size, dtype, c);
+  const std::vector<std::string> digests = meeting.all_gather(digest(got));
+  for (int s = 0; s < size; ++s)
+    CHECK(digests[static_cast<size_t>(s)] == digests[0],
+          "rank %d of %d: matmul_all_reduce's bits differ between rank 0 and rank %d", rank, size,
+          s);
+}
+
+// sum_bias_round against the CPU's order of operations on random floats (one rank).
+void sum_kernel_case(DType out_dtype, DType bias_dtype, int parts) {
+  constexpr int64_t kRows = 19, kN = 77, kLd = 80;
+  std::mt19937 rng(77 + parts);
+  std::normal_distribution<float> dist(0.f, 3.f);
+  std::vector<std::vector<float>> host(static_cast<size_t>(parts));
+  std::vector<std::unique_ptr<DeviceTensor>> dev;
+  std::vector<const float*> ptrs;
+  for (auto& h : host) {
+    h.resize(static_cast<size_t>(kRows * kLd));
+    for (auto& x : h) x = dist(rng);
+    dev.push_back(std::make_unique<DeviceTensor>(h, DType::kFloat32));
+    ptrs.push_back(static_cast<const float*>(dev.back()->p));
+  }
+  std::vector<float> bias(kN);
+  for (auto& x : bias) x = dist(rng);
+  // The bias as the kernel sees it: rounded to its dtype first.
+  std::vector<uint8_t> bias_bytes(commfuse::dtype_storage_bytes(bias_dtype, kN));
+  commfuse::convert(bias.data(), DType::kFloat32, bias_bytes.data(), bias_dtype, kN);
+  commfuse::convert(bias_bytes.data(), bias_dtype, bias.data(), DType::kFloat32, kN);
+  DeviceTensor dbias(bias, bias_dtype), out(static_cast<size_t>(kRows * kN), out_dtype);
+  kc::SumRowsDesc d;
+  d.parts = parts;
+  d.part = ptrs.data();
+  d.ld_part = kLd;
+  d.rows = kRows;
+  d.n = kN;
+  d.bias = dbias.p;
+  d.bias_dtype = bias_dtype;
+  d.out_dtype = out_dtype;
+  d.out = out.p;
+  d.ld_out = kN;
+  kc::sum_bias_round(d, nullptr);
+  std::vector<float> want(static_cast<size_t>(kRows * kN));
+  for (int64_t i = 0; i < kRows; ++i)
+    for (int64_t j = 0; j < kN; ++j) {
+      volatile float acc = host[0][static_cast<size_t>(i * kLd + j)];  // no contraction
+      for (int p = 1; p < parts; ++p)
+        acc = acc + host[static_cast<size_t>(p)][static_cast<size_t>(i * kLd + j)];
+      acc = acc + bias[static_cast<size_t>(j)];
+      want[static_cast<size_t>(i * kN + j)] = acc;
+    }
+  std::vector<uint8_t> want_bytes(commfuse::dtype_storage_bytes(out_dtype, want.size()));
+  commfuse::convert(want.data(), DType::kFloat32, want_bytes.data(), out_dtype, want.size());
+  CHECK(out.download() == want_bytes, "sum_bias_round: %d parts, bias %s, out %s differs", parts,
+        name(bias_dtype), name(out_dtype));
+}
+
+int run_rank(cudatest::Meeting& meeting, int rank, int size) {
+  if (size == 1)
+    for (const DType out : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
+      for (const DType b : {DType::kFloat32, DType::kBFloat16, DType::kFloat16})
+        for (const int parts : {1, 3, 64}) sum_kernel_case(out, b, parts);
+  oc::HostExchange ex{[&](const std::string& s) { return meeting.all_gather(s); },
+                      [&] { meeting.barrier(); }};
+  {
+    oc::DeviceContext ctx(rank, size, ex);
+    const Case agm_cases[] = {
+        {5, 96, 40, false, 0, true}, {5, 96, 40, true, 1, false}, {3, 64, 24, false, 2, true}};
+    const Case reduce_cases[] = {{static_cast<int64_t>(3 * size), 96, 40, false, 0, false},
+                                 {static_cast<int64_t>(2 * size), 64, 24, true, 1, false},
+                                 {static_cast<int64_t>(size), 64, 24, false, 2, false}};
+    for (const DType dtype : {DType::kBFloat16, DType::kFloat16, DType::kFloat32})
+      for (const unsigned seed : {1u, 2u}) {  // two calls: both halves of the heap
+        for (const Case& c : agm_cases) all_gather_matmul_case(ctx, c, dtype, seed);
+        for (const Case& c : reduce_cases) matmul_reduce_case(ctx, meeting, c, dtype, seed);
+      }
+    // More than the first heap holds (2 MiB a half): it grows collectively.
+    all_gather_matmul_case(ctx, {1100, 1024, 16, false, 1, true}, DType::kBFloat16, 3);
+    matmul_reduce_case(ctx, meeting, {static_cast<int64_t>(512 * size), 64, 1024, true, 0, false},
+                       DType::kBFloat16, 4);
+    // m = 0: nothing to compute, the ranks still meet.
+    all_gather_matmul_case(ctx, {0, 64, 8, false, 0, true}, DType::kFloat32, 5);
+    matmul_reduce_case(ctx, meeting, {0, 64, 8, false, 0, false}, DType::kFloat32, 5);
+  }  // the context's collective teardown
+  return cudatest::g_failures == 0 ? 0 : 1;
+}
+
+// Argument checks of the sum kernel: rejected before any device work.
+void sum_kernel_rejections() {
+  static const float* part[1] = {reinterpret_cast<const float*>(uintptr_t{256})};
+  kc::SumRowsDesc valid;
+  valid.parts = 1;
+  valid.part = part;
+  valid.ld_part = 8;
+  valid.rows = 2;
+  valid.n = 8;
+  valid.out = reinterpret_cast<void*>(uintptr_t{512});
+  valid.ld_out = 8;
+  const cudatest::BadCase<kc::SumRowsDesc> cases[] = {
+      {"no parts", [](kc::SumRowsDesc& d) { d.parts = 0; }, "parts=0"},
+      {"too many parts", [](kc::SumRowsDesc& d) { d.parts = 65; }, "parts=65"},
+      {"n 0", [](kc::SumRowsDesc& d) { d.n = 0; }, "n=0"},
+      {"ld_part short", [](kc::SumRowsDesc& d) { d.ld_part = 7; }, "ld_part=7"},
+      {"ld_out short", [](kc::SumRowsDesc& d) { d.ld_out = 7; }, "ld_out=7"},
+      {"int8 out", [](kc::SumRowsDesc& d) { d.out_dtype = DType::kInt8; }, "out_dtype int8"},
+      {"int32 bias",
+       [](kc::SumRowsDesc& d) {
+         d.bias = d.out;
+         d.bias_dtype = DType::kInt32;
+       },
+       "bias_dtype int32"},
+      {"null out", [](kc::SumRowsDesc& d) { d.out = nullptr; }, "out is null"},
+      {"odd out", [](kc::SumRowsDesc& d) { d.out = reinterpret_cast<void*>(uintptr_t{513}); },
+       "out is not aligned"},
+  };
+  cudatest::expect_rejected(valid, cases,
+                            [](const kc::SumRowsDesc& d) { kc::sum_bias_round(d, nullptr); });
+}
+
+}  // namespace
+
+int main() {
+  sum_kernel_rejections();
+  if (cudatest::g_failures != 0) return cudatest::finish("device ops");
+  if (const int probe = cudatest::probe_ipc_device(); probe != 0) return probe;
+  int failed = 0;
+  for (const int size : {1, 2, 4})
+    failed += cudatest::run_ranks(
+        size, [&](cudatest::Meeting& meeting, int rank) { return run_rank(meeting, rank, size); });
+  return failed == 0 ? 0 : 1;
+}
