@@ -166,6 +166,23 @@ Comm& find_comm(std::string_view name);
 // Inputs are never written through it. ndim == 0 means "absent" (an optional tensor not
 // given). The ops take row-major (ND) tensors; x2 may also be a transposed view, e.g.
 // TensorView(w, dtype, {n, k}).t() for an (n, k) buffer used as (k, n).
+//
+// A tensor is host memory unless its device says otherwise: all_gather_matmul,
+// matmul_reduce_scatter and matmul_all_reduce also take tensors in CUDA device memory (every
+// tensor of a call on the same device, the device current on the calling thread, every rank
+// on one host), queue their work on the options' stream and return once it is queued.
+enum class DeviceType : int32_t { kCpu = 0, kCuda = 1 };
+struct Device {
+  DeviceType type = DeviceType::kCpu;
+  int index = 0;  // the CUDA device ordinal; 0 for the CPU
+  friend bool operator==(const Device& a, const Device& b) {
+    return a.type == b.type && a.index == b.index;
+  }
+  friend bool operator!=(const Device& a, const Device& b) { return !(a == b); }
+};
+// "cpu", "cuda:0"
+std::string device_name(Device d);
+
 struct TensorView {
   static constexpr int kMaxDims = 8;
 
@@ -174,6 +191,7 @@ struct TensorView {
   int ndim = 0;
   int64_t shape[kMaxDims] = {};
   int64_t strides[kMaxDims] = {};
+  Device device;
 
   TensorView() = default;
   // Contiguous row-major. More than kMaxDims dims, or more than 2^63 - 1 elements (strides
@@ -203,6 +221,10 @@ struct AllGatherMatmulOptions {
   int64_t gather_index = 0;   // 0 only: gather x1
   bool gather_output = true;  // false: gather_out must be absent or shape (0,)
   int64_t comm_turn = 0;      // 0 = automatic chunking, 1..64 = chunks per rank block
+  // CUDA device tensors: the cudaStream_t the op is queued on (null: the legacy default
+  // stream). Outputs are ready when the stream's work so far is; calls on one communicator
+  // run in call order whatever streams they are queued on. Unused for host tensors.
+  void* stream = nullptr;
 };
 
 // MatmulReduceScatter and MatmulAllReduce.
@@ -217,7 +239,8 @@ struct MatmulReduceOptions {
   // m = all leading dims' rows.
   std::optional<TensorView> x1_scale;
   std::optional<TensorView> x2_scale;
-  int64_t comm_turn = 0;  // as AllGatherMatmulOptions::comm_turn
+  int64_t comm_turn = 0;   // as AllGatherMatmulOptions::comm_turn
+  void* stream = nullptr;  // as AllGatherMatmulOptions::stream
 };
 
 namespace ops {

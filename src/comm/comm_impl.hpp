@@ -27,12 +27,22 @@ class CommImpl {
   // for the deadline, and the communicator stays usable on every rank. Throws `code`.
   [[noreturn]] void reject(Status code, const std::string& message);
 
+  // What a higher layer keeps per communicator (the CUDA backend's device context, created
+  // by its first device call): destroyed before the transport, while the peers can still
+  // be reached.
+  struct Attachment {
+    virtual ~Attachment() = default;
+  };
+  Attachment* attachment() const { return attachment_.get(); }
+  void attach(std::unique_ptr<Attachment> a) { attachment_ = std::move(a); }
+
  private:
   int rank_;
   int world_size_;
   int local_ranks_;
   std::string name_;
   std::unique_ptr<Transport> transport_;
+  std::unique_ptr<Attachment> attachment_;  // after transport_: destroyed before it
 };
 
 // Creates the communicator: bootstrap, transport selection, shm mapping.

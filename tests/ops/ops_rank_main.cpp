@@ -2,7 +2,8 @@
 // by mpirun (init "mpi"), like the collectives' multi-rank tests. Prints
 // "rank R: <case> OK" and exits 0, or prints what went wrong and exits 1.
 //
-//   commfuse_ops_rank_tests numerics | c_api | reject | reject_peer | recover | fault | soak
+//   commfuse_ops_rank_tests numerics | c_api | reject | reject_peer | device_reject | recover |
+//                           fault | soak
 #include <commfuse/commfuse.hpp>
 
 #include <cstdio>
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
       {"reject_peer", optest::case_reject_peer},
       {"alltoall_numerics", optest::case_alltoall_numerics},
       {"alltoall_reject", optest::case_alltoall_reject},
+      {"device_reject", optest::case_device_reject},
       {"recover", optest::case_recover},
       {"fault", optest::case_fault},
       {"soak", optest::case_soak},

@@ -6,6 +6,7 @@
 #include "ops/all_gather_matmul/plan.hpp"
 #include "ops/common/call_workspace.hpp"
 #include "ops/common/plan_impl.hpp"
+#include "ops/cuda/device_plans.hpp"
 
 namespace commfuse {
 
@@ -28,13 +29,17 @@ AllGatherMatmulPlan::AllGatherMatmulPlan(const TensorView& x1, const TensorView&
                                          std::string_view group, int world_size,
                                          const TensorView& output, const TensorView& gather_out,
                                          const AllGatherMatmulOptions& options)
-    : Plan(ops::make_plan(ops::plan_or_reject(ops::kAllGatherMatmulOp, group, [&] {
-        auto plan = ops::plan_all_gather_matmul_cached(ops::validate_all_gather_matmul(
-            x1, x2, group, world_size, output, gather_out, options));
-        plan.signature =
-            ops::matmul_signature(ops::kAllGatherMatmulOp, plan.problem, plan.schedule);
-        return plan;
-      }))) {}
+    : Plan(ops::plan_or_reject(
+          ops::kAllGatherMatmulOp, group, [&]() -> std::unique_ptr<ops::PlanImpl> {
+            auto problem = ops::validate_all_gather_matmul(x1, x2, group, world_size, output,
+                                                           gather_out, options);
+            if (problem.device.type == DeviceType::kCuda)
+              return ops::cuda::plan_all_gather_matmul(std::move(problem), options.stream);
+            auto plan = ops::plan_all_gather_matmul_cached(std::move(problem));
+            plan.signature =
+                ops::matmul_signature(ops::kAllGatherMatmulOp, plan.problem, plan.schedule);
+            return ops::make_plan(std::move(plan));
+          })) {}
 
 void all_gather_matmul(const TensorView& x1, const TensorView& x2, std::string_view group,
                        int world_size, const TensorView& output, const TensorView& gather_out,

@@ -42,6 +42,7 @@ struct AllGatherMatmulProblem {
   void* output = nullptr;      // (m·R, n) dense
   void* gather_out = nullptr;  // (m·R, k) dense; null when gather_output is false
   int64_t comm_turn = 0;
+  Device device;  // where every tensor is (cuda: ops/cuda/device_plans.hpp runs the call)
 };
 
 // Every rule of SPEC §2 for all_gather_matmul; throws on the first violation

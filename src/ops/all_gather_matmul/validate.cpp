@@ -9,6 +9,13 @@ AllGatherMatmulProblem validate_all_gather_matmul(const TensorView& x1, const Te
                                                   const TensorView& gather_out,
                                                   const AllGatherMatmulOptions& options) {
   const OpContext ctx(kAllGatherMatmulOp, group);
+  const Device device = check_devices(ctx, {{"x1", &x1},
+                                            {"x2", &x2},
+                                            {"output", &output},
+                                            {"gather_out", &gather_out},
+                                            {"bias", given(options.bias)},
+                                            {"x1_scale", given(options.x1_scale)},
+                                            {"x2_scale", given(options.x2_scale)}});
   check_world_size(ctx, world_size);
   if (options.gather_index == 1) ctx.invalid("gather_index=1 is not supported (only 0: gather x1)");
   if (options.gather_index != 0)
@@ -60,6 +67,7 @@ AllGatherMatmulProblem validate_all_gather_matmul(const TensorView& x1, const Te
     check_shape(ctx, "gather_out", gather_out, {0}, "(0,) (gather_output is false)");
   }
   p.comm_turn = options.comm_turn;
+  p.device = device;
   return p;
 }
 

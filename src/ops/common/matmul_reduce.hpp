@@ -37,6 +37,7 @@ struct MatmulReduceProblem {
   QuantScales quant;       // SPEC §6 (mode kNone: the §2 op)
   void* output = nullptr;  // dense
   int64_t comm_turn = 0;
+  Device device;  // where every tensor is (cuda: ops/cuda/device_plans.hpp runs the call)
 };
 
 // The operand rules both ops share: reduce_op, comm_turn, x1 (2-D, or 3-D when

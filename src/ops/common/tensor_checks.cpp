@@ -23,6 +23,35 @@ std::string shape_str(const TensorView& t) {
   return s + (t.ndim == 1 ? ",)" : ")");
 }
 
+Device check_devices(const OpContext& ctx, std::initializer_list<NamedTensor> tensors) {
+  Device first;
+  const char* first_name = nullptr;
+  for (const NamedTensor& nt : tensors) {
+    if (nt.t == nullptr || !nt.t->present()) continue;
+    const Device d = nt.t->device;
+    if ((d.type != DeviceType::kCpu && d.type != DeviceType::kCuda) || d.index < 0 ||
+        (d.type == DeviceType::kCpu && d.index != 0))
+      ctx.invalid(nt.name, "'s device (type ", static_cast<int>(d.type), ", index ", d.index,
+                  ") is not cpu or cuda:<index >= 0>");
+    if (first_name == nullptr) {
+      first = d;
+      first_name = nt.name;
+    } else if (d != first) {
+      ctx.invalid(nt.name, " is on ", device_name(d), " but ", first_name, " is on ",
+                  device_name(first), " (every tensor of a call on one device)");
+    }
+  }
+  return first;
+}
+
+void check_host_tensors(const OpContext& ctx, std::initializer_list<NamedTensor> tensors) {
+  for (const NamedTensor& nt : tensors)
+    if (nt.t != nullptr && nt.t->present() && nt.t->device != Device{})
+      ctx.invalid(nt.name, " is on ", device_name(nt.t->device),
+                  ": not supported (this op takes host tensors only; on CUDA devices "
+                  "all_gather_matmul, matmul_reduce_scatter and matmul_all_reduce run)");
+}
+
 void check_present(const OpContext& ctx, const char* name, const TensorView& t) {
   if (!t.present()) ctx.reject(Status::kParamNullptr, name, " is null");
   if (t.ndim > TensorView::kMaxDims)

@@ -17,6 +17,22 @@ namespace commfuse::ops {
 // "(8, 64)"
 std::string shape_str(const TensorView& t);
 
+// Every tensor of a call on one device: the first present tensor's; a later one elsewhere,
+// or a device that is not cpu or cuda:<index >= 0>, is PARAM_INVALID naming the tensor.
+// Absent tensors (nullptr or ndim 0) are skipped. Reads no tensor data.
+struct NamedTensor {
+  const char* name;
+  const TensorView* t;  // null: not given
+};
+Device check_devices(const OpContext& ctx, std::initializer_list<NamedTensor> tensors);
+// For the ops the CUDA backend does not run: every given tensor in host memory, else
+// PARAM_INVALID "not supported" naming the first tensor on a device.
+void check_host_tensors(const OpContext& ctx, std::initializer_list<NamedTensor> tensors);
+// The optional tensor's view, or null when absent (for check_devices).
+inline const TensorView* given(const std::optional<TensorView>& t) {
+  return t ? &*t : nullptr;
+}
+
 // A required tensor: present (an absent view, a null C pointer, is PARAM_NULLPTR), a
 // valid dtype, non-negative dims, data non-null unless it has no elements.
 void check_present(const OpContext& ctx, const char* name, const TensorView& t);

@@ -10,6 +10,16 @@
 
 namespace commfuse {
 
+std::string device_name(Device d) {
+  switch (d.type) {
+    case DeviceType::kCpu:
+      return "cpu";
+    case DeviceType::kCuda:
+      return detail::cat("cuda:", d.index);
+  }
+  return detail::cat("device type ", static_cast<int>(d.type));
+}
+
 TensorView::TensorView(const void* data_, DType dtype_, std::initializer_list<int64_t> shape_)
     : data(const_cast<void*>(data_)), dtype(dtype_) {
   CF_CHECK_ARG(shape_.size() <= static_cast<size_t>(kMaxDims), "TensorView: ", shape_.size(),

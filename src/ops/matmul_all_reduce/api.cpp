@@ -5,6 +5,7 @@
 
 #include "ops/common/call_workspace.hpp"
 #include "ops/common/plan_impl.hpp"
+#include "ops/cuda/device_plans.hpp"
 #include "ops/matmul_all_reduce/plan.hpp"
 
 namespace commfuse {
@@ -30,13 +31,17 @@ void run_schedule(const MatmulAllReducePlanData& plan, comm::CommImpl& c, void* 
 MatmulAllReducePlan::MatmulAllReducePlan(const TensorView& x1, const TensorView& x2,
                                          std::string_view group, const TensorView& output,
                                          const MatmulReduceOptions& options)
-    : Plan(ops::make_plan(ops::plan_or_reject(ops::kMatmulAllReduceOp, group, [&] {
-        auto plan = ops::plan_matmul_all_reduce_cached(
-            ops::validate_matmul_all_reduce(x1, x2, group, output, options));
-        plan.signature =
-            ops::matmul_signature(ops::kMatmulAllReduceOp, plan.problem, plan.schedule);
-        return plan;
-      }))) {}
+    : Plan(ops::plan_or_reject(
+          ops::kMatmulAllReduceOp, group, [&]() -> std::unique_ptr<ops::PlanImpl> {
+            auto problem = ops::validate_matmul_all_reduce(x1, x2, group, output, options);
+            if (problem.device.type == DeviceType::kCuda)
+              return ops::cuda::plan_matmul_reduce(ops::kMatmulAllReduceOp, std::move(problem),
+                                                   true, options.stream);
+            auto plan = ops::plan_matmul_all_reduce_cached(std::move(problem));
+            plan.signature =
+                ops::matmul_signature(ops::kMatmulAllReduceOp, plan.problem, plan.schedule);
+            return ops::make_plan(std::move(plan));
+          })) {}
 
 void matmul_all_reduce(const TensorView& x1, const TensorView& x2, std::string_view group,
                        const TensorView& output, const MatmulReduceOptions& options) {

@@ -5,6 +5,7 @@
 
 #include "ops/common/call_workspace.hpp"
 #include "ops/common/plan_impl.hpp"
+#include "ops/cuda/device_plans.hpp"
 #include "ops/matmul_reduce_scatter/plan.hpp"
 
 namespace commfuse {
@@ -28,13 +29,18 @@ MatmulReduceScatterPlan::MatmulReduceScatterPlan(const TensorView& x1, const Ten
                                                  std::string_view group, int world_size,
                                                  const TensorView& output,
                                                  const MatmulReduceOptions& options)
-    : Plan(ops::make_plan(ops::plan_or_reject(ops::kMatmulReduceScatterOp, group, [&] {
-        auto plan = ops::plan_matmul_reduce_scatter_cached(
-            ops::validate_matmul_reduce_scatter(x1, x2, group, world_size, output, options));
-        plan.signature =
-            ops::matmul_signature(ops::kMatmulReduceScatterOp, plan.problem, plan.schedule);
-        return plan;
-      }))) {}
+    : Plan(ops::plan_or_reject(
+          ops::kMatmulReduceScatterOp, group, [&]() -> std::unique_ptr<ops::PlanImpl> {
+            auto problem =
+                ops::validate_matmul_reduce_scatter(x1, x2, group, world_size, output, options);
+            if (problem.device.type == DeviceType::kCuda)
+              return ops::cuda::plan_matmul_reduce(ops::kMatmulReduceScatterOp, std::move(problem),
+                                                   false, options.stream);
+            auto plan = ops::plan_matmul_reduce_scatter_cached(std::move(problem));
+            plan.signature =
+                ops::matmul_signature(ops::kMatmulReduceScatterOp, plan.problem, plan.schedule);
+            return ops::make_plan(std::move(plan));
+          })) {}
 
 void matmul_reduce_scatter(const TensorView& x1, const TensorView& x2, std::string_view group,
                            int world_size, const TensorView& output,

@@ -7,6 +7,7 @@ QuantReduceProblem validate_quant_all_reduce(const TensorView& x, const TensorVi
                                              std::string_view group, std::string_view reduce_op,
                                              const TensorView& output) {
   const OpContext ctx(kQuantAllReduceOp, group);
+  check_host_tensors(ctx, {{"x", &x}, {"scales", &scales}, {"output", &output}});
   QuantReduceProblem p = validate_quant_operands(ctx, x, scales, reduce_op);
   check_quant_output(ctx, output);
   if (x.ndim == 3)

@@ -60,6 +60,8 @@ void check_dense(const char* fn, const char* name, const TensorView& t) {
     CF_CHECK_ARG(t.shape[i] > 0, fn, ": ", name, " dim ", i, " is ", t.shape[i], " (shape ",
                  shape_of(t), "): empty tensors are not accepted");
   CF_CHECK_NOTNULL(t.data, fn, ": ", name, " data is null (shape ", shape_of(t), ")");
+  CF_CHECK_ARG(t.device.type == DeviceType::kCpu && t.device.index == 0, fn, ": ", name, " is on ",
+               device_name(t.device), ": not supported (", fn, " takes host tensors only)");
   int64_t expect = 1;
   for (int i = t.ndim - 1; i >= 0; --i) {
     CF_CHECK_ARG(t.shape[i] == 1 || t.strides[i] == expect, fn, ": ", name,
