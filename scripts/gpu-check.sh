@@ -12,11 +12,11 @@
 # every SPEC §1 format), cuBLASLt GEMMs (loaded at run time), the quantized-matmul epilogue
 # kernel, alltoall_quant_matmul's permute + dynamic quantization kernel, the symmetric device
 # heap over CUDA IPC (W = 1, 2, 4 processes sharing the GPU), and the device schedules of
-# all_gather_matmul, matmul_reduce_scatter and matmul_all_reduce over it (bf16, fp16, fp32;
-# W = 1, 2, 4). Not checked here: the same schedules reached through the C++ API's device
-# tensors (that needs the whole library, with oneDNN); not built yet (issue 17): the
-# quantized and alltoall operators on the GPU, NCCL across hosts, device tensors in the C
-# and Python APIs.
+# all_gather_matmul, matmul_reduce_scatter, matmul_all_reduce (bf16, fp16, fp32), and
+# quant_all_reduce / quant_reduce_scatter over it (W = 1, 2, 4). Not checked here: the same
+# schedules reached through the C++/C/Python APIs' device tensors (that needs the whole
+# library, with oneDNN); not built yet (issue 17): the SPEC §6 quantized matmul forms and
+# the alltoall operators on the GPU, NCCL across hosts.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-gpu}
@@ -59,7 +59,7 @@ if [ -x "$build/commfuse_cuda_test_dequant_sum" ]; then
     env COMMFUSE_REQUIRE_GPU=1 timeout 300 "$build/commfuse_cuda_test_permute_quant"
   step "test: CUDA IPC heap, W = 1, 2, 4 processes sharing the GPU (copies + dequant_sum in place)" \
     env COMMFUSE_REQUIRE_GPU=1 timeout 300 "$build/commfuse_cuda_test_ipc_heap"
-  step "test: all_gather_matmul / matmul_reduce_scatter / matmul_all_reduce schedules, W = 1, 2, 4" \
+  step "test: the matmul ops' and quantized reductions' device schedules, W = 1, 2, 4" \
     env COMMFUSE_REQUIRE_GPU=1 timeout 300 "$build/commfuse_cuda_test_device_ops"
   step "bench: quant_all_reduce kernel vs device copy (64 MiB)" \
     timeout 120 "$build/commfuse_bench_cuda_quant_reduce"

@@ -153,6 +153,25 @@ typedef struct commfuseOpExecutor commfuseOpExecutor_t;
 commfuseTensor_t* commfuseCreateTensor(const int64_t* shape, uint64_t ndim, const int64_t* strides,
                                        commfuseDataType dtype, void* data);
 commfuseStatus_t commfuseDestroyTensor(const commfuseTensor_t* tensor);
+
+/* Where a tensor's memory is (commfuse.hpp's Device): host memory unless marked. */
+typedef enum {
+  COMMFUSE_DEVICE_CPU = 0,
+  COMMFUSE_DEVICE_CUDA = 1,
+  COMMFUSE_DEVICE_MIN_ENUM_ = -0x7FFFFFFF - 1,
+  COMMFUSE_DEVICE_MAX_ENUM_ = 0x7FFFFFFF,
+} commfuseDeviceType;
+/* Marks the tensor's memory as CUDA device memory of device ordinal `index`
+ * (COMMFUSE_DEVICE_CUDA), or as host memory (COMMFUSE_DEVICE_CPU, index 0: the default).
+ * AllGatherMatmul, MatmulReduceScatter, MatmulAllReduce, QuantAllReduce and
+ * QuantReduceScatter take CUDA tensors: every tensor of
+ * a call on the calling thread's current device, every rank on one host; the Xxx call's
+ * stream is the cudaStream_t the op is queued on (NULL: the legacy default stream) and it
+ * returns once the work is queued. The other operators reject device tensors
+ * (PARAM_INVALID "not supported"); so does a build without CUDA. A type other than these
+ * two, or an index out of range, is PARAM_INVALID. */
+commfuseStatus_t commfuseSetTensorDevice(commfuseTensor_t* tensor, commfuseDeviceType type,
+                                         int index);
 /* Frees an executor that GetWorkspaceSize returned and that will not be executed. */
 commfuseStatus_t commfuseDestroyOpExecutor(commfuseOpExecutor_t* executor);
 

@@ -168,9 +168,11 @@ Comm& find_comm(std::string_view name);
 // TensorView(w, dtype, {n, k}).t() for an (n, k) buffer used as (k, n).
 //
 // A tensor is host memory unless its device says otherwise: all_gather_matmul,
-// matmul_reduce_scatter and matmul_all_reduce also take tensors in CUDA device memory (every
+// matmul_reduce_scatter, matmul_all_reduce (not their SPEC §6 quantized forms),
+// quant_all_reduce and quant_reduce_scatter also take tensors in CUDA device memory (every
 // tensor of a call on the same device, the device current on the calling thread, every rank
-// on one host), queue their work on the options' stream and return once it is queued.
+// on one host), queue their work on the call's stream and return once it is queued (a call
+// that grows the communicator's device memory waits for its queued work first).
 enum class DeviceType : int32_t { kCpu = 0, kCuda = 1 };
 struct Device {
   DeviceType type = DeviceType::kCpu;
@@ -275,6 +277,9 @@ class Plan {
   // e.g. whether fp16/bf16 operands are widened to fp32): what COMMFUSE_VERBOSE=1 prints.
   std::string description() const;
   void execute(void* workspace, size_t workspace_bytes);
+  // A plan over CUDA device tensors queued on `stream` (a cudaStream_t) instead of the
+  // options' stream (the C API's Xxx(..., stream) form); host plans ignore it.
+  void execute(void* workspace, size_t workspace_bytes, void* stream);
 
  protected:
   const ops::PlanImpl& impl() const;
@@ -415,10 +420,14 @@ class QuantReduceScatterPlan : public Plan {
                          std::string_view reduce_op, const TensorView& output);
 };
 
+// CUDA device tensors (every tensor on one device, as the matmul ops): queued on `stream`
+// (a cudaStream_t; null: the legacy default stream); plans take it in Plan::execute.
 void quant_all_reduce(const TensorView& x, const TensorView& scales, std::string_view group,
-                      const TensorView& output, std::string_view reduce_op = "sum");
+                      const TensorView& output, std::string_view reduce_op = "sum",
+                      void* stream = nullptr);
 void quant_reduce_scatter(const TensorView& x, const TensorView& scales, std::string_view group,
-                          const TensorView& output, std::string_view reduce_op = "sum");
+                          const TensorView& output, std::string_view reduce_op = "sum",
+                          void* stream = nullptr);
 
 // quantize x (float32, float16 or bfloat16, last dim H) into q (x's shape; its dtype picks
 // the format) and scales, in the layouts above. mode "per_token_group" (q int8, hifloat8,

@@ -22,7 +22,10 @@ Pieces: :func:`spawn` (local processes, like torch.multiprocessing.spawn), :func
 reduce_scatter, all_to_all, broadcast), the operators, :func:`convert` / :func:`pack_int4`
 / :func:`unpack_int4` (SPEC §1), and :class:`Error` with one subclass per SPEC §0 status.
 
-Arrays: numpy (ml_dtypes for the formats numpy lacks) or any CPU DLPack tensor (torch).
+Arrays: numpy (ml_dtypes for the formats numpy lacks) or any CPU DLPack tensor (torch);
+all_gather_base_mm, mm_reduce_scatter_base, mm_all_reduce_base, quant_all_reduce and
+quant_reduce_scatter also take CUDA tensors (run on that GPU, queued on torch's current
+stream).
 
 Formats and their numpy representation:
 

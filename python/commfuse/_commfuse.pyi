@@ -156,17 +156,17 @@ class Comm:
     def all_to_all(self, src: TensorRef, dst: TensorRef) -> None:
         """Block s of src goes to rank s; block s of dst came from rank s."""
 
-def all_gather_matmul(x1: TensorRef, x2: TensorRef, group: str, world_size: int, output: TensorRef, gather_out: TensorRef | None, bias: TensorRef | None, gather_index: int, gather_output: bool, comm_turn: int, x1_scale: TensorRef | None = None, x2_scale: TensorRef | None = None) -> None:
+def all_gather_matmul(x1: TensorRef, x2: TensorRef, group: str, world_size: int, output: TensorRef, gather_out: TensorRef | None, bias: TensorRef | None, gather_index: int, gather_output: bool, comm_turn: int, x1_scale: TensorRef | None = None, x2_scale: TensorRef | None = None, stream: int = 0) -> None:
     """
     output (m·R, n) = gather_out @ x2 + bias; gather_out (m·R, k) = rank-order concat of x1 (SPEC §6 quantized x1: dequantized with x1_scale, x2_scale).
     """
 
-def matmul_reduce_scatter(x1: TensorRef, x2: TensorRef, group: str, world_size: int, output: TensorRef, reduce_op: str, bias: TensorRef | None, comm_turn: int, x1_scale: TensorRef | None = None, x2_scale: TensorRef | None = None) -> None:
+def matmul_reduce_scatter(x1: TensorRef, x2: TensorRef, group: str, world_size: int, output: TensorRef, reduce_op: str, bias: TensorRef | None, comm_turn: int, x1_scale: TensorRef | None = None, x2_scale: TensorRef | None = None, stream: int = 0) -> None:
     """
     output (m/R, n) on rank r = rows [r·m/R, (r+1)·m/R) of Σ_s x1_s @ x2_s, plus bias.
     """
 
-def matmul_all_reduce(x1: TensorRef, x2: TensorRef, group: str, output: TensorRef, reduce_op: str, bias: TensorRef | None, comm_turn: int, x1_scale: TensorRef | None = None, x2_scale: TensorRef | None = None) -> None:
+def matmul_all_reduce(x1: TensorRef, x2: TensorRef, group: str, output: TensorRef, reduce_op: str, bias: TensorRef | None, comm_turn: int, x1_scale: TensorRef | None = None, x2_scale: TensorRef | None = None, stream: int = 0) -> None:
     """
     output (x1's leading dims, n) = Σ_s x1_s @ x2_s + bias, identical on every rank.
     """
@@ -181,12 +181,12 @@ def alltoall_matmul(x1: TensorRef, x2: TensorRef, group: str, output: TensorRef,
     output (BS/R, N) = permuted @ x2 + bias; all_to_all_out (BS/R, R*H) = permuted.
     """
 
-def quant_all_reduce(x: TensorRef, scales: TensorRef, group: str, output: TensorRef, reduce_op: str) -> None:
+def quant_all_reduce(x: TensorRef, scales: TensorRef, group: str, output: TensorRef, reduce_op: str, stream: int = 0) -> None:
     """
     output (x's shape) = Σ_r dequant(x_r, scales_r), fp32 in rank order, one rounding.
     """
 
-def quant_reduce_scatter(x: TensorRef, scales: TensorRef, group: str, output: TensorRef, reduce_op: str) -> None:
+def quant_reduce_scatter(x: TensorRef, scales: TensorRef, group: str, output: TensorRef, reduce_op: str, stream: int = 0) -> None:
     """
     output (BS/R, H) on rank r = rows [r·BS/R, (r+1)·BS/R) of Σ_s dequant(x_s, scales_s).
     """

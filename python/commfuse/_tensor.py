@@ -13,6 +13,9 @@ Accepted arrays:
   without ``dtype=`` is plain uint8 data (as are int16, uint16 and bool arrays).
 - any CPU tensor with ``__dlpack__`` (torch, jax, ...); torch float8 tensors are passed as
   uint8 views, since DLPack exporters may not support float8.
+- CUDA tensors (torch, or any DLPack array on a CUDA device), for the three matmul
+  operators and the two quantized reductions: they run on the tensors' GPU, queued on torch's current stream of that device
+  (:func:`stream_of`); results are allocated on that device. Everything else rejects them.
 - anything else ``numpy.asarray`` accepts (lists, scalars): converted, which copies.
 
 Inputs the C++ op needs dense (x1, bias, collective sources) are copied when a numpy
@@ -163,12 +166,23 @@ def empty(shape: Sequence[int], name: str, like: Any = None) -> Any:
         import torch
 
         if TORCH_DTYPES.get(str(like.dtype)) == name:
-            return torch.empty(shape, dtype=like.dtype)
+            return torch.empty(shape, dtype=like.dtype, device=like.device)
         torch_dtype = getattr(torch, _TORCH_NAME.get(name, ""), None)  # float8: torch >= 2.1
         if isinstance(torch_dtype, torch.dtype):
-            return torch.empty(shape, dtype=torch_dtype)
+            return torch.empty(shape, dtype=torch_dtype, device=like.device)
     # int4 results are packed bytes, two elements per byte (as libcommfuse writes them).
     return np.empty(shape, dtype=np.uint8 if name == "int4" else NUMPY_DTYPES[name])
+
+
+def stream_of(x: Any) -> int:
+    """The cudaStream_t (as an int) an operator on ``x`` is queued on: torch's current stream
+    of x's device for a CUDA torch tensor (PyTorch's own rule), else 0 (host arrays; the
+    legacy default stream for other DLPack CUDA arrays)."""
+    if type(x) is np.ndarray or not is_torch(x) or not x.is_cuda:
+        return 0
+    import torch
+
+    return int(torch.cuda.current_stream(x.device).cuda_stream)
 
 
 def dim(ref: _commfuse.TensorRef, i: int) -> int:

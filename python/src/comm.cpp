@@ -61,8 +61,17 @@ bool overlap(const TensorRef& a, const TensorRef& b) {
 
 // The rules every collective shares: dense buffers, one dtype, dst writable, src and dst
 // disjoint (all_reduce: equal is allowed too), and the element counts the collective needs.
+// The collectives move host memory only (the CUDA backend runs the matmul operators).
+void check_host(Comm& c, const char* op, const char* name, const TensorRef& t) {
+  if (t.view.device != Device{})
+    reject(c, op, name, " is on ", device_name(t.view.device),
+           ": not supported (the collectives take host memory)");
+}
+
 void check_pair(Comm& c, const char* op, const TensorRef& src, const TensorRef& dst,
                 int64_t src_count, int64_t dst_count, bool same_allowed) {
+  check_host(c, op, "src", src);
+  check_host(c, op, "dst", dst);
   if (!src.contiguous()) reject(c, op, "src must be row-major contiguous");
   if (!dst.contiguous()) reject(c, op, "dst must be row-major contiguous");
   if (dst.read_only) reject(c, op, "dst is read-only");
@@ -134,6 +143,7 @@ void bind_comm(nb::module_& m) {
           "broadcast",
           [](PyComm& p, const TensorRef& buf, int root) {
             Comm& c = p.get("broadcast");
+            check_host(c, "broadcast", "buf", buf);
             if (!buf.contiguous()) reject(c, "broadcast", "buf must be row-major contiguous");
             if (buf.read_only) reject(c, "broadcast", "buf is read-only");
             const auto count = static_cast<size_t>(buf.view.numel());

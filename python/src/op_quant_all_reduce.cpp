@@ -4,6 +4,7 @@
 
 #include <commfuse/commfuse.hpp>
 
+#include <cstdint>
 #include <string>
 
 #include "bindings.hpp"
@@ -17,12 +18,14 @@ void bind_quant_all_reduce(nb::module_& m) {
   m.def(
       "quant_all_reduce",
       [](const TensorRef& x, const TensorRef& scales, const std::string& group,
-         const TensorRef& output, const std::string& reduce_op) {
+         const TensorRef& output, const std::string& reduce_op, uintptr_t stream) {
         check_output("quant_all_reduce", group, "output", output);
         nb::gil_scoped_release release;
-        quant_all_reduce(x.view, scales.view, group, output.view, reduce_op);
+        quant_all_reduce(x.view, scales.view, group, output.view, reduce_op,
+                         reinterpret_cast<void*>(stream));  // CUDA arrays: a cudaStream_t
       },
       nb::arg("x"), nb::arg("scales"), nb::arg("group"), nb::arg("output"), nb::arg("reduce_op"),
+      nb::arg("stream") = 0,
       "output (x's shape) = Σ_r dequant(x_r, scales_r), fp32 in rank order, one rounding.");
 }
 

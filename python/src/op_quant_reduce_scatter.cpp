@@ -4,6 +4,7 @@
 
 #include <commfuse/commfuse.hpp>
 
+#include <cstdint>
 #include <string>
 
 #include "bindings.hpp"
@@ -17,12 +18,14 @@ void bind_quant_reduce_scatter(nb::module_& m) {
   m.def(
       "quant_reduce_scatter",
       [](const TensorRef& x, const TensorRef& scales, const std::string& group,
-         const TensorRef& output, const std::string& reduce_op) {
+         const TensorRef& output, const std::string& reduce_op, uintptr_t stream) {
         check_output("quant_reduce_scatter", group, "output", output);
         nb::gil_scoped_release release;
-        quant_reduce_scatter(x.view, scales.view, group, output.view, reduce_op);
+        quant_reduce_scatter(x.view, scales.view, group, output.view, reduce_op,
+                             reinterpret_cast<void*>(stream));  // CUDA arrays: a cudaStream_t
       },
       nb::arg("x"), nb::arg("scales"), nb::arg("group"), nb::arg("output"), nb::arg("reduce_op"),
+      nb::arg("stream") = 0,
       "output (BS/R, H) on rank r = rows [r·BS/R, (r+1)·BS/R) of Σ_s dequant(x_s, scales_s).");
 }
 

@@ -113,8 +113,9 @@ size_t TensorRef::storage_bytes() const {
 
 TensorRef make_tensor_ref(AnyArray array, std::optional<std::string_view> dtype, bool read_only) {
   const int32_t device = array.device_type();
-  CF_CHECK_ARG(device == nb::device::cpu::value, "array is on ", device_name(device),
-               " (device type ", device, "); commfuse's CPU backend needs host memory");
+  CF_CHECK_ARG(device == nb::device::cpu::value || device == nb::device::cuda::value,
+               "array is on ", device_name(device), " (device type ", device,
+               "); commfuse takes host memory or CUDA device memory");
   const nb::dlpack::dtype storage = array.dtype();
   const size_t ndim = array.ndim();
   CF_CHECK_ARG(ndim <= TensorView::kMaxDims, "array has ", ndim, " dims; at most ",
@@ -146,6 +147,8 @@ TensorRef make_tensor_ref(AnyArray array, std::optional<std::string_view> dtype,
   TensorView& v = t.view;
   v.data = const_cast<void*>(array.data());  // inputs are never written through it
   v.dtype = d;
+  if (device == nb::device::cuda::value)  // the ops that take it check it (device_plans)
+    v.device = {DeviceType::kCuda, static_cast<int>(array.device_id())};
   v.ndim = static_cast<int>(ndim);
   for (size_t i = 0; i < ndim; ++i) {
     v.shape[i] = static_cast<int64_t>(array.shape(i));

@@ -29,8 +29,10 @@ struct TensorRef {
 
 // dtype: a commfuse dtype name, or nullopt to take it from the array's own (DLPack) dtype.
 // int4 is packed two per byte: an 8-bit (..., c) array is an int4 (..., 2c) tensor.
-// Rejects (InvalidArgument) an array off the CPU, with more than TensorView::kMaxDims dims, or
-// whose element type does not hold `dtype` (same type, or raw unsigned codes of its width).
+// A CUDA array's view says so (TensorView::device: the three matmul ops run on it, the rest
+// reject it). Rejects (InvalidArgument) an array on another device, with more than
+// TensorView::kMaxDims dims, or whose element type does not hold `dtype` (same type, or raw
+// unsigned codes of its width).
 TensorRef make_tensor_ref(AnyArray array, std::optional<std::string_view> dtype, bool read_only);
 
 // For operator bindings: an output that must be writable and dense, checked on this rank and

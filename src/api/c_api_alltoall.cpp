@@ -107,7 +107,8 @@ commfuseStatus_t commfuseAlltoAllQuantMatmul(void* workspace, uint64_t workspace
                                              commfuseOpExecutor_t* executor, void* /*stream*/) {
   constexpr const char* fn = "commfuseAlltoAllQuantMatmul";
   return guarded(fn, [&] {
-    commfuse::api::run_executor(fn, "alltoall_quant_matmul", executor, workspace, workspaceSize);
+    commfuse::api::run_executor(fn, "alltoall_quant_matmul", executor, workspace, workspaceSize,
+                                nullptr);
   });
 }
 
@@ -135,7 +136,7 @@ commfuseStatus_t commfuseAlltoAllMatmul(void* workspace, uint64_t workspaceSize,
                                         commfuseOpExecutor_t* executor, void* /*stream*/) {
   constexpr const char* fn = "commfuseAlltoAllMatmul";
   return guarded(fn, [&] {
-    commfuse::api::run_executor(fn, "alltoall_matmul", executor, workspace, workspaceSize);
+    commfuse::api::run_executor(fn, "alltoall_matmul", executor, workspace, workspaceSize, nullptr);
   });
 }
 

@@ -20,8 +20,8 @@ commfuseOpExecutor_t* make_executor(const char* op, std::unique_ptr<Plan> plan,
                                     uint64_t* workspace_size);
 
 // Takes ownership of executor (it is freed whatever happens), checks that it was made for
-// `op` and runs it.
+// `op` and runs it (a plan over CUDA tensors on `stream`).
 void run_executor(const char* fn, const char* op, commfuseOpExecutor_t* executor, void* workspace,
-                  uint64_t workspace_size);
+                  uint64_t workspace_size, void* stream);
 
 }  // namespace commfuse::api

@@ -180,6 +180,21 @@ commfuseStatus_t commfuseDestroyTensor(const commfuseTensor_t* tensor) {
   return guarded("commfuseDestroyTensor", [&] { delete tensor; });
 }
 
+commfuseStatus_t commfuseSetTensorDevice(commfuseTensor_t* tensor, commfuseDeviceType type,
+                                         int index) {
+  constexpr const char* fn = "commfuseSetTensorDevice";
+  return guarded(fn, [&] {
+    CF_CHECK_NOTNULL(tensor, fn, ": tensor is null");
+    CF_CHECK_ARG(type == COMMFUSE_DEVICE_CPU || type == COMMFUSE_DEVICE_CUDA, fn, ": type ",
+                 static_cast<int>(type),
+                 " is not COMMFUSE_DEVICE_CPU (0) or COMMFUSE_DEVICE_CUDA (1)");
+    CF_CHECK_ARG(type == COMMFUSE_DEVICE_CUDA ? index >= 0 : index == 0, fn, ": index ", index,
+                 type == COMMFUSE_DEVICE_CUDA ? " is negative (a CUDA device ordinal)"
+                                              : " must be 0 for COMMFUSE_DEVICE_CPU");
+    tensor->view.device = {static_cast<commfuse::DeviceType>(type), index};
+  });
+}
+
 commfuseStatus_t commfuseDestroyOpExecutor(commfuseOpExecutor_t* executor) {
   return guarded("commfuseDestroyOpExecutor", [&] { delete executor; });
 }
@@ -211,11 +226,11 @@ commfuseStatus_t commfuseAllGatherMatmulV2(void* workspace, uint64_t workspaceSi
 }
 
 commfuseStatus_t commfuseAllGatherMatmul(void* workspace, uint64_t workspaceSize,
-                                         commfuseOpExecutor_t* executor, void* /*stream*/) {
+                                         commfuseOpExecutor_t* executor, void* stream) {
   constexpr const char* fn = "commfuseAllGatherMatmul";
   return guarded(fn, [&] {
     auto e = consume(fn, "all_gather_matmul", executor);
-    e->plan->execute(workspace, workspaceSize);
+    e->plan->execute(workspace, workspaceSize, stream);
   });
 }
 
@@ -244,11 +259,11 @@ commfuseStatus_t commfuseMatmulReduceScatterV2(void* workspace, uint64_t workspa
 }
 
 commfuseStatus_t commfuseMatmulReduceScatter(void* workspace, uint64_t workspaceSize,
-                                             commfuseOpExecutor_t* executor, void* /*stream*/) {
+                                             commfuseOpExecutor_t* executor, void* stream) {
   constexpr const char* fn = "commfuseMatmulReduceScatter";
   return guarded(fn, [&] {
     auto e = consume(fn, "matmul_reduce_scatter", executor);
-    e->plan->execute(workspace, workspaceSize);
+    e->plan->execute(workspace, workspaceSize, stream);
   });
 }
 
@@ -277,11 +292,11 @@ commfuseStatus_t commfuseMatmulAllReduceV2(void* workspace, uint64_t workspaceSi
 }
 
 commfuseStatus_t commfuseMatmulAllReduce(void* workspace, uint64_t workspaceSize,
-                                         commfuseOpExecutor_t* executor, void* /*stream*/) {
+                                         commfuseOpExecutor_t* executor, void* stream) {
   constexpr const char* fn = "commfuseMatmulAllReduce";
   return guarded(fn, [&] {
     auto e = consume(fn, "matmul_all_reduce", executor);
-    e->plan->execute(workspace, workspaceSize);
+    e->plan->execute(workspace, workspaceSize, stream);
   });
 }
 
@@ -304,9 +319,9 @@ commfuseOpExecutor_t* make_executor(const char* op, std::unique_ptr<Plan> plan,
 }
 
 void run_executor(const char* fn, const char* op, commfuseOpExecutor_t* executor, void* workspace,
-                  uint64_t workspace_size) {
+                  uint64_t workspace_size, void* stream) {
   auto e = consume(fn, op, executor);
-  e->plan->execute(workspace, static_cast<size_t>(workspace_size));
+  e->plan->execute(workspace, static_cast<size_t>(workspace_size), stream);
 }
 
 }  // namespace commfuse::api

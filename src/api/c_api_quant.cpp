@@ -48,10 +48,10 @@ commfuseStatus_t commfuseQuantAllReduceGetWorkspaceSize(const commfuseTensor_t* 
 }
 
 commfuseStatus_t commfuseQuantAllReduce(void* workspace, uint64_t workspaceSize,
-                                        commfuseOpExecutor_t* executor, void* /*stream*/) {
+                                        commfuseOpExecutor_t* executor, void* stream) {
   constexpr const char* fn = "commfuseQuantAllReduce";
   return guarded(fn, [&] {
-    commfuse::api::run_executor(fn, "quant_all_reduce", executor, workspace, workspaceSize);
+    commfuse::api::run_executor(fn, "quant_all_reduce", executor, workspace, workspaceSize, stream);
   });
 }
 
@@ -67,10 +67,11 @@ commfuseStatus_t commfuseQuantReduceScatterGetWorkspaceSize(const commfuseTensor
 }
 
 commfuseStatus_t commfuseQuantReduceScatter(void* workspace, uint64_t workspaceSize,
-                                            commfuseOpExecutor_t* executor, void* /*stream*/) {
+                                            commfuseOpExecutor_t* executor, void* stream) {
   constexpr const char* fn = "commfuseQuantReduceScatter";
   return guarded(fn, [&] {
-    commfuse::api::run_executor(fn, "quant_reduce_scatter", executor, workspace, workspaceSize);
+    commfuse::api::run_executor(fn, "quant_reduce_scatter", executor, workspace, workspaceSize,
+                                stream);
   });
 }
 

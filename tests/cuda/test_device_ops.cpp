@@ -1,24 +1,32 @@
 // The operators' GPU schedules (ops/cuda/device_schedules.hpp) over the device context and
 // its CUDA IPC heap, with W = 1, 2 and 4 ranks as processes sharing the GPU (ranks.hpp):
 // all_gather_matmul (x2 plain and transposed, bias of x1's dtype or fp32, with and without
-// gather_out), matmul_reduce_scatter and matmul_all_reduce, in bf16, fp16 and fp32.
+// gather_out), matmul_reduce_scatter and matmul_all_reduce, in bf16, fp16 and fp32; and
+// quant_all_reduce / quant_reduce_scatter against the CPU kernel, bit for bit.
 //
 // The operands are multiples of 1/4 in [-2, 2], so every product and every partial sum is
 // exact in fp32: the result is the exact value rounded once to the output dtype whatever
 // order cuBLASLt accumulates in, and is compared bit for bit with the float64 reference
-// rounded by commfuse::convert. Every case runs twice with different data (the two halves
-// of the heap), then once with more rows than the heap holds (it grows), then with m = 0.
+// rounded by commfuse::convert (x2 also with padded rows). Every case runs twice with
+// different data, then: the rank-order sum and fp32 precision where they show
+// (order_and_precision_case), a call one rank rejects followed by good ones
+// (rejected_call_case), calls queued back to back on two streams with one rank held
+// back (pipelined_case), more rows than the heap holds (it grows), and m = 0.
 // matmul_all_reduce must give every rank the same bits, and each rank's
 // matmul_reduce_scatter rows must be its rows of matmul_all_reduce, bit for bit.
 // The sum kernel itself (kernels/cuda/sum_rows.hpp) is checked against the CPU's order of
 // operations on random floats, and its argument checks without a device.
 // Exit status: 0 passed, 1 failed, 77 skipped (no usable device; COMMFUSE_REQUIRE_GPU=1: 1).
 #include <cstring>
+#include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "check.hpp"
+#include "kernels/cpu/dequant.hpp"
+#include "kernels/cuda/blaslt.hpp"
 #include "kernels/cuda/sum_rows.hpp"
 #include "ops/cuda/device_schedules.hpp"
 #include "ranks.hpp"
@@ -79,6 +87,8 @@ struct Case {
   bool transposed;
   int bias;  // 0 none, 1 x1's dtype, 2 float32
   bool gather;
+  int64_t pad = 0;  // x2's stored rows are this many elements longer than they need
+  int64_t ld() const { return (transposed ? k : n) + pad; }
 };
 
 // Rank r's operands of a case with data seed `seed`: x1 (m, k), x2 as stored, bias (n).
@@ -86,14 +96,15 @@ struct Operands {
   std::vector<float> x1, x2, bias;
 };
 Operands operands(const Case& c, int r, unsigned seed) {
-  return {quarters(static_cast<size_t>(c.m * c.k), seed * 1000 + 10 * r + 1),
-          quarters(static_cast<size_t>(c.k * c.n), seed * 1000 + 10 * r + 2),
-          quarters(static_cast<size_t>(c.n), seed * 1000 + 3)};
+  return {
+      quarters(static_cast<size_t>(c.m * c.k), seed * 1000 + 10 * r + 1),
+      quarters(static_cast<size_t>((c.transposed ? c.n : c.k) * c.ld()), seed * 1000 + 10 * r + 2),
+      quarters(static_cast<size_t>(c.n), seed * 1000 + 3)};
 }
 // x2[kk][j] of a stored operand.
 float x2_at(const Case& c, const std::vector<float>& x2, int64_t kk, int64_t j) {
-  return c.transposed ? x2[static_cast<size_t>(j * c.k + kk)]
-                      : x2[static_cast<size_t>(kk * c.n + j)];
+  return c.transposed ? x2[static_cast<size_t>(j * c.ld() + kk)]
+                      : x2[static_cast<size_t>(kk * c.ld() + j)];
 }
 
 oc::DeviceMatmul describe(const Case& c, DType dtype, const DeviceTensor& x1,
@@ -103,7 +114,7 @@ oc::DeviceMatmul describe(const Case& c, DType dtype, const DeviceTensor& x1,
   a.m = c.m, a.k = c.k, a.n = c.n;
   a.x1 = x1.p;
   a.x2 = x2.p;
-  a.ld_x2 = c.transposed ? c.k : c.n;
+  a.ld_x2 = c.ld();
   a.x2_transposed = c.transposed;
   a.bias = bias != nullptr ? bias->p : nullptr;
   a.bias_dtype = c.bias == 2 ? DType::kFloat32 : dtype;
@@ -118,34 +129,98 @@ void check_bytes(const std::vector<uint8_t>& got, const std::vector<uint8_t>& wa
         static_cast<long long>(c.n), c.transposed, c.bias);
 }
 
-void all_gather_matmul_case(oc::DeviceContext& ctx, const Case& c, DType dtype, unsigned seed) {
-  const int rank = ctx.rank(), size = ctx.size();
-  const Operands mine = operands(c, rank, seed);
-  DeviceTensor x1(mine.x1, dtype), x2(mine.x2, dtype);
-  DeviceTensor bias(mine.bias, c.bias == 2 ? DType::kFloat32 : dtype);
-  DeviceTensor out(static_cast<size_t>(c.m * size * c.n), dtype);
-  DeviceTensor gathered(static_cast<size_t>(c.m * size * c.k), dtype);
-  oc::all_gather_matmul(ctx, describe(c, dtype, x1, x2, c.bias != 0 ? &bias : nullptr, out),
-                        c.gather ? gathered.p : nullptr, nullptr);
-  std::vector<double> want(static_cast<size_t>(c.m * size * c.n));
-  std::vector<float> want_gather;
-  for (int s = 0; s < size; ++s) {
-    const std::vector<float> x1s = operands(c, s, seed).x1;  // rank s's rows
-    want_gather.insert(want_gather.end(), x1s.begin(), x1s.end());
-    for (int64_t i = 0; i < c.m; ++i)
-      for (int64_t j = 0; j < c.n; ++j) {
-        double acc = c.bias != 0 ? mine.bias[static_cast<size_t>(j)] : 0.0;
-        for (int64_t kk = 0; kk < c.k; ++kk)
-          acc += double{x1s[static_cast<size_t>(i * c.k + kk)]} * x2_at(c, mine.x2, kk, j);
-        want[static_cast<size_t>((s * c.m + i) * c.n + j)] = acc;
-      }
+// One all_gather_matmul call: its operands on the device, queued by launch, checked (after
+// the device is idle) against the float64 reference rounded once.
+class AgmCall {
+ public:
+  AgmCall(int rank, int size, const Case& c, DType dtype, unsigned seed)
+      : rank_(rank),
+        size_(size),
+        c_(c),
+        dtype_(dtype),
+        seed_(seed),
+        mine_(operands(c, rank, seed)),
+        x1_(mine_.x1, dtype),
+        x2_(mine_.x2, dtype),
+        bias_(mine_.bias, c.bias == 2 ? DType::kFloat32 : dtype),
+        out_(static_cast<size_t>(c.m * size * c.n), dtype),
+        gathered_(static_cast<size_t>(c.m * size * c.k), dtype) {}
+  void launch(oc::DeviceContext& ctx, void* stream) {
+    oc::all_gather_matmul(ctx,
+                          describe(c_, dtype_, x1_, x2_, c_.bias != 0 ? &bias_ : nullptr, out_),
+                          c_.gather ? gathered_.p : nullptr, stream);
   }
-  check_bytes(out.download(), rounded(want, dtype), "all_gather_matmul output", rank, size, dtype,
-              c);
-  if (c.gather)
-    check_bytes(gathered.download(),
-                rounded(std::vector<double>(want_gather.begin(), want_gather.end()), dtype),
-                "all_gather_matmul gather_out", rank, size, dtype, c);
+  void check() const {
+    const Case& c = c_;
+    std::vector<double> want(static_cast<size_t>(c.m * size_ * c.n));
+    std::vector<float> want_gather;
+    for (int s = 0; s < size_; ++s) {
+      const std::vector<float> x1s = operands(c, s, seed_).x1;  // rank s's rows
+      want_gather.insert(want_gather.end(), x1s.begin(), x1s.end());
+      for (int64_t i = 0; i < c.m; ++i)
+        for (int64_t j = 0; j < c.n; ++j) {
+          double acc = c.bias != 0 ? mine_.bias[static_cast<size_t>(j)] : 0.0;
+          for (int64_t kk = 0; kk < c.k; ++kk)
+            acc += double{x1s[static_cast<size_t>(i * c.k + kk)]} * x2_at(c, mine_.x2, kk, j);
+          want[static_cast<size_t>((s * c.m + i) * c.n + j)] = acc;
+        }
+    }
+    check_bytes(out_.download(), rounded(want, dtype_), "all_gather_matmul output", rank_, size_,
+                dtype_, c);
+    if (c.gather)
+      check_bytes(gathered_.download(),
+                  rounded(std::vector<double>(want_gather.begin(), want_gather.end()), dtype_),
+                  "all_gather_matmul gather_out", rank_, size_, dtype_, c);
+  }
+
+ private:
+  int rank_, size_;
+  Case c_;
+  DType dtype_;
+  unsigned seed_;
+  Operands mine_;
+  DeviceTensor x1_, x2_, bias_, out_, gathered_;
+};
+
+void all_gather_matmul_case(oc::DeviceContext& ctx, const Case& c, DType dtype, unsigned seed) {
+  AgmCall call(ctx.rank(), ctx.size(), c, dtype, seed);
+  call.launch(ctx, nullptr);
+  call.check();
+}
+
+// Calls queued back to back on two non-blocking streams in turn, nothing synchronized in
+// between, distinct data and outputs, rank 0's first stream held back by a long GEMM: its
+// peers race ahead, so a missing kDone wait, call chaining or half alternation lets them
+// overwrite what rank 0 has yet to read. Checked once the device is idle.
+void pipelined_case(oc::DeviceContext& ctx) {
+  constexpr int kCalls = 6;
+  cudaStream_t s[2];
+  for (auto& x : s) ok(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking), "stream");
+  constexpr int64_t kBig = 4096;
+  DeviceTensor a(static_cast<size_t>(kBig * kBig), DType::kBFloat16),
+      b(static_cast<size_t>(kBig * kBig), DType::kBFloat16),
+      c(static_cast<size_t>(kBig * kBig), DType::kFloat32);
+  void* ws = nullptr;
+  ok(cudaMalloc(&ws, kc::kGemmWorkspaceBytes), "cudaMalloc");
+  if (ctx.rank() == 0) {
+    kc::GemmDesc d;
+    d.m = d.k = d.n = kBig;
+    d.ab_dtype = d.b_dtype = DType::kBFloat16;
+    d.c_dtype = DType::kFloat32;
+    d.lda = d.ldb = d.ldc = kBig;
+    for (int i = 0; i < 4; ++i) kc::gemm(d, a.p, b.p, c.p, ws, kc::kGemmWorkspaceBytes, s[0]);
+  }
+  std::vector<std::unique_ptr<AgmCall>> calls;
+  for (int i = 0; i < kCalls; ++i) {
+    calls.push_back(std::make_unique<AgmCall>(ctx.rank(), ctx.size(),
+                                              Case{7, 64, 40, i % 2 == 1, i % 3, true, 3},
+                                              DType::kBFloat16, 100u + static_cast<unsigned>(i)));
+    calls.back()->launch(ctx, s[i % 2]);
+  }
+  ok(cudaDeviceSynchronize(), "synchronize");
+  for (const auto& call : calls) call->check();
+  cudaFree(ws);
+  for (auto& x : s) cudaStreamDestroy(x);
 }
 
 // FNV-1a of a result, to compare ranks' bits over the board.
@@ -189,6 +264,152 @@ void matmul_reduce_case(oc::DeviceContext& ctx, cudatest::Meeting& meeting, cons
     CHECK(digests[static_cast<size_t>(s)] == digests[0],
           "rank %d of %d: matmul_all_reduce's bits differ between rank 0 and rank %d", rank, size,
           s);
+}
+
+// Where order and precision show: matmul_all_reduce with rank r's x1 = v[r % 4], v = {2^24,
+// 1, -2^24, 1}, k = 1, x2 = 1, whose fp32 sum in rank order ((2^24 + 1) - 2^24) + 1 = 1 at
+// W = 4 differs from every other order's; and an fp32 all_gather_matmul of 1 + 2^-20, whose
+// last bit a TF32 GEMM would drop.
+void order_and_precision_case(oc::DeviceContext& ctx) {
+  const int rank = ctx.rank(), size = ctx.size();
+  constexpr int64_t kRows = 4, kN = 8;
+  const float v[4] = {16777216.f, 1.f, -16777216.f, 1.f};
+  volatile float want = v[0];  // no reassociation, no contraction
+  for (int r = 1; r < size; ++r) want = want + v[r % 4];
+  DeviceTensor ones(std::vector<float>(kN, 1.f), DType::kFloat32);
+  DeviceTensor x1(std::vector<float>(kRows, v[rank % 4]), DType::kFloat32);
+  DeviceTensor sum(static_cast<size_t>(kRows * kN), DType::kFloat32);
+  oc::DeviceMatmul a;
+  a.dtype = DType::kFloat32;
+  a.m = kRows, a.k = 1, a.n = kN;
+  a.x1 = x1.p;
+  a.x2 = ones.p;
+  a.ld_x2 = kN;
+  a.out = sum.p;
+  oc::matmul_reduce(ctx, a, /*all_reduce=*/true, nullptr);
+  const float w = want;
+  std::vector<uint8_t> want_bytes(static_cast<size_t>(kRows * kN) * 4);
+  for (size_t e = 0; e < want_bytes.size(); e += 4) std::memcpy(&want_bytes[e], &w, 4);
+  CHECK(sum.download() == want_bytes,
+        "rank %d of %d: matmul_all_reduce is not the rank-order sum %g", rank, size,
+        static_cast<double>(w));
+
+  const float fine = 1.f + 0x1p-20f;
+  DeviceTensor x1f(std::vector<float>(kRows, fine), DType::kFloat32);
+  DeviceTensor out(static_cast<size_t>(kRows * size * kN), DType::kFloat32);
+  a.x1 = x1f.p;
+  a.out = out.p;
+  oc::all_gather_matmul(ctx, a, nullptr, nullptr);
+  std::vector<uint8_t> fine_bytes(static_cast<size_t>(kRows * size * kN) * 4);
+  for (size_t e = 0; e < fine_bytes.size(); e += 4) std::memcpy(&fine_bytes[e], &fine, 4);
+  CHECK(out.download() == fine_bytes,
+        "rank %d of %d: an fp32 all_gather_matmul lost 1 + 2^-20's last bit (TF32?)", rank, size);
+}
+
+// A call rank 1 rejects before it starts (as the API's plan step does), while its peers are
+// inside it: their exchange fails, as the communicator's barrier fails every rank of a
+// rejected call; cancel_call must say the ranks are still in step, and the next call must
+// be right on every rank (had the peers switched halves at begin_call, they would now read
+// a different half than rank 1 writes).
+void rejected_call_case(oc::DeviceContext& ctx, bool& reject_next) {
+  const Case c{6, 64, 16, false, 1, true};
+  if (ctx.size() >= 2) {
+    AgmCall call(ctx.rank(), ctx.size(), c, DType::kBFloat16, 7);
+    bool threw = false;
+    reject_next = ctx.rank() == 1;
+    try {
+      if (ctx.rank() == 1)
+        ctx.exchange();  // rank 1 takes part only in the synchronization that fails the call
+      else
+        call.launch(ctx, nullptr);
+    } catch (const std::runtime_error&) {
+      threw = true;
+      CHECK(ctx.cancel_call(/*failed_at_synchronization=*/true),
+            "rank %d: a call rejected at its synchronization left the ranks out of step",
+            ctx.rank());
+    }
+    reject_next = false;
+    CHECK(threw, "rank %d: the rejected call did not fail", ctx.rank());
+  }
+  all_gather_matmul_case(ctx, c, DType::kBFloat16, 8);
+  all_gather_matmul_case(ctx, c, DType::kBFloat16, 9);
+}
+
+// quant_all_reduce / quant_reduce_scatter (quant_reduce) against the CPU kernel over the
+// same codes and scales, bit for bit: K-G int8 and MX float8_e4m3fn (codes avoid NaN, whose
+// payloads the two may print differently), to fp32 and bf16; reduce_scatter's rows must be
+// its rows of all_reduce.
+void quant_reduce_case(oc::DeviceContext& ctx, DType x_dtype, bool mx, DType out_dtype) {
+  namespace cpu = commfuse::kernels::cpu;
+  const int rank = ctx.rank(), size = ctx.size();
+  const int64_t rows = 6 * size, h = 512;
+  const cpu::ScaleKind kind = mx ? cpu::ScaleKind::kMx32 : cpu::ScaleKind::kGroup128;
+  const int64_t srb = cpu::scale_row_bytes(kind, h);
+  auto block = [&](int r, std::vector<uint8_t>& codes, std::vector<uint8_t>& scales) {
+    std::mt19937 rng(500 + static_cast<unsigned>(r));
+    codes.resize(static_cast<size_t>(rows * h));
+    for (auto& c : codes) {
+      c = static_cast<uint8_t>(rng());
+      if (x_dtype == DType::kFloat8E4M3FN && (c & 0x7F) == 0x7F) c ^= 1;  // not NaN
+    }
+    scales.resize(static_cast<size_t>(rows * srb));
+    if (mx) {
+      for (auto& s : scales) s = static_cast<uint8_t>(115 + rng() % 25);
+    } else {
+      std::normal_distribution<float> d(0.f, 0.01f);
+      for (size_t i = 0; i < scales.size(); i += 4) {
+        const float f = d(rng);
+        std::memcpy(&scales[i], &f, 4);
+      }
+    }
+  };
+  std::vector<std::vector<uint8_t>> codes(static_cast<size_t>(size)), scales(codes.size());
+  for (int r = 0; r < size; ++r)
+    block(r, codes[static_cast<size_t>(r)], scales[static_cast<size_t>(r)]);
+  std::vector<float> want(static_cast<size_t>(rows * h));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int r = 0; r < size; ++r)
+      cpu::dequant_accumulate_row(x_dtype, kind, codes[static_cast<size_t>(r)].data() + i * h,
+                                  scales[static_cast<size_t>(r)].data() + i * srb, h,
+                                  want.data() + i * h, r == 0);
+  std::vector<uint8_t> want_bytes(commfuse::dtype_storage_bytes(out_dtype, want.size()));
+  commfuse::convert(want.data(), DType::kFloat32, want_bytes.data(), out_dtype, want.size());
+
+  auto upload = [](const std::vector<uint8_t>& b) {
+    void* p = nullptr;
+    ok(cudaMalloc(&p, b.size()), "cudaMalloc");
+    ok(cudaMemcpy(p, b.data(), b.size(), cudaMemcpyHostToDevice), "upload");
+    return p;
+  };
+  void* dx = upload(codes[static_cast<size_t>(rank)]);
+  void* ds = upload(scales[static_cast<size_t>(rank)]);
+  DeviceTensor all(static_cast<size_t>(rows * h), out_dtype),
+      mine(static_cast<size_t>(rows / size * h), out_dtype);
+  oc::DeviceQuantReduce a;
+  a.x_dtype = x_dtype;
+  a.mx = mx;
+  a.rows = rows;
+  a.h = h;
+  a.x = dx;
+  a.scales = ds;
+  a.scale_row_bytes = srb;
+  a.out_dtype = out_dtype;
+  a.out = all.p;
+  oc::quant_reduce(ctx, a, /*all_reduce=*/true, nullptr);
+  a.out = mine.p;
+  oc::quant_reduce(ctx, a, /*all_reduce=*/false, nullptr);
+  const std::vector<uint8_t> got = all.download();
+  CHECK(got == want_bytes,
+        "rank %d of %d: quant_all_reduce %s %s -> %s differs from the CPU kernel", rank, size,
+        name(x_dtype), mx ? "MX" : "K-G", name(out_dtype));
+  const size_t bb = mine.bytes;
+  CHECK(mine.download() ==
+            std::vector<uint8_t>(got.begin() + static_cast<ptrdiff_t>(bb * rank),
+                                 got.begin() + static_cast<ptrdiff_t>(bb * (rank + 1))),
+        "rank %d of %d: quant_reduce_scatter's rows are not its rows of quant_all_reduce", rank,
+        size);
+  cudaFree(dx);
+  cudaFree(ds);
 }
 
 // sum_bias_round against the CPU's order of operations on random floats (one rank).
@@ -244,20 +465,33 @@ int run_rank(cudatest::Meeting& meeting, int rank, int size) {
     for (const DType out : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
       for (const DType b : {DType::kFloat32, DType::kBFloat16, DType::kFloat16})
         for (const int parts : {1, 3, 64}) sum_kernel_case(out, b, parts);
+  // The barrier fails every rank's call when one rank rejects it (the communicator's does).
+  bool reject_next = false;
   oc::HostExchange ex{[&](const std::string& s) { return meeting.all_gather(s); },
-                      [&] { meeting.barrier(); }};
+                      [&] {
+                        for (const std::string& s : meeting.all_gather(reject_next ? "x" : ""))
+                          if (!s.empty()) throw std::runtime_error("a rank rejected the call");
+                      }};
   {
     oc::DeviceContext ctx(rank, size, ex);
-    const Case agm_cases[] = {
-        {5, 96, 40, false, 0, true}, {5, 96, 40, true, 1, false}, {3, 64, 24, false, 2, true}};
+    const Case agm_cases[] = {{5, 96, 40, false, 0, true},
+                              {5, 96, 40, true, 1, false, 5},
+                              {3, 64, 24, false, 2, true, 8}};
     const Case reduce_cases[] = {{static_cast<int64_t>(3 * size), 96, 40, false, 0, false},
-                                 {static_cast<int64_t>(2 * size), 64, 24, true, 1, false},
-                                 {static_cast<int64_t>(size), 64, 24, false, 2, false}};
+                                 {static_cast<int64_t>(2 * size), 64, 24, true, 1, false, 8},
+                                 {static_cast<int64_t>(size), 64, 24, false, 2, false, 3}};
     for (const DType dtype : {DType::kBFloat16, DType::kFloat16, DType::kFloat32})
-      for (const unsigned seed : {1u, 2u}) {  // two calls: both halves of the heap
+      for (const unsigned seed : {1u, 2u}) {  // different data in consecutive calls
         for (const Case& c : agm_cases) all_gather_matmul_case(ctx, c, dtype, seed);
         for (const Case& c : reduce_cases) matmul_reduce_case(ctx, meeting, c, dtype, seed);
       }
+    for (const DType out : {DType::kFloat32, DType::kBFloat16}) {
+      quant_reduce_case(ctx, DType::kInt8, false, out);
+      quant_reduce_case(ctx, DType::kFloat8E4M3FN, true, out);
+    }
+    order_and_precision_case(ctx);
+    rejected_call_case(ctx, reject_next);
+    pipelined_case(ctx);
     // More than the first heap holds (2 MiB a half): it grows collectively.
     all_gather_matmul_case(ctx, {1100, 1024, 16, false, 1, true}, DType::kBFloat16, 3);
     matmul_reduce_case(ctx, meeting, {static_cast<int64_t>(512 * size), 64, 1024, true, 0, false},

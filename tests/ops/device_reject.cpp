@@ -1,18 +1,23 @@
 // Device tensors through the C++ API (issue 17), the checks a machine without a GPU can make:
 //  - every tensor of a call on one device: a tensor elsewhere, or a device that does not
 //    exist, is PARAM_INVALID naming the tensor;
-//  - the ops the CUDA backend does not run (alltoall_matmul, quant_all_reduce, quantize)
-//    reject device tensors as "not supported";
-//  - all_gather_matmul, matmul_reduce_scatter and matmul_all_reduce given tensors labeled
+//  - the ops the CUDA backend does not run (alltoall_matmul, quantize) reject device
+//    tensors as "not supported";
+//  - all_gather_matmul, matmul_reduce_scatter, matmul_all_reduce (and quant_all_reduce,
+//    which needs no cuBLASLt) given tensors labeled
 //    cuda:0 answer as this build and machine can: PARAM_INVALID "not supported" in a build
-//    without CUDA, RUNTIME_ERROR "no usable CUDA device" without a GPU, and with one (this
-//    test's buffers are host memory) PARAM_INVALID naming x1's memory;
+//    without CUDA, RUNTIME_ERROR "no usable CUDA device" without a GPU (or "cuBLASLt cannot
+//    be used" without its library), and with both (this test's buffers are host memory)
+//    PARAM_INVALID naming x1's memory;
 // and after each rejection the communicator still runs a host all_gather_matmul, whose
 // gather_out holds every rank's rows.
+#include <commfuse/commfuse.h>
+
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/blaslt.hpp"
 #include "kernels/cuda/runtime_info.hpp"
 #include "numerics.hpp"
 
@@ -63,6 +68,48 @@ void good_call(commfuse::Comm& comm) {
            "the host call after a device rejection: rank %d's rows are wrong", s);
 }
 
+// The C API's device label (commfuseSetTensorDevice): its own argument checks, a mixed call,
+// and an all-cuda:0 AllGatherMatmul answering `want` / `needle` as the C++ call does.
+void c_api_cases(commfuse::Comm& comm, commfuseStatus_t want, const char* needle) {
+  const int R = comm.world_size();
+  std::vector<float> x1(kM * kK, 1.f), x2(kK * kN, 1.f), out(kM * R * kN), gathered(kM * R * kK);
+  const int64_t s1[] = {kM, kK}, s2[] = {kK, kN}, so[] = {kM * R, kN}, sg[] = {kM * R, kK};
+  commfuseTensor_t* t1 = commfuseCreateTensor(s1, 2, nullptr, COMMFUSE_FLOAT32, x1.data());
+  commfuseTensor_t* t2 = commfuseCreateTensor(s2, 2, nullptr, COMMFUSE_FLOAT32, x2.data());
+  commfuseTensor_t* to = commfuseCreateTensor(so, 2, nullptr, COMMFUSE_FLOAT32, out.data());
+  commfuseTensor_t* tg = commfuseCreateTensor(sg, 2, nullptr, COMMFUSE_FLOAT32, gathered.data());
+  auto expect_c = [](const char* what, commfuseStatus_t got, commfuseStatus_t code,
+                     const char* text) {
+    EXPECT(got == code, "%s: status %d, expected %d: %s", what, static_cast<int>(got),
+           static_cast<int>(code), commfuseGetLastErrorMessage());
+    EXPECT(std::strstr(commfuseGetLastErrorMessage(), text) != nullptr,
+           "%s: message lacks '%s': %s", what, text, commfuseGetLastErrorMessage());
+  };
+  expect_c("set device null", commfuseSetTensorDevice(nullptr, COMMFUSE_DEVICE_CUDA, 0),
+           COMMFUSE_PARAM_NULLPTR, "tensor is null");
+  expect_c("set device type 5", commfuseSetTensorDevice(t1, static_cast<commfuseDeviceType>(5), 0),
+           COMMFUSE_PARAM_INVALID, "type 5");
+  expect_c("set cuda -1", commfuseSetTensorDevice(t1, COMMFUSE_DEVICE_CUDA, -1),
+           COMMFUSE_PARAM_INVALID, "index -1 is negative");
+  expect_c("set cpu 1", commfuseSetTensorDevice(t1, COMMFUSE_DEVICE_CPU, 1), COMMFUSE_PARAM_INVALID,
+           "must be 0");
+  const std::string g = comm.name();
+  uint64_t ws = 0;
+  commfuseOpExecutor_t* ex = nullptr;
+  EXPECT(commfuseSetTensorDevice(t2, COMMFUSE_DEVICE_CUDA, 0) == COMMFUSE_SUCCESS, "set x2");
+  expect_c("C mixed devices",
+           commfuseAllGatherMatmulGetWorkspaceSize(t1, t2, nullptr, g.c_str(), 0, 0, 1, to, tg, &ws,
+                                                   &ex),
+           COMMFUSE_PARAM_INVALID, "x2 is on cuda:0 but x1 is on cpu");
+  for (commfuseTensor_t* t : {t1, to, tg})
+    EXPECT(commfuseSetTensorDevice(t, COMMFUSE_DEVICE_CUDA, 0) == COMMFUSE_SUCCESS, "set");
+  expect_c("C all on cuda:0",
+           commfuseAllGatherMatmulGetWorkspaceSize(t1, t2, nullptr, g.c_str(), 0, 0, 1, to, tg, &ws,
+                                                   &ex),
+           want, needle);
+  for (commfuseTensor_t* t : {t1, t2, to, tg}) commfuseDestroyTensor(t);
+}
+
 }  // namespace
 
 int case_device_reject(commfuse::Comm& comm) {
@@ -87,9 +134,8 @@ int case_device_reject(commfuse::Comm& comm) {
             on(TensorView(out.data(), DType::kFloat32, {kM, kN}), {DeviceType::kCuda, 1}));
       });
   expect_status("device type 7", inv, {"matmul_reduce_scatter", "x1's device (type 7"}, [&] {
-    commfuse::matmul_reduce_scatter(
-        on(vx1, {static_cast<DeviceType>(7), 0}), vx2, g, R,
-        TensorView(out.data(), DType::kFloat32, {kM / R, kN}));
+    commfuse::matmul_reduce_scatter(on(vx1, {static_cast<DeviceType>(7), 0}), vx2, g, R,
+                                    TensorView(out.data(), DType::kFloat32, {kM / R, kN}));
   });
   expect_status("cuda index -1", inv, {"all_gather_matmul", "x1's device (type 1, index -1)"}, [&] {
     commfuse::all_gather_matmul(on(vx1, {DeviceType::kCuda, -1}), vx2, g, R, vout, vgath);
@@ -105,8 +151,8 @@ int case_device_reject(commfuse::Comm& comm) {
       });
   std::vector<int8_t> codes(static_cast<size_t>(R * 128));
   std::vector<float> scales(static_cast<size_t>(R)), qout(static_cast<size_t>(R * 128));
-  expect_status("quant_all_reduce on cuda", inv,
-                {"quant_all_reduce", "scales is on cuda:0", "not supported"}, [&] {
+  expect_status("quant_all_reduce mixed", inv,
+                {"quant_all_reduce", "scales is on cuda:0 but x is on cpu"}, [&] {
                   commfuse::quant_all_reduce(
                       TensorView(codes.data(), DType::kInt8, {R, 128}),
                       on(TensorView(scales.data(), DType::kFloat32, {R, 1}), kCuda0), g,
@@ -122,10 +168,12 @@ int case_device_reject(commfuse::Comm& comm) {
   // The three ops the backend runs, every tensor labeled cuda:0 (host memory here).
   namespace kc = commfuse::kernels::cuda;
   const bool built = kc::runtime_info().built, usable = kc::device_available();
-  const Status want = !built ? inv : usable ? inv : Status::kRuntimeError;
-  const char* needle = !built   ? "built without CUDA"
-                       : usable ? "x1 is labeled cuda:0 but its memory is host memory"
-                                : "no usable CUDA device";
+  const bool blaslt = usable && kc::blaslt_unavailable().empty();
+  const Status want = !built || blaslt ? inv : Status::kRuntimeError;
+  const char* needle = !built    ? "built without CUDA"
+                       : !usable ? "no usable CUDA device"
+                       : !blaslt ? "cuBLASLt cannot be used"
+                                 : "x1 is labeled cuda:0 but its memory is host memory";
   expect_status("all_gather_matmul on cuda:0", want, {"all_gather_matmul", needle}, [&] {
     commfuse::all_gather_matmul(on(vx1, kCuda0), on(vx2, kCuda0), g, R, on(vout, kCuda0),
                                 on(vgath, kCuda0));
@@ -139,6 +187,29 @@ int case_device_reject(commfuse::Comm& comm) {
         on(TensorView(x1.data(), DType::kFloat32, {kM * R, kK}), kCuda0), on(vx2, kCuda0), g, R,
         on(TensorView(out.data(), DType::kFloat32, {kM, kN}), kCuda0));
   });
+  // quant_all_reduce needs no cuBLASLt: with a device, the memory check answers.
+  const char* quant_needle = !built    ? "built without CUDA"
+                             : !usable ? "no usable CUDA device"
+                                       : "x is labeled cuda:0 but its memory is host memory";
+  expect_status("quant_all_reduce on cuda:0", !built || usable ? inv : Status::kRuntimeError,
+                {"quant_all_reduce", quant_needle}, [&] {
+                  commfuse::quant_all_reduce(
+                      on(TensorView(codes.data(), DType::kInt8, {R, 128}), kCuda0),
+                      on(TensorView(scales.data(), DType::kFloat32, {R, 1}), kCuda0), g,
+                      on(TensorView(qout.data(), DType::kFloat32, {R, 128}), kCuda0));
+                });
+  good_call(comm);
+  c_api_cases(comm, want == inv ? COMMFUSE_PARAM_INVALID : COMMFUSE_RUNTIME_ERROR, needle);
+  // A host plan ignores Plan::execute's stream (the device plans' per-call stream).
+  std::vector<float> hx1(kM * kK, static_cast<float>(comm.rank() + 1)), hx2(kK * kN, 0.5f);
+  commfuse::AllGatherMatmulPlan plan(TensorView(hx1.data(), DType::kFloat32, {kM, kK}),
+                                     TensorView(hx2.data(), DType::kFloat32, {kK, kN}), g, R, vout,
+                                     vgath);
+  std::vector<float> ws(plan.workspace_size() / sizeof(float) + 1);
+  plan.execute(ws.data(), plan.workspace_size(), reinterpret_cast<void*>(uintptr_t{0x1234}));
+  for (int s = 0; s < R; ++s)
+    EXPECT(gathered[static_cast<size_t>(s * kM * kK)] == static_cast<float>(s + 1),
+           "a host plan executed with a stream: rank %d's rows are wrong", s);
   good_call(comm);
   return 0;
 }

@@ -232,8 +232,8 @@ def test_quant_inputs_are_not_copied(monkeypatch):
     out = np.empty((4, 256), BF16)
     for fn in (commfuse.quant_all_reduce, commfuse.quant_reduce_scatter):
         fn(x, s, "g", dtype="hifloat8", out=out if fn is commfuse.quant_all_reduce else None)
-        xr, sr, group, outr, op = seen["args"]
-        assert (xr.data_ptr, sr.data_ptr, group, op) == (ptr(x), ptr(s), "g", "sum")
+        xr, sr, group, outr, op, stream = seen["args"]
+        assert (xr.data_ptr, sr.data_ptr, group, op, stream) == (ptr(x), ptr(s), "g", "sum", 0)
         assert xr.dtype == "hifloat8" and sr.dtype == "float8_e8m0"
     assert seen["args"][3].shape == (4, 256)  # unknown group: R taken as 1 for allocation
     commfuse.quant_all_reduce(x, s, "g", dtype="hifloat8", out=out)

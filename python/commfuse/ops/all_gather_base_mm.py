@@ -7,7 +7,7 @@ from typing import Any, Optional
 import numpy.typing as npt
 
 from .. import _commfuse
-from .._tensor import Args, dim, fast_matmul_inputs, fast_output, group_name
+from .._tensor import Args, dim, fast_matmul_inputs, fast_output, group_name, stream_of
 from ._quant_common import quant_matmul_args
 
 
@@ -22,6 +22,11 @@ def all_gather_base_mm(input: Any, x2: Any, hcom: Any, world_size: int, *, bias:
 
     ``gather_out = concat_s(input_s)`` (rank order) and ``output = gather_out @ x2 + bias``,
     accumulated in float32 and rounded once to input's dtype.
+
+    CUDA tensors (torch, or DLPack arrays on a CUDA device; every rank on one host): the op
+    runs on that GPU, queued on torch's current stream of the device (other DLPack arrays:
+    the legacy default stream), and returns once queued; results are allocated on the
+    device. bfloat16, float16 and float32 only (not the quantized forms).
 
     Args:
         input: this rank's x1 block, (m, k), float16, bfloat16 or float32; or quantized
@@ -81,5 +86,6 @@ def all_gather_base_mm(input: Any, x2: Any, hcom: Any, world_size: int, *, bias:
         shape = (rows, dim(x1r, 1)) if gather_output else (0,)
         gathered, gatherr = a.output(gather_out, "gather_out", shape, x1r.dtype, like=input)
     _commfuse.all_gather_matmul(x1r, x2r, group, int(world_size), outr, gatherr, biasr,
-                                int(gather_index), bool(gather_output), int(comm_turn), s1r, s2r)
+                                int(gather_index), bool(gather_output), int(comm_turn), s1r, s2r,
+                                stream_of(input))
     return output, gathered

@@ -7,7 +7,7 @@ from typing import Any, Optional
 import numpy.typing as npt
 
 from .. import _commfuse
-from .._tensor import Args, dim, fast_matmul_inputs, fast_output, group_name
+from .._tensor import Args, dim, fast_matmul_inputs, fast_output, group_name, stream_of
 from ._quant_common import quant_matmul_args
 
 
@@ -20,6 +20,11 @@ def mm_all_reduce_base(x1: Any, x2: Any, hcom: Any, *, reduce_op: str = "sum", b
 
     float32 accumulation, rank-order sum, bias added once, one rounding: every rank gets
     the same bits (when every rank passes the same bias).
+
+    CUDA tensors (torch, or DLPack arrays on a CUDA device; every rank on one host): the op
+    runs on that GPU, queued on torch's current stream of the device (other DLPack arrays:
+    the legacy default stream), and returns once queued; results are allocated on the
+    device. bfloat16, float16 and float32 only (not the quantized forms).
 
     Args:
         x1: this rank's (m, k) or (b, s, k) activations; float16, bfloat16 or float32, or
@@ -67,5 +72,5 @@ def mm_all_reduce_base(x1: Any, x2: Any, hcom: Any, *, reduce_op: str = "sum", b
         shape = tuple(x1r.shape[:-1]) + (dim(x2r, 1),) if x1r.shape else (dim(x2r, 1),)
         output, outr = a.output(out, "out", shape, out_name, like=x1)
     _commfuse.matmul_all_reduce(x1r, x2r, group, outr, str(reduce_op), biasr, int(comm_turn),
-                                s1r, s2r)
+                                s1r, s2r, stream_of(x1))
     return output

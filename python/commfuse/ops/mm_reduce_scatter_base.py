@@ -7,7 +7,7 @@ from typing import Any, Optional
 import numpy.typing as npt
 
 from .. import _commfuse
-from .._tensor import Args, dim, fast_matmul_inputs, fast_output, group_name
+from .._tensor import Args, dim, fast_matmul_inputs, fast_output, group_name, stream_of
 from ._quant_common import quant_matmul_args
 
 
@@ -21,6 +21,11 @@ def mm_reduce_scatter_base(input: Any, x2: Any, hcom: Any, world_size: int, *,
 
     Rank r gets rows [r·m/R, (r+1)·m/R) of ``Σ_s input_s @ x2_s``, plus ``bias`` added once
     (not R times); float32 accumulation and rank-order sum, one rounding.
+
+    CUDA tensors (torch, or DLPack arrays on a CUDA device; every rank on one host): the op
+    runs on that GPU, queued on torch's current stream of the device (other DLPack arrays:
+    the legacy default stream), and returns once queued; results are allocated on the
+    device. bfloat16, float16 and float32 only (not the quantized forms).
 
     Args:
         input: this rank's x1, (m, k) with m a multiple of R; float16, bfloat16 or float32,
@@ -71,5 +76,5 @@ def mm_reduce_scatter_base(input: Any, x2: Any, hcom: Any, world_size: int, *,
         output, outr = a.output(out, "out", (dim(x1r, 0) // r, dim(x2r, 1)), out_name,
                                 like=input)
     _commfuse.matmul_reduce_scatter(x1r, x2r, group, int(world_size), outr, str(reduce_op),
-                                    biasr, int(comm_turn), s1r, s2r)
+                                    biasr, int(comm_turn), s1r, s2r, stream_of(input))
     return output

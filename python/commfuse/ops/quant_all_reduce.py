@@ -8,7 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _commfuse
-from .._tensor import Args, group_name
+from .._tensor import Args, group_name, stream_of
 from ._quant_common import dtype_arg
 
 
@@ -19,6 +19,11 @@ def quant_all_reduce(x: Any, scales: Any, hcom: Any, *, reduce_op: str = "sum",
 
     Each element is multiplied by its group's scale in float32; the sum is float32 in rank
     order 0..R-1, rounded once to ``output_dtype``: every rank gets the same bits.
+
+    CUDA tensors (torch, or DLPack arrays on a CUDA device; every rank on one host): the op
+    runs on that GPU, queued on torch's current stream of the device (other DLPack arrays:
+    the legacy default stream), and returns once queued; results are allocated on the
+    device.
 
     Args:
         x: this rank's (bs, H) or (b, s, H) codes: int8, ``ml_dtypes.float8_e4m3fn``,
@@ -48,5 +53,5 @@ def quant_all_reduce(x: Any, scales: Any, hcom: Any, *, reduce_op: str = "sum",
         sr = a.input(scales, "scales", contiguous=True)
         name = dtype_arg(output_dtype, "output_dtype")
         output, outr = a.output(out, "out", tuple(xr.shape), name, like=x)
-    _commfuse.quant_all_reduce(xr, sr, group, outr, str(reduce_op))
+    _commfuse.quant_all_reduce(xr, sr, group, outr, str(reduce_op), stream_of(x))
     return output

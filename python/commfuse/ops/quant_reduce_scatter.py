@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _commfuse
-from .._tensor import Args, group_name
+from .._tensor import Args, group_name, stream_of
 from ._quant_common import dtype_arg
 
 
@@ -20,6 +20,11 @@ def quant_reduce_scatter(x: Any, scales: Any, hcom: Any, *, reduce_op: str = "su
 
     The sum is that of :func:`quant_all_reduce`; with BS = bs (or b·s) rows, rank r gets
     rows [r·BS/R, (r+1)·BS/R), shape (BS/R, H).
+
+    CUDA tensors (torch, or DLPack arrays on a CUDA device; every rank on one host): the op
+    runs on that GPU, queued on torch's current stream of the device (other DLPack arrays:
+    the legacy default stream), and returns once queued; results are allocated on the
+    device.
 
     Args:
         x: this rank's (bs, H) or (b, s, H) codes: int8, float8_e4m3fn, float8_e5m2, or
@@ -48,5 +53,5 @@ def quant_reduce_scatter(x: Any, scales: Any, hcom: Any, *, reduce_op: str = "su
         bs = prod(shape[:-1]) if len(shape) >= 2 else 0
         h = shape[-1] if shape else 0
         output, outr = a.output(out, "out", (bs // r, h), name, like=x)
-    _commfuse.quant_reduce_scatter(xr, sr, group, outr, str(reduce_op))
+    _commfuse.quant_reduce_scatter(xr, sr, group, outr, str(reduce_op), stream_of(x))
     return output

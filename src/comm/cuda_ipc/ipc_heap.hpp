@@ -8,11 +8,12 @@
 // records kReady after its writes to its heap, a reader records kDone after its reads of the
 // peers' heaps, and a stream waits for a peer's signal with wait_for. A wait refers to the
 // latest recording at the time it is enqueued, so the caller orders them with a host
-// exchange: the owner publishes, then all ranks exchange (all_gather), then readers wait —
-// and the owner records the same signal again only after the next exchange, by which time
-// every reader has enqueued its wait. Before the owner writes its heap again, it waits for
-// every reader's kDone (so no queued read sees the new data); a later kDone of the same
-// reader comes after it in that reader's stream order, so waiting on it is as safe.
+// exchange: the owner publishes, then all ranks exchange (all_gather), then readers wait. A
+// reader slower than the owner may bind its wait to the owner's next recording: later in
+// the owner's stream, so the data is there, provided the owner's next writes leave what the
+// reader reads alone (ops/cuda/device_context alternates halves of the heap for that). Before
+// the owner overwrites data, it waits for every reader's kDone recorded after those reads (a
+// later kDone of the same reader follows them in that reader's stream, so it is as safe).
 // The exchange is the caller's (the communicator's all_gather in the product), given as a
 // function, so this class depends on no transport.
 //

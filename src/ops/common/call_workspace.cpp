@@ -108,9 +108,9 @@ CallWorkspace::~CallWorkspace() {
   }
 }
 
-void execute_once(Plan& plan) {
+void execute_once(Plan& plan, void* stream) {
   const CallWorkspace workspace(plan.workspace_size());
-  plan.execute(workspace.data(), plan.workspace_size());
+  plan.execute(workspace.data(), plan.workspace_size(), stream);
 }
 
 }  // namespace commfuse::ops

@@ -12,8 +12,9 @@
 
 namespace commfuse::ops {
 
-// The one-shot entry points' execute: the plan run once on this thread's workspace.
-void execute_once(Plan& plan);
+// The one-shot entry points' execute: the plan run once on this thread's workspace (a device
+// plan on `stream`, or on its own when null).
+void execute_once(Plan& plan, void* stream = nullptr);
 
 class CallWorkspace {
  public:

@@ -33,7 +33,11 @@ std::string Plan::description() const {
 }
 
 void Plan::execute(void* workspace, size_t workspace_bytes) {
-  impl().execute(workspace, workspace_bytes);
+  impl().execute(workspace, workspace_bytes, nullptr);
+}
+
+void Plan::execute(void* workspace, size_t workspace_bytes, void* stream) {
+  impl().execute(workspace, workspace_bytes, stream);
 }
 
 }  // namespace commfuse

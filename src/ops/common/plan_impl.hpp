@@ -4,7 +4,8 @@
 //   std::string describe(const Data&)            the COMMFUSE_VERBOSE / description() line
 //   const char* schedule_name(Schedule)          the chosen algorithm's name
 //   void run_schedule(const Data&, comm::CommImpl&, void* workspace)   the switch over its
-//                                                schedules
+//                                                schedules (device plans, whose Data has a
+//                                                `stream`: run_schedule(d, c, ws, stream))
 // (and plan_workspace_bytes / plan_schedule_name overloads where the defaults below do not
 // fit), and its public class only a constructor that plans and calls make_plan.
 #pragma once
@@ -26,7 +27,9 @@ class PlanImpl {
   virtual size_t workspace_size() const = 0;  // what the caller allocates (alignment slack)
   virtual const char* schedule_name() const = 0;
   virtual std::string description() const = 0;
-  virtual void execute(void* workspace, size_t workspace_bytes) const = 0;
+  // stream: a device plan's cudaStream_t for this call (null: the plan's own); host plans
+  // ignore it.
+  virtual void execute(void* workspace, size_t workspace_bytes, void* stream) const = 0;
 };
 
 // The defaults: the plan's workspace_bytes and its schedule's name.
@@ -42,12 +45,15 @@ const char* plan_schedule_name(const Data& d) {
 // Every op's execute: the group and the workspace checked (begin_execute), the call's
 // signature in scope for its collectives, then its schedule.
 template <typename Data>
-void execute_plan(const Data& d, void* workspace, size_t workspace_bytes) {
+void execute_plan(const Data& d, void* workspace, size_t workspace_bytes, void* stream) {
   const auto& p = d.problem;
   const auto [c, ws] = begin_execute(d.signature.op, p.group, p.rank, p.world_size, workspace,
                                      workspace_bytes, plan_workspace_bytes(d));
   const comm::CallScope call(d.signature);
-  run_schedule(d, c, ws);
+  if constexpr (requires { d.stream; })
+    run_schedule(d, c, ws, stream != nullptr ? stream : d.stream);
+  else
+    run_schedule(d, c, ws);
 }
 
 template <typename Data>
@@ -57,8 +63,8 @@ class OpPlan final : public PlanImpl {
   size_t workspace_size() const override { return workspace_request(plan_workspace_bytes(data_)); }
   const char* schedule_name() const override { return plan_schedule_name(data_); }
   std::string description() const override { return describe(data_); }
-  void execute(void* workspace, size_t workspace_bytes) const override {
-    execute_plan(data_, workspace, workspace_bytes);
+  void execute(void* workspace, size_t workspace_bytes, void* stream) const override {
+    execute_plan(data_, workspace, workspace_bytes, stream);
   }
   const Data& data() const { return data_; }
 

@@ -34,6 +34,7 @@ struct QuantReduceProblem {
   // Threads that split a piece's rows (kernels::cpu::compute_threads(): more than one only
   // when this rank has cores to itself, e.g. one rank per host).
   int threads = 1;
+  Device device;  // where every tensor is (cuda: ops/cuda/device_plans.hpp runs the call)
 
   int64_t scale_bytes() const { return kernels::cpu::scale_row_bytes(kind, h); }
   // Bytes of one row on the wire: codes, then scales.

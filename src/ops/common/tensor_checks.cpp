@@ -49,7 +49,8 @@ void check_host_tensors(const OpContext& ctx, std::initializer_list<NamedTensor>
     if (nt.t != nullptr && nt.t->present() && nt.t->device != Device{})
       ctx.invalid(nt.name, " is on ", device_name(nt.t->device),
                   ": not supported (this op takes host tensors only; on CUDA devices "
-                  "all_gather_matmul, matmul_reduce_scatter and matmul_all_reduce run)");
+                  "all_gather_matmul, matmul_reduce_scatter, matmul_all_reduce, "
+                  "quant_all_reduce and quant_reduce_scatter run)");
 }
 
 void check_present(const OpContext& ctx, const char* name, const TensorView& t) {

@@ -2,6 +2,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <chrono>
+#include <thread>
 #include <utility>
 
 #include "core/error.hpp"
@@ -36,35 +38,69 @@ cudaEvent_t as_event(void* e) {
 
 DeviceContext::DeviceContext(int rank, int size, HostExchange exchange)
     : rank_(rank), size_(size), exchange_(std::move(exchange)) {
-  check(cudaGetDevice(&device_), rank_, "cudaGetDevice");
-  cudaStream_t s = nullptr;
-  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), rank_, "cudaStreamCreate");
-  copy_stream_ = s;
-  for (void** e : {&fork_event_, &join_event_, &call_event_}) {
-    cudaEvent_t ev = nullptr;
-    check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), rank_, "cudaEventCreate");
-    *e = ev;
+  try {
+    check(cudaGetDevice(&device_), rank_, "cudaGetDevice");
+    cudaStream_t s = nullptr;
+    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), rank_, "cudaStreamCreate");
+    copy_stream_ = s;
+    for (void** e : {&fork_event_, &join_event_, &call_event_}) {
+      cudaEvent_t ev = nullptr;
+      check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), rank_, "cudaEventCreate");
+      *e = ev;
+    }
+    check(cudaMalloc(&gemm_ws_, kernels::cuda::kGemmWorkspaceBytes), rank_, "cudaMalloc");
+  } catch (...) {
+    free_local();  // the destructor does not run for a constructor that throws
+    throw;
   }
-  check(cudaMalloc(&gemm_ws_, kernels::cuda::kGemmWorkspaceBytes), rank_, "cudaMalloc");
+}
+
+void DeviceContext::free_local() {
+  if (scratch_ != nullptr) cudaFree(scratch_);
+  if (gemm_ws_ != nullptr) cudaFree(gemm_ws_);
+  for (void* e : {fork_event_, join_event_, call_event_})
+    if (e != nullptr) cudaEventDestroy(as_event(e));
+  if (copy_stream_ != nullptr) cudaStreamDestroy(as_stream(copy_stream_));
+  scratch_ = gemm_ws_ = fork_event_ = join_event_ = call_event_ = copy_stream_ = nullptr;
+}
+
+bool DeviceContext::wait_idle() {
+  // Polled, not synchronized: a stream waiting for a dead peer's event never finishes.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(exchange_.timeout_s);
+  for (;;) {
+    const cudaError_t a = cudaEventQuery(as_event(call_event_));
+    const cudaError_t b = cudaStreamQuery(as_stream(copy_stream_));
+    if (a != cudaErrorNotReady && b != cudaErrorNotReady) {
+      cudaGetLastError();
+      return a == cudaSuccess && b == cudaSuccess;
+    }
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 DeviceContext::~DeviceContext() {
+  int caller_device = device_;
+  cudaGetDevice(&caller_device);  // restored below: the caller's thread keeps its device
   cudaSetDevice(device_);
-  cudaDeviceSynchronize();  // this rank's queued reads and writes of the heap are finished
+  if (!wait_idle()) {
+    CF_LOG(kWarn, "CUDA device context (rank ", rank_, "): queued work did not finish within ",
+           exchange_.timeout_s, " s; its device memory stays allocated");
+    (void)heap_.release();  // deliberately leaked: queued work and peers may still use it
+    cudaSetDevice(caller_device);
+    return;
+  }
   try {
     drop_heap();
   } catch (const std::exception& e) {
-    // A peer that cannot be reached cannot be reading this heap any more.
+    // A peer that did not take part may still have reads of this heap queued.
     CF_LOG(kWarn, "CUDA device context (rank ", rank_, "): ", e.what(),
-           "; freeing the heap without the peers");
-    heap_.reset();
+           "; its device heap stays allocated");
+    (void)heap_.release();
   }
-  cudaFree(scratch_);
-  cudaFree(gemm_ws_);
-  cudaEventDestroy(as_event(fork_event_));
-  cudaEventDestroy(as_event(join_event_));
-  cudaEventDestroy(as_event(call_event_));
-  cudaStreamDestroy(as_stream(copy_stream_));
+  free_local();
+  cudaSetDevice(caller_device);
 }
 
 void DeviceContext::drop_heap() {
@@ -87,12 +123,16 @@ void DeviceContext::grow(size_t half_bytes) {
 }
 
 DeviceContext::Half DeviceContext::begin_call(size_t bytes, void* stream) {
-  CF_ASSERT(bytes > 0);
+  CF_ASSERT(bytes > 0 && phase_ == Phase::kIdle);
   if (bytes > half_bytes_) {
     exchange_.barrier();  // every rank is in this call (and agrees on its shapes) first
+    phase_ = Phase::kGrowing;
     grow(bytes);
+    phase_ = Phase::kIdle;
   }
-  half_ ^= 1;
+  phase_ = Phase::kBegun;
+  call_stream_ = stream;
+  pending_ = half_ ^ 1;
   check(cudaStreamWaitEvent(as_stream(stream), as_event(call_event_), 0), rank_,
         "cudaStreamWaitEvent");
   for (int r = 0; r < size_; ++r)
@@ -101,7 +141,7 @@ DeviceContext::Half DeviceContext::begin_call(size_t bytes, void* stream) {
   h.part.resize(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r)
     h.part[static_cast<size_t>(r)] =
-        static_cast<char*>(heap_->peer(r)) + static_cast<size_t>(half_) * half_bytes_;
+        static_cast<char*>(heap_->peer(r)) + static_cast<size_t>(pending_) * half_bytes_;
   h.mine = h.part[static_cast<size_t>(rank_)];
   return h;
 }
@@ -112,6 +152,10 @@ void DeviceContext::publish_ready(void* stream) {
 
 void DeviceContext::exchange() {
   exchange_.barrier();
+  if (phase_ == Phase::kBegun) {
+    half_ = pending_;  // every rank passed the barrier: the call's half is current everywhere
+    phase_ = Phase::kExchanged;
+  }
 }
 
 void DeviceContext::wait_ready(int r, void* stream) {
@@ -121,6 +165,19 @@ void DeviceContext::wait_ready(int r, void* stream) {
 void DeviceContext::end_call(void* stream) {
   heap_->publish(Signal::kDone, stream);
   check(cudaEventRecord(as_event(call_event_), as_stream(stream)), rank_, "cudaEventRecord");
+  phase_ = Phase::kIdle;
+}
+
+bool DeviceContext::cancel_call(bool failed_at_synchronization) {
+  const Phase was = phase_;
+  phase_ = Phase::kIdle;
+  if (was == Phase::kBegun || was == Phase::kExchanged) {
+    // The next call must follow what this one queued (its writes of the heap, the
+    // workspace, the scratch); an error recording it is reported by the next call's wait.
+    if (cudaEventRecord(as_event(call_event_), as_stream(call_stream_)) != cudaSuccess)
+      cudaGetLastError();
+  }
+  return failed_at_synchronization && (was == Phase::kIdle || was == Phase::kBegun);
 }
 
 void DeviceContext::fork_copies(void* from_stream) {

@@ -3,14 +3,22 @@
 // calls, a copy stream for the copies that overlap the GEMMs, and the GEMM's workspace.
 //
 // One call's protocol (the ordering rules are IpcHeap's):
-//   begin_call   the caller's stream waits for every peer's kDone (their reads of this half,
-//                two calls ago, are finished), then the op writes its half and publishes
-//                kReady on the stream
-//   exchange     the host barrier that orders every publish before every wait
-//   readers      wait for a peer's kReady, read its half in place, and finish with kDone
-//                (end_call)
-// Alternating halves means a call never waits for the previous call's readers: one host
-// barrier per call (plus one while the heap grows).
+//   begin_call   the caller's stream waits for every peer's latest kDone (their reads of
+//                the half this call writes were queued before the previous call's
+//                exchange) and for this rank's previous call; the op then writes its half
+//                and publishes kReady on the stream
+//   exchange     the host barrier that orders every publish before every wait; only when
+//                it succeeds does the call's half become the current one on every rank
+//   readers      wait for a peer's kReady, read its half in place, and end_call records
+//                kDone (after every read) and the call's end
+// Halves alternate, so a call waits only for the readers of two calls ago (and, when a
+// peer already recorded it, the previous call's kDone, which follows them in its stream).
+// A reader slower than its owner may bind its wait to the owner's next kReady: later in
+// the owner's stream, so still after the data it reads, and the other half is written then.
+// One host barrier per call (plus the set-up exchanges when the heap grows).
+//
+// The first call, a call that grows the heap and a call that grows the scratch block the
+// host until this rank's queued work has finished; other calls return once queued.
 //
 // Needs no communicator: the host exchanges are functions (the communicator's all_gather and
 // barrier in the product; a shared-memory board in scripts/gpu-check.sh's tests).
@@ -28,14 +36,17 @@ namespace commfuse::ops::cuda {
 struct HostExchange {
   comm::cuda_ipc::IpcHeap::AllGather all_gather;  // set-up: every rank's bytes, rank order
   std::function<void()> barrier;                  // per call
+  int timeout_s = 300;  // teardown: how long to wait for this rank's queued work
 };
 
 class DeviceContext {
  public:
   // On the current CUDA device. Collective only when the heap is first needed.
   DeviceContext(int rank, int size, HostExchange exchange);
-  // Waits for this rank's queued work, then tears the heap down collectively (IpcHeap's
-  // teardown); a failed exchange (a dead peer) is logged and the memory freed anyway.
+  // Waits (up to the exchange's timeout) for this rank's queued work, then tears the heap
+  // down collectively (IpcHeap's teardown). If the work does not finish (a stream waiting
+  // for a dead peer) or the exchange fails, the device memory is left allocated (logged):
+  // a peer may still read this heap, and freeing memory under queued work is not safe.
   ~DeviceContext();
   DeviceContext(const DeviceContext&) = delete;
   DeviceContext& operator=(const DeviceContext&) = delete;
@@ -50,20 +61,27 @@ class DeviceContext {
     std::vector<void*> part;  // part[r]: rank r's half (part[rank] == mine)
   };
   // Starts a call that puts `bytes` per rank into the heap: grows the heap if needed
-  // (collective: every rank of a call asks for the same bytes), switches halves and makes
-  // `stream` (cudaStream_t) wait until no peer still reads the half, and until this rank's
-  // previous call has finished (calls on one communicator run in order, whichever streams
-  // they are queued on: they share the workspace and scratch).
+  // (collective: every rank of a call asks for the same bytes), and makes `stream`
+  // (cudaStream_t) wait until no peer still reads the half this call writes and until this
+  // rank's previous call has finished (calls on one communicator run in order, whichever
+  // streams they are queued on: they share the workspace and scratch).
   Half begin_call(size_t bytes, void* stream);
   // After this rank's writes to its half are queued on `stream`.
   void publish_ready(void* stream);
-  // The host barrier between publishing and waiting.
+  // The host barrier between publishing and waiting (also alone: a call with nothing to
+  // move still synchronizes).
   void exchange();
   // `stream` waits for rank r's kReady of this call.
   void wait_ready(int r, void* stream);
   // Ends the call, after every read of the peers' halves and every use of the workspace and
   // scratch is queued on `stream`.
   void end_call(void* stream);
+  // After an exception inside a call: true when the ranks are still in step — the call
+  // failed at its first synchronization (a peer rejected it, or the ranks disagree), which
+  // every rank learns alike, so no rank switched halves; this rank's queued work is chained
+  // so the next call follows it. False: the protocol stopped midway and the communicator
+  // must be aborted.
+  bool cancel_call(bool failed_at_synchronization);
 
   // The copy stream (cudaStream_t), and two events to fork it from / join it to a stream.
   void* copy_stream() const { return copy_stream_; }
@@ -76,11 +94,16 @@ class DeviceContext {
   float* scratch(size_t bytes, void* stream);
 
  private:
+  enum class Phase { kIdle, kGrowing, kBegun, kExchanged };
+
   int rank_, size_, device_ = 0;
   HostExchange exchange_;
   std::unique_ptr<comm::cuda_ipc::IpcHeap> heap_;
   size_t half_bytes_ = 0;  // each half of every rank's heap
-  int half_ = 1;           // the current call's half (the first call takes half 0)
+  int half_ = 1;           // the last exchanged call's half (the first call takes half 0)
+  int pending_ = 0;        // the half of the call begun, until its exchange
+  Phase phase_ = Phase::kIdle;
+  void* call_stream_ = nullptr;  // the stream of the call begun
   void* copy_stream_ = nullptr;
   void* fork_event_ = nullptr;
   void* join_event_ = nullptr;
@@ -91,6 +114,8 @@ class DeviceContext {
 
   void grow(size_t half_bytes);  // collective
   void drop_heap();              // collective: IpcHeap's teardown
+  bool wait_idle();              // this rank's queued work finished within the timeout
+  void free_local();             // streams, events, workspace, scratch
 };
 
 }  // namespace commfuse::ops::cuda

@@ -7,7 +7,9 @@
 #include <utility>
 #include <vector>
 
+#include "comm/call_check.hpp"
 #include "comm/comm_impl.hpp"
+#include "core/params.hpp"
 #include "kernels/cuda/blaslt.hpp"
 #include "kernels/cuda/runtime_info.hpp"
 #include "kernels/cuda/sum_rows.hpp"
@@ -49,14 +51,28 @@ DeviceContext* existing_context(comm::CommImpl& c) {
   return a != nullptr ? a->ctx.get() : nullptr;
 }
 
-DeviceContext& context_of(comm::CommImpl& c) {
+// The communicator's device context, on the calling thread's current device (checked again
+// here: a device changed between planning and executing would put this call's work on
+// another GPU than its heap; a RUNTIME_ERROR, so the communicator is aborted).
+DeviceContext& context_of(const char* op, comm::CommImpl& c, Device d) {
+  int current = -1;
+  cudaGetDevice(&current);
+  if (current != d.index)  // this rank alone finds it, inside the call: the peers are told
+    c.reject(
+        Status::kRuntimeError,
+        detail::cat(op, "(rank ", c.rank(), "): the tensors are on cuda:", d.index,
+                    " but the calling thread's device became cuda:", current, " after planning"));
   if (DeviceContext* ctx = existing_context(c)) return *ctx;
+  if (c.attachment() != nullptr)
+    detail::throw_status(Status::kInner, detail::cat(op,
+                                                     ": the communicator holds another "
+                                                     "layer's attachment"));
   comm::CommImpl* cp = &c;  // the attachment dies before the communicator
   auto a = std::make_unique<DeviceAttachment>();
   a->ctx = std::make_unique<DeviceContext>(
       c.rank(), c.world_size(),
       HostExchange{[cp](const std::string& s) { return all_gather_strings(cp->transport(), s); },
-                   [cp] { cp->transport().barrier(); }});
+                   [cp] { cp->transport().barrier(); }, params::timeout_seconds()});
   DeviceContext& ctx = *a->ctx;
   c.attach(std::move(a));
   return ctx;
@@ -66,11 +82,12 @@ DeviceContext& context_of(comm::CommImpl& c) {
 struct Pointer {
   const char* name;
   const void* p;
+  DType dtype;  // its elements: the pointer must be aligned to them (kernels read them whole)
 };
-void check_device_call(const OpContext& ctx, Device d, bool quantized,
+void check_device_call(const OpContext& ctx, Device d, bool quantized, bool gemm,
                        std::initializer_list<Pointer> pointers) {
   kernels::cuda::require_device(ctx.op());  // RUNTIME_ERROR without a usable device
-  const std::string why = kernels::cuda::blaslt_unavailable();
+  const std::string why = gemm ? kernels::cuda::blaslt_unavailable() : std::string();
   if (!why.empty()) ctx.reject(Status::kRuntimeError, "cuBLASLt cannot be used: ", why);
   int current = -1;
   cudaGetDevice(&current);
@@ -100,6 +117,8 @@ void check_device_call(const OpContext& ctx, Device d, bool quantized,
       cudaGetLastError();  // not a pointer CUDA knows: host memory
       a.type = cudaMemoryTypeUnregistered;
     }
+    if (reinterpret_cast<uintptr_t>(ptr.p) % dtype_storage_bytes(ptr.dtype, 1) != 0)
+      ctx.invalid(ptr.name, " is not aligned to its ", dtype_name(ptr.dtype), " elements");
     if ((a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged) || a.device != d.index)
       ctx.invalid(ptr.name, " is labeled cuda:", d.index, " but its memory is ",
                   a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged
@@ -124,14 +143,22 @@ DeviceMatmul operands(const auto& p) {
   return a;
 }
 
-// A RUNTIME_ERROR inside a device call leaves the ranks' protocol where it stopped: the
-// communicator is aborted so that the peers fail at once naming this rank.
+// One device call on the communicator's context. A call that fails at its first
+// synchronization (a peer rejected it, or the ranks' descriptors disagree: every rank learns
+// it alike) leaves the ranks in step and the communicator usable, as on the CPU; any other
+// error stops the protocol midway, so the communicator is aborted and the peers fail at once
+// naming this rank.
 template <typename F>
-void run_or_abort(comm::CommImpl& c, F&& f) {
+void run_call(comm::CommImpl& c, DeviceContext& ctx, F&& f) {
   try {
     f();
-  } catch (const Error& e) {
-    if (e.code() == Status::kRuntimeError) c.transport().abort(e.what());
+  } catch (const comm::CallFailed&) {
+    if (ctx.cancel_call(/*failed_at_synchronization=*/true)) throw;
+    c.transport().abort("a device call failed midway");
+    throw;
+  } catch (const std::exception& e) {
+    ctx.cancel_call(false);
+    c.transport().abort(e.what());
     throw;
   }
 }
@@ -154,6 +181,16 @@ struct MatmulReduceDevicePlan {
   void* stream = nullptr;
 };
 
+struct QuantReduceDevicePlan {
+  comm::CallSignature signature;
+  QuantReduceProblem problem;
+  const char* op = nullptr;
+  bool all_reduce = false;
+  DeviceSchedule schedule = DeviceSchedule::kCudaIpc;
+  size_t workspace_bytes = 0;
+  void* stream = nullptr;  // the one-shot functions and the C call pass theirs to execute
+};
+
 std::string describe(const AllGatherMatmulDevicePlan& d) {
   const auto& p = d.problem;
   return detail::cat(kAllGatherMatmulOp, "(rank ", p.rank, ") m=", p.m, " R=", p.world_size,
@@ -169,27 +206,50 @@ std::string describe(const MatmulReduceDevicePlan& d) {
                      d.all_reduce ? "all rows" : "this rank's rows", " read in place)");
 }
 
-void run_schedule(const AllGatherMatmulDevicePlan& d, comm::CommImpl& c, void*) {
-  run_or_abort(c, [&] {
-    all_gather_matmul(context_of(c), operands(d.problem), d.problem.gather_out, d.stream);
-  });
+std::string describe(const QuantReduceDevicePlan& d) {
+  return detail::cat(describe_problem(d.op, d.problem), " on ", device_name(d.problem.device),
+                     ": schedule cuda_ipc (codes and scales in the CUDA IPC heap, rank-order "
+                     "dequantize-and-sum of ",
+                     d.all_reduce ? "all rows" : "this rank's rows", " read in place)");
 }
 
-void run_schedule(const MatmulReduceDevicePlan& d, comm::CommImpl& c, void*) {
-  run_or_abort(c,
-               [&] { matmul_reduce(context_of(c), operands(d.problem), d.all_reduce, d.stream); });
+void run_schedule(const AllGatherMatmulDevicePlan& d, comm::CommImpl& c, void*, void* stream) {
+  DeviceContext& ctx = context_of(d.signature.op, c, d.problem.device);
+  run_call(c, ctx,
+           [&] { all_gather_matmul(ctx, operands(d.problem), d.problem.gather_out, stream); });
+}
+
+void run_schedule(const MatmulReduceDevicePlan& d, comm::CommImpl& c, void*, void* stream) {
+  DeviceContext& ctx = context_of(d.op, c, d.problem.device);
+  run_call(c, ctx, [&] { matmul_reduce(ctx, operands(d.problem), d.all_reduce, stream); });
+}
+
+void run_schedule(const QuantReduceDevicePlan& d, comm::CommImpl& c, void*, void* stream) {
+  DeviceContext& ctx = context_of(d.op, c, d.problem.device);
+  const QuantReduceProblem& p = d.problem;
+  DeviceQuantReduce a;
+  a.x_dtype = p.x_dtype;
+  a.mx = p.kind == kernels::cpu::ScaleKind::kMx32;
+  a.rows = p.rows;
+  a.h = p.h;
+  a.x = p.x;
+  a.scales = p.scales;
+  a.scale_row_bytes = p.scale_bytes();
+  a.out_dtype = p.out_dtype;
+  a.out = p.output;
+  run_call(c, ctx, [&] { quant_reduce(ctx, a, d.all_reduce, stream); });
 }
 
 }  // namespace
 
 std::unique_ptr<PlanImpl> plan_all_gather_matmul(AllGatherMatmulProblem p, void* stream) {
   const OpContext ctx(kAllGatherMatmulOp, p.group);
-  check_device_call(ctx, p.device, p.quant.mode != QuantMatmulMode::kNone,
-                    {{"x1", p.x1},
-                     {"x2", p.x2.data},
-                     {"bias", p.bias.data},
-                     {"output", p.output},
-                     {"gather_out", p.gather_out}});
+  check_device_call(ctx, p.device, p.quant.mode != QuantMatmulMode::kNone, /*gemm=*/true,
+                    {{"x1", p.x1, p.dtype},
+                     {"x2", p.x2.data, p.dtype},
+                     {"bias", p.bias.data, p.bias.dtype},
+                     {"output", p.output, p.out_dtype},
+                     {"gather_out", p.gather_out, p.dtype}});
   AllGatherMatmulDevicePlan d;
   d.signature = matmul_signature(kAllGatherMatmulOp, p, d.schedule);
   d.problem = std::move(p);
@@ -200,14 +260,32 @@ std::unique_ptr<PlanImpl> plan_all_gather_matmul(AllGatherMatmulProblem p, void*
 std::unique_ptr<PlanImpl> plan_matmul_reduce(const char* op, MatmulReduceProblem p, bool all_reduce,
                                              void* stream) {
   const OpContext ctx(op, p.group);
-  check_device_call(ctx, p.device, p.quant.mode != QuantMatmulMode::kNone,
-                    {{"x1", p.x1}, {"x2", p.x2.data}, {"bias", p.bias.data}, {"output", p.output}});
+  check_device_call(ctx, p.device, p.quant.mode != QuantMatmulMode::kNone, /*gemm=*/true,
+                    {{"x1", p.x1, p.dtype},
+                     {"x2", p.x2.data, p.dtype},
+                     {"bias", p.bias.data, p.bias.dtype},
+                     {"output", p.output, p.out_dtype}});
   MatmulReduceDevicePlan d;
   d.signature = matmul_signature(op, p, d.schedule);
   d.problem = std::move(p);
   d.op = op;
   d.all_reduce = all_reduce;
   d.stream = stream;
+  return make_plan(std::move(d));
+}
+
+std::unique_ptr<PlanImpl> plan_quant_reduce(const char* op, QuantReduceProblem p, bool all_reduce) {
+  const OpContext ctx(op, p.group);
+  // The codes and scales are copied byte for byte into the heap: no alignment needed.
+  check_device_call(ctx, p.device, /*quantized=*/false, /*gemm=*/false,
+                    {{"x", p.x, DType::kUInt8},
+                     {"scales", p.scales, DType::kUInt8},
+                     {"output", p.output, p.out_dtype}});
+  QuantReduceDevicePlan d;
+  d.signature = quant_reduce_signature(op, p, d.schedule);
+  d.problem = std::move(p);
+  d.op = op;
+  d.all_reduce = all_reduce;
   return make_plan(std::move(d));
 }
 

@@ -1,11 +1,12 @@
-// all_gather_matmul, matmul_reduce_scatter and matmul_all_reduce on CUDA device tensors: the
-// plan of a problem validated by the op's own rules (validate.cpp) whose tensors are on a
-// CUDA device. Planning checks what only a device call needs (a usable device, the current
-// one, device memory behind every pointer, every rank on one host, no SPEC §6 quantized
-// operands yet) and rejects the call on this rank like any argument error; execute queues
-// the schedule (device_schedules.hpp) on the options' stream over the communicator's device
-// context, created by its first device call. A build without CUDA answers PARAM_INVALID
-// "not supported" (no_cuda_plans.cpp).
+// all_gather_matmul, matmul_reduce_scatter, matmul_all_reduce, quant_all_reduce and
+// quant_reduce_scatter on CUDA device tensors: the plan of a problem validated by the op's
+// own rules (validate.cpp) whose tensors are on a CUDA device. Planning checks what only a
+// device call needs (a usable device, the current one, device memory behind every pointer,
+// element alignment, every rank on one host, no SPEC §6 quantized matmul operands yet) and
+// rejects the call on this rank like any argument error; execute queues the schedule
+// (device_schedules.hpp) on the call's stream over the communicator's device context,
+// created by its first device call. A build without CUDA answers PARAM_INVALID "not
+// supported" (no_cuda_plans.cpp).
 #pragma once
 
 #include <memory>
@@ -13,6 +14,7 @@
 #include "ops/all_gather_matmul/plan.hpp"
 #include "ops/common/matmul_reduce.hpp"
 #include "ops/common/plan_impl.hpp"
+#include "ops/common/quant_reduce.hpp"
 
 namespace commfuse::ops::cuda {
 
@@ -20,5 +22,8 @@ std::unique_ptr<PlanImpl> plan_all_gather_matmul(AllGatherMatmulProblem p, void*
 // op: kMatmulReduceScatterOp (all_reduce false) or kMatmulAllReduceOp.
 std::unique_ptr<PlanImpl> plan_matmul_reduce(const char* op, MatmulReduceProblem p, bool all_reduce,
                                              void* stream);
+// op: kQuantReduceScatterOp (all_reduce false) or kQuantAllReduceOp; the stream is
+// Plan::execute's (the one-shot functions pass theirs there).
+std::unique_ptr<PlanImpl> plan_quant_reduce(const char* op, QuantReduceProblem p, bool all_reduce);
 
 }  // namespace commfuse::ops::cuda

@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "kernels/cuda/blaslt.hpp"
+#include "kernels/cuda/quant_reduce.hpp"
 #include "kernels/cuda/sum_rows.hpp"
 
 namespace commfuse::ops::cuda {
@@ -130,6 +131,50 @@ void matmul_reduce(DeviceContext& ctx, const DeviceMatmul& a, bool all_reduce, v
   e.out = a.out;
   e.ld_out = a.n;
   kc::sum_bias_round(e, stream);
+  ctx.end_call(stream);
+}
+
+void quant_reduce(DeviceContext& ctx, const DeviceQuantReduce& a, bool all_reduce, void* stream) {
+  const int rank = ctx.rank(), size = ctx.size();
+  CF_CHECK_ARG(size <= kc::kMaxDequantRanks, "quant_reduce (CUDA): ", size,
+               " ranks are not supported (at most ", kc::kMaxDequantRanks, ")");
+  if (a.rows == 0) {
+    ctx.exchange();
+    return;
+  }
+  // This rank's block in its half: the codes, then (256-byte aligned) the scales.
+  const size_t codes = static_cast<size_t>(a.rows * a.h);
+  const size_t scales_at = (codes + 255) / 256 * 256;
+  const size_t scales = static_cast<size_t>(a.rows * a.scale_row_bytes);
+  const DeviceContext::Half h = ctx.begin_call(scales_at + scales, stream);
+  copy(h.mine, a.x, codes, stream, rank);
+  copy(static_cast<char*>(h.mine) + scales_at, a.scales, scales, stream, rank);
+  ctx.publish_ready(stream);
+  ctx.exchange();
+  for (int i = 1; i < size; ++i) ctx.wait_ready((rank + i) % size, stream);
+
+  const int64_t rows = all_reduce ? a.rows : a.rows / size;
+  const int64_t row0 = all_reduce ? 0 : rows * rank;
+  const uint8_t* code_parts[kc::kMaxDequantRanks];
+  const uint8_t* scale_parts[kc::kMaxDequantRanks];
+  for (int r = 0; r < size; ++r) {
+    const auto* base = static_cast<const uint8_t*>(h.part[static_cast<size_t>(r)]);
+    code_parts[r] = base + row0 * a.h;
+    scale_parts[r] = base + scales_at + row0 * a.scale_row_bytes;
+  }
+  kc::DequantSumDesc d;
+  d.x_dtype = a.x_dtype;
+  d.mx = a.mx;
+  d.ranks = size;
+  d.codes = code_parts;
+  d.scales = scale_parts;
+  d.rows = rows;
+  d.h = a.h;
+  d.codes_row_bytes = a.h;
+  d.scales_row_bytes = a.scale_row_bytes;
+  d.out_dtype = a.out_dtype;
+  d.out = a.out;
+  kc::dequant_sum(d, stream);
   ctx.end_call(stream);
 }
 

@@ -1,6 +1,7 @@
 // all_gather_matmul, matmul_reduce_scatter and matmul_all_reduce on the GPU (SPEC §2), over a
 // communicator's DeviceContext. Every call is queued on the caller's stream and returns once
-// queued (as cuBLAS and NCCL calls do); the host takes part only in the one barrier that
+// queued (as cuBLAS and NCCL calls do; except a call that grows the heap or the scratch,
+// which waits for this rank's queued work first); the host takes part in the one barrier that
 // orders the ranks' publishes before their reads.
 //
 // all_gather_matmul: x1 is copied into this rank's half of the symmetric heap; the GEMM runs
@@ -39,5 +40,20 @@ void all_gather_matmul(DeviceContext& ctx, const DeviceMatmul& a, void* gather_o
 // reduce_scatter (all_reduce false): out (m/R, n) = rank's rows of Σ_s x1_s @ x2_s, + bias;
 // all_reduce: out (m, n), all rows.
 void matmul_reduce(DeviceContext& ctx, const DeviceMatmul& a, bool all_reduce, void* stream);
+
+// quant_all_reduce / quant_reduce_scatter (SPEC §4): x's codes and scales are copied into
+// this rank's half, and each rank dequantizes and sums its rows of every rank's block in
+// place, in rank order (kernels/cuda/quant_reduce.hpp: the CPU kernel's bits).
+struct DeviceQuantReduce {
+  DType x_dtype = DType::kInt8;  // int8, hifloat8, float8_e4m3fn, float8_e5m2
+  bool mx = false;               // E8M0 per 32 (else fp32 per 128)
+  int64_t rows = 0, h = 0;       // x (rows, h), dense
+  const void* x = nullptr;
+  const void* scales = nullptr;  // rows × scale_row_bytes, dense
+  int64_t scale_row_bytes = 0;
+  DType out_dtype = DType::kFloat32;
+  void* out = nullptr;  // all_reduce: (rows, h); reduce_scatter: (rows/R, h)
+};
+void quant_reduce(DeviceContext& ctx, const DeviceQuantReduce& a, bool all_reduce, void* stream);
 
 }  // namespace commfuse::ops::cuda

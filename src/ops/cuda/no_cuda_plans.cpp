@@ -23,4 +23,8 @@ std::unique_ptr<PlanImpl> plan_matmul_reduce(const char* op, MatmulReduceProblem
   unsupported(op, p.rank, p.device);
 }
 
+std::unique_ptr<PlanImpl> plan_quant_reduce(const char* op, QuantReduceProblem p, bool) {
+  unsupported(op, p.rank, p.device);
+}
+
 }  // namespace commfuse::ops::cuda

@@ -5,6 +5,7 @@
 
 #include "ops/common/call_workspace.hpp"
 #include "ops/common/plan_impl.hpp"
+#include "ops/cuda/device_plans.hpp"
 #include "ops/quant_all_reduce/plan.hpp"
 
 namespace commfuse {
@@ -30,18 +31,21 @@ void run_schedule(const QuantAllReducePlanData& plan, comm::CommImpl& c, void* w
 QuantAllReducePlan::QuantAllReducePlan(const TensorView& x, const TensorView& scales,
                                        std::string_view group, std::string_view reduce_op,
                                        const TensorView& output)
-    : Plan(ops::make_plan(ops::plan_or_reject(ops::kQuantAllReduceOp, group, [&] {
-        auto plan = ops::plan_quant_all_reduce_cached(
-            ops::validate_quant_all_reduce(x, scales, group, reduce_op, output));
-        plan.signature =
-            ops::quant_reduce_signature(ops::kQuantAllReduceOp, plan.problem, plan.schedule);
-        return plan;
-      }))) {}
+    : Plan(ops::plan_or_reject(
+          ops::kQuantAllReduceOp, group, [&]() -> std::unique_ptr<ops::PlanImpl> {
+            auto problem = ops::validate_quant_all_reduce(x, scales, group, reduce_op, output);
+            if (problem.device.type == DeviceType::kCuda)
+              return ops::cuda::plan_quant_reduce(ops::kQuantAllReduceOp, std::move(problem), true);
+            auto plan = ops::plan_quant_all_reduce_cached(std::move(problem));
+            plan.signature =
+                ops::quant_reduce_signature(ops::kQuantAllReduceOp, plan.problem, plan.schedule);
+            return ops::make_plan(std::move(plan));
+          })) {}
 
 void quant_all_reduce(const TensorView& x, const TensorView& scales, std::string_view group,
-                      const TensorView& output, std::string_view reduce_op) {
+                      const TensorView& output, std::string_view reduce_op, void* stream) {
   QuantAllReducePlan plan(x, scales, group, reduce_op, output);
-  ops::execute_once(plan);
+  ops::execute_once(plan, stream);
 }
 
 }  // namespace commfuse

@@ -7,7 +7,7 @@ QuantReduceProblem validate_quant_all_reduce(const TensorView& x, const TensorVi
                                              std::string_view group, std::string_view reduce_op,
                                              const TensorView& output) {
   const OpContext ctx(kQuantAllReduceOp, group);
-  check_host_tensors(ctx, {{"x", &x}, {"scales", &scales}, {"output", &output}});
+  const Device device = check_devices(ctx, {{"x", &x}, {"scales", &scales}, {"output", &output}});
   QuantReduceProblem p = validate_quant_operands(ctx, x, scales, reduce_op);
   check_quant_output(ctx, output);
   if (x.ndim == 3)
@@ -16,6 +16,7 @@ QuantReduceProblem validate_quant_all_reduce(const TensorView& x, const TensorVi
     check_shape(ctx, "output", output, {p.rows, p.h}, "(bs, H), x's shape");
   p.out_dtype = output.dtype;
   p.output = output.data;
+  p.device = device;
   return p;
 }
 

@@ -7,7 +7,7 @@ QuantReduceProblem validate_quant_reduce_scatter(const TensorView& x, const Tens
                                                  std::string_view group, std::string_view reduce_op,
                                                  const TensorView& output) {
   const OpContext ctx(kQuantReduceScatterOp, group);
-  check_host_tensors(ctx, {{"x", &x}, {"scales", &scales}, {"output", &output}});
+  const Device device = check_devices(ctx, {{"x", &x}, {"scales", &scales}, {"output", &output}});
   QuantReduceProblem p = validate_quant_operands(ctx, x, scales, reduce_op);
   const int64_t R = p.world_size;
   if (p.rows % R != 0)
@@ -17,6 +17,7 @@ QuantReduceProblem validate_quant_reduce_scatter(const TensorView& x, const Tens
   check_shape(ctx, "output", output, {p.rows / R, p.h}, "(BS/R, H)");
   p.out_dtype = output.dtype;
   p.output = output.data;
+  p.device = device;
   return p;
 }
 
