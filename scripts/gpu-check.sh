@@ -65,6 +65,8 @@ if [ -x "$build/commfuse_cuda_test_dequant_sum" ]; then
     timeout 120 "$build/commfuse_bench_cuda_quant_reduce"
   step "bench: all_gather_matmul schedule on one GPU vs cuBLASLt alone (bf16 8192^3, W=2)" \
     timeout 120 "$build/commfuse_bench_cuda_gemm"
+  step "bench: the device schedules, W=2 processes (all_gather_matmul vs GEMM alone, quant_all_reduce vs copy)" \
+    timeout 180 "$build/commfuse_bench_cuda_device_ops"
 fi
 echo
 echo "== summary ($(($(date +%s) - start)) s)"
