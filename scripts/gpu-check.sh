@@ -12,11 +12,12 @@
 # every SPEC §1 format), cuBLASLt GEMMs (loaded at run time), the quantized-matmul epilogue
 # kernel, alltoall_quant_matmul's permute + dynamic quantization kernel, the symmetric device
 # heap over CUDA IPC (W = 1, 2, 4 processes sharing the GPU), and the device schedules of
-# all_gather_matmul, matmul_reduce_scatter, matmul_all_reduce (bf16, fp16, fp32), and
-# quant_all_reduce / quant_reduce_scatter over it (W = 1, 2, 4). Not checked here: the same
-# schedules reached through the C++/C/Python APIs' device tensors (that needs the whole
-# library, with oneDNN); not built yet (issue 17): the SPEC §6 quantized matmul forms and
-# the alltoall operators on the GPU, NCCL across hosts.
+# all_gather_matmul, matmul_reduce_scatter, matmul_all_reduce (bf16, fp16, fp32),
+# quant_all_reduce / quant_reduce_scatter, alltoall_matmul and alltoall_quant_matmul A16W8
+# over it (W = 1, 2, 4). Not checked here: the same schedules reached through the
+# C++/C/Python APIs' device tensors (that needs the whole library, with oneDNN); not built
+# yet (issue 17): the SPEC §6 quantized matmul forms and the int4 combinations on the GPU,
+# NCCL across hosts.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-gpu}

@@ -169,7 +169,8 @@ Comm& find_comm(std::string_view name);
 //
 // A tensor is host memory unless its device says otherwise: all_gather_matmul,
 // matmul_reduce_scatter, matmul_all_reduce (not their SPEC §6 quantized forms),
-// quant_all_reduce and quant_reduce_scatter also take tensors in CUDA device memory (every
+// quant_all_reduce, quant_reduce_scatter, alltoall_matmul and alltoall_quant_matmul (A16W8
+// with x2 transposed) also take tensors in CUDA device memory (every
 // tensor of a call on the same device, the device current on the calling thread, every rank
 // on one host), queue their work on the call's stream and return once it is queued (a call
 // that grows the communicator's device memory waits for its queued work first).
@@ -361,6 +362,9 @@ struct AlltoAllQuantMatmulOptions {
   int64_t x1_quant_dtype = 2;  // ignored (CANN's example passes 2)
   int64_t group_size = 0;
   bool transpose_x1 = false;
+  // CUDA device tensors (A16W8 with transpose_x2 only): the cudaStream_t, as
+  // AllGatherMatmulOptions::stream.
+  void* stream = nullptr;
 };
 
 struct AlltoAllMatmulOptions {
@@ -368,6 +372,7 @@ struct AlltoAllMatmulOptions {
   bool transpose_x2 = false;                            // x2 is stored (N, R*H)
   std::optional<std::vector<int64_t>> all_to_all_axes;  // absent or {-2, -1}
   bool transpose_x1 = false;                            // reserved: must be false
+  void* stream = nullptr;  // CUDA device tensors, as AllGatherMatmulOptions::stream
 };
 
 // Plan then execute, as AllGatherMatmulPlan. x2_scale: float32 (N,). output (BS/R, N):

@@ -23,9 +23,8 @@ reduce_scatter, all_to_all, broadcast), the operators, :func:`convert` / :func:`
 / :func:`unpack_int4` (SPEC §1), and :class:`Error` with one subclass per SPEC §0 status.
 
 Arrays: numpy (ml_dtypes for the formats numpy lacks) or any CPU DLPack tensor (torch);
-all_gather_base_mm, mm_reduce_scatter_base, mm_all_reduce_base, quant_all_reduce and
-quant_reduce_scatter also take CUDA tensors (run on that GPU, queued on torch's current
-stream).
+every operator also takes CUDA tensors (run on that GPU, queued on torch's current stream;
+not the SPEC §6 quantized matmul forms; alltoall_quant_matmul A16W8 with transpose_x2).
 
 Formats and their numpy representation:
 

@@ -13,8 +13,8 @@ Accepted arrays:
   without ``dtype=`` is plain uint8 data (as are int16, uint16 and bool arrays).
 - any CPU tensor with ``__dlpack__`` (torch, jax, ...); torch float8 tensors are passed as
   uint8 views, since DLPack exporters may not support float8.
-- CUDA tensors (torch, or any DLPack array on a CUDA device), for the three matmul
-  operators and the two quantized reductions: they run on the tensors' GPU, queued on torch's current stream of that device
+- CUDA tensors (torch, or any DLPack array on a CUDA device), for the operators (not
+  quantize / dequantize or the collectives): they run on the tensors' GPU, queued on torch's current stream of that device
   (:func:`stream_of`); results are allocated on that device. Everything else rejects them.
 - anything else ``numpy.asarray`` accepts (lists, scalars): converted, which copies.
 

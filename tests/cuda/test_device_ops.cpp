@@ -2,7 +2,8 @@
 // its CUDA IPC heap, with W = 1, 2 and 4 ranks as processes sharing the GPU (ranks.hpp):
 // all_gather_matmul (x2 plain and transposed, bias of x1's dtype or fp32, with and without
 // gather_out), matmul_reduce_scatter and matmul_all_reduce, in bf16, fp16 and fp32; and
-// quant_all_reduce / quant_reduce_scatter against the CPU kernel, bit for bit.
+// quant_all_reduce / quant_reduce_scatter against the CPU kernel, bit for bit; alltoall_matmul
+// and alltoall_quant_matmul A16W8.
 //
 // The operands are multiples of 1/4 in [-2, 2], so every product and every partial sum is
 // exact in fp32: the result is the exact value rounded once to the output dtype whatever
@@ -26,6 +27,7 @@
 
 #include "check.hpp"
 #include "kernels/cpu/dequant.hpp"
+#include "kernels/cpu/quant_per_token.hpp"
 #include "kernels/cuda/blaslt.hpp"
 #include "kernels/cuda/sum_rows.hpp"
 #include "ops/cuda/device_schedules.hpp"
@@ -412,6 +414,106 @@ void quant_reduce_case(oc::DeviceContext& ctx, DType x_dtype, bool mx, DType out
   cudaFree(ds);
 }
 
+// alltoall_matmul (exact operands, so bit for bit with the float64 reference; with and
+// without bias, x2 plain and transposed, all_to_all_out checked too) and alltoall_quant_matmul
+// A16W8 (x2 transposed, smooth scale, bias) against the CPU's quantizer and epilogue order.
+void alltoall_case(oc::DeviceContext& ctx, bool quantized, bool transposed, int bias) {
+  namespace cpu = commfuse::kernels::cpu;
+  const int rank = ctx.rank(), size = ctx.size();
+  const int64_t rows = 3, bs = rows * size, h = 64, k = h * size, n = 24;
+  const DType dt = DType::kBFloat16;
+  auto x1_of = [&](int s) {
+    return quarters(static_cast<size_t>(bs * h), 900u + static_cast<unsigned>(s));
+  };
+  // x2 as stored: (k, n), or transposed (n, k); int8 values when quantized.
+  std::vector<float> x2f = quarters(static_cast<size_t>(k * n), 950u + static_cast<unsigned>(rank));
+  std::vector<int8_t> x2q(x2f.size());
+  for (size_t i = 0; i < x2q.size(); ++i) x2q[i] = static_cast<int8_t>(x2f[i] * 16);  // [-32, 32]
+  auto x2_at = [&](int64_t kk, int64_t j) {
+    const size_t at = static_cast<size_t>(transposed ? j * k + kk : kk * n + j);
+    return quantized ? static_cast<double>(x2q[at]) : double{x2f[at]};
+  };
+  const std::vector<float> bias_v = quarters(static_cast<size_t>(n), 970u);
+  const std::vector<float> smooth = quarters(static_cast<size_t>(k), 980u);
+  std::vector<float> x2_scale(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j)
+    x2_scale[static_cast<size_t>(j)] = 0.01f * static_cast<float>(j + 1);
+
+  // This rank's permuted rows: permuted[i, s*h + c] = x1 of rank s, row rank*rows + i.
+  std::vector<float> permuted(static_cast<size_t>(rows * k));
+  for (int s = 0; s < size; ++s) {
+    const std::vector<float> xs = x1_of(s);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t c = 0; c < h; ++c)
+        permuted[static_cast<size_t>(i * k + s * h + c)] =
+            xs[static_cast<size_t>((rank * rows + i) * h + c)];
+  }
+  std::vector<float> want(static_cast<size_t>(rows * n));
+  const DType bias_dtype = bias == 2 ? DType::kFloat32 : dt;
+  for (int64_t i = 0; i < rows; ++i) {
+    if (!quantized) {
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = bias != 0 ? bias_v[static_cast<size_t>(j)] : 0.0;
+        for (int64_t kk = 0; kk < k; ++kk)
+          acc += permuted[static_cast<size_t>(i * k + kk)] * x2_at(kk, j);
+        want[static_cast<size_t>(i * n + j)] = static_cast<float>(acc);  // exact
+      }
+      continue;
+    }
+    std::vector<float> v(permuted.begin() + i * k, permuted.begin() + (i + 1) * k);
+    for (int64_t c = 0; c < k; ++c) v[static_cast<size_t>(c)] *= smooth[static_cast<size_t>(c)];
+    std::vector<int8_t> q(static_cast<size_t>(k));
+    const float s = cpu::quantize_row_per_token(v.data(), static_cast<size_t>(k), 127, q.data());
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t acc = 0;
+      for (int64_t kk = 0; kk < k; ++kk)
+        acc += int64_t{q[static_cast<size_t>(kk)]} * static_cast<int64_t>(x2_at(kk, j));
+      volatile float y =
+          static_cast<float>(static_cast<int32_t>(acc)) * x2_scale[static_cast<size_t>(j)];
+      y = y * s;
+      if (bias != 0) y = y + bias_v[static_cast<size_t>(j)];
+      want[static_cast<size_t>(i * n + j)] = y;
+    }
+  }
+  std::vector<uint8_t> want_bytes(commfuse::dtype_storage_bytes(dt, want.size()));
+  commfuse::convert(want.data(), DType::kFloat32, want_bytes.data(), dt, want.size());
+
+  DeviceTensor x1(x1_of(rank), dt), bias_t(bias_v, bias_dtype), smooth_t(smooth, dt),
+      scale_t(x2_scale, DType::kFloat32), out(static_cast<size_t>(rows * n), dt),
+      a2a(static_cast<size_t>(rows * k), dt);
+  void* x2 = nullptr;
+  const size_t x2_bytes = quantized ? x2q.size() : commfuse::dtype_storage_bytes(dt, x2f.size());
+  std::vector<uint8_t> x2_host(x2_bytes);
+  if (quantized)
+    std::memcpy(x2_host.data(), x2q.data(), x2_bytes);
+  else
+    commfuse::convert(x2f.data(), DType::kFloat32, x2_host.data(), dt, x2f.size());
+  ok(cudaMalloc(&x2, x2_bytes), "cudaMalloc");
+  ok(cudaMemcpy(x2, x2_host.data(), x2_bytes, cudaMemcpyHostToDevice), "upload");
+  oc::DeviceAlltoAll a;
+  a.x1_dtype = dt;
+  a.bs = bs;
+  a.h = h;
+  a.n = n;
+  a.x1 = x1.p;
+  a.x2 = x2;
+  a.x2_transposed = transposed;
+  a.bias = bias != 0 ? bias_t.p : nullptr;
+  a.bias_dtype = bias_dtype;
+  a.out = out.p;
+  a.all_to_all_out = a2a.p;
+  a.quantized = quantized;
+  a.x2_scale = static_cast<const float*>(scale_t.p);
+  a.smooth = quantized ? smooth_t.p : nullptr;
+  oc::alltoall_matmul(ctx, a, nullptr);
+  CHECK(out.download() == want_bytes, "rank %d of %d: alltoall%s_matmul t=%d bias=%d differs", rank,
+        size, quantized ? "_quant" : "", transposed, bias);
+  std::vector<uint8_t> permuted_bytes(commfuse::dtype_storage_bytes(dt, permuted.size()));
+  commfuse::convert(permuted.data(), DType::kFloat32, permuted_bytes.data(), dt, permuted.size());
+  CHECK(a2a.download() == permuted_bytes, "rank %d of %d: all_to_all_out differs", rank, size);
+  cudaFree(x2);
+}
+
 // sum_bias_round against the CPU's order of operations on random floats (one rank).
 void sum_kernel_case(DType out_dtype, DType bias_dtype, int parts) {
   constexpr int64_t kRows = 19, kN = 77, kLd = 80;
@@ -489,6 +591,9 @@ int run_rank(cudatest::Meeting& meeting, int rank, int size) {
       quant_reduce_case(ctx, DType::kInt8, false, out);
       quant_reduce_case(ctx, DType::kFloat8E4M3FN, true, out);
     }
+    for (const bool transposed : {false, true})
+      for (const int bias : {0, 1, 2}) alltoall_case(ctx, false, transposed, bias);
+    for (const int bias : {0, 1, 2}) alltoall_case(ctx, true, true, bias);
     order_and_precision_case(ctx);
     rejected_call_case(ctx, reject_next);
     pipelined_case(ctx);

@@ -1,10 +1,10 @@
 // Device tensors through the C++ API (issue 17), the checks a machine without a GPU can make:
 //  - every tensor of a call on one device: a tensor elsewhere, or a device that does not
 //    exist, is PARAM_INVALID naming the tensor;
-//  - the ops the CUDA backend does not run (alltoall_matmul, quantize) reject device
-//    tensors as "not supported";
-//  - all_gather_matmul, matmul_reduce_scatter, matmul_all_reduce (and quant_all_reduce,
-//    which needs no cuBLASLt) given tensors labeled
+//  - quantize, which the CUDA backend does not run, rejects device tensors as "not
+//    supported", and so does alltoall_quant_matmul A16W8 with x2 not transposed;
+//  - all_gather_matmul, matmul_reduce_scatter, matmul_all_reduce, alltoall_matmul (and
+//    quant_all_reduce, which needs no cuBLASLt) given tensors labeled
 //    cuda:0 answer as this build and machine can: PARAM_INVALID "not supported" in a build
 //    without CUDA, RUNTIME_ERROR "no usable CUDA device" without a GPU (or "cuBLASLt cannot
 //    be used" without its library), and with both (this test's buffers are host memory)
@@ -144,10 +144,10 @@ int case_device_reject(commfuse::Comm& comm) {
 
   // Ops the CUDA backend does not run.
   expect_status(
-      "alltoall_matmul on cuda", inv, {"alltoall_matmul", "x1 is on cuda:0", "not supported"}, [&] {
+      "alltoall_matmul mixed", inv, {"alltoall_matmul", "x2 is on cpu but x1 is on cuda:0"}, [&] {
         commfuse::alltoall_matmul(on(TensorView(x1.data(), DType::kFloat32, {R, kK}), kCuda0),
-                                  TensorView(x2.data(), DType::kFloat32, {kK, kN}), g,
-                                  TensorView(out.data(), DType::kFloat32, {R, kN}));
+                                  TensorView(x2.data(), DType::kFloat32, {kK * R, kN}), g,
+                                  on(TensorView(out.data(), DType::kFloat32, {1, kN}), kCuda0));
       });
   std::vector<int8_t> codes(static_cast<size_t>(R * 128));
   std::vector<float> scales(static_cast<size_t>(R)), qout(static_cast<size_t>(R * 128));
@@ -197,6 +197,26 @@ int case_device_reject(commfuse::Comm& comm) {
                       on(TensorView(codes.data(), DType::kInt8, {R, 128}), kCuda0),
                       on(TensorView(scales.data(), DType::kFloat32, {R, 1}), kCuda0), g,
                       on(TensorView(qout.data(), DType::kFloat32, {R, 128}), kCuda0));
+                });
+  expect_status("alltoall_matmul on cuda:0", want, {"alltoall_matmul", needle}, [&] {
+    commfuse::alltoall_matmul(on(TensorView(x1.data(), DType::kFloat32, {R, kK}), kCuda0),
+                              on(TensorView(x2.data(), DType::kFloat32, {kK * R, kN}), kCuda0), g,
+                              on(TensorView(out.data(), DType::kFloat32, {1, kN}), kCuda0));
+  });
+  // A16W8 on a device needs x2 transposed (cuBLASLt's int8 GEMM): refused before the device
+  // checks in a CUDA build.
+  std::vector<uint16_t> a1(static_cast<size_t>(R * kK));
+  std::vector<int8_t> w8(static_cast<size_t>(kK * R * kN));
+  std::vector<float> w_scale(kN, 1.f);
+  std::vector<uint16_t> a_out(kN);
+  expect_status("alltoall_quant_matmul A16W8 x2 not transposed on cuda:0", inv,
+                {"alltoall_quant_matmul", built ? "needs x2 transposed" : "built without CUDA"},
+                [&] {
+                  commfuse::alltoall_quant_matmul(
+                      on(TensorView(a1.data(), DType::kBFloat16, {R, kK}), kCuda0),
+                      on(TensorView(w8.data(), DType::kInt8, {kK * R, kN}), kCuda0),
+                      on(TensorView(w_scale.data(), DType::kFloat32, {kN}), kCuda0), g,
+                      on(TensorView(a_out.data(), DType::kBFloat16, {1, kN}), kCuda0));
                 });
   good_call(comm);
   c_api_cases(comm, want == inv ? COMMFUSE_PARAM_INVALID : COMMFUSE_RUNTIME_ERROR, needle);

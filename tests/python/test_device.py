@@ -3,8 +3,8 @@ whose DLPack export says CUDA device 0 reaches the C++ operators labeled cuda:0 
 CPU path would have ignored, running on the memory behind it, which here is host memory),
 and the answer is the one this build can give: "no usable CUDA device" (RuntimeFailure) in a
 CUDA build without a GPU, "built without CUDA" (InvalidArgument) otherwise (the matmul ops
-and the quantized reductions alike); the collectives and the ops the CUDA backend does not
-run reject it as not supported; the communicator stays usable after each."""
+the quantized reductions and alltoall_matmul alike); the collectives and quantize, which the
+CUDA backend does not run, reject it as not supported; the communicator stays usable after each."""
 
 import ctypes
 
@@ -82,8 +82,11 @@ def _body(rank):
         expect(_ANSWERS[answer], answer, lambda: commfuse.quant_all_reduce(
             CudaLabeled(np.zeros((2, 128), np.int8)), CudaLabeled(np.ones((2, 1), F32)),
             comm.name, out=CudaLabeled(np.empty((2, 128), F32))))
-        expect(commfuse.InvalidArgument, "x1 is on cuda:0: not supported",
-               lambda: commfuse.alltoall_matmul(CudaLabeled(np.ones((R, 8), F32)), w, comm.name, R))
+        expect(_ANSWERS[answer], answer, lambda: commfuse.alltoall_matmul(
+            CudaLabeled(np.ones((R, 8), F32)), CudaLabeled(np.ones((8 * R, 4), F32)), comm.name,
+            R, out=CudaLabeled(np.empty((1, 4), F32))))
+        expect(commfuse.InvalidArgument, "x is on cuda:0: not supported", lambda: commfuse.quantize(
+            CudaLabeled(np.ones((2, 128), F32)), np.int8, "per_token_group"))
         return answer, seen
 
 
@@ -91,4 +94,4 @@ def test_cuda_labeled_arrays_reach_the_ops_and_leave_the_group_usable():
     results = run(_body, 2)
     assert results[0][0] == results[1][0]  # one build, one answer
     for _, seen in results:
-        assert seen == [8.0 * (1 + 2)] * 7  # the host op after each rejection: both ranks' rows
+        assert seen == [8.0 * (1 + 2)] * 8  # the host op after each rejection: both ranks' rows

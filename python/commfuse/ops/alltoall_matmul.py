@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _commfuse
-from .._tensor import Args, dim, group_name
+from .._tensor import Args, dim, group_name, stream_of
 from ._quant_common import check_world_size
 
 
@@ -16,6 +16,12 @@ def alltoall_matmul(x1: Any, x2: Any, hcom: Any, world_size: int, *, bias: Any =
 
     On rank r, ``permuted[i, s*H:(s+1)*H] = x1 of rank s, row r*BS/R + i`` (shape
     (BS/R, R*H)) and ``output = permuted @ x2 + bias``, float32 accumulation, one rounding.
+
+
+    CUDA tensors (torch, or DLPack arrays on a CUDA device; every rank on one host): the op
+    runs on that GPU, queued on torch's current stream of the device (other DLPack arrays:
+    the legacy default stream), and returns once queued; results are allocated on the
+    device.
 
     Args:
         x1: this rank's (BS, H) activations, float16, bfloat16 or float32; BS % R == 0.
@@ -50,5 +56,6 @@ def alltoall_matmul(x1: Any, x2: Any, hcom: Any, world_size: int, *, bias: Any =
         if return_alltoall_out or alltoall_out is not None:
             a2a, a2ar = a.output(alltoall_out, "alltoall_out", (rows, r * dim(x1r, 1)),
                                  x1r.dtype, like=x1)
-    _commfuse.alltoall_matmul(x1r, x2r, group, outr, a2ar, biasr, bool(transpose_x2))
+    _commfuse.alltoall_matmul(x1r, x2r, group, outr, a2ar, biasr, bool(transpose_x2),
+                              stream_of(x1))
     return output, a2a

@@ -7,7 +7,7 @@ from typing import Any, Optional
 import numpy.typing as npt
 
 from .. import _commfuse
-from .._tensor import Args, dim, group_name
+from .._tensor import Args, dim, group_name, stream_of
 from ._quant_common import check_world_size, dtype_arg, maybe_int4_input, unpack
 
 
@@ -33,6 +33,12 @@ def alltoall_quant_matmul(x1: Any, x2: Any, x2_scale: Any, hcom: Any, world_size
     - A16W4: x1 float16/bfloat16, x2 int4, x1_quant_mode 7, x2_quant_mode 2 (activations
       quantized to [-7, 7]).
     - A4W4: x1 int4, x2 int4, x1_quant_mode 3 (x1_scale required), x2_quant_mode 2.
+
+
+    CUDA tensors (torch, or DLPack arrays on a CUDA device; every rank on one host): the op
+    runs on that GPU, queued on torch's current stream of the device (other DLPack arrays:
+    the legacy default stream), and returns once queued; results are allocated on the
+    device. A16W8 with ``transpose_x2=True`` only (cuBLASLt's int8 GEMM).
 
     Args:
         x1: this rank's (BS, H) activations; BS a multiple of R. float16 / bfloat16, or int4
@@ -92,7 +98,8 @@ def alltoall_quant_matmul(x1: Any, x2: Any, x2_scale: Any, hcom: Any, world_size
             shape = (rows, k // 2) if x1r.dtype == "int4" else (rows, k)
             a2a, a2ar = a.output(alltoall_out, "alltoall_out", shape, x1r.dtype, like=like)
     _commfuse.alltoall_quant_matmul(x1r, x2r, scaler, group, outr, a2ar, biasr, x1sr,
-                                    int(x1_quant_mode), int(x2_quant_mode), bool(transpose_x2))
+                                    int(x1_quant_mode), int(x2_quant_mode), bool(transpose_x2),
+                                    stream_of(x1))
     if a2a is not None and alltoall_out is None and x1_unpacked:
         a2a = unpack(a2a)
     return output, a2a

@@ -2,8 +2,11 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "core/narrow_float.hpp"
+#include "kernels/cuda/float_io.cuh"
 #include "kernels/cuda/launch.hpp"
 #include "kernels/cuda/runtime_info.hpp"
 
@@ -32,19 +35,51 @@ __global__ void __launch_bounds__(kThreads) epilogue_kernel(const EpilogueDesc d
       y = __fmul_rn(static_cast<const float*>(d.acc)[i * d.ld_acc + j], s);
     }
     if (d.bias32 != nullptr) y = __fadd_rn(y, d.bias32[j]);
-    const int64_t at = i * d.ld_out + j;
-    if (d.out_dtype == DType::kFloat32) {
-      static_cast<float*>(d.out)[at] = y;
-    } else {
-      const uint32_t x = __float_as_uint(y);
-      static_cast<uint16_t*>(d.out)[at] =
-          static_cast<uint16_t>(d.out_dtype == DType::kBFloat16 ? fast::BF16::encode(x, false)
-                                                                : fast::F16::encode(x, false));
-    }
+    store_float(d.out, d.out_dtype, i * d.ld_out + j, y);
   }
 }
 
+__global__ void __launch_bounds__(kThreads) token_epilogue_kernel(const TokenEpilogueDesc d) {
+  const int64_t total = d.m * d.n;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t i = e / d.n, j = e % d.n;
+    float y = __fmul_rn(__fmul_rn(__int2float_rn(d.acc[e]), d.x2_scale[j]), d.token_scale[i]);
+    if (d.bias != nullptr) y = __fadd_rn(y, load_float(d.bias, d.bias_dtype, j));
+    store_float(d.out, d.out_dtype, e, y);
+  }
+}
+
+bool float_type(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16;
+}
+
 }  // namespace
+
+void token_epilogue(const TokenEpilogueDesc& d, void* stream) {
+  const char* fn = "token_epilogue (CUDA)";
+  CF_CHECK_ARG(d.m >= 0 && d.n > 0, fn, ": m=", d.m, " n=", d.n, " (m >= 0, n > 0)");
+  CF_CHECK_ARG(float_type(d.out_dtype), fn, ": out_dtype ", dtype_name(d.out_dtype),
+               " is not float32, float16 or bfloat16");
+  CF_CHECK_ARG(d.bias == nullptr || float_type(d.bias_dtype), fn, ": bias_dtype ",
+               dtype_name(d.bias_dtype), " is not float32, float16 or bfloat16");
+  CF_CHECK_NOTNULL(d.acc, fn, ": acc is null");
+  CF_CHECK_NOTNULL(d.token_scale, fn, ": token_scale is null");
+  CF_CHECK_NOTNULL(d.x2_scale, fn, ": x2_scale is null");
+  CF_CHECK_NOTNULL(d.out, fn, ": out is null");
+  CF_CHECK_ARG(aligned(d.acc, 4) && aligned(d.token_scale, 4) && aligned(d.x2_scale, 4), fn,
+               ": acc and the scales must be 4-byte aligned");
+  CF_CHECK_ARG(aligned(d.bias, dtype_storage_bytes(d.bias_dtype, 1)), fn,
+               ": bias is not aligned to its ", dtype_name(d.bias_dtype), " elements");
+  CF_CHECK_ARG(aligned(d.out, dtype_storage_bytes(d.out_dtype, 1)), fn,
+               ": out is not aligned to its ", dtype_name(d.out_dtype), " elements");
+  if (d.m == 0) return;
+  require_device(fn);
+  const int64_t total = d.m * d.n;
+  const int blocks = static_cast<int>(std::min<int64_t>((total + kThreads - 1) / kThreads, 65535));
+  token_epilogue_kernel<<<blocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(d);
+  check_launch(fn);
+}
 
 void quant_epilogue(const EpilogueDesc& d, void* stream) {
   const char* fn = "quant_epilogue (CUDA)";

@@ -30,4 +30,20 @@ struct EpilogueDesc {
 // RUNTIME_ERROR for a CUDA failure or no device.
 void quant_epilogue(const EpilogueDesc& d, void* stream);
 
+// alltoall_quant_matmul's A16W8 / A16W4 epilogue (SPEC §3), as the CPU's dequant_row
+// (ops/alltoall_quant_matmul/row_kernels.cpp) computes it, bit for bit: y = (f32(acc) *
+// x2_scale[j]) * s[i] + bias[j], each step one fp32 rounding, the bias widened exactly, then
+// one rounding to the output dtype.
+struct TokenEpilogueDesc {
+  int64_t m = 0, n = 0;
+  const int32_t* acc = nullptr;        // device, m x n dense
+  const float* token_scale = nullptr;  // device, m (s[i])
+  const float* x2_scale = nullptr;     // device, n
+  const void* bias = nullptr;          // device, n values, or null
+  DType bias_dtype = DType::kFloat32;  // float32, float16 or bfloat16
+  DType out_dtype = DType::kBFloat16;  // float32, float16 or bfloat16
+  void* out = nullptr;                 // device, m x n dense
+};
+void token_epilogue(const TokenEpilogueDesc& d, void* stream);
+
 }  // namespace commfuse::kernels::cuda

@@ -42,6 +42,10 @@ void quant_epilogue(const EpilogueDesc&, void*) {
   require_device("quant_epilogue (CUDA)");
 }
 
+void token_epilogue(const TokenEpilogueDesc&, void*) {
+  require_device("token_epilogue (CUDA)");
+}
+
 void permute_quant(const PermuteQuantDesc&, void*) {
   require_device("permute_quant (CUDA)");
 }

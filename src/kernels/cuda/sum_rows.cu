@@ -1,12 +1,11 @@
 #include "kernels/cuda/sum_rows.hpp"
 
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 
 #include "core/error.hpp"
-#include "core/narrow_float.hpp"
+#include "kernels/cuda/float_io.cuh"
 #include "kernels/cuda/launch.hpp"
 #include "kernels/cuda/runtime_info.hpp"
 
@@ -25,13 +24,6 @@ struct Params {
   void* out;
 };
 
-__device__ float widen(const void* bias, DType t, int64_t j) {
-  if (t == DType::kFloat32) return static_cast<const float*>(bias)[j];
-  const uint16_t b = static_cast<const uint16_t*>(bias)[j];
-  if (t == DType::kBFloat16) return __uint_as_float(uint32_t{b} << 16);
-  return __half2float(__ushort_as_half(b));  // exact: every fp16 is an fp32
-}
-
 // One thread per output element, in the CPU's order of operations: __fadd_rn is one IEEE
 // rounding and never contracts into an FMA.
 __global__ void __launch_bounds__(kThreads) sum_rows_kernel(const Params p) {
@@ -41,16 +33,8 @@ __global__ void __launch_bounds__(kThreads) sum_rows_kernel(const Params p) {
     const int64_t i = e / p.n, j = e % p.n;
     float acc = p.part[0][i * p.ld_part + j];
     for (int r = 1; r < p.parts; ++r) acc = __fadd_rn(acc, p.part[r][i * p.ld_part + j]);
-    if (p.bias != nullptr) acc = __fadd_rn(acc, widen(p.bias, p.bias_dtype, j));
-    const int64_t at = i * p.ld_out + j;
-    if (p.out_dtype == DType::kFloat32) {
-      static_cast<float*>(p.out)[at] = acc;
-    } else {
-      const uint32_t x = __float_as_uint(acc);
-      static_cast<uint16_t*>(p.out)[at] =
-          static_cast<uint16_t>(p.out_dtype == DType::kBFloat16 ? fast::BF16::encode(x, false)
-                                                                : fast::F16::encode(x, false));
-    }
+    if (p.bias != nullptr) acc = __fadd_rn(acc, load_float(p.bias, p.bias_dtype, j));
+    store_float(p.out, p.out_dtype, i * p.ld_out + j, acc);
   }
 }
 

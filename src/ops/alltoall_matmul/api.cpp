@@ -6,6 +6,7 @@
 #include "ops/alltoall_matmul/plan.hpp"
 #include "ops/common/call_workspace.hpp"
 #include "ops/common/plan_impl.hpp"
+#include "ops/cuda/device_plans.hpp"
 
 namespace commfuse {
 
@@ -28,18 +29,17 @@ AlltoAllMatmulPlan::AlltoAllMatmulPlan(const TensorView& x1, const TensorView& x
                                        std::string_view group, const TensorView& output,
                                        const TensorView& all_to_all_out,
                                        const AlltoAllMatmulOptions& options)
-    : Plan(ops::make_plan(ops::plan_or_reject(ops::kAlltoAllMatmulOp, group, [&] {
-        auto plan = ops::plan_alltoall_matmul_cached(
-            ops::validate_alltoall_matmul(x1, x2, group, output, all_to_all_out, options));
-        const auto& p = plan.problem;
-        plan.signature = ops::call_signature(ops::kAlltoAllMatmulOp,
-                                             {{"BS (x1 rows)", p.bs},
-                                              {"H (x1 columns)", p.h},
-                                              {"N (x2 columns)", p.n},
-                                              {"dtype", static_cast<int64_t>(p.dtype), true}},
-                                             plan.schedule);
-        return plan;
-      }))) {}
+    : Plan(ops::plan_or_reject(
+          ops::kAlltoAllMatmulOp, group, [&]() -> std::unique_ptr<ops::PlanImpl> {
+            auto problem =
+                ops::validate_alltoall_matmul(x1, x2, group, output, all_to_all_out, options);
+            if (problem.device.type == DeviceType::kCuda)
+              return ops::cuda::plan_alltoall_matmul(std::move(problem), options.stream);
+            auto plan = ops::plan_alltoall_matmul_cached(std::move(problem));
+            plan.signature =
+                ops::alltoall_matmul_signature(ops::kAlltoAllMatmulOp, plan.problem, plan.schedule);
+            return ops::make_plan(std::move(plan));
+          })) {}
 
 void alltoall_matmul(const TensorView& x1, const TensorView& x2, std::string_view group,
                      const TensorView& output, const TensorView& all_to_all_out,

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "comm/call_check.hpp"
+#include "ops/common/op_context.hpp"
 #include "ops/common/plan_cache.hpp"
 #include "ops/common/tensor_checks.hpp"
 
@@ -34,10 +35,23 @@ struct AlltoAllMatmulProblem {
   BiasArg bias;
   void* output = nullptr;
   void* all_to_all_out = nullptr;  // null: permuted rows live in the workspace
+  Device device;  // where every tensor is (cuda: ops/cuda/device_plans.hpp runs the call)
 
   int64_t rows() const { return bs / world_size; }
   int64_t k() const { return h * world_size; }
 };
+
+// The call signature (ops/common/op_context.hpp), for the host and device plans alike.
+template <typename Schedule>
+comm::CallSignature alltoall_matmul_signature(const char* op, const AlltoAllMatmulProblem& p,
+                                              Schedule schedule) {
+  return call_signature(op,
+                        {{"BS (x1 rows)", p.bs},
+                         {"H (x1 columns)", p.h},
+                         {"N (x2 columns)", p.n},
+                         {"dtype", static_cast<int64_t>(p.dtype), true}},
+                        schedule);
+}
 
 AlltoAllMatmulProblem validate_alltoall_matmul(const TensorView& x1, const TensorView& x2,
                                                std::string_view group, const TensorView& output,

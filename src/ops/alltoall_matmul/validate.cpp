@@ -9,11 +9,11 @@ AlltoAllMatmulProblem validate_alltoall_matmul(const TensorView& x1, const Tenso
                                                const TensorView& all_to_all_out,
                                                const AlltoAllMatmulOptions& o) {
   const OpContext ctx(kAlltoAllMatmulOp, group);
-  check_host_tensors(ctx, {{"x1", &x1},
-                           {"x2", &x2},
-                           {"output", &output},
-                           {"all_to_all_out", &all_to_all_out},
-                           {"bias", given(o.bias)}});
+  const Device device = check_devices(ctx, {{"x1", &x1},
+                                            {"x2", &x2},
+                                            {"output", &output},
+                                            {"all_to_all_out", &all_to_all_out},
+                                            {"bias", given(o.bias)}});
   const int R = ctx.world_size();
   if (o.transpose_x1) ctx.invalid("transposeX1 is true but x1 may not be transposed");
   check_alltoall_axes(ctx, o.all_to_all_axes);
@@ -59,6 +59,7 @@ AlltoAllMatmulProblem validate_alltoall_matmul(const TensorView& x1, const Tenso
     check_contiguous(ctx, "alltoAllOutOptional", all_to_all_out);
     p.all_to_all_out = all_to_all_out.data;
   }
+  p.device = device;
   return p;
 }
 

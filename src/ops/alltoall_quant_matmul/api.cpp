@@ -6,6 +6,7 @@
 #include "ops/alltoall_quant_matmul/plan.hpp"
 #include "ops/common/call_workspace.hpp"
 #include "ops/common/plan_impl.hpp"
+#include "ops/cuda/device_plans.hpp"
 
 namespace commfuse {
 
@@ -42,24 +43,23 @@ AlltoAllQuantMatmulPlan::AlltoAllQuantMatmulPlan(const TensorView& x1, const Ten
                                                  const TensorView& output,
                                                  const TensorView& all_to_all_out,
                                                  const AlltoAllQuantMatmulOptions& options)
-    : Plan(ops::make_plan(ops::plan_or_reject(ops::kAlltoAllQuantMatmulOp, group, [&] {
-        auto plan = ops::plan_alltoall_quant_matmul_cached(ops::validate_alltoall_quant_matmul(
-            x1, x2, x2_scale, group, output, all_to_all_out, options));
-        const auto& p = plan.problem;
-        plan.signature = ops::call_signature(
-            ops::kAlltoAllQuantMatmulOp,
-            {{"BS (x1 rows)", p.bs},
-             {"H (x1 columns)", p.h},
-             {"N (x2 columns)", p.n},
-             {"x1 dtype", static_cast<int64_t>(p.x1_dtype), true},
-             {"quantization (0 A16W8, 1 A16W4, 2 A4W4)", static_cast<int64_t>(p.combo)}},
-            plan.schedule);
-        return plan;
-      }))) {}
+    : Plan(ops::plan_or_reject(
+          ops::kAlltoAllQuantMatmulOp, group, [&]() -> std::unique_ptr<ops::PlanImpl> {
+            auto problem = ops::validate_alltoall_quant_matmul(x1, x2, x2_scale, group, output,
+                                                               all_to_all_out, options);
+            if (problem.device.type == DeviceType::kCuda)
+              return ops::cuda::plan_alltoall_quant_matmul(std::move(problem), options.stream);
+            auto plan = ops::plan_alltoall_quant_matmul_cached(std::move(problem));
+            plan.signature = ops::alltoall_quant_matmul_signature(ops::kAlltoAllQuantMatmulOp,
+                                                                  plan.problem, plan.schedule);
+            return ops::make_plan(std::move(plan));
+          })) {}
 
 const char* AlltoAllQuantMatmulPlan::combination_name() const {
   // Checked: a Plan& may have been assigned another op's plan.
   const auto* plan = dynamic_cast<const ops::OpPlan<ops::AlltoAllQuantMatmulPlanData>*>(&impl());
+  if (plan == nullptr)
+    if (const char* name = ops::cuda::alltoall_quant_combination(impl())) return name;
   if (plan == nullptr)
     detail::throw_status(Status::kParamInvalid,
                          "combination_name: this plan is not an alltoall_quant_matmul plan");

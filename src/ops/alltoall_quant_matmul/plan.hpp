@@ -19,6 +19,7 @@
 
 #include "comm/call_check.hpp"
 #include "kernels/cpu/int_matmul.hpp"
+#include "ops/common/op_context.hpp"
 #include "ops/common/plan_cache.hpp"
 #include "ops/common/tensor_checks.hpp"
 
@@ -49,12 +50,29 @@ struct AlltoAllQuantMatmulProblem {
   void* output = nullptr;          // (BS/R, N) dense
   void* all_to_all_out = nullptr;  // (BS/R, R*H) in x1's dtype, or null
 
+  Device device;  // where every tensor is (cuda: ops/cuda/device_plans.hpp runs the call)
+
   int64_t rows() const { return bs / world_size; }
   int64_t k() const { return h * world_size; }
 };
 
 // alltoAllAxesOptional: absent or [-2, -1] (shared with alltoall_matmul).
 void check_alltoall_axes(const OpContext& ctx, const std::optional<std::vector<int64_t>>& axes);
+
+// The call signature (ops/common/op_context.hpp), for the host and device plans alike.
+template <typename Schedule>
+comm::CallSignature alltoall_quant_matmul_signature(const char* op,
+                                                    const AlltoAllQuantMatmulProblem& p,
+                                                    Schedule schedule) {
+  return call_signature(
+      op,
+      {{"BS (x1 rows)", p.bs},
+       {"H (x1 columns)", p.h},
+       {"N (x2 columns)", p.n},
+       {"x1 dtype", static_cast<int64_t>(p.x1_dtype), true},
+       {"quantization (0 A16W8, 1 A16W4, 2 A4W4)", static_cast<int64_t>(p.combo)}},
+      schedule);
+}
 
 AlltoAllQuantMatmulProblem validate_alltoall_quant_matmul(
     const TensorView& x1, const TensorView& x2, const TensorView& x2_scale, std::string_view group,

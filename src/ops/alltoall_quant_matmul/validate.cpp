@@ -53,16 +53,16 @@ AlltoAllQuantMatmulProblem validate_alltoall_quant_matmul(
     const TensorView& output, const TensorView& all_to_all_out,
     const AlltoAllQuantMatmulOptions& o) {
   const OpContext ctx(kAlltoAllQuantMatmulOp, group);
-  check_host_tensors(ctx, {{"x1", &x1},
-                           {"x2", &x2},
-                           {"x2_scale", &x2_scale},
-                           {"output", &output},
-                           {"all_to_all_out", &all_to_all_out},
-                           {"bias", given(o.bias)},
-                           {"x1_scale", given(o.x1_scale)},
-                           {"comm_scale", given(o.comm_scale)},
-                           {"x1_offset", given(o.x1_offset)},
-                           {"x2_offset", given(o.x2_offset)}});
+  const Device device = check_devices(ctx, {{"x1", &x1},
+                                            {"x2", &x2},
+                                            {"x2_scale", &x2_scale},
+                                            {"output", &output},
+                                            {"all_to_all_out", &all_to_all_out},
+                                            {"bias", given(o.bias)},
+                                            {"x1_scale", given(o.x1_scale)},
+                                            {"comm_scale", given(o.comm_scale)},
+                                            {"x1_offset", given(o.x1_offset)},
+                                            {"x2_offset", given(o.x2_offset)}});
   const int R = ctx.world_size();
   check_reserved(ctx, o);
   check_alltoall_axes(ctx, o.all_to_all_axes);
@@ -183,6 +183,7 @@ AlltoAllQuantMatmulProblem validate_alltoall_quant_matmul(
     check_contiguous(ctx, "alltoAllOutOptional", all_to_all_out);
     p.all_to_all_out = all_to_all_out.data;
   }
+  p.device = device;
   return p;
 }
 

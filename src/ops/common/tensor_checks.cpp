@@ -44,15 +44,6 @@ Device check_devices(const OpContext& ctx, std::initializer_list<NamedTensor> te
   return first;
 }
 
-void check_host_tensors(const OpContext& ctx, std::initializer_list<NamedTensor> tensors) {
-  for (const NamedTensor& nt : tensors)
-    if (nt.t != nullptr && nt.t->present() && nt.t->device != Device{})
-      ctx.invalid(nt.name, " is on ", device_name(nt.t->device),
-                  ": not supported (this op takes host tensors only; on CUDA devices "
-                  "all_gather_matmul, matmul_reduce_scatter, matmul_all_reduce, "
-                  "quant_all_reduce and quant_reduce_scatter run)");
-}
-
 void check_present(const OpContext& ctx, const char* name, const TensorView& t) {
   if (!t.present()) ctx.reject(Status::kParamNullptr, name, " is null");
   if (t.ndim > TensorView::kMaxDims)

@@ -25,9 +25,6 @@ struct NamedTensor {
   const TensorView* t;  // null: not given
 };
 Device check_devices(const OpContext& ctx, std::initializer_list<NamedTensor> tensors);
-// For the ops the CUDA backend does not run: every given tensor in host memory, else
-// PARAM_INVALID "not supported" naming the first tensor on a device.
-void check_host_tensors(const OpContext& ctx, std::initializer_list<NamedTensor> tensors);
 // The optional tensor's view, or null when absent (for check_devices).
 inline const TensorView* given(const std::optional<TensorView>& t) {
   return t ? &*t : nullptr;

@@ -240,6 +240,84 @@ void run_schedule(const QuantReduceDevicePlan& d, comm::CommImpl& c, void*, void
   run_call(c, ctx, [&] { quant_reduce(ctx, a, d.all_reduce, stream); });
 }
 
+struct AlltoAllDevicePlan {
+  comm::CallSignature signature;
+  AlltoAllMatmulProblem problem;
+  DeviceSchedule schedule = DeviceSchedule::kCudaIpc;
+  size_t workspace_bytes = 0;
+  void* stream = nullptr;
+};
+
+struct AlltoAllQuantDevicePlan {
+  comm::CallSignature signature;
+  AlltoAllQuantMatmulProblem problem;
+  DeviceSchedule schedule = DeviceSchedule::kCudaIpc;
+  size_t workspace_bytes = 0;
+  void* stream = nullptr;
+};
+
+std::string describe_alltoall(const char* op, int rank, int world_size, int64_t bs, int64_t h,
+                              int64_t n, DType dtype, Device device, const char* how) {
+  return detail::cat(op, "(rank ", rank, ") BS=", bs, " H=", h, " N=", n, " R=", world_size, " ",
+                     dtype_name(dtype), " on ", device_name(device),
+                     ": schedule cuda_ipc (x1 in the CUDA IPC heap, this rank's rows of every "
+                     "rank read in place, ",
+                     how, ")");
+}
+
+std::string describe(const AlltoAllDevicePlan& d) {
+  const auto& p = d.problem;
+  return describe_alltoall(kAlltoAllMatmulOp, p.rank, p.world_size, p.bs, p.h, p.n, p.dtype,
+                           p.device, "permuted by strided copies, one cuBLASLt GEMM");
+}
+
+std::string describe(const AlltoAllQuantDevicePlan& d) {
+  const auto& p = d.problem;
+  return describe_alltoall(kAlltoAllQuantMatmulOp, p.rank, p.world_size, p.bs, p.h, p.n, p.x1_dtype,
+                           p.device,
+                           "A16W8: permute + per-token quantization, cuBLASLt int8 GEMM, "
+                           "dequantizing epilogue");
+}
+
+void run_schedule(const AlltoAllDevicePlan& d, comm::CommImpl& c, void*, void* stream) {
+  DeviceContext& ctx = context_of(kAlltoAllMatmulOp, c, d.problem.device);
+  const auto& p = d.problem;
+  DeviceAlltoAll a;
+  a.x1_dtype = p.dtype;
+  a.bs = p.bs;
+  a.h = p.h;
+  a.n = p.n;
+  a.x1 = p.x1;
+  a.x2 = p.x2;
+  a.x2_transposed = p.x2_transposed;
+  a.bias = p.bias.data;
+  a.bias_dtype = p.bias.dtype;
+  a.out = p.output;
+  a.all_to_all_out = p.all_to_all_out;
+  run_call(c, ctx, [&] { alltoall_matmul(ctx, a, stream); });
+}
+
+void run_schedule(const AlltoAllQuantDevicePlan& d, comm::CommImpl& c, void*, void* stream) {
+  DeviceContext& ctx = context_of(kAlltoAllQuantMatmulOp, c, d.problem.device);
+  const auto& p = d.problem;
+  DeviceAlltoAll a;
+  a.x1_dtype = p.x1_dtype;
+  a.bs = p.bs;
+  a.h = p.h;
+  a.n = p.n;
+  a.x1 = p.x1;
+  a.x2 = p.x2;
+  a.x2_transposed = p.x2_transposed;
+  a.bias = p.bias.data;
+  a.bias_dtype = p.bias.dtype;
+  a.out = p.output;
+  a.all_to_all_out = p.all_to_all_out;
+  a.quantized = true;
+  a.x2_scale = p.x2_scale;
+  a.smooth = p.smooth;
+  run_call(c, ctx, [&] { alltoall_matmul(ctx, a, stream); });
+}
+
 }  // namespace
 
 std::unique_ptr<PlanImpl> plan_all_gather_matmul(AllGatherMatmulProblem p, void* stream) {
@@ -287,6 +365,50 @@ std::unique_ptr<PlanImpl> plan_quant_reduce(const char* op, QuantReduceProblem p
   d.op = op;
   d.all_reduce = all_reduce;
   return make_plan(std::move(d));
+}
+
+std::unique_ptr<PlanImpl> plan_alltoall_matmul(AlltoAllMatmulProblem p, void* stream) {
+  const OpContext ctx(kAlltoAllMatmulOp, p.group);
+  check_device_call(ctx, p.device, /*quantized=*/false, /*gemm=*/true,
+                    {{"x1", p.x1, p.dtype},
+                     {"x2", p.x2, p.dtype},
+                     {"bias", p.bias.data, p.bias.dtype},
+                     {"output", p.output, p.dtype},
+                     {"all_to_all_out", p.all_to_all_out, p.dtype}});
+  AlltoAllDevicePlan d;
+  d.signature = alltoall_matmul_signature(kAlltoAllMatmulOp, p, d.schedule);
+  d.problem = std::move(p);
+  d.stream = stream;
+  return make_plan(std::move(d));
+}
+
+std::unique_ptr<PlanImpl> plan_alltoall_quant_matmul(AlltoAllQuantMatmulProblem p, void* stream) {
+  const OpContext ctx(kAlltoAllQuantMatmulOp, p.group);
+  if (p.combo != QuantCombo::kA16W8)
+    ctx.invalid(combo_name(p.combo),
+                " on CUDA devices: not supported yet (A16W8 is; cuBLASLt has no int4 GEMM)");
+  if (!p.x2_transposed)
+    ctx.invalid(
+        "A16W8 on CUDA devices needs x2 transposed, (N, R*H) with transpose_x2: "
+        "cuBLASLt's int8 GEMM takes that layout only");
+  check_device_call(ctx, p.device, /*quantized=*/false, /*gemm=*/true,
+                    {{"x1", p.x1, p.x1_dtype},
+                     {"x2", p.x2, DType::kInt8},
+                     {"x2_scale", p.x2_scale, DType::kFloat32},
+                     {"smooth scale (x1ScaleOptional)", p.smooth, p.x1_dtype},
+                     {"bias", p.bias.data, p.bias.dtype},
+                     {"output", p.output, p.out_dtype},
+                     {"all_to_all_out", p.all_to_all_out, p.x1_dtype}});
+  AlltoAllQuantDevicePlan d;
+  d.signature = alltoall_quant_matmul_signature(kAlltoAllQuantMatmulOp, p, d.schedule);
+  d.problem = std::move(p);
+  d.stream = stream;
+  return make_plan(std::move(d));
+}
+
+const char* alltoall_quant_combination(const PlanImpl& plan) {
+  const auto* p = dynamic_cast<const OpPlan<AlltoAllQuantDevicePlan>*>(&plan);
+  return p != nullptr ? combo_name(p->data().problem.combo) : nullptr;
 }
 
 }  // namespace commfuse::ops::cuda

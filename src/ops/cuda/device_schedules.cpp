@@ -2,8 +2,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "kernels/cuda/blaslt.hpp"
+#include "kernels/cuda/epilogue.hpp"
+#include "kernels/cuda/permute_quant.hpp"
 #include "kernels/cuda/quant_reduce.hpp"
 #include "kernels/cuda/sum_rows.hpp"
 
@@ -175,6 +179,110 @@ void quant_reduce(DeviceContext& ctx, const DeviceQuantReduce& a, bool all_reduc
   d.out_dtype = a.out_dtype;
   d.out = a.out;
   kc::dequant_sum(d, stream);
+  ctx.end_call(stream);
+}
+
+void alltoall_matmul(DeviceContext& ctx, const DeviceAlltoAll& a, void* stream) {
+  const int rank = ctx.rank(), size = ctx.size();
+  CF_CHECK_ARG(size <= kc::kMaxPermuteRanks, "alltoall_matmul (CUDA): ", size,
+               " ranks are not supported (at most ", kc::kMaxPermuteRanks, ")");
+  CF_CHECK_ARG(!a.quantized || a.x2_transposed,
+               "alltoall_quant_matmul (CUDA): x2 must be transposed (N, R*H): cuBLASLt's int8 "
+               "GEMM takes that layout only");
+  const size_t elem = dtype_storage_bytes(a.x1_dtype, 1);
+  const int64_t rows = a.bs / size, k = a.h * size;
+  const size_t block = static_cast<size_t>(rows * a.h) * elem;  // one rank's rows for one peer
+  const DeviceContext::Half h = ctx.begin_call(block * size, stream);
+  copy(h.mine, a.x1, block * size, stream, rank);
+  ctx.publish_ready(stream);
+  ctx.exchange();
+  for (int i = 1; i < size; ++i) ctx.wait_ready((rank + i) % size, stream);
+  const void* src[kc::kMaxPermuteRanks];  // rank s's rows for this rank, read in place
+  for (int s = 0; s < size; ++s)
+    src[s] = static_cast<const char*>(h.part[static_cast<size_t>(s)]) + block * rank;
+
+  // Scratch, 256-byte aligned pieces: permuted rows (when not kept in all_to_all_out), then
+  // for A16W8 the codes, the token scales and the int32 sums; unquantized with a bias, the
+  // fp32 product.
+  auto align = [](size_t b) { return (b + 255) / 256 * 256; };
+  const size_t permuted_bytes =
+      a.all_to_all_out != nullptr || a.quantized ? 0 : align(static_cast<size_t>(rows * k) * elem);
+  const size_t codes_bytes = a.quantized ? align(static_cast<size_t>(rows * k)) : 0;
+  const size_t scales_bytes = a.quantized ? align(static_cast<size_t>(rows) * 4) : 0;
+  const size_t acc_bytes =
+      a.quantized || a.bias != nullptr ? align(static_cast<size_t>(rows * a.n) * 4) : 0;
+  char* scratch = reinterpret_cast<char*>(ctx.scratch(
+      std::max<size_t>(permuted_bytes + codes_bytes + scales_bytes + acc_bytes, 4), stream));
+  void* permuted = a.all_to_all_out != nullptr ? a.all_to_all_out : scratch;
+  auto* codes = reinterpret_cast<int8_t*>(scratch + permuted_bytes);
+  auto* token_scale = reinterpret_cast<float*>(scratch + permuted_bytes + codes_bytes);
+  void* acc = scratch + permuted_bytes + codes_bytes + scales_bytes;
+
+  kc::GemmDesc g;
+  g.m = rows;
+  g.k = k;
+  g.n = a.n;
+  g.ldb = a.x2_transposed ? k : a.n;
+  g.ldc = a.n;
+  g.lda = k;
+  g.b_transposed = a.x2_transposed;
+  if (a.quantized) {
+    kc::PermuteQuantDesc pq;
+    pq.x_dtype = a.x1_dtype;
+    pq.ranks = size;
+    pq.src = src;
+    pq.src_row_stride = a.h;
+    pq.rows = rows;
+    pq.h = a.h;
+    pq.smooth = a.smooth;
+    pq.qmax = 127;
+    pq.q = codes;
+    pq.scales = token_scale;
+    pq.permuted = a.all_to_all_out;
+    kc::permute_quant(pq, stream);
+    g.ab_dtype = g.b_dtype = DType::kInt8;
+    g.c_dtype = DType::kInt32;
+    kc::gemm(g, codes, a.x2, acc, ctx.gemm_workspace(), kc::kGemmWorkspaceBytes, stream);
+    kc::TokenEpilogueDesc e;
+    e.m = rows;
+    e.n = a.n;
+    e.acc = static_cast<const int32_t*>(acc);
+    e.token_scale = token_scale;
+    e.x2_scale = a.x2_scale;
+    e.bias = a.bias;
+    e.bias_dtype = a.bias_dtype;
+    e.out_dtype = a.x1_dtype;
+    e.out = a.out;
+    kc::token_epilogue(e, stream);
+  } else {
+    // permuted[i, s*h:(s+1)*h] = rank s's row i for this rank: one strided copy per rank.
+    for (int s = 0; s < size; ++s)
+      check(
+          cudaMemcpy2DAsync(static_cast<char*>(permuted) + static_cast<size_t>(a.h) * elem * s,
+                            static_cast<size_t>(k) * elem, src[s], static_cast<size_t>(a.h) * elem,
+                            static_cast<size_t>(a.h) * elem, static_cast<size_t>(rows),
+                            cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)),
+          rank, "cudaMemcpy2DAsync");
+    g.ab_dtype = g.b_dtype = a.x1_dtype;
+    g.c_dtype = a.bias != nullptr ? DType::kFloat32 : a.x1_dtype;
+    kc::gemm(g, permuted, a.x2, a.bias != nullptr ? acc : a.out, ctx.gemm_workspace(),
+             kc::kGemmWorkspaceBytes, stream);
+    if (a.bias != nullptr) {
+      const float* part = static_cast<const float*>(acc);
+      kc::SumRowsDesc e;
+      e.parts = 1;
+      e.part = &part;
+      e.ld_part = a.n;
+      e.rows = rows;
+      e.n = a.n;
+      e.bias = a.bias;
+      e.bias_dtype = a.bias_dtype;
+      e.out_dtype = a.x1_dtype;
+      e.out = a.out;
+      e.ld_out = a.n;
+      kc::sum_bias_round(e, stream);
+    }
+  }
   ctx.end_call(stream);
 }
 

@@ -56,4 +56,27 @@ struct DeviceQuantReduce {
 };
 void quant_reduce(DeviceContext& ctx, const DeviceQuantReduce& a, bool all_reduce, void* stream);
 
+// alltoall_matmul / alltoall_quant_matmul A16W8 (SPEC §3): x1 is copied into this rank's half;
+// this rank's permuted rows (BS/R, R*H) are read in place from every rank's block for it —
+// copied (alltoall_matmul) into all_to_all_out or scratch and multiplied, or quantized per
+// token in the same pass (kernels/cuda/permute_quant: the CPU kernel's codes and scales),
+// multiplied in int8 -> int32 and dequantized (token_epilogue: the CPU's bits).
+struct DeviceAlltoAll {
+  DType x1_dtype = DType::kBFloat16;  // float16, bfloat16 (quantized); also float32 otherwise
+  int64_t bs = 0, h = 0, n = 0;       // x1 (bs, h) on every rank
+  const void* x1 = nullptr;
+  const void* x2 = nullptr;  // (R*h, n), or transposed: (n, R*h) stored; dense
+  bool x2_transposed = false;
+  const void* bias = nullptr;  // (n,) or null
+  DType bias_dtype = DType::kFloat32;
+  void* out = nullptr;             // (bs/R, n) of x1's dtype
+  void* all_to_all_out = nullptr;  // (bs/R, R*h) of x1's dtype, or null
+  // A16W8: x2 int8 and transposed (cuBLASLt's int8 GEMM is TN only), x2_scale (n,), the
+  // optional smooth scale (R*h,) of x1's dtype.
+  bool quantized = false;
+  const float* x2_scale = nullptr;
+  const void* smooth = nullptr;
+};
+void alltoall_matmul(DeviceContext& ctx, const DeviceAlltoAll& a, void* stream);
+
 }  // namespace commfuse::ops::cuda

@@ -27,4 +27,16 @@ std::unique_ptr<PlanImpl> plan_quant_reduce(const char* op, QuantReduceProblem p
   unsupported(op, p.rank, p.device);
 }
 
+std::unique_ptr<PlanImpl> plan_alltoall_matmul(AlltoAllMatmulProblem p, void*) {
+  unsupported(kAlltoAllMatmulOp, p.rank, p.device);
+}
+
+std::unique_ptr<PlanImpl> plan_alltoall_quant_matmul(AlltoAllQuantMatmulProblem p, void*) {
+  unsupported(kAlltoAllQuantMatmulOp, p.rank, p.device);
+}
+
+const char* alltoall_quant_combination(const PlanImpl&) {
+  return nullptr;
+}
+
 }  // namespace commfuse::ops::cuda
