@@ -279,7 +279,8 @@ class Plan {
   std::string description() const;
   void execute(void* workspace, size_t workspace_bytes);
   // A plan over CUDA device tensors queued on `stream` (a cudaStream_t) instead of the
-  // options' stream (the C API's Xxx(..., stream) form); host plans ignore it.
+  // options' stream (the C API's Xxx(..., stream) form; null: the options' stream, which is
+  // null, the legacy default stream, unless set); host plans ignore it.
   void execute(void* workspace, size_t workspace_bytes, void* stream);
 
  protected:

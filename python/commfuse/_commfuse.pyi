@@ -55,7 +55,7 @@ class TensorRef:
 
     def __init__(self, array: Annotated[NDArray, dict(writable=False)], dtype: str | None = None, read_only: bool = False) -> None:
         """
-        Wrap an array (DLPack or buffer protocol, on the CPU). dtype names its format when the element type does not (raw codes, e.g. 'hifloat8' in uint8; 'int4' packed in uint8, two per byte along the last dim); None takes the array's own dtype.
+        Wrap an array (DLPack or buffer protocol, on the CPU or a CUDA device). dtype names its format when the element type does not (raw codes, e.g. 'hifloat8' in uint8; 'int4' packed in uint8, two per byte along the last dim); None takes the array's own dtype.
         """
 
     @property

@@ -14,8 +14,10 @@ Accepted arrays:
 - any CPU tensor with ``__dlpack__`` (torch, jax, ...); torch float8 tensors are passed as
   uint8 views, since DLPack exporters may not support float8.
 - CUDA tensors (torch, or any DLPack array on a CUDA device), for the operators (not
-  quantize / dequantize or the collectives): they run on the tensors' GPU, queued on torch's current stream of that device
-  (:func:`stream_of`); results are allocated on that device. Everything else rejects them.
+  quantize / dequantize or the collectives): they run on the tensors' GPU, which must be the
+  current device (``torch.cuda.set_device``), queued on torch's current stream of that
+  device (:func:`stream_of`); results are allocated on that device for torch tensors (other
+  arrays pass theirs with ``out=``). Everything else rejects them.
 - anything else ``numpy.asarray`` accepts (lists, scalars): converted, which copies.
 
 Inputs the C++ op needs dense (x1, bias, collective sources) are copied when a numpy
@@ -35,6 +37,7 @@ from . import _commfuse
 from ._dtypes import INT4, NUMPY_DTYPES, TORCH_DTYPES, canonical, format_of
 from ._errors import Error, InvalidArgument
 
+_KDL_CUDA = 2  # DLPack's device type of CUDA memory
 _UINT_OF_SIZE = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
                  8: np.dtype(np.uint64)}
 # numpy dtypes that numpy itself exports (DLPack / buffer protocol); ml_dtypes' are not.
@@ -162,6 +165,11 @@ def empty(shape: Sequence[int], name: str, like: Any = None) -> Any:
     """A new array for a result: a torch tensor when ``like`` is one and this torch has the
     result's dtype (a quantized op's int8 input gives a bfloat16 torch result), else numpy."""
     shape = tuple([d if d > 0 else 0 for d in map(int, shape)])
+    if like is not None and type(like) is not np.ndarray and not is_torch(like) and \
+            hasattr(like, "__dlpack_device__") and like.__dlpack_device__()[0] == _KDL_CUDA:
+        raise InvalidArgument("a CUDA array that is not a torch tensor: pass its results' "
+                              "arrays (out=, gather_out=, alltoall_out=) on the same device; "
+                              "commfuse allocates device results with torch only")
     if like is not None and type(like) is not np.ndarray and is_torch(like):
         import torch
 

@@ -61,7 +61,7 @@ bool overlap(const TensorRef& a, const TensorRef& b) {
 
 // The rules every collective shares: dense buffers, one dtype, dst writable, src and dst
 // disjoint (all_reduce: equal is allowed too), and the element counts the collective needs.
-// The collectives move host memory only (the CUDA backend runs the matmul operators).
+// The collectives move host memory only (the CUDA backend runs the operators).
 void check_host(Comm& c, const char* op, const char* name, const TensorRef& t) {
   if (t.view.device != Device{})
     reject(c, op, name, " is on ", device_name(t.view.device),

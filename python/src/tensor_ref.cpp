@@ -205,7 +205,8 @@ void bind_tensor_ref(nb::module_& m) {
              bool read_only) { new (self) TensorRef(make_tensor_ref(array, dtype, read_only)); },
           nb::arg("array").noconvert(), nb::arg("dtype").none() = nb::none(),
           nb::arg("read_only") = false,
-          "Wrap an array (DLPack or buffer protocol, on the CPU). dtype names its format when "
+          "Wrap an array (DLPack or buffer protocol, on the CPU or a CUDA device). dtype names "
+          "its format when "
           "the element type does not (raw codes, e.g. 'hifloat8' in uint8; 'int4' packed in "
           "uint8, two per byte along the last dim); None takes the array's own dtype.")
       .def_prop_ro(

@@ -20,7 +20,8 @@ namespace commfuse::python {
 using AnyArray = nanobind::ndarray<nanobind::ro>;
 
 struct TensorRef {
-  AnyArray array;           // keeps the memory alive while the op runs
+  AnyArray array;           // keeps the memory alive while the call runs (a device op only
+                            // queues its work: the caller keeps its arrays until it is done)
   TensorView view;          // logical dtype, shape and strides (elements) over array's data
   bool read_only = false;   // the caller said the array must not be written
   bool contiguous() const;  // row-major dense (size-1 dims ignored)
@@ -29,10 +30,10 @@ struct TensorRef {
 
 // dtype: a commfuse dtype name, or nullopt to take it from the array's own (DLPack) dtype.
 // int4 is packed two per byte: an 8-bit (..., c) array is an int4 (..., 2c) tensor.
-// A CUDA array's view says so (TensorView::device: the three matmul ops run on it, the rest
-// reject it). Rejects (InvalidArgument) an array on another device, with more than
-// TensorView::kMaxDims dims, or whose element type does not hold `dtype` (same type, or raw
-// unsigned codes of its width).
+// A CUDA array's view says so (TensorView::device: the operators run on it; quantize,
+// dequantize and the collectives reject it). Rejects (InvalidArgument) an array on another device,
+// with more than TensorView::kMaxDims dims, or whose element type does not hold `dtype` (same type,
+// or raw unsigned codes of its width).
 TensorRef make_tensor_ref(AnyArray array, std::optional<std::string_view> dtype, bool read_only);
 
 // For operator bindings: an output that must be writable and dense, checked on this rank and

@@ -191,9 +191,10 @@ void all_gather_matmul_case(oc::DeviceContext& ctx, const Case& c, DType dtype, 
 }
 
 // Calls queued back to back on two non-blocking streams in turn, nothing synchronized in
-// between, distinct data and outputs, rank 0's first stream held back by a long GEMM: its
-// peers race ahead, so a missing kDone wait, call chaining or half alternation lets them
-// overwrite what rank 0 has yet to read. Checked once the device is idle.
+// between, distinct data and outputs, rank 0's first stream held back by long GEMMs so that
+// its peers run ahead: every result must still be right. (A peer's next-but-one call is
+// ordered after rank 0's reads by the kReady and call-chaining waits as well as by kDone, so
+// this checks the whole ordering, not kDone alone.) Checked once the device is idle.
 void pipelined_case(oc::DeviceContext& ctx) {
   constexpr int kCalls = 6;
   cudaStream_t s[2];

@@ -165,7 +165,7 @@ int case_device_reject(commfuse::Comm& comm) {
   });
   good_call(comm);
 
-  // The three ops the backend runs, every tensor labeled cuda:0 (host memory here).
+  // The ops the backend runs, every tensor labeled cuda:0 (host memory here).
   namespace kc = commfuse::kernels::cuda;
   const bool built = kc::runtime_info().built, usable = kc::device_available();
   const bool blaslt = usable && kc::blaslt_unavailable().empty();

@@ -1,10 +1,10 @@
 """CUDA arrays through Python (issue 17), what a machine without a GPU can check: an array
 whose DLPack export says CUDA device 0 reaches the C++ operators labeled cuda:0 (a label the
 CPU path would have ignored, running on the memory behind it, which here is host memory),
-and the answer is the one this build can give: "no usable CUDA device" (RuntimeFailure) in a
-CUDA build without a GPU, "built without CUDA" (InvalidArgument) otherwise (the matmul ops
-the quantized reductions and alltoall_matmul alike); the collectives and quantize, which the
-CUDA backend does not run, reject it as not supported; the communicator stays usable after each."""
+and the answer is the one this build and machine give, the same for every op of a family
+(the matmul and alltoall ops; the quantized reductions); a CUDA array that is not a torch
+tensor needs its results passed in; the collectives and dequantize reject it as not
+supported (dequantize); the communicator stays usable after each."""
 
 import ctypes
 
@@ -40,9 +40,23 @@ class CudaLabeled:
         return capsule
 
 
-# What the three matmul ops answer cuda:0 tensors, by build: each build has one answer.
-_ANSWERS = {"no usable CUDA device": commfuse.RuntimeFailure,  # CUDA build, no GPU here
-            "built without CUDA": commfuse.InvalidArgument}
+# What the operators answer cuda:0 tensors over host memory, by build and machine: each
+# build has one answer per op family (the matmul ops need cuBLASLt, quant_all_reduce not).
+_ANSWERS = {"built without CUDA": commfuse.InvalidArgument,
+            "no usable CUDA device": commfuse.RuntimeFailure,  # a CUDA build, no GPU
+            "cuBLASLt cannot be used": commfuse.RuntimeFailure,  # a GPU, no libcublasLt
+            "its memory is host memory": commfuse.InvalidArgument}  # a GPU: the pointer check
+
+
+def _answer(fn):
+    """The one key of _ANSWERS fn's error names, checked against the error's class."""
+    try:
+        fn()
+    except commfuse.Error as e:
+        keys = [k for k in _ANSWERS if k in e.message]
+        assert len(keys) == 1 and type(e) is _ANSWERS[keys[0]], e.message
+        return keys[0]
+    raise AssertionError("cuda:0 tensors were accepted")
 
 
 def _body(rank):
@@ -57,41 +71,42 @@ def _body(rank):
             out = commfuse.mm_all_reduce_base(x * (rank + 1), w, comm.name)  # still usable
             seen.append(float(out[0, 0]))
 
-        try:
-            commfuse.mm_all_reduce_base(CudaLabeled(x), CudaLabeled(w), comm.name,
-                                        out=CudaLabeled(np.empty((2, 4), F32)))
-            raise AssertionError("cuda:0 tensors were accepted")
-        except commfuse.Error as e:
-            answer = [a for a in _ANSWERS if a in e.message]
-            assert len(answer) == 1 and type(e) is _ANSWERS[answer[0]], e.message
-            answer = answer[0]
-        expect(_ANSWERS[answer], answer, lambda: commfuse.all_gather_base_mm(
+        mm = _answer(lambda: commfuse.mm_all_reduce_base(
+            CudaLabeled(x), CudaLabeled(w), comm.name, out=CudaLabeled(np.empty((2, 4), F32))))
+        quant = _answer(lambda: commfuse.quant_all_reduce(
+            CudaLabeled(np.zeros((2, 128), np.int8)), CudaLabeled(np.ones((2, 1), F32)),
+            comm.name, out=CudaLabeled(np.empty((2, 128), F32))))
+        expect(_ANSWERS[mm], mm, lambda: commfuse.all_gather_base_mm(
             CudaLabeled(x), CudaLabeled(w), comm.name, R,
             out=CudaLabeled(np.empty((2 * R, 4), F32)),
             gather_out=CudaLabeled(np.empty((2 * R, 8), F32))))
-        expect(_ANSWERS[answer], answer, lambda: commfuse.mm_reduce_scatter_base(
+        expect(_ANSWERS[mm], mm, lambda: commfuse.mm_reduce_scatter_base(
             CudaLabeled(np.ones((2 * R, 8), F32)), CudaLabeled(w), comm.name, R,
             out=CudaLabeled(np.empty((2, 4), F32))))
+        expect(_ANSWERS[mm], mm, lambda: commfuse.alltoall_matmul(
+            CudaLabeled(np.ones((R, 8), F32)), CudaLabeled(np.ones((8 * R, 4), F32)), comm.name,
+            R, out=CudaLabeled(np.empty((1, 4), F32))))
+        expect(_ANSWERS[quant], quant, lambda: commfuse.quant_reduce_scatter(
+            CudaLabeled(np.zeros((2 * R, 128), np.int8)), CudaLabeled(np.ones((2 * R, 1), F32)),
+            comm.name, out=CudaLabeled(np.empty((2, 128), F32))))
         expect(commfuse.InvalidArgument, "x2 is on cuda:0 but x1 is on cpu",
                lambda: commfuse.all_gather_base_mm(x, CudaLabeled(w), comm.name, R))
-        expect(commfuse.InvalidArgument, "src is on cuda:0: not supported",
-               lambda: comm.all_gather(CudaLabeled(x), np.empty((2 * R, 8), F32)))
         expect(commfuse.InvalidArgument, "scales is on cuda:0 but x is on cpu",
                lambda: commfuse.quant_all_reduce(
                    np.zeros((2, 128), np.int8), CudaLabeled(np.ones((2, 1), F32)), comm.name))
-        expect(_ANSWERS[answer], answer, lambda: commfuse.quant_all_reduce(
-            CudaLabeled(np.zeros((2, 128), np.int8)), CudaLabeled(np.ones((2, 1), F32)),
-            comm.name, out=CudaLabeled(np.empty((2, 128), F32))))
-        expect(_ANSWERS[answer], answer, lambda: commfuse.alltoall_matmul(
-            CudaLabeled(np.ones((R, 8), F32)), CudaLabeled(np.ones((8 * R, 4), F32)), comm.name,
-            R, out=CudaLabeled(np.empty((1, 4), F32))))
-        expect(commfuse.InvalidArgument, "x is on cuda:0: not supported", lambda: commfuse.quantize(
-            CudaLabeled(np.ones((2, 128), F32)), np.int8, "per_token_group"))
-        return answer, seen
+        expect(commfuse.InvalidArgument, "pass its results' arrays",  # no torch to allocate
+               lambda: commfuse.mm_all_reduce_base(CudaLabeled(x), CudaLabeled(w), comm.name))
+        expect(commfuse.InvalidArgument, "src is on cuda:0: not supported",
+               lambda: comm.all_gather(CudaLabeled(x), np.empty((2 * R, 8), F32)))
+        expect(commfuse.InvalidArgument, "q is on cuda:0: not supported",
+               lambda: commfuse.dequantize(CudaLabeled(np.zeros((2, 128), np.int8)),
+                                           np.ones((2, 1), F32), "per_token_group",
+                                           out=np.empty((2, 128), F32)))
+        return (mm, quant), seen
 
 
 def test_cuda_labeled_arrays_reach_the_ops_and_leave_the_group_usable():
     results = run(_body, 2)
     assert results[0][0] == results[1][0]  # one build, one answer
     for _, seen in results:
-        assert seen == [8.0 * (1 + 2)] * 8  # the host op after each rejection: both ranks' rows
+        assert seen == [8.0 * (1 + 2)] * 9  # the host op after each rejection: both ranks' rows

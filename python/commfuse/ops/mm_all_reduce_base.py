@@ -21,10 +21,11 @@ def mm_all_reduce_base(x1: Any, x2: Any, hcom: Any, *, reduce_op: str = "sum", b
     float32 accumulation, rank-order sum, bias added once, one rounding: every rank gets
     the same bits (when every rank passes the same bias).
 
-    CUDA tensors (torch, or DLPack arrays on a CUDA device; every rank on one host): the op
-    runs on that GPU, queued on torch's current stream of the device (other DLPack arrays:
-    the legacy default stream), and returns once queued; results are allocated on the
-    device. bfloat16, float16 and float32 only (not the quantized forms).
+    CUDA tensors (torch, or DLPack arrays on a CUDA device; every rank on one host; the
+    device current, ``torch.cuda.set_device``): the op runs on that GPU, queued on torch's
+    current stream of the device (other DLPack arrays: the legacy default stream, and their
+    results passed with ``out=``), and returns once queued; torch results are allocated on
+    the device. bfloat16, float16 and float32 only (not the quantized forms).
 
     Args:
         x1: this rank's (m, k) or (b, s, k) activations; float16, bfloat16 or float32, or

@@ -84,6 +84,14 @@ DeviceContext::~DeviceContext() {
   int caller_device = device_;
   cudaGetDevice(&caller_device);  // restored below: the caller's thread keeps its device
   cudaSetDevice(device_);
+  if (exchange_.usable && !exchange_.usable()) {
+    CF_LOG(kWarn, "CUDA device context (rank ", rank_,
+           "): the communicator failed; its device memory stays allocated (a peer or queued "
+           "work may still use it)");
+    (void)heap_.release();
+    cudaSetDevice(caller_device);
+    return;
+  }
   if (!wait_idle()) {
     CF_LOG(kWarn, "CUDA device context (rank ", rank_, "): queued work did not finish within ",
            exchange_.timeout_s, " s; its device memory stays allocated");

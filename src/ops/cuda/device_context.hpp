@@ -37,6 +37,9 @@ struct HostExchange {
   comm::cuda_ipc::IpcHeap::AllGather all_gather;  // set-up: every rank's bytes, rank order
   std::function<void()> barrier;                  // per call
   int timeout_s = 300;  // teardown: how long to wait for this rank's queued work
+  // Teardown: false once the peers cannot be reached (an aborted or failed communicator):
+  // then nothing is waited for and the device memory is left allocated. Empty: reachable.
+  std::function<bool()> usable = nullptr;
 };
 
 class DeviceContext {

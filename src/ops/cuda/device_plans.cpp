@@ -53,7 +53,9 @@ DeviceContext* existing_context(comm::CommImpl& c) {
 
 // The communicator's device context, on the calling thread's current device (checked again
 // here: a device changed between planning and executing would put this call's work on
-// another GPU than its heap; a RUNTIME_ERROR, so the communicator is aborted).
+// another GPU than its heap). Every error here comes before the call's first
+// synchronization, so it is this rank's rejection: the peers inside the call fail it at
+// once naming this rank, and the communicator stays usable.
 DeviceContext& context_of(const char* op, comm::CommImpl& c, Device d) {
   int current = -1;
   cudaGetDevice(&current);
@@ -62,17 +64,28 @@ DeviceContext& context_of(const char* op, comm::CommImpl& c, Device d) {
         Status::kRuntimeError,
         detail::cat(op, "(rank ", c.rank(), "): the tensors are on cuda:", d.index,
                     " but the calling thread's device became cuda:", current, " after planning"));
-  if (DeviceContext* ctx = existing_context(c)) return *ctx;
+  if (DeviceContext* ctx = existing_context(c)) {
+    if (ctx->device() != d.index)  // two plans made on different devices before executing
+      c.reject(Status::kParamInvalid,
+               detail::cat(op, "(rank ", c.rank(), "): the tensors are on cuda:", d.index,
+                           " but this communicator's device calls use cuda:", ctx->device()));
+    return *ctx;
+  }
   if (c.attachment() != nullptr)
-    detail::throw_status(Status::kInner, detail::cat(op,
-                                                     ": the communicator holds another "
-                                                     "layer's attachment"));
+    c.reject(Status::kInner, detail::cat(op, "(rank ", c.rank(),
+                                         "): the communicator holds another layer's "
+                                         "attachment"));
   comm::CommImpl* cp = &c;  // the attachment dies before the communicator
   auto a = std::make_unique<DeviceAttachment>();
-  a->ctx = std::make_unique<DeviceContext>(
-      c.rank(), c.world_size(),
-      HostExchange{[cp](const std::string& s) { return all_gather_strings(cp->transport(), s); },
-                   [cp] { cp->transport().barrier(); }, params::timeout_seconds()});
+  try {
+    a->ctx = std::make_unique<DeviceContext>(
+        c.rank(), c.world_size(),
+        HostExchange{[cp](const std::string& s) { return all_gather_strings(cp->transport(), s); },
+                     [cp] { cp->transport().barrier(); }, params::timeout_seconds(),
+                     [cp] { return cp->transport().failure().empty(); }});
+  } catch (const Error& e) {
+    c.reject(e.code(), detail::cat(op, "(rank ", c.rank(), "): ", e.what()));
+  }
   DeviceContext& ctx = *a->ctx;
   c.attach(std::move(a));
   return ctx;

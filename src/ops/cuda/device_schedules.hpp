@@ -1,8 +1,8 @@
-// all_gather_matmul, matmul_reduce_scatter and matmul_all_reduce on the GPU (SPEC §2), over a
-// communicator's DeviceContext. Every call is queued on the caller's stream and returns once
-// queued (as cuBLAS and NCCL calls do; except a call that grows the heap or the scratch,
-// which waits for this rank's queued work first); the host takes part in the one barrier that
-// orders the ranks' publishes before their reads.
+// The operators on the GPU (SPEC §2-4: the three matmul ops, the quantized reductions, the
+// alltoall ops), over a communicator's DeviceContext. Every call is queued on the caller's stream
+// and returns once queued (as cuBLAS and NCCL calls do; except a call that grows the heap or the
+// scratch, which waits for this rank's queued work first); the host takes part in the one barrier
+// that orders the ranks' publishes before their reads.
 //
 // all_gather_matmul: x1 is copied into this rank's half of the symmetric heap; the GEMM runs
 // on the local rows first (they need no wait), then on each peer's rows read in place from
