@@ -14,10 +14,11 @@
 # heap over CUDA IPC (W = 1, 2, 4 processes sharing the GPU), and the device schedules of
 # all_gather_matmul, matmul_reduce_scatter, matmul_all_reduce (bf16, fp16, fp32),
 # quant_all_reduce / quant_reduce_scatter, alltoall_matmul and alltoall_quant_matmul A16W8
-# over it (W = 1, 2, 4). Not checked here: the same schedules reached through the
-# C++/C/Python APIs' device tensors (that needs the whole library, with oneDNN); not built
-# yet (issue 17): the SPEC §6 quantized matmul forms and the int4 combinations on the GPU,
-# NCCL across hosts.
+# over it (W = 1, 2, 4). Not checked here: the same schedules reached through the public
+# API's device tensors — a full build (which needs oneDNN) runs that as `ctest -L cuda`
+# (tests/ops/device_numerics.cpp: every operator on device copies against the host run, bit
+# for bit, W = 1, 2, 4); not built yet (issue 17): the SPEC §6 quantized matmul forms and
+# the int4 combinations on the GPU, NCCL across hosts.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-gpu}

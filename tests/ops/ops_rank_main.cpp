@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
       {"alltoall_numerics", optest::case_alltoall_numerics},
       {"alltoall_reject", optest::case_alltoall_reject},
       {"device_reject", optest::case_device_reject},
+      {"device_numerics", optest::case_device_numerics},
       {"recover", optest::case_recover},
       {"fault", optest::case_fault},
       {"soak", optest::case_soak},
