@@ -17,7 +17,7 @@
 # over it (W = 1, 2, 4). Not checked here: the same schedules reached through the public
 # API's device tensors — a full build (which needs oneDNN) runs that as `ctest -L cuda`
 # (tests/ops/device_numerics.cpp: every operator on device copies against the host run, bit
-# for bit, W = 1, 2, 4); not built yet (issue 17): the SPEC §6 quantized matmul forms and
+# for bit, W = 1, 2, 4); not built yet (issue 17): HiFloat8 matmuls and
 # the int4 combinations on the GPU, NCCL across hosts.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -168,7 +168,8 @@ Comm& find_comm(std::string_view name);
 // TensorView(w, dtype, {n, k}).t() for an (n, k) buffer used as (k, n).
 //
 // A tensor is host memory unless its device says otherwise: all_gather_matmul,
-// matmul_reduce_scatter, matmul_all_reduce (not their SPEC §6 quantized forms),
+// matmul_reduce_scatter, matmul_all_reduce (SPEC §6 A8W8 and FP8 with x2 a transposed view;
+// not HiFloat8),
 // quant_all_reduce, quant_reduce_scatter, alltoall_matmul and alltoall_quant_matmul (A16W8
 // with x2 transposed) also take tensors in CUDA device memory (every
 // tensor of a call on the same device, the device current on the calling thread, every rank

@@ -24,7 +24,8 @@ reduce_scatter, all_to_all, broadcast), the operators, :func:`convert` / :func:`
 
 Arrays: numpy (ml_dtypes for the formats numpy lacks) or any CPU DLPack tensor (torch);
 every operator also takes CUDA tensors (run on that GPU, queued on torch's current stream;
-not the SPEC §6 quantized matmul forms; alltoall_quant_matmul A16W8 with transpose_x2).
+SPEC §6 A8W8 / FP8 with x2 transposed, not HiFloat8; alltoall_quant_matmul A16W8 with
+transpose_x2).
 
 Formats and their numpy representation:
 

@@ -515,6 +515,161 @@ void alltoall_case(oc::DeviceContext& ctx, bool quantized, bool transposed, int 
   cudaFree(x2);
 }
 
+// SPEC §6 A8W8 on the device schedules: all_gather_matmul (per-token x1 scales travelling
+// with their rows, per-channel x2 scales, an int32 / fp32 / bf16 bias) and matmul_all_reduce
+// / matmul_reduce_scatter (each rank's scaled fp32 partial, summed in rank order, bias once),
+// against the CPU's order of operations: y = f32(acc (+ int bias)) * (sa * sb) (+ bias).
+void a8w8_case(oc::DeviceContext& ctx, int bias) {  // bias: 0 none, 1 int32, 2 fp32, 3 bf16
+  const int rank = ctx.rank(), size = ctx.size();
+  const int64_t m = 3, k = 96, n = 16;
+  const DType out_dtype = DType::kBFloat16;
+  auto codes = [](size_t count, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::vector<int8_t> v(count);
+    for (auto& x : v) x = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+    return v;
+  };
+  auto scales = [](size_t count, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::vector<float> v(count);
+    for (auto& x : v) x = 0.001f * static_cast<float>(rng() % 997 + 1);
+    return v;
+  };
+  auto x1_of = [&](int s) {
+    return codes(static_cast<size_t>(m * k), 1300u + static_cast<unsigned>(s));
+  };
+  auto sa_of = [&](int s) {
+    return scales(static_cast<size_t>(m), 1400u + static_cast<unsigned>(s));
+  };
+  auto x2_of = [&](int s) {
+    return codes(static_cast<size_t>(n * k), 1500u + static_cast<unsigned>(s));
+  };
+  auto sb_of = [&](int s) {
+    return scales(static_cast<size_t>(n), 1600u + static_cast<unsigned>(s));
+  };
+  std::vector<float> bias_f = quarters(static_cast<size_t>(n), 1700u);
+  std::vector<int32_t> bias_i(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j)
+    bias_i[static_cast<size_t>(j)] = static_cast<int32_t>(j * 37 - 300);
+  // acc of x1 rows of rank s times x2 of rank w (stored (n, k)).
+  auto acc = [&](const std::vector<int8_t>& x1, const std::vector<int8_t>& x2, int64_t i,
+                 int64_t j) {
+    int64_t a = 0;
+    for (int64_t kk = 0; kk < k; ++kk)
+      a += int64_t{x1[static_cast<size_t>(i * k + kk)]} * x2[static_cast<size_t>(j * k + kk)];
+    return a;
+  };
+  auto upload = [](const void* p, size_t bytes) {
+    void* d = nullptr;
+    ok(cudaMalloc(&d, bytes), "cudaMalloc");
+    ok(cudaMemcpy(d, p, bytes, cudaMemcpyHostToDevice), "upload");
+    return d;
+  };
+  const std::vector<int8_t> x1 = x1_of(rank), x2 = x2_of(rank);
+  const std::vector<float> sa = sa_of(rank), sb = sb_of(rank);
+  void* dx1 = upload(x1.data(), x1.size());
+  void* dx2 = upload(x2.data(), x2.size());
+  void* dsa = upload(sa.data(), sa.size() * 4);
+  void* dsb = upload(sb.data(), sb.size() * 4);
+  std::vector<uint8_t> bias_bf(commfuse::dtype_storage_bytes(DType::kBFloat16, bias_f.size()));
+  commfuse::convert(bias_f.data(), DType::kFloat32, bias_bf.data(), DType::kBFloat16,
+                    bias_f.size());
+  void* dbias = bias == 1   ? upload(bias_i.data(), bias_i.size() * 4)
+                : bias == 2 ? upload(bias_f.data(), bias_f.size() * 4)
+                            : upload(bias_bf.data(), bias_bf.size());
+  oc::DeviceMatmul a;
+  a.dtype = DType::kInt8;
+  a.m = m, a.k = k, a.n = n;
+  a.x1 = dx1;
+  a.x2 = dx2;
+  a.ld_x2 = k;
+  a.x2_transposed = true;
+  a.quantized = true;
+  a.b_dtype = DType::kInt8;
+  a.out_dtype = out_dtype;
+  a.x1_scale = static_cast<const float*>(dsa);
+  a.x1_per_token = true;
+  a.x2_scale = static_cast<const float*>(dsb);
+  a.x2_per_channel = true;
+  a.bias = bias == 0 || bias == 1 ? nullptr : dbias;
+  a.bias_dtype = bias == 3 ? DType::kBFloat16 : DType::kFloat32;
+  a.bias_int = bias == 1 ? static_cast<const int32_t*>(dbias) : nullptr;
+
+  // all_gather_matmul
+  DeviceTensor out(static_cast<size_t>(m * size * n), out_dtype);
+  a.out = out.p;
+  oc::all_gather_matmul(ctx, a, nullptr, nullptr);
+  std::vector<float> want(static_cast<size_t>(m * size * n));
+  for (int s = 0; s < size; ++s) {
+    const std::vector<int8_t> xs = x1_of(s);
+    const std::vector<float> ss = sa_of(s);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t sum = acc(xs, x2, i, j) + (bias == 1 ? bias_i[static_cast<size_t>(j)] : 0);
+        volatile float scale = ss[static_cast<size_t>(i)] * sb[static_cast<size_t>(j)];
+        volatile float y = static_cast<float>(sum) * scale;
+        if (bias >= 2) y = y + bias_f[static_cast<size_t>(j)];  // bf16 bias: quarters, exact
+        want[static_cast<size_t>((s * m + i) * n + j)] = y;
+      }
+  }
+  std::vector<uint8_t> want_bytes(commfuse::dtype_storage_bytes(out_dtype, want.size()));
+  commfuse::convert(want.data(), DType::kFloat32, want_bytes.data(), out_dtype, want.size());
+  CHECK(out.download() == want_bytes, "rank %d of %d: A8W8 all_gather_matmul bias=%d differs", rank,
+        size, bias);
+
+  // matmul_all_reduce / matmul_reduce_scatter (float biases only, SPEC §6)
+  if (bias != 1) {
+    const int64_t rows = m * size;  // x1 of the reducing ops: (rows, k), its own codes per rank
+    auto rx1_of = [&](int s) {
+      return codes(static_cast<size_t>(rows * k), 1800u + static_cast<unsigned>(s));
+    };
+    auto rsa_of = [&](int s) {
+      return scales(static_cast<size_t>(rows), 1900u + static_cast<unsigned>(s));
+    };
+    const std::vector<int8_t> rx1 = rx1_of(rank);
+    const std::vector<float> rsa = rsa_of(rank);
+    void* drx1 = upload(rx1.data(), rx1.size());
+    void* drsa = upload(rsa.data(), rsa.size() * 4);
+    DeviceTensor all(static_cast<size_t>(rows * n), out_dtype),
+        mine(static_cast<size_t>(m * n), out_dtype);
+    oc::DeviceMatmul r = a;
+    r.m = rows;
+    r.x1 = drx1;
+    r.x1_scale = static_cast<const float*>(drsa);
+    r.out = all.p;
+    oc::matmul_reduce(ctx, r, true, nullptr);
+    r.out = mine.p;
+    oc::matmul_reduce(ctx, r, false, nullptr);
+    std::vector<float> sum(static_cast<size_t>(rows * n));
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        volatile float total = 0;
+        for (int s = 0; s < size; ++s) {
+          const std::vector<int8_t> xs = rx1_of(s), ws = x2_of(s);
+          const std::vector<float> ss = rsa_of(s), bs = sb_of(s);
+          volatile float scale = ss[static_cast<size_t>(i)] * bs[static_cast<size_t>(j)];
+          volatile float part = static_cast<float>(acc(xs, ws, i, j)) * scale;
+          total = s == 0 ? part : total + part;
+        }
+        if (bias >= 2) total = total + bias_f[static_cast<size_t>(j)];
+        sum[static_cast<size_t>(i * n + j)] = total;
+      }
+    std::vector<uint8_t> sum_bytes(commfuse::dtype_storage_bytes(out_dtype, sum.size()));
+    commfuse::convert(sum.data(), DType::kFloat32, sum_bytes.data(), out_dtype, sum.size());
+    const std::vector<uint8_t> got = all.download();
+    CHECK(got == sum_bytes, "rank %d of %d: A8W8 matmul_all_reduce bias=%d differs", rank, size,
+          bias);
+    const size_t bb = mine.bytes;
+    CHECK(mine.download() ==
+              std::vector<uint8_t>(got.begin() + static_cast<ptrdiff_t>(bb * rank),
+                                   got.begin() + static_cast<ptrdiff_t>(bb * (rank + 1))),
+          "rank %d of %d: A8W8 matmul_reduce_scatter's rows differ", rank, size);
+    cudaFree(drx1);
+    cudaFree(drsa);
+  }
+  for (void* p : {dx1, dx2, dsa, dsb, dbias}) cudaFree(p);
+}
+
 // sum_bias_round against the CPU's order of operations on random floats (one rank).
 void sum_kernel_case(DType out_dtype, DType bias_dtype, int parts) {
   constexpr int64_t kRows = 19, kN = 77, kLd = 80;
@@ -595,6 +750,7 @@ int run_rank(cudatest::Meeting& meeting, int rank, int size) {
     for (const bool transposed : {false, true})
       for (const int bias : {0, 1, 2}) alltoall_case(ctx, false, transposed, bias);
     for (const int bias : {0, 1, 2}) alltoall_case(ctx, true, true, bias);
+    for (const int bias : {0, 1, 2, 3}) a8w8_case(ctx, bias);
     order_and_precision_case(ctx);
     rejected_call_case(ctx, reject_next);
     pipelined_case(ctx);

@@ -1,10 +1,10 @@
 // The operators on CUDA device tensors through the public C++ API (issue 17's "CPU test
 // matrix rerun on CUDA"): every op run once on host buffers and once on device copies of the
-// same operands, the results compared bit for bit — the quantized reductions and the alltoall
-// A16W8 path are the CPU's bits by construction; the float ops get operands whose products
-// and sums are exact (multiples of 1/4), so any accumulation order gives the same bits.
-// Where no CUDA device is usable (or this build has no CUDA), every rank exits 77 before any
-// communication: ctest reports the test skipped.
+// same operands, the results compared bit for bit — SPEC §6 A8W8 (exact int32 sums), the
+// quantized reductions and the alltoall A16W8 path are the CPU's bits by construction; the float
+// ops get operands whose products and sums are exact (multiples of 1/4), so any accumulation order
+// gives the same bits. Where no CUDA device is usable (or this build has no CUDA), every rank exits
+// 77 before any communication: ctest reports the test skipped.
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -119,6 +119,44 @@ int case_device_numerics(commfuse::Comm& comm) {
                                 ar.d(bf, {m * R, n}));
     same("matmul_reduce_scatter", r, rs);
     same("matmul_all_reduce", r, ar);
+  }
+  {  // SPEC §6 A8W8 (x2 transposed, per-token and per-channel scales, fp32 bias) -> bf16
+    const DType i8 = DType::kInt8, f32 = DType::kFloat32;
+    Buf x1(values(m * R * k, i8, s + 12)), x2(values(n * k, i8, s + 13)), bias(values(n, f32, 14));
+    std::vector<uint8_t> sa(static_cast<size_t>(m * R) * 4), sb(static_cast<size_t>(n) * 4);
+    for (size_t i = 0; i < sa.size(); i += 4) {
+      const float f = 0.01f * static_cast<float>(i / 4 + 1 + r);
+      std::memcpy(&sa[i], &f, 4);
+    }
+    for (size_t i = 0; i < sb.size(); i += 4) {
+      const float f = 0.02f * static_cast<float>(i / 4 + 1);
+      std::memcpy(&sb[i], &f, 4);
+    }
+    Buf x1s(sa), x2s(sb);
+    Buf agm(commfuse::dtype_storage_bytes(bf, m * R * R * n)),
+        ar(commfuse::dtype_storage_bytes(bf, m * R * n));
+    auto run = [&](bool dev) {
+      auto v = [&](Buf& b, DType t, std::initializer_list<int64_t> shape) {
+        return dev ? b.d(t, shape) : b.h(t, shape);
+      };
+      commfuse::AllGatherMatmulOptions o;
+      o.bias = v(bias, f32, {n});
+      o.x1_scale = v(x1s, f32, {m * R});
+      o.x2_scale = v(x2s, f32, {n});
+      o.gather_output = false;
+      commfuse::all_gather_matmul(v(x1, i8, {m * R, k}), v(x2, i8, {n, k}).t(), g, R,
+                                  v(agm, bf, {m * R * R, n}), TensorView(), o);
+      commfuse::MatmulReduceOptions q;
+      q.bias = o.bias;
+      q.x1_scale = o.x1_scale;
+      q.x2_scale = o.x2_scale;
+      commfuse::matmul_all_reduce(v(x1, i8, {m * R, k}), v(x2, i8, {n, k}).t(), g,
+                                  v(ar, bf, {m * R, n}), q);
+    };
+    run(false);
+    run(true);
+    same("A8W8 all_gather_matmul", r, agm);
+    same("A8W8 matmul_all_reduce", r, ar);
   }
   {  // quant_all_reduce / quant_reduce_scatter, int8 K-G -> bf16
     const int64_t rows = 2 * R, h = 256;

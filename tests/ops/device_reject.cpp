@@ -218,6 +218,22 @@ int case_device_reject(commfuse::Comm& comm) {
                       on(TensorView(w_scale.data(), DType::kFloat32, {kN}), kCuda0), g,
                       on(TensorView(a_out.data(), DType::kBFloat16, {1, kN}), kCuda0));
                 });
+  // SPEC §6 A8W8 on a device needs x2 transposed (cuBLASLt's int8 GEMM): refused before the
+  // device checks in a CUDA build.
+  std::vector<int8_t> q1(static_cast<size_t>(kM * kK)), q2(static_cast<size_t>(kK * kN));
+  std::vector<float> q2s(kN, 1.f);
+  std::vector<uint16_t> qo(static_cast<size_t>(kM * R * kN));
+  expect_status(
+      "A8W8 all_gather_matmul x2 not transposed on cuda:0", inv,
+      {"all_gather_matmul", built ? "needs x2 as a transposed view" : "built without CUDA"}, [&] {
+        commfuse::AllGatherMatmulOptions o;
+        o.x2_scale = on(TensorView(q2s.data(), DType::kFloat32, {kN}), kCuda0);
+        o.gather_output = false;
+        commfuse::all_gather_matmul(
+            on(TensorView(q1.data(), DType::kInt8, {kM, kK}), kCuda0),
+            on(TensorView(q2.data(), DType::kInt8, {kK, kN}), kCuda0), g, R,
+            on(TensorView(qo.data(), DType::kBFloat16, {kM * R, kN}), kCuda0), TensorView(), o);
+      });
   good_call(comm);
   c_api_cases(comm, want == inv ? COMMFUSE_PARAM_INVALID : COMMFUSE_RUNTIME_ERROR, needle);
   // A host plan ignores Plan::execute's stream (the device plans' per-call stream).

@@ -25,7 +25,8 @@ def mm_all_reduce_base(x1: Any, x2: Any, hcom: Any, *, reduce_op: str = "sum", b
     device current, ``torch.cuda.set_device``): the op runs on that GPU, queued on torch's
     current stream of the device (other DLPack arrays: the legacy default stream, and their
     results passed with ``out=``), and returns once queued; torch results are allocated on
-    the device. bfloat16, float16 and float32 only (not the quantized forms).
+    the device. SPEC §6 A8W8 / FP8 need x2 transposed (``w.T`` of an (n, k) array); HiFloat8
+    is not supported there.
 
     Args:
         x1: this rank's (m, k) or (b, s, k) activations; float16, bfloat16 or float32, or

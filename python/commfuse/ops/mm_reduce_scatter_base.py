@@ -26,7 +26,8 @@ def mm_reduce_scatter_base(input: Any, x2: Any, hcom: Any, world_size: int, *,
     device current, ``torch.cuda.set_device``): the op runs on that GPU, queued on torch's
     current stream of the device (other DLPack arrays: the legacy default stream, and their
     results passed with ``out=``), and returns once queued; torch results are allocated on
-    the device. bfloat16, float16 and float32 only (not the quantized forms).
+    the device. SPEC §6 A8W8 / FP8 need x2 transposed (``w.T`` of an (n, k) array); HiFloat8
+    is not supported there.
 
     Args:
         input: this rank's x1, (m, k) with m a multiple of R; float16, bfloat16 or float32,

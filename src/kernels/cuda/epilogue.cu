@@ -34,7 +34,7 @@ __global__ void __launch_bounds__(kThreads) epilogue_kernel(const EpilogueDesc d
     } else {
       y = __fmul_rn(static_cast<const float*>(d.acc)[i * d.ld_acc + j], s);
     }
-    if (d.bias32 != nullptr) y = __fadd_rn(y, d.bias32[j]);
+    if (d.bias32 != nullptr) y = __fadd_rn(y, load_float(d.bias32, d.bias32_dtype, j));
     store_float(d.out, d.out_dtype, i * d.ld_out + j, y);
   }
 }
@@ -98,10 +98,14 @@ void quant_epilogue(const EpilogueDesc& d, void* stream) {
   CF_CHECK_NOTNULL(d.b_scale, fn, ": b_scale is null");
   CF_CHECK_NOTNULL(d.out, fn, ": out is null");
   CF_CHECK_ARG(aligned(d.acc, 4) && aligned(d.a_scale, 4) && aligned(d.b_scale, 4) &&
-                   aligned(d.bias32, 4) && aligned(d.bias_int, 4),
-               fn, ": acc, the scales and the biases must be 4-byte aligned");
+                   aligned(d.bias_int, 4),
+               fn, ": acc, the scales and an int32 bias must be 4-byte aligned");
   CF_CHECK_ARG(aligned(d.out, dtype_storage_bytes(d.out_dtype, 1)), fn,
                ": out is not aligned to its ", dtype_name(d.out_dtype), " elements");
+  CF_CHECK_ARG(d.bias32 == nullptr || float_type(d.bias32_dtype), fn, ": bias32_dtype ",
+               dtype_name(d.bias32_dtype), " is not float32, float16 or bfloat16");
+  CF_CHECK_ARG(aligned(d.bias32, dtype_storage_bytes(d.bias32_dtype, 1)), fn,
+               ": bias32 is not aligned to its ", dtype_name(d.bias32_dtype), " elements");
   if (d.m == 0) return;
   require_device(fn);
   const int64_t total = d.m * d.n;

@@ -49,6 +49,9 @@ DeviceContext::DeviceContext(int rank, int size, HostExchange exchange)
       *e = ev;
     }
     check(cudaMalloc(&gemm_ws_, kernels::cuda::kGemmWorkspaceBytes), rank_, "cudaMalloc");
+    check(cudaMalloc(&one_, sizeof(float)), rank_, "cudaMalloc");
+    const float one = 1.f;
+    check(cudaMemcpy(one_, &one, sizeof one, cudaMemcpyHostToDevice), rank_, "cudaMemcpy");
   } catch (...) {
     free_local();  // the destructor does not run for a constructor that throws
     throw;
@@ -58,10 +61,11 @@ DeviceContext::DeviceContext(int rank, int size, HostExchange exchange)
 void DeviceContext::free_local() {
   if (scratch_ != nullptr) cudaFree(scratch_);
   if (gemm_ws_ != nullptr) cudaFree(gemm_ws_);
+  if (one_ != nullptr) cudaFree(one_);
   for (void* e : {fork_event_, join_event_, call_event_})
     if (e != nullptr) cudaEventDestroy(as_event(e));
   if (copy_stream_ != nullptr) cudaStreamDestroy(as_stream(copy_stream_));
-  scratch_ = gemm_ws_ = fork_event_ = join_event_ = call_event_ = copy_stream_ = nullptr;
+  scratch_ = gemm_ws_ = one_ = fork_event_ = join_event_ = call_event_ = copy_stream_ = nullptr;
 }
 
 bool DeviceContext::wait_idle() {

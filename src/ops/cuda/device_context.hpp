@@ -94,6 +94,8 @@ class DeviceContext {
   // The GEMM's workspace (kernels/cuda kGemmWorkspaceBytes), and fp32 scratch of at least
   // `bytes` owned by this rank alone (grown after `stream` finished with the old one).
   void* gemm_workspace() const { return gemm_ws_; }
+  // A device float 1.0f: the scale of an absent SPEC §6 scale.
+  const float* one() const { return static_cast<const float*>(one_); }
   float* scratch(size_t bytes, void* stream);
 
  private:
@@ -112,6 +114,7 @@ class DeviceContext {
   void* join_event_ = nullptr;
   void* call_event_ = nullptr;  // the end of this rank's latest call
   void* gemm_ws_ = nullptr;
+  void* one_ = nullptr;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
 

@@ -113,9 +113,9 @@ void check_device_call(const OpContext& ctx, Device d, bool quantized, bool gemm
     ctx.invalid("the tensors are on cuda:", d.index,
                 " but this communicator's device calls use cuda:", dc->device(),
                 " (one device per communicator and rank)");
-  if (quantized)
-    ctx.invalid(
-        "quantized operands (SPEC §6) on CUDA devices: not supported yet (host tensors are)");
+  if (quantized)  // the SPEC §6 forms cuBLASLt has no GEMM for (the callers' own rules first)
+    ctx.invalid("HiFloat8 operands (SPEC §6) on CUDA devices: not supported (cuBLASLt has no "
+                "HiFloat8 GEMM; A8W8 and FP8 are supported)");
   if (ctx.comm().local_ranks() != ctx.world_size())
     ctx.invalid(
         "device tensors need every rank on one host (CUDA IPC); ranks on several hosts: "
@@ -140,6 +140,14 @@ void check_device_call(const OpContext& ctx, Device d, bool quantized, bool gemm
   }
 }
 
+// SPEC §6 on a device: cuBLASLt's int8 and fp8 GEMMs take x2 transposed only (TN).
+void check_quantized_layout(const OpContext& ctx, const QuantScales& q, const WeightLayout& x2) {
+  if (q.quantized() && q.mode != QuantMatmulMode::kHiF8 && !x2.transposed)
+    ctx.invalid(quant_matmul_mode_name(q.mode),
+                " on CUDA devices needs x2 as a transposed view of an (n, k) buffer: cuBLASLt's "
+                "int8 and fp8 GEMMs take that layout only");
+}
+
 DeviceMatmul operands(const auto& p) {
   DeviceMatmul a;
   a.dtype = p.dtype;
@@ -153,6 +161,15 @@ DeviceMatmul operands(const auto& p) {
   a.bias = p.bias.data;
   a.bias_dtype = p.bias.dtype;
   a.out = p.output;
+  const QuantScales& q = p.quant;
+  a.quantized = q.quantized();
+  a.b_dtype = q.b_dtype;
+  a.out_dtype = p.out_dtype;
+  a.x1_scale = q.x1_scale;
+  a.x1_per_token = q.x1_per_token;
+  a.x2_scale = q.x2_scale;
+  a.x2_per_channel = q.x2_per_channel;
+  a.bias_int = q.bias_int;
   return a;
 }
 
@@ -335,9 +352,12 @@ void run_schedule(const AlltoAllQuantDevicePlan& d, comm::CommImpl& c, void*, vo
 
 std::unique_ptr<PlanImpl> plan_all_gather_matmul(AllGatherMatmulProblem p, void* stream) {
   const OpContext ctx(kAllGatherMatmulOp, p.group);
-  check_device_call(ctx, p.device, p.quant.mode != QuantMatmulMode::kNone, /*gemm=*/true,
+  check_quantized_layout(ctx, p.quant, p.x2);
+  check_device_call(ctx, p.device, p.quant.mode == QuantMatmulMode::kHiF8, /*gemm=*/true,
                     {{"x1", p.x1, p.dtype},
-                     {"x2", p.x2.data, p.dtype},
+                     {"x2", p.x2.data, p.quant.quantized() ? p.quant.b_dtype : p.dtype},
+                     {"x1_scale", p.quant.x1_scale, DType::kFloat32},
+                     {"x2_scale", p.quant.x2_scale, DType::kFloat32},
                      {"bias", p.bias.data, p.bias.dtype},
                      {"output", p.output, p.out_dtype},
                      {"gather_out", p.gather_out, p.dtype}});
@@ -351,9 +371,12 @@ std::unique_ptr<PlanImpl> plan_all_gather_matmul(AllGatherMatmulProblem p, void*
 std::unique_ptr<PlanImpl> plan_matmul_reduce(const char* op, MatmulReduceProblem p, bool all_reduce,
                                              void* stream) {
   const OpContext ctx(op, p.group);
-  check_device_call(ctx, p.device, p.quant.mode != QuantMatmulMode::kNone, /*gemm=*/true,
+  check_quantized_layout(ctx, p.quant, p.x2);
+  check_device_call(ctx, p.device, p.quant.mode == QuantMatmulMode::kHiF8, /*gemm=*/true,
                     {{"x1", p.x1, p.dtype},
-                     {"x2", p.x2.data, p.dtype},
+                     {"x2", p.x2.data, p.quant.quantized() ? p.quant.b_dtype : p.dtype},
+                     {"x1_scale", p.quant.x1_scale, DType::kFloat32},
+                     {"x2_scale", p.quant.x2_scale, DType::kFloat32},
                      {"bias", p.bias.data, p.bias.dtype},
                      {"output", p.output, p.out_dtype}});
   MatmulReduceDevicePlan d;

@@ -36,13 +36,44 @@ void gemm_rows(DeviceContext& ctx, const DeviceMatmul& a, int64_t rows, const vo
   d.m = rows;
   d.k = a.k;
   d.n = a.n;
-  d.ab_dtype = d.b_dtype = a.dtype;
+  d.ab_dtype = a.dtype;
+  d.b_dtype = a.quantized ? a.b_dtype : a.dtype;
   d.c_dtype = c_dtype;
   d.lda = a.k;
   d.ldb = a.ld_x2;
   d.ldc = a.n;
   d.b_transposed = a.x2_transposed;
   kc::gemm(d, x1_rows, a.x2, c, ctx.gemm_workspace(), kc::kGemmWorkspaceBytes, stream);
+}
+
+// The GEMM's sums in quantized mode: exact int32 (A8W8) or fp32 (FP8).
+DType acc_dtype(const DeviceMatmul& a) {
+  return a.dtype == DType::kInt8 ? DType::kInt32 : DType::kFloat32;
+}
+
+// SPEC §6's epilogue of `rows` rows: acc (rows x n) with their x1 scales (rows values, or
+// one) -> out rows, out_dtype (the reducing ops: float32 partials, no bias).
+void quant_rows(const DeviceMatmul& a, int64_t rows, const void* acc, const float* x1_scale,
+                bool per_row, bool with_bias, void* out, DType out_dtype, void* stream) {
+  kc::EpilogueDesc e;
+  e.m = rows;
+  e.n = a.n;
+  e.acc_dtype = acc_dtype(a);
+  e.acc = acc;
+  e.ld_acc = a.n;
+  e.a_scale = x1_scale;
+  e.a_per_row = per_row;
+  e.b_scale = a.x2_scale;
+  e.b_per_column = a.x2_per_channel;
+  if (with_bias) {
+    e.bias32 = a.bias_int != nullptr ? nullptr : a.bias;
+    e.bias32_dtype = a.bias_dtype;
+    e.bias_int = a.bias_int;
+  }
+  e.out_dtype = out_dtype;
+  e.out = out;
+  e.ld_out = a.n;
+  kc::quant_epilogue(e, stream);
 }
 
 }  // namespace
@@ -55,8 +86,15 @@ void all_gather_matmul(DeviceContext& ctx, const DeviceMatmul& a, void* gather_o
     ctx.exchange();  // the op still synchronizes (SPEC §2)
     return;
   }
-  const DeviceContext::Half h = ctx.begin_call(block, stream);
+  // Quantized: each rank's x1 scales travel with its rows, after them (256-byte aligned).
+  const size_t scales_at = (block + 255) / 256 * 256;
+  const bool per_row = a.x1_scale != nullptr && a.x1_per_token;
+  const DeviceContext::Half h =
+      ctx.begin_call(a.quantized ? scales_at + static_cast<size_t>(a.m) * 4 : block, stream);
   copy(h.mine, a.x1, block, stream, rank);
+  if (a.quantized)
+    copy(static_cast<char*>(h.mine) + scales_at, a.x1_scale != nullptr ? a.x1_scale : ctx.one(),
+         per_row ? static_cast<size_t>(a.m) * 4 : 4, stream, rank);
   ctx.publish_ready(stream);
   ctx.exchange();
 
@@ -71,20 +109,28 @@ void all_gather_matmul(DeviceContext& ctx, const DeviceMatmul& a, void* gather_o
            rank);
     }
   }
-  // With a bias the GEMMs accumulate into fp32 scratch and one epilogue adds it and rounds
-  // once (SPEC §0); without, cuBLASLt rounds its fp32 accumulation to the output once.
+  // With a bias (or quantized) the GEMMs accumulate into scratch and an epilogue adds the
+  // bias (and the scales) and rounds once (SPEC §0, §6); without, cuBLASLt rounds its fp32
+  // accumulation to the output once.
   const int64_t rows = a.m * size;
-  const DType c_dtype = a.bias != nullptr ? DType::kFloat32 : a.dtype;
-  void* c = a.bias != nullptr ? ctx.scratch(static_cast<size_t>(rows * a.n) * 4, stream) : a.out;
+  const bool staged = a.bias != nullptr || a.quantized;
+  const DType c_dtype = a.quantized ? acc_dtype(a) : staged ? DType::kFloat32 : a.dtype;
+  void* c = staged ? ctx.scratch(static_cast<size_t>(rows * a.n) * 4, stream) : a.out;
   const size_t c_block = static_cast<size_t>(a.m * a.n) * dtype_storage_bytes(c_dtype, 1);
-  gemm_rows(ctx, a, a.m, a.x1, static_cast<char*>(c) + c_block * rank, c_dtype, stream);
-  for (int i = 1; i < size; ++i) {
+  const size_t out_block =
+      static_cast<size_t>(a.m * a.n) * dtype_storage_bytes(a.quantized ? a.out_dtype : a.dtype, 1);
+  for (int i = 0; i < size; ++i) {  // this rank's rows first: they need no wait
     const int p = (rank + i) % size;
-    ctx.wait_ready(p, stream);
-    gemm_rows(ctx, a, a.m, h.part[static_cast<size_t>(p)], static_cast<char*>(c) + c_block * p,
-              c_dtype, stream);
+    if (i > 0) ctx.wait_ready(p, stream);
+    const auto* rows_p = static_cast<const char*>(i == 0 ? a.x1 : h.part[static_cast<size_t>(p)]);
+    gemm_rows(ctx, a, a.m, rows_p, static_cast<char*>(c) + c_block * p, c_dtype, stream);
+    if (a.quantized)
+      quant_rows(a, a.m, static_cast<char*>(c) + c_block * p,
+                 reinterpret_cast<const float*>(
+                     static_cast<const char*>(h.part[static_cast<size_t>(p)]) + scales_at),
+                 per_row, true, static_cast<char*>(a.out) + out_block * p, a.out_dtype, stream);
   }
-  if (a.bias != nullptr) {
+  if (a.bias != nullptr && !a.quantized) {
     const float* part = static_cast<const float*>(c);
     kc::SumRowsDesc e;
     e.parts = 1;
@@ -113,7 +159,14 @@ void matmul_reduce(DeviceContext& ctx, const DeviceMatmul& a, bool all_reduce, v
   }
   const size_t bytes = static_cast<size_t>(a.m * a.n) * 4;  // the fp32 partial product
   const DeviceContext::Half h = ctx.begin_call(bytes, stream);
-  gemm_rows(ctx, a, a.m, a.x1, h.mine, DType::kFloat32, stream);
+  if (a.quantized) {  // partial = f32(x1 @ x2) * (x1_scale[i] * x2_scale[j]), no bias yet
+    void* acc = ctx.scratch(bytes, stream);
+    gemm_rows(ctx, a, a.m, a.x1, acc, acc_dtype(a), stream);
+    quant_rows(a, a.m, acc, a.x1_scale != nullptr ? a.x1_scale : ctx.one(),
+               a.x1_scale != nullptr && a.x1_per_token, false, h.mine, DType::kFloat32, stream);
+  } else {
+    gemm_rows(ctx, a, a.m, a.x1, h.mine, DType::kFloat32, stream);
+  }
   ctx.publish_ready(stream);
   ctx.exchange();
   for (int i = 1; i < size; ++i) ctx.wait_ready((rank + i) % size, stream);
@@ -131,7 +184,7 @@ void matmul_reduce(DeviceContext& ctx, const DeviceMatmul& a, bool all_reduce, v
   e.n = a.n;
   e.bias = a.bias;
   e.bias_dtype = a.bias_dtype;
-  e.out_dtype = a.dtype;
+  e.out_dtype = a.quantized ? a.out_dtype : a.dtype;
   e.out = a.out;
   e.ld_out = a.n;
   kc::sum_bias_round(e, stream);

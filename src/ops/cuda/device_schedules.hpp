@@ -30,9 +30,20 @@ struct DeviceMatmul {
   const void* x2 = nullptr;  // (k, n) with row stride ld_x2, or transposed: (n, k) stored
   int64_t ld_x2 = 0;
   bool x2_transposed = false;
-  const void* bias = nullptr;  // (n,) or null
+  const void* bias = nullptr;  // (n,) or null (float; an int32 A8W8 bias is bias_int)
   DType bias_dtype = DType::kFloat32;
-  void* out = nullptr;  // dtype; shape per op
+  void* out = nullptr;  // dtype (quantized: out_dtype); shape per op
+  // SPEC §6 quantized mode (dtype int8: A8W8; float8_e4m3fn / e5m2: FP8): x2 of b_dtype,
+  // transposed (cuBLASLt's int8 / fp8 GEMMs take that layout only); y = f32(x1 @ x2) *
+  // (x1_scale[i] * x2_scale[j]) (+ bias), kernels/cuda/epilogue.hpp's quant_epilogue.
+  bool quantized = false;
+  DType b_dtype = DType::kInt8;
+  DType out_dtype = DType::kBFloat16;  // float32, float16 or bfloat16
+  const float* x1_scale = nullptr;     // null: 1
+  bool x1_per_token = false;           // m values, else one
+  const float* x2_scale = nullptr;
+  bool x2_per_channel = false;          // n values, else one
+  const int32_t* bias_int = nullptr;    // A8W8 all_gather_matmul: joins the int32 sum
 };
 
 // out (m·R, n) = gather_out @ x2 + bias; gather_out (m·R, k) or null.
