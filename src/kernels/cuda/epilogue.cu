@@ -97,9 +97,9 @@ void quant_epilogue(const EpilogueDesc& d, void* stream) {
   CF_CHECK_NOTNULL(d.a_scale, fn, ": a_scale is null");
   CF_CHECK_NOTNULL(d.b_scale, fn, ": b_scale is null");
   CF_CHECK_NOTNULL(d.out, fn, ": out is null");
-  CF_CHECK_ARG(aligned(d.acc, 4) && aligned(d.a_scale, 4) && aligned(d.b_scale, 4) &&
-                   aligned(d.bias_int, 4),
-               fn, ": acc, the scales and an int32 bias must be 4-byte aligned");
+  CF_CHECK_ARG(
+      aligned(d.acc, 4) && aligned(d.a_scale, 4) && aligned(d.b_scale, 4) && aligned(d.bias_int, 4),
+      fn, ": acc, the scales and an int32 bias must be 4-byte aligned");
   CF_CHECK_ARG(aligned(d.out, dtype_storage_bytes(d.out_dtype, 1)), fn,
                ": out is not aligned to its ", dtype_name(d.out_dtype), " elements");
   CF_CHECK_ARG(d.bias32 == nullptr || float_type(d.bias32_dtype), fn, ": bias32_dtype ",

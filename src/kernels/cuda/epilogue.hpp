@@ -19,11 +19,11 @@ struct EpilogueDesc {
   bool a_per_row = false;
   const float* b_scale = nullptr;  // device: one per column (b_per_column) or one in all
   bool b_per_column = false;
-  const void* bias32 = nullptr;        // device, n float values, or null
+  const void* bias32 = nullptr;          // device, n float values, or null
   DType bias32_dtype = DType::kFloat32;  // float32, float16 or bfloat16 (widened exactly)
-  const int32_t* bias_int = nullptr;   // device, n values, or null (int32 accumulators only)
-  DType out_dtype = DType::kBFloat16;  // float32, float16 or bfloat16
-  void* out = nullptr;                 // device, m x n, row stride ld_out elements
+  const int32_t* bias_int = nullptr;     // device, n values, or null (int32 accumulators only)
+  DType out_dtype = DType::kBFloat16;    // float32, float16 or bfloat16
+  void* out = nullptr;                   // device, m x n, row stride ld_out elements
   int64_t ld_out = 0;
 };
 
