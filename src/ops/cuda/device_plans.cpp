@@ -114,8 +114,9 @@ void check_device_call(const OpContext& ctx, Device d, bool quantized, bool gemm
                 " but this communicator's device calls use cuda:", dc->device(),
                 " (one device per communicator and rank)");
   if (quantized)  // the SPEC §6 forms cuBLASLt has no GEMM for (the callers' own rules first)
-    ctx.invalid("HiFloat8 operands (SPEC §6) on CUDA devices: not supported (cuBLASLt has no "
-                "HiFloat8 GEMM; A8W8 and FP8 are supported)");
+    ctx.invalid(
+        "HiFloat8 operands (SPEC §6) on CUDA devices: not supported (cuBLASLt has no "
+        "HiFloat8 GEMM; A8W8 and FP8 are supported)");
   if (ctx.comm().local_ranks() != ctx.world_size())
     ctx.invalid(
         "device tensors need every rank on one host (CUDA IPC); ranks on several hosts: "

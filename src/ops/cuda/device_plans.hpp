@@ -3,10 +3,10 @@
 // of a problem validated by the op's own rules (validate.cpp) whose tensors are on a CUDA device.
 // Planning checks what only a device call needs (a usable device, the current one, device memory
 // behind every pointer, element alignment, every rank on one host; SPEC §6 A8W8 / FP8 with x2
-// transposed, no HiFloat8: cuBLASLt's GEMMs) and rejects the call on this rank like any argument error; execute queues the
-// schedule (device_schedules.hpp) on the call's stream over the communicator's device context,
-// created by its first device call. A build without CUDA answers PARAM_INVALID "not
-// supported" (no_cuda_plans.cpp).
+// transposed, no HiFloat8: cuBLASLt's GEMMs) and rejects the call on this rank like any argument
+// error; execute queues the schedule (device_schedules.hpp) on the call's stream over the
+// communicator's device context, created by its first device call. A build without CUDA answers
+// PARAM_INVALID "not supported" (no_cuda_plans.cpp).
 #pragma once
 
 #include <memory>

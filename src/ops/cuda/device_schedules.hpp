@@ -42,8 +42,8 @@ struct DeviceMatmul {
   const float* x1_scale = nullptr;     // null: 1
   bool x1_per_token = false;           // m values, else one
   const float* x2_scale = nullptr;
-  bool x2_per_channel = false;          // n values, else one
-  const int32_t* bias_int = nullptr;    // A8W8 all_gather_matmul: joins the int32 sum
+  bool x2_per_channel = false;        // n values, else one
+  const int32_t* bias_int = nullptr;  // A8W8 all_gather_matmul: joins the int32 sum
 };
 
 // out (m·R, n) = gather_out @ x2 + bias; gather_out (m·R, k) or null.
