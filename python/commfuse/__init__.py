@@ -22,10 +22,14 @@ Pieces: :func:`spawn` (local processes, like torch.multiprocessing.spawn), :func
 reduce_scatter, all_to_all, broadcast), the operators, :func:`convert` / :func:`pack_int4`
 / :func:`unpack_int4` (SPEC §1), and :class:`Error` with one subclass per SPEC §0 status.
 
-Arrays: numpy (ml_dtypes for the formats numpy lacks) or any CPU DLPack tensor (torch);
-every operator also takes CUDA tensors (run on that GPU, queued on torch's current stream;
-SPEC §6 A8W8 / FP8 with x2 transposed, not HiFloat8; alltoall_quant_matmul A16W8 with
-transpose_x2).
+Arrays: numpy (ml_dtypes for the formats numpy lacks) or any CPU DLPack tensor (torch).
+Every operator also takes CUDA tensors (torch, or DLPack arrays on a CUDA device): every
+rank on one host, the tensors' device the current one (``torch.cuda.set_device``); the op
+runs on that GPU, queued on torch's current stream of the device (other DLPack arrays: the
+legacy default stream, and their results passed with ``out=``), and returns once queued;
+torch results are allocated on the device. Not on devices: HiFloat8 matmuls, the SPEC §6
+forms with x2 not transposed (``w.T`` of an (n, k) array), alltoall_quant_matmul other than
+A16W8 with transpose_x2, quantize / dequantize and the collectives.
 
 Formats and their numpy representation:
 

@@ -68,6 +68,14 @@ const char* name(DType t) {
   return commfuse::dtype_name(t).data();  // the names are NUL-terminated literals
 }
 
+// A new device buffer holding `bytes` bytes from p (cudaFree it).
+void* upload(const void* p, size_t bytes) {
+  void* d = nullptr;
+  ok(cudaMalloc(&d, bytes), "cudaMalloc");
+  ok(cudaMemcpy(d, p, bytes, cudaMemcpyHostToDevice), "upload");
+  return d;
+}
+
 // Multiples of 1/4 in [-2, 2], the same on every rank for the same seed.
 std::vector<float> quarters(size_t count, unsigned seed) {
   std::mt19937 rng(seed);
@@ -378,14 +386,10 @@ void quant_reduce_case(oc::DeviceContext& ctx, DType x_dtype, bool mx, DType out
   std::vector<uint8_t> want_bytes(commfuse::dtype_storage_bytes(out_dtype, want.size()));
   commfuse::convert(want.data(), DType::kFloat32, want_bytes.data(), out_dtype, want.size());
 
-  auto upload = [](const std::vector<uint8_t>& b) {
-    void* p = nullptr;
-    ok(cudaMalloc(&p, b.size()), "cudaMalloc");
-    ok(cudaMemcpy(p, b.data(), b.size(), cudaMemcpyHostToDevice), "upload");
-    return p;
-  };
-  void* dx = upload(codes[static_cast<size_t>(rank)]);
-  void* ds = upload(scales[static_cast<size_t>(rank)]);
+  void* dx =
+      upload(codes[static_cast<size_t>(rank)].data(), codes[static_cast<size_t>(rank)].size());
+  void* ds =
+      upload(scales[static_cast<size_t>(rank)].data(), scales[static_cast<size_t>(rank)].size());
   DeviceTensor all(static_cast<size_t>(rows * h), out_dtype),
       mine(static_cast<size_t>(rows / size * h), out_dtype);
   oc::DeviceQuantReduce a;
@@ -482,15 +486,13 @@ void alltoall_case(oc::DeviceContext& ctx, bool quantized, bool transposed, int 
   DeviceTensor x1(x1_of(rank), dt), bias_t(bias_v, bias_dtype), smooth_t(smooth, dt),
       scale_t(x2_scale, DType::kFloat32), out(static_cast<size_t>(rows * n), dt),
       a2a(static_cast<size_t>(rows * k), dt);
-  void* x2 = nullptr;
   const size_t x2_bytes = quantized ? x2q.size() : commfuse::dtype_storage_bytes(dt, x2f.size());
   std::vector<uint8_t> x2_host(x2_bytes);
   if (quantized)
     std::memcpy(x2_host.data(), x2q.data(), x2_bytes);
   else
     commfuse::convert(x2f.data(), DType::kFloat32, x2_host.data(), dt, x2f.size());
-  ok(cudaMalloc(&x2, x2_bytes), "cudaMalloc");
-  ok(cudaMemcpy(x2, x2_host.data(), x2_bytes, cudaMemcpyHostToDevice), "upload");
+  void* x2 = upload(x2_host.data(), x2_bytes);
   oc::DeviceAlltoAll a;
   a.x1_dtype = dt;
   a.bs = bs;
@@ -558,12 +560,6 @@ void a8w8_case(oc::DeviceContext& ctx, int bias) {  // bias: 0 none, 1 int32, 2 
     for (int64_t kk = 0; kk < k; ++kk)
       a += int64_t{x1[static_cast<size_t>(i * k + kk)]} * x2[static_cast<size_t>(j * k + kk)];
     return a;
-  };
-  auto upload = [](const void* p, size_t bytes) {
-    void* d = nullptr;
-    ok(cudaMalloc(&d, bytes), "cudaMalloc");
-    ok(cudaMemcpy(d, p, bytes, cudaMemcpyHostToDevice), "upload");
-    return d;
   };
   const std::vector<int8_t> x1 = x1_of(rank), x2 = x2_of(rank);
   const std::vector<float> sa = sa_of(rank), sb = sb_of(rank);

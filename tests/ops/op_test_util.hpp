@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,25 @@ inline int g_failures = 0;
       std::fprintf(stderr, "\n");                                            \
     }                                                                        \
   } while (0)
+
+// f() must throw a commfuse::Error with status `code` whose message holds every needle (and
+// `also`, when given): the rejection tests' one check.
+template <typename F>
+void expect_error(const char* what, commfuse::Status code,
+                  std::initializer_list<const char*> needles, F&& f, const char* also = nullptr) {
+  try {
+    f();
+    EXPECT(false, "%s: accepted", what);
+  } catch (const commfuse::Error& e) {
+    EXPECT(e.code() == code, "%s: status %d, expected %d: %s", what, static_cast<int>(e.code()),
+           static_cast<int>(code), e.what());
+    for (const char* n : needles)
+      EXPECT(std::strstr(e.what(), n) != nullptr, "%s: message lacks '%s': %s", what, n, e.what());
+    if (also != nullptr)
+      EXPECT(std::strstr(e.what(), also) != nullptr, "%s: message lacks '%s': %s", what, also,
+             e.what());
+  }
+}
 
 // The algorithm COMMFUSE_ALGO=<op>:<name>[,...] forces for op ("" when none).
 inline std::string forced_algo(const std::string& op) {

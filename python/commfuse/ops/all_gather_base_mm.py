@@ -23,12 +23,8 @@ def all_gather_base_mm(input: Any, x2: Any, hcom: Any, world_size: int, *, bias:
     ``gather_out = concat_s(input_s)`` (rank order) and ``output = gather_out @ x2 + bias``,
     accumulated in float32 and rounded once to input's dtype.
 
-    CUDA tensors (torch, or DLPack arrays on a CUDA device; every rank on one host; the
-    device current, ``torch.cuda.set_device``): the op runs on that GPU, queued on torch's
-    current stream of the device (other DLPack arrays: the legacy default stream, and their
-    results passed with ``out=``), and returns once queued; torch results are allocated on
-    the device. SPEC §6 A8W8 / FP8 need x2 transposed (``w.T`` of an (n, k) array); HiFloat8
-    is not supported there.
+    CUDA tensors run on their GPU, queued on torch's current stream (the rules: the
+    ``commfuse`` package docstring).
 
     Args:
         input: this rank's x1 block, (m, k), float16, bfloat16 or float32; or quantized

@@ -18,11 +18,8 @@ def alltoall_matmul(x1: Any, x2: Any, hcom: Any, world_size: int, *, bias: Any =
     (BS/R, R*H)) and ``output = permuted @ x2 + bias``, float32 accumulation, one rounding.
 
 
-    CUDA tensors (torch, or DLPack arrays on a CUDA device; every rank on one host; the
-    device current, ``torch.cuda.set_device``): the op runs on that GPU, queued on torch's
-    current stream of the device (other DLPack arrays: the legacy default stream, and their
-    results passed with ``out=``), and returns once queued; torch results are allocated on
-    the device.
+    CUDA tensors run on their GPU, queued on torch's current stream (the rules: the
+    ``commfuse`` package docstring).
 
     Args:
         x1: this rank's (BS, H) activations, float16, bfloat16 or float32; BS % R == 0.

@@ -35,11 +35,8 @@ def alltoall_quant_matmul(x1: Any, x2: Any, x2_scale: Any, hcom: Any, world_size
     - A4W4: x1 int4, x2 int4, x1_quant_mode 3 (x1_scale required), x2_quant_mode 2.
 
 
-    CUDA tensors (torch, or DLPack arrays on a CUDA device; every rank on one host; the
-    device current, ``torch.cuda.set_device``): the op runs on that GPU, queued on torch's
-    current stream of the device (other DLPack arrays: the legacy default stream, and their
-    results passed with ``out=``), and returns once queued; torch results are allocated on
-    the device. A16W8 with ``transpose_x2=True`` only (cuBLASLt's int8 GEMM).
+    CUDA tensors run on their GPU, queued on torch's current stream (the rules: the
+    ``commfuse`` package docstring).
 
     Args:
         x1: this rank's (BS, H) activations; BS a multiple of R. float16 / bfloat16, or int4

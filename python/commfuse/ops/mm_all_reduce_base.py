@@ -21,12 +21,8 @@ def mm_all_reduce_base(x1: Any, x2: Any, hcom: Any, *, reduce_op: str = "sum", b
     float32 accumulation, rank-order sum, bias added once, one rounding: every rank gets
     the same bits (when every rank passes the same bias).
 
-    CUDA tensors (torch, or DLPack arrays on a CUDA device; every rank on one host; the
-    device current, ``torch.cuda.set_device``): the op runs on that GPU, queued on torch's
-    current stream of the device (other DLPack arrays: the legacy default stream, and their
-    results passed with ``out=``), and returns once queued; torch results are allocated on
-    the device. SPEC §6 A8W8 / FP8 need x2 transposed (``w.T`` of an (n, k) array); HiFloat8
-    is not supported there.
+    CUDA tensors run on their GPU, queued on torch's current stream (the rules: the
+    ``commfuse`` package docstring).
 
     Args:
         x1: this rank's (m, k) or (b, s, k) activations; float16, bfloat16 or float32, or

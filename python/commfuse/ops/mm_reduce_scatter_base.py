@@ -22,12 +22,8 @@ def mm_reduce_scatter_base(input: Any, x2: Any, hcom: Any, world_size: int, *,
     Rank r gets rows [r·m/R, (r+1)·m/R) of ``Σ_s input_s @ x2_s``, plus ``bias`` added once
     (not R times); float32 accumulation and rank-order sum, one rounding.
 
-    CUDA tensors (torch, or DLPack arrays on a CUDA device; every rank on one host; the
-    device current, ``torch.cuda.set_device``): the op runs on that GPU, queued on torch's
-    current stream of the device (other DLPack arrays: the legacy default stream, and their
-    results passed with ``out=``), and returns once queued; torch results are allocated on
-    the device. SPEC §6 A8W8 / FP8 need x2 transposed (``w.T`` of an (n, k) array); HiFloat8
-    is not supported there.
+    CUDA tensors run on their GPU, queued on torch's current stream (the rules: the
+    ``commfuse`` package docstring).
 
     Args:
         input: this rank's x1, (m, k) with m a multiple of R; float16, bfloat16 or float32,

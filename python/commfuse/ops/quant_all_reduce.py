@@ -20,11 +20,8 @@ def quant_all_reduce(x: Any, scales: Any, hcom: Any, *, reduce_op: str = "sum",
     Each element is multiplied by its group's scale in float32; the sum is float32 in rank
     order 0..R-1, rounded once to ``output_dtype``: every rank gets the same bits.
 
-    CUDA tensors (torch, or DLPack arrays on a CUDA device; every rank on one host; the
-    device current, ``torch.cuda.set_device``): the op runs on that GPU, queued on torch's
-    current stream of the device (other DLPack arrays: the legacy default stream, and their
-    results passed with ``out=``), and returns once queued; torch results are allocated on
-    the device.
+    CUDA tensors run on their GPU, queued on torch's current stream (the rules: the
+    ``commfuse`` package docstring).
 
     Args:
         x: this rank's (bs, H) or (b, s, H) codes: int8, ``ml_dtypes.float8_e4m3fn``,

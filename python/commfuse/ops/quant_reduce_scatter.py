@@ -21,11 +21,8 @@ def quant_reduce_scatter(x: Any, scales: Any, hcom: Any, *, reduce_op: str = "su
     The sum is that of :func:`quant_all_reduce`; with BS = bs (or b·s) rows, rank r gets
     rows [r·BS/R, (r+1)·BS/R), shape (BS/R, H).
 
-    CUDA tensors (torch, or DLPack arrays on a CUDA device; every rank on one host; the
-    device current, ``torch.cuda.set_device``): the op runs on that GPU, queued on torch's
-    current stream of the device (other DLPack arrays: the legacy default stream, and their
-    results passed with ``out=``), and returns once queued; torch results are allocated on
-    the device.
+    CUDA tensors run on their GPU, queued on torch's current stream (the rules: the
+    ``commfuse`` package docstring).
 
     Args:
         x: this rank's (bs, H) or (b, s, H) codes: int8, float8_e4m3fn, float8_e5m2, or

@@ -11,6 +11,16 @@
 
 namespace commfuse::ops {
 
+Device check_matmul_reduce_devices(const OpContext& ctx, const TensorView& x1, const TensorView& x2,
+                                   const TensorView& output, const MatmulReduceOptions& options) {
+  return check_devices(ctx, {{"x1", &x1},
+                             {"x2", &x2},
+                             {"output", &output},
+                             {"bias", given(options.bias)},
+                             {"x1_scale", given(options.x1_scale)},
+                             {"x2_scale", given(options.x2_scale)}});
+}
+
 MatmulReduceProblem validate_matmul_operands(const OpContext& ctx, const TensorView& x1,
                                              const TensorView& x2,
                                              const MatmulReduceOptions& options, bool allow_3d) {

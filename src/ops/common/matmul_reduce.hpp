@@ -46,6 +46,10 @@ MatmulReduceProblem validate_matmul_operands(const OpContext& ctx, const TensorV
                                              const TensorView& x2,
                                              const MatmulReduceOptions& options, bool allow_3d);
 
+// Every tensor of a reducing op's call on one device (tensor_checks.hpp check_devices).
+Device check_matmul_reduce_devices(const OpContext& ctx, const TensorView& x1, const TensorView& x2,
+                                   const TensorView& output, const MatmulReduceOptions& options);
+
 // "<op>(rank r) m=.. R=.. k=.. n=.. <dtype>": the problem, as decision lines and plan
 // descriptions name it.
 std::string describe_problem(const char* op, const MatmulReduceProblem& p);

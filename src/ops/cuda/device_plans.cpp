@@ -194,33 +194,23 @@ void run_call(comm::CommImpl& c, DeviceContext& ctx, F&& f) {
   }
 }
 
-struct AllGatherMatmulDevicePlan {
+// A device call's plan data (plan_impl.hpp's OpPlan runs it): the validated problem, its
+// stream (Plan::execute's overrides it) and, for the ops with two forms, which one.
+template <typename Problem>
+struct DevicePlan {
   comm::CallSignature signature;
-  AllGatherMatmulProblem problem;
+  Problem problem;
+  const char* op = nullptr;
+  bool all_reduce = false;  // matmul_all_reduce / quant_all_reduce (else reduce_scatter)
   DeviceSchedule schedule = DeviceSchedule::kCudaIpc;
   size_t workspace_bytes = 0;  // the communicator's device context holds the memory
   void* stream = nullptr;
 };
-
-struct MatmulReduceDevicePlan {
-  comm::CallSignature signature;
-  MatmulReduceProblem problem;
-  const char* op = nullptr;
-  bool all_reduce = false;
-  DeviceSchedule schedule = DeviceSchedule::kCudaIpc;
-  size_t workspace_bytes = 0;
-  void* stream = nullptr;
-};
-
-struct QuantReduceDevicePlan {
-  comm::CallSignature signature;
-  QuantReduceProblem problem;
-  const char* op = nullptr;
-  bool all_reduce = false;
-  DeviceSchedule schedule = DeviceSchedule::kCudaIpc;
-  size_t workspace_bytes = 0;
-  void* stream = nullptr;  // the one-shot functions and the C call pass theirs to execute
-};
+using AllGatherMatmulDevicePlan = DevicePlan<AllGatherMatmulProblem>;
+using MatmulReduceDevicePlan = DevicePlan<MatmulReduceProblem>;
+using QuantReduceDevicePlan = DevicePlan<QuantReduceProblem>;
+using AlltoAllDevicePlan = DevicePlan<AlltoAllMatmulProblem>;
+using AlltoAllQuantDevicePlan = DevicePlan<AlltoAllQuantMatmulProblem>;
 
 std::string describe(const AllGatherMatmulDevicePlan& d) {
   const auto& p = d.problem;
@@ -271,22 +261,6 @@ void run_schedule(const QuantReduceDevicePlan& d, comm::CommImpl& c, void*, void
   run_call(c, ctx, [&] { quant_reduce(ctx, a, d.all_reduce, stream); });
 }
 
-struct AlltoAllDevicePlan {
-  comm::CallSignature signature;
-  AlltoAllMatmulProblem problem;
-  DeviceSchedule schedule = DeviceSchedule::kCudaIpc;
-  size_t workspace_bytes = 0;
-  void* stream = nullptr;
-};
-
-struct AlltoAllQuantDevicePlan {
-  comm::CallSignature signature;
-  AlltoAllQuantMatmulProblem problem;
-  DeviceSchedule schedule = DeviceSchedule::kCudaIpc;
-  size_t workspace_bytes = 0;
-  void* stream = nullptr;
-};
-
 std::string describe_alltoall(const char* op, int rank, int world_size, int64_t bs, int64_t h,
                               int64_t n, DType dtype, Device device, const char* how) {
   return detail::cat(op, "(rank ", rank, ") BS=", bs, " H=", h, " N=", n, " R=", world_size, " ",
@@ -310,11 +284,10 @@ std::string describe(const AlltoAllQuantDevicePlan& d) {
                            "dequantizing epilogue");
 }
 
-void run_schedule(const AlltoAllDevicePlan& d, comm::CommImpl& c, void*, void* stream) {
-  DeviceContext& ctx = context_of(kAlltoAllMatmulOp, c, d.problem.device);
-  const auto& p = d.problem;
+// The fields both alltoall problems share (x1's dtype named differently in each).
+DeviceAlltoAll alltoall_operands(DType x1_dtype, const auto& p) {
   DeviceAlltoAll a;
-  a.x1_dtype = p.dtype;
+  a.x1_dtype = x1_dtype;
   a.bs = p.bs;
   a.h = p.h;
   a.n = p.n;
@@ -325,27 +298,21 @@ void run_schedule(const AlltoAllDevicePlan& d, comm::CommImpl& c, void*, void* s
   a.bias_dtype = p.bias.dtype;
   a.out = p.output;
   a.all_to_all_out = p.all_to_all_out;
+  return a;
+}
+
+void run_schedule(const AlltoAllDevicePlan& d, comm::CommImpl& c, void*, void* stream) {
+  DeviceContext& ctx = context_of(kAlltoAllMatmulOp, c, d.problem.device);
+  const DeviceAlltoAll a = alltoall_operands(d.problem.dtype, d.problem);
   run_call(c, ctx, [&] { alltoall_matmul(ctx, a, stream); });
 }
 
 void run_schedule(const AlltoAllQuantDevicePlan& d, comm::CommImpl& c, void*, void* stream) {
   DeviceContext& ctx = context_of(kAlltoAllQuantMatmulOp, c, d.problem.device);
-  const auto& p = d.problem;
-  DeviceAlltoAll a;
-  a.x1_dtype = p.x1_dtype;
-  a.bs = p.bs;
-  a.h = p.h;
-  a.n = p.n;
-  a.x1 = p.x1;
-  a.x2 = p.x2;
-  a.x2_transposed = p.x2_transposed;
-  a.bias = p.bias.data;
-  a.bias_dtype = p.bias.dtype;
-  a.out = p.output;
-  a.all_to_all_out = p.all_to_all_out;
+  DeviceAlltoAll a = alltoall_operands(d.problem.x1_dtype, d.problem);
   a.quantized = true;
-  a.x2_scale = p.x2_scale;
-  a.smooth = p.smooth;
+  a.x2_scale = d.problem.x2_scale;
+  a.smooth = d.problem.smooth;
   run_call(c, ctx, [&] { alltoall_matmul(ctx, a, stream); });
 }
 

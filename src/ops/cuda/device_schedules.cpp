@@ -46,6 +46,24 @@ void gemm_rows(DeviceContext& ctx, const DeviceMatmul& a, int64_t rows, const vo
   kc::gemm(d, x1_rows, a.x2, c, ctx.gemm_workspace(), kc::kGemmWorkspaceBytes, stream);
 }
 
+// out (rows x n, dense) = round(acc + bias): the float ops' bias epilogue after a GEMM into
+// fp32 (SPEC §0: one rounding), sum_bias_round over one part.
+void add_bias_round(const float* acc, int64_t rows, int64_t n, const void* bias, DType bias_dtype,
+                    DType out_dtype, void* out, void* stream) {
+  kc::SumRowsDesc e;
+  e.parts = 1;
+  e.part = &acc;
+  e.ld_part = n;
+  e.rows = rows;
+  e.n = n;
+  e.bias = bias;
+  e.bias_dtype = bias_dtype;
+  e.out_dtype = out_dtype;
+  e.out = out;
+  e.ld_out = n;
+  kc::sum_bias_round(e, stream);
+}
+
 // The GEMM's sums in quantized mode: exact int32 (A8W8) or fp32 (FP8).
 DType acc_dtype(const DeviceMatmul& a) {
   return a.dtype == DType::kInt8 ? DType::kInt32 : DType::kFloat32;
@@ -131,19 +149,8 @@ void all_gather_matmul(DeviceContext& ctx, const DeviceMatmul& a, void* gather_o
                  per_row, true, static_cast<char*>(a.out) + out_block * p, a.out_dtype, stream);
   }
   if (a.bias != nullptr && !a.quantized) {
-    const float* part = static_cast<const float*>(c);
-    kc::SumRowsDesc e;
-    e.parts = 1;
-    e.part = &part;
-    e.ld_part = a.n;
-    e.rows = rows;
-    e.n = a.n;
-    e.bias = a.bias;
-    e.bias_dtype = a.bias_dtype;
-    e.out_dtype = a.dtype;
-    e.out = a.out;
-    e.ld_out = a.n;
-    kc::sum_bias_round(e, stream);
+    add_bias_round(static_cast<const float*>(c), rows, a.n, a.bias, a.bias_dtype, a.dtype, a.out,
+                   stream);
   }
   if (gather_out != nullptr) ctx.join_copies(stream);
   ctx.end_call(stream);  // every read of the peers' halves is queued before this
@@ -321,19 +328,8 @@ void alltoall_matmul(DeviceContext& ctx, const DeviceAlltoAll& a, void* stream) 
     kc::gemm(g, permuted, a.x2, a.bias != nullptr ? acc : a.out, ctx.gemm_workspace(),
              kc::kGemmWorkspaceBytes, stream);
     if (a.bias != nullptr) {
-      const float* part = static_cast<const float*>(acc);
-      kc::SumRowsDesc e;
-      e.parts = 1;
-      e.part = &part;
-      e.ld_part = a.n;
-      e.rows = rows;
-      e.n = a.n;
-      e.bias = a.bias;
-      e.bias_dtype = a.bias_dtype;
-      e.out_dtype = a.x1_dtype;
-      e.out = a.out;
-      e.ld_out = a.n;
-      kc::sum_bias_round(e, stream);
+      add_bias_round(static_cast<const float*>(acc), rows, a.n, a.bias, a.bias_dtype, a.x1_dtype,
+                     a.out, stream);
     }
   }
   ctx.end_call(stream);

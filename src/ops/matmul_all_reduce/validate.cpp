@@ -7,12 +7,7 @@ MatmulReduceProblem validate_matmul_all_reduce(const TensorView& x1, const Tenso
                                                std::string_view group, const TensorView& output,
                                                const MatmulReduceOptions& options) {
   const OpContext ctx(kMatmulAllReduceOp, group);
-  const Device device = check_devices(ctx, {{"x1", &x1},
-                                            {"x2", &x2},
-                                            {"output", &output},
-                                            {"bias", given(options.bias)},
-                                            {"x1_scale", given(options.x1_scale)},
-                                            {"x2_scale", given(options.x2_scale)}});
+  const Device device = check_matmul_reduce_devices(ctx, x1, x2, output, options);
   MatmulReduceProblem p = validate_matmul_operands(ctx, x1, x2, options, true);
   check_present(ctx, "output", output);
   check_output_dtype(ctx, "output", output, p.dtype, p.quant);

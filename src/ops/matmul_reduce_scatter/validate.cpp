@@ -8,12 +8,7 @@ MatmulReduceProblem validate_matmul_reduce_scatter(const TensorView& x1, const T
                                                    const TensorView& output,
                                                    const MatmulReduceOptions& options) {
   const OpContext ctx(kMatmulReduceScatterOp, group);
-  const Device device = check_devices(ctx, {{"x1", &x1},
-                                            {"x2", &x2},
-                                            {"output", &output},
-                                            {"bias", given(options.bias)},
-                                            {"x1_scale", given(options.x1_scale)},
-                                            {"x2_scale", given(options.x2_scale)}});
+  const Device device = check_matmul_reduce_devices(ctx, x1, x2, output, options);
   check_world_size(ctx, world_size);
   MatmulReduceProblem p = validate_matmul_operands(ctx, x1, x2, options, false);
   const int64_t R = p.world_size;
