@@ -504,7 +504,7 @@ void alltoall_case(oc::DeviceContext& ctx, bool quantized, bool transposed, int 
   a.bias = bias != 0 ? bias_t.p : nullptr;
   a.bias_dtype = bias_dtype;
   a.out = out.p;
-  a.all_to_all_out = a2a.p;
+  a.all_to_all_out = bias == 1 ? nullptr : a2a.p;  // bias 1: permuted rows in scratch
   a.quantized = quantized;
   a.x2_scale = static_cast<const float*>(scale_t.p);
   a.smooth = quantized ? smooth_t.p : nullptr;
@@ -513,7 +513,8 @@ void alltoall_case(oc::DeviceContext& ctx, bool quantized, bool transposed, int 
         size, quantized ? "_quant" : "", transposed, bias);
   std::vector<uint8_t> permuted_bytes(commfuse::dtype_storage_bytes(dt, permuted.size()));
   commfuse::convert(permuted.data(), DType::kFloat32, permuted_bytes.data(), dt, permuted.size());
-  CHECK(a2a.download() == permuted_bytes, "rank %d of %d: all_to_all_out differs", rank, size);
+  if (a.all_to_all_out != nullptr)
+    CHECK(a2a.download() == permuted_bytes, "rank %d of %d: all_to_all_out differs", rank, size);
   cudaFree(x2);
 }
 
@@ -521,7 +522,10 @@ void alltoall_case(oc::DeviceContext& ctx, bool quantized, bool transposed, int 
 // with their rows, per-channel x2 scales, an int32 / fp32 / bf16 bias) and matmul_all_reduce
 // / matmul_reduce_scatter (each rank's scaled fp32 partial, summed in rank order, bias once),
 // against the CPU's order of operations: y = f32(acc (+ int bias)) * (sa * sb) (+ bias).
-void a8w8_case(oc::DeviceContext& ctx, int bias) {  // bias: 0 none, 1 int32, 2 fp32, 3 bf16
+// form: the x1 scales' form on every rank (0 per token, 1 per tensor, 2 absent), or 3: each
+// rank its own (rank % 3), as ranks may pass them.
+void a8w8_case(oc::DeviceContext& ctx, int bias,
+               int form) {  // bias: 0 none, 1 int32, 2 fp32, 3 bf16
   const int rank = ctx.rank(), size = ctx.size();
   const int64_t m = 3, k = 96, n = 16;
   const DType out_dtype = DType::kBFloat16;
@@ -583,8 +587,14 @@ void a8w8_case(oc::DeviceContext& ctx, int bias) {  // bias: 0 none, 1 int32, 2 
   a.quantized = true;
   a.b_dtype = DType::kInt8;
   a.out_dtype = out_dtype;
-  a.x1_scale = static_cast<const float*>(dsa);
-  a.x1_per_token = true;
+  auto form_of = [&](int s) { return form == 3 ? s % 3 : form; };
+  // Rank s's scale of row i as the op defines it: per token, per tensor (the first), or 1.
+  auto scale_of = [&](int s, const std::vector<float>& sa_s, int64_t i) {
+    return form_of(s) == 0 ? sa_s[static_cast<size_t>(i)] : form_of(s) == 1 ? sa_s[0] : 1.f;
+  };
+  a.x1_scale = form_of(rank) == 2 ? nullptr : static_cast<const float*>(dsa);
+  a.x1_per_token = form_of(rank) == 0;
+  DeviceTensor gathered(static_cast<size_t>(m * size * k), DType::kInt8);
   a.x2_scale = static_cast<const float*>(dsb);
   a.x2_per_channel = true;
   a.bias = bias == 0 || bias == 1 ? nullptr : dbias;
@@ -594,7 +604,7 @@ void a8w8_case(oc::DeviceContext& ctx, int bias) {  // bias: 0 none, 1 int32, 2 
   // all_gather_matmul
   DeviceTensor out(static_cast<size_t>(m * size * n), out_dtype);
   a.out = out.p;
-  oc::all_gather_matmul(ctx, a, nullptr, nullptr);
+  oc::all_gather_matmul(ctx, a, gathered.p, nullptr);
   std::vector<float> want(static_cast<size_t>(m * size * n));
   for (int s = 0; s < size; ++s) {
     const std::vector<int8_t> xs = x1_of(s);
@@ -602,7 +612,7 @@ void a8w8_case(oc::DeviceContext& ctx, int bias) {  // bias: 0 none, 1 int32, 2 
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         const int64_t sum = acc(xs, x2, i, j) + (bias == 1 ? bias_i[static_cast<size_t>(j)] : 0);
-        volatile float scale = ss[static_cast<size_t>(i)] * sb[static_cast<size_t>(j)];
+        volatile float scale = scale_of(s, ss, i) * sb[static_cast<size_t>(j)];
         volatile float y = static_cast<float>(sum) * scale;
         if (bias >= 2) y = y + bias_f[static_cast<size_t>(j)];  // bf16 bias: quarters, exact
         want[static_cast<size_t>((s * m + i) * n + j)] = y;
@@ -612,6 +622,12 @@ void a8w8_case(oc::DeviceContext& ctx, int bias) {  // bias: 0 none, 1 int32, 2 
   commfuse::convert(want.data(), DType::kFloat32, want_bytes.data(), out_dtype, want.size());
   CHECK(out.download() == want_bytes, "rank %d of %d: A8W8 all_gather_matmul bias=%d differs", rank,
         size, bias);
+  std::vector<uint8_t> want_gathered;
+  for (int s = 0; s < size; ++s) {
+    const std::vector<int8_t> xs = x1_of(s);
+    want_gathered.insert(want_gathered.end(), xs.begin(), xs.end());
+  }
+  CHECK(gathered.download() == want_gathered, "rank %d of %d: A8W8 gather_out differs", rank, size);
 
   // matmul_all_reduce / matmul_reduce_scatter (float biases only, SPEC §6)
   if (bias != 1) {
@@ -631,7 +647,7 @@ void a8w8_case(oc::DeviceContext& ctx, int bias) {  // bias: 0 none, 1 int32, 2 
     oc::DeviceMatmul r = a;
     r.m = rows;
     r.x1 = drx1;
-    r.x1_scale = static_cast<const float*>(drsa);
+    r.x1_scale = form_of(rank) == 2 ? nullptr : static_cast<const float*>(drsa);
     r.out = all.p;
     oc::matmul_reduce(ctx, r, true, nullptr);
     r.out = mine.p;
@@ -643,7 +659,7 @@ void a8w8_case(oc::DeviceContext& ctx, int bias) {  // bias: 0 none, 1 int32, 2 
         for (int s = 0; s < size; ++s) {
           const std::vector<int8_t> xs = rx1_of(s), ws = x2_of(s);
           const std::vector<float> ss = rsa_of(s), bs = sb_of(s);
-          volatile float scale = ss[static_cast<size_t>(i)] * bs[static_cast<size_t>(j)];
+          volatile float scale = scale_of(s, ss, i) * bs[static_cast<size_t>(j)];
           volatile float part = static_cast<float>(acc(xs, ws, i, j)) * scale;
           total = s == 0 ? part : total + part;
         }
@@ -746,7 +762,8 @@ int run_rank(cudatest::Meeting& meeting, int rank, int size) {
     for (const bool transposed : {false, true})
       for (const int bias : {0, 1, 2}) alltoall_case(ctx, false, transposed, bias);
     for (const int bias : {0, 1, 2}) alltoall_case(ctx, true, true, bias);
-    for (const int bias : {0, 1, 2, 3}) a8w8_case(ctx, bias);
+    for (const int bias : {0, 1, 2, 3}) a8w8_case(ctx, bias, 0);
+    for (const int form : {1, 2, 3}) a8w8_case(ctx, 2, form);
     order_and_precision_case(ctx);
     rejected_call_case(ctx, reject_next);
     pipelined_case(ctx);

@@ -188,6 +188,26 @@ std::string blaslt_describe() {
   return detail::cat("cuBLASLt ", v / 10000, ".", (v / 100) % 100, ".", v % 100, " (", a.name, ")");
 }
 
+std::string gemm_unsupported(const GemmDesc& d) {
+  try {
+    validate(d);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  if (is_fp8(d.ab_dtype)) {
+    int dev = 0, major = 0, minor = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (major * 10 + minor < 89)
+      return detail::cat(
+          "gemm (cuBLASLt): not supported: fp8 GEMMs need compute capability 8.9 "
+          "or newer (cuda:",
+          dev, " is ", major, ".", minor, ")");
+  }
+  return {};
+}
+
 void gemm(const GemmDesc& d, const void* a_ptr, const void* b_ptr, void* c_ptr, void* workspace,
           size_t workspace_bytes, void* stream) {
   validate(d);

@@ -36,6 +36,11 @@ std::string blaslt_describe();
 // Bytes of workspace gemm() may use: cuBLASLt's kernels choose faster algorithms with it.
 inline constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
 
+// Empty when gemm() takes the descriptor on this machine; else why not (the argument rules
+// gemm() throws PARAM_INVALID for, and fp8 on a device below compute capability 8.9): for
+// callers that must refuse a call before it starts.
+std::string gemm_unsupported(const GemmDesc& d);
+
 // c = a @ b on `stream` (cudaStream_t). Throws PARAM_INVALID naming the argument for a bad
 // or unsupported descriptor, RUNTIME_ERROR for a cuBLASLt or CUDA failure.
 void gemm(const GemmDesc& d, const void* a, const void* b, void* c, void* workspace,

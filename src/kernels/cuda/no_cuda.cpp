@@ -58,6 +58,10 @@ std::string blaslt_describe() {
   return kWhy;
 }
 
+std::string gemm_unsupported(const GemmDesc&) {
+  return kWhy;
+}
+
 void gemm(const GemmDesc&, const void*, const void*, void*, void*, size_t, void*) {
   require_device("gemm (cuBLASLt)");
 }

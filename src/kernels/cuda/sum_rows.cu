@@ -38,6 +38,13 @@ __global__ void __launch_bounds__(kThreads) sum_rows_kernel(const Params p) {
   }
 }
 
+__global__ void __launch_bounds__(kThreads)
+    broadcast_kernel(const float* src, int64_t count, float* dst) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
+       i += int64_t{gridDim.x} * blockDim.x)
+    dst[i] = *src;
+}
+
 bool float_dtype(DType t) {
   return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16;
 }
@@ -81,6 +88,19 @@ void sum_bias_round(const SumRowsDesc& d, void* stream) {
   const int64_t total = d.rows * d.n;
   const int blocks = static_cast<int>(std::min<int64_t>((total + kThreads - 1) / kThreads, 65535));
   sum_rows_kernel<<<blocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
+  check_launch(fn);
+}
+
+void broadcast_f32(const float* src, int64_t count, float* dst, void* stream) {
+  const char* fn = "broadcast_f32 (CUDA)";
+  CF_CHECK_ARG(count >= 0, fn, ": count=", count, " is negative");
+  CF_CHECK_NOTNULL(src, fn, ": src is null");
+  CF_CHECK_NOTNULL(dst, fn, ": dst is null");
+  CF_CHECK_ARG(aligned(src, 4) && aligned(dst, 4), fn, ": src and dst must be 4-byte aligned");
+  if (count == 0) return;
+  require_device(fn);
+  const int blocks = static_cast<int>(std::min<int64_t>((count + kThreads - 1) / kThreads, 65535));
+  broadcast_kernel<<<blocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(src, count, dst);
   check_launch(fn);
 }
 

@@ -29,4 +29,7 @@ struct SumRowsDesc {
 // RUNTIME_ERROR for a CUDA failure or no device.
 void sum_bias_round(const SumRowsDesc& d, void* stream);
 
+// dst[0, count) = src[0] (device pointers): a per-tensor scale expanded to one per row.
+void broadcast_f32(const float* src, int64_t count, float* dst, void* stream);
+
 }  // namespace commfuse::kernels::cuda

@@ -11,12 +11,19 @@
 #include "comm/comm_impl.hpp"
 #include "core/params.hpp"
 #include "kernels/cuda/blaslt.hpp"
+#include "kernels/cuda/permute_quant.hpp"
+#include "kernels/cuda/quant_reduce.hpp"
 #include "kernels/cuda/runtime_info.hpp"
 #include "kernels/cuda/sum_rows.hpp"
 #include "ops/cuda/device_context.hpp"
 #include "ops/cuda/device_schedules.hpp"
 
 namespace commfuse::ops::cuda {
+
+// One rank limit for every device kernel the plans admit a call to.
+static_assert(kernels::cuda::kMaxSumParts == kernels::cuda::kMaxDequantRanks &&
+              kernels::cuda::kMaxSumParts == kernels::cuda::kMaxPermuteRanks);
+
 namespace {
 
 // The device schedule's value in the call signature: apart from every CPU schedule's, so a
@@ -328,7 +335,9 @@ std::unique_ptr<PlanImpl> plan_all_gather_matmul(AllGatherMatmulProblem p, void*
                      {"x2_scale", p.quant.x2_scale, DType::kFloat32},
                      {"bias", p.bias.data, p.bias.dtype},
                      {"output", p.output, p.out_dtype},
-                     {"gather_out", p.gather_out, p.dtype}});
+                     {"gather_out", p.gather_out, p.dtype},
+                     {"bias", p.quant.bias_int, DType::kInt32}});
+  if (const std::string why = matmul_gemm_unsupported(operands(p)); !why.empty()) ctx.invalid(why);
   AllGatherMatmulDevicePlan d;
   d.signature = matmul_signature(kAllGatherMatmulOp, p, d.schedule);
   d.problem = std::move(p);
@@ -347,6 +356,7 @@ std::unique_ptr<PlanImpl> plan_matmul_reduce(const char* op, MatmulReduceProblem
                      {"x2_scale", p.quant.x2_scale, DType::kFloat32},
                      {"bias", p.bias.data, p.bias.dtype},
                      {"output", p.output, p.out_dtype}});
+  if (const std::string why = matmul_gemm_unsupported(operands(p)); !why.empty()) ctx.invalid(why);
   MatmulReduceDevicePlan d;
   d.signature = matmul_signature(op, p, d.schedule);
   d.problem = std::move(p);
@@ -379,6 +389,10 @@ std::unique_ptr<PlanImpl> plan_alltoall_matmul(AlltoAllMatmulProblem p, void* st
                      {"bias", p.bias.data, p.bias.dtype},
                      {"output", p.output, p.dtype},
                      {"all_to_all_out", p.all_to_all_out, p.dtype}});
+  if (const std::string why =
+          alltoall_gemm_unsupported(alltoall_operands(p.dtype, p), p.world_size);
+      !why.empty())
+    ctx.invalid(why);
   AlltoAllDevicePlan d;
   d.signature = alltoall_matmul_signature(kAlltoAllMatmulOp, p, d.schedule);
   d.problem = std::move(p);
@@ -403,6 +417,10 @@ std::unique_ptr<PlanImpl> plan_alltoall_quant_matmul(AlltoAllQuantMatmulProblem 
                      {"bias", p.bias.data, p.bias.dtype},
                      {"output", p.output, p.out_dtype},
                      {"all_to_all_out", p.all_to_all_out, p.x1_dtype}});
+  DeviceAlltoAll a = alltoall_operands(p.x1_dtype, p);
+  a.quantized = true;
+  if (const std::string why = alltoall_gemm_unsupported(a, p.world_size); !why.empty())
+    ctx.invalid(why);
   AlltoAllQuantDevicePlan d;
   d.signature = alltoall_quant_matmul_signature(kAlltoAllQuantMatmulOp, p, d.schedule);
   d.problem = std::move(p);

@@ -28,7 +28,7 @@ std::unique_ptr<PlanImpl> plan_matmul_reduce(const char* op, MatmulReduceProblem
 // Plan::execute's (the one-shot functions pass theirs there).
 std::unique_ptr<PlanImpl> plan_quant_reduce(const char* op, QuantReduceProblem p, bool all_reduce);
 std::unique_ptr<PlanImpl> plan_alltoall_matmul(AlltoAllMatmulProblem p, void* stream);
-// A16W8 with x2 transposed only (else PARAM_INVALID "not supported").
+// A16W8 with x2 transposed only (else PARAM_INVALID naming what is missing).
 std::unique_ptr<PlanImpl> plan_alltoall_quant_matmul(AlltoAllQuantMatmulProblem p, void* stream);
 // AlltoAllQuantMatmulPlan::combination_name of a device plan ("A16W8"); null for another plan.
 const char* alltoall_quant_combination(const PlanImpl& plan);

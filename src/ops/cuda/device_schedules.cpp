@@ -29,9 +29,8 @@ void copy(void* dst, const void* src, size_t bytes, void* stream, int rank) {
       rank, "cudaMemcpyAsync");
 }
 
-// rows of a (rows, k) @ x2 -> c (rows, n), c of type c_dtype with row stride n.
-void gemm_rows(DeviceContext& ctx, const DeviceMatmul& a, int64_t rows, const void* x1_rows,
-               void* c, DType c_dtype, void* stream) {
+// The GEMM of `rows` rows (rows, k) @ x2 -> c (rows, n), c of type c_dtype with row stride n.
+kc::GemmDesc matmul_desc(const DeviceMatmul& a, int64_t rows, DType c_dtype) {
   kc::GemmDesc d;
   d.m = rows;
   d.k = a.k;
@@ -43,7 +42,29 @@ void gemm_rows(DeviceContext& ctx, const DeviceMatmul& a, int64_t rows, const vo
   d.ldb = a.ld_x2;
   d.ldc = a.n;
   d.b_transposed = a.x2_transposed;
-  kc::gemm(d, x1_rows, a.x2, c, ctx.gemm_workspace(), kc::kGemmWorkspaceBytes, stream);
+  return d;
+}
+
+void gemm_rows(DeviceContext& ctx, const DeviceMatmul& a, int64_t rows, const void* x1_rows,
+               void* c, DType c_dtype, void* stream) {
+  kc::gemm(matmul_desc(a, rows, c_dtype), x1_rows, a.x2, c, ctx.gemm_workspace(),
+           kc::kGemmWorkspaceBytes, stream);
+}
+
+// alltoall's one GEMM: permuted (rows, R*h) @ x2 -> (rows, n), into `c_dtype`.
+kc::GemmDesc alltoall_desc(const DeviceAlltoAll& a, int ranks, DType c_dtype) {
+  const int64_t k = a.h * ranks;
+  kc::GemmDesc g;
+  g.m = a.bs / ranks;
+  g.k = k;
+  g.n = a.n;
+  g.ab_dtype = g.b_dtype = a.quantized ? DType::kInt8 : a.x1_dtype;
+  g.c_dtype = c_dtype;
+  g.lda = k;
+  g.ldb = a.x2_transposed ? k : a.n;
+  g.ldc = a.n;
+  g.b_transposed = a.x2_transposed;
+  return g;
 }
 
 // out (rows x n, dense) = round(acc + bias): the float ops' bias epilogue after a GEMM into
@@ -96,6 +117,15 @@ void quant_rows(const DeviceMatmul& a, int64_t rows, const void* acc, const floa
 
 }  // namespace
 
+std::string matmul_gemm_unsupported(const DeviceMatmul& a) {
+  return kc::gemm_unsupported(matmul_desc(a, a.m, a.quantized ? acc_dtype(a) : DType::kFloat32));
+}
+
+std::string alltoall_gemm_unsupported(const DeviceAlltoAll& a, int ranks) {
+  return kc::gemm_unsupported(
+      alltoall_desc(a, ranks, a.quantized ? DType::kInt32 : DType::kFloat32));
+}
+
 void all_gather_matmul(DeviceContext& ctx, const DeviceMatmul& a, void* gather_out, void* stream) {
   const int rank = ctx.rank(), size = ctx.size();
   const size_t elem = dtype_storage_bytes(a.dtype, 1);
@@ -104,15 +134,20 @@ void all_gather_matmul(DeviceContext& ctx, const DeviceMatmul& a, void* gather_o
     ctx.exchange();  // the op still synchronizes (SPEC §2)
     return;
   }
-  // Quantized: each rank's x1 scales travel with its rows, after them (256-byte aligned).
+  // Quantized: each rank's x1 scales travel with its rows, after them (256-byte aligned),
+  // always one per row (a per-tensor or absent scale expanded, as the CPU does: the ranks
+  // may pass different forms, and each block is scaled with its own rank's).
   const size_t scales_at = (block + 255) / 256 * 256;
-  const bool per_row = a.x1_scale != nullptr && a.x1_per_token;
   const DeviceContext::Half h =
       ctx.begin_call(a.quantized ? scales_at + static_cast<size_t>(a.m) * 4 : block, stream);
   copy(h.mine, a.x1, block, stream, rank);
-  if (a.quantized)
-    copy(static_cast<char*>(h.mine) + scales_at, a.x1_scale != nullptr ? a.x1_scale : ctx.one(),
-         per_row ? static_cast<size_t>(a.m) * 4 : 4, stream, rank);
+  if (a.quantized) {
+    auto* mine_scales = reinterpret_cast<float*>(static_cast<char*>(h.mine) + scales_at);
+    if (a.x1_scale != nullptr && a.x1_per_token)
+      copy(mine_scales, a.x1_scale, static_cast<size_t>(a.m) * 4, stream, rank);
+    else
+      kc::broadcast_f32(a.x1_scale != nullptr ? a.x1_scale : ctx.one(), a.m, mine_scales, stream);
+  }
   ctx.publish_ready(stream);
   ctx.exchange();
 
@@ -146,7 +181,8 @@ void all_gather_matmul(DeviceContext& ctx, const DeviceMatmul& a, void* gather_o
       quant_rows(a, a.m, static_cast<char*>(c) + c_block * p,
                  reinterpret_cast<const float*>(
                      static_cast<const char*>(h.part[static_cast<size_t>(p)]) + scales_at),
-                 per_row, true, static_cast<char*>(a.out) + out_block * p, a.out_dtype, stream);
+                 /*per_row=*/true, true, static_cast<char*>(a.out) + out_block * p, a.out_dtype,
+                 stream);
   }
   if (a.bias != nullptr && !a.quantized) {
     add_bias_round(static_cast<const float*>(c), rows, a.n, a.bias, a.bias_dtype, a.dtype, a.out,
@@ -278,14 +314,6 @@ void alltoall_matmul(DeviceContext& ctx, const DeviceAlltoAll& a, void* stream) 
   auto* token_scale = reinterpret_cast<float*>(scratch + permuted_bytes + codes_bytes);
   void* acc = scratch + permuted_bytes + codes_bytes + scales_bytes;
 
-  kc::GemmDesc g;
-  g.m = rows;
-  g.k = k;
-  g.n = a.n;
-  g.ldb = a.x2_transposed ? k : a.n;
-  g.ldc = a.n;
-  g.lda = k;
-  g.b_transposed = a.x2_transposed;
   if (a.quantized) {
     kc::PermuteQuantDesc pq;
     pq.x_dtype = a.x1_dtype;
@@ -300,9 +328,8 @@ void alltoall_matmul(DeviceContext& ctx, const DeviceAlltoAll& a, void* stream) 
     pq.scales = token_scale;
     pq.permuted = a.all_to_all_out;
     kc::permute_quant(pq, stream);
-    g.ab_dtype = g.b_dtype = DType::kInt8;
-    g.c_dtype = DType::kInt32;
-    kc::gemm(g, codes, a.x2, acc, ctx.gemm_workspace(), kc::kGemmWorkspaceBytes, stream);
+    kc::gemm(alltoall_desc(a, size, DType::kInt32), codes, a.x2, acc, ctx.gemm_workspace(),
+             kc::kGemmWorkspaceBytes, stream);
     kc::TokenEpilogueDesc e;
     e.m = rows;
     e.n = a.n;
@@ -323,10 +350,9 @@ void alltoall_matmul(DeviceContext& ctx, const DeviceAlltoAll& a, void* stream) 
                             static_cast<size_t>(a.h) * elem, static_cast<size_t>(rows),
                             cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)),
           rank, "cudaMemcpy2DAsync");
-    g.ab_dtype = g.b_dtype = a.x1_dtype;
-    g.c_dtype = a.bias != nullptr ? DType::kFloat32 : a.x1_dtype;
-    kc::gemm(g, permuted, a.x2, a.bias != nullptr ? acc : a.out, ctx.gemm_workspace(),
-             kc::kGemmWorkspaceBytes, stream);
+    kc::gemm(alltoall_desc(a, size, a.bias != nullptr ? DType::kFloat32 : a.x1_dtype), permuted,
+             a.x2, a.bias != nullptr ? acc : a.out, ctx.gemm_workspace(), kc::kGemmWorkspaceBytes,
+             stream);
     if (a.bias != nullptr) {
       add_bias_round(static_cast<const float*>(acc), rows, a.n, a.bias, a.bias_dtype, a.x1_dtype,
                      a.out, stream);

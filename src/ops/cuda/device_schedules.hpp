@@ -17,6 +17,7 @@
 #include <commfuse/commfuse.hpp>
 
 #include <cstdint>
+#include <string>
 
 #include "ops/cuda/device_context.hpp"
 
@@ -89,5 +90,11 @@ struct DeviceAlltoAll {
   const void* smooth = nullptr;
 };
 void alltoall_matmul(DeviceContext& ctx, const DeviceAlltoAll& a, void* stream);
+
+// Empty when every GEMM the schedule will issue is one cuBLASLt takes on this device; else
+// why not — for the plans, which must refuse a call before it starts (a GEMM refused after
+// the ranks synchronized would abort the communicator).
+std::string matmul_gemm_unsupported(const DeviceMatmul& a);
+std::string alltoall_gemm_unsupported(const DeviceAlltoAll& a, int ranks);
 
 }  // namespace commfuse::ops::cuda
