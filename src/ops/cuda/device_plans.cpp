@@ -323,10 +323,10 @@ void run_schedule(const AlltoAllQuantDevicePlan& d, comm::CommImpl& c, void*, vo
   run_call(c, ctx, [&] { alltoall_matmul(ctx, a, stream); });
 }
 
-}  // namespace
-
-std::unique_ptr<PlanImpl> plan_all_gather_matmul(AllGatherMatmulProblem p, void* stream) {
-  const OpContext ctx(kAllGatherMatmulOp, p.group);
+// What the three matmul ops' device calls share: the SPEC §6 layout, the device, every
+// pointer (`extra`: all_gather_matmul's gather_out) and the GEMM the schedule will issue.
+template <typename Problem>
+void check_matmul_call(const OpContext& ctx, const Problem& p, Pointer extra) {
   check_quantized_layout(ctx, p.quant, p.x2);
   check_device_call(ctx, p.device, p.quant.mode == QuantMatmulMode::kHiF8, /*gemm=*/true,
                     {{"x1", p.x1, p.dtype},
@@ -334,10 +334,17 @@ std::unique_ptr<PlanImpl> plan_all_gather_matmul(AllGatherMatmulProblem p, void*
                      {"x1_scale", p.quant.x1_scale, DType::kFloat32},
                      {"x2_scale", p.quant.x2_scale, DType::kFloat32},
                      {"bias", p.bias.data, p.bias.dtype},
+                     {"bias", p.quant.bias_int, DType::kInt32},
                      {"output", p.output, p.out_dtype},
-                     {"gather_out", p.gather_out, p.dtype},
-                     {"bias", p.quant.bias_int, DType::kInt32}});
+                     extra});
   if (const std::string why = matmul_gemm_unsupported(operands(p)); !why.empty()) ctx.invalid(why);
+}
+
+}  // namespace
+
+std::unique_ptr<PlanImpl> plan_all_gather_matmul(AllGatherMatmulProblem p, void* stream) {
+  const OpContext ctx(kAllGatherMatmulOp, p.group);
+  check_matmul_call(ctx, p, {"gather_out", p.gather_out, p.dtype});
   AllGatherMatmulDevicePlan d;
   d.signature = matmul_signature(kAllGatherMatmulOp, p, d.schedule);
   d.problem = std::move(p);
@@ -348,15 +355,7 @@ std::unique_ptr<PlanImpl> plan_all_gather_matmul(AllGatherMatmulProblem p, void*
 std::unique_ptr<PlanImpl> plan_matmul_reduce(const char* op, MatmulReduceProblem p, bool all_reduce,
                                              void* stream) {
   const OpContext ctx(op, p.group);
-  check_quantized_layout(ctx, p.quant, p.x2);
-  check_device_call(ctx, p.device, p.quant.mode == QuantMatmulMode::kHiF8, /*gemm=*/true,
-                    {{"x1", p.x1, p.dtype},
-                     {"x2", p.x2.data, p.quant.quantized() ? p.quant.b_dtype : p.dtype},
-                     {"x1_scale", p.quant.x1_scale, DType::kFloat32},
-                     {"x2_scale", p.quant.x2_scale, DType::kFloat32},
-                     {"bias", p.bias.data, p.bias.dtype},
-                     {"output", p.output, p.out_dtype}});
-  if (const std::string why = matmul_gemm_unsupported(operands(p)); !why.empty()) ctx.invalid(why);
+  check_matmul_call(ctx, p, {"gather_out", nullptr, p.dtype});
   MatmulReduceDevicePlan d;
   d.signature = matmul_signature(op, p, d.schedule);
   d.problem = std::move(p);
