@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "another_comm.hpp"
+
 using commfuse::DType;
 
 namespace {
@@ -44,12 +46,6 @@ bool same_block(const std::vector<uint8_t>& all, size_t block, const std::vector
          std::memcmp(all.data() + block * want.size(), want.data(), want.size()) == 0;
 }
 
-// Another communicator over the same ranks: tcp on MASTER_PORT + offset, or MPI again.
-std::string init_method(int port_offset) {
-  const char* port = std::getenv("MASTER_PORT");
-  return port ? "tcp://127.0.0.1:" + std::to_string(std::atoi(port) + port_offset) : "mpi";
-}
-
 // Calls fn, which must throw InvalidArgument whose message names op, this rank and dtype.
 template <typename Fn>
 void expect_sum_rejected(Fn&& fn, const std::string& op, int rank, DType t) {
@@ -79,9 +75,11 @@ void expect_c_rejected(commfuseStatus_t st, const char* op, int rank, commfuseDa
 }
 
 // Data movement through the C API, then every sum rejected with PARAM_INVALID (161002).
-void c_api_cases(int rank, int size) {
+void c_api_cases(commfuse::Comm& c) {
+  const int rank = c.rank(), size = c.world_size();
   commfuseComm_t comm = nullptr;
-  const commfuseStatus_t st = commfuseCommInitRank(rank, size, init_method(1).c_str(), &comm);
+  const std::string init = multirank::another_init_method(c);
+  const commfuseStatus_t st = commfuseCommInitRank(rank, size, init.c_str(), &comm);
   expect(st == COMMFUSE_SUCCESS, std::string("C init: ") + commfuseGetLastErrorMessage());
   if (comm == nullptr) return;
   const commfuseDataType types[] = {COMMFUSE_UINT8, COMMFUSE_INT16, COMMFUSE_UINT16, COMMFUSE_BOOL};
@@ -171,9 +169,9 @@ int case_dtype_reject(commfuse::Comm& c) {
     expect_sum_rejected([&] { c.reduce_scatter(src.data(), dst.data(), n, t); }, "reduce_scatter",
                         me, t);
   }
-  c_api_cases(me, R);
+  c_api_cases(c);
   if (R >= 2) {
-    commfuse::Comm fresh(me, R, init_method(2));
+    commfuse::Comm fresh(me, R, multirank::another_init_method(c));
     const DType t = me == 1 ? DType::kBool : DType::kInt8;
     try {
       fresh.reduce_scatter(src.data(), dst.data(), n, t);

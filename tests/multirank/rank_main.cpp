@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "another_comm.hpp"
+
 using commfuse::DType;
 
 int case_streams(commfuse::Comm& c);                 // stream_cases.cpp
@@ -254,12 +256,10 @@ int case_kill_peer(commfuse::Comm& c) {
   return 0;
 }
 
-// Another communicator over the same ranks (tcp on the next port, or MPI again).
+// Another communicator over the same ranks.
 std::unique_ptr<commfuse::Comm> second_comm(commfuse::Comm& c) {
-  const char* port = std::getenv("MASTER_PORT");
-  if (port == nullptr) return std::make_unique<commfuse::Comm>(c.rank(), c.world_size(), "mpi");
   return std::make_unique<commfuse::Comm>(c.rank(), c.world_size(),
-                                          "tcp://127.0.0.1:" + std::to_string(std::atoi(port) + 2));
+                                          multirank::another_init_method(c));
 }
 
 // Rank 1 calls all_reduce with a different count, then (new comm) with a different dtype.
@@ -338,10 +338,9 @@ int case_bad_arg(commfuse::Comm& c) {
 }
 
 int case_c_api(commfuse::Comm& cpp_comm) {
-  // A second communicator through the C API, next to the C++ one (own port: +1).
+  // A second communicator through the C API, next to the C++ one.
   commfuseComm_t comm = nullptr;
-  const char* port = std::getenv("MASTER_PORT");
-  const std::string init = port ? "tcp://127.0.0.1:" + std::to_string(std::atoi(port) + 1) : "mpi";
+  const std::string init = multirank::another_init_method(cpp_comm);
   const int rank = cpp_comm.rank();
   const int size = cpp_comm.world_size();
   EXPECT(commfuseCommInitRank(rank, size, init.c_str(), &comm) == COMMFUSE_SUCCESS, "%s",
