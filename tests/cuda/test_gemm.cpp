@@ -2,7 +2,9 @@
 // (kernels/cuda/epilogue.hpp) on the GPU: A8W8's int32 products exactly equal to the CPU's,
 // the epilogue bit for bit the CPU's (kernels/cpu/dequant.hpp), FP8 products of small
 // integers exact, bf16/fp32 products within fp32 accumulation's bound of a float64
-// reference; the argument checks everywhere (they need no GPU).
+// reference; HiF8's (and every 8-bit format's) widening to bf16 (kernels/cuda/decode.hpp)
+// against the CPU's decoder, every code, strided; the argument checks everywhere (they need
+// no GPU).
 //
 // A plain program like test_dequant_sum.cpp: exit 0 passed, 1 failed, 77 skipped (no usable
 // device); COMMFUSE_REQUIRE_GPU=1 makes a skip a failure.
@@ -20,6 +22,7 @@
 #include "core/convert_fast.hpp"
 #include "kernels/cpu/dequant.hpp"
 #include "kernels/cuda/blaslt.hpp"
+#include "kernels/cuda/decode.hpp"
 #include "kernels/cuda/epilogue.hpp"
 #include "kernels/cuda/runtime_info.hpp"
 
@@ -101,6 +104,66 @@ void check_rejections() {
               msg.find("no usable CUDA device") != std::string::npos,
           "gemm without a device: status %d '%s'", static_cast<int>(st), msg.c_str());
   }
+}
+
+// decode_to_bf16: every code of `t` (each of the 256 appears), rows x cols from a strided
+// source into a strided destination whose padding must stay untouched; the CPU's decoder
+// (commfuse::convert to float32, then to bfloat16: exact) is the reference.
+void check_decode(std::mt19937& rng, DType t) {
+  constexpr int64_t kRows = 37, kCols = 300, kLdSrc = 301, kLdDst = 305;
+  std::vector<uint8_t> codes(static_cast<size_t>(kRows * kLdSrc));
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i < 256 ? i : rng());
+  std::vector<float> f(codes.size());
+  commfuse::convert(codes.data(), t, f.data(), DType::kFloat32, codes.size());
+  std::vector<uint16_t> want(static_cast<size_t>(kRows * kLdDst), 0x5A5A);
+  for (int64_t i = 0; i < kRows; ++i)
+    commfuse::convert(f.data() + i * kLdSrc, DType::kFloat32, want.data() + i * kLdDst,
+                      DType::kBFloat16, kCols);
+  Dev src(codes), dst(std::vector<uint16_t>(want.size(), 0x5A5A));
+  cuda::DecodeBf16Desc d;
+  d.code_dtype = t;
+  d.rows = kRows;
+  d.cols = kCols;
+  d.src = src.p;
+  d.ld_src = kLdSrc;
+  d.dst = static_cast<uint16_t*>(dst.p);
+  d.ld_dst = kLdDst;
+  std::string msg;
+  CHECK(status_of([&] { cuda::decode_to_bf16(d, nullptr); }, &msg) == commfuse::Status::kSuccess,
+        "decode_to_bf16 threw: %s", msg.c_str());
+  ok(cudaDeviceSynchronize(), "decode");
+  const std::vector<uint16_t> got = dst.get<uint16_t>(want.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const bool nan = (want[i] & 0x7F80) == 0x7F80 && (want[i] & 0x7F) != 0;
+    const bool got_nan = (got[i] & 0x7F80) == 0x7F80 && (got[i] & 0x7F) != 0;
+    bad += nan ? !got_nan : got[i] != want[i];
+  }
+  CHECK(bad == 0, "decode_to_bf16 %s: %zu of %zu values differ", commfuse::dtype_name(t).data(),
+        bad, want.size());
+}
+
+void check_decode_rejections() {
+  uint8_t c = 0;
+  uint16_t o = 0;
+  cuda::DecodeBf16Desc d;
+  d.rows = 1;
+  d.cols = 1;
+  d.src = &c;
+  d.ld_src = 1;
+  d.dst = &o;
+  d.ld_dst = 1;
+  const cudatest::BadCase<cuda::DecodeBf16Desc> bad[] = {
+      {"float16 codes", [](cuda::DecodeBf16Desc& x) { x.code_dtype = DType::kFloat16; },
+       "code_dtype"},
+      {"short ld_src", [](cuda::DecodeBf16Desc& x) { x.cols = 2; }, "ld_src=1"},
+      {"null dst", [](cuda::DecodeBf16Desc& x) { x.dst = nullptr; }, "dst is null"},
+      {"odd dst",
+       [](cuda::DecodeBf16Desc& x) { x.dst = reinterpret_cast<uint16_t*>(uintptr_t{3}); },
+       "not 2-byte aligned"},
+  };
+  cudatest::expect_rejected(
+      d, bad, [](const cuda::DecodeBf16Desc& x) { cuda::decode_to_bf16(x, nullptr); });
 }
 
 // A8W8: int8 x int8 -> int32 on cuBLASLt, exact, then the epilogue to each output dtype.
@@ -306,6 +369,7 @@ void check_float(std::mt19937& rng, DType t, DType c_type, bool bt, int64_t m, i
 
 int main() {
   check_rejections();
+  check_decode_rejections();
   if (const int rc = cudatest::exit_without_device(); rc >= 0) return rc;
   CHECK(cuda::blaslt_unavailable().empty(), "cuBLASLt unusable: %s",
         cuda::blaslt_unavailable().c_str());
@@ -325,6 +389,8 @@ int main() {
   check_float(rng, DType::kFloat8E4M3FN, DType::kFloat32, true, 32, 128, 64, ws,
               DType::kFloat8E5M2);  // mixed formats
   check_f32_epilogue(rng, 29, 72);
+  for (const DType t : {DType::kHiFloat8, DType::kFloat8E4M3FN, DType::kFloat8E5M2, DType::kInt8})
+    check_decode(rng, t);
   std::printf("%s\n", cuda::blaslt_describe().c_str());
   return cudatest::finish("cuBLASLt gemm + epilogue");
 }

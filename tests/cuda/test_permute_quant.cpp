@@ -2,7 +2,10 @@
 // (kernels/cuda/permute_quant.hpp) against the CPU kernels (kernels/cpu/quant_per_token.hpp,
 // the smooth multiply of SPEC §3) bit for bit: codes, scales and the permuted copy, for
 // bf16 and fp16, Q = 127 and 7, with and without a smooth scale, 1 to 8 source ranks, rows
-// holding zeros only, NaNs and infinities; the argument checks everywhere.
+// holding zeros only, NaNs and infinities; A4W4's permute of int4 rows with their token
+// scales (permute_int4) and x2's conversion to cuBLASLt's int8 (n, k) form (weights_to_tn:
+// int8 and int4, plain and transposed, tile edges) against SPEC §1's int4 definition; the
+// argument checks everywhere.
 //
 // A plain program: exit 0 passed, 1 failed, 77 skipped (no usable device);
 // COMMFUSE_REQUIRE_GPU=1 makes a skip a failure.
@@ -19,6 +22,7 @@
 
 #include "check.hpp"
 #include "kernels/cpu/quant_per_token.hpp"
+#include "kernels/cuda/int_weights.hpp"
 #include "kernels/cuda/permute_quant.hpp"
 #include "kernels/cuda/runtime_info.hpp"
 
@@ -131,6 +135,168 @@ void run_case(std::mt19937& rng, DType t, int ranks, int64_t rows, int64_t h, bo
   cudaFree(dperm);
 }
 
+// SPEC §1 INT4, written out: two's complement nibbles, element 2j in the low nibble.
+int8_t nibble(uint8_t byte, int which) {
+  const int v = which == 0 ? byte & 0xF : byte >> 4;
+  return static_cast<int8_t>(v >= 8 ? v - 16 : v);
+}
+int8_t int4_at(const std::vector<uint8_t>& packed, size_t at) {
+  return nibble(packed[at / 2], static_cast<int>(at % 2));
+}
+
+std::vector<uint8_t> random_bytes(std::mt19937& rng, size_t n) {
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+// permute_int4: R source blocks of `rows` packed rows (h/2 bytes) and their scales.
+void int4_case(std::mt19937& rng, int ranks, int64_t rows, int64_t h, bool keep) {
+  const int64_t hb = h / 2, len = ranks * h;
+  std::vector<std::vector<uint8_t>> src(ranks);
+  std::vector<std::vector<float>> scales(ranks);
+  std::vector<uint8_t*> dsrc(ranks);
+  std::vector<float*> dscales(ranks);
+  std::vector<const void*> psrc(ranks);
+  std::vector<const float*> pscales(ranks);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int s = 0; s < ranks; ++s) {
+    src[s] = random_bytes(rng, static_cast<size_t>(rows * hb));
+    scales[s].resize(static_cast<size_t>(rows));
+    for (auto& x : scales[s]) x = normal(rng);
+    psrc[s] = dsrc[s] = to_device(src[s]);
+    pscales[s] = dscales[s] = to_device(scales[s]);
+  }
+  std::vector<int8_t> want_q(static_cast<size_t>(rows * len));
+  std::vector<float> want_s(static_cast<size_t>(rows * ranks));
+  std::vector<uint8_t> want_perm(static_cast<size_t>(rows * len / 2));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int s = 0; s < ranks; ++s) {
+      want_s[static_cast<size_t>(i * ranks + s)] = scales[s][static_cast<size_t>(i)];
+      for (int64_t c = 0; c < h; ++c)
+        want_q[static_cast<size_t>(i * len + s * h + c)] =
+            int4_at(src[s], static_cast<size_t>(i * h + c));
+      std::memcpy(want_perm.data() + i * len / 2 + s * hb, src[s].data() + i * hb,
+                  static_cast<size_t>(hb));
+    }
+  int8_t* dq = to_device(std::vector<int8_t>(want_q.size(), 99));
+  float* ds = to_device(std::vector<float>(want_s.size(), -1.0f));
+  uint8_t* dperm = to_device(std::vector<uint8_t>(want_perm.size(), 0xAB));
+  cuda::PermuteInt4Desc d;
+  d.ranks = ranks;
+  d.src = psrc.data();
+  d.src_scales = pscales.data();
+  d.rows = rows;
+  d.h = h;
+  d.q = dq;
+  d.scales = ds;
+  d.permuted = keep ? dperm : nullptr;
+  std::string msg;
+  CHECK(status_of([&] { cuda::permute_int4(d, nullptr); }, &msg) == commfuse::Status::kSuccess,
+        "permute_int4 threw: %s", msg.c_str());
+  ok(cudaDeviceSynchronize(), "kernel");
+  CHECK(from_device(dq, want_q.size()) == want_q, "permute_int4 R=%d h=%ld: codes differ", ranks,
+        static_cast<long>(h));
+  const auto got_s = from_device(ds, want_s.size());
+  CHECK(std::memcmp(got_s.data(), want_s.data(), want_s.size() * 4) == 0,
+        "permute_int4 R=%d: scales differ", ranks);
+  const auto got_perm = from_device(dperm, want_perm.size());
+  CHECK(keep ? got_perm == want_perm : got_perm == std::vector<uint8_t>(want_perm.size(), 0xAB),
+        "permute_int4 R=%d keep=%d: permuted bytes differ", ranks, keep);
+  for (int s = 0; s < ranks; ++s) {
+    cudaFree(dsrc[s]);
+    cudaFree(dscales[s]);
+  }
+  cudaFree(dq);
+  cudaFree(ds);
+  cudaFree(dperm);
+}
+
+// weights_to_tn: dst (n, k) int8 from x2 (k, n) or (n, k), int8 or int4.
+// pad: elements between stored rows beyond their length (ld_src; 0: dense).
+void weights_case(std::mt19937& rng, DType t, bool transposed, int64_t k, int64_t n,
+                  int64_t pad = 0) {
+  const bool int4 = t == DType::kInt4;
+  const int64_t ld = (transposed ? k : n) + pad, stored = (transposed ? n : k) * ld;
+  const std::vector<uint8_t> src =
+      random_bytes(rng, static_cast<size_t>(int4 ? stored / 2 : stored));
+  std::vector<int8_t> want(static_cast<size_t>(n * k));
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t c = 0; c < k; ++c) {
+      const size_t at = static_cast<size_t>(transposed ? j * ld + c : c * ld + j);
+      want[static_cast<size_t>(j * k + c)] = int4 ? int4_at(src, at) : static_cast<int8_t>(src[at]);
+    }
+  uint8_t* dsrc = to_device(src);
+  int8_t* ddst = to_device(std::vector<int8_t>(want.size(), 99));
+  cuda::WeightsTnDesc d;
+  d.src_dtype = t;
+  d.src_transposed = transposed;
+  d.k = k;
+  d.n = n;
+  d.src = dsrc;
+  d.ld_src = pad != 0 ? ld : 0;
+  d.dst = ddst;
+  std::string msg;
+  CHECK(status_of([&] { cuda::weights_to_tn(d, nullptr); }, &msg) == commfuse::Status::kSuccess,
+        "weights_to_tn threw: %s", msg.c_str());
+  ok(cudaDeviceSynchronize(), "kernel");
+  CHECK(from_device(ddst, want.size()) == want, "weights_to_tn %s t=%d k=%ld n=%ld pad=%ld differs",
+        commfuse::dtype_name(t).data(), transposed, static_cast<long>(k), static_cast<long>(n),
+        static_cast<long>(pad));
+  cudaFree(dsrc);
+  cudaFree(ddst);
+}
+
+void check_int4_rejections() {
+  int8_t q = 0, w = 0;
+  float s = 0;
+  uint8_t x = 0;
+  const void* src[1] = {&x};
+  const float* scales[1] = {&s};
+  cuda::PermuteInt4Desc d;
+  d.ranks = 1;
+  d.src = src;
+  d.src_scales = scales;
+  d.rows = 1;
+  d.h = 2;
+  d.q = &q;
+  d.scales = &s;
+  const cudatest::BadCase<cuda::PermuteInt4Desc> bad[] = {
+      {"odd h", [](cuda::PermuteInt4Desc& e) { e.h = 3; }, "h=3"},
+      {"ranks 65", [](cuda::PermuteInt4Desc& e) { e.ranks = 65; }, "ranks=65"},
+      {"null scales", [](cuda::PermuteInt4Desc& e) { e.src_scales = nullptr; },
+       "src_scales is null"},
+      {"null q", [](cuda::PermuteInt4Desc& e) { e.q = nullptr; }, "q is null"},
+  };
+  cudatest::expect_rejected(d, bad,
+                            [](const cuda::PermuteInt4Desc& e) { cuda::permute_int4(e, nullptr); });
+  cuda::WeightsTnDesc wd;
+  wd.k = 2;
+  wd.n = 2;
+  wd.src = &x;
+  wd.dst = &w;
+  const cudatest::BadCase<cuda::WeightsTnDesc> wbad[] = {
+      {"bf16 weights", [](cuda::WeightsTnDesc& e) { e.src_dtype = DType::kBFloat16; }, "src_dtype"},
+      {"k 0", [](cuda::WeightsTnDesc& e) { e.k = 0; }, "k=0"},
+      {"odd int4 row",
+       [](cuda::WeightsTnDesc& e) {
+         e.src_dtype = DType::kInt4;
+         e.n = 3;
+       },
+       "even row length"},
+      {"short ld_src", [](cuda::WeightsTnDesc& e) { e.ld_src = 1; }, "ld_src=1"},
+      {"odd int4 ld_src",
+       [](cuda::WeightsTnDesc& e) {
+         e.src_dtype = DType::kInt4;
+         e.ld_src = 3;
+       },
+       "ld_src=3"},
+      {"null dst", [](cuda::WeightsTnDesc& e) { e.dst = nullptr; }, "dst is null"},
+  };
+  cudatest::expect_rejected(wd, wbad,
+                            [](const cuda::WeightsTnDesc& e) { cuda::weights_to_tn(e, nullptr); });
+}
+
 void check_rejections() {
   int8_t q = 0;
   float s = 0;
@@ -166,6 +332,7 @@ void check_rejections() {
 
 int main() {
   check_rejections();
+  check_int4_rejections();
   if (const int rc = cudatest::exit_without_device(); rc >= 0) return rc;
   std::mt19937 rng(5);
   int cases = 0;
@@ -178,6 +345,20 @@ int main() {
         }
   run_case(rng, DType::kBFloat16, 4, 1000, 4096, true, 127);  // rows of 16 Ki elements
   ++cases;
+  for (const int ranks : {1, 2, 3, 8})
+    for (const bool keep : {false, true}) {
+      int4_case(rng, ranks, 7, 200, keep);
+      ++cases;
+    }
+  int4_case(rng, 4, 1000, 4096, true);
+  ++cases;
+  for (const DType t : {DType::kInt8, DType::kInt4})
+    for (const bool transposed : {false, true})
+      for (const auto& [k, n] : {std::pair<int64_t, int64_t>{70, 38}, {32, 32}, {4096, 2050}}) {
+        weights_case(rng, t, transposed, k, n);
+        weights_case(rng, t, transposed, k, n, 6);  // padded rows (a strided x2)
+        cases += 2;
+      }
   std::printf("permute_quant: %d cases\n", cases);
   return cudatest::finish("permute_quant vs the CPU kernels");
 }

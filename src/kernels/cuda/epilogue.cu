@@ -39,12 +39,23 @@ __global__ void __launch_bounds__(kThreads) epilogue_kernel(const EpilogueDesc d
   }
 }
 
+template <bool kSegments>
 __global__ void __launch_bounds__(kThreads) token_epilogue_kernel(const TokenEpilogueDesc d) {
   const int64_t total = d.m * d.n;
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
        e += int64_t{gridDim.x} * blockDim.x) {
     const int64_t i = e / d.n, j = e % d.n;
-    float y = __fmul_rn(__fmul_rn(__int2float_rn(d.acc[e]), d.x2_scale[j]), d.token_scale[i]);
+    float y;
+    if constexpr (kSegments) {
+      y = __fmul_rn(__fmul_rn(__int2float_rn(d.acc[e]), d.token_scale[i * d.segments]),
+                    d.x2_scale[j]);
+      for (int s = 1; s < d.segments; ++s)
+        y = __fadd_rn(y, __fmul_rn(__fmul_rn(__int2float_rn(d.acc[s * total + e]),
+                                             d.token_scale[i * d.segments + s]),
+                                   d.x2_scale[j]));
+    } else {
+      y = __fmul_rn(__fmul_rn(__int2float_rn(d.acc[e]), d.x2_scale[j]), d.token_scale[i]);
+    }
     if (d.bias != nullptr) y = __fadd_rn(y, load_float(d.bias, d.bias_dtype, j));
     store_float(d.out, d.out_dtype, e, y);
   }
@@ -59,6 +70,7 @@ bool float_type(DType t) {
 void token_epilogue(const TokenEpilogueDesc& d, void* stream) {
   const char* fn = "token_epilogue (CUDA)";
   CF_CHECK_ARG(d.m >= 0 && d.n > 0, fn, ": m=", d.m, " n=", d.n, " (m >= 0, n > 0)");
+  CF_CHECK_ARG(d.segments >= 0, fn, ": segments=", d.segments, " is negative");
   CF_CHECK_ARG(float_type(d.out_dtype), fn, ": out_dtype ", dtype_name(d.out_dtype),
                " is not float32, float16 or bfloat16");
   CF_CHECK_ARG(d.bias == nullptr || float_type(d.bias_dtype), fn, ": bias_dtype ",
@@ -77,7 +89,11 @@ void token_epilogue(const TokenEpilogueDesc& d, void* stream) {
   require_device(fn);
   const int64_t total = d.m * d.n;
   const int blocks = static_cast<int>(std::min<int64_t>((total + kThreads - 1) / kThreads, 65535));
-  token_epilogue_kernel<<<blocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(d);
+  auto s = static_cast<cudaStream_t>(stream);
+  if (d.segments > 0)
+    token_epilogue_kernel<true><<<blocks, kThreads, 0, s>>>(d);
+  else
+    token_epilogue_kernel<false><<<blocks, kThreads, 0, s>>>(d);
   check_launch(fn);
 }
 

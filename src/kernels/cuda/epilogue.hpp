@@ -35,10 +35,14 @@ void quant_epilogue(const EpilogueDesc& d, void* stream);
 // (ops/alltoall_quant_matmul/row_kernels.cpp) computes it, bit for bit: y = (f32(acc) *
 // x2_scale[j]) * s[i] + bias[j], each step one fp32 rounding, the bias widened exactly, then
 // one rounding to the output dtype.
+// A4W4 (segments > 0): one int32 product per source rank s, each with its own token scale,
+// as the CPU's dequant_segment + add_bias: y = Σ_s (f32(acc_s) * s[i, s]) * x2_scale[j] in
+// rank order (the first term assigned, not added to 0), + bias[j], then one rounding.
 struct TokenEpilogueDesc {
   int64_t m = 0, n = 0;
-  const int32_t* acc = nullptr;        // device, m x n dense
-  const float* token_scale = nullptr;  // device, m (s[i])
+  int segments = 0;                    // A4W4: the source ranks; 0: A16W8 / A16W4
+  const int32_t* acc = nullptr;        // device, m x n dense (A4W4: `segments` such blocks)
+  const float* token_scale = nullptr;  // device, m (s[i]; A4W4: m x segments, dense)
   const float* x2_scale = nullptr;     // device, n
   const void* bias = nullptr;          // device, n values, or null
   DType bias_dtype = DType::kFloat32;  // float32, float16 or bfloat16

@@ -3,7 +3,10 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "core/error.hpp"
+#include "kernels/cuda/int4.cuh"
 #include "kernels/cuda/launch.hpp"
 #include "kernels/cuda/runtime_info.hpp"
 
@@ -75,7 +78,68 @@ __global__ void __launch_bounds__(kThreads) permute_quant_kernel(const __grid_co
   }
 }
 
+struct Int4Params {
+  const uint8_t* src[kMaxPermuteRanks];
+  const float* src_scales[kMaxPermuteRanks];
+  int ranks;
+  int64_t rows, half_h;  // half_h: bytes of one source row
+  int8_t* q;
+  float* scales;
+  uint8_t* permuted;
+};
+
+// One thread per source byte (two codes); the first rows*ranks threads also move a scale.
+__global__ void __launch_bounds__(kThreads)
+    permute_int4_kernel(const __grid_constant__ Int4Params p) {
+  const int64_t row_bytes = p.ranks * p.half_h, total = p.rows * row_bytes;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t i = e / row_bytes, rest = e % row_bytes;
+    const int s = static_cast<int>(rest / p.half_h);
+    const int64_t b = rest % p.half_h;
+    const uint8_t byte = p.src[s][i * p.half_h + b];
+    p.q[2 * e] = int4_low(byte);  // row i, column s*h + 2b: 2e, as rows are 2*row_bytes long
+    p.q[2 * e + 1] = int4_high(byte);
+    if (p.permuted != nullptr) p.permuted[e] = byte;
+    if (e < p.rows * p.ranks) p.scales[e] = p.src_scales[e % p.ranks][e / p.ranks];
+  }
+}
+
 }  // namespace
+
+void permute_int4(const PermuteInt4Desc& d, void* stream) {
+  const char* fn = "permute_int4 (CUDA)";
+  CF_CHECK_ARG(d.ranks >= 1 && d.ranks <= kMaxPermuteRanks, fn, ": ranks=", d.ranks,
+               " must be in [1, ", kMaxPermuteRanks, "]");
+  CF_CHECK_ARG(d.rows >= 0 && d.h > 0 && d.h % 2 == 0, fn, ": rows=", d.rows, " h=", d.h,
+               " (rows >= 0, h even and > 0)");
+  CF_CHECK_NOTNULL(d.src, fn, ": src is null");
+  CF_CHECK_NOTNULL(d.src_scales, fn, ": src_scales is null");
+  CF_CHECK_NOTNULL(d.q, fn, ": q is null");
+  CF_CHECK_NOTNULL(d.scales, fn, ": scales is null");
+  CF_CHECK_ARG(aligned(d.scales, 4), fn, ": scales must be 4-byte aligned");
+  if (d.rows == 0) return;
+  require_device(fn);
+  Int4Params p{};
+  for (int s = 0; s < d.ranks; ++s) {
+    CF_CHECK_NOTNULL(d.src[s], fn, ": src[", s, "] is null");
+    CF_CHECK_NOTNULL(d.src_scales[s], fn, ": src_scales[", s, "] is null");
+    CF_CHECK_ARG(aligned(d.src_scales[s], 4), fn, ": src_scales[", s, "] is not 4-byte aligned");
+    p.src[s] = static_cast<const uint8_t*>(d.src[s]);
+    p.src_scales[s] = d.src_scales[s];
+  }
+  p.ranks = d.ranks;
+  p.rows = d.rows;
+  p.half_h = d.h / 2;
+  p.q = d.q;
+  p.scales = d.scales;
+  p.permuted = static_cast<uint8_t*>(d.permuted);
+  // Enough threads for the scales too (rows*ranks <= the bytes, as h/2 >= 1).
+  const int64_t total = d.rows * d.ranks * p.half_h;
+  const int blocks = static_cast<int>(std::min<int64_t>((total + kThreads - 1) / kThreads, 65535));
+  permute_int4_kernel<<<blocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
+  check_launch(fn);
+}
 
 void permute_quant(const PermuteQuantDesc& d, void* stream) {
   const char* fn = "permute_quant (CUDA)";

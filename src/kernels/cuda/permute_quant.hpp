@@ -33,4 +33,20 @@ struct PermuteQuantDesc {
 // RUNTIME_ERROR for a CUDA failure or no device.
 void permute_quant(const PermuteQuantDesc& d, void* stream);
 
+// A4W4 (x1QuantMode 3, SPEC §3): x1 is int4 with a static per-token scale that travels with
+// its row. Permuted row i is the concatenation over source ranks s of row i of rank s's
+// block for this rank (h int4 values, h/2 bytes), widened to int8 for the GEMM, and
+// scales[i * ranks + s] is rank s's scale of that row (the CPU's layout: one GEMM per
+// segment, each with its own token scale); `permuted` (alltoAllOut) gets the packed bytes.
+struct PermuteInt4Desc {
+  int ranks = 0;
+  const void* const* src = nullptr;          // host array of device pointers, as above (packed)
+  const float* const* src_scales = nullptr;  // host array: each block's row scales (rows)
+  int64_t rows = 0, h = 0;                   // h even
+  int8_t* q = nullptr;                       // device, rows x (ranks*h), dense
+  float* scales = nullptr;                   // device, rows x ranks, dense
+  void* permuted = nullptr;                  // device, rows x (ranks*h/2) bytes, or null
+};
+void permute_int4(const PermuteInt4Desc& d, void* stream);
+
 }  // namespace commfuse::kernels::cuda
