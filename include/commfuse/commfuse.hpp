@@ -364,8 +364,8 @@ struct AlltoAllQuantMatmulOptions {
   int64_t x1_quant_dtype = 2;  // ignored (CANN's example passes 2)
   int64_t group_size = 0;
   bool transpose_x1 = false;
-  // CUDA device tensors (A16W8 with transpose_x2 only): the cudaStream_t, as
-  // AllGatherMatmulOptions::stream.
+  // CUDA device tensors (every combination; x2 other than int8 transposed is converted to
+  // that form in device scratch each call): the cudaStream_t, as AllGatherMatmulOptions::stream.
   void* stream = nullptr;
 };
 

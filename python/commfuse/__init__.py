@@ -27,9 +27,8 @@ Every operator also takes CUDA tensors (torch, or DLPack arrays on a CUDA device
 rank on one host, the tensors' device the current one (``torch.cuda.set_device``); the op
 runs on that GPU, queued on torch's current stream of the device (other DLPack arrays: the
 legacy default stream, and their results passed with ``out=``), and returns once queued;
-torch results are allocated on the device. Not on devices: HiFloat8 matmuls, the SPEC §6
-forms with x2 not transposed (``w.T`` of an (n, k) array), alltoall_quant_matmul other than
-A16W8 with transpose_x2, quantize / dequantize and the collectives.
+torch results are allocated on the device. Not on devices: quantize / dequantize and the
+collectives.
 
 Formats and their numpy representation:
 

@@ -3,7 +3,8 @@
 // all_gather_matmul (x2 plain and transposed, bias of x1's dtype or fp32, with and without
 // gather_out), matmul_reduce_scatter and matmul_all_reduce, in bf16, fp16 and fp32; and
 // quant_all_reduce / quant_reduce_scatter against the CPU kernel, bit for bit; alltoall_matmul
-// and alltoall_quant_matmul A16W8.
+// and alltoall_quant_matmul (A16W8, A16W4, A4W4; x2 int8 / int4, plain or transposed); SPEC
+// §6's A8W8 and HiF8 forms of the three matmul ops.
 //
 // The operands are multiples of 1/4 in [-2, 2], so every product and every partial sum is
 // exact in fp32: the result is the exact value rounded once to the output dtype whatever
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "check.hpp"
+#include "core/code_values.hpp"
 #include "kernels/cpu/dequant.hpp"
 #include "kernels/cpu/quant_per_token.hpp"
 #include "kernels/cuda/blaslt.hpp"
@@ -419,102 +421,210 @@ void quant_reduce_case(oc::DeviceContext& ctx, DType x_dtype, bool mx, DType out
   cudaFree(ds);
 }
 
+// This rank's permuted rows of an alltoall (SPEC §3) whose rank s holds x1_of(s), (bs, h):
+// permuted[i, s*h + c] = x1 of rank s, row rank*rows + i.
+template <typename T, typename X1Of>
+std::vector<T> permute(int rank, int size, int64_t rows, int64_t h, X1Of x1_of) {
+  const int64_t k = h * size;
+  std::vector<T> permuted(static_cast<size_t>(rows * k));
+  for (int s = 0; s < size; ++s) {
+    const std::vector<T> xs = x1_of(s);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t c = 0; c < h; ++c)
+        permuted[static_cast<size_t>(i * k + s * h + c)] =
+            xs[static_cast<size_t>((rank * rows + i) * h + c)];
+  }
+  return permuted;
+}
+
+// int4 values (SPEC §1): two per byte, element 2j in the low nibble.
+std::vector<uint8_t> pack_int4(const std::vector<int8_t>& v) {
+  std::vector<uint8_t> out(v.size() / 2);
+  for (size_t j = 0; j < out.size(); ++j)
+    out[j] = static_cast<uint8_t>((v[2 * j] & 0xF) | ((v[2 * j + 1] & 0xF) << 4));
+  return out;
+}
+
 // alltoall_matmul (exact operands, so bit for bit with the float64 reference; with and
-// without bias, x2 plain and transposed, all_to_all_out checked too) and alltoall_quant_matmul
-// A16W8 (x2 transposed, smooth scale, bias) against the CPU's quantizer and epilogue order.
-void alltoall_case(oc::DeviceContext& ctx, bool quantized, bool transposed, int bias) {
-  namespace cpu = commfuse::kernels::cpu;
+// without bias, x2 plain and transposed, all_to_all_out checked too).
+void alltoall_case(oc::DeviceContext& ctx, bool transposed, int bias) {
   const int rank = ctx.rank(), size = ctx.size();
   const int64_t rows = 3, bs = rows * size, h = 64, k = h * size, n = 24;
   const DType dt = DType::kBFloat16;
   auto x1_of = [&](int s) {
     return quarters(static_cast<size_t>(bs * h), 900u + static_cast<unsigned>(s));
   };
-  // x2 as stored: (k, n), or transposed (n, k); int8 values when quantized.
+  // x2 as stored: (k, n), or transposed (n, k).
   std::vector<float> x2f = quarters(static_cast<size_t>(k * n), 950u + static_cast<unsigned>(rank));
-  std::vector<int8_t> x2q(x2f.size());
-  for (size_t i = 0; i < x2q.size(); ++i) x2q[i] = static_cast<int8_t>(x2f[i] * 16);  // [-32, 32]
   auto x2_at = [&](int64_t kk, int64_t j) {
-    const size_t at = static_cast<size_t>(transposed ? j * k + kk : kk * n + j);
-    return quantized ? static_cast<double>(x2q[at]) : double{x2f[at]};
+    return double{x2f[static_cast<size_t>(transposed ? j * k + kk : kk * n + j)]};
+  };
+  const std::vector<float> bias_v = quarters(static_cast<size_t>(n), 970u);
+  const std::vector<float> permuted = permute<float>(rank, size, rows, h, x1_of);
+  std::vector<double> want(static_cast<size_t>(rows * n));
+  const DType bias_dtype = bias == 2 ? DType::kFloat32 : dt;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = bias != 0 ? bias_v[static_cast<size_t>(j)] : 0.0;
+      for (int64_t kk = 0; kk < k; ++kk)
+        acc += permuted[static_cast<size_t>(i * k + kk)] * x2_at(kk, j);
+      want[static_cast<size_t>(i * n + j)] = acc;
+    }
+  DeviceTensor x1(x1_of(rank), dt), x2(x2f, dt), bias_t(bias_v, bias_dtype),
+      out(static_cast<size_t>(rows * n), dt), a2a(static_cast<size_t>(rows * k), dt);
+  oc::DeviceAlltoAll a;
+  a.x1_dtype = a.out_dtype = dt;
+  a.bs = bs;
+  a.h = h;
+  a.n = n;
+  a.x1 = x1.p;
+  a.x2 = x2.p;
+  a.x2_transposed = transposed;
+  a.bias = bias != 0 ? bias_t.p : nullptr;
+  a.bias_dtype = bias_dtype;
+  a.out = out.p;
+  a.all_to_all_out = bias == 1 ? nullptr : a2a.p;  // bias 1: permuted rows in scratch
+  oc::alltoall_matmul(ctx, a, nullptr);
+  CHECK(out.download() == rounded(want, dt), "rank %d of %d: alltoall_matmul t=%d bias=%d differs",
+        rank, size, transposed, bias);
+  if (a.all_to_all_out != nullptr)
+    CHECK(a2a.download() == rounded(std::vector<double>(permuted.begin(), permuted.end()), dt),
+          "rank %d of %d: all_to_all_out differs", rank, size);
+}
+
+// alltoall_quant_matmul (SPEC §3) against the CPU's quantizer and epilogue order: A16W8 and
+// A16W4 (bf16 x1, dynamic per-token quantization with Q = 127 / 7, smooth scale unless
+// bias 1) and A4W4 (int4 x1 with per-token scales travelling with their rows, fp16 output,
+// one product per source segment summed in rank order); x2 int8 or int4, plain or
+// transposed (the schedule converts it to cuBLASLt's int8 TN form); all_to_all_out (A4W4:
+// packed int4) unless bias 1.
+enum class Combo { kA16W8, kA16W4, kA4W4 };
+void alltoall_quant_case(oc::DeviceContext& ctx, Combo combo, bool transposed, int bias) {
+  namespace cpu = commfuse::kernels::cpu;
+  const int rank = ctx.rank(), size = ctx.size();
+  const int64_t rows = 3, bs = rows * size, h = 64, k = h * size, n = 24;
+  const bool a4w4 = combo == Combo::kA4W4, w4 = combo != Combo::kA16W8;
+  const DType dt = DType::kBFloat16, out_dt = a4w4 ? DType::kFloat16 : dt;
+  const DType bias_dtype = bias == 2 ? DType::kFloat32 : dt;
+  auto x1_of = [&](int s) {  // A16: bf16 quarters
+    return quarters(static_cast<size_t>(bs * h), 900u + static_cast<unsigned>(s));
+  };
+  auto codes_of = [&](int s) {  // A4W4: int4 codes in [-8, 7]
+    std::mt19937 rng(910u + static_cast<unsigned>(s));
+    std::vector<int8_t> v(static_cast<size_t>(bs * h));
+    for (auto& c : v) c = static_cast<int8_t>(static_cast<int>(rng() % 16) - 8);
+    return v;
+  };
+  auto token_scales_of = [&](int s) {  // A4W4: per-token scales (bs,)
+    std::vector<float> v(static_cast<size_t>(bs));
+    for (int64_t i = 0; i < bs; ++i)
+      v[static_cast<size_t>(i)] = 0.03f * static_cast<float>(1 + (7 * s + 3 * i) % 11);
+    return v;
+  };
+  // x2 as stored, (k, n) or transposed (n, k): int8 in [-32, 32] or int4 in [-8, 7].
+  std::vector<int8_t> x2q(static_cast<size_t>(k * n));
+  {
+    std::mt19937 rng(950u + static_cast<unsigned>(rank));
+    for (auto& v : x2q)
+      v = static_cast<int8_t>(w4 ? static_cast<int>(rng() % 16) - 8
+                                 : static_cast<int>(rng() % 65) - 32);
+  }
+  auto x2_at = [&](int64_t kk, int64_t j) {
+    return int64_t{x2q[static_cast<size_t>(transposed ? j * k + kk : kk * n + j)]};
   };
   const std::vector<float> bias_v = quarters(static_cast<size_t>(n), 970u);
   const std::vector<float> smooth = quarters(static_cast<size_t>(k), 980u);
   std::vector<float> x2_scale(static_cast<size_t>(n));
   for (int64_t j = 0; j < n; ++j)
     x2_scale[static_cast<size_t>(j)] = 0.01f * static_cast<float>(j + 1);
+  const bool use_smooth = !a4w4 && bias != 1;
 
-  // This rank's permuted rows: permuted[i, s*h + c] = x1 of rank s, row rank*rows + i.
-  std::vector<float> permuted(static_cast<size_t>(rows * k));
-  for (int s = 0; s < size; ++s) {
-    const std::vector<float> xs = x1_of(s);
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t c = 0; c < h; ++c)
-        permuted[static_cast<size_t>(i * k + s * h + c)] =
-            xs[static_cast<size_t>((rank * rows + i) * h + c)];
-  }
-  std::vector<float> want(static_cast<size_t>(rows * n));
-  const DType bias_dtype = bias == 2 ? DType::kFloat32 : dt;
+  // The permuted codes and, per row, one scale per segment (A16: one segment, all of k).
+  const int segments = a4w4 ? size : 1;
+  const int64_t seg_k = a4w4 ? h : k;
+  std::vector<int8_t> q(static_cast<size_t>(rows * k));
+  std::vector<float> seg_scale(static_cast<size_t>(rows * segments));
+  const std::vector<float> permuted = permute<float>(rank, size, rows, h, x1_of);
+  const std::vector<int8_t> permuted_codes = permute<int8_t>(rank, size, rows, h, codes_of);
   for (int64_t i = 0; i < rows; ++i) {
-    if (!quantized) {
-      for (int64_t j = 0; j < n; ++j) {
-        double acc = bias != 0 ? bias_v[static_cast<size_t>(j)] : 0.0;
-        for (int64_t kk = 0; kk < k; ++kk)
-          acc += permuted[static_cast<size_t>(i * k + kk)] * x2_at(kk, j);
-        want[static_cast<size_t>(i * n + j)] = static_cast<float>(acc);  // exact
-      }
+    if (a4w4) {
+      for (int s = 0; s < size; ++s)
+        seg_scale[static_cast<size_t>(i * size + s)] =
+            token_scales_of(s)[static_cast<size_t>(rank * rows + i)];
       continue;
     }
     std::vector<float> v(permuted.begin() + i * k, permuted.begin() + (i + 1) * k);
-    for (int64_t c = 0; c < k; ++c) v[static_cast<size_t>(c)] *= smooth[static_cast<size_t>(c)];
-    std::vector<int8_t> q(static_cast<size_t>(k));
-    const float s = cpu::quantize_row_per_token(v.data(), static_cast<size_t>(k), 127, q.data());
+    if (use_smooth)
+      for (int64_t c = 0; c < k; ++c) v[static_cast<size_t>(c)] *= smooth[static_cast<size_t>(c)];
+    seg_scale[static_cast<size_t>(i)] = cpu::quantize_row_per_token(
+        v.data(), static_cast<size_t>(k), w4 ? 7 : 127, q.data() + i * k);
+  }
+  if (a4w4) q = permuted_codes;
+  std::vector<float> want(static_cast<size_t>(rows * n));
+  for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < n; ++j) {
-      int64_t acc = 0;
-      for (int64_t kk = 0; kk < k; ++kk)
-        acc += int64_t{q[static_cast<size_t>(kk)]} * static_cast<int64_t>(x2_at(kk, j));
-      volatile float y =
-          static_cast<float>(static_cast<int32_t>(acc)) * x2_scale[static_cast<size_t>(j)];
-      y = y * s;
+      volatile float y = 0.f;
+      for (int s = 0; s < segments; ++s) {
+        int64_t acc = 0;
+        for (int64_t c = s * seg_k; c < (s + 1) * seg_k; ++c)
+          acc += int64_t{q[static_cast<size_t>(i * k + c)]} * x2_at(c, j);
+        const float sc = seg_scale[static_cast<size_t>(i * segments + s)];
+        const float sb = x2_scale[static_cast<size_t>(j)];
+        volatile float t = static_cast<float>(static_cast<int32_t>(acc));
+        if (a4w4) {  // (acc * s_s) * x2_scale, summed in rank order
+          t = t * sc;
+          t = t * sb;
+          y = s == 0 ? float{t} : y + t;
+        } else {  // (acc * x2_scale) * s
+          t = t * sb;
+          y = t * sc;
+        }
+      }
       if (bias != 0) y = y + bias_v[static_cast<size_t>(j)];
       want[static_cast<size_t>(i * n + j)] = y;
     }
-  }
-  std::vector<uint8_t> want_bytes(commfuse::dtype_storage_bytes(dt, want.size()));
-  commfuse::convert(want.data(), DType::kFloat32, want_bytes.data(), dt, want.size());
+  std::vector<uint8_t> want_bytes(commfuse::dtype_storage_bytes(out_dt, want.size()));
+  commfuse::convert(want.data(), DType::kFloat32, want_bytes.data(), out_dt, want.size());
 
   DeviceTensor x1(x1_of(rank), dt), bias_t(bias_v, bias_dtype), smooth_t(smooth, dt),
-      scale_t(x2_scale, DType::kFloat32), out(static_cast<size_t>(rows * n), dt),
-      a2a(static_cast<size_t>(rows * k), dt);
-  const size_t x2_bytes = quantized ? x2q.size() : commfuse::dtype_storage_bytes(dt, x2f.size());
-  std::vector<uint8_t> x2_host(x2_bytes);
-  if (quantized)
-    std::memcpy(x2_host.data(), x2q.data(), x2_bytes);
-  else
-    commfuse::convert(x2f.data(), DType::kFloat32, x2_host.data(), dt, x2f.size());
-  void* x2 = upload(x2_host.data(), x2_bytes);
+      scale_t(x2_scale, DType::kFloat32), out(static_cast<size_t>(rows * n), out_dt),
+      a2a(static_cast<size_t>(rows * k), dt), tokens_t(token_scales_of(rank), DType::kFloat32);
+  const std::vector<uint8_t> x1_packed = pack_int4(codes_of(rank)), x2_packed = pack_int4(x2q);
+  void* x1_4 = upload(x1_packed.data(), x1_packed.size());
+  void* x2 = w4 ? upload(x2_packed.data(), x2_packed.size()) : upload(x2q.data(), x2q.size());
   oc::DeviceAlltoAll a;
-  a.x1_dtype = dt;
+  a.x1_dtype = a4w4 ? DType::kInt4 : dt;
   a.bs = bs;
   a.h = h;
   a.n = n;
-  a.x1 = x1.p;
+  a.x1 = a4w4 ? x1_4 : x1.p;
   a.x2 = x2;
   a.x2_transposed = transposed;
   a.bias = bias != 0 ? bias_t.p : nullptr;
   a.bias_dtype = bias_dtype;
+  a.out_dtype = out_dt;
   a.out = out.p;
-  a.all_to_all_out = bias == 1 ? nullptr : a2a.p;  // bias 1: permuted rows in scratch
-  a.quantized = quantized;
+  a.all_to_all_out = bias == 1 ? nullptr : a2a.p;
+  a.quantized = true;
+  a.b_dtype = w4 ? DType::kInt4 : DType::kInt8;
   a.x2_scale = static_cast<const float*>(scale_t.p);
-  a.smooth = quantized ? smooth_t.p : nullptr;
+  a.smooth = use_smooth ? smooth_t.p : nullptr;
+  a.token_scale = a4w4 ? static_cast<const float*>(tokens_t.p) : nullptr;
   oc::alltoall_matmul(ctx, a, nullptr);
-  CHECK(out.download() == want_bytes, "rank %d of %d: alltoall%s_matmul t=%d bias=%d differs", rank,
-        size, quantized ? "_quant" : "", transposed, bias);
-  std::vector<uint8_t> permuted_bytes(commfuse::dtype_storage_bytes(dt, permuted.size()));
-  commfuse::convert(permuted.data(), DType::kFloat32, permuted_bytes.data(), dt, permuted.size());
-  if (a.all_to_all_out != nullptr)
-    CHECK(a2a.download() == permuted_bytes, "rank %d of %d: all_to_all_out differs", rank, size);
+  const char* names[] = {"A16W8", "A16W4", "A4W4"};
+  CHECK(out.download() == want_bytes,
+        "rank %d of %d: alltoall_quant_matmul %s t=%d bias=%d differs", rank, size,
+        names[static_cast<int>(combo)], transposed, bias);
+  if (a.all_to_all_out != nullptr) {
+    std::vector<uint8_t> got = a2a.download();
+    const std::vector<uint8_t> want_a2a =
+        a4w4 ? pack_int4(permuted_codes)
+             : rounded(std::vector<double>(permuted.begin(), permuted.end()), dt);
+    got.resize(want_a2a.size());
+    CHECK(got == want_a2a, "rank %d of %d: %s all_to_all_out differs", rank, size,
+          names[static_cast<int>(combo)]);
+  }
+  cudaFree(x1_4);
   cudaFree(x2);
 }
 
@@ -524,15 +634,25 @@ void alltoall_case(oc::DeviceContext& ctx, bool quantized, bool transposed, int 
 // against the CPU's order of operations: y = f32(acc (+ int bias)) * (sa * sb) (+ bias).
 // form: the x1 scales' form on every rank (0 per token, 1 per tensor, 2 absent), or 3: each
 // rank its own (rank % 3), as ranks may pass them.
-void a8w8_case(oc::DeviceContext& ctx, int bias,
-               int form) {  // bias: 0 none, 1 int32, 2 fp32, 3 bf16
+// code: int8 (A8W8) or hifloat8 (HiF8: quarters in [-2, 2], exact in HiF8, so every product
+// and sum is exact in fp32 whatever order the bf16 GEMM sums in); x2 stored (n, k)
+// (transposed) or (k, n).
+void a8w8_case(oc::DeviceContext& ctx, int bias, int form,  // bias: 0 none, 1 int32, 2 fp32, 3 bf16
+               DType code = DType::kInt8, bool transposed = true) {
   const int rank = ctx.rank(), size = ctx.size();
   const int64_t m = 3, k = 96, n = 16;
   const DType out_dtype = DType::kBFloat16;
-  auto codes = [](size_t count, unsigned seed) {
+  const char* mode = code == DType::kInt8 ? "A8W8" : "HiF8";
+  const float* value = commfuse::code_values(code);  // code byte -> value (the CPU's table)
+  auto codes = [&](size_t count, unsigned seed) {
     std::mt19937 rng(seed);
     std::vector<int8_t> v(count);
-    for (auto& x : v) x = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+    if (code == DType::kInt8) {
+      for (auto& x : v) x = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+    } else {
+      const std::vector<float> q = quarters(count, seed);
+      commfuse::convert(q.data(), DType::kFloat32, v.data(), code, count);
+    }
     return v;
   };
   auto scales = [](size_t count, unsigned seed) {
@@ -557,18 +677,24 @@ void a8w8_case(oc::DeviceContext& ctx, int bias,
   std::vector<int32_t> bias_i(static_cast<size_t>(n));
   for (int64_t j = 0; j < n; ++j)
     bias_i[static_cast<size_t>(j)] = static_cast<int32_t>(j * 37 - 300);
-  // acc of x1 rows of rank s times x2 of rank w (stored (n, k)).
+  // acc of x1 rows of rank s times x2 of rank w (logically (n, k)): exact in a double.
   auto acc = [&](const std::vector<int8_t>& x1, const std::vector<int8_t>& x2, int64_t i,
                  int64_t j) {
-    int64_t a = 0;
+    double a = 0;
     for (int64_t kk = 0; kk < k; ++kk)
-      a += int64_t{x1[static_cast<size_t>(i * k + kk)]} * x2[static_cast<size_t>(j * k + kk)];
+      a += double{value[static_cast<uint8_t>(x1[static_cast<size_t>(i * k + kk)])]} *
+           value[static_cast<uint8_t>(x2[static_cast<size_t>(j * k + kk)])];
     return a;
   };
   const std::vector<int8_t> x1 = x1_of(rank), x2 = x2_of(rank);
+  std::vector<int8_t> x2_stored = x2;  // (n, k), or (k, n) when not transposed
+  if (!transposed)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t kk = 0; kk < k; ++kk)
+        x2_stored[static_cast<size_t>(kk * n + j)] = x2[static_cast<size_t>(j * k + kk)];
   const std::vector<float> sa = sa_of(rank), sb = sb_of(rank);
   void* dx1 = upload(x1.data(), x1.size());
-  void* dx2 = upload(x2.data(), x2.size());
+  void* dx2 = upload(x2_stored.data(), x2_stored.size());
   void* dsa = upload(sa.data(), sa.size() * 4);
   void* dsb = upload(sb.data(), sb.size() * 4);
   std::vector<uint8_t> bias_bf(commfuse::dtype_storage_bytes(DType::kBFloat16, bias_f.size()));
@@ -578,14 +704,14 @@ void a8w8_case(oc::DeviceContext& ctx, int bias,
                 : bias == 2 ? upload(bias_f.data(), bias_f.size() * 4)
                             : upload(bias_bf.data(), bias_bf.size());
   oc::DeviceMatmul a;
-  a.dtype = DType::kInt8;
+  a.dtype = code;
   a.m = m, a.k = k, a.n = n;
   a.x1 = dx1;
   a.x2 = dx2;
-  a.ld_x2 = k;
-  a.x2_transposed = true;
+  a.ld_x2 = transposed ? k : n;
+  a.x2_transposed = transposed;
   a.quantized = true;
-  a.b_dtype = DType::kInt8;
+  a.b_dtype = code;
   a.out_dtype = out_dtype;
   auto form_of = [&](int s) { return form == 3 ? s % 3 : form; };
   // Rank s's scale of row i as the op defines it: per token, per tensor (the first), or 1.
@@ -594,7 +720,7 @@ void a8w8_case(oc::DeviceContext& ctx, int bias,
   };
   a.x1_scale = form_of(rank) == 2 ? nullptr : static_cast<const float*>(dsa);
   a.x1_per_token = form_of(rank) == 0;
-  DeviceTensor gathered(static_cast<size_t>(m * size * k), DType::kInt8);
+  DeviceTensor gathered(static_cast<size_t>(m * size * k), DType::kInt8);  // the codes' bytes
   a.x2_scale = static_cast<const float*>(dsb);
   a.x2_per_channel = true;
   a.bias = bias == 0 || bias == 1 ? nullptr : dbias;
@@ -611,7 +737,7 @@ void a8w8_case(oc::DeviceContext& ctx, int bias,
     const std::vector<float> ss = sa_of(s);
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
-        const int64_t sum = acc(xs, x2, i, j) + (bias == 1 ? bias_i[static_cast<size_t>(j)] : 0);
+        const double sum = acc(xs, x2, i, j) + (bias == 1 ? bias_i[static_cast<size_t>(j)] : 0);
         volatile float scale = scale_of(s, ss, i) * sb[static_cast<size_t>(j)];
         volatile float y = static_cast<float>(sum) * scale;
         if (bias >= 2) y = y + bias_f[static_cast<size_t>(j)];  // bf16 bias: quarters, exact
@@ -620,14 +746,15 @@ void a8w8_case(oc::DeviceContext& ctx, int bias,
   }
   std::vector<uint8_t> want_bytes(commfuse::dtype_storage_bytes(out_dtype, want.size()));
   commfuse::convert(want.data(), DType::kFloat32, want_bytes.data(), out_dtype, want.size());
-  CHECK(out.download() == want_bytes, "rank %d of %d: A8W8 all_gather_matmul bias=%d differs", rank,
-        size, bias);
+  CHECK(out.download() == want_bytes, "rank %d of %d: %s all_gather_matmul t=%d bias=%d differs",
+        rank, size, mode, transposed, bias);
   std::vector<uint8_t> want_gathered;
   for (int s = 0; s < size; ++s) {
     const std::vector<int8_t> xs = x1_of(s);
     want_gathered.insert(want_gathered.end(), xs.begin(), xs.end());
   }
-  CHECK(gathered.download() == want_gathered, "rank %d of %d: A8W8 gather_out differs", rank, size);
+  CHECK(gathered.download() == want_gathered, "rank %d of %d: %s gather_out differs", rank, size,
+        mode);
 
   // matmul_all_reduce / matmul_reduce_scatter (float biases only, SPEC §6)
   if (bias != 1) {
@@ -669,13 +796,13 @@ void a8w8_case(oc::DeviceContext& ctx, int bias,
     std::vector<uint8_t> sum_bytes(commfuse::dtype_storage_bytes(out_dtype, sum.size()));
     commfuse::convert(sum.data(), DType::kFloat32, sum_bytes.data(), out_dtype, sum.size());
     const std::vector<uint8_t> got = all.download();
-    CHECK(got == sum_bytes, "rank %d of %d: A8W8 matmul_all_reduce bias=%d differs", rank, size,
-          bias);
+    CHECK(got == sum_bytes, "rank %d of %d: %s matmul_all_reduce t=%d bias=%d differs", rank, size,
+          mode, transposed, bias);
     const size_t bb = mine.bytes;
     CHECK(mine.download() ==
               std::vector<uint8_t>(got.begin() + static_cast<ptrdiff_t>(bb * rank),
                                    got.begin() + static_cast<ptrdiff_t>(bb * (rank + 1))),
-          "rank %d of %d: A8W8 matmul_reduce_scatter's rows differ", rank, size);
+          "rank %d of %d: %s matmul_reduce_scatter's rows differ", rank, size, mode);
     cudaFree(drx1);
     cudaFree(drsa);
   }
@@ -760,10 +887,18 @@ int run_rank(cudatest::Meeting& meeting, int rank, int size) {
       quant_reduce_case(ctx, DType::kFloat8E4M3FN, true, out);
     }
     for (const bool transposed : {false, true})
-      for (const int bias : {0, 1, 2}) alltoall_case(ctx, false, transposed, bias);
-    for (const int bias : {0, 1, 2}) alltoall_case(ctx, true, true, bias);
+      for (const int bias : {0, 1, 2}) alltoall_case(ctx, transposed, bias);
+    for (const Combo combo : {Combo::kA16W8, Combo::kA16W4, Combo::kA4W4})
+      for (const bool transposed : {true, false})
+        for (const int bias : {0, 1, 2}) alltoall_quant_case(ctx, combo, transposed, bias);
     for (const int bias : {0, 1, 2, 3}) a8w8_case(ctx, bias, 0);
     for (const int form : {1, 2, 3}) a8w8_case(ctx, 2, form);
+    // HiF8 (SPEC §6: x1 scale per tensor or absent, float biases): widened to bf16 on the GPU.
+    for (const bool transposed : {true, false})
+      for (const int bias : {0, 2, 3}) a8w8_case(ctx, bias, 1, DType::kHiFloat8, transposed);
+    a8w8_case(ctx, 2, 2, DType::kHiFloat8, false);
+    a8w8_case(ctx, 1, 0, DType::kInt8, false);  // A8W8 x2 (k, n): transposed in scratch
+    a8w8_case(ctx, 3, 3, DType::kInt8, false);
     order_and_precision_case(ctx);
     rejected_call_case(ctx, reject_next);
     pipelined_case(ctx);

@@ -1,7 +1,8 @@
 // The operators on CUDA device tensors through the public C++ API (issue 17's "CPU test
 // matrix rerun on CUDA"): every op run once on host buffers and once on device copies of the
 // same operands, the results compared bit for bit — SPEC §6 A8W8 (exact int32 sums), the
-// quantized reductions and the alltoall A16W8 path are the CPU's bits by construction; the float
+// quantized reductions and the alltoall A16W8 / A16W4 / A4W4 paths are the CPU's bits by
+// construction; the float
 // ops get operands whose products and sums are exact (multiples of 1/4), so any accumulation order
 // gives the same bits. Where no CUDA device is usable (or this build has no CUDA), every rank exits
 // 77 before any communication: ctest reports the test skipped.
@@ -57,10 +58,15 @@ struct Buf {
   }
 };
 
-// count values, multiples of 1/4 in [-2, 2] (or small ints for int8), as dtype's bytes.
+// count values, multiples of 1/4 in [-2, 2] (or small ints for int8; any int4), as dtype's
+// bytes.
 std::vector<uint8_t> values(size_t count, DType t, unsigned seed) {
   std::mt19937 rng(seed);
   std::vector<uint8_t> out(commfuse::dtype_storage_bytes(t, count));
+  if (t == DType::kInt4) {
+    for (auto& b : out) b = static_cast<uint8_t>(rng());
+    return out;
+  }
   if (t == DType::kInt8) {
     for (auto& b : out)
       b = static_cast<uint8_t>(static_cast<int8_t>(static_cast<int>(rng() % 65) - 32));
@@ -205,6 +211,38 @@ int case_device_numerics(commfuse::Comm& comm) {
     commfuse::alltoall_quant_matmul(x1.d(bf, {bs, h}), w8.d(DType::kInt8, {n, kk}),
                                     scale.d(DType::kFloat32, {n}), g, qout.d(bf, {2, n}), {}, q);
     same("alltoall_quant_matmul A16W8", r, qout);
+  }
+  {  // alltoall_quant_matmul A16W8 with x2 (R*H, N), A16W4, A4W4 (x2 transposed, fp16 out)
+    const int64_t bs = 2 * R, h = 32, kk = h * R;
+    const DType f16 = DType::kFloat16, i4 = DType::kInt4, i8 = DType::kInt8;
+    Buf x1(values(bs * h, bf, s + 13)), x1q(values(bs * h, i4, s + 14)),
+        tokens(values(bs, DType::kFloat32, s + 15)), w8(values(kk * n, i8, s + 16)),
+        w4(values(kk * n, i4, s + 17)), scale(values(n, DType::kFloat32, 18)),
+        bias(values(n, DType::kFloat32, 19));
+    Buf o8(commfuse::dtype_storage_bytes(bf, 2 * n)), o4(commfuse::dtype_storage_bytes(bf, 2 * n)),
+        o44(commfuse::dtype_storage_bytes(f16, 2 * n)),
+        a2a(commfuse::dtype_storage_bytes(i4, 2 * kk));
+    for (const bool dev : {false, true}) {
+      auto v = [&](Buf& b, DType t, std::initializer_list<int64_t> shape) {
+        return dev ? b.d(t, shape) : b.h(t, shape);
+      };
+      commfuse::AlltoAllQuantMatmulOptions q;
+      q.bias = v(bias, DType::kFloat32, {n});
+      commfuse::alltoall_quant_matmul(v(x1, bf, {bs, h}), v(w8, i8, {kk, n}),
+                                      v(scale, DType::kFloat32, {n}), g, v(o8, bf, {2, n}), {}, q);
+      commfuse::alltoall_quant_matmul(v(x1, bf, {bs, h}), v(w4, i4, {kk, n}),
+                                      v(scale, DType::kFloat32, {n}), g, v(o4, bf, {2, n}), {}, q);
+      q.transpose_x2 = true;
+      q.x1_quant_mode = 3;
+      q.x1_scale = v(tokens, DType::kFloat32, {bs});
+      commfuse::alltoall_quant_matmul(v(x1q, i4, {bs, h}), v(w4, i4, {n, kk}),
+                                      v(scale, DType::kFloat32, {n}), g, v(o44, f16, {2, n}),
+                                      v(a2a, i4, {2, kk}), q);
+    }
+    same("alltoall_quant_matmul A16W8 x2 (R*H, N)", r, o8);
+    same("alltoall_quant_matmul A16W4", r, o4);
+    same("alltoall_quant_matmul A4W4", r, o44);
+    same("alltoall_quant_matmul A4W4 all_to_all_out", r, a2a);
   }
   return 0;
 }

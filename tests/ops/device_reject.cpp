@@ -2,8 +2,9 @@
 //  - every tensor of a call on one device: a tensor elsewhere, or a device that does not
 //    exist, is PARAM_INVALID naming the tensor;
 //  - quantize, which the CUDA backend does not run, rejects device tensors as "not
-//    supported", and so does alltoall_quant_matmul A16W8 with x2 not transposed;
-//  - all_gather_matmul, matmul_reduce_scatter, matmul_all_reduce, alltoall_matmul (and
+//    supported";
+//  - all_gather_matmul, matmul_reduce_scatter, matmul_all_reduce, alltoall_matmul,
+//    alltoall_quant_matmul (A16W8 with x2 not transposed, A16W4, A4W4), SPEC §6 HiF8 (and
 //    quant_all_reduce, which needs no cuBLASLt) given tensors labeled
 //    cuda:0 answer as this build and machine can: PARAM_INVALID "not supported" in a build
 //    without CUDA, RUNTIME_ERROR "no usable CUDA device" without a GPU (or "cuBLASLt cannot
@@ -188,37 +189,68 @@ int case_device_reject(commfuse::Comm& comm) {
                               on(TensorView(x2.data(), DType::kFloat32, {kK * R, kN}), kCuda0), g,
                               on(TensorView(out.data(), DType::kFloat32, {1, kN}), kCuda0));
   });
-  // A16W8 on a device needs x2 transposed (cuBLASLt's int8 GEMM): refused before the device
-  // checks in a CUDA build.
+  // alltoall_quant_matmul: every combination and x2 layout reaches the device checks (x2 is
+  // converted to cuBLASLt's int8 TN form on the device).
   std::vector<uint16_t> a1(static_cast<size_t>(R * kK));
   std::vector<int8_t> w8(static_cast<size_t>(kK * R * kN));
-  std::vector<float> w_scale(kN, 1.f);
+  std::vector<uint8_t> w4(static_cast<size_t>(kK * R * kN / 2)),
+      a4(static_cast<size_t>(R * kK / 2));
+  std::vector<float> w_scale(kN, 1.f), a4_scale(static_cast<size_t>(R), 1.f);
   std::vector<uint16_t> a_out(kN);
-  expect_error("alltoall_quant_matmul A16W8 x2 not transposed on cuda:0", inv,
-               {"alltoall_quant_matmul", built ? "needs x2 transposed" : "built without CUDA"},
-               [&] {
+  const TensorView x2_scale_d = on(TensorView(w_scale.data(), DType::kFloat32, {kN}), kCuda0);
+  const TensorView a_out_d = on(TensorView(a_out.data(), DType::kBFloat16, {1, kN}), kCuda0);
+  expect_error("alltoall_quant_matmul A16W8 x2 not transposed on cuda:0", want,
+               {"alltoall_quant_matmul", needle}, [&] {
                  commfuse::alltoall_quant_matmul(
                      on(TensorView(a1.data(), DType::kBFloat16, {R, kK}), kCuda0),
-                     on(TensorView(w8.data(), DType::kInt8, {kK * R, kN}), kCuda0),
-                     on(TensorView(w_scale.data(), DType::kFloat32, {kN}), kCuda0), g,
-                     on(TensorView(a_out.data(), DType::kBFloat16, {1, kN}), kCuda0));
+                     on(TensorView(w8.data(), DType::kInt8, {kK * R, kN}), kCuda0), x2_scale_d, g,
+                     a_out_d);
                });
-  // SPEC §6 A8W8 on a device needs x2 transposed (cuBLASLt's int8 GEMM): refused before the
-  // device checks in a CUDA build.
+  expect_error(
+      "alltoall_quant_matmul A16W4 on cuda:0", want, {"alltoall_quant_matmul", needle}, [&] {
+        commfuse::alltoall_quant_matmul(
+            on(TensorView(a1.data(), DType::kBFloat16, {R, kK}), kCuda0),
+            on(TensorView(w4.data(), DType::kInt4, {kK * R, kN}), kCuda0), x2_scale_d, g, a_out_d);
+      });
+  expect_error("alltoall_quant_matmul A4W4 on cuda:0", want, {"alltoall_quant_matmul", needle},
+               [&] {
+                 commfuse::AlltoAllQuantMatmulOptions o;
+                 o.x1_quant_mode = 3;
+                 o.x1_scale = on(TensorView(a4_scale.data(), DType::kFloat32, {R}), kCuda0);
+                 commfuse::alltoall_quant_matmul(
+                     on(TensorView(a4.data(), DType::kInt4, {R, kK}), kCuda0),
+                     on(TensorView(w4.data(), DType::kInt4, {kK * R, kN}), kCuda0), x2_scale_d, g,
+                     a_out_d, TensorView(), o);
+               });
+  // SPEC §6 A8W8 with x2 (k, n) on a device (transposed in device scratch for cuBLASLt's
+  // int8 GEMM) reaches the device checks.
   std::vector<int8_t> q1(static_cast<size_t>(kM * kK)), q2(static_cast<size_t>(kK * kN));
   std::vector<float> q2s(kN, 1.f);
   std::vector<uint16_t> qo(static_cast<size_t>(kM * R * kN));
-  expect_error(
-      "A8W8 all_gather_matmul x2 not transposed on cuda:0", inv,
-      {"all_gather_matmul", built ? "needs x2 as a transposed view" : "built without CUDA"}, [&] {
-        commfuse::AllGatherMatmulOptions o;
-        o.x2_scale = on(TensorView(q2s.data(), DType::kFloat32, {kN}), kCuda0);
-        o.gather_output = false;
-        commfuse::all_gather_matmul(
-            on(TensorView(q1.data(), DType::kInt8, {kM, kK}), kCuda0),
-            on(TensorView(q2.data(), DType::kInt8, {kK, kN}), kCuda0), g, R,
-            on(TensorView(qo.data(), DType::kBFloat16, {kM * R, kN}), kCuda0), TensorView(), o);
-      });
+  expect_error("A8W8 all_gather_matmul x2 not transposed on cuda:0", want,
+               {"all_gather_matmul", needle}, [&] {
+                 commfuse::AllGatherMatmulOptions o;
+                 o.x2_scale = on(TensorView(q2s.data(), DType::kFloat32, {kN}), kCuda0);
+                 o.gather_output = false;
+                 commfuse::all_gather_matmul(
+                     on(TensorView(q1.data(), DType::kInt8, {kM, kK}), kCuda0),
+                     on(TensorView(q2.data(), DType::kInt8, {kK, kN}), kCuda0), g, R,
+                     on(TensorView(qo.data(), DType::kBFloat16, {kM * R, kN}), kCuda0),
+                     TensorView(), o);
+               });
+  // SPEC §6 HiF8 on a device (its codes widened to bf16 for cuBLASLt) reaches the device checks.
+  std::vector<uint8_t> h1(static_cast<size_t>(kM * kK)), h2(static_cast<size_t>(kK * kN));
+  std::vector<float> h1s(1, 1.f);
+  expect_error("HiF8 all_gather_matmul on cuda:0", want, {"all_gather_matmul", needle}, [&] {
+    commfuse::AllGatherMatmulOptions o;
+    o.x1_scale = on(TensorView(h1s.data(), DType::kFloat32, {1}), kCuda0);
+    o.x2_scale = on(TensorView(q2s.data(), DType::kFloat32, {kN}), kCuda0);
+    o.gather_output = false;
+    commfuse::all_gather_matmul(on(TensorView(h1.data(), DType::kHiFloat8, {kM, kK}), kCuda0),
+                                on(TensorView(h2.data(), DType::kHiFloat8, {kK, kN}), kCuda0), g, R,
+                                on(TensorView(qo.data(), DType::kBFloat16, {kM * R, kN}), kCuda0),
+                                TensorView(), o);
+  });
   good_call(comm);
   c_api_cases(comm, want == inv ? COMMFUSE_PARAM_INVALID : COMMFUSE_RUNTIME_ERROR, needle);
   // A host plan ignores Plan::execute's stream (the device plans' per-call stream).

@@ -104,7 +104,7 @@ struct Pointer {
   const void* p;
   DType dtype;  // its elements: the pointer must be aligned to them (kernels read them whole)
 };
-void check_device_call(const OpContext& ctx, Device d, bool quantized, bool gemm,
+void check_device_call(const OpContext& ctx, Device d, bool gemm,
                        std::initializer_list<Pointer> pointers) {
   kernels::cuda::require_device(ctx.op());  // RUNTIME_ERROR without a usable device
   const std::string why = gemm ? kernels::cuda::blaslt_unavailable() : std::string();
@@ -120,10 +120,6 @@ void check_device_call(const OpContext& ctx, Device d, bool quantized, bool gemm
     ctx.invalid("the tensors are on cuda:", d.index,
                 " but this communicator's device calls use cuda:", dc->device(),
                 " (one device per communicator and rank)");
-  if (quantized)  // the SPEC §6 forms cuBLASLt has no GEMM for (the callers' own rules first)
-    ctx.invalid(
-        "HiFloat8 operands (SPEC §6) on CUDA devices: not supported (cuBLASLt has no "
-        "HiFloat8 GEMM; A8W8 and FP8 are supported)");
   if (ctx.comm().local_ranks() != ctx.world_size())
     ctx.invalid(
         "device tensors need every rank on one host (CUDA IPC); ranks on several hosts: "
@@ -146,14 +142,6 @@ void check_device_call(const OpContext& ctx, Device d, bool quantized, bool gemm
                       ? detail::cat("on cuda:", a.device)
                       : std::string("host memory"));
   }
-}
-
-// SPEC §6 on a device: cuBLASLt's int8 and fp8 GEMMs take x2 transposed only (TN).
-void check_quantized_layout(const OpContext& ctx, const QuantScales& q, const WeightLayout& x2) {
-  if (q.quantized() && q.mode != QuantMatmulMode::kHiF8 && !x2.transposed)
-    ctx.invalid(quant_matmul_mode_name(q.mode),
-                " on CUDA devices needs x2 as a transposed view of an (n, k) buffer: cuBLASLt's "
-                "int8 and fp8 GEMMs take that layout only");
 }
 
 DeviceMatmul operands(const auto& p) {
@@ -303,8 +291,20 @@ DeviceAlltoAll alltoall_operands(DType x1_dtype, const auto& p) {
   a.x2_transposed = p.x2_transposed;
   a.bias = p.bias.data;
   a.bias_dtype = p.bias.dtype;
+  a.out_dtype = x1_dtype;
   a.out = p.output;
   a.all_to_all_out = p.all_to_all_out;
+  return a;
+}
+
+DeviceAlltoAll quant_alltoall_operands(const AlltoAllQuantMatmulProblem& p) {
+  DeviceAlltoAll a = alltoall_operands(p.x1_dtype, p);
+  a.quantized = true;
+  a.b_dtype = p.combo == QuantCombo::kA16W8 ? DType::kInt8 : DType::kInt4;
+  a.out_dtype = p.out_dtype;
+  a.x2_scale = p.x2_scale;
+  a.smooth = p.smooth;
+  a.token_scale = p.token_scale;
   return a;
 }
 
@@ -316,10 +316,7 @@ void run_schedule(const AlltoAllDevicePlan& d, comm::CommImpl& c, void*, void* s
 
 void run_schedule(const AlltoAllQuantDevicePlan& d, comm::CommImpl& c, void*, void* stream) {
   DeviceContext& ctx = context_of(kAlltoAllQuantMatmulOp, c, d.problem.device);
-  DeviceAlltoAll a = alltoall_operands(d.problem.x1_dtype, d.problem);
-  a.quantized = true;
-  a.x2_scale = d.problem.x2_scale;
-  a.smooth = d.problem.smooth;
+  const DeviceAlltoAll a = quant_alltoall_operands(d.problem);
   run_call(c, ctx, [&] { alltoall_matmul(ctx, a, stream); });
 }
 
@@ -327,8 +324,7 @@ void run_schedule(const AlltoAllQuantDevicePlan& d, comm::CommImpl& c, void*, vo
 // pointer (`extra`: all_gather_matmul's gather_out) and the GEMM the schedule will issue.
 template <typename Problem>
 void check_matmul_call(const OpContext& ctx, const Problem& p, Pointer extra) {
-  check_quantized_layout(ctx, p.quant, p.x2);
-  check_device_call(ctx, p.device, p.quant.mode == QuantMatmulMode::kHiF8, /*gemm=*/true,
+  check_device_call(ctx, p.device, /*gemm=*/true,
                     {{"x1", p.x1, p.dtype},
                      {"x2", p.x2.data, p.quant.quantized() ? p.quant.b_dtype : p.dtype},
                      {"x1_scale", p.quant.x1_scale, DType::kFloat32},
@@ -368,7 +364,7 @@ std::unique_ptr<PlanImpl> plan_matmul_reduce(const char* op, MatmulReduceProblem
 std::unique_ptr<PlanImpl> plan_quant_reduce(const char* op, QuantReduceProblem p, bool all_reduce) {
   const OpContext ctx(op, p.group);
   // The codes and scales are copied byte for byte into the heap: no alignment needed.
-  check_device_call(ctx, p.device, /*quantized=*/false, /*gemm=*/false,
+  check_device_call(ctx, p.device, /*gemm=*/false,
                     {{"x", p.x, DType::kUInt8},
                      {"scales", p.scales, DType::kUInt8},
                      {"output", p.output, p.out_dtype}});
@@ -382,7 +378,7 @@ std::unique_ptr<PlanImpl> plan_quant_reduce(const char* op, QuantReduceProblem p
 
 std::unique_ptr<PlanImpl> plan_alltoall_matmul(AlltoAllMatmulProblem p, void* stream) {
   const OpContext ctx(kAlltoAllMatmulOp, p.group);
-  check_device_call(ctx, p.device, /*quantized=*/false, /*gemm=*/true,
+  check_device_call(ctx, p.device, /*gemm=*/true,
                     {{"x1", p.x1, p.dtype},
                      {"x2", p.x2, p.dtype},
                      {"bias", p.bias.data, p.bias.dtype},
@@ -401,23 +397,16 @@ std::unique_ptr<PlanImpl> plan_alltoall_matmul(AlltoAllMatmulProblem p, void* st
 
 std::unique_ptr<PlanImpl> plan_alltoall_quant_matmul(AlltoAllQuantMatmulProblem p, void* stream) {
   const OpContext ctx(kAlltoAllQuantMatmulOp, p.group);
-  if (p.combo != QuantCombo::kA16W8)
-    ctx.invalid(combo_name(p.combo),
-                " on CUDA devices: not supported yet (A16W8 is; cuBLASLt has no int4 GEMM)");
-  if (!p.x2_transposed)
-    ctx.invalid(
-        "A16W8 on CUDA devices needs x2 transposed, (N, R*H) with transpose_x2: "
-        "cuBLASLt's int8 GEMM takes that layout only");
-  check_device_call(ctx, p.device, /*quantized=*/false, /*gemm=*/true,
+  const DeviceAlltoAll a = quant_alltoall_operands(p);
+  check_device_call(ctx, p.device, /*gemm=*/true,
                     {{"x1", p.x1, p.x1_dtype},
-                     {"x2", p.x2, DType::kInt8},
+                     {"x2", p.x2, a.b_dtype},
                      {"x2_scale", p.x2_scale, DType::kFloat32},
                      {"smooth scale (x1ScaleOptional)", p.smooth, p.x1_dtype},
+                     {"token scale (x1ScaleOptional)", p.token_scale, DType::kFloat32},
                      {"bias", p.bias.data, p.bias.dtype},
                      {"output", p.output, p.out_dtype},
                      {"all_to_all_out", p.all_to_all_out, p.x1_dtype}});
-  DeviceAlltoAll a = alltoall_operands(p.x1_dtype, p);
-  a.quantized = true;
   if (const std::string why = alltoall_gemm_unsupported(a, p.world_size); !why.empty())
     ctx.invalid(why);
   AlltoAllQuantDevicePlan d;

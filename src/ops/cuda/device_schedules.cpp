@@ -6,7 +6,9 @@
 
 #include "core/error.hpp"
 #include "kernels/cuda/blaslt.hpp"
+#include "kernels/cuda/decode.hpp"
 #include "kernels/cuda/epilogue.hpp"
+#include "kernels/cuda/int_weights.hpp"
 #include "kernels/cuda/permute_quant.hpp"
 #include "kernels/cuda/quant_reduce.hpp"
 #include "kernels/cuda/sum_rows.hpp"
@@ -27,6 +29,101 @@ void copy(void* dst, const void* src, size_t bytes, void* stream, int rank) {
   check(
       cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)),
       rank, "cudaMemcpyAsync");
+}
+
+// Scratch, 256-byte aligned pieces, in order of `take`.
+class ScratchPieces {
+ public:
+  size_t take(size_t bytes) {
+    const size_t at = total_;
+    total_ += (bytes + 255) / 256 * 256;
+    return at;
+  }
+  size_t total() const { return std::max<size_t>(total_, 4); }
+
+ private:
+  size_t total_ = 0;
+};
+
+// x2 as the SPEC §6 GEMMs read it. HiF8: cuBLASLt has no HiFloat8 GEMM, so the codes are
+// widened to bf16 (exact: kernels/cuda/decode.hpp) for a bf16 x bf16 -> fp32 GEMM, whose
+// products are exact (SPEC §6 allows it; only the fp32 summation order is unspecified, as
+// for FP8); x1's rows are widened too. A8W8 / FP8 with x2 as (k, n): cuBLASLt's int8 / fp8
+// GEMMs take x2 stored (n, k) only, so it is transposed (kernels/cuda/int_weights.hpp). Both
+// into scratch, once per call.
+enum class X2Prep { kAsGiven, kDecode, kTranspose };
+X2Prep x2_prep(const DeviceMatmul& a) {
+  if (!a.quantized) return X2Prep::kAsGiven;
+  if (a.dtype == DType::kHiFloat8) return X2Prep::kDecode;
+  return a.x2_transposed ? X2Prep::kAsGiven : X2Prep::kTranspose;
+}
+bool decodes(const DeviceMatmul& a) {
+  return x2_prep(a) == X2Prep::kDecode;
+}
+int64_t x2_rows(const DeviceMatmul& a) {
+  return a.x2_transposed ? a.n : a.k;
+}
+int64_t x2_cols(const DeviceMatmul& a) {
+  return a.x2_transposed ? a.k : a.n;
+}
+// Bytes of x2 prepared (dense), or 0 where the GEMM reads x2 as given.
+size_t prepared_x2_bytes(const DeviceMatmul& a) {
+  const auto elems = static_cast<size_t>(a.k * a.n);
+  switch (x2_prep(a)) {
+    case X2Prep::kDecode:
+      return elems * 2;
+    case X2Prep::kTranspose:
+      return elems;
+    case X2Prep::kAsGiven:
+      break;
+  }
+  return 0;
+}
+void decode(DType t, int64_t rows, int64_t cols, const void* src, int64_t ld_src, void* dst,
+            void* stream) {
+  kc::DecodeBf16Desc d;
+  d.code_dtype = t;
+  d.rows = rows;
+  d.cols = cols;
+  d.src = src;
+  d.ld_src = ld_src;
+  d.dst = static_cast<uint16_t*>(dst);
+  d.ld_dst = cols;
+  kc::decode_to_bf16(d, stream);
+}
+void prepare_x2(const DeviceMatmul& a, void* dst, void* stream) {
+  if (x2_prep(a) == X2Prep::kDecode) {
+    decode(a.b_dtype, x2_rows(a), x2_cols(a), a.x2, a.ld_x2, dst, stream);
+  } else if (x2_prep(a) == X2Prep::kTranspose) {
+    kc::WeightsTnDesc w;  // a byte transpose: int8 and fp8 codes alike
+    w.src_dtype = DType::kInt8;
+    w.k = a.k;
+    w.n = a.n;
+    w.src = a.x2;
+    w.ld_src = a.ld_x2;
+    w.dst = static_cast<int8_t*>(dst);
+    kc::weights_to_tn(w, stream);
+  }
+}
+// The operands as the GEMM sees them, x2 prepared at `x2_prepared` (HiF8: x1 rows widened by
+// the caller), else `a` itself.
+DeviceMatmul gemm_view(const DeviceMatmul& a, const void* x2_prepared) {
+  DeviceMatmul g = a;
+  switch (x2_prep(a)) {
+    case X2Prep::kDecode:
+      g.dtype = g.b_dtype = DType::kBFloat16;
+      g.x2 = x2_prepared;
+      g.ld_x2 = x2_cols(a);
+      break;
+    case X2Prep::kTranspose:
+      g.x2 = x2_prepared;
+      g.ld_x2 = a.k;
+      g.x2_transposed = true;
+      break;
+    case X2Prep::kAsGiven:
+      break;
+  }
+  return g;
 }
 
 // The GEMM of `rows` rows (rows, k) @ x2 -> c (rows, n), c of type c_dtype with row stride n.
@@ -51,19 +148,21 @@ void gemm_rows(DeviceContext& ctx, const DeviceMatmul& a, int64_t rows, const vo
            kc::kGemmWorkspaceBytes, stream);
 }
 
-// alltoall's one GEMM: permuted (rows, R*h) @ x2 -> (rows, n), into `c_dtype`.
+// alltoall's GEMM: permuted (rows, R*h) @ x2 -> (rows, n), into `c_dtype`. Quantized, x2 is
+// (n, R*h) int8 (as given or converted); A4W4 runs one per source segment (k = h) on column
+// block s of the codes and of x2.
 kc::GemmDesc alltoall_desc(const DeviceAlltoAll& a, int ranks, DType c_dtype) {
   const int64_t k = a.h * ranks;
   kc::GemmDesc g;
   g.m = a.bs / ranks;
-  g.k = k;
+  g.k = a.x1_dtype == DType::kInt4 ? a.h : k;
   g.n = a.n;
   g.ab_dtype = g.b_dtype = a.quantized ? DType::kInt8 : a.x1_dtype;
   g.c_dtype = c_dtype;
+  g.b_transposed = a.quantized || a.x2_transposed;
   g.lda = k;
-  g.ldb = a.x2_transposed ? k : a.n;
+  g.ldb = g.b_transposed ? k : a.n;
   g.ldc = a.n;
-  g.b_transposed = a.x2_transposed;
   return g;
 }
 
@@ -118,7 +217,8 @@ void quant_rows(const DeviceMatmul& a, int64_t rows, const void* acc, const floa
 }  // namespace
 
 std::string matmul_gemm_unsupported(const DeviceMatmul& a) {
-  return kc::gemm_unsupported(matmul_desc(a, a.m, a.quantized ? acc_dtype(a) : DType::kFloat32));
+  return kc::gemm_unsupported(
+      matmul_desc(gemm_view(a, nullptr), a.m, a.quantized ? acc_dtype(a) : DType::kFloat32));
 }
 
 std::string alltoall_gemm_unsupported(const DeviceAlltoAll& a, int ranks) {
@@ -137,9 +237,13 @@ void all_gather_matmul(DeviceContext& ctx, const DeviceMatmul& a, void* gather_o
   // Quantized: each rank's x1 scales travel with its rows, after them (256-byte aligned),
   // always one per row (a per-tensor or absent scale expanded, as the CPU does: the ranks
   // may pass different forms, and each block is scaled with its own rank's).
+  // HiF8: the rows widened to bf16 follow (the GEMMs read those; gather_out the codes).
   const size_t scales_at = (block + 255) / 256 * 256;
-  const DeviceContext::Half h =
-      ctx.begin_call(a.quantized ? scales_at + static_cast<size_t>(a.m) * 4 : block, stream);
+  const size_t bf16_at = (scales_at + static_cast<size_t>(a.m) * 4 + 255) / 256 * 256;
+  const size_t heap_bytes = decodes(a)    ? bf16_at + static_cast<size_t>(a.m * a.k) * 2
+                            : a.quantized ? scales_at + static_cast<size_t>(a.m) * 4
+                                          : block;
+  const DeviceContext::Half h = ctx.begin_call(heap_bytes, stream);
   copy(h.mine, a.x1, block, stream, rank);
   if (a.quantized) {
     auto* mine_scales = reinterpret_cast<float*>(static_cast<char*>(h.mine) + scales_at);
@@ -148,6 +252,8 @@ void all_gather_matmul(DeviceContext& ctx, const DeviceMatmul& a, void* gather_o
     else
       kc::broadcast_f32(a.x1_scale != nullptr ? a.x1_scale : ctx.one(), a.m, mine_scales, stream);
   }
+  if (decodes(a))
+    decode(a.dtype, a.m, a.k, a.x1, a.k, static_cast<char*>(h.mine) + bf16_at, stream);
   ctx.publish_ready(stream);
   ctx.exchange();
 
@@ -168,15 +274,23 @@ void all_gather_matmul(DeviceContext& ctx, const DeviceMatmul& a, void* gather_o
   const int64_t rows = a.m * size;
   const bool staged = a.bias != nullptr || a.quantized;
   const DType c_dtype = a.quantized ? acc_dtype(a) : staged ? DType::kFloat32 : a.dtype;
-  void* c = staged ? ctx.scratch(static_cast<size_t>(rows * a.n) * 4, stream) : a.out;
+  ScratchPieces at;
+  const size_t c_at = at.take(staged ? static_cast<size_t>(rows * a.n) * 4 : 0);
+  const size_t x2_at = at.take(prepared_x2_bytes(a));
+  char* scratch = reinterpret_cast<char*>(ctx.scratch(at.total(), stream));
+  void* c = staged ? scratch + c_at : a.out;
+  prepare_x2(a, scratch + x2_at, stream);
+  const DeviceMatmul g = gemm_view(a, scratch + x2_at);
   const size_t c_block = static_cast<size_t>(a.m * a.n) * dtype_storage_bytes(c_dtype, 1);
   const size_t out_block =
       static_cast<size_t>(a.m * a.n) * dtype_storage_bytes(a.quantized ? a.out_dtype : a.dtype, 1);
   for (int i = 0; i < size; ++i) {  // this rank's rows first: they need no wait
     const int p = (rank + i) % size;
     if (i > 0) ctx.wait_ready(p, stream);
-    const auto* rows_p = static_cast<const char*>(i == 0 ? a.x1 : h.part[static_cast<size_t>(p)]);
-    gemm_rows(ctx, a, a.m, rows_p, static_cast<char*>(c) + c_block * p, c_dtype, stream);
+    const auto* rows_p =
+        decodes(a) ? static_cast<const char*>(h.part[static_cast<size_t>(p)]) + bf16_at
+                   : static_cast<const char*>(i == 0 ? a.x1 : h.part[static_cast<size_t>(p)]);
+    gemm_rows(ctx, g, a.m, rows_p, static_cast<char*>(c) + c_block * p, c_dtype, stream);
     if (a.quantized)
       quant_rows(a, a.m, static_cast<char*>(c) + c_block * p,
                  reinterpret_cast<const float*>(
@@ -203,8 +317,16 @@ void matmul_reduce(DeviceContext& ctx, const DeviceMatmul& a, bool all_reduce, v
   const size_t bytes = static_cast<size_t>(a.m * a.n) * 4;  // the fp32 partial product
   const DeviceContext::Half h = ctx.begin_call(bytes, stream);
   if (a.quantized) {  // partial = f32(x1 @ x2) * (x1_scale[i] * x2_scale[j]), no bias yet
-    void* acc = ctx.scratch(bytes, stream);
-    gemm_rows(ctx, a, a.m, a.x1, acc, acc_dtype(a), stream);
+    ScratchPieces at;
+    const size_t acc_at = at.take(bytes);
+    const size_t x1_at = at.take(decodes(a) ? static_cast<size_t>(a.m * a.k) * 2 : 0);
+    const size_t x2_at = at.take(prepared_x2_bytes(a));
+    char* scratch = reinterpret_cast<char*>(ctx.scratch(at.total(), stream));
+    void* acc = scratch + acc_at;
+    if (decodes(a)) decode(a.dtype, a.m, a.k, a.x1, a.k, scratch + x1_at, stream);
+    prepare_x2(a, scratch + x2_at, stream);
+    gemm_rows(ctx, gemm_view(a, scratch + x2_at), a.m, decodes(a) ? scratch + x1_at : a.x1, acc,
+              acc_dtype(a), stream);
     quant_rows(a, a.m, acc, a.x1_scale != nullptr ? a.x1_scale : ctx.one(),
                a.x1_scale != nullptr && a.x1_per_token, false, h.mine, DType::kFloat32, stream);
   } else {
@@ -278,43 +400,49 @@ void quant_reduce(DeviceContext& ctx, const DeviceQuantReduce& a, bool all_reduc
   ctx.end_call(stream);
 }
 
-void alltoall_matmul(DeviceContext& ctx, const DeviceAlltoAll& a, void* stream) {
-  const int rank = ctx.rank(), size = ctx.size();
-  CF_CHECK_ARG(size <= kc::kMaxPermuteRanks, "alltoall_matmul (CUDA): ", size,
-               " ranks are not supported (at most ", kc::kMaxPermuteRanks, ")");
-  CF_CHECK_ARG(!a.quantized || a.x2_transposed,
-               "alltoall_quant_matmul (CUDA): x2 must be transposed (N, R*H): cuBLASLt's int8 "
-               "GEMM takes that layout only");
-  const size_t elem = dtype_storage_bytes(a.x1_dtype, 1);
+namespace {
+
+// The quantized alltoall's GEMM part, after the exchange: src[s] is rank s's block for this
+// rank (A4W4: its token scales at src_scales[s]), read in place.
+void alltoall_quant(DeviceContext& ctx, const DeviceAlltoAll& a, const void* const* src,
+                    const float* const* src_scales, void* stream) {
+  const int size = ctx.size();
+  const bool a4w4 = a.x1_dtype == DType::kInt4;
   const int64_t rows = a.bs / size, k = a.h * size;
-  const size_t block = static_cast<size_t>(rows * a.h) * elem;  // one rank's rows for one peer
-  const DeviceContext::Half h = ctx.begin_call(block * size, stream);
-  copy(h.mine, a.x1, block * size, stream, rank);
-  ctx.publish_ready(stream);
-  ctx.exchange();
-  for (int i = 1; i < size; ++i) ctx.wait_ready((rank + i) % size, stream);
-  const void* src[kc::kMaxPermuteRanks];  // rank s's rows for this rank, read in place
-  for (int s = 0; s < size; ++s)
-    src[s] = static_cast<const char*>(h.part[static_cast<size_t>(s)]) + block * rank;
-
-  // Scratch, 256-byte aligned pieces: permuted rows (when not kept in all_to_all_out), then
-  // for A16W8 the codes, the token scales and the int32 sums; unquantized with a bias, the
-  // fp32 product.
-  auto align = [](size_t b) { return (b + 255) / 256 * 256; };
-  const size_t permuted_bytes =
-      a.all_to_all_out != nullptr || a.quantized ? 0 : align(static_cast<size_t>(rows * k) * elem);
-  const size_t codes_bytes = a.quantized ? align(static_cast<size_t>(rows * k)) : 0;
-  const size_t scales_bytes = a.quantized ? align(static_cast<size_t>(rows) * 4) : 0;
-  const size_t acc_bytes =
-      a.quantized || a.bias != nullptr ? align(static_cast<size_t>(rows * a.n) * 4) : 0;
-  char* scratch = reinterpret_cast<char*>(ctx.scratch(
-      std::max<size_t>(permuted_bytes + codes_bytes + scales_bytes + acc_bytes, 4), stream));
-  void* permuted = a.all_to_all_out != nullptr ? a.all_to_all_out : scratch;
-  auto* codes = reinterpret_cast<int8_t*>(scratch + permuted_bytes);
-  auto* token_scale = reinterpret_cast<float*>(scratch + permuted_bytes + codes_bytes);
-  void* acc = scratch + permuted_bytes + codes_bytes + scales_bytes;
-
-  if (a.quantized) {
+  const int segments = a4w4 ? size : 1;
+  const bool convert_x2 = a.b_dtype != DType::kInt8 || !a.x2_transposed;
+  ScratchPieces at;
+  const size_t x2_at = at.take(convert_x2 ? static_cast<size_t>(a.n * k) : 0);
+  const size_t codes_at = at.take(static_cast<size_t>(rows * k));
+  const size_t scales_at = at.take(static_cast<size_t>(rows * segments) * 4);
+  const size_t acc_at = at.take(static_cast<size_t>(rows * a.n * segments) * 4);
+  char* scratch = reinterpret_cast<char*>(ctx.scratch(at.total(), stream));
+  auto* x2 = reinterpret_cast<int8_t*>(scratch + x2_at);
+  auto* codes = reinterpret_cast<int8_t*>(scratch + codes_at);
+  auto* token_scale = reinterpret_cast<float*>(scratch + scales_at);
+  auto* acc = reinterpret_cast<int32_t*>(scratch + acc_at);
+  if (convert_x2) {
+    kc::WeightsTnDesc w;
+    w.src_dtype = a.b_dtype;
+    w.src_transposed = a.x2_transposed;
+    w.k = k;
+    w.n = a.n;
+    w.src = a.x2;
+    w.dst = x2;
+    kc::weights_to_tn(w, stream);
+  }
+  if (a4w4) {
+    kc::PermuteInt4Desc pq;
+    pq.ranks = size;
+    pq.src = src;
+    pq.src_scales = src_scales;
+    pq.rows = rows;
+    pq.h = a.h;
+    pq.q = codes;
+    pq.scales = token_scale;
+    pq.permuted = a.all_to_all_out;
+    kc::permute_int4(pq, stream);
+  } else {
     kc::PermuteQuantDesc pq;
     pq.x_dtype = a.x1_dtype;
     pq.ranks = size;
@@ -323,40 +451,86 @@ void alltoall_matmul(DeviceContext& ctx, const DeviceAlltoAll& a, void* stream) 
     pq.rows = rows;
     pq.h = a.h;
     pq.smooth = a.smooth;
-    pq.qmax = 127;
+    pq.qmax = a.b_dtype == DType::kInt4 ? 7 : 127;
     pq.q = codes;
     pq.scales = token_scale;
     pq.permuted = a.all_to_all_out;
     kc::permute_quant(pq, stream);
-    kc::gemm(alltoall_desc(a, size, DType::kInt32), codes, a.x2, acc, ctx.gemm_workspace(),
+  }
+  const kc::GemmDesc g = alltoall_desc(a, size, DType::kInt32);
+  const int8_t* b = convert_x2 ? x2 : static_cast<const int8_t*>(a.x2);
+  for (int s = 0; s < segments; ++s)  // A4W4: segment s is column block s of codes and x2
+    kc::gemm(g, codes + s * g.k, b + s * g.k, acc + s * rows * a.n, ctx.gemm_workspace(),
              kc::kGemmWorkspaceBytes, stream);
-    kc::TokenEpilogueDesc e;
-    e.m = rows;
-    e.n = a.n;
-    e.acc = static_cast<const int32_t*>(acc);
-    e.token_scale = token_scale;
-    e.x2_scale = a.x2_scale;
-    e.bias = a.bias;
-    e.bias_dtype = a.bias_dtype;
-    e.out_dtype = a.x1_dtype;
-    e.out = a.out;
-    kc::token_epilogue(e, stream);
-  } else {
-    // permuted[i, s*h:(s+1)*h] = rank s's row i for this rank: one strided copy per rank.
-    for (int s = 0; s < size; ++s)
-      check(
-          cudaMemcpy2DAsync(static_cast<char*>(permuted) + static_cast<size_t>(a.h) * elem * s,
+  kc::TokenEpilogueDesc e;
+  e.m = rows;
+  e.n = a.n;
+  e.segments = a4w4 ? segments : 0;
+  e.acc = acc;
+  e.token_scale = token_scale;
+  e.x2_scale = a.x2_scale;
+  e.bias = a.bias;
+  e.bias_dtype = a.bias_dtype;
+  e.out_dtype = a.out_dtype;
+  e.out = a.out;
+  kc::token_epilogue(e, stream);
+}
+
+}  // namespace
+
+void alltoall_matmul(DeviceContext& ctx, const DeviceAlltoAll& a, void* stream) {
+  const int rank = ctx.rank(), size = ctx.size();
+  CF_CHECK_ARG(size <= kc::kMaxPermuteRanks, "alltoall_matmul (CUDA): ", size,
+               " ranks are not supported (at most ", kc::kMaxPermuteRanks, ")");
+  const bool a4w4 = a.x1_dtype == DType::kInt4;
+  const int64_t rows = a.bs / size, k = a.h * size;
+  // One rank's rows for one peer; A4W4's token scales follow the codes, 256-byte aligned.
+  const size_t block = dtype_storage_bytes(a.x1_dtype, static_cast<size_t>(rows * a.h));
+  const size_t scales_at = (block * size + 255) / 256 * 256;
+  const DeviceContext::Half h =
+      ctx.begin_call(a4w4 ? scales_at + static_cast<size_t>(a.bs) * 4 : block * size, stream);
+  copy(h.mine, a.x1, block * size, stream, rank);
+  if (a4w4)
+    copy(static_cast<char*>(h.mine) + scales_at, a.token_scale, static_cast<size_t>(a.bs) * 4,
+         stream, rank);
+  ctx.publish_ready(stream);
+  ctx.exchange();
+  for (int i = 1; i < size; ++i) ctx.wait_ready((rank + i) % size, stream);
+  const void* src[kc::kMaxPermuteRanks];  // rank s's rows for this rank, read in place
+  const float* src_scales[kc::kMaxPermuteRanks];
+  for (int s = 0; s < size; ++s) {
+    const auto* base = static_cast<const char*>(h.part[static_cast<size_t>(s)]);
+    src[s] = base + block * rank;
+    src_scales[s] = reinterpret_cast<const float*>(base + scales_at) + rows * rank;
+  }
+  if (a.quantized) {
+    alltoall_quant(ctx, a, src, src_scales, stream);
+    ctx.end_call(stream);
+    return;
+  }
+  // Unquantized: the permuted rows (in all_to_all_out, or scratch), then with a bias the
+  // fp32 product.
+  const size_t elem = dtype_storage_bytes(a.x1_dtype, 1);
+  ScratchPieces at;
+  const size_t permuted_at =
+      at.take(a.all_to_all_out != nullptr ? 0 : static_cast<size_t>(rows * k) * elem);
+  const size_t acc_at = at.take(a.bias != nullptr ? static_cast<size_t>(rows * a.n) * 4 : 0);
+  char* scratch = reinterpret_cast<char*>(ctx.scratch(at.total(), stream));
+  void* permuted = a.all_to_all_out != nullptr ? a.all_to_all_out : scratch + permuted_at;
+  void* acc = scratch + acc_at;
+  // permuted[i, s*h:(s+1)*h] = rank s's row i for this rank: one strided copy per rank.
+  for (int s = 0; s < size; ++s)
+    check(cudaMemcpy2DAsync(static_cast<char*>(permuted) + static_cast<size_t>(a.h) * elem * s,
                             static_cast<size_t>(k) * elem, src[s], static_cast<size_t>(a.h) * elem,
                             static_cast<size_t>(a.h) * elem, static_cast<size_t>(rows),
                             cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)),
           rank, "cudaMemcpy2DAsync");
-    kc::gemm(alltoall_desc(a, size, a.bias != nullptr ? DType::kFloat32 : a.x1_dtype), permuted,
-             a.x2, a.bias != nullptr ? acc : a.out, ctx.gemm_workspace(), kc::kGemmWorkspaceBytes,
-             stream);
-    if (a.bias != nullptr) {
-      add_bias_round(static_cast<const float*>(acc), rows, a.n, a.bias, a.bias_dtype, a.x1_dtype,
-                     a.out, stream);
-    }
+  kc::gemm(alltoall_desc(a, size, a.bias != nullptr ? DType::kFloat32 : a.out_dtype), permuted,
+           a.x2, a.bias != nullptr ? acc : a.out, ctx.gemm_workspace(), kc::kGemmWorkspaceBytes,
+           stream);
+  if (a.bias != nullptr) {
+    add_bias_round(static_cast<const float*>(acc), rows, a.n, a.bias, a.bias_dtype, a.out_dtype,
+                   a.out, stream);
   }
   ctx.end_call(stream);
 }

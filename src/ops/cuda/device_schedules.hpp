@@ -25,7 +25,7 @@ namespace commfuse::ops::cuda {
 
 // The operands, validated (device pointers, dense row-major unless said).
 struct DeviceMatmul {
-  DType dtype = DType::kBFloat16;  // x1 and x2: float32, float16 or bfloat16
+  DType dtype = DType::kBFloat16;  // x1 and x2: float32, float16 or bfloat16 (quantized below)
   int64_t m = 0, k = 0, n = 0;     // x1 is (m, k) on this rank
   const void* x1 = nullptr;
   const void* x2 = nullptr;  // (k, n) with row stride ld_x2, or transposed: (n, k) stored
@@ -34,8 +34,10 @@ struct DeviceMatmul {
   const void* bias = nullptr;  // (n,) or null (float; an int32 A8W8 bias is bias_int)
   DType bias_dtype = DType::kFloat32;
   void* out = nullptr;  // dtype (quantized: out_dtype); shape per op
-  // SPEC §6 quantized mode (dtype int8: A8W8; float8_e4m3fn / e5m2: FP8): x2 of b_dtype,
-  // transposed (cuBLASLt's int8 / fp8 GEMMs take that layout only); y = f32(x1 @ x2) *
+  // SPEC §6 quantized mode (dtype int8: A8W8; float8_e4m3fn / e5m2: FP8; hifloat8: HiF8):
+  // x2 of b_dtype, plain or transposed (A8W8 / FP8 given as (k, n) are transposed in scratch
+  // for cuBLASLt's TN-only int8 / fp8 GEMMs; HiF8's codes are widened to bf16 for a bf16
+  // GEMM); y = f32(x1 @ x2) *
   // (x1_scale[i] * x2_scale[j]) (+ bias), kernels/cuda/epilogue.hpp's quant_epilogue.
   bool quantized = false;
   DType b_dtype = DType::kInt8;
@@ -68,26 +70,34 @@ struct DeviceQuantReduce {
 };
 void quant_reduce(DeviceContext& ctx, const DeviceQuantReduce& a, bool all_reduce, void* stream);
 
-// alltoall_matmul / alltoall_quant_matmul A16W8 (SPEC §3): x1 is copied into this rank's half;
-// this rank's permuted rows (BS/R, R*H) are read in place from every rank's block for it —
-// copied (alltoall_matmul) into all_to_all_out or scratch and multiplied, or quantized per
-// token in the same pass (kernels/cuda/permute_quant: the CPU kernel's codes and scales),
-// multiplied in int8 -> int32 and dequantized (token_epilogue: the CPU's bits).
+// alltoall_matmul / alltoall_quant_matmul (SPEC §3): x1 is copied into this rank's half
+// (A4W4: with its token scales after it); this rank's permuted rows (BS/R, R*H) are read in
+// place from every rank's block for it — copied (alltoall_matmul) into all_to_all_out or
+// scratch and multiplied; or, A16W8 / A16W4, quantized per token in the same pass
+// (kernels/cuda/permute_quant: the CPU kernel's codes and scales, Q = 127 / 7), multiplied in
+// int8 -> int32 and dequantized (token_epilogue: the CPU's bits); or, A4W4, widened to int8
+// with each segment's token scale, one GEMM per source segment and their dequantized
+// products summed in rank order. The quantized GEMMs take x2 as (N, R*H) int8: any other x2
+// (int4, or not transposed) is first converted into that form in scratch, once per call
+// (kernels/cuda/int_weights: exact).
 struct DeviceAlltoAll {
-  DType x1_dtype = DType::kBFloat16;  // float16, bfloat16 (quantized); also float32 otherwise
+  DType x1_dtype = DType::kBFloat16;  // float16, bfloat16; int4 (A4W4); float32 unquantized
   int64_t bs = 0, h = 0, n = 0;       // x1 (bs, h) on every rank
   const void* x1 = nullptr;
   const void* x2 = nullptr;  // (R*h, n), or transposed: (n, R*h) stored; dense
   bool x2_transposed = false;
   const void* bias = nullptr;  // (n,) or null
   DType bias_dtype = DType::kFloat32;
-  void* out = nullptr;             // (bs/R, n) of x1's dtype
-  void* all_to_all_out = nullptr;  // (bs/R, R*h) of x1's dtype, or null
-  // A16W8: x2 int8 and transposed (cuBLASLt's int8 GEMM is TN only), x2_scale (n,), the
-  // optional smooth scale (R*h,) of x1's dtype.
+  DType out_dtype = DType::kBFloat16;  // x1's, or A4W4's float16 / bfloat16
+  void* out = nullptr;                 // (bs/R, n)
+  void* all_to_all_out = nullptr;      // (bs/R, R*h) of x1's dtype, or null
+  // alltoall_quant_matmul: x2 of b_dtype (int8: A16W8; int4: A16W4 and A4W4), x2_scale (n,),
+  // the optional smooth scale (R*h,) of x1's dtype (A16), A4W4's token scales (bs,).
   bool quantized = false;
+  DType b_dtype = DType::kInt8;
   const float* x2_scale = nullptr;
   const void* smooth = nullptr;
+  const float* token_scale = nullptr;
 };
 void alltoall_matmul(DeviceContext& ctx, const DeviceAlltoAll& a, void* stream);
 
