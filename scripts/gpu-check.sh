@@ -14,13 +14,14 @@
 # heap over CUDA IPC (W = 1, 2, 4 processes sharing the GPU), and the device schedules of
 # all_gather_matmul, matmul_reduce_scatter, matmul_all_reduce (bf16, fp16, fp32),
 # quant_all_reduce / quant_reduce_scatter, alltoall_matmul and alltoall_quant_matmul (A16W8,
-# A16W4, A4W4; x2 int8 / int4, plain or transposed) over it, and the SPEC §6 A8W8 and HiF8
-# forms of the matmul ops (W = 1, 2, 4); the int4 / weight-layout and bf16-decode kernels.
+# A16W4, A4W4; x2 int8 / int4, plain or transposed) over it, and the SPEC §6 A8W8, FP8 and
+# HiF8 forms of the matmul ops (W = 1, 2, 4); the int4 / weight-layout and bf16-decode
+# kernels; the same schedules over the NCCL exchange at W = 1 (when libnccl.so.2 loads; NCCL
+# refuses two ranks on one GPU, so W > 1 over NCCL needs several GPUs).
 # Not checked here: the same schedules reached through the public API's device tensors — a
 # full build (which needs oneDNN) runs that as `ctest -L cuda` (tests/ops/device_numerics.cpp:
 # every operator but FP8 on device copies against the host run, bit for bit, W = 1, 2, 4);
-# FP8 is built but tested nowhere; not built yet (issue 17): NCCL across hosts, device
-# buffers in the collectives.
+# not built yet (issue 17): device buffers in the collectives and quantize / dequantize.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-gpu}

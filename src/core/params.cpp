@@ -10,7 +10,7 @@
 namespace commfuse::params {
 namespace {
 
-constexpr std::array<Param, 15> kParams{{
+constexpr std::array<Param, 16> kParams{{
     {"COMMFUSE_LOG", Kind::kChoice, "warn", "error|warn|info|debug",
      "log level; lines go to stderr prefixed host:pid:rank"},
     {"COMMFUSE_TIMEOUT_S", Kind::kInt, "300", "",
@@ -47,6 +47,9 @@ constexpr std::array<Param, 15> kParams{{
     {"COMMFUSE_ALGO", Kind::kString, "", "",
      "force operator algorithms: <op>:<name>[,<op>:<name>...], e.g. all_gather_matmul:unfused "
      "(same on every rank)"},
+    {"COMMFUSE_DEVICE_TRANSPORT", Kind::kChoice, "auto", "auto|ipc|nccl",
+     "exchange of CUDA device calls: auto = CUDA IPC with every rank on one host, NCCL "
+     "across hosts; ipc or nccl pins it"},
     {"COMMFUSE_FAULT", Kind::kString, "", "",
      "fault injection for tests: <rank>:<op>:<piece>:<kill|stall|exit> makes that rank die, "
      "hang or exit at piece/step <piece> of operator or collective <op>"},

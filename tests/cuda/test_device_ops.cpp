@@ -16,9 +16,10 @@
 // back (pipelined_case), more rows than the heap holds (it grows), and m = 0.
 // matmul_all_reduce must give every rank the same bits, and each rank's
 // matmul_reduce_scatter rows must be its rows of matmul_all_reduce, bit for bit.
-// The sum kernel itself (kernels/cuda/sum_rows.hpp) is checked against the CPU's order of
-// operations on random floats, and its argument checks without a device.
-// Exit status: 0 passed, 1 failed, 77 skipped (no usable device; COMMFUSE_REQUIRE_GPU=1: 1).
+// Then the same cases over the NCCL exchange (comm/nccl) at W = 1 (NCCL refuses two ranks
+// on one GPU). The sum kernel itself (kernels/cuda/sum_rows.hpp) is checked against the CPU's order
+// of operations on random floats, and its argument checks without a device. Exit status: 0 passed,
+// 1 failed, 77 skipped (no usable device; COMMFUSE_REQUIRE_GPU=1: 1).
 #include <cstring>
 #include <memory>
 #include <random>
@@ -499,10 +500,12 @@ void alltoall_case(oc::DeviceContext& ctx, bool transposed, int bias) {
 // transposed (the schedule converts it to cuBLASLt's int8 TN form); all_to_all_out (A4W4:
 // packed int4) unless bias 1.
 enum class Combo { kA16W8, kA16W4, kA4W4 };
-void alltoall_quant_case(oc::DeviceContext& ctx, Combo combo, bool transposed, int bias) {
+// h = 36: segment pointers of A4W4's per-segment GEMMs only 4-byte aligned.
+void alltoall_quant_case(oc::DeviceContext& ctx, Combo combo, bool transposed, int bias,
+                         int64_t h = 64) {
   namespace cpu = commfuse::kernels::cpu;
   const int rank = ctx.rank(), size = ctx.size();
-  const int64_t rows = 3, bs = rows * size, h = 64, k = h * size, n = 24;
+  const int64_t rows = 3, bs = rows * size, k = h * size, n = 24;
   const bool a4w4 = combo == Combo::kA4W4, w4 = combo != Combo::kA16W8;
   const DType dt = DType::kBFloat16, out_dt = a4w4 ? DType::kFloat16 : dt;
   const DType bias_dtype = bias == 2 ? DType::kFloat32 : dt;
@@ -634,15 +637,15 @@ void alltoall_quant_case(oc::DeviceContext& ctx, Combo combo, bool transposed, i
 // against the CPU's order of operations: y = f32(acc (+ int bias)) * (sa * sb) (+ bias).
 // form: the x1 scales' form on every rank (0 per token, 1 per tensor, 2 absent), or 3: each
 // rank its own (rank % 3), as ranks may pass them.
-// code: int8 (A8W8) or hifloat8 (HiF8: quarters in [-2, 2], exact in HiF8, so every product
-// and sum is exact in fp32 whatever order the bf16 GEMM sums in); x2 stored (n, k)
-// (transposed) or (k, n).
+// code: int8 (A8W8), or hifloat8 (HiF8) / float8_e4m3fn (FP8): quarters in [-2, 2], exact in
+// both, so every product and sum is exact in fp32 whatever order the GEMM sums in; x2 stored
+// (n, k) (transposed) or (k, n).
 void a8w8_case(oc::DeviceContext& ctx, int bias, int form,  // bias: 0 none, 1 int32, 2 fp32, 3 bf16
                DType code = DType::kInt8, bool transposed = true) {
   const int rank = ctx.rank(), size = ctx.size();
   const int64_t m = 3, k = 96, n = 16;
   const DType out_dtype = DType::kBFloat16;
-  const char* mode = code == DType::kInt8 ? "A8W8" : "HiF8";
+  const char* mode = code == DType::kInt8 ? "A8W8" : code == DType::kHiFloat8 ? "HiF8" : "FP8";
   const float* value = commfuse::code_values(code);  // code byte -> value (the CPU's table)
   auto codes = [&](size_t count, unsigned seed) {
     std::mt19937 rng(seed);
@@ -857,8 +860,10 @@ void sum_kernel_case(DType out_dtype, DType bias_dtype, int parts) {
         name(bias_dtype), name(out_dtype));
 }
 
-int run_rank(cudatest::Meeting& meeting, int rank, int size) {
-  if (size == 1)
+// nccl: the exchange across hosts (comm/nccl) instead of CUDA IPC, as if the ranks were on
+// several hosts.
+int run_rank(cudatest::Meeting& meeting, int rank, int size, bool nccl) {
+  if (size == 1 && !nccl)
     for (const DType out : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
       for (const DType b : {DType::kFloat32, DType::kBFloat16, DType::kFloat16})
         for (const int parts : {1, 3, 64}) sum_kernel_case(out, b, parts);
@@ -869,6 +874,7 @@ int run_rank(cudatest::Meeting& meeting, int rank, int size) {
                         for (const std::string& s : meeting.all_gather(reject_next ? "x" : ""))
                           if (!s.empty()) throw std::runtime_error("a rank rejected the call");
                       }};
+  ex.one_host = !nccl;
   {
     oc::DeviceContext ctx(rank, size, ex);
     const Case agm_cases[] = {{5, 96, 40, false, 0, true},
@@ -891,6 +897,8 @@ int run_rank(cudatest::Meeting& meeting, int rank, int size) {
     for (const Combo combo : {Combo::kA16W8, Combo::kA16W4, Combo::kA4W4})
       for (const bool transposed : {true, false})
         for (const int bias : {0, 1, 2}) alltoall_quant_case(ctx, combo, transposed, bias);
+    alltoall_quant_case(ctx, Combo::kA4W4, false, 2, 36);
+    alltoall_quant_case(ctx, Combo::kA16W4, true, 0, 36);
     for (const int bias : {0, 1, 2, 3}) a8w8_case(ctx, bias, 0);
     for (const int form : {1, 2, 3}) a8w8_case(ctx, 2, form);
     // HiF8 (SPEC §6: x1 scale per tensor or absent, float biases): widened to bf16 on the GPU.
@@ -899,6 +907,8 @@ int run_rank(cudatest::Meeting& meeting, int rank, int size) {
     a8w8_case(ctx, 2, 2, DType::kHiFloat8, false);
     a8w8_case(ctx, 1, 0, DType::kInt8, false);  // A8W8 x2 (k, n): transposed in scratch
     a8w8_case(ctx, 3, 3, DType::kInt8, false);
+    for (const bool transposed : {true, false})  // FP8 (x1 scale per tensor), sm_89+
+      a8w8_case(ctx, 2, 1, DType::kFloat8E4M3FN, transposed);
     order_and_precision_case(ctx);
     rejected_call_case(ctx, reject_next);
     pipelined_case(ctx);
@@ -953,7 +963,15 @@ int main() {
   if (const int probe = cudatest::probe_ipc_device(); probe != 0) return probe;
   int failed = 0;
   for (const int size : {1, 2, 4})
+    failed += cudatest::run_ranks(size, [&](cudatest::Meeting& meeting, int rank) {
+      return run_rank(meeting, rank, size, false);
+    });
+  // The NCCL exchange at W = 1 only: NCCL refuses two ranks on one GPU (the GPU machines
+  // here have one), so W > 1 needs a machine with several GPUs.
+  if (const std::string why = commfuse::comm::nccl::nccl_unavailable(); why.empty())
     failed += cudatest::run_ranks(
-        size, [&](cudatest::Meeting& meeting, int rank) { return run_rank(meeting, rank, size); });
+        1, [&](cudatest::Meeting& meeting, int rank) { return run_rank(meeting, rank, 1, true); });
+  else
+    std::printf("device ops over NCCL SKIPPED: %s\n", why.c_str());
   return failed == 0 ? 0 : 1;
 }

@@ -6,6 +6,7 @@
 
 #include "cli_args.hpp"
 #include "comm/mpi/mpi_info.hpp"
+#include "comm/nccl/nccl_gather.hpp"
 #include "comm/shm/cma.hpp"
 #include "commands.hpp"
 #include "core/build_info.hpp"
@@ -60,6 +61,7 @@ int cmd_info(int argc, char** argv) {
       }
       if (!cu.unavailable.empty())
         std::printf("  CUDA devices      none usable: %s\n", cu.unavailable.c_str());
+      std::printf("  NCCL              %s\n", comm::nccl::nccl_describe().c_str());
     } else {
       std::printf("  CUDA built        no (%s)\n", cu.unavailable.c_str());
     }

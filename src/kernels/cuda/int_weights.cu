@@ -29,8 +29,9 @@ __global__ void widen_kernel(const WeightsTnDesc d, int64_t ld) {
     d.dst[e] = element(src, int4, e / d.k * ld + e % d.k);
 }
 
-// src (k, n): one 32 x 32 tile per block, read along n and written along k. The tile's row
-// is padded to 33 so the column reads of the second pass hit 32 different banks.
+// src (k, n): one 32 x 32 tile per block, read along n and written along k (both coalesced).
+// The tile's row is padded to 33 bytes so a warp's column reads of the second pass do not
+// all fall on the same few banks.
 __global__ void __launch_bounds__(kTile* kRowsPerPass)
     transpose_kernel(const WeightsTnDesc d, int64_t ld) {
   __shared__ int8_t tile[kTile][kTile + 1];

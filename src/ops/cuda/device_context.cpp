@@ -34,16 +34,24 @@ cudaEvent_t as_event(void* e) {
   return static_cast<cudaEvent_t>(e);
 }
 
+// NCCL's regions start 256-byte aligned, as the IPC heap's halves do.
+size_t region_bytes(size_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
+
 }  // namespace
 
 DeviceContext::DeviceContext(int rank, int size, HostExchange exchange)
     : rank_(rank), size_(size), exchange_(std::move(exchange)) {
   try {
+    nccl_mode_ = comm::nccl::device_calls_use_nccl(exchange_.one_host);
     check(cudaGetDevice(&device_), rank_, "cudaGetDevice");
-    cudaStream_t s = nullptr;
-    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), rank_, "cudaStreamCreate");
-    copy_stream_ = s;
-    for (void** e : {&fork_event_, &join_event_, &call_event_}) {
+    for (void** stream : {&copy_stream_, &comm_stream_}) {
+      cudaStream_t s = nullptr;
+      check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), rank_, "cudaStreamCreate");
+      *stream = s;
+    }
+    for (void** e : {&fork_event_, &join_event_, &call_event_, &ready_event_, &gathered_event_}) {
       cudaEvent_t ev = nullptr;
       check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), rank_, "cudaEventCreate");
       *e = ev;
@@ -62,10 +70,14 @@ void DeviceContext::free_local() {
   if (scratch_ != nullptr) cudaFree(scratch_);
   if (gemm_ws_ != nullptr) cudaFree(gemm_ws_);
   if (one_ != nullptr) cudaFree(one_);
-  for (void* e : {fork_event_, join_event_, call_event_})
+  if (gather_buf_ != nullptr) cudaFree(gather_buf_);
+  for (void* e : {fork_event_, join_event_, call_event_, ready_event_, gathered_event_})
     if (e != nullptr) cudaEventDestroy(as_event(e));
-  if (copy_stream_ != nullptr) cudaStreamDestroy(as_stream(copy_stream_));
-  scratch_ = gemm_ws_ = one_ = fork_event_ = join_event_ = call_event_ = copy_stream_ = nullptr;
+  for (void* s : {copy_stream_, comm_stream_})
+    if (s != nullptr) cudaStreamDestroy(as_stream(s));
+  scratch_ = gemm_ws_ = one_ = gather_buf_ = nullptr;
+  fork_event_ = join_event_ = call_event_ = ready_event_ = gathered_event_ = nullptr;
+  copy_stream_ = comm_stream_ = nullptr;
 }
 
 bool DeviceContext::wait_idle() {
@@ -75,9 +87,10 @@ bool DeviceContext::wait_idle() {
   for (;;) {
     const cudaError_t a = cudaEventQuery(as_event(call_event_));
     const cudaError_t b = cudaStreamQuery(as_stream(copy_stream_));
-    if (a != cudaErrorNotReady && b != cudaErrorNotReady) {
+    const cudaError_t c = cudaStreamQuery(as_stream(comm_stream_));
+    if (a != cudaErrorNotReady && b != cudaErrorNotReady && c != cudaErrorNotReady) {
       cudaGetLastError();
-      return a == cudaSuccess && b == cudaSuccess;
+      return a == cudaSuccess && b == cudaSuccess && c == cudaSuccess;
     }
     if (std::chrono::steady_clock::now() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -92,14 +105,14 @@ DeviceContext::~DeviceContext() {
     CF_LOG(kWarn, "CUDA device context (rank ", rank_,
            "): the communicator failed; its device memory stays allocated (a peer or queued "
            "work may still use it)");
-    (void)heap_.release();
+    leak();
     cudaSetDevice(caller_device);
     return;
   }
   if (!wait_idle()) {
     CF_LOG(kWarn, "CUDA device context (rank ", rank_, "): queued work did not finish within ",
            exchange_.timeout_s, " s; its device memory stays allocated");
-    (void)heap_.release();  // deliberately leaked: queued work and peers may still use it
+    leak();  // deliberately: queued work and peers may still use it
     cudaSetDevice(caller_device);
     return;
   }
@@ -109,13 +122,27 @@ DeviceContext::~DeviceContext() {
     // A peer that did not take part may still have reads of this heap queued.
     CF_LOG(kWarn, "CUDA device context (rank ", rank_, "): ", e.what(),
            "; its device heap stays allocated");
-    (void)heap_.release();
+    leak();
   }
+  if (nccl_) nccl_.reset();  // after this rank's queued all-gathers (wait_idle)
   free_local();
   cudaSetDevice(caller_device);
 }
 
+void DeviceContext::leak() {
+  (void)heap_.release();
+  if (nccl_) nccl_->leak();
+  (void)nccl_.release();
+  gather_buf_ = nullptr;  // free_local does not run on these paths; kept out of it anyway
+}
+
 void DeviceContext::drop_heap() {
+  if (nccl_mode_) {  // a local buffer: no peer maps it
+    if (gather_buf_ != nullptr) check(cudaFree(gather_buf_), rank_, "cudaFree");
+    gather_buf_ = nullptr;
+    half_bytes_ = 0;
+    return;
+  }
   if (!heap_) return;
   heap_->close_peers();
   exchange_.barrier();  // every rank closed its mappings: the owners may free
@@ -128,6 +155,16 @@ void DeviceContext::grow(size_t half_bytes) {
   // has finished: this rank's here, the peers' before they reach drop_heap's barrier.
   check(cudaDeviceSynchronize(), rank_, "cudaDeviceSynchronize");
   drop_heap();
+  if (nccl_mode_) {  // R regions per half, local; the NCCL communicator made once
+    const size_t need = region_bytes(half_bytes) * static_cast<size_t>(size_);
+    const size_t half = (need + kHeapStep - 1) / kHeapStep * kHeapStep;
+    if (!nccl_)
+      nccl_ = std::make_unique<comm::nccl::NcclGather>(rank_, size_, exchange_.all_gather);
+    check(cudaMalloc(&gather_buf_, 2 * half), rank_, "cudaMalloc");
+    half_bytes_ = half;
+    half_ = 1;
+    return;
+  }
   const size_t half = (half_bytes + kHeapStep - 1) / kHeapStep * kHeapStep;
   heap_ = std::make_unique<IpcHeap>(rank_, size_, 2 * half, exchange_.all_gather);
   half_bytes_ = half;
@@ -136,7 +173,9 @@ void DeviceContext::grow(size_t half_bytes) {
 
 DeviceContext::Half DeviceContext::begin_call(size_t bytes, void* stream) {
   CF_ASSERT(bytes > 0 && phase_ == Phase::kIdle);
-  if (bytes > half_bytes_) {
+  const size_t capacity =
+      nccl_mode_ ? half_bytes_ / static_cast<size_t>(size_) / 256 * 256 : half_bytes_;
+  if (bytes > capacity) {
     exchange_.barrier();  // every rank is in this call (and agrees on its shapes) first
     phase_ = Phase::kGrowing;
     grow(bytes);
@@ -147,19 +186,33 @@ DeviceContext::Half DeviceContext::begin_call(size_t bytes, void* stream) {
   pending_ = half_ ^ 1;
   check(cudaStreamWaitEvent(as_stream(stream), as_event(call_event_), 0), rank_,
         "cudaStreamWaitEvent");
-  for (int r = 0; r < size_; ++r)
-    if (r != rank_) heap_->wait_for(r, Signal::kDone, stream);
   Half h;
   h.part.resize(static_cast<size_t>(size_));
-  for (int r = 0; r < size_; ++r)
-    h.part[static_cast<size_t>(r)] =
-        static_cast<char*>(heap_->peer(r)) + static_cast<size_t>(pending_) * half_bytes_;
+  if (nccl_mode_) {
+    // No peer reads this memory: the previous call's end (which follows its all-gather)
+    // orders everything before this call's writes. Regions of this call's size, so one
+    // in-place all-gather fills them.
+    region_ = region_bytes(bytes);
+    for (int r = 0; r < size_; ++r)
+      h.part[static_cast<size_t>(r)] = static_cast<char*>(gather_buf_) +
+                                       static_cast<size_t>(pending_) * half_bytes_ +
+                                       static_cast<size_t>(r) * region_;
+  } else {
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_) heap_->wait_for(r, Signal::kDone, stream);
+    for (int r = 0; r < size_; ++r)
+      h.part[static_cast<size_t>(r)] =
+          static_cast<char*>(heap_->peer(r)) + static_cast<size_t>(pending_) * half_bytes_;
+  }
   h.mine = h.part[static_cast<size_t>(rank_)];
   return h;
 }
 
 void DeviceContext::publish_ready(void* stream) {
-  heap_->publish(Signal::kReady, stream);
+  if (nccl_mode_)
+    check(cudaEventRecord(as_event(ready_event_), as_stream(stream)), rank_, "cudaEventRecord");
+  else
+    heap_->publish(Signal::kReady, stream);
 }
 
 void DeviceContext::exchange() {
@@ -167,15 +220,32 @@ void DeviceContext::exchange() {
   if (phase_ == Phase::kBegun) {
     half_ = pending_;  // every rank passed the barrier: the call's half is current everywhere
     phase_ = Phase::kExchanged;
+    if (nccl_mode_) {  // every rank passed the barrier, so every rank queues this all-gather
+      check(cudaStreamWaitEvent(as_stream(comm_stream_), as_event(ready_event_), 0), rank_,
+            "cudaStreamWaitEvent");
+      nccl_->all_gather(static_cast<char*>(gather_buf_) + static_cast<size_t>(half_) * half_bytes_,
+                        region_, comm_stream_);
+      check(cudaEventRecord(as_event(gathered_event_), as_stream(comm_stream_)), rank_,
+            "cudaEventRecord");
+    }
   }
 }
 
 void DeviceContext::wait_ready(int r, void* stream) {
-  if (r != rank_) heap_->wait_for(r, Signal::kReady, stream);
+  if (r == rank_) return;
+  if (nccl_mode_)
+    check(cudaStreamWaitEvent(as_stream(stream), as_event(gathered_event_), 0), rank_,
+          "cudaStreamWaitEvent");
+  else
+    heap_->wait_for(r, Signal::kReady, stream);
 }
 
 void DeviceContext::end_call(void* stream) {
-  heap_->publish(Signal::kDone, stream);
+  if (nccl_mode_)  // the call ends after its all-gather, even one no reader waited for
+    check(cudaStreamWaitEvent(as_stream(stream), as_event(gathered_event_), 0), rank_,
+          "cudaStreamWaitEvent");
+  else
+    heap_->publish(Signal::kDone, stream);
   check(cudaEventRecord(as_event(call_event_), as_stream(stream)), rank_, "cudaEventRecord");
   phase_ = Phase::kIdle;
 }

@@ -20,6 +20,11 @@
 // The first call, a call that grows the heap and a call that grows the scratch block the
 // host until this rank's queued work has finished; other calls return once queued.
 //
+// Ranks on several hosts (or COMMFUSE_DEVICE_TRANSPORT=nccl) use NCCL instead of the IPC heap
+// (comm/nccl): the call's regions live in a local buffer of R regions per half, this rank's
+// written in place; exchange() queues an in-place ncclAllGather of them on a communication
+// stream after the barrier, and wait_ready() waits for it, so the schedules run unchanged.
+//
 // Needs no communicator: the host exchanges are functions (the communicator's all_gather and
 // barrier in the product; a shared-memory board in scripts/gpu-check.sh's tests).
 #pragma once
@@ -30,6 +35,7 @@
 #include <vector>
 
 #include "comm/cuda_ipc/ipc_heap.hpp"
+#include "comm/nccl/nccl_gather.hpp"
 
 namespace commfuse::ops::cuda {
 
@@ -40,6 +46,7 @@ struct HostExchange {
   // Teardown: false once the peers cannot be reached (an aborted or failed communicator):
   // then nothing is waited for and the device memory is left allocated. Empty: reachable.
   std::function<bool()> usable = nullptr;
+  bool one_host = true;  // every rank on this host: CUDA IPC can map the peers' memory
 };
 
 class DeviceContext {
@@ -104,9 +111,18 @@ class DeviceContext {
   int rank_, size_, device_ = 0;
   HostExchange exchange_;
   std::unique_ptr<comm::cuda_ipc::IpcHeap> heap_;
-  size_t half_bytes_ = 0;  // each half of every rank's heap
-  int half_ = 1;           // the last exchanged call's half (the first call takes half 0)
-  int pending_ = 0;        // the half of the call begun, until its exchange
+  size_t half_bytes_ = 0;  // each half of every rank's heap (NCCL: of the local buffer)
+  // NCCL (across hosts): the communicator, the local buffer (two halves of R regions), the
+  // call's region stride, the stream the all-gathers run on, and events ordering it.
+  bool nccl_mode_ = false;
+  std::unique_ptr<comm::nccl::NcclGather> nccl_;
+  void* gather_buf_ = nullptr;
+  size_t region_ = 0;
+  void* comm_stream_ = nullptr;
+  void* ready_event_ = nullptr;
+  void* gathered_event_ = nullptr;
+  int half_ = 1;     // the last exchanged call's half (the first call takes half 0)
+  int pending_ = 0;  // the half of the call begun, until its exchange
   Phase phase_ = Phase::kIdle;
   void* call_stream_ = nullptr;  // the stream of the call begun
   void* copy_stream_ = nullptr;
@@ -120,6 +136,7 @@ class DeviceContext {
 
   void grow(size_t half_bytes);  // collective
   void drop_heap();              // collective: IpcHeap's teardown
+  void leak();                   // a teardown that cannot wait: device memory left allocated
   bool wait_idle();              // this rank's queued work finished within the timeout
   void free_local();             // streams, events, workspace, scratch
 };

@@ -28,9 +28,16 @@ namespace {
 
 // The device schedule's value in the call signature: apart from every CPU schedule's, so a
 // rank calling with host tensors and one with device tensors fail the call naming it.
-enum class DeviceSchedule { kCudaIpc = 100 };
-const char* schedule_name(DeviceSchedule) {
-  return "cuda_ipc";
+// cuda_ipc: the peers' regions read in place; nccl: all-gathered into local memory (ranks
+// across hosts: ops/cuda/device_context.hpp).
+enum class DeviceSchedule { kCudaIpc = 100, kNccl = 101 };
+const char* schedule_name(DeviceSchedule s) {
+  return s == DeviceSchedule::kNccl ? "nccl" : "cuda_ipc";
+}
+// Where a schedule finds the peers' data, for the plans' descriptions.
+const char* peers_read(DeviceSchedule s) {
+  return s == DeviceSchedule::kNccl ? "all-gathered by NCCL into this rank's memory"
+                                    : "read in place from the CUDA IPC heap";
 }
 
 // The communicator's device context (comm/comm_impl.hpp's attachment).
@@ -89,7 +96,8 @@ DeviceContext& context_of(const char* op, comm::CommImpl& c, Device d) {
         c.rank(), c.world_size(),
         HostExchange{[cp](const std::string& s) { return all_gather_strings(cp->transport(), s); },
                      [cp] { cp->transport().barrier(); }, params::timeout_seconds(),
-                     [cp] { return cp->transport().failure().empty(); }});
+                     [cp] { return cp->transport().failure().empty(); },
+                     c.local_ranks() == c.world_size()});
   } catch (const Error& e) {
     c.reject(e.code(), detail::cat(op, "(rank ", c.rank(), "): ", e.what()));
   }
@@ -104,8 +112,9 @@ struct Pointer {
   const void* p;
   DType dtype;  // its elements: the pointer must be aligned to them (kernels read them whole)
 };
-void check_device_call(const OpContext& ctx, Device d, bool gemm,
-                       std::initializer_list<Pointer> pointers) {
+// Returns the schedule: which exchange the call will use.
+DeviceSchedule check_device_call(const OpContext& ctx, Device d, bool gemm,
+                                 std::initializer_list<Pointer> pointers) {
   kernels::cuda::require_device(ctx.op());  // RUNTIME_ERROR without a usable device
   const std::string why = gemm ? kernels::cuda::blaslt_unavailable() : std::string();
   if (!why.empty()) ctx.reject(Status::kRuntimeError, "cuBLASLt cannot be used: ", why);
@@ -120,10 +129,20 @@ void check_device_call(const OpContext& ctx, Device d, bool gemm,
     ctx.invalid("the tensors are on cuda:", d.index,
                 " but this communicator's device calls use cuda:", dc->device(),
                 " (one device per communicator and rank)");
-  if (ctx.comm().local_ranks() != ctx.world_size())
-    ctx.invalid(
-        "device tensors need every rank on one host (CUDA IPC); ranks on several hosts: "
-        "not supported yet (an NCCL transport is not built)");
+  // Ranks on several hosts exchange through NCCL (device_context.hpp): it must load here.
+  bool nccl = false;
+  try {
+    nccl = comm::nccl::device_calls_use_nccl(ctx.comm().local_ranks() == ctx.world_size());
+  } catch (const Error& e) {
+    ctx.invalid(e.what());
+  }
+  if (nccl) {
+    if (const std::string why = comm::nccl::nccl_unavailable(); !why.empty())
+      ctx.reject(Status::kRuntimeError,
+                 "device tensors on ranks across hosts (or COMMFUSE_DEVICE_TRANSPORT=nccl) need "
+                 "NCCL: ",
+                 why);
+  }
   if (ctx.world_size() > kernels::cuda::kMaxSumParts)
     ctx.invalid("device tensors: ", ctx.world_size(), " ranks are not supported (at most ",
                 kernels::cuda::kMaxSumParts, ")");
@@ -142,6 +161,7 @@ void check_device_call(const OpContext& ctx, Device d, bool gemm,
                       ? detail::cat("on cuda:", a.device)
                       : std::string("host memory"));
   }
+  return nccl ? DeviceSchedule::kNccl : DeviceSchedule::kCudaIpc;
 }
 
 DeviceMatmul operands(const auto& p) {
@@ -211,22 +231,23 @@ std::string describe(const AllGatherMatmulDevicePlan& d) {
   const auto& p = d.problem;
   return detail::cat(kAllGatherMatmulOp, "(rank ", p.rank, ") m=", p.m, " R=", p.world_size,
                      " k=", p.k, " n=", p.n, " ", dtype_name(p.dtype), " on ",
-                     device_name(p.device),
-                     ": schedule cuda_ipc (local rows first, then each peer's rows read in "
-                     "place from the CUDA IPC heap; cuBLASLt; gather_out by the copy stream)");
+                     device_name(p.device), ": schedule ", schedule_name(d.schedule),
+                     " (local rows first, then each peer's rows ", peers_read(d.schedule),
+                     "; cuBLASLt; gather_out by the copy stream)");
 }
 
 std::string describe(const MatmulReduceDevicePlan& d) {
   return detail::cat(describe_problem(d.op, d.problem), " on ", device_name(d.problem.device),
-                     ": schedule cuda_ipc (fp32 partial in the CUDA IPC heap, rank-order sum of ",
-                     d.all_reduce ? "all rows" : "this rank's rows", " read in place)");
+                     ": schedule ", schedule_name(d.schedule), " (fp32 partials ",
+                     peers_read(d.schedule), ", rank-order sum of ",
+                     d.all_reduce ? "all rows" : "this rank's rows", ")");
 }
 
 std::string describe(const QuantReduceDevicePlan& d) {
   return detail::cat(describe_problem(d.op, d.problem), " on ", device_name(d.problem.device),
-                     ": schedule cuda_ipc (codes and scales in the CUDA IPC heap, rank-order "
-                     "dequantize-and-sum of ",
-                     d.all_reduce ? "all rows" : "this rank's rows", " read in place)");
+                     ": schedule ", schedule_name(d.schedule), " (codes and scales ",
+                     peers_read(d.schedule), ", rank-order dequantize-and-sum of ",
+                     d.all_reduce ? "all rows" : "this rank's rows", ")");
 }
 
 void run_schedule(const AllGatherMatmulDevicePlan& d, comm::CommImpl& c, void*, void* stream) {
@@ -257,26 +278,33 @@ void run_schedule(const QuantReduceDevicePlan& d, comm::CommImpl& c, void*, void
 }
 
 std::string describe_alltoall(const char* op, int rank, int world_size, int64_t bs, int64_t h,
-                              int64_t n, DType dtype, Device device, const char* how) {
+                              int64_t n, DType dtype, Device device, DeviceSchedule schedule,
+                              std::string_view how) {
   return detail::cat(op, "(rank ", rank, ") BS=", bs, " H=", h, " N=", n, " R=", world_size, " ",
-                     dtype_name(dtype), " on ", device_name(device),
-                     ": schedule cuda_ipc (x1 in the CUDA IPC heap, this rank's rows of every "
-                     "rank read in place, ",
-                     how, ")");
+                     dtype_name(dtype), " on ", device_name(device), ": schedule ",
+                     schedule_name(schedule), " (every rank's x1 ", peers_read(schedule), ", ", how,
+                     ")");
 }
 
 std::string describe(const AlltoAllDevicePlan& d) {
   const auto& p = d.problem;
   return describe_alltoall(kAlltoAllMatmulOp, p.rank, p.world_size, p.bs, p.h, p.n, p.dtype,
-                           p.device, "permuted by strided copies, one cuBLASLt GEMM");
+                           p.device, d.schedule, "permuted by strided copies, one cuBLASLt GEMM");
 }
 
 std::string describe(const AlltoAllQuantDevicePlan& d) {
   const auto& p = d.problem;
+  const std::string how =
+      p.combo == QuantCombo::kA4W4
+          ? "A4W4: permute widening int4 to int8, one cuBLASLt int8 GEMM per source segment, "
+            "dequantizing epilogue summing them in rank order"
+          : detail::cat(combo_name(p.combo),
+                        ": permute + per-token quantization, cuBLASLt int8 GEMM, dequantizing "
+                        "epilogue");
+  const bool converted = p.combo != QuantCombo::kA16W8 || !p.x2_transposed;
   return describe_alltoall(kAlltoAllQuantMatmulOp, p.rank, p.world_size, p.bs, p.h, p.n, p.x1_dtype,
-                           p.device,
-                           "A16W8: permute + per-token quantization, cuBLASLt int8 GEMM, "
-                           "dequantizing epilogue");
+                           p.device, d.schedule,
+                           converted ? how + "; x2 converted to int8 (N, R*H) each call" : how);
 }
 
 // The fields both alltoall problems share (x1's dtype named differently in each).
@@ -323,25 +351,27 @@ void run_schedule(const AlltoAllQuantDevicePlan& d, comm::CommImpl& c, void*, vo
 // What the three matmul ops' device calls share: the SPEC §6 layout, the device, every
 // pointer (`extra`: all_gather_matmul's gather_out) and the GEMM the schedule will issue.
 template <typename Problem>
-void check_matmul_call(const OpContext& ctx, const Problem& p, Pointer extra) {
-  check_device_call(ctx, p.device, /*gemm=*/true,
-                    {{"x1", p.x1, p.dtype},
-                     {"x2", p.x2.data, p.quant.quantized() ? p.quant.b_dtype : p.dtype},
-                     {"x1_scale", p.quant.x1_scale, DType::kFloat32},
-                     {"x2_scale", p.quant.x2_scale, DType::kFloat32},
-                     {"bias", p.bias.data, p.bias.dtype},
-                     {"bias", p.quant.bias_int, DType::kInt32},
-                     {"output", p.output, p.out_dtype},
-                     extra});
+DeviceSchedule check_matmul_call(const OpContext& ctx, const Problem& p, Pointer extra) {
+  const DeviceSchedule schedule =
+      check_device_call(ctx, p.device, /*gemm=*/true,
+                        {{"x1", p.x1, p.dtype},
+                         {"x2", p.x2.data, p.quant.quantized() ? p.quant.b_dtype : p.dtype},
+                         {"x1_scale", p.quant.x1_scale, DType::kFloat32},
+                         {"x2_scale", p.quant.x2_scale, DType::kFloat32},
+                         {"bias", p.bias.data, p.bias.dtype},
+                         {"bias", p.quant.bias_int, DType::kInt32},
+                         {"output", p.output, p.out_dtype},
+                         extra});
   if (const std::string why = matmul_gemm_unsupported(operands(p)); !why.empty()) ctx.invalid(why);
+  return schedule;
 }
 
 }  // namespace
 
 std::unique_ptr<PlanImpl> plan_all_gather_matmul(AllGatherMatmulProblem p, void* stream) {
   const OpContext ctx(kAllGatherMatmulOp, p.group);
-  check_matmul_call(ctx, p, {"gather_out", p.gather_out, p.dtype});
   AllGatherMatmulDevicePlan d;
+  d.schedule = check_matmul_call(ctx, p, {"gather_out", p.gather_out, p.dtype});
   d.signature = matmul_signature(kAllGatherMatmulOp, p, d.schedule);
   d.problem = std::move(p);
   d.stream = stream;
@@ -351,8 +381,8 @@ std::unique_ptr<PlanImpl> plan_all_gather_matmul(AllGatherMatmulProblem p, void*
 std::unique_ptr<PlanImpl> plan_matmul_reduce(const char* op, MatmulReduceProblem p, bool all_reduce,
                                              void* stream) {
   const OpContext ctx(op, p.group);
-  check_matmul_call(ctx, p, {"gather_out", nullptr, p.dtype});
   MatmulReduceDevicePlan d;
+  d.schedule = check_matmul_call(ctx, p, {"gather_out", nullptr, p.dtype});
   d.signature = matmul_signature(op, p, d.schedule);
   d.problem = std::move(p);
   d.op = op;
@@ -364,11 +394,11 @@ std::unique_ptr<PlanImpl> plan_matmul_reduce(const char* op, MatmulReduceProblem
 std::unique_ptr<PlanImpl> plan_quant_reduce(const char* op, QuantReduceProblem p, bool all_reduce) {
   const OpContext ctx(op, p.group);
   // The codes and scales are copied byte for byte into the heap: no alignment needed.
-  check_device_call(ctx, p.device, /*gemm=*/false,
-                    {{"x", p.x, DType::kUInt8},
-                     {"scales", p.scales, DType::kUInt8},
-                     {"output", p.output, p.out_dtype}});
   QuantReduceDevicePlan d;
+  d.schedule = check_device_call(ctx, p.device, /*gemm=*/false,
+                                 {{"x", p.x, DType::kUInt8},
+                                  {"scales", p.scales, DType::kUInt8},
+                                  {"output", p.output, p.out_dtype}});
   d.signature = quant_reduce_signature(op, p, d.schedule);
   d.problem = std::move(p);
   d.op = op;
@@ -378,17 +408,17 @@ std::unique_ptr<PlanImpl> plan_quant_reduce(const char* op, QuantReduceProblem p
 
 std::unique_ptr<PlanImpl> plan_alltoall_matmul(AlltoAllMatmulProblem p, void* stream) {
   const OpContext ctx(kAlltoAllMatmulOp, p.group);
-  check_device_call(ctx, p.device, /*gemm=*/true,
-                    {{"x1", p.x1, p.dtype},
-                     {"x2", p.x2, p.dtype},
-                     {"bias", p.bias.data, p.bias.dtype},
-                     {"output", p.output, p.dtype},
-                     {"all_to_all_out", p.all_to_all_out, p.dtype}});
+  AlltoAllDevicePlan d;
+  d.schedule = check_device_call(ctx, p.device, /*gemm=*/true,
+                                 {{"x1", p.x1, p.dtype},
+                                  {"x2", p.x2, p.dtype},
+                                  {"bias", p.bias.data, p.bias.dtype},
+                                  {"output", p.output, p.dtype},
+                                  {"all_to_all_out", p.all_to_all_out, p.dtype}});
   if (const std::string why =
           alltoall_gemm_unsupported(alltoall_operands(p.dtype, p), p.world_size);
       !why.empty())
     ctx.invalid(why);
-  AlltoAllDevicePlan d;
   d.signature = alltoall_matmul_signature(kAlltoAllMatmulOp, p, d.schedule);
   d.problem = std::move(p);
   d.stream = stream;
@@ -398,18 +428,18 @@ std::unique_ptr<PlanImpl> plan_alltoall_matmul(AlltoAllMatmulProblem p, void* st
 std::unique_ptr<PlanImpl> plan_alltoall_quant_matmul(AlltoAllQuantMatmulProblem p, void* stream) {
   const OpContext ctx(kAlltoAllQuantMatmulOp, p.group);
   const DeviceAlltoAll a = quant_alltoall_operands(p);
-  check_device_call(ctx, p.device, /*gemm=*/true,
-                    {{"x1", p.x1, p.x1_dtype},
-                     {"x2", p.x2, a.b_dtype},
-                     {"x2_scale", p.x2_scale, DType::kFloat32},
-                     {"smooth scale (x1ScaleOptional)", p.smooth, p.x1_dtype},
-                     {"token scale (x1ScaleOptional)", p.token_scale, DType::kFloat32},
-                     {"bias", p.bias.data, p.bias.dtype},
-                     {"output", p.output, p.out_dtype},
-                     {"all_to_all_out", p.all_to_all_out, p.x1_dtype}});
+  AlltoAllQuantDevicePlan d;
+  d.schedule = check_device_call(ctx, p.device, /*gemm=*/true,
+                                 {{"x1", p.x1, p.x1_dtype},
+                                  {"x2", p.x2, a.b_dtype},
+                                  {"x2_scale", p.x2_scale, DType::kFloat32},
+                                  {"smooth scale (x1ScaleOptional)", p.smooth, p.x1_dtype},
+                                  {"token scale (x1ScaleOptional)", p.token_scale, DType::kFloat32},
+                                  {"bias", p.bias.data, p.bias.dtype},
+                                  {"output", p.output, p.out_dtype},
+                                  {"all_to_all_out", p.all_to_all_out, p.x1_dtype}});
   if (const std::string why = alltoall_gemm_unsupported(a, p.world_size); !why.empty())
     ctx.invalid(why);
-  AlltoAllQuantDevicePlan d;
   d.signature = alltoall_quant_matmul_signature(kAlltoAllQuantMatmulOp, p, d.schedule);
   d.problem = std::move(p);
   d.stream = stream;

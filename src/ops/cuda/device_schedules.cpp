@@ -501,7 +501,7 @@ void alltoall_matmul(DeviceContext& ctx, const DeviceAlltoAll& a, void* stream) 
   for (int s = 0; s < size; ++s) {
     const auto* base = static_cast<const char*>(h.part[static_cast<size_t>(s)]);
     src[s] = base + block * rank;
-    src_scales[s] = reinterpret_cast<const float*>(base + scales_at) + rows * rank;
+    src_scales[s] = a4w4 ? reinterpret_cast<const float*>(base + scales_at) + rows * rank : nullptr;
   }
   if (a.quantized) {
     alltoall_quant(ctx, a, src, src_scales, stream);
