@@ -58,19 +58,19 @@ step "build (CUDA kernels + their CPU references)" build_cuda
 if [ -x "$build/commfuse_cuda_test_dequant_sum" ]; then
   step "test: dequant_sum vs the CPU kernel, bitwise" \
     env COMMFUSE_REQUIRE_GPU=1 timeout 300 "$build/commfuse_cuda_test_dequant_sum"
-  step "test: cuBLASLt GEMMs (A8W8 exact, FP8, bf16, fp16, fp32) + epilogue vs the CPU" \
+  step "test: cuBLASLt GEMMs (A8W8 exact, FP8, bf16, fp16, fp32) + epilogue + bf16 decode vs the CPU" \
     env COMMFUSE_REQUIRE_GPU=1 timeout 300 "$build/commfuse_cuda_test_gemm"
-  step "test: permute + dynamic per-token quantization vs the CPU kernels, bitwise" \
+  step "test: permute + quantization (A16), int4 permute (A4W4), x2 to int8 TN, vs the CPU / SPEC, bitwise" \
     env COMMFUSE_REQUIRE_GPU=1 timeout 300 "$build/commfuse_cuda_test_permute_quant"
   step "test: CUDA IPC heap, W = 1, 2, 4 processes sharing the GPU (copies + dequant_sum in place)" \
     env COMMFUSE_REQUIRE_GPU=1 timeout 300 "$build/commfuse_cuda_test_ipc_heap"
-  step "test: the matmul ops' and quantized reductions' device schedules, W = 1, 2, 4" \
+  step "test: every operator's device schedule, W = 1, 2, 4 over CUDA IPC, W = 1 over NCCL" \
     env COMMFUSE_REQUIRE_GPU=1 timeout 300 "$build/commfuse_cuda_test_device_ops"
   step "bench: quant_all_reduce kernel vs device copy (64 MiB)" \
     timeout 120 "$build/commfuse_bench_cuda_quant_reduce"
   step "bench: all_gather_matmul schedule on one GPU vs cuBLASLt alone (bf16 8192^3, W=2)" \
     timeout 120 "$build/commfuse_bench_cuda_gemm"
-  step "bench: the device schedules, W=2 processes (all_gather_matmul vs GEMM alone, quant_all_reduce vs copy)" \
+  step "bench: the device schedules, W=2 processes (all_gather_matmul vs GEMM alone and unfused, quant_all_reduce vs copy)" \
     timeout 180 "$build/commfuse_bench_cuda_device_ops"
 fi
 echo

@@ -163,13 +163,13 @@ typedef enum {
 } commfuseDeviceType;
 /* Marks the tensor's memory as CUDA device memory of device ordinal `index`
  * (COMMFUSE_DEVICE_CUDA), or as host memory (COMMFUSE_DEVICE_CPU, index 0: the default).
- * AllGatherMatmul, MatmulReduceScatter, MatmulAllReduce, QuantAllReduce and
- * QuantReduceScatter take CUDA tensors: every tensor of
- * a call on the calling thread's current device, every rank on one host; the Xxx call's
- * stream is the cudaStream_t the op is queued on (NULL: the legacy default stream) and it
- * returns once the work is queued. The other operators reject device tensors
- * (PARAM_INVALID "not supported"); so does a build without CUDA. A type other than these
- * two, or an index out of range, is PARAM_INVALID. */
+ * Every operator (AllGatherMatmul, MatmulReduceScatter, MatmulAllReduce, their V2 quantized
+ * forms, QuantAllReduce, QuantReduceScatter, AlltoAllMatmul, AlltoAllQuantMatmul) takes CUDA
+ * tensors: every tensor of a call on the calling thread's current device (ranks on one host
+ * exchange through CUDA IPC, across hosts through NCCL); the Xxx call's stream is the
+ * cudaStream_t the op is queued on (NULL: the legacy default stream) and it returns once the
+ * work is queued. A build without CUDA rejects device tensors (PARAM_INVALID "not
+ * supported"). A type other than these two, or an index out of range, is PARAM_INVALID. */
 commfuseStatus_t commfuseSetTensorDevice(commfuseTensor_t* tensor, commfuseDeviceType type,
                                          int index);
 /* Frees an executor that GetWorkspaceSize returned and that will not be executed. */

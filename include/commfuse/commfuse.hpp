@@ -167,14 +167,14 @@ Comm& find_comm(std::string_view name);
 // given). The ops take row-major (ND) tensors; x2 may also be a transposed view, e.g.
 // TensorView(w, dtype, {n, k}).t() for an (n, k) buffer used as (k, n).
 //
-// A tensor is host memory unless its device says otherwise: all_gather_matmul,
-// matmul_reduce_scatter, matmul_all_reduce (SPEC §6 A8W8 and FP8 with x2 a transposed view;
-// not HiFloat8),
-// quant_all_reduce, quant_reduce_scatter, alltoall_matmul and alltoall_quant_matmul (A16W8
-// with x2 transposed) also take tensors in CUDA device memory (every
-// tensor of a call on the same device, the device current on the calling thread, every rank
-// on one host), queue their work on the call's stream and return once it is queued (a call
-// that grows the communicator's device memory waits for its queued work first).
+// A tensor is host memory unless its device says otherwise: every operator (all_gather_matmul,
+// matmul_reduce_scatter, matmul_all_reduce with SPEC §6's quantized forms, quant_all_reduce,
+// quant_reduce_scatter, alltoall_matmul, alltoall_quant_matmul) also takes tensors in CUDA
+// device memory (every tensor of a call on the same device, the device current on the
+// calling thread; ranks on one host exchange through CUDA IPC, across hosts through NCCL),
+// queues its work on the call's stream and returns once it is queued (a call that grows the
+// communicator's device memory waits for its queued work first). Not on devices: quantize /
+// dequantize and the Comm collectives.
 enum class DeviceType : int32_t { kCpu = 0, kCuda = 1 };
 struct Device {
   DeviceType type = DeviceType::kCpu;
