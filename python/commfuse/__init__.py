@@ -24,11 +24,11 @@ reduce_scatter, all_to_all, broadcast), the operators, :func:`convert` / :func:`
 
 Arrays: numpy (ml_dtypes for the formats numpy lacks) or any CPU DLPack tensor (torch).
 Every operator also takes CUDA tensors (torch, or DLPack arrays on a CUDA device): every
-rank on one host, the tensors' device the current one (``torch.cuda.set_device``); the op
-runs on that GPU, queued on torch's current stream of the device (other DLPack arrays: the
-legacy default stream, and their results passed with ``out=``), and returns once queued;
-torch results are allocated on the device. Not on devices: quantize / dequantize and the
-collectives.
+rank's tensors on its current device (``torch.cuda.set_device``; CUDA IPC between ranks on
+one host, NCCL across hosts); the op runs on that GPU, queued on torch's current stream of
+the device (other DLPack arrays: the legacy default stream, and their results passed with
+``out=``), and returns once queued; torch results are allocated on the device. Not on
+devices: quantize / dequantize and the collectives.
 
 Formats and their numpy representation:
 
