@@ -1,18 +1,17 @@
 #include "comm/nccl/nccl_gather.hpp"
 
-#include <dlfcn.h>
 #include <nccl.h>
 
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/shared_library.hpp"
 
 namespace commfuse::comm::nccl {
 namespace {
 
 // The entry points used, resolved from the library at run time.
 struct Api {
-  void* lib = nullptr;
   std::string name, unavailable;
   decltype(&ncclGetVersion) version = nullptr;
   decltype(&ncclGetUniqueId) unique_id = nullptr;
@@ -22,35 +21,18 @@ struct Api {
   decltype(&ncclGetErrorString) error_string = nullptr;
 };
 
-template <typename F>
-bool resolve(Api& api, F& fn, const char* symbol) {
-  fn = reinterpret_cast<F>(dlsym(api.lib, symbol));
-  if (fn == nullptr && api.unavailable.empty())
-    api.unavailable = detail::cat(api.name, " lacks ", symbol);
-  return fn != nullptr;
-}
-
 Api load() {
   Api api;
   // By soname (the loader's path and cache), then in the toolkit this was built with.
-  for (const std::string& name :
-       {std::string("libnccl.so.2"), std::string(COMMFUSE_CUDA_LIBDIR "/libnccl.so.2")}) {
-    api.lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (api.lib != nullptr) {
-      api.name = name;
-      break;
-    }
-  }
-  if (api.lib == nullptr) {
-    api.unavailable = detail::cat("libnccl.so.2 not found (", dlerror(), ")");
-    return api;
-  }
-  (void)(resolve(api, api.version, "ncclGetVersion") &&
-         resolve(api, api.unique_id, "ncclGetUniqueId") &&
-         resolve(api, api.init, "ncclCommInitRank") &&
-         resolve(api, api.all_gather, "ncclAllGather") &&
-         resolve(api, api.destroy, "ncclCommDestroy") &&
-         resolve(api, api.error_string, "ncclGetErrorString"));
+  SharedLibrary lib{"libnccl.so.2", COMMFUSE_CUDA_LIBDIR "/libnccl.so.2"};
+  (void)(lib.resolve(api.version, "ncclGetVersion") &&
+         lib.resolve(api.unique_id, "ncclGetUniqueId") &&
+         lib.resolve(api.init, "ncclCommInitRank") &&
+         lib.resolve(api.all_gather, "ncclAllGather") &&
+         lib.resolve(api.destroy, "ncclCommDestroy") &&
+         lib.resolve(api.error_string, "ncclGetErrorString"));
+  api.name = lib.name();
+  api.unavailable = lib.unavailable();
   return api;
 }
 

@@ -2,11 +2,11 @@
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 
 #include <mutex>
 
 #include "core/error.hpp"
+#include "core/shared_library.hpp"
 #include "kernels/cuda/runtime_info.hpp"
 
 namespace commfuse::kernels::cuda {
@@ -14,7 +14,6 @@ namespace {
 
 // The entry points used, resolved from the library at run time.
 struct Api {
-  void* lib = nullptr;
   std::string name, unavailable;
   decltype(&cublasLtCreate) create = nullptr;
   decltype(&cublasLtGetVersion) version = nullptr;
@@ -31,50 +30,32 @@ struct Api {
   cublasLtHandle_t handle = nullptr;
 };
 
-template <typename F>
-bool resolve(Api& api, F& fn, const char* symbol) {
-  fn = reinterpret_cast<F>(dlsym(api.lib, symbol));
-  if (fn == nullptr && api.unavailable.empty())
-    api.unavailable = detail::cat(api.name, " lacks ", symbol);
-  return fn != nullptr;
-}
-
 Api load() {
   Api api;
   if (!device_available()) {
     api.unavailable = detail::cat("no usable CUDA device: ", runtime_info().unavailable);
     return api;
   }
-  const int major = runtime_info().runtime_version / 1000;
   // By soname (the loader's path and cache), then in the toolkit this was built with (an
   // install without ldconfig); never an unversioned name, which may be another major.
-  const std::string soname = detail::cat("libcublasLt.so.", major);
-  for (const std::string& name : {soname, detail::cat(COMMFUSE_CUDA_LIBDIR, "/", soname)}) {
-    api.lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (api.lib != nullptr) {
-      api.name = name;
-      break;
-    }
-  }
-  if (api.lib == nullptr) {
-    api.unavailable = detail::cat("libcublasLt.so.", major, " not found (", dlerror(), ")");
-    return api;
-  }
-  const bool all = resolve(api, api.create, "cublasLtCreate") &&
-                   resolve(api, api.version, "cublasLtGetVersion") &&
-                   resolve(api, api.desc_create, "cublasLtMatmulDescCreate") &&
-                   resolve(api, api.desc_destroy, "cublasLtMatmulDescDestroy") &&
-                   resolve(api, api.desc_set, "cublasLtMatmulDescSetAttribute") &&
-                   resolve(api, api.layout_create, "cublasLtMatrixLayoutCreate") &&
-                   resolve(api, api.layout_destroy, "cublasLtMatrixLayoutDestroy") &&
-                   resolve(api, api.pref_create, "cublasLtMatmulPreferenceCreate") &&
-                   resolve(api, api.pref_destroy, "cublasLtMatmulPreferenceDestroy") &&
-                   resolve(api, api.pref_set, "cublasLtMatmulPreferenceSetAttribute") &&
-                   resolve(api, api.heuristic, "cublasLtMatmulAlgoGetHeuristic") &&
-                   resolve(api, api.matmul, "cublasLtMatmul");
-  if (!all) return api;
-  if (api.create(&api.handle) != CUBLAS_STATUS_SUCCESS)
-    api.unavailable = detail::cat(api.name, ": cublasLtCreate failed");
+  const std::string soname = detail::cat("libcublasLt.so.", runtime_info().runtime_version / 1000);
+  SharedLibrary lib{soname, detail::cat(COMMFUSE_CUDA_LIBDIR, "/", soname)};
+  (void)(lib.resolve(api.create, "cublasLtCreate") &&
+         lib.resolve(api.version, "cublasLtGetVersion") &&
+         lib.resolve(api.desc_create, "cublasLtMatmulDescCreate") &&
+         lib.resolve(api.desc_destroy, "cublasLtMatmulDescDestroy") &&
+         lib.resolve(api.desc_set, "cublasLtMatmulDescSetAttribute") &&
+         lib.resolve(api.layout_create, "cublasLtMatrixLayoutCreate") &&
+         lib.resolve(api.layout_destroy, "cublasLtMatrixLayoutDestroy") &&
+         lib.resolve(api.pref_create, "cublasLtMatmulPreferenceCreate") &&
+         lib.resolve(api.pref_destroy, "cublasLtMatmulPreferenceDestroy") &&
+         lib.resolve(api.pref_set, "cublasLtMatmulPreferenceSetAttribute") &&
+         lib.resolve(api.heuristic, "cublasLtMatmulAlgoGetHeuristic") &&
+         lib.resolve(api.matmul, "cublasLtMatmul"));
+  if (lib.unavailable().empty() && api.create(&api.handle) != CUBLAS_STATUS_SUCCESS)
+    lib.fail(detail::cat(lib.name(), ": cublasLtCreate failed"));
+  api.name = lib.name();
+  api.unavailable = lib.unavailable();
   return api;
 }
 
