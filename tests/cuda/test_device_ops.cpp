@@ -967,11 +967,14 @@ int main() {
       return run_rank(meeting, rank, size, false);
     });
   // The NCCL exchange at W = 1 only: NCCL refuses two ranks on one GPU (the GPU machines
-  // here have one), so W > 1 needs a machine with several GPUs.
-  if (const std::string why = commfuse::comm::nccl::nccl_unavailable(); why.empty())
-    failed += cudatest::run_ranks(
-        1, [&](cudatest::Meeting& meeting, int rank) { return run_rank(meeting, rank, 1, true); });
-  else
-    std::printf("device ops over NCCL SKIPPED: %s\n", why.c_str());
+  // here have one), so W > 1 needs a machine with several GPUs. Loaded in the rank's process
+  // (the parent touches no CUDA library before forking).
+  failed += cudatest::run_ranks(1, [&](cudatest::Meeting& meeting, int rank) {
+    if (const std::string why = commfuse::comm::nccl::nccl_unavailable(); !why.empty()) {
+      std::printf("device ops over NCCL SKIPPED: %s\n", why.c_str());
+      return 0;
+    }
+    return run_rank(meeting, rank, 1, true);
+  });
   return failed == 0 ? 0 : 1;
 }
