@@ -107,8 +107,8 @@ int run_rank(cudatest::Meeting& meeting, int rank) {
                           block, cudaMemcpyDeviceToDevice, nullptr),
           "copy");
     }
-    ctx.end_call(nullptr);
     kc::gemm(whole, gathered, x2, out, ctx.gemm_workspace(), kc::kGemmWorkspaceBytes, nullptr);
+    ctx.end_call(nullptr);  // after every use of the context's workspace
   });
   for (void* p : {x1, x2, out, gathered}) cudaFree(p);
 

@@ -16,10 +16,13 @@
 // back (pipelined_case), more rows than the heap holds (it grows), and m = 0.
 // matmul_all_reduce must give every rank the same bits, and each rank's
 // matmul_reduce_scatter rows must be its rows of matmul_all_reduce, bit for bit.
-// Then the same cases over the NCCL exchange (comm/nccl) at W = 1 (NCCL refuses two ranks
-// on one GPU). The sum kernel itself (kernels/cuda/sum_rows.hpp) is checked against the CPU's order
-// of operations on random floats, and its argument checks without a device. Exit status: 0 passed,
-// 1 failed, 77 skipped (no usable device; COMMFUSE_REQUIRE_GPU=1: 1).
+// With the argument `nccl`, the same cases over the NCCL exchange (comm/nccl) at W = 1
+// instead (NCCL refuses two ranks on one GPU; exit 77 where libnccl.so.2 does not load: at
+// W = 1 the all-gather moves nothing, so this checks NCCL's set-up and the context's NCCL
+// buffers and stream order, not a transfer). The sum kernel itself (kernels/cuda/sum_rows.hpp) is
+// checked against the CPU's order of operations on random floats, and its argument checks without a
+// device. Exit status: 0 passed, 1 failed, 77 skipped (no usable device; COMMFUSE_REQUIRE_GPU=1:
+// 1).
 #include <cstring>
 #include <memory>
 #include <random>
@@ -957,24 +960,32 @@ void sum_kernel_rejections() {
 
 }  // namespace
 
-int main() {
+// `commfuse_cuda_test_device_ops nccl`: only the NCCL exchange, at W = 1 (NCCL refuses two
+// ranks on one GPU, and the GPU machines here have one; W > 1 needs several GPUs), exit 77
+// where libnccl.so.2 does not load. Without the argument: CUDA IPC at W = 1, 2, 4.
+int main(int argc, char** argv) {
+  const bool nccl = argc > 1 && std::string(argv[1]) == "nccl";
   sum_kernel_rejections();
   if (cudatest::g_failures != 0) return cudatest::finish("device ops");
   if (const int probe = cudatest::probe_ipc_device(); probe != 0) return probe;
+  if (nccl) {
+    // Loaded in a child: the parent touches no CUDA library before forking the ranks.
+    const int loads = cudatest::in_child([] {
+      const std::string why = commfuse::comm::nccl::nccl_unavailable();
+      if (why.empty()) return 0;
+      std::printf("device ops over NCCL SKIPPED: %s\n", why.c_str());
+      return 77;
+    });
+    if (loads != 0) return loads;
+    return cudatest::run_ranks(1, [&](cudatest::Meeting& meeting,
+                                      int rank) { return run_rank(meeting, rank, 1, true); }) == 0
+               ? 0
+               : 1;
+  }
   int failed = 0;
   for (const int size : {1, 2, 4})
     failed += cudatest::run_ranks(size, [&](cudatest::Meeting& meeting, int rank) {
       return run_rank(meeting, rank, size, false);
     });
-  // The NCCL exchange at W = 1 only: NCCL refuses two ranks on one GPU (the GPU machines
-  // here have one), so W > 1 needs a machine with several GPUs. Loaded in the rank's process
-  // (the parent touches no CUDA library before forking).
-  failed += cudatest::run_ranks(1, [&](cudatest::Meeting& meeting, int rank) {
-    if (const std::string why = commfuse::comm::nccl::nccl_unavailable(); !why.empty()) {
-      std::printf("device ops over NCCL SKIPPED: %s\n", why.c_str());
-      return 0;
-    }
-    return run_rank(meeting, rank, 1, true);
-  });
   return failed == 0 ? 0 : 1;
 }

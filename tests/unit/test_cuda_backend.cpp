@@ -113,7 +113,7 @@ TEST(CudaBackend, NcclLoadsOrSaysWhy) {
     return std::vector<std::string>{s};
   };
   try {
-    nccl::NcclGather g(0, 1, all_gather);
+    nccl::NcclGather g(0, 1, all_gather, 30);
     EXPECT_TRUE(cuda::device_available()) << "NCCL initialized without a usable device";
   } catch (const commfuse::Error& e) {
     const std::string msg = e.what();
@@ -121,11 +121,13 @@ TEST(CudaBackend, NcclLoadsOrSaysWhy) {
       EXPECT_EQ(e.code(), commfuse::Status::kParamInvalid);
       EXPECT_NE(msg.find("not supported"), std::string::npos) << msg;
     } else {
+      // Without a device NCCL's initialization fails; with one it may still (a machine's
+      // network or shared memory): either way RUNTIME_ERROR naming the rank and the step.
       EXPECT_EQ(e.code(), commfuse::Status::kRuntimeError) << msg;
       EXPECT_NE(msg.find("NCCL (rank 0)"), std::string::npos) << msg;
       if (why.empty()) {  // loaded: the unique id went through the exchange first
         EXPECT_EQ(gathers, 1);
-        EXPECT_FALSE(cuda::device_available()) << msg;
+        EXPECT_NE(msg.find("ncclCommInitRankConfig"), std::string::npos) << msg;
       }
     }
   }

@@ -2,7 +2,9 @@
 
 #include <nccl.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "core/error.hpp"
 #include "core/shared_library.hpp"
@@ -15,9 +17,10 @@ struct Api {
   std::string name, unavailable;
   decltype(&ncclGetVersion) version = nullptr;
   decltype(&ncclGetUniqueId) unique_id = nullptr;
-  decltype(&ncclCommInitRank) init = nullptr;
+  decltype(&ncclCommInitRankConfig) init = nullptr;
+  decltype(&ncclCommGetAsyncError) async_error = nullptr;
   decltype(&ncclAllGather) all_gather = nullptr;
-  decltype(&ncclCommDestroy) destroy = nullptr;
+  decltype(&ncclCommAbort) abort = nullptr;
   decltype(&ncclGetErrorString) error_string = nullptr;
 };
 
@@ -27,9 +30,9 @@ Api load() {
   SharedLibrary lib{"libnccl.so.2", COMMFUSE_CUDA_LIBDIR "/libnccl.so.2"};
   (void)(lib.resolve(api.version, "ncclGetVersion") &&
          lib.resolve(api.unique_id, "ncclGetUniqueId") &&
-         lib.resolve(api.init, "ncclCommInitRank") &&
-         lib.resolve(api.all_gather, "ncclAllGather") &&
-         lib.resolve(api.destroy, "ncclCommDestroy") &&
+         lib.resolve(api.init, "ncclCommInitRankConfig") &&
+         lib.resolve(api.async_error, "ncclCommGetAsyncError") &&
+         lib.resolve(api.all_gather, "ncclAllGather") && lib.resolve(api.abort, "ncclCommAbort") &&
          lib.resolve(api.error_string, "ncclGetErrorString"));
   api.name = lib.name();
   api.unavailable = lib.unavailable();
@@ -63,7 +66,8 @@ std::string nccl_describe() {
   return detail::cat(v / 10000, ".", (v / 100) % 100, ".", v % 100, " (", a.name, ")");
 }
 
-NcclGather::NcclGather(int rank, int size, const AllGather& all_gather) : rank_(rank) {
+NcclGather::NcclGather(int rank, int size, const AllGather& all_gather, int timeout_s)
+    : rank_(rank), timeout_s_(timeout_s) {
   Api& a = api();
   if (!a.unavailable.empty())
     detail::throw_status(Status::kRuntimeError,
@@ -75,20 +79,68 @@ NcclGather::NcclGather(int rank, int size, const AllGather& all_gather) : rank_(
   CF_CHECK_ARG(ids.size() == static_cast<size_t>(size) && ids[0].size() == sizeof id.internal,
                "NCCL (rank ", rank, "): rank 0's unique id did not arrive whole");
   std::memcpy(id.internal, ids[0].data(), sizeof id.internal);
+  // Non-blocking: a peer that fails its own initialization must not hold this rank in
+  // ncclCommInitRank forever; the state is polled against the deadline instead.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
   ncclComm_t comm = nullptr;
-  check(a.init(&comm, size, id, rank), rank, "ncclCommInitRank");
+  const ncclResult_t r = a.init(&comm, size, id, rank, &config);
   comm_ = comm;
+  if (r != ncclInProgress) {
+    if (r != ncclSuccess) abort();
+    check(r, rank, "ncclCommInitRankConfig");
+  }
+  settle("ncclCommInitRankConfig");
 }
 
 NcclGather::~NcclGather() {
-  if (comm_ != nullptr) api().destroy(static_cast<ncclComm_t>(comm_));
+  abort();
+}
+
+void NcclGather::abort() {
+  // Local (never waits for the peers), and stops queued or running NCCL kernels: a
+  // teardown after a peer died must not hang, nor leave a kernel spinning on the GPU.
+  if (comm_ != nullptr) (void)api().abort(static_cast<ncclComm_t>(comm_));
+  comm_ = nullptr;
+}
+
+void NcclGather::settle(const char* what) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s_);
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t r = api().async_error(static_cast<ncclComm_t>(comm_), &state);
+    if (r != ncclSuccess) state = r;
+    if (state != ncclInProgress) {
+      if (state != ncclSuccess) abort();
+      check(state, rank_, what);
+      return;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      abort();
+      detail::throw_status(Status::kRuntimeError,
+                           detail::cat("NCCL (rank ", rank_, "): ", what, " did not finish within ",
+                                       timeout_s_, " s (a peer did not take part?)"));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+void NcclGather::check_healthy() {
+  if (comm_ == nullptr)
+    detail::throw_status(Status::kRuntimeError,
+                         detail::cat("NCCL (rank ", rank_, "): the communicator was aborted"));
+  settle("an earlier NCCL operation");  // an asynchronous (network) error surfaces here
 }
 
 void NcclGather::all_gather(void* recv, size_t bytes, void* stream) {
+  check_healthy();
   void* mine = static_cast<char*>(recv) + static_cast<size_t>(rank_) * bytes;
-  check(api().all_gather(mine, recv, bytes, ncclUint8, static_cast<ncclComm_t>(comm_),
-                         static_cast<cudaStream_t>(stream)),
-        rank_, "ncclAllGather");
+  const ncclResult_t r =
+      api().all_gather(mine, recv, bytes, ncclUint8, static_cast<ncclComm_t>(comm_),
+                       static_cast<cudaStream_t>(stream));
+  if (r != ncclSuccess && r != ncclInProgress) abort();
+  check(r == ncclInProgress ? ncclSuccess : r, rank_, "ncclAllGather");
+  if (r == ncclInProgress) settle("ncclAllGather");  // the enqueue, not the transfer
 }
 
 }  // namespace commfuse::comm::nccl

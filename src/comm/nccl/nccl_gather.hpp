@@ -38,24 +38,33 @@ class NcclGather {
   // all_gather, which fails on every rank when one rejected its call).
   using AllGather = std::function<std::vector<std::string>(const std::string&)>;
 
-  // Collective: rank 0's ncclUniqueId reaches every rank through all_gather, then
-  // ncclCommInitRank on the current device. Throws RUNTIME_ERROR naming the step (a build
-  // without CUDA: PARAM_INVALID "not supported").
-  NcclGather(int rank, int size, const AllGather& all_gather);
-  ~NcclGather();  // ncclCommDestroy (after this rank's queued all-gathers finished)
+  // Collective: rank 0's ncclUniqueId reaches every rank through all_gather, then a
+  // non-blocking ncclCommInitRankConfig on the current device, polled for at most
+  // timeout_s. Throws RUNTIME_ERROR naming the step (a build without CUDA: PARAM_INVALID
+  // "not supported").
+  NcclGather(int rank, int size, const AllGather& all_gather, int timeout_s);
+  ~NcclGather();  // abort()
   NcclGather(const NcclGather&) = delete;
   NcclGather& operator=(const NcclGather&) = delete;
 
   // Queues on `stream` (cudaStream_t): recv holds size regions of `bytes`; this rank's,
-  // at recv + rank * bytes, is sent in place.
+  // at recv + rank * bytes, is sent in place. First reports (RUNTIME_ERROR) an asynchronous
+  // error of an earlier all-gather (a peer or the network failed).
   void all_gather(void* recv, size_t bytes, void* stream);
-  // The communicator is left as is (queued work or peers may still use it): for a teardown
-  // that cannot wait.
-  void leak() { comm_ = nullptr; }
+  // ncclCommAbort: local, never waits for peers, stops this communicator's queued and
+  // running kernels. The destructor's teardown too (device_context waits for this rank's
+  // queued work first where it can).
+  void abort();
 
  private:
   int rank_;
+  int timeout_s_;
   void* comm_ = nullptr;  // ncclComm_t
+
+  // Polls the communicator until it leaves ncclInProgress (at most timeout_s); an error or
+  // the deadline aborts it and throws RUNTIME_ERROR naming `what`.
+  void settle(const char* what);
+  void check_healthy();
 };
 
 }  // namespace commfuse::comm::nccl

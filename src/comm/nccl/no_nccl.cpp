@@ -17,11 +17,14 @@ std::string nccl_describe() {
   return kWhy;
 }
 
-NcclGather::NcclGather(int rank, int, const AllGather&) : rank_(rank) {
+NcclGather::NcclGather(int rank, int, const AllGather&, int timeout_s)
+    : rank_(rank), timeout_s_(timeout_s) {
   detail::throw_status(Status::kParamInvalid, detail::cat("NCCL: not supported: ", kWhy));
 }
 
 NcclGather::~NcclGather() = default;
+
+void NcclGather::abort() {}
 
 void NcclGather::all_gather(void*, size_t, void*) {
   detail::throw_status(Status::kParamInvalid, detail::cat("NCCL: not supported: ", kWhy));

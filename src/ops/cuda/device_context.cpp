@@ -124,16 +124,15 @@ DeviceContext::~DeviceContext() {
            "; its device heap stays allocated");
     leak();
   }
-  if (nccl_) nccl_.reset();  // after this rank's queued all-gathers (wait_idle)
+  nccl_.reset();  // after this rank's queued all-gathers finished (wait_idle)
   free_local();
   cudaSetDevice(caller_device);
 }
 
 void DeviceContext::leak() {
   (void)heap_.release();
-  if (nccl_) nccl_->leak();
-  (void)nccl_.release();
-  gather_buf_ = nullptr;  // free_local does not run on these paths; kept out of it anyway
+  nccl_.reset();          // ncclCommAbort: local, and stops NCCL kernels waiting for a dead peer
+  gather_buf_ = nullptr;  // left allocated: queued work may still use it
 }
 
 void DeviceContext::drop_heap() {
@@ -159,7 +158,8 @@ void DeviceContext::grow(size_t half_bytes) {
     const size_t need = region_bytes(half_bytes) * static_cast<size_t>(size_);
     const size_t half = (need + kHeapStep - 1) / kHeapStep * kHeapStep;
     if (!nccl_)
-      nccl_ = std::make_unique<comm::nccl::NcclGather>(rank_, size_, exchange_.all_gather);
+      nccl_ = std::make_unique<comm::nccl::NcclGather>(rank_, size_, exchange_.all_gather,
+                                                       exchange_.timeout_s);
     check(cudaMalloc(&gather_buf_, 2 * half), rank_, "cudaMalloc");
     half_bytes_ = half;
     half_ = 1;
@@ -255,7 +255,11 @@ bool DeviceContext::cancel_call(bool failed_at_synchronization) {
   phase_ = Phase::kIdle;
   if (was == Phase::kBegun || was == Phase::kExchanged) {
     // The next call must follow what this one queued (its writes of the heap, the
-    // workspace, the scratch); an error recording it is reported by the next call's wait.
+    // workspace, the scratch, NCCL's all-gather); an error recording it is reported by the
+    // next call's wait.
+    if (nccl_mode_ && was == Phase::kExchanged &&
+        cudaStreamWaitEvent(as_stream(call_stream_), as_event(gathered_event_), 0) != cudaSuccess)
+      cudaGetLastError();
     if (cudaEventRecord(as_event(call_event_), as_stream(call_stream_)) != cudaSuccess)
       cudaGetLastError();
   }

@@ -64,6 +64,7 @@ class DeviceContext {
   int rank() const { return rank_; }
   int size() const { return size_; }
   int device() const { return device_; }
+  bool nccl_mode() const { return nccl_mode_; }  // the exchange is NCCL's (else CUDA IPC)
 
   // One call's half of the heap: this rank's part and every rank's, as this process maps them.
   struct Half {

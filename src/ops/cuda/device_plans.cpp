@@ -130,11 +130,17 @@ DeviceSchedule check_device_call(const OpContext& ctx, Device d, bool gemm,
                 " but this communicator's device calls use cuda:", dc->device(),
                 " (one device per communicator and rank)");
   // Ranks on several hosts exchange through NCCL (device_context.hpp): it must load here.
+  // An existing context keeps the exchange it was made with (COMMFUSE_DEVICE_TRANSPORT is
+  // read once per communicator).
   bool nccl = false;
-  try {
-    nccl = comm::nccl::device_calls_use_nccl(ctx.comm().local_ranks() == ctx.world_size());
-  } catch (const Error& e) {
-    ctx.invalid(e.what());
+  if (const DeviceContext* dc = existing_context(ctx.comm()); dc != nullptr) {
+    nccl = dc->nccl_mode();
+  } else {
+    try {
+      nccl = comm::nccl::device_calls_use_nccl(ctx.comm().local_ranks() == ctx.world_size());
+    } catch (const Error& e) {
+      ctx.invalid(e.what());
+    }
   }
   if (nccl) {
     if (const std::string why = comm::nccl::nccl_unavailable(); !why.empty())
