@@ -441,11 +441,10 @@ std::vector<T> permute(int rank, int size, int64_t rows, int64_t h, X1Of x1_of) 
   return permuted;
 }
 
-// int4 values (SPEC §1): two per byte, element 2j in the low nibble.
-std::vector<uint8_t> pack_int4(const std::vector<int8_t>& v) {
+// int4 values packed two per byte (SPEC §1), by the library's own packer.
+std::vector<uint8_t> packed_int4(const std::vector<int8_t>& v) {
   std::vector<uint8_t> out(v.size() / 2);
-  for (size_t j = 0; j < out.size(); ++j)
-    out[j] = static_cast<uint8_t>((v[2 * j] & 0xF) | ((v[2 * j + 1] & 0xF) << 4));
+  commfuse::pack_int4(v.data(), out.data(), v.size());
   return out;
 }
 
@@ -595,7 +594,7 @@ void alltoall_quant_case(oc::DeviceContext& ctx, Combo combo, bool transposed, i
   DeviceTensor x1(x1_of(rank), dt), bias_t(bias_v, bias_dtype), smooth_t(smooth, dt),
       scale_t(x2_scale, DType::kFloat32), out(static_cast<size_t>(rows * n), out_dt),
       a2a(static_cast<size_t>(rows * k), dt), tokens_t(token_scales_of(rank), DType::kFloat32);
-  const std::vector<uint8_t> x1_packed = pack_int4(codes_of(rank)), x2_packed = pack_int4(x2q);
+  const std::vector<uint8_t> x1_packed = packed_int4(codes_of(rank)), x2_packed = packed_int4(x2q);
   void* x1_4 = upload(x1_packed.data(), x1_packed.size());
   void* x2 = w4 ? upload(x2_packed.data(), x2_packed.size()) : upload(x2q.data(), x2q.size());
   oc::DeviceAlltoAll a;
@@ -624,7 +623,7 @@ void alltoall_quant_case(oc::DeviceContext& ctx, Combo combo, bool transposed, i
   if (a.all_to_all_out != nullptr) {
     std::vector<uint8_t> got = a2a.download();
     const std::vector<uint8_t> want_a2a =
-        a4w4 ? pack_int4(permuted_codes)
+        a4w4 ? packed_int4(permuted_codes)
              : rounded(std::vector<double>(permuted.begin(), permuted.end()), dt);
     got.resize(want_a2a.size());
     CHECK(got == want_a2a, "rank %d of %d: %s all_to_all_out differs", rank, size,

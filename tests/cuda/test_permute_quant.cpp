@@ -4,7 +4,7 @@
 // bf16 and fp16, Q = 127 and 7, with and without a smooth scale, 1 to 8 source ranks, rows
 // holding zeros only, NaNs and infinities; A4W4's permute of int4 rows with their token
 // scales (permute_int4) and x2's conversion to cuBLASLt's int8 (n, k) form (weights_to_tn:
-// int8 and int4, plain and transposed, tile edges) against SPEC §1's int4 definition; the
+// int8 and int4, plain and transposed, tile edges) against the CPU's int4 unpacker; the
 // argument checks everywhere.
 //
 // A plain program: exit 0 passed, 1 failed, 77 skipped (no usable device);
@@ -135,13 +135,11 @@ void run_case(std::mt19937& rng, DType t, int ranks, int64_t rows, int64_t h, bo
   cudaFree(dperm);
 }
 
-// SPEC §1 INT4, written out: two's complement nibbles, element 2j in the low nibble.
-int8_t nibble(uint8_t byte, int which) {
-  const int v = which == 0 ? byte & 0xF : byte >> 4;
-  return static_cast<int8_t>(v >= 8 ? v - 16 : v);
-}
-int8_t int4_at(const std::vector<uint8_t>& packed, size_t at) {
-  return nibble(packed[at / 2], static_cast<int>(at % 2));
+// The int4 values of packed bytes, by the CPU's unpacker (SPEC §1).
+std::vector<int8_t> unpacked(const std::vector<uint8_t>& packed) {
+  std::vector<int8_t> v(packed.size() * 2);
+  commfuse::unpack_int4(packed.data(), v.data(), v.size());
+  return v;
 }
 
 std::vector<uint8_t> random_bytes(std::mt19937& rng, size_t n) {
@@ -173,9 +171,9 @@ void int4_case(std::mt19937& rng, int ranks, int64_t rows, int64_t h, bool keep)
   for (int64_t i = 0; i < rows; ++i)
     for (int s = 0; s < ranks; ++s) {
       want_s[static_cast<size_t>(i * ranks + s)] = scales[s][static_cast<size_t>(i)];
+      const std::vector<int8_t> values = unpacked(src[s]);
       for (int64_t c = 0; c < h; ++c)
-        want_q[static_cast<size_t>(i * len + s * h + c)] =
-            int4_at(src[s], static_cast<size_t>(i * h + c));
+        want_q[static_cast<size_t>(i * len + s * h + c)] = values[static_cast<size_t>(i * h + c)];
       std::memcpy(want_perm.data() + i * len / 2 + s * hb, src[s].data() + i * hb,
                   static_cast<size_t>(hb));
     }
@@ -220,12 +218,13 @@ void weights_case(std::mt19937& rng, DType t, bool transposed, int64_t k, int64_
   const int64_t ld = (transposed ? k : n) + pad, stored = (transposed ? n : k) * ld;
   const std::vector<uint8_t> src =
       random_bytes(rng, static_cast<size_t>(int4 ? stored / 2 : stored));
+  const std::vector<int8_t> values =
+      int4 ? unpacked(src) : std::vector<int8_t>(src.begin(), src.end());
   std::vector<int8_t> want(static_cast<size_t>(n * k));
   for (int64_t j = 0; j < n; ++j)
-    for (int64_t c = 0; c < k; ++c) {
-      const size_t at = static_cast<size_t>(transposed ? j * ld + c : c * ld + j);
-      want[static_cast<size_t>(j * k + c)] = int4 ? int4_at(src, at) : static_cast<int8_t>(src[at]);
-    }
+    for (int64_t c = 0; c < k; ++c)
+      want[static_cast<size_t>(j * k + c)] =
+          values[static_cast<size_t>(transposed ? j * ld + c : c * ld + j)];
   uint8_t* dsrc = to_device(src);
   int8_t* ddst = to_device(std::vector<int8_t>(want.size(), 99));
   cuda::WeightsTnDesc d;
