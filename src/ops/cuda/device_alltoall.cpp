@@ -122,7 +122,7 @@ void alltoall_matmul(DeviceContext& ctx, const DeviceAlltoAll& a, void* stream) 
   const int64_t rows = a.bs / size, k = a.h * size;
   // One rank's rows for one peer; A4W4's token scales follow the codes, 256-byte aligned.
   const size_t block = dtype_storage_bytes(a.x1_dtype, static_cast<size_t>(rows * a.h));
-  const size_t scales_at = (block * size + 255) / 256 * 256;
+  const size_t scales_at = heap_align(block * size);
   const DeviceContext::Half h =
       ctx.begin_call(a4w4 ? scales_at + static_cast<size_t>(a.bs) * 4 : block * size, stream);
   copy(h.mine, a.x1, block * size, stream, rank);

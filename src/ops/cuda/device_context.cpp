@@ -34,11 +34,6 @@ cudaEvent_t as_event(void* e) {
   return static_cast<cudaEvent_t>(e);
 }
 
-// NCCL's regions start 256-byte aligned, as the IPC heap's halves do.
-size_t region_bytes(size_t bytes) {
-  return (bytes + 255) / 256 * 256;
-}
-
 }  // namespace
 
 DeviceContext::DeviceContext(int rank, int size, HostExchange exchange)
@@ -154,19 +149,17 @@ void DeviceContext::grow(size_t half_bytes) {
   // has finished: this rank's here, the peers' before they reach drop_heap's barrier.
   check(cudaDeviceSynchronize(), rank_, "cudaDeviceSynchronize");
   drop_heap();
-  if (nccl_mode_) {  // R regions per half, local; the NCCL communicator made once
-    const size_t need = region_bytes(half_bytes) * static_cast<size_t>(size_);
-    const size_t half = (need + kHeapStep - 1) / kHeapStep * kHeapStep;
-    if (!nccl_)
+  // IPC: one region per rank, mapped by the peers; NCCL: R regions, local.
+  const size_t need = nccl_mode_ ? heap_align(half_bytes) * static_cast<size_t>(size_) : half_bytes;
+  const size_t half = (need + kHeapStep - 1) / kHeapStep * kHeapStep;
+  if (nccl_mode_) {
+    if (!nccl_)  // made once, by every rank in the same call
       nccl_ = std::make_unique<comm::nccl::NcclGather>(rank_, size_, exchange_.all_gather,
                                                        exchange_.timeout_s);
     check(cudaMalloc(&gather_buf_, 2 * half), rank_, "cudaMalloc");
-    half_bytes_ = half;
-    half_ = 1;
-    return;
+  } else {
+    heap_ = std::make_unique<IpcHeap>(rank_, size_, 2 * half, exchange_.all_gather);
   }
-  const size_t half = (half_bytes + kHeapStep - 1) / kHeapStep * kHeapStep;
-  heap_ = std::make_unique<IpcHeap>(rank_, size_, 2 * half, exchange_.all_gather);
   half_bytes_ = half;
   half_ = 1;
 }
@@ -192,7 +185,7 @@ DeviceContext::Half DeviceContext::begin_call(size_t bytes, void* stream) {
     // No peer reads this memory: the previous call's end (which follows its all-gather)
     // orders everything before this call's writes. Regions of this call's size, so one
     // in-place all-gather fills them.
-    region_ = region_bytes(bytes);
+    region_ = heap_align(bytes);
     for (int r = 0; r < size_; ++r)
       h.part[static_cast<size_t>(r)] = static_cast<char*>(gather_buf_) +
                                        static_cast<size_t>(pending_) * half_bytes_ +

@@ -39,6 +39,12 @@
 
 namespace commfuse::ops::cuda {
 
+// Offsets inside a call's region (and scratch pieces) start 256-byte aligned, as the heap's
+// halves do: what cuBLASLt's fastest kernels and vector loads want.
+inline constexpr size_t heap_align(size_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
+
 struct HostExchange {
   comm::cuda_ipc::IpcHeap::AllGather all_gather;  // set-up: every rank's bytes, rank order
   std::function<void()> barrier;                  // per call

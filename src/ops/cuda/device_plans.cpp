@@ -124,8 +124,8 @@ DeviceSchedule check_device_call(const OpContext& ctx, Device d, bool gemm,
     ctx.invalid("the tensors are on cuda:", d.index,
                 " but the calling thread's device is cuda:", current,
                 " (cudaSetDevice to the tensors' device first)");
-  if (const DeviceContext* dc = existing_context(ctx.comm());
-      dc != nullptr && dc->device() != d.index)
+  const DeviceContext* dc = existing_context(ctx.comm());
+  if (dc != nullptr && dc->device() != d.index)
     ctx.invalid("the tensors are on cuda:", d.index,
                 " but this communicator's device calls use cuda:", dc->device(),
                 " (one device per communicator and rank)");
@@ -133,7 +133,7 @@ DeviceSchedule check_device_call(const OpContext& ctx, Device d, bool gemm,
   // An existing context keeps the exchange it was made with (COMMFUSE_DEVICE_TRANSPORT is
   // read once per communicator).
   bool nccl = false;
-  if (const DeviceContext* dc = existing_context(ctx.comm()); dc != nullptr) {
+  if (dc != nullptr) {
     nccl = dc->nccl_mode();
   } else {
     try {

@@ -170,8 +170,8 @@ void all_gather_matmul(DeviceContext& ctx, const DeviceMatmul& a, void* gather_o
   // always one per row (a per-tensor or absent scale expanded, as the CPU does: the ranks
   // may pass different forms, and each block is scaled with its own rank's).
   // HiF8: the rows widened to bf16 follow (the GEMMs read those; gather_out the codes).
-  const size_t scales_at = (block + 255) / 256 * 256;
-  const size_t bf16_at = (scales_at + static_cast<size_t>(a.m) * 4 + 255) / 256 * 256;
+  const size_t scales_at = heap_align(block);
+  const size_t bf16_at = heap_align(scales_at + static_cast<size_t>(a.m) * 4);
   const size_t heap_bytes = decodes(a)    ? bf16_at + static_cast<size_t>(a.m * a.k) * 2
                             : a.quantized ? scales_at + static_cast<size_t>(a.m) * 4
                                           : block;
@@ -298,7 +298,7 @@ void quant_reduce(DeviceContext& ctx, const DeviceQuantReduce& a, bool all_reduc
   }
   // This rank's block in its half: the codes, then (256-byte aligned) the scales.
   const size_t codes = static_cast<size_t>(a.rows * a.h);
-  const size_t scales_at = (codes + 255) / 256 * 256;
+  const size_t scales_at = heap_align(codes);
   const size_t scales = static_cast<size_t>(a.rows * a.scale_row_bytes);
   const DeviceContext::Half h = ctx.begin_call(scales_at + scales, stream);
   copy(h.mine, a.x, codes, stream, rank);

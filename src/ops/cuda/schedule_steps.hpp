@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ops/cuda/device_context.hpp"
+
 namespace commfuse::ops::cuda {
 
 // Throws RUNTIME_ERROR "CUDA schedule (rank r): <what> failed: ..." unless e is cudaSuccess.
@@ -23,7 +25,7 @@ class ScratchPieces {
  public:
   size_t take(size_t bytes) {
     const size_t at = total_;
-    total_ += (bytes + 255) / 256 * 256;
+    total_ += heap_align(bytes);
     return at;
   }
   size_t total() const { return std::max<size_t>(total_, 4); }
