@@ -104,11 +104,11 @@ commfuseStatus_t commfuseAlltoAllQuantMatmulGetWorkspaceSize(
 }
 
 commfuseStatus_t commfuseAlltoAllQuantMatmul(void* workspace, uint64_t workspaceSize,
-                                             commfuseOpExecutor_t* executor, void* /*stream*/) {
+                                             commfuseOpExecutor_t* executor, void* stream) {
   constexpr const char* fn = "commfuseAlltoAllQuantMatmul";
   return guarded(fn, [&] {
     commfuse::api::run_executor(fn, "alltoall_quant_matmul", executor, workspace, workspaceSize,
-                                nullptr);
+                                stream);
   });
 }
 
@@ -133,10 +133,10 @@ commfuseStatus_t commfuseAlltoAllMatmulGetWorkspaceSize(
 }
 
 commfuseStatus_t commfuseAlltoAllMatmul(void* workspace, uint64_t workspaceSize,
-                                        commfuseOpExecutor_t* executor, void* /*stream*/) {
+                                        commfuseOpExecutor_t* executor, void* stream) {
   constexpr const char* fn = "commfuseAlltoAllMatmul";
   return guarded(fn, [&] {
-    commfuse::api::run_executor(fn, "alltoall_matmul", executor, workspace, workspaceSize, nullptr);
+    commfuse::api::run_executor(fn, "alltoall_matmul", executor, workspace, workspaceSize, stream);
   });
 }
 
