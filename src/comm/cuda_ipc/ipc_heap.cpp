@@ -8,6 +8,7 @@
 #include <random>
 
 #include "core/error.hpp"
+#include "kernels/cuda/launch.hpp"
 
 namespace commfuse::comm::cuda_ipc {
 namespace {
@@ -31,11 +32,8 @@ uint64_t process_token() {
 
 void check(cudaError_t e, int rank, const char* what, int peer = -1) {
   if (e == cudaSuccess) return;
-  cudaGetLastError();  // a failed call must not poison the next one's check
-  detail::throw_status(Status::kRuntimeError,
-                       detail::cat("CUDA IPC heap (rank ", rank, "): ", what,
-                                   peer >= 0 ? detail::cat(" of rank ", peer) : std::string(),
-                                   " failed: ", cudaGetErrorString(e)));
+  const std::string step = peer >= 0 ? detail::cat(what, " of rank ", peer) : std::string(what);
+  kernels::cuda::check_cuda(e, step.c_str(), "CUDA IPC heap (rank ", rank, ")");
 }
 
 }  // namespace

@@ -61,19 +61,15 @@ __global__ void __launch_bounds__(kThreads) token_epilogue_kernel(const TokenEpi
   }
 }
 
-bool float_type(DType t) {
-  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16;
-}
-
 }  // namespace
 
 void token_epilogue(const TokenEpilogueDesc& d, void* stream) {
   const char* fn = "token_epilogue (CUDA)";
   CF_CHECK_ARG(d.m >= 0 && d.n > 0, fn, ": m=", d.m, " n=", d.n, " (m >= 0, n > 0)");
   CF_CHECK_ARG(d.segments >= 0, fn, ": segments=", d.segments, " is negative");
-  CF_CHECK_ARG(float_type(d.out_dtype), fn, ": out_dtype ", dtype_name(d.out_dtype),
+  CF_CHECK_ARG(float_dtype(d.out_dtype), fn, ": out_dtype ", dtype_name(d.out_dtype),
                " is not float32, float16 or bfloat16");
-  CF_CHECK_ARG(d.bias == nullptr || float_type(d.bias_dtype), fn, ": bias_dtype ",
+  CF_CHECK_ARG(d.bias == nullptr || float_dtype(d.bias_dtype), fn, ": bias_dtype ",
                dtype_name(d.bias_dtype), " is not float32, float16 or bfloat16");
   CF_CHECK_NOTNULL(d.acc, fn, ": acc is null");
   CF_CHECK_NOTNULL(d.token_scale, fn, ": token_scale is null");
@@ -118,7 +114,7 @@ void quant_epilogue(const EpilogueDesc& d, void* stream) {
       fn, ": acc, the scales and an int32 bias must be 4-byte aligned");
   CF_CHECK_ARG(aligned(d.out, dtype_storage_bytes(d.out_dtype, 1)), fn,
                ": out is not aligned to its ", dtype_name(d.out_dtype), " elements");
-  CF_CHECK_ARG(d.bias32 == nullptr || float_type(d.bias32_dtype), fn, ": bias32_dtype ",
+  CF_CHECK_ARG(d.bias32 == nullptr || float_dtype(d.bias32_dtype), fn, ": bias32_dtype ",
                dtype_name(d.bias32_dtype), " is not float32, float16 or bfloat16");
   CF_CHECK_ARG(aligned(d.bias32, dtype_storage_bytes(d.bias32_dtype, 1)), fn,
                ": bias32 is not aligned to its ", dtype_name(d.bias32_dtype), " elements");

@@ -45,10 +45,6 @@ __global__ void __launch_bounds__(kThreads)
     dst[i] = *src;
 }
 
-bool float_dtype(DType t) {
-  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16;
-}
-
 }  // namespace
 
 void sum_bias_round(const SumRowsDesc& d, void* stream) {

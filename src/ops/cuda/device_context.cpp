@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "kernels/cuda/blaslt.hpp"
+#include "kernels/cuda/launch.hpp"
 
 namespace commfuse::ops::cuda {
 namespace {
@@ -20,11 +21,7 @@ using comm::cuda_ipc::Signal;
 constexpr size_t kHeapStep = size_t{2} << 20;
 
 void check(cudaError_t e, int rank, const char* what) {
-  if (e == cudaSuccess) return;
-  cudaGetLastError();  // a failed call must not poison the next one's check
-  detail::throw_status(Status::kRuntimeError,
-                       detail::cat("CUDA device context (rank ", rank, "): ", what,
-                                   " failed: ", cudaGetErrorString(e)));
+  kernels::cuda::check_cuda(e, what, "CUDA device context (rank ", rank, ")");
 }
 
 cudaStream_t as_stream(void* s) {

@@ -11,6 +11,7 @@
 #include "comm/comm_impl.hpp"
 #include "core/params.hpp"
 #include "kernels/cuda/blaslt.hpp"
+#include "kernels/cuda/launch.hpp"
 #include "kernels/cuda/permute_quant.hpp"
 #include "kernels/cuda/quant_reduce.hpp"
 #include "kernels/cuda/runtime_info.hpp"
@@ -159,7 +160,7 @@ DeviceSchedule check_device_call(const OpContext& ctx, Device d, bool gemm,
       cudaGetLastError();  // not a pointer CUDA knows: host memory
       a.type = cudaMemoryTypeUnregistered;
     }
-    if (reinterpret_cast<uintptr_t>(ptr.p) % dtype_storage_bytes(ptr.dtype, 1) != 0)
+    if (!kernels::cuda::aligned(ptr.p, dtype_storage_bytes(ptr.dtype, 1)))
       ctx.invalid(ptr.name, " is not aligned to its ", dtype_name(ptr.dtype), " elements");
     if ((a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged) || a.device != d.index)
       ctx.invalid(ptr.name, " is labeled cuda:", d.index, " but its memory is ",

@@ -1,6 +1,7 @@
 #include "ops/cuda/schedule_steps.hpp"
 
 #include "core/error.hpp"
+#include "kernels/cuda/launch.hpp"
 #include "kernels/cuda/sum_rows.hpp"
 
 namespace commfuse::ops::cuda {
@@ -8,10 +9,7 @@ namespace commfuse::ops::cuda {
 namespace kc = kernels::cuda;
 
 void check(cudaError_t e, int rank, const char* what) {
-  if (e == cudaSuccess) return;
-  cudaGetLastError();
-  detail::throw_status(Status::kRuntimeError, detail::cat("CUDA schedule (rank ", rank, "): ", what,
-                                                          " failed: ", cudaGetErrorString(e)));
+  kc::check_cuda(e, what, "CUDA schedule (rank ", rank, ")");
 }
 
 void copy(void* dst, const void* src, size_t bytes, void* stream, int rank) {
