@@ -876,7 +876,7 @@ int run_rank(cudatest::Meeting& meeting, int rank, int size, bool nccl) {
                         for (const std::string& s : meeting.all_gather(reject_next ? "x" : ""))
                           if (!s.empty()) throw std::runtime_error("a rank rejected the call");
                       }};
-  ex.one_host = !nccl;
+  ex.nccl = nccl;
   {
     oc::DeviceContext ctx(rank, size, ex);
     const Case agm_cases[] = {{5, 96, 40, false, 0, true},

@@ -36,7 +36,7 @@ cudaEvent_t as_event(void* e) {
 DeviceContext::DeviceContext(int rank, int size, HostExchange exchange)
     : rank_(rank), size_(size), exchange_(std::move(exchange)) {
   try {
-    nccl_mode_ = comm::nccl::device_calls_use_nccl(exchange_.one_host);
+    nccl_mode_ = exchange_.nccl;
     check(cudaGetDevice(&device_), rank_, "cudaGetDevice");
     for (void** stream : {&copy_stream_, &comm_stream_}) {
       cudaStream_t s = nullptr;

@@ -52,7 +52,9 @@ struct HostExchange {
   // Teardown: false once the peers cannot be reached (an aborted or failed communicator):
   // then nothing is waited for and the device memory is left allocated. Empty: reachable.
   std::function<bool()> usable = nullptr;
-  bool one_host = true;  // every rank on this host: CUDA IPC can map the peers' memory
+  // The exchange: NCCL (ranks across hosts) instead of the CUDA IPC heap, as the plans chose
+  // it (comm/nccl's device_calls_use_nccl).
+  bool nccl = false;
 };
 
 class DeviceContext {

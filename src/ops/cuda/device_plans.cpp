@@ -70,8 +70,10 @@ DeviceContext* existing_context(comm::CommImpl& c) {
 // here: a device changed between planning and executing would put this call's work on
 // another GPU than its heap). Every error here comes before the call's first
 // synchronization, so it is this rank's rejection: the peers inside the call fail it at
-// once naming this rank, and the communicator stays usable.
-DeviceContext& context_of(const char* op, comm::CommImpl& c, Device d) {
+// once naming this rank, and the communicator stays usable. `schedule`: the exchange the
+// plan chose (a new context is made with it).
+DeviceContext& context_of(const char* op, comm::CommImpl& c, Device d, DeviceSchedule schedule) {
+  const bool nccl = schedule == DeviceSchedule::kNccl;
   int current = -1;
   cudaGetDevice(&current);
   if (current != d.index)  // this rank alone finds it, inside the call: the peers are told
@@ -84,6 +86,10 @@ DeviceContext& context_of(const char* op, comm::CommImpl& c, Device d) {
       c.reject(Status::kParamInvalid,
                detail::cat(op, "(rank ", c.rank(), "): the tensors are on cuda:", d.index,
                            " but this communicator's device calls use cuda:", ctx->device()));
+    if (ctx->nccl_mode() != nccl)  // two plans made under different COMMFUSE_DEVICE_TRANSPORT
+      c.reject(Status::kParamInvalid,
+               detail::cat(op, "(rank ", c.rank(), "): planned for the ", schedule_name(schedule),
+                           " exchange, but this communicator's device calls use the other"));
     return *ctx;
   }
   if (c.attachment() != nullptr)
@@ -97,8 +103,7 @@ DeviceContext& context_of(const char* op, comm::CommImpl& c, Device d) {
         c.rank(), c.world_size(),
         HostExchange{[cp](const std::string& s) { return all_gather_strings(cp->transport(), s); },
                      [cp] { cp->transport().barrier(); }, params::timeout_seconds(),
-                     [cp] { return cp->transport().failure().empty(); },
-                     c.local_ranks() == c.world_size()});
+                     [cp] { return cp->transport().failure().empty(); }, nccl});
   } catch (const Error& e) {
     c.reject(e.code(), detail::cat(op, "(rank ", c.rank(), "): ", e.what()));
   }
@@ -222,7 +227,6 @@ template <typename Problem>
 struct DevicePlan {
   comm::CallSignature signature;
   Problem problem;
-  const char* op = nullptr;
   bool all_reduce = false;  // matmul_all_reduce / quant_all_reduce (else reduce_scatter)
   DeviceSchedule schedule = DeviceSchedule::kCudaIpc;
   size_t workspace_bytes = 0;  // the communicator's device context holds the memory
@@ -244,32 +248,32 @@ std::string describe(const AllGatherMatmulDevicePlan& d) {
 }
 
 std::string describe(const MatmulReduceDevicePlan& d) {
-  return detail::cat(describe_problem(d.op, d.problem), " on ", device_name(d.problem.device),
-                     ": schedule ", schedule_name(d.schedule), " (fp32 partials ",
-                     peers_read(d.schedule), ", rank-order sum of ",
+  return detail::cat(describe_problem(d.signature.op, d.problem), " on ",
+                     device_name(d.problem.device), ": schedule ", schedule_name(d.schedule),
+                     " (fp32 partials ", peers_read(d.schedule), ", rank-order sum of ",
                      d.all_reduce ? "all rows" : "this rank's rows", ")");
 }
 
 std::string describe(const QuantReduceDevicePlan& d) {
-  return detail::cat(describe_problem(d.op, d.problem), " on ", device_name(d.problem.device),
-                     ": schedule ", schedule_name(d.schedule), " (codes and scales ",
-                     peers_read(d.schedule), ", rank-order dequantize-and-sum of ",
-                     d.all_reduce ? "all rows" : "this rank's rows", ")");
+  return detail::cat(
+      describe_problem(d.signature.op, d.problem), " on ", device_name(d.problem.device),
+      ": schedule ", schedule_name(d.schedule), " (codes and scales ", peers_read(d.schedule),
+      ", rank-order dequantize-and-sum of ", d.all_reduce ? "all rows" : "this rank's rows", ")");
 }
 
 void run_schedule(const AllGatherMatmulDevicePlan& d, comm::CommImpl& c, void*, void* stream) {
-  DeviceContext& ctx = context_of(d.signature.op, c, d.problem.device);
+  DeviceContext& ctx = context_of(d.signature.op, c, d.problem.device, d.schedule);
   run_call(c, ctx,
            [&] { all_gather_matmul(ctx, operands(d.problem), d.problem.gather_out, stream); });
 }
 
 void run_schedule(const MatmulReduceDevicePlan& d, comm::CommImpl& c, void*, void* stream) {
-  DeviceContext& ctx = context_of(d.op, c, d.problem.device);
+  DeviceContext& ctx = context_of(d.signature.op, c, d.problem.device, d.schedule);
   run_call(c, ctx, [&] { matmul_reduce(ctx, operands(d.problem), d.all_reduce, stream); });
 }
 
 void run_schedule(const QuantReduceDevicePlan& d, comm::CommImpl& c, void*, void* stream) {
-  DeviceContext& ctx = context_of(d.op, c, d.problem.device);
+  DeviceContext& ctx = context_of(d.signature.op, c, d.problem.device, d.schedule);
   const QuantReduceProblem& p = d.problem;
   DeviceQuantReduce a;
   a.x_dtype = p.x_dtype;
@@ -344,13 +348,13 @@ DeviceAlltoAll quant_alltoall_operands(const AlltoAllQuantMatmulProblem& p) {
 }
 
 void run_schedule(const AlltoAllDevicePlan& d, comm::CommImpl& c, void*, void* stream) {
-  DeviceContext& ctx = context_of(kAlltoAllMatmulOp, c, d.problem.device);
+  DeviceContext& ctx = context_of(kAlltoAllMatmulOp, c, d.problem.device, d.schedule);
   const DeviceAlltoAll a = alltoall_operands(d.problem.dtype, d.problem);
   run_call(c, ctx, [&] { alltoall_matmul(ctx, a, stream); });
 }
 
 void run_schedule(const AlltoAllQuantDevicePlan& d, comm::CommImpl& c, void*, void* stream) {
-  DeviceContext& ctx = context_of(kAlltoAllQuantMatmulOp, c, d.problem.device);
+  DeviceContext& ctx = context_of(kAlltoAllQuantMatmulOp, c, d.problem.device, d.schedule);
   const DeviceAlltoAll a = quant_alltoall_operands(d.problem);
   run_call(c, ctx, [&] { alltoall_matmul(ctx, a, stream); });
 }
@@ -392,7 +396,6 @@ std::unique_ptr<PlanImpl> plan_matmul_reduce(const char* op, MatmulReduceProblem
   d.schedule = check_matmul_call(ctx, p, {"gather_out", nullptr, p.dtype});
   d.signature = matmul_signature(op, p, d.schedule);
   d.problem = std::move(p);
-  d.op = op;
   d.all_reduce = all_reduce;
   d.stream = stream;
   return make_plan(std::move(d));
@@ -408,7 +411,6 @@ std::unique_ptr<PlanImpl> plan_quant_reduce(const char* op, QuantReduceProblem p
                                   {"output", p.output, p.out_dtype}});
   d.signature = quant_reduce_signature(op, p, d.schedule);
   d.problem = std::move(p);
-  d.op = op;
   d.all_reduce = all_reduce;
   return make_plan(std::move(d));
 }
