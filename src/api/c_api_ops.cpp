@@ -229,8 +229,8 @@ commfuseStatus_t commfuseAllGatherMatmul(void* workspace, uint64_t workspaceSize
                                          commfuseOpExecutor_t* executor, void* stream) {
   constexpr const char* fn = "commfuseAllGatherMatmul";
   return guarded(fn, [&] {
-    auto e = consume(fn, "all_gather_matmul", executor);
-    e->plan->execute(workspace, workspaceSize, stream);
+    commfuse::api::run_executor(fn, "all_gather_matmul", executor, workspace, workspaceSize,
+                                stream);
   });
 }
 
@@ -262,8 +262,8 @@ commfuseStatus_t commfuseMatmulReduceScatter(void* workspace, uint64_t workspace
                                              commfuseOpExecutor_t* executor, void* stream) {
   constexpr const char* fn = "commfuseMatmulReduceScatter";
   return guarded(fn, [&] {
-    auto e = consume(fn, "matmul_reduce_scatter", executor);
-    e->plan->execute(workspace, workspaceSize, stream);
+    commfuse::api::run_executor(fn, "matmul_reduce_scatter", executor, workspace, workspaceSize,
+                                stream);
   });
 }
 
@@ -295,8 +295,8 @@ commfuseStatus_t commfuseMatmulAllReduce(void* workspace, uint64_t workspaceSize
                                          commfuseOpExecutor_t* executor, void* stream) {
   constexpr const char* fn = "commfuseMatmulAllReduce";
   return guarded(fn, [&] {
-    auto e = consume(fn, "matmul_all_reduce", executor);
-    e->plan->execute(workspace, workspaceSize, stream);
+    commfuse::api::run_executor(fn, "matmul_all_reduce", executor, workspace, workspaceSize,
+                                stream);
   });
 }
 

@@ -57,13 +57,12 @@ AlltoAllQuantMatmulPlan::AlltoAllQuantMatmulPlan(const TensorView& x1, const Ten
 
 const char* AlltoAllQuantMatmulPlan::combination_name() const {
   // Checked: a Plan& may have been assigned another op's plan.
-  const auto* plan = dynamic_cast<const ops::OpPlan<ops::AlltoAllQuantMatmulPlanData>*>(&impl());
-  if (plan == nullptr)
-    if (const char* name = ops::cuda::alltoall_quant_combination(impl())) return name;
-  if (plan == nullptr)
-    detail::throw_status(Status::kParamInvalid,
-                         "combination_name: this plan is not an alltoall_quant_matmul plan");
-  return ops::combo_name(plan->data().problem.combo);
+  if (const auto* plan =
+          dynamic_cast<const ops::OpPlan<ops::AlltoAllQuantMatmulPlanData>*>(&impl()))
+    return ops::combo_name(plan->data().problem.combo);
+  if (const char* name = ops::cuda::alltoall_quant_combination(impl())) return name;
+  detail::throw_status(Status::kParamInvalid,
+                       "combination_name: this plan is not an alltoall_quant_matmul plan");
 }
 
 void alltoall_quant_matmul(const TensorView& x1, const TensorView& x2, const TensorView& x2_scale,
