@@ -26,6 +26,7 @@ struct QuantCase {
   bool three_d;
   int64_t h;
   bool odd_rows = false;  // 2-D all-reduce with rows % R != 0 (the one-pass schedule on shm)
+  int64_t blocks = 8;     // 2-D: rows = blocks · R (+ 1 with odd_rows)
 };
 
 struct RankInput {
@@ -119,8 +120,8 @@ std::string label(const QuantCase& c, bool rs) {
 
 void run_case(commfuse::Comm& comm, const QuantCase& c, bool rs, bool exact) {
   const int R = comm.world_size(), me = comm.rank();
-  // 2-D: (8R, H); 3-D: (2, 3R, H). Both divisible by R for the reduce-scatter.
-  const int64_t b = 2, s = 3 * R, rows = c.three_d ? b * s : 8 * R + (c.odd_rows ? 1 : 0);
+  // 2-D: (blocks·R, H); 3-D: (2, 3R, H). Both divisible by R for the reduce-scatter.
+  const int64_t b = 2, s = 3 * R, rows = c.three_d ? b * s : c.blocks * R + (c.odd_rows ? 1 : 0);
   std::vector<RankInput> all;
   for (int r = 0; r < R; ++r) all.push_back(make_input(c, r, rows, exact));
   const RankInput& mine = all[static_cast<size_t>(me)];
@@ -144,11 +145,13 @@ void run_case(commfuse::Comm& comm, const QuantCase& c, bool rs, bool exact) {
   // COMMFUSE_ALGO=<op>:<name> (tests/ops/CMakeLists.txt) forces one; else the list's rule.
   const std::string op = rs ? "quant_reduce_scatter" : "quant_all_reduce";
   const std::string forced = forced_algo(op);
-  const bool two_phase = std::string(comm.transport_name()) == "shm" && R >= 4 && rows % R == 0;
+  const bool shm = std::string(comm.transport_name()) == "shm";
+  const bool two_phase = shm && R >= 4 && rows % R == 0;
   const std::string want_schedule = !forced.empty() ? forced
                                     : rs            ? "fused_all_to_all_stream"
                                     : two_phase     ? "fused_rs_all_gather"
-                                                    : "fused_gather_stream";
+                                    : shm           ? "fused_gather_stream"
+                                                    : "fused_scales_first";
   auto execute = [&](bool check_schedule) {
     auto run = [&](auto&& plan) {
       if (check_schedule)
@@ -200,6 +203,7 @@ void run_case(commfuse::Comm& comm, const QuantCase& c, bool rs, bool exact) {
   if (!exact) {
     std::vector<std::string> algos{"unfused",
                                    rs ? "fused_all_to_all_stream" : "fused_gather_stream"};
+    if (!rs) algos.push_back("fused_scales_first");
     if (!rs && rows % R == 0) algos.push_back("fused_rs_all_gather");
     for (const std::string& a : algos) {
       const ScopedAlgo force(op + ":" + a);
@@ -262,6 +266,15 @@ int case_quant_numerics(commfuse::Comm& comm) {
     run_case(comm, {DType::kInt8, false, DType::kFloat32, false, 1024}, rs, true);
     run_case(comm, {DType::kInt8, false, DType::kFloat32, false, 1024}, rs, false);
     run_case(comm, {DType::kFloat8E4M3FN, true, DType::kBFloat16, true, 128}, rs, false);
+  }
+  // Over MPI a stream's pieces are 1 MiB (comm/mpi/mpi_stream.cpp; shm's test slots are
+  // 4 KiB): 1.2 MiB of codes per rank make a piece that starts past row 0, where a row's
+  // scales must be found by their offset. R <= 3 keeps it cheap.
+  if (std::string(comm.transport_name()) == "mpi" && comm.world_size() <= 3) {
+    const int64_t blocks = (1200 * 1024 / 1024 + comm.world_size() - 1) / comm.world_size();
+    run_case(comm, {DType::kInt8, false, DType::kFloat32, false, 1024, false, blocks}, false, true);
+    run_case(comm, {DType::kInt8, false, DType::kBFloat16, false, 1024, true, blocks}, false,
+             false);
   }
   // With R >= 4 on shm, rows % R == 0 takes the two-phase schedule; these take one pass.
   for (DType od : outs)

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "core/small_vector.hpp"
 #include "exec/stream.hpp"
 #include "kernels/cpu/threads.hpp"
 
@@ -120,9 +121,12 @@ void pack_rows(const QuantReduceProblem& p, int64_t row0, int64_t n_rows, uint8_
   }
 }
 
-void sum_rows(const QuantReduceProblem& p, const uint8_t* const* parts, int64_t n_rows, void* out,
-              float* acc) {
-  const int64_t unit = p.unit();
+namespace {
+
+// Rank r's row i: codes at codes[r] + i·code_stride, scales at scales[r] + i·scale_stride.
+void sum_rows_strided(const QuantReduceProblem& p, const uint8_t* const* codes,
+                      const uint8_t* const* scales, int64_t code_stride, int64_t scale_stride,
+                      int64_t n_rows, void* out, float* acc) {
   const size_t out_row_bytes = static_cast<size_t>(p.h) * (dtype_bits(p.out_dtype) / 8);
   [[maybe_unused]] const int threads = n_rows >= 2 * p.threads ? p.threads : 1;  // tsan: no OpenMP
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
@@ -132,13 +136,26 @@ void sum_rows(const QuantReduceProblem& p, const uint8_t* const* parts, int64_t 
     float* a = p.out_dtype == DType::kFloat32
                    ? reinterpret_cast<float*>(dst)
                    : acc + static_cast<size_t>(omp_get_thread_num()) * static_cast<size_t>(p.h);
-    for (int r = 0; r < p.world_size; ++r) {
-      const uint8_t* row = parts[r] + i * unit;
-      kernels::cpu::dequant_accumulate_row(p.x_dtype, p.kind, row, row + p.h, p.h, a, r == 0);
-    }
+    for (int r = 0; r < p.world_size; ++r)
+      kernels::cpu::dequant_accumulate_row(p.x_dtype, p.kind, codes[r] + i * code_stride,
+                                           scales[r] + i * scale_stride, p.h, a, r == 0);
     if (a != reinterpret_cast<float*>(dst))
       kernels::cpu::store_f32_as(a, dst, p.out_dtype, static_cast<size_t>(p.h));
   }
+}
+
+}  // namespace
+
+void sum_rows(const QuantReduceProblem& p, const uint8_t* const* parts, int64_t n_rows, void* out,
+              float* acc) {
+  SmallVector<const uint8_t*, 16> scales(static_cast<size_t>(p.world_size));
+  for (int r = 0; r < p.world_size; ++r) scales[static_cast<size_t>(r)] = parts[r] + p.h;
+  sum_rows_strided(p, parts, scales.data(), p.unit(), p.unit(), n_rows, out, acc);
+}
+
+void sum_rows_apart(const QuantReduceProblem& p, const uint8_t* const* codes,
+                    const uint8_t* const* scales, int64_t n_rows, void* out, float* acc) {
+  sum_rows_strided(p, codes, scales, p.h, p.scale_bytes(), n_rows, out, acc);
 }
 
 void dequantize_rows(const QuantReduceProblem& p, float* dst) {

@@ -77,6 +77,10 @@ void pack_rows(const QuantReduceProblem& p, int64_t row0, int64_t n_rows, uint8_
 
 void sum_rows(const QuantReduceProblem& p, const uint8_t* const* parts, int64_t n_rows, void* out,
               float* acc);
+// The same sum over codes and scales held apart: rank r's row i has its codes at codes[r] +
+// i·h and its scales at scales[r] + i·scale_bytes() (fused_scales_first).
+void sum_rows_apart(const QuantReduceProblem& p, const uint8_t* const* codes,
+                    const uint8_t* const* scales, int64_t n_rows, void* out, float* acc);
 
 // Rank r's block of the sum: rows [r·rows/R, (r+1)·rows/R) (rows % R == 0), through an
 // all-to-all stream whose unit is one wire row: pack(to) copies this rank's rows of block

@@ -20,6 +20,9 @@ void run_schedule(const QuantAllReducePlanData& plan, comm::CommImpl& c, void* w
     case ops::QuantAllReduceSchedule::kUnfused:
       ops::run_quant_all_reduce_unfused(plan, c, ws);
       return;
+    case ops::QuantAllReduceSchedule::kScalesFirst:
+      ops::run_quant_all_reduce_scales_first(plan, c, ws);
+      return;
     case ops::QuantAllReduceSchedule::kGatherStream:
       ops::run_quant_all_reduce_gather_stream(plan, c, ws);
       return;

@@ -11,6 +11,8 @@ const char* schedule_name(QuantAllReduceSchedule s) {
   switch (s) {
     case QuantAllReduceSchedule::kRsAllGather:
       return "fused_rs_all_gather";
+    case QuantAllReduceSchedule::kScalesFirst:
+      return "fused_scales_first";
     case QuantAllReduceSchedule::kGatherStream:
       return "fused_gather_stream";
     case QuantAllReduceSchedule::kUnfused:
@@ -33,7 +35,16 @@ QuantAllReducePlanData plan_quant_all_reduce(QuantReduceProblem problem) {
   else if (p.world_size < kRsAllGatherMinRanks)
     rs_ag.not_preferred = detail::cat("fewer than ", kRsAllGatherMinRanks,
                                       " ranks: dequantizing R times costs less than phase two");
-  const std::vector<AlgorithmEntry> list{rs_ag, {"fused_gather_stream", ""}, {"unfused", ""}};
+  // Where the stream's pieces travel through shared slots, a row is packed into the slot
+  // once either way (the only copy), and the scales' all_gather would only add a
+  // synchronization; MPI sends the codes from x, sparing the pack.
+  AlgorithmEntry scales_first{"fused_scales_first", ""};
+  if (p.transport == "shm")
+    scales_first.not_preferred =
+        "on shm the rows are packed into the slots once either way; the scales' all_gather "
+        "only adds a synchronization";
+  const std::vector<AlgorithmEntry> list{
+      rs_ag, scales_first, {"fused_gather_stream", ""}, {"unfused", ""}};
   plan.schedule = static_cast<QuantAllReduceSchedule>(choose_algorithm(
       kQuantAllReduceOp, [&] { return describe_problem(kQuantAllReduceOp, p); }, list));
   const size_t out_elem = static_cast<size_t>(dtype_bits(p.out_dtype) / 8);
@@ -41,6 +52,13 @@ QuantAllReducePlanData plan_quant_all_reduce(QuantReduceProblem problem) {
     case QuantAllReduceSchedule::kRsAllGather: {
       const size_t block = static_cast<size_t>(p.rows / p.world_size * p.h) * out_elem;
       plan.block_bytes = (block + 3) / 4 * 4;  // the accumulator after it stays float-aligned
+      plan.workspace_bytes = plan.block_bytes + acc;
+      break;
+    }
+    case QuantAllReduceSchedule::kScalesFirst: {
+      const size_t scales =
+          static_cast<size_t>(p.world_size) * static_cast<size_t>(p.rows * p.scale_bytes());
+      plan.block_bytes = (scales + 63) / 64 * 64;
       plan.workspace_bytes = plan.block_bytes + acc;
       break;
     }

@@ -1,7 +1,7 @@
 // QuantAllReduce (SPEC §4): validate.cpp (rejection rules), plan.cpp (schedule and
-// workspace), schedule_rs_all_gather.cpp and schedule_gather_stream.cpp (the fused
-// schedules), schedule_unfused.cpp (the reference), api.cpp (public C++ entry points; the C API is
-// src/api/c_api_quant.cpp).
+// workspace), schedule_rs_all_gather.cpp, schedule_scales_first.cpp and
+// schedule_gather_stream.cpp (the fused schedules), schedule_unfused.cpp (the reference), api.cpp
+// (public C++ entry points; the C API is src/api/c_api_quant.cpp).
 #pragma once
 
 #include <commfuse/commfuse.hpp>
@@ -23,6 +23,8 @@ QuantReduceProblem validate_quant_all_reduce(const TensorView& x, const TensorVi
 enum class QuantAllReduceSchedule {
   kRsAllGather,   // rows % R == 0 (preferred on shm from kRsAllGatherMinRanks): own block,
                   // then all_gather of the rounded rows
+  kScalesFirst,   // preferred where the transport sends from x in place (MPI): the scales
+                  // all_gathered first, then the codes streamed from x, summed as below
   kGatherStream,  // every rank reads every rank's quantized rows and sums them (one pass)
   kUnfused,       // dequantize to fp32, fp32 all_reduce, round: the reference
 };
@@ -36,7 +38,9 @@ struct QuantAllReducePlanData {
   QuantReduceProblem problem;
   QuantAllReduceSchedule schedule = QuantAllReduceSchedule::kGatherStream;
   size_t workspace_bytes = 0;
-  size_t block_bytes = 0;  // kRsAllGather: this rank's rounded block, first in the workspace
+  // First in the workspace: kRsAllGather, this rank's rounded block; kScalesFirst, every
+  // rank's scales. Its size, rounded up so that the fp32 accumulator after it stays aligned.
+  size_t block_bytes = 0;
 };
 
 QuantAllReducePlanData plan_quant_all_reduce(QuantReduceProblem problem);
@@ -50,6 +54,8 @@ void run_quant_all_reduce_rs_all_gather(const QuantAllReducePlanData& plan, comm
                                         void* workspace);
 void run_quant_all_reduce_unfused(const QuantAllReducePlanData& plan, comm::CommImpl& comm,
                                   void* workspace);
+void run_quant_all_reduce_scales_first(const QuantAllReducePlanData& plan, comm::CommImpl& comm,
+                                       void* workspace);
 void run_quant_all_reduce_gather_stream(const QuantAllReducePlanData& plan, comm::CommImpl& comm,
                                         void* workspace);
 
