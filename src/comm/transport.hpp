@@ -116,8 +116,9 @@ struct AllToAllStream {
   StreamPeerFn on_piece;  // as in GatherStream: what rank src sent this rank
   StreamAllFn on_all;
   // Optional: this rank's bytes for destination `to` are source + to * bytes, contiguous and
-  // unchanged during the call, so that the peers may read them in place (shm with CMA)
-  // instead of this rank packing a copy. Set alike on every rank (shm chooses CMA by it).
+  // unchanged during the call, so that the peers may read them in place (shm with CMA) or
+  // they are sent from there (MPI) instead of this rank packing a copy. Set alike on every
+  // rank (shm chooses CMA by it).
   const uint8_t* source = nullptr;
   // Optional (a local choice): this rank's bytes for itself [off, off + n), readable in place
   // until the piece is released, so that shm's slots need not carry the copy a rank packs

@@ -118,9 +118,12 @@ void MpiTransport::open_all_to_all_stream(const AllToAllStream& as, const PieceD
     const size_t pieces = PipelineChannel::pieces_of(as.bytes, piece);
     const size_t R = static_cast<size_t>(size_);
     // out: what this rank sends, destination q's bytes at q * bytes; in: what it receives,
-    // from rank q at q * bytes (its own piece is packed straight into in).
-    uint8_t* in = stream_buffer(2 * as.bytes * R);
-    uint8_t* out = in + as.bytes * R;
+    // from rank q at q * bytes (its own piece is packed straight into in). With the op's
+    // source, MPI sends from it and this rank's own part is read there: nothing is packed
+    // (the same messages go on the wire, so each rank decides alone).
+    const bool from_source = as.source != nullptr;
+    uint8_t* in = stream_buffer((from_source ? 1 : 2) * as.bytes * R);
+    uint8_t* out = from_source ? const_cast<uint8_t*>(as.source) : in + as.bytes * R;
     auto at = [&](uint8_t* b, int q, uint64_t off) { return b + q * as.bytes + off; };
     Pipeline pipe(comm_, kStreamTag, rank_, op, timeout_s_, oversubscribed_, pieces);
     for (size_t i = 0; i < pieces; ++i)
@@ -129,14 +132,18 @@ void MpiTransport::open_all_to_all_stream(const AllToAllStream& as, const PieceD
         pipe.expect(i, {q, at(in, q, i * piece), std::min(piece, as.bytes - i * piece)});
       }
     pipe.start();
-    auto place = [&](int q, uint64_t off) { return at(in, q, off); };
+    auto place = [&](int q, uint64_t off) {
+      return at(from_source && q == rank_ ? out : in, q, off);  // MPI only reads a send buffer
+    };
     PipelineChannel ch(pipe, rank_, op, as.bytes, piece, place, [&](uint64_t off, uint64_t n) {
       std::vector<Pipeline::Transfer> sends;
       for (int k = 1; k <= size_; ++k) {  // peers first, so their data leaves early
         const int q = (rank_ + k) % size_;
-        trace::Span span("pack", op, q, n);
-        uint8_t* dst = q == rank_ ? at(in, q, off) : at(out, q, off);
-        as.pack(q, dst, off, n);
+        uint8_t* dst = q == rank_ ? place(q, off) : at(out, q, off);
+        if (!from_source) {
+          trace::Span span("pack", op, q, n);
+          as.pack(q, dst, off, n);
+        }
         if (q != rank_) sends.push_back({q, dst, n});
       }
       return sends;
