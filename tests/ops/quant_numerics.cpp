@@ -146,7 +146,9 @@ void run_case(commfuse::Comm& comm, const QuantCase& c, bool rs, bool exact) {
   const std::string op = rs ? "quant_reduce_scatter" : "quant_all_reduce";
   const std::string forced = forced_algo(op);
   const bool shm = std::string(comm.transport_name()) == "shm";
-  const bool two_phase = shm && R >= 4 && rows % R == 0;
+  // Off shm, the two phases where they receive fewer bytes: out_bytes·H < (R-1)·H·33/32.
+  const bool fewer_bytes = 32 * static_cast<int64_t>(elem_bytes(c.out)) < 33 * (R - 1);
+  const bool two_phase = rows % R == 0 && (shm ? R >= 4 : fewer_bytes);
   const std::string want_schedule = !forced.empty() ? forced
                                     : rs            ? "fused_all_to_all_stream"
                                     : two_phase     ? "fused_rs_all_gather"

@@ -21,6 +21,14 @@ const char* schedule_name(QuantAllReduceSchedule s) {
   return "?";
 }
 
+bool rs_all_gather_moves_less(const QuantReduceProblem& p) {
+  // Bytes each rank receives per element of the tensor: the one-pass stream wire rows;
+  // the two phases (R-1)/R wire rows, then (R-1)/R output elements. With a wire row of
+  // unit = H·33/32 bytes: out_bytes·H < (R-1)·unit.
+  const auto out_bytes = static_cast<int64_t>(dtype_bits(p.out_dtype) / 8);
+  return out_bytes * p.h < (p.world_size - 1) * p.unit();
+}
+
 QuantAllReducePlanData plan_quant_all_reduce(QuantReduceProblem problem) {
   QuantAllReducePlanData plan;
   plan.problem = std::move(problem);
@@ -29,12 +37,13 @@ QuantAllReducePlanData plan_quant_all_reduce(QuantReduceProblem problem) {
   AlgorithmEntry rs_ag{"fused_rs_all_gather", ""};
   if (p.rows % p.world_size != 0)
     rs_ag.not_applicable = detail::cat("rows=", p.rows, " is not a multiple of R=", p.world_size);
-  else if (p.transport != "shm")
-    rs_ag.not_preferred =
-        detail::cat("on ", p.transport, " phase two puts output-dtype bytes on the wire");
-  else if (p.world_size < kRsAllGatherMinRanks)
+  else if (p.transport == "shm" && p.world_size < kRsAllGatherMinRanks)
     rs_ag.not_preferred = detail::cat("fewer than ", kRsAllGatherMinRanks,
                                       " ranks: dequantizing R times costs less than phase two");
+  else if (p.transport != "shm" && !rs_all_gather_moves_less(p))
+    rs_ag.not_preferred = detail::cat(
+        "on ", p.transport, " phase two's ", dtype_name(p.out_dtype),
+        " sums make it move more bytes than every rank's quantized rows at R=", p.world_size);
   // Where the stream's pieces travel through shared slots, a row is packed into the slot
   // once either way (the only copy), and the scales' all_gather would only add a
   // synchronization; MPI sends the codes from x, sparing the pack.

@@ -1,10 +1,11 @@
-// quant_all_reduce in two phases, for shm with many ranks: each rank sums only its own
+// quant_all_reduce in two phases, for shm with many ranks (and off shm where it moves fewer
+// bytes: rs_all_gather_moves_less): each rank sums only its own
 // 1/R of the rows from every rank's quantized rows (the reduce-scatter's fused stream,
 // read in place, one rounding), then the ranks all_gather the rounded blocks. Each element
 // is dequantized once per rank instead of R times, which is what matters when R ranks
 // share few cores; the result is bit for bit the one-pass schedule's (same fp32 sums in
-// the same rank order, rounded once; phase two only copies). Needs rows % R == 0. Not
-// used on MPI, where phase two would put output-dtype bytes on the wire.
+// the same rank order, rounded once; phase two only copies). Needs rows % R == 0. Over
+// MPI phase two puts output-dtype bytes on the wire, which pays only with enough ranks.
 #include "ops/quant_all_reduce/plan.hpp"
 
 namespace commfuse::ops {
