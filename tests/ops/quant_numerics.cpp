@@ -25,7 +25,7 @@ struct QuantCase {
   DType out;
   bool three_d;
   int64_t h;
-  bool odd_rows = false;  // 2-D all-reduce with rows % R != 0 (the one-pass schedule on shm)
+  bool odd_rows = false;  // 2-D all-reduce with rows % R != 0 (one pass: never two phases)
   int64_t blocks = 8;     // 2-D: rows = blocks · R (+ 1 with odd_rows)
 };
 
@@ -277,6 +277,8 @@ int case_quant_numerics(commfuse::Comm& comm) {
     run_case(comm, {DType::kInt8, false, DType::kFloat32, false, 1024, false, blocks}, false, true);
     run_case(comm, {DType::kInt8, false, DType::kBFloat16, false, 1024, true, blocks}, false,
              false);
+    run_case(comm, {DType::kFloat8E4M3FN, true, DType::kFloat32, false, 1024, false, blocks}, false,
+             true);
   }
   // With R >= 4 on shm, rows % R == 0 takes the two-phase schedule; these take one pass.
   for (DType od : outs)

@@ -144,6 +144,19 @@ std::vector<OpCase> op_cases(commfuse::Comm& comm, Buffers& b, Buffers& h16, Buf
              commfuse::quant_all_reduce(x, s, g, TensorView(b.out.data(), F32, {bs, qh}));
          },
          "scales", "BS (x rows)"});
+  // The output dtype must agree across ranks too (it picks quant_all_reduce's algorithm off
+  // shm): kOther asks for bfloat16 where the peers ask for float32.
+  v.push_back(
+      {"quant_all_reduce",
+       [&, g, R](Mode m) {
+         const int64_t bs = 2 * R;
+         const TensorView x(i8.a.data(), I8, {bs, qh});
+         const TensorView s(b.s.data(), F32, {m == Mode::kBad ? bs - 1 : bs, 1});
+         commfuse::quant_all_reduce(
+             x, s, g,
+             TensorView(b.out.data(), m == Mode::kOther ? DType::kBFloat16 : F32, {bs, qh}));
+       },
+       "scales", "output dtype"});
   // The collectives: kBad passes a null source, kOther a different count.
   auto count = [](Mode m) { return size_t{m == Mode::kOther ? 96u : 64u}; };
   auto src = [&](Mode m) -> const void* { return m == Mode::kBad ? nullptr : b.a.data(); };
@@ -274,8 +287,8 @@ int case_fault(commfuse::Comm& comm) {
   narrow(i8.b, i8.b.size() / 4, DType::kInt8);
   const std::vector<OpCase> ops = op_cases(comm, b, h16, i8);
   const OpCase* c = nullptr;
-  for (const OpCase& o : ops)
-    if (std::string(o.name) == op) c = &o;
+  for (const OpCase& o : ops)  // the first entry of that name (quant_all_reduce has two)
+    if (c == nullptr && std::string(o.name) == op) c = &o;
   EXPECT(c != nullptr, "COMMFUSE_TEST_OP=%s is not an operator of this test", op);
   if (c == nullptr) return 1;
   // all_reduce: enough data for several shm steps, so a fault at piece 1 or 2 hits mid-call.

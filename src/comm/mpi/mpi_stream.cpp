@@ -5,7 +5,8 @@
 // i-1 is computed on, and the computation never waits for the whole transfer. A progress
 // thread keeps Open MPI moving bytes during the computation where MPI's thread level allows
 // (it moves bytes only inside MPI calls); otherwise the transfers are polled between
-// blocks. Pieces default to 1 MiB. Only the packed bytes cross the wire.
+// blocks. Pieces default to 1 MiB. Only the packed bytes cross the wire, or, where the op
+// gives its source, its bytes sent from there.
 //
 // Limitation: a callback that throws on one rank (an internal failure: the ops validate
 // before they communicate) is reported to its peers by the deadline (COMMFUSE_TIMEOUT_S),
@@ -28,7 +29,7 @@ constexpr uint64_t kStreamPieceBytes = 1u << 20;
 
 // A stream's pieces over a started Pipeline. Waiting for a peer's piece waits for every
 // receive of that piece (they were posted together); this rank's own piece is where it
-// packed it, ready once published.
+// packed it (or in the op's source), ready once published.
 class PipelineChannel final : public PieceChannel {
  public:
   // Where rank q's bytes at off are (received into, or packed into for this rank).

@@ -56,7 +56,10 @@ comm::CallSignature quant_reduce_signature(const char* op, const QuantReduceProb
                         {{"BS (x rows)", p.rows},
                          {"H (x columns)", p.h},
                          {"x dtype", static_cast<int64_t>(p.x_dtype), true},
-                         {"scales (0 per-group float32, 1 MX e8m0)", static_cast<int64_t>(p.kind)}},
+                         {"scales (0 per-group float32, 1 MX e8m0)", static_cast<int64_t>(p.kind)},
+                         // Alike on every rank: it decides quant_all_reduce's algorithm
+                         // off shm, and its bytes travel in the two-phase schedule.
+                         {"output dtype", static_cast<int64_t>(p.out_dtype), true}},
                         schedule);
 }
 
@@ -96,8 +99,8 @@ size_t acc_bytes(const QuantReduceProblem& p);
 // scale, one multiply, as the fused schedules' first rank), dense, into dst (rows x h).
 void dequantize_rows(const QuantReduceProblem& p, float* dst);
 
-// max_piece for the streams: 0, the transport's largest piece (a whole slot on shm, 4 MiB
-// staged on MPI). Each piece is one synchronization of all ranks; with more runnable
+// max_piece for the streams: 0, the transport's largest piece (a whole slot on shm, 1 MiB
+// on MPI). Each piece is one synchronization of all ranks; with more runnable
 // processes than cores (2+ ranks on this 2-core VM, next to other jobs) each one can cost a
 // scheduler time slice. Measured: pieces sized for L2 (512 KiB for the R parts) were 2-5x
 // slower than whole-slot pieces at 1-4 Mi elements, W = 2; the data is streamed once either

@@ -35,7 +35,7 @@ inline constexpr int kRsAllGatherMinRanks = 4;
 // Off shm the wire decides: whether the two phases (a block of quantized rows from each
 // peer, then the peers' rounded blocks in the output dtype) receive fewer bytes than the
 // one-pass streams (every peer's quantized rows). Also the fewer dequantizations (N, not
-// R·N). Measured W = 8 over TCP, float32 out: 1.6-1.7x MPI_Allreduce where the one-pass
+// R·N). Measured W = 8 over TCP, float32 out: 1.53-1.67x MPI_Allreduce where the one-pass
 // stream took 0.74-0.89x; W = 4, bfloat16 out: 1.3-1.4x faster than one pass.
 bool rs_all_gather_moves_less(const QuantReduceProblem& p);
 const char* schedule_name(QuantAllReduceSchedule s);

@@ -2,8 +2,9 @@
 // row's scales). pack copies this rank's rows into its slot (on shm: its symmetric region,
 // the only copy made); on_all reads every rank's rows of the piece in place, in rank order,
 // dequantizes them into one fp32 accumulator row and rounds it once into the output. Pieces
-// are sized so the R parts stay in L2. On MPI the stream is staged: only codes and scales
-// cross the wire. Every rank sums the same bytes in the same order: identical bits.
+// are as large as the transport allows (quant_piece_bytes). Off shm fused_scales_first is
+// preferred: it sends the codes from x instead of packing wire rows. Every rank sums the same bytes
+// in the same order: identical bits.
 #include "exec/stream.hpp"
 #include "ops/quant_all_reduce/plan.hpp"
 
