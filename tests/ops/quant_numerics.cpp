@@ -273,7 +273,7 @@ int case_quant_numerics(commfuse::Comm& comm) {
   // 4 KiB): 1.2 MiB of codes per rank make a piece that starts past row 0, where a row's
   // scales must be found by their offset. R <= 3 keeps it cheap.
   if (std::string(comm.transport_name()) == "mpi" && comm.world_size() <= 3) {
-    const int64_t blocks = (1200 * 1024 / 1024 + comm.world_size() - 1) / comm.world_size();
+    const int64_t blocks = (1200 + comm.world_size() - 1) / comm.world_size();  // rows of 1 KiB
     run_case(comm, {DType::kInt8, false, DType::kFloat32, false, 1024, false, blocks}, false, true);
     run_case(comm, {DType::kInt8, false, DType::kBFloat16, false, 1024, true, blocks}, false,
              false);

@@ -134,7 +134,7 @@ void MpiTransport::open_all_to_all_stream(const AllToAllStream& as, const PieceD
       }
     pipe.start();
     auto place = [&](int q, uint64_t off) {
-      return at(from_source && q == rank_ ? out : in, q, off);  // MPI only reads a send buffer
+      return at(from_source && q == rank_ ? out : in, q, off);  // own part: in the source
     };
     PipelineChannel ch(pipe, rank_, op, as.bytes, piece, place, [&](uint64_t off, uint64_t n) {
       std::vector<Pipeline::Transfer> sends;

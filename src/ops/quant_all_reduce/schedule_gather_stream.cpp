@@ -3,8 +3,8 @@
 // the only copy made); on_all reads every rank's rows of the piece in place, in rank order,
 // dequantizes them into one fp32 accumulator row and rounds it once into the output. Pieces
 // are as large as the transport allows (quant_piece_bytes). Off shm fused_scales_first is
-// preferred: it sends the codes from x instead of packing wire rows. Every rank sums the same bytes
-// in the same order: identical bits.
+// preferred: it sends the codes from x instead of packing wire rows. Every rank sums the
+// same bytes in the same order: identical bits.
 #include "exec/stream.hpp"
 #include "ops/quant_all_reduce/plan.hpp"
 

@@ -5,10 +5,9 @@
 // elements, W = 2 over TCP). on_all sums every rank's rows of each piece in rank order
 // from the codes received and the gathered scales: the same fp32 sums, rounded once, as
 // the other schedules.
-#include <cstring>
-
 #include "core/small_vector.hpp"
 #include "exec/stream.hpp"
+#include "kernels/cpu/copy.hpp"
 #include "ops/quant_all_reduce/plan.hpp"
 
 namespace commfuse::ops {
@@ -28,7 +27,7 @@ void run_quant_all_reduce_scales_first(const QuantAllReducePlanData& plan, comm:
   gs.unit = h;
   gs.max_piece = quant_piece_bytes(p, comm.transport());
   gs.source = p.x;
-  gs.pack = [&](uint8_t* dst, uint64_t off, uint64_t n) { std::memcpy(dst, p.x + off, n); };
+  gs.pack = [&](uint8_t* dst, uint64_t off, uint64_t n) { kernels::cpu::copy(dst, p.x + off, n); };
   SmallVector<const uint8_t*, 16> piece_scales(static_cast<size_t>(p.world_size));
   gs.on_all = [&](const uint8_t* const* codes, uint64_t off, uint64_t n) {
     const uint64_t row = off / h;
