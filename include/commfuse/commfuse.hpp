@@ -211,6 +211,42 @@ struct TensorView {
   int64_t numel() const;
 };
 
+namespace ops {
+struct PackedWeightImpl;
+}  // namespace ops
+
+// x2 packed once, ahead of the calls that multiply by it (IPEX's prepacked weights), into
+// the blocked layout this machine's native 16-bit GEMM reads: oneDNN's brgemm on
+// AVX512-BF16 / AMX copies a plain x2 into that layout on every call, most of a decode
+// step's time (all_gather_matmul 8 rows/rank, k = n = 4096). An explicit object, never a
+// cache keyed by a pointer: pass it in the options' packed_x2 of all_gather_matmul,
+// matmul_reduce_scatter or matmul_all_reduce together with the x2 it was packed from. That
+// x2 is still passed, must be the tensor packed (same buffer, dtype, shape and strides,
+// else InvalidArgument naming packed_x2) and must not change while the packed form is used
+// (pack again after updating it). Where this machine has no such kernel for x2 (float32;
+// float16 or bfloat16 without a native kernel) nothing is packed, packed() is false, and
+// the ops read x2 as given. Not supported (InvalidArgument): quantized x1 (SPEC §6), CUDA
+// tensors. Host memory only; immutable once made, so one object may serve concurrent calls.
+class PackedWeight {
+ public:
+  // x2: (k, n) row-major, or a transposed (n, k) buffer, float32 / float16 / bfloat16.
+  // rows: the rows a call's GEMM usually takes at once (all_gather_matmul: m·R; the
+  // reducing ops: m), which picks oneDNN's layout; 0: 256. A GEMM whose plan reads
+  // another layout reads x2 as given.
+  explicit PackedWeight(const TensorView& x2, int64_t rows = 0);
+  ~PackedWeight();
+  PackedWeight(PackedWeight&&) noexcept;
+  PackedWeight& operator=(PackedWeight&&) noexcept;
+
+  bool packed() const;                        // whether a packed form was made (see above)
+  size_t packed_bytes() const;                // its size, padding included (0 when not packed)
+  std::string description() const;            // what was packed, in which layout, or why not
+  const ops::PackedWeightImpl& impl() const;  // InvalidArgument on a moved-from object
+
+ private:
+  std::unique_ptr<ops::PackedWeightImpl> impl_;
+};
+
 struct AllGatherMatmulOptions {
   // (n,): dtype of x1 or float32; quantized x1 (SPEC §6): float32, bfloat16, float16, or
   // int32 for A8W8 (added to the int32 sum before the scales)
@@ -229,6 +265,8 @@ struct AllGatherMatmulOptions {
   // stream). Outputs are ready when the stream's work so far is; calls on one communicator
   // run in call order whatever streams they are queued on. Unused for host tensors.
   void* stream = nullptr;
+  // x2 packed ahead of the call (PackedWeight), from this call's x2; null: none.
+  const PackedWeight* packed_x2 = nullptr;
 };
 
 // MatmulReduceScatter and MatmulAllReduce.
@@ -243,8 +281,9 @@ struct MatmulReduceOptions {
   // m = all leading dims' rows.
   std::optional<TensorView> x1_scale;
   std::optional<TensorView> x2_scale;
-  int64_t comm_turn = 0;   // as AllGatherMatmulOptions::comm_turn
-  void* stream = nullptr;  // as AllGatherMatmulOptions::stream
+  int64_t comm_turn = 0;                    // as AllGatherMatmulOptions::comm_turn
+  void* stream = nullptr;                   // as AllGatherMatmulOptions::stream
+  const PackedWeight* packed_x2 = nullptr;  // as AllGatherMatmulOptions::packed_x2
 };
 
 namespace ops {

@@ -10,6 +10,7 @@
 // all_gather_matmul, R·k for the reducing ops) plus the bias add.
 #include "numerics.hpp"
 
+#include "ops/common/packed_weight.hpp"
 #include "ops/common/plan_cache.hpp"
 
 #include <commfuse/commfuse.h>
@@ -18,6 +19,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <string>
 
 namespace optest {
@@ -31,6 +34,7 @@ struct Case {
   bool transposed = false;
   bool random = false;
   int64_t comm_turn = 0;
+  bool packed = false;  // x2 also passed packed ahead of the call (options.packed_x2)
 };
 
 std::string describe(const Case& c, const char* op) {
@@ -39,7 +43,7 @@ std::string describe(const Case& c, const char* op) {
           : c.bias == BiasKind::kSameDtype ? " bias"
                                            : " bias-f32") +
          (c.transposed ? " x2^T" : "") + (c.random ? " random" : " integer") + " comm_turn " +
-         std::to_string(c.comm_turn);
+         std::to_string(c.comm_turn) + (c.packed ? " packed_x2" : "");
 }
 
 // One rank's operands in the op's dtype and, decoded, as float64.
@@ -120,6 +124,7 @@ struct AgmCall {
   std::vector<uint8_t> output, gather;
   commfuse::AllGatherMatmulOptions options;
   commfuse::TensorView x1, x2, out, gather_view;
+  std::shared_ptr<commfuse::PackedWeight> packed;  // c.packed: x2 packed for the m·R rows
 };
 
 AgmCall agm_call(const commfuse::Comm& comm, const Case& c, uint64_t tag, int64_t m, int64_t k,
@@ -137,6 +142,10 @@ AgmCall agm_call(const commfuse::Comm& comm, const Case& c, uint64_t tag, int64_
   a.out = commfuse::TensorView(a.output.data(), c.dtype, {m * R, n});
   a.gather_view = gather_output ? commfuse::TensorView(a.gather.data(), c.dtype, {m * R, k})
                                 : commfuse::TensorView(nullptr, c.dtype, {0});
+  if (c.packed) {
+    a.packed = std::make_shared<commfuse::PackedWeight>(a.x2, m * R);
+    a.options.packed_x2 = a.packed.get();
+  }
   return a;
 }
 
@@ -217,6 +226,8 @@ void run_matmul_reduce_scatter(commfuse::Comm& comm, const Case& c, uint64_t tag
   commfuse::MatmulReduceOptions o;
   o.bias = bias_view(mine, n);
   o.comm_turn = c.comm_turn;
+  std::optional<commfuse::PackedWeight> packed;
+  if (c.packed) o.packed_x2 = &packed.emplace(x2_view(mine, c, k, n), m);
   commfuse::matmul_reduce_scatter(commfuse::TensorView(mine.x1.data(), c.dtype, {m, k}),
                                   x2_view(mine, c, k, n), comm.name(), R,
                                   commfuse::TensorView(output.data(), c.dtype, {rows, n}), o);
@@ -247,6 +258,8 @@ void run_matmul_all_reduce(commfuse::Comm& comm, const Case& c, uint64_t tag, in
   commfuse::MatmulReduceOptions o;
   o.bias = bias_view(mine, n);
   o.comm_turn = c.comm_turn;
+  std::optional<commfuse::PackedWeight> packed;
+  if (c.packed) o.packed_x2 = &packed.emplace(x2_view(mine, c, k, n), m);
   const auto x1 = b > 0 ? commfuse::TensorView(mine.x1.data(), c.dtype, {b, m / b, k})
                         : commfuse::TensorView(mine.x1.data(), c.dtype, {m, k});
   const auto out = b > 0 ? commfuse::TensorView(output.data(), c.dtype, {b, m / b, n})
@@ -364,6 +377,45 @@ void check_plan_cache(commfuse::Comm& comm, uint64_t& tag) {
         moved_from_rejected = true;
       }
       EXPECT(moved_from_rejected, "a moved-from plan did not say it is empty");
+    }
+}
+
+// ---- x2 packed ahead of the calls (commfuse::PackedWeight) ----
+
+// Where this machine packs x2 and a plan reads the packed form: the ops' results come from
+// the packed buffer, not from x2 (scribbling over it changes them), and a PackedWeight made
+// x2 (k = 1030, n = 520: padding of k, a column-block tail) too big to stay in cache, so
+// that the gathered rows are multiplied by one GEMM of m·R rows, the plan the description
+// names (all_gather_matmul/plan.hpp).
+void check_packed_weight_read(commfuse::Comm& comm, uint64_t& tag) {
+  const int R = comm.world_size();
+  for (DType dt : {DType::kBFloat16, DType::kFloat16})
+    for (bool tr : {false, true}) {
+      Case c{dt, BiasKind::kNone, tr, false, 0, true};
+      const uint64_t t = tag++;
+      AgmCall a = agm_call(comm, c, t, 5, 1030, 520, true);
+      commfuse::AllGatherMatmulPlan plan(a.x1, a.x2, comm.name(), R, a.out, a.gather_view,
+                                         a.options);
+      const bool reads =
+          plan.description().find("x2 prepacked (PackedWeight)") != std::string::npos;
+      // Nothing packed, nothing read. (A packed form a plan does not read is allowed: its
+      // GEMM may pick another layout for its row count than the one packed for the hint.)
+      EXPECT(reads <= a.packed->packed(), "%s: the plan reads a packed x2 that was not made: %s",
+             describe(c, "all_gather_matmul").c_str(), plan.description().c_str());
+      execute(plan);
+      check_agm(comm, c, t, 5, 1030, 520, a);
+      if (comm.rank() == 0)
+        std::printf("%s: %s; the plan %s it\n", describe(c, "all_gather_matmul").c_str(),
+                    a.packed->description().c_str(), reads ? "reads" : "does not read");
+      if (!reads) continue;
+      const auto& impl = a.packed->impl();
+      std::memset(const_cast<void*>(impl.data()), 0, impl.layout->bytes);
+      std::fill(a.output.begin(), a.output.end(), 0xCD);
+      execute(plan);
+      const std::vector<double> got = decode(a.output, dt);
+      EXPECT(std::all_of(got.begin(), got.end(), [](double v) { return v == 0.0; }),
+             "%s: zeroing the packed x2 did not zero the output: x2 was read instead",
+             describe(c, "all_gather_matmul").c_str());
     }
 }
 
@@ -490,6 +542,19 @@ int case_numerics(commfuse::Comm& comm) {
       run_matmul_all_reduce(comm, c, tag++, 8 * R, k, 32, 0);
     }
   }
+  // x2 packed ahead of the call, every dtype and layout, integer and random values; the
+  // reducing ops' m = 8R rows. On a machine without a native 16-bit kernel nothing packs and
+  // these check that the ops then read x2 as given.
+  for (DType dt : dtypes)
+    for (bool tr : {false, true})
+      for (bool random : {false, true}) {
+        const Case c{dt, random ? BiasKind::kFloat32 : BiasKind::kSameDtype, tr, random, 0, true};
+        run_all_gather_matmul(comm, c, tag++, 70, 66, 100, true);
+        run_all_gather_matmul(comm, c, tag++, 5, k, n, false);
+        run_matmul_reduce_scatter(comm, c, tag++, 8 * R, 66, 100);
+        run_matmul_all_reduce(comm, c, tag++, 8 * R, k, 32, 0);
+      }
+  check_packed_weight_read(comm, tag);
   check_plan_cache(comm, tag);
   check_quant_all_gather_matmul(comm, tag);
   return 0;

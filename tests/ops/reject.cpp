@@ -492,6 +492,81 @@ void reject_c_api(commfuse::Comm& comm, Buffers& b, const std::string& rank) {
 
 }  // namespace
 
+// commfuse::PackedWeight: its own argument checks, and an op given a packed form of another
+// x2, or one with quantized x1 (not supported).
+void reject_packed_x2(commfuse::Comm& comm, Buffers& b, const std::string& rank) {
+  const int R = comm.world_size();
+  const Status inv = Status::kParamInvalid;
+  const char* pw = "PackedWeight: x2";
+  expect_error("pw 3-D", inv, {pw, "must be 2-D"}, [&] {
+    commfuse::PackedWeight w(TensorView(b.i(), kF16, {2, kK, kN}));
+  });
+  expect_error("pw int8", inv, {pw, "dtype is int8", "quantized x2 is not supported"}, [&] {
+    commfuse::PackedWeight w(TensorView(b.i(), DType::kInt8, {kK, kN}));
+  });
+  expect_error("pw null", Status::kParamNullptr, {"PackedWeight", "null"}, [&] {
+    commfuse::PackedWeight w(TensorView(nullptr, kF16, {kK, kN}));
+  });
+  expect_error("pw strides", inv, {pw, "strides (2, 2)"}, [&] {
+    commfuse::PackedWeight w(TensorView(b.i(), kF16, {kK, kN}, {2, 2}));
+  });
+  expect_error("pw rows", inv, {pw, "rows is -1"}, [&] {
+    commfuse::PackedWeight w(TensorView(b.i(), kF16, {kK, kN}), -1);
+  });
+  commfuse::PackedWeight moved(TensorView(b.i(), kF16, {kK, kN}));
+  commfuse::PackedWeight taker(std::move(moved));
+  expect_error("pw moved from", inv, {"PackedWeight", "moved from"},
+               [&] { (void)moved.packed(); });  // NOLINT(bugprone-use-after-move): tested
+
+  // The ops: a packed form of this very x2 only.
+  const TensorView x2(b.i(), kF16, {kK, kN});
+  const commfuse::PackedWeight other(TensorView(b.i(), kF16, {kK, kN}, {kN + 1, 1}));
+  const commfuse::PackedWeight transposed(TensorView(b.i(), kF16, {kN, kK}).t());
+  const commfuse::PackedWeight elsewhere(TensorView(b.in.data() + 64, kF16, {kK, kN}));
+  for (const commfuse::PackedWeight* w : {&other, &transposed, &elsewhere}) {
+    AgmArgs a{TensorView(b.i(), kF16, {kM, kK}),
+              x2,
+              TensorView(b.o(), kF16, {kM * R, kN}),
+              TensorView(b.o(), kF16, {kM * R, kK}),
+              comm.name(),
+              R,
+              {}};
+    a.opt.packed_x2 = w;
+    expect_error("agm packed_x2 of another x2", inv,
+                 {"all_gather_matmul", rank.c_str(), "packed_x2 was packed from another x2"},
+                 [&] { a.plan(); });
+    ReduceArgs r{TensorView(b.i(), kF16, {kM * R, kK}),
+                 x2,
+                 TensorView(b.o(), kF16, {kM, kN}),
+                 comm.name(),
+                 R,
+                 {}};
+    r.opt.packed_x2 = w;
+    expect_error("mrs packed_x2 of another x2", inv,
+                 {"matmul_reduce_scatter", rank.c_str(), "packed_x2 was packed from another x2"},
+                 [&] { r.plan_rs(); });
+    r.output = TensorView(b.o(), kF16, {kM * R, kN});
+    expect_error("mar packed_x2 of another x2", inv,
+                 {"matmul_all_reduce", rank.c_str(), "packed_x2 was packed from another x2"},
+                 [&] { r.plan_ar(); });
+  }
+  // Quantized x1 (A8W8): not supported, whatever was packed.
+  const commfuse::PackedWeight f16(x2);
+  auto* sc = reinterpret_cast<float*>(b.i());
+  AgmArgs q{TensorView(b.i(), DType::kInt8, {kM, kK}),
+            TensorView(b.i(), DType::kInt8, {kK, kN}),
+            TensorView(b.o(), DType::kBFloat16, {kM * R, kN}),
+            TensorView(b.o(), DType::kInt8, {kM * R, kK}),
+            comm.name(),
+            R,
+            {}};
+  q.opt.x2_scale = TensorView(sc, DType::kFloat32, {kN});
+  q.opt.packed_x2 = &f16;
+  expect_error("agm packed_x2 quantized", inv,
+               {"all_gather_matmul", rank.c_str(), "packed_x2 with quantized x1", "not supported"},
+               [&] { q.plan(); });
+}
+
 int case_reject(commfuse::Comm& comm) {
   Buffers b;
   const std::string rank = "(rank " + std::to_string(comm.rank()) + ")";
@@ -500,6 +575,7 @@ int case_reject(commfuse::Comm& comm) {
   reject_reducing(comm, b, rank);
   reject_c_api(comm, b, rank);
   plan_huge_shapes(comm, b, rank);
+  reject_packed_x2(comm, b, rank);
   EXPECT(b.out == std::vector<uint8_t>(b.out.size(), 0xCD), "a rejected call wrote an output");
   return 0;
 }

@@ -85,6 +85,33 @@ TEST(PackedB, EveryBrgemmLayoutMatchesOneDnnReorder) {
   }
 }
 
+// PackedWeight's packing of a transposed x2 (an (n, k) buffer, row stride ldb >= k): the
+// same bytes as oneDNN's reorder of the (k, n) matrix it holds.
+TEST(PackedB, TransposedSourceMatchesOneDnnReorder) {
+  for (const tag t : {tag::BA16a32b2a, tag::BA16a64b2a}) {
+    for (const Shape& s : kShapes) {
+      SCOPED_TRACE(testing::Message()
+                   << "tag " << static_cast<int>(t) << " k=" << s.k << " n=" << s.n);
+      const dnnl::memory::desc md({s.k, s.n}, dnnl::memory::data_type::bf16, t);
+      const auto layout = cpu::packed_layout(md);
+      ASSERT_TRUE(layout.has_value());
+      auto b = random_b(s, static_cast<uint32_t>(s.k * 7 + s.n));  // (k, n), row stride ldb
+      const int64_t ldt = s.k + 3;                                 // the (n, k) copy's stride
+      std::vector<uint16_t> bt(static_cast<size_t>(s.n * ldt), 0xFFFF);
+      for (int64_t i = 0; i < s.k; ++i)
+        for (int64_t j = 0; j < s.n; ++j) bt[j * ldt + i] = b[i * s.ldb + j];
+      const auto want = reference_pack(md, s, b);
+      std::vector<uint8_t> got(layout->bytes + 1, 0xEE);
+      cpu::pack_b_transposed(*layout, bt.data(), s.k, s.n, ldt, got.data());
+      EXPECT_EQ(got.back(), 0xEE) << "wrote past the packed buffer";
+      got.pop_back();
+      size_t first = 0;
+      while (first < want.size() && got[first] == want[first]) ++first;
+      ASSERT_EQ(first, want.size()) << "first differing byte";
+    }
+  }
+}
+
 TEST(PackedB, PlainAndOtherLayoutsAreNotClaimed) {
   EXPECT_FALSE(
       cpu::packed_layout(dnnl::memory::desc({64, 64}, dnnl::memory::data_type::bf16, tag::ab)));

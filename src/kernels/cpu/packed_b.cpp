@@ -139,6 +139,21 @@ bool packing_pays(int64_t max_rows) {
   return pin == "always" || max_rows == 0 || max_rows >= 64;
 }
 
+void pack_b_transposed(const PackedLayout& l, const void* b, int64_t k, int64_t n, int64_t ldb,
+                       void* dst) {
+  const auto* src = static_cast<const uint16_t*>(b);
+  auto* out = static_cast<uint16_t*>(dst);
+  if (l.padded_k != k || l.padded_n != n) std::memset(dst, 0, l.bytes);
+  for (int64_t j = 0; j < n; ++j) {
+    const uint16_t* col = src + j * ldb;
+    for (int64_t p = 0; p < k; p += 2) {
+      uint16_t* d = out + offset(l, p, j);
+      d[0] = col[p];
+      d[1] = p + 1 < k ? col[p + 1] : uint16_t{0};
+    }
+  }
+}
+
 std::optional<PackedLayout> layout_for(MatmulDesc d) {
   d.b_packed = true;
   const PackedLayout* layout = packed_b_layout(*plan_matmul(d));

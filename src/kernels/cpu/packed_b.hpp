@@ -56,6 +56,11 @@ std::optional<PackedLayout> packed_layout(const dnnl::memory::desc& md);
 void pack_b(const PackedLayout& layout, const void* b, int64_t k, int64_t n, int64_t ldb,
             void* dst);
 
+// The same from a transposed b: an (n, k) buffer with row stride ldb (a column's k values
+// contiguous). One element at a time: it runs once per PackedWeight, not per call.
+void pack_b_transposed(const PackedLayout& layout, const void* b, int64_t k, int64_t n, int64_t ldb,
+                       void* dst);
+
 // The same for int8 b (layout.pair == 4): b is k x n row-major with row stride ldb, or, when
 // transposed, an (n, k) buffer with row stride ldb.
 void pack_b_s8(const PackedLayout& layout, const int8_t* b, int64_t k, int64_t n, int64_t ldb,

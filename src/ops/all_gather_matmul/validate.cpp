@@ -1,5 +1,6 @@
 // all_gather_matmul's rejection rules (SPEC §2), in the order a reader checks arguments.
 #include "ops/all_gather_matmul/plan.hpp"
+#include "ops/common/packed_weight.hpp"
 
 namespace commfuse::ops {
 
@@ -68,6 +69,7 @@ AllGatherMatmulProblem validate_all_gather_matmul(const TensorView& x1, const Te
   }
   p.comm_turn = options.comm_turn;
   p.device = device;
+  p.x2.prepacked = check_packed_x2(ctx, options.packed_x2, x2, p.x2, p.quant.quantized(), device);
   return p;
 }
 

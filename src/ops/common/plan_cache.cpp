@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/cpu/threads.hpp"
+#include "ops/common/packed_weight.hpp"
 
 namespace commfuse::ops {
 namespace {
@@ -46,7 +47,18 @@ PlanKey& PlanKey::add(std::string_view s) {
 }
 
 PlanKey& PlanKey::add(const WeightLayout& w) {
-  return add(w.n).add(w.transposed ? 1 : 0).add(w.ld);
+  add(w.n).add(w.transposed ? 1 : 0).add(w.ld);
+  // A prepacked x2's layout decides which GEMM plans read it (its buffer is bound per call).
+  if (w.prepacked == nullptr) return add(0);
+  const kernels::cpu::PackedLayout& l = *w.prepacked->layout;
+  return add(1)
+      .add(l.k_block)
+      .add(l.n_block)
+      .add(l.pair)
+      .add(l.k_stride)
+      .add(l.n_stride)
+      .add(l.padded_k)
+      .add(l.padded_n);
 }
 
 PlanKey& PlanKey::add(const BiasArg& b) {

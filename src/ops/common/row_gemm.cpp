@@ -10,6 +10,7 @@
 #include "core/trace.hpp"
 #include "kernels/cpu/copy.hpp"
 #include "kernels/cpu/half_gemm_model.hpp"
+#include "ops/common/packed_weight.hpp"
 
 namespace commfuse::ops {
 namespace {
@@ -53,7 +54,7 @@ bool wants_packed(const RowGemmShape& s) {
 }  // namespace
 
 size_t row_gemm_workspace_bytes(const RowGemmShape& s) {
-  if (s.packed) return s.packed->bytes;
+  if (s.packed) return s.prepacked ? 0 : s.packed->bytes;
   if (!needs_widening(s)) return 0;
   return static_cast<size_t>(s.k * s.n + s.n) * sizeof(float);
 }
@@ -61,7 +62,10 @@ size_t row_gemm_workspace_bytes(const RowGemmShape& s) {
 RowGemm::RowGemm(const RowGemmShape& s, void* workspace) : s_(s), widened_(needs_widening(s)) {
   b_ = s.b.data;
   bias_ = s.bias.data;
-  if (s.packed) {
+  if (s.prepacked) {
+    CF_ASSERT(s.b.prepacked != nullptr && !widened_);
+    packed_b_ = s.b.prepacked->data();
+  } else if (s.packed) {
     CF_ASSERT(workspace != nullptr && !widened_);
     trace::Span span("pack x2", "row_gemm", -1, static_cast<uint64_t>(s.k * s.n));
     kernels::cpu::pack_b(*s.packed, s.b.data, s.k, s.n, s.b.ld, workspace);
@@ -105,30 +109,56 @@ kernels::cpu::MatmulDesc gemm_desc(const RowGemmShape& s, bool widened, int64_t 
   return d;
 }
 
+namespace {
+
+// The GEMM plan of a block of `rows` rows, over the packed x2 where that plan reads its
+// layout (*packed set). A prepacked x2's plan is asked as for a row-major x2 whatever the
+// source's layout: the packed bytes are the same.
+std::shared_ptr<const kernels::cpu::MatmulPlan> block_plan(const RowGemmShape& s, bool widened,
+                                                           int64_t rows, bool* packed) {
+  *packed = false;
+  const kernels::cpu::MatmulDesc d = gemm_desc(s, widened, rows);
+  if (!s.packed) return kernels::cpu::plan_matmul(d);
+  kernels::cpu::MatmulDesc over = d;
+  if (s.prepacked) {
+    over.b_transposed = false;
+    over.ldb = s.n;
+  }
+  auto plan = kernels::cpu::plan_matmul_over(over, &*s.packed, packed);
+  return *packed || !s.prepacked ? plan : kernels::cpu::plan_matmul(d);
+}
+
+}  // namespace
+
 void plan_row_gemm(RowGemmShape& s) {
   s.planned = false;
   s.packed.reset();
+  s.prepacked = false;
   s.widen = needs_widening(s);
-  if (wants_packed(s)) {
+  if (s.b.prepacked != nullptr && !s.widen && s.b.prepacked->dtype == s.dtype) {
+    s.packed = s.b.prepacked->layout;  // check_packed_x2 passes only packed forms
+    s.prepacked = true;
+  } else if (wants_packed(s)) {
     // The layout of a max_rows-row block (or of a typical arriving block): blocks of other
     // sizes use it where their plan asks for the same layout (RowGemm::gemm).
     s.packed = kernels::cpu::layout_for(
         gemm_desc(s, false, s.max_rows > 0 ? s.max_rows : (s.block_rows > 0 ? s.block_rows : 256)));
   }
   s.full_block_packed = false;
-  s.full_block =
-      s.max_rows > 0 && s.k > 0 && s.n > 0
-          ? kernels::cpu::plan_matmul_over(gemm_desc(s, s.widen, s.max_rows),
-                                           s.packed ? &*s.packed : nullptr, &s.full_block_packed)
-          : nullptr;
+  s.full_block = s.max_rows > 0 && s.k > 0 && s.n > 0
+                     ? block_plan(s, s.widen, s.max_rows, &s.full_block_packed)
+                     : nullptr;
   s.planned = true;
 }
 
 std::string describe_row_gemm(const RowGemmShape& s, int64_t rows) {
   const bool widened = needs_widening(s);
   bool packed = false;
-  std::string text = kernels::cpu::describe(*kernels::cpu::plan_matmul_over(
-      gemm_desc(s, widened, std::max<int64_t>(rows, 1)), s.packed ? &*s.packed : nullptr, &packed));
+  std::string text =
+      kernels::cpu::describe(*block_plan(s, widened, std::max<int64_t>(rows, 1), &packed));
+  if (s.prepacked)
+    text += packed ? ", x2 prepacked (PackedWeight)"
+                   : ", x2 read as given (this GEMM's plan does not read PackedWeight's layout)";
   // The plan is of the fp32 GEMM when this layer widens: say so in the plan's own words.
   if (widened)
     text += detail::cat(
@@ -136,10 +166,6 @@ std::string describe_row_gemm(const RowGemmShape& s, int64_t rows) {
         kernels::cpu::half_gemm_model(s.dtype).native ? "fp32 faster here" : "no native kernel",
         ")");
   return text;
-}
-
-kernels::cpu::MatmulDesc RowGemm::desc_for(int64_t rows) const {
-  return gemm_desc(s_, widened_, rows);
 }
 
 size_t RowGemm::staging_bytes(const RowGemmShape& s, int64_t rows) {
@@ -173,9 +199,7 @@ void RowGemm::gemm(const void* a_ready, int64_t rows, void* c) const {
   // (a plan for another row count may have chosen another layout, or none).
   bool packed = s_.full_block_packed && rows == s_.max_rows;
   std::shared_ptr<const kernels::cpu::MatmulPlan> plan = s_.full_block;
-  if (!plan || rows != s_.max_rows)
-    plan =
-        kernels::cpu::plan_matmul_over(desc_for(rows), s_.packed ? &*s_.packed : nullptr, &packed);
+  if (!plan || rows != s_.max_rows) plan = block_plan(s_, widened_, rows, &packed);
   const void* b = packed ? packed_b_ : b_;
   trace::Span span("gemm", "row_gemm", -1, static_cast<uint64_t>(rows));
   if (!widened_ || s_.c_dtype == DType::kFloat32) {

@@ -43,14 +43,17 @@ struct RowGemmShape {
   // b packed once per execute into the workspace (kernels/cpu/packed_b.hpp) in this layout,
   // for GEMMs whose plan reads that layout; unset: b read in place.
   std::optional<kernels::cpu::PackedLayout> packed;
+  // packed is b.prepacked's layout (PackedWeight, packed before the call): its buffer is
+  // read, nothing is packed into the workspace.
+  bool prepacked = false;
   bool full_block_packed = false;  // full_block reads the packed x2
 };
 
 // Decides widening and plans the max_rows-row GEMM (after max_rows is set).
 void plan_row_gemm(RowGemmShape& s);
 
-// Workspace bytes RowGemm needs for this shape: the packed x2 (when packed), else the
-// widened b and bias (when widened), else 0.
+// Workspace bytes RowGemm needs for this shape: the packed x2 (when packed here, not
+// prepacked), else the widened b and bias (when widened), else 0.
 size_t row_gemm_workspace_bytes(const RowGemmShape& s);
 // One line for a plan description: the GEMM a block of `rows` rows runs (oneDNN's
 // implementation, and "<dtype> widened to float32 (<why>)" where this layer
@@ -77,7 +80,6 @@ class RowGemm {
   bool widened() const { return widened_; }
 
  private:
-  kernels::cpu::MatmulDesc desc_for(int64_t rows) const;
   // Copies rows of a to a_copy (when set) and to dst in the GEMM's input type.
   void copy_rows(const void* a, int64_t rows, void* dst, void* a_copy) const;
   // c = a_ready (the GEMM's input type, dense) @ b (+ bias), rounded to c's dtype.

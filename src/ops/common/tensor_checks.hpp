@@ -46,11 +46,15 @@ void check_shape(const OpContext& ctx, const char* name, const TensorView& t,
 
 // x2 as the GEMM reads it: (k, n) row-major with row stride ld, or a transposed view of an
 // (n, k) buffer with row stride ld.
+struct PackedWeightImpl;
 struct WeightLayout {
   const void* data = nullptr;
   int64_t n = 0;
   bool transposed = false;
   int64_t ld = 0;
+  // x2 packed ahead of the call (the options' packed_x2, packed_weight.hpp; null: none):
+  // the GEMMs read it where their plan reads its layout, else data as above.
+  const PackedWeightImpl* prepacked = nullptr;
 };
 // x2: present, 2-D, dtype of x1 (or a SPEC §6 pair for quantized x1), dim 0 == k (named in the
 // message), n >= 1, and either layout above.

@@ -1,4 +1,5 @@
 // matmul_reduce_scatter's rejection rules (SPEC §2).
+#include "ops/common/packed_weight.hpp"
 #include "ops/matmul_reduce_scatter/plan.hpp"
 
 namespace commfuse::ops {
@@ -21,6 +22,7 @@ MatmulReduceProblem validate_matmul_reduce_scatter(const TensorView& x1, const T
   p.output = output.data;
   p.device = device;
   p.out_dtype = output.dtype;
+  p.x2.prepacked = check_packed_x2(ctx, options.packed_x2, x2, p.x2, p.quant.quantized(), device);
   return p;
 }
 

@@ -1,0 +1,133 @@
+#include "ops/common/packed_weight.hpp"
+
+#include <cstdlib>
+#include <utility>
+
+#include "core/error.hpp"
+#include "core/trace.hpp"
+#include "kernels/cpu/matmul.hpp"
+
+namespace commfuse::ops {
+namespace {
+
+[[noreturn]] void bad_x2(const std::string& what) {
+  detail::throw_status(Status::kParamInvalid, detail::cat("PackedWeight: x2 ", what));
+}
+
+// x2 as the ops accept it (check_x2's layouts), without an op to name.
+void describe_source(PackedWeightImpl& w, const TensorView& x2) {
+  if (x2.ndim != 2) bad_x2(detail::cat("must be 2-D (k, n) but has shape ", shape_str(x2)));
+  if (x2.data == nullptr)
+    detail::throw_status(Status::kParamNullptr, "PackedWeight: x2's data is null");
+  if (x2.device.type != DeviceType::kCpu)
+    bad_x2(detail::cat("is in ", device_name(x2.device),
+                       " memory: not supported (PackedWeight takes host tensors only)"));
+  if (x2.dtype != DType::kFloat32 && x2.dtype != DType::kFloat16 && x2.dtype != DType::kBFloat16)
+    bad_x2(detail::cat("dtype is ", dtype_name(x2.dtype),
+                       " but must be float32, float16 or bfloat16 (quantized x2 is not "
+                       "supported)"));
+  w.source = x2.data;
+  w.dtype = x2.dtype;
+  w.k = x2.shape[0];
+  w.n = x2.shape[1];
+  if (w.k < 1 || w.n < 1) bad_x2(detail::cat("shape ", shape_str(x2), " has an empty dim"));
+  const int64_t s0 = x2.strides[0], s1 = x2.strides[1];
+  if ((s1 == 1 || w.n == 1) && s0 >= w.n && s0 >= 1) {
+    w.ld = s0;
+  } else if ((s0 == 1 || w.k == 1) && s1 >= w.k && s1 >= 1) {
+    w.transposed = true;
+    w.ld = s1;
+  } else {
+    bad_x2(detail::cat("strides (", s0, ", ", s1, ") for shape ", shape_str(x2),
+                       " are neither row-major (k, n) nor a transposed (n, k) buffer"));
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<PackedWeightImpl> pack_weight(const TensorView& x2, int64_t rows) {
+  if (rows < 0) bad_x2(detail::cat("rows is ", rows, " but must be >= 0 (0: 256)"));
+  auto w = std::make_unique<PackedWeightImpl>();
+  describe_source(*w, x2);
+  if (w->dtype == DType::kFloat32) {
+    w->why_not = "float32 x2 is read as given (no packed layout for it)";
+    return w;
+  }
+  // The layout the plan of a row-major x2 asks for; the packed bytes do not depend on how
+  // the source was laid out.
+  kernels::cpu::MatmulDesc d =
+      kernels::cpu::dense_matmul_desc(rows > 0 ? rows : 256, w->k, w->n, w->dtype);
+  w->layout = kernels::cpu::layout_for(d);
+  if (!w->layout) {
+    w->why_not = detail::cat("this machine's GEMM for ", dtype_name(w->dtype),
+                             " reads x2 as given (no native blocked kernel, or fp32 faster)");
+    return w;
+  }
+  void* raw = std::aligned_alloc(64, (w->layout->bytes + 63) / 64 * 64);
+  if (raw == nullptr)
+    detail::throw_status(Status::kRuntimeError,
+                         detail::cat("PackedWeight: cannot allocate ", w->layout->bytes, " bytes"));
+  w->buffer =
+      std::shared_ptr<uint8_t>(static_cast<uint8_t*>(raw), [](uint8_t* p) { std::free(p); });
+  trace::Span span("pack x2", "packed_weight", -1, static_cast<uint64_t>(w->k * w->n));
+  if (w->transposed)
+    kernels::cpu::pack_b_transposed(*w->layout, x2.data, w->k, w->n, w->ld, raw);
+  else
+    kernels::cpu::pack_b(*w->layout, x2.data, w->k, w->n, w->ld, raw);
+  return w;
+}
+
+const PackedWeightImpl* check_packed_x2(const OpContext& ctx, const PackedWeight* packed,
+                                        const TensorView& x2, const WeightLayout& w, bool quantized,
+                                        Device device) {
+  if (packed == nullptr) return nullptr;
+  if (quantized)
+    ctx.invalid("packed_x2 with quantized x1 (SPEC §6) is not supported (pass x2 alone)");
+  if (device.type != DeviceType::kCpu)
+    ctx.invalid("packed_x2 with ", device_name(device),
+                " tensors is not supported (host tensors only)");
+  const PackedWeightImpl& p = packed->impl();
+  if (p.source != x2.data || p.dtype != x2.dtype || p.k != x2.shape[0] || p.n != w.n ||
+      p.transposed != w.transposed || p.ld != w.ld)
+    ctx.invalid("packed_x2 was packed from another x2 (", dtype_name(p.dtype), " (", p.k, ", ", p.n,
+                ")", p.transposed ? " transposed" : "", " ld ", p.ld, " at ", p.source,
+                ") than this call's (", dtype_name(x2.dtype), " ", shape_str(x2),
+                w.transposed ? " transposed" : "", " ld ", w.ld, " at ", x2.data, ")");
+  return p.layout ? &p : nullptr;
+}
+
+}  // namespace commfuse::ops
+
+namespace commfuse {
+
+PackedWeight::PackedWeight(const TensorView& x2, int64_t rows)
+    : impl_(ops::pack_weight(x2, rows)) {}
+PackedWeight::~PackedWeight() = default;
+PackedWeight::PackedWeight(PackedWeight&&) noexcept = default;
+PackedWeight& PackedWeight::operator=(PackedWeight&&) noexcept = default;
+
+const ops::PackedWeightImpl& PackedWeight::impl() const {
+  if (!impl_)
+    detail::throw_status(Status::kParamInvalid, "PackedWeight: used after being moved from");
+  return *impl_;
+}
+
+bool PackedWeight::packed() const {
+  return impl().layout.has_value();
+}
+
+size_t PackedWeight::packed_bytes() const {
+  return impl().layout ? impl().layout->bytes : 0;
+}
+
+std::string PackedWeight::description() const {
+  const ops::PackedWeightImpl& w = impl();
+  std::string text = detail::cat("x2 ", dtype_name(w.dtype), " (", w.k, ", ", w.n, ")",
+                                 w.transposed ? " transposed" : "", ": ");
+  if (!w.layout) return text + "not packed: " + w.why_not;
+  const auto& l = *w.layout;
+  return text + detail::cat("packed, ", l.bytes, " bytes, blocks of ", l.k_block * l.pair, " k x ",
+                            l.n_block, " n (pairs of ", l.pair, ")");
+}
+
+}  // namespace commfuse

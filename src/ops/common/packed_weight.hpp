@@ -1,0 +1,46 @@
+// What commfuse::PackedWeight holds (include/commfuse/commfuse.hpp): x2 packed once into the
+// blocked layout the native 16-bit GEMM reads (kernels/cpu/packed_b.hpp), and which x2 it
+// was packed from, so that each call can check it is given the same tensor. Ops take it
+// through WeightLayout::prepacked (tensor_checks.hpp): RowGemm reads the packed buffer
+// where its plan reads that layout, instead of packing x2 into the workspace per execute.
+#pragma once
+
+#include <commfuse/commfuse.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "kernels/cpu/packed_b.hpp"
+#include "ops/common/op_context.hpp"
+#include "ops/common/tensor_checks.hpp"
+
+namespace commfuse::ops {
+
+struct PackedWeightImpl {
+  // The x2 packed: buffer, dtype, shape and layout (WeightLayout's terms).
+  const void* source = nullptr;
+  DType dtype = DType::kFloat32;
+  int64_t k = 0;
+  int64_t n = 0;
+  bool transposed = false;
+  int64_t ld = 0;
+  std::optional<kernels::cpu::PackedLayout> layout;  // none: nothing packed (see why_not)
+  std::string why_not;
+  std::shared_ptr<uint8_t> buffer;  // layout->bytes, 64-byte aligned
+
+  const void* data() const { return buffer.get(); }
+};
+
+// Packs x2 (PackedWeight's constructor); InvalidArgument naming the argument for a bad x2.
+std::unique_ptr<PackedWeightImpl> pack_weight(const TensorView& x2, int64_t rows);
+
+// An op's packed_x2 option, checked against the call's x2 (w: what check_x2 returned):
+// null, or packed from this very x2 (buffer, dtype, shape, strides); host tensors and float
+// x1 only. Returns the packed form the GEMMs may read (null: none, or nothing was packed).
+const PackedWeightImpl* check_packed_x2(const OpContext& ctx, const PackedWeight* packed,
+                                        const TensorView& x2, const WeightLayout& w, bool quantized,
+                                        Device device);
+
+}  // namespace commfuse::ops
