@@ -227,6 +227,7 @@ struct PackedWeightImpl;
 // float16 or bfloat16 without a native kernel) nothing is packed, packed() is false, and
 // the ops read x2 as given. Not supported (InvalidArgument): quantized x1 (SPEC §6), CUDA
 // tensors. Host memory only; immutable once made, so one object may serve concurrent calls.
+// The plans made with it read it when they execute: it must outlive them.
 class PackedWeight {
  public:
   // x2: (k, n) row-major, or a transposed (n, k) buffer, float32 / float16 / bfloat16.

@@ -11,10 +11,6 @@
 #include "api/c_api_guard.hpp"
 #include "core/error.hpp"
 
-struct commfuseTensor {  // as in c_api_ops.cpp: the C descriptor is a TensorView
-  commfuse::TensorView view;
-};
-
 struct commfuseIntArray {
   std::vector<int64_t> values;
 };

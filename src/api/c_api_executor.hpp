@@ -1,6 +1,6 @@
 // What an op's C entry points in their own file need from c_api_ops.cpp, which owns the
-// tensor descriptor and the executor type: an executor holds any op's plan as a
-// commfuse::Plan, so each op's C file needs no change there.
+// executor type (and the tensor descriptor, defined here for all of them): an executor holds any
+// op's plan as a commfuse::Plan, so each op's C file needs no change there.
 #pragma once
 
 #include <commfuse/commfuse.h>
@@ -9,6 +9,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+
+// The C tensor descriptor: a TensorView, and the packed form of the tensor when it is an x2
+// with one attached (commfuseSetTensorPackedWeight).
+struct commfuseTensor {
+  commfuse::TensorView view;
+  const commfuse::PackedWeight* packed = nullptr;
+};
 
 namespace commfuse::api {
 

@@ -15,10 +15,6 @@
 #include "ops/common/tensor_checks.hpp"
 #include "ops/common/tensor_size.hpp"
 
-struct commfuseTensor {
-  commfuse::TensorView view;
-};
-
 // One planned op (GetWorkspaceSize's output). `op` says which Xxx call may run it.
 struct commfuseOpExecutor {
   const char* op = nullptr;
@@ -92,6 +88,7 @@ commfuseStatus_t all_gather_matmul_plan(const char* fn, const commfuseTensor_t* 
     o.bias = optional_view(bias);
     o.x1_scale = optional_view(x1Scale);
     o.x2_scale = optional_view(x2Scale);
+    o.packed_x2 = x2 != nullptr ? x2->packed : nullptr;
     o.gather_index = gatherIndex;
     // No gather_out, or torch's empty (0,) tensor: the gathered rows are not returned.
     o.gather_output =
@@ -124,6 +121,7 @@ commfuseStatus_t matmul_reduce_plan(const char* fn, bool all_reduce, const commf
     o.x1_scale = optional_view(x1Scale);
     o.x2_scale = optional_view(x2Scale);
     o.comm_turn = commTurn;
+    o.packed_x2 = x2 != nullptr ? x2->packed : nullptr;
     if (all_reduce) {
       auto plan = std::make_unique<commfuse::MatmulAllReducePlan>(view_of(x1), view_of(x2), group,
                                                                   view_of(output), o);

@@ -192,6 +192,71 @@ int case_c_api(commfuse::Comm& comm) {
                std::string::npos,
            "%s", commfuseGetLastErrorMessage());
   }
+  {  // x2 packed ahead (commfuseCreatePackedWeight, attached to the x2 descriptor): the same
+     // bits as the C++ call without it; another tensor's packed form is PARAM_INVALID.
+    commfusePackedWeight_t* pw = commfuseCreatePackedWeight(cx2.get(), m * R);
+    EXPECT(pw != nullptr, "%s", commfuseGetLastErrorMessage());
+    const commfuse::PackedWeight cpp_pw(x2_cpp, m * R);
+    EXPECT(commfusePackedWeightIsPacked(pw) == (cpp_pw.packed() ? 1 : 0),
+           "C says packed %d, C++ %d", commfusePackedWeightIsPacked(pw), cpp_pw.packed());
+    EXPECT(commfusePackedWeightIsPacked(nullptr) == -1, "IsPacked(NULL) is not -1");
+    EXPECT(commfuseSetTensorPackedWeight(cx2.get(), pw) == COMMFUSE_SUCCESS, "%s",
+           commfuseGetLastErrorMessage());
+    std::vector<uint8_t> out_c(m * R * n * 2, 0xCD), out_cpp(out_c.size(), 0xCD);
+    auto cout = tensor({m * R, n}, nullptr, cdt, out_c.data());
+    EXPECT(commfuseAllGatherMatmulGetWorkspaceSize(cx1.get(), cx2.get(), cbias.get(), group.c_str(),
+                                                   0, 0, 1, cout.get(), nullptr, &ws,
+                                                   &exec) == COMMFUSE_SUCCESS,
+           "%s", commfuseGetLastErrorMessage());
+    EXPECT(with_workspace(ws, exec, commfuseAllGatherMatmul) == COMMFUSE_SUCCESS, "%s",
+           commfuseGetLastErrorMessage());
+    commfuse::AllGatherMatmulOptions o;
+    o.bias = bias_cpp;
+    o.gather_output = false;
+    commfuse::all_gather_matmul(commfuse::TensorView(x1.data(), dt, {m, k}), x2_cpp, group, R,
+                                commfuse::TensorView(out_cpp.data(), dt, {m * R, n}),
+                                commfuse::TensorView(), o);
+    EXPECT(out_c == out_cpp, "all_gather_matmul with packed x2: C and C++ results differ");
+
+    std::vector<uint8_t> out_r(m * n * 2, 0xCD), out_rcpp(out_r.size(), 0xCD);
+    auto cx13 = tensor({2, m / 2, k}, nullptr, cdt, const_cast<uint8_t*>(x1.data()));
+    auto cor = tensor({2, m / 2, n}, nullptr, cdt, out_r.data());
+    EXPECT(commfuseMatmulAllReduceGetWorkspaceSize(cx13.get(), cx2.get(), nullptr, group.c_str(),
+                                                   "sum", 0, 1, cor.get(), &ws,
+                                                   &exec) == COMMFUSE_SUCCESS,
+           "%s", commfuseGetLastErrorMessage());
+    EXPECT(with_workspace(ws, exec, commfuseMatmulAllReduce) == COMMFUSE_SUCCESS, "%s",
+           commfuseGetLastErrorMessage());
+    commfuse::matmul_all_reduce(commfuse::TensorView(x1.data(), dt, {2, m / 2, k}), x2_cpp, group,
+                                commfuse::TensorView(out_rcpp.data(), dt, {2, m / 2, n}));
+    EXPECT(out_r == out_rcpp, "matmul_all_reduce with packed x2: C and C++ results differ");
+
+    // The same packed form on a descriptor of another x2 (row-major over the same bytes).
+    auto other = tensor({k, n}, nullptr, cdt, const_cast<uint8_t*>(x2.data()));
+    EXPECT(commfuseSetTensorPackedWeight(other.get(), pw) == COMMFUSE_SUCCESS, "%s",
+           commfuseGetLastErrorMessage());
+    EXPECT(commfuseMatmulAllReduceGetWorkspaceSize(cx13.get(), other.get(), nullptr, group.c_str(),
+                                                   "sum", 0, 1, cor.get(), &ws,
+                                                   &exec) == COMMFUSE_PARAM_INVALID,
+           "packed form of another x2 accepted: %s", commfuseGetLastErrorMessage());
+    EXPECT(
+        std::string(commfuseGetLastErrorMessage()).find("packed_x2 was packed from another x2") !=
+            std::string::npos,
+        "%s", commfuseGetLastErrorMessage());
+    EXPECT(commfuseSetTensorPackedWeight(other.get(), nullptr) == COMMFUSE_SUCCESS, "%s",
+           commfuseGetLastErrorMessage());
+    EXPECT(commfuseSetTensorPackedWeight(nullptr, pw) == COMMFUSE_PARAM_NULLPTR,
+           "SetTensorPackedWeight(NULL) accepted");
+    EXPECT(commfuseCreatePackedWeight(nullptr, 0) == nullptr, "CreatePackedWeight(NULL) made one");
+    const int64_t bad_rows = -1;
+    EXPECT(commfuseCreatePackedWeight(cx2.get(), bad_rows) == nullptr &&
+               std::string(commfuseGetLastErrorMessage()).find("rows is -1") != std::string::npos,
+           "rows -1: %s", commfuseGetLastErrorMessage());
+    EXPECT(commfuseSetTensorPackedWeight(cx2.get(), nullptr) == COMMFUSE_SUCCESS, "%s",
+           commfuseGetLastErrorMessage());
+    EXPECT(commfuseDestroyPackedWeight(pw) == COMMFUSE_SUCCESS, "%s",
+           commfuseGetLastErrorMessage());
+  }
   return 0;
 }
 
