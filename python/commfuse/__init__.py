@@ -59,6 +59,7 @@ from . import _commfuse
 from ._comm import Communicator, init
 from ._convert import convert, pack_int4, unpack_int4
 from ._errors import Error, InternalError, InvalidArgument, NullPointerError, RuntimeFailure
+from ._packed import PackedWeight
 from ._spawn import (ProcessExitedException, ProcessRaisedException, SpawnContext, SpawnError,
                      free_port, spawn)
 from .ops import (all_gather_base_mm, alltoall_matmul, alltoall_quant_matmul, dequantize,
@@ -78,6 +79,7 @@ __all__ = [
     "Communicator",
     # operators (SPEC §2)
     "all_gather_base_mm",
+    "PackedWeight",
     "mm_reduce_scatter_base",
     "mm_all_reduce_base",
     # operators (SPEC §3)

@@ -156,17 +156,36 @@ class Comm:
     def all_to_all(self, src: TensorRef, dst: TensorRef) -> None:
         """Block s of src goes to rank s; block s of dst came from rank s."""
 
-def all_gather_matmul(x1: TensorRef, x2: TensorRef, group: str, world_size: int, output: TensorRef, gather_out: TensorRef | None, bias: TensorRef | None, gather_index: int, gather_output: bool, comm_turn: int, x1_scale: TensorRef | None = None, x2_scale: TensorRef | None = None, stream: int = 0) -> None:
+class PackedWeight:
+    """
+    x2 packed once ahead of the matmul operators' calls (commfuse.PackedWeight); keeps x2 alive.
+    """
+
+    def __init__(self, x2: TensorRef, rows: int) -> None:
+        """
+        Pack x2 (k, n) for GEMMs of about `rows` rows (0: 256); nothing is packed where this machine's GEMM reads x2 as given.
+        """
+
+    @property
+    def packed(self) -> bool: ...
+
+    @property
+    def packed_bytes(self) -> int: ...
+
+    @property
+    def description(self) -> str: ...
+
+def all_gather_matmul(x1: TensorRef, x2: TensorRef, group: str, world_size: int, output: TensorRef, gather_out: TensorRef | None, bias: TensorRef | None, gather_index: int, gather_output: bool, comm_turn: int, x1_scale: TensorRef | None = None, x2_scale: TensorRef | None = None, stream: int = 0, packed_x2: PackedWeight | None = None) -> None:
     """
     output (m·R, n) = gather_out @ x2 + bias; gather_out (m·R, k) = rank-order concat of x1 (SPEC §6 quantized x1: dequantized with x1_scale, x2_scale).
     """
 
-def matmul_reduce_scatter(x1: TensorRef, x2: TensorRef, group: str, world_size: int, output: TensorRef, reduce_op: str, bias: TensorRef | None, comm_turn: int, x1_scale: TensorRef | None = None, x2_scale: TensorRef | None = None, stream: int = 0) -> None:
+def matmul_reduce_scatter(x1: TensorRef, x2: TensorRef, group: str, world_size: int, output: TensorRef, reduce_op: str, bias: TensorRef | None, comm_turn: int, x1_scale: TensorRef | None = None, x2_scale: TensorRef | None = None, stream: int = 0, packed_x2: PackedWeight | None = None) -> None:
     """
     output (m/R, n) on rank r = rows [r·m/R, (r+1)·m/R) of Σ_s x1_s @ x2_s, plus bias.
     """
 
-def matmul_all_reduce(x1: TensorRef, x2: TensorRef, group: str, output: TensorRef, reduce_op: str, bias: TensorRef | None, comm_turn: int, x1_scale: TensorRef | None = None, x2_scale: TensorRef | None = None, stream: int = 0) -> None:
+def matmul_all_reduce(x1: TensorRef, x2: TensorRef, group: str, output: TensorRef, reduce_op: str, bias: TensorRef | None, comm_turn: int, x1_scale: TensorRef | None = None, x2_scale: TensorRef | None = None, stream: int = 0, packed_x2: PackedWeight | None = None) -> None:
     """
     output (x1's leading dims, n) = Σ_s x1_s @ x2_s + bias, identical on every rank.
     """

@@ -18,6 +18,7 @@ NB_MODULE(_commfuse, m) {
   bind_formats(m);
   bind_tensor_ref(m);
   bind_comm(m);
+  bind_packed_weight(m);
   bind_all_gather_matmul(m);
   bind_matmul_reduce_scatter(m);
   bind_matmul_all_reduce(m);

@@ -22,7 +22,7 @@ void bind_all_gather_matmul(nb::module_& m) {
       [](const TensorRef& x1, const TensorRef& x2, const std::string& group, int world_size,
          const TensorRef& output, const TensorRef* gather_out, const TensorRef* bias,
          int64_t gather_index, bool gather_output, int64_t comm_turn, const TensorRef* x1_scale,
-         const TensorRef* x2_scale, uintptr_t stream) {
+         const TensorRef* x2_scale, uintptr_t stream, const PyPackedWeight* packed_x2) {
         constexpr const char* kOp = "all_gather_matmul";
         check_output(kOp, group, "output", output);
         if (gather_out != nullptr) check_output(kOp, group, "gather_out", *gather_out);
@@ -34,6 +34,7 @@ void bind_all_gather_matmul(nb::module_& m) {
         if (x1_scale != nullptr) options.x1_scale = x1_scale->view;
         if (x2_scale != nullptr) options.x2_scale = x2_scale->view;
         options.stream = reinterpret_cast<void*>(stream);  // CUDA arrays: a cudaStream_t
+        options.packed_x2 = packed_or_null(packed_x2);
         nb::gil_scoped_release release;
         all_gather_matmul(x1.view, x2.view, group, world_size, output.view,
                           view_or_absent(gather_out), options);
@@ -42,6 +43,7 @@ void bind_all_gather_matmul(nb::module_& m) {
       nb::arg("gather_out").none(), nb::arg("bias").none(), nb::arg("gather_index"),
       nb::arg("gather_output"), nb::arg("comm_turn"), nb::arg("x1_scale").none() = nb::none(),
       nb::arg("x2_scale").none() = nb::none(), nb::arg("stream") = 0,
+      nb::arg("packed_x2").none() = nb::none(),
       "output (m·R, n) = gather_out @ x2 + bias; gather_out (m·R, k) = rank-order concat of x1 "
       "(SPEC §6 quantized x1: dequantized with x1_scale, x2_scale).");
 }

@@ -19,8 +19,8 @@ void bind_matmul_reduce_scatter(nb::module_& m) {
       "matmul_reduce_scatter",
       [](const TensorRef& x1, const TensorRef& x2, const std::string& group, int world_size,
          const TensorRef& output, const std::string& reduce_op, const TensorRef* bias,
-         int64_t comm_turn, const TensorRef* x1_scale, const TensorRef* x2_scale,
-         uintptr_t stream) {
+         int64_t comm_turn, const TensorRef* x1_scale, const TensorRef* x2_scale, uintptr_t stream,
+         const PyPackedWeight* packed_x2) {
         check_output("matmul_reduce_scatter", group, "output", output);
         MatmulReduceOptions options;
         options.reduce_op = reduce_op;
@@ -29,13 +29,14 @@ void bind_matmul_reduce_scatter(nb::module_& m) {
         if (x1_scale != nullptr) options.x1_scale = x1_scale->view;
         if (x2_scale != nullptr) options.x2_scale = x2_scale->view;
         options.stream = reinterpret_cast<void*>(stream);  // CUDA arrays: a cudaStream_t
+        options.packed_x2 = packed_or_null(packed_x2);
         nb::gil_scoped_release release;
         matmul_reduce_scatter(x1.view, x2.view, group, world_size, output.view, options);
       },
       nb::arg("x1"), nb::arg("x2"), nb::arg("group"), nb::arg("world_size"), nb::arg("output"),
       nb::arg("reduce_op"), nb::arg("bias").none(), nb::arg("comm_turn"),
       nb::arg("x1_scale").none() = nb::none(), nb::arg("x2_scale").none() = nb::none(),
-      nb::arg("stream") = 0,
+      nb::arg("stream") = 0, nb::arg("packed_x2").none() = nb::none(),
       "output (m/R, n) on rank r = rows [r·m/R, (r+1)·m/R) of Σ_s x1_s @ x2_s, plus bias.");
 }
 

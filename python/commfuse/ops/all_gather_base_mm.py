@@ -7,6 +7,7 @@ from typing import Any, Optional
 import numpy.typing as npt
 
 from .. import _commfuse
+from .._packed import PackedWeight, native_packed
 from .._tensor import Args, dim, fast_matmul_inputs, fast_output, group_name, stream_of
 from ._quant_common import quant_matmul_args
 
@@ -17,7 +18,8 @@ def all_gather_base_mm(input: Any, x2: Any, hcom: Any, world_size: int, *, bias:
                        output_dtype: Optional[npt.DTypeLike] = None,
                        x1_dtype: Optional[npt.DTypeLike] = None,
                        x2_dtype: Optional[npt.DTypeLike] = None, out: Any = None,
-                       gather_out: Any = None) -> tuple[Any, Any]:
+                       gather_out: Any = None,
+                       packed_x2: Optional[PackedWeight] = None) -> tuple[Any, Any]:
     """All-gather the row blocks of ``input`` over the group, then multiply by ``x2``.
 
     ``gather_out = concat_s(input_s)`` (rank order) and ``output = gather_out @ x2 + bias``,
@@ -51,6 +53,8 @@ def all_gather_base_mm(input: Any, x2: Any, hcom: Any, world_size: int, *, bias:
             ("hifloat8").
         out: optional (m·R, n) buffer for output, written in place and returned.
         gather_out: optional (m·R, k) buffer for gather_out, written in place and returned.
+        packed_x2: optional :class:`commfuse.PackedWeight` made from this very ``x2``: its
+            GEMMs read the packed form instead of packing x2 on every call.
 
     Returns:
         ``(output, gather_out)``: new numpy arrays (torch tensors when input is one) unless
@@ -63,7 +67,8 @@ def all_gather_base_mm(input: Any, x2: Any, hcom: Any, world_size: int, *, bias:
     """
     group = hcom if type(hcom) is str else group_name(hcom)
     plain = x1_scale is None and x2_scale is None and output_dtype is None and \
-        x1_dtype is None and x2_dtype is None
+        x1_dtype is None and x2_dtype is None and \
+        (packed_x2 is None or type(packed_x2) is PackedWeight)
     refs = fast_matmul_inputs(input, x2, bias) if plain else None
     if refs is not None and input.ndim == 2 and type(world_size) is int and \
             (group_size := _commfuse.group_info(group)[1]) > 0:  # else: unknown group
@@ -72,7 +77,8 @@ def all_gather_base_mm(input: Any, x2: Any, hcom: Any, world_size: int, *, bias:
         g = fast_output(gather_out, (rows, input.shape[1]) if gather_output else (0,), input)
         if o is not None and g is not None:
             _commfuse.all_gather_matmul(refs[0], refs[1], group, world_size, o[1], g[1], refs[2],
-                                        int(gather_index), bool(gather_output), int(comm_turn))
+                                        int(gather_index), bool(gather_output), int(comm_turn),
+                                        packed_x2=native_packed(packed_x2))
             return o[0], g[0]
     with Args("all_gather_base_mm", group) as a:
         x1r = a.input(input, "input", x1_dtype, contiguous=True)
@@ -83,7 +89,8 @@ def all_gather_base_mm(input: Any, x2: Any, hcom: Any, world_size: int, *, bias:
         output, outr = a.output(out, "out", (rows, dim(x2r, 1)), out_name, like=input)
         shape = (rows, dim(x1r, 1)) if gather_output else (0,)
         gathered, gatherr = a.output(gather_out, "gather_out", shape, x1r.dtype, like=input)
+        packed = native_packed(packed_x2)
     _commfuse.all_gather_matmul(x1r, x2r, group, int(world_size), outr, gatherr, biasr,
                                 int(gather_index), bool(gather_output), int(comm_turn), s1r, s2r,
-                                stream_of(input))
+                                stream_of(input), packed)
     return output, gathered

@@ -7,6 +7,7 @@ from typing import Any, Optional
 import numpy.typing as npt
 
 from .. import _commfuse
+from .._packed import PackedWeight, native_packed
 from .._tensor import Args, dim, fast_matmul_inputs, fast_output, group_name, stream_of
 from ._quant_common import quant_matmul_args
 
@@ -15,7 +16,8 @@ def mm_all_reduce_base(x1: Any, x2: Any, hcom: Any, *, reduce_op: str = "sum", b
                        x1_scale: Any = None, x2_scale: Any = None, comm_turn: int = 0,
                        output_dtype: Optional[npt.DTypeLike] = None,
                        x1_dtype: Optional[npt.DTypeLike] = None,
-                       x2_dtype: Optional[npt.DTypeLike] = None, out: Any = None) -> Any:
+                       x2_dtype: Optional[npt.DTypeLike] = None, out: Any = None,
+                       packed_x2: Optional[PackedWeight] = None) -> Any:
     """Multiply locally and sum the products over ranks: ``Σ_s x1_s @ x2_s + bias``.
 
     float32 accumulation, rank-order sum, bias added once, one rounding: every rank gets
@@ -44,6 +46,7 @@ def mm_all_reduce_base(x1: Any, x2: Any, hcom: Any, *, reduce_op: str = "sum", b
         x1_dtype, x2_dtype: format of x1 / x2 when they hold raw uint8 codes ("hifloat8").
         comm_turn: 0 = automatic chunking, 1..64 = chunks.
         out: optional buffer of x1's leading dims × n, written in place and returned.
+        packed_x2: optional :class:`commfuse.PackedWeight` made from this very ``x2``.
 
     Returns:
         array of shape x1.shape[:-1] + (n,) in the output dtype.
@@ -54,13 +57,14 @@ def mm_all_reduce_base(x1: Any, x2: Any, hcom: Any, *, reduce_op: str = "sum", b
     """
     group = hcom if type(hcom) is str else group_name(hcom)
     plain = x1_scale is None and x2_scale is None and output_dtype is None and \
-        x1_dtype is None and x2_dtype is None
+        x1_dtype is None and x2_dtype is None and \
+        (packed_x2 is None or type(packed_x2) is PackedWeight)
     refs = fast_matmul_inputs(x1, x2, bias) if plain else None  # numpy arrays as they are
     if refs is not None and x1.ndim >= 1:
         o = fast_output(out, x1.shape[:-1] + (x2.shape[1],), x1)
         if o is not None:
             _commfuse.matmul_all_reduce(refs[0], refs[1], group, o[1], str(reduce_op), refs[2],
-                                        int(comm_turn))
+                                        int(comm_turn), packed_x2=native_packed(packed_x2))
             return o[0]
     with Args("mm_all_reduce_base", group) as a:
         x1r = a.input(x1, "x1", x1_dtype, contiguous=True)
@@ -69,6 +73,7 @@ def mm_all_reduce_base(x1: Any, x2: Any, hcom: Any, *, reduce_op: str = "sum", b
         s1r, s2r, out_name = quant_matmul_args(a, x1r, x1_scale, x2_scale, output_dtype)
         shape = tuple(x1r.shape[:-1]) + (dim(x2r, 1),) if x1r.shape else (dim(x2r, 1),)
         output, outr = a.output(out, "out", shape, out_name, like=x1)
+        packed = native_packed(packed_x2)
     _commfuse.matmul_all_reduce(x1r, x2r, group, outr, str(reduce_op), biasr, int(comm_turn),
-                                s1r, s2r, stream_of(x1))
+                                s1r, s2r, stream_of(x1), packed)
     return output

@@ -7,6 +7,7 @@ from typing import Any, Optional
 import numpy.typing as npt
 
 from .. import _commfuse
+from .._packed import PackedWeight, native_packed
 from .._tensor import Args, dim, fast_matmul_inputs, fast_output, group_name, stream_of
 from ._quant_common import quant_matmul_args
 
@@ -16,7 +17,8 @@ def mm_reduce_scatter_base(input: Any, x2: Any, hcom: Any, world_size: int, *,
                            x2_scale: Any = None, comm_turn: int = 0,
                            output_dtype: Optional[npt.DTypeLike] = None,
                            x1_dtype: Optional[npt.DTypeLike] = None,
-                           x2_dtype: Optional[npt.DTypeLike] = None, out: Any = None) -> Any:
+                           x2_dtype: Optional[npt.DTypeLike] = None, out: Any = None,
+                           packed_x2: Optional[PackedWeight] = None) -> Any:
     """Multiply locally, sum the products over ranks, keep this rank's block of rows.
 
     Rank r gets rows [r·m/R, (r+1)·m/R) of ``Σ_s input_s @ x2_s``, plus ``bias`` added once
@@ -46,6 +48,7 @@ def mm_reduce_scatter_base(input: Any, x2: Any, hcom: Any, world_size: int, *,
         x1_dtype, x2_dtype: format of input / x2 when they hold raw uint8 codes ("hifloat8").
         comm_turn: 0 = automatic chunking, 1..64 = chunks.
         out: optional (m/R, n) buffer, written in place and returned.
+        packed_x2: optional :class:`commfuse.PackedWeight` made from this very ``x2``.
 
     Returns:
         (m/R, n) array of the output dtype.
@@ -56,14 +59,16 @@ def mm_reduce_scatter_base(input: Any, x2: Any, hcom: Any, world_size: int, *,
     """
     group = hcom if type(hcom) is str else group_name(hcom)
     plain = x1_scale is None and x2_scale is None and output_dtype is None and \
-        x1_dtype is None and x2_dtype is None
+        x1_dtype is None and x2_dtype is None and \
+        (packed_x2 is None or type(packed_x2) is PackedWeight)
     refs = fast_matmul_inputs(input, x2, bias) if plain else None  # numpy arrays as they are
     if refs is not None and input.ndim == 2 and type(world_size) is int and \
             (group_size := _commfuse.group_info(group)[1]) > 0:  # else: unknown group
         o = fast_output(out, (input.shape[0] // group_size, x2.shape[1]), input)
         if o is not None:
             _commfuse.matmul_reduce_scatter(refs[0], refs[1], group, world_size, o[1],
-                                            str(reduce_op), refs[2], int(comm_turn))
+                                            str(reduce_op), refs[2], int(comm_turn),
+                                            packed_x2=native_packed(packed_x2))
             return o[0]
     with Args("mm_reduce_scatter_base", group) as a:
         x1r = a.input(input, "input", x1_dtype, contiguous=True)
@@ -73,6 +78,7 @@ def mm_reduce_scatter_base(input: Any, x2: Any, hcom: Any, world_size: int, *,
         r = a.world_size if a.world_size > 0 else max(int(world_size), 1)
         output, outr = a.output(out, "out", (dim(x1r, 0) // r, dim(x2r, 1)), out_name,
                                 like=input)
+        packed = native_packed(packed_x2)
     _commfuse.matmul_reduce_scatter(x1r, x2r, group, int(world_size), outr, str(reduce_op),
-                                    biasr, int(comm_turn), s1r, s2r, stream_of(input))
+                                    biasr, int(comm_turn), s1r, s2r, stream_of(input), packed)
     return output

@@ -1,0 +1,66 @@
+"""PackedWeight: a weight packed once, ahead of the matmul operators' calls (IPEX's
+prepacked weights)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from . import _commfuse
+from ._errors import InvalidArgument
+from ._tensor import tensor_ref
+
+
+class PackedWeight:
+    """``x2`` packed once into the blocked layout this machine's native 16-bit GEMM reads
+    (oneDNN's brgemm on AVX512-BF16 / AMX), which it otherwise copies ``x2`` into on every
+    call: most of a decode step's time.
+
+    Pass it as ``packed_x2=`` to :func:`all_gather_base_mm`, :func:`mm_reduce_scatter_base`
+    or :func:`mm_all_reduce_base` together with the ``x2`` it was packed from: that array
+    itself (the ops compare its address, dtype, shape and strides; another array is
+    InvalidArgument), whose contents must not change while the packed form is used (pack
+    again after updating it). It keeps ``x2`` alive. Where this machine has no such kernel
+    (float32; float16 or bfloat16 without a native kernel) nothing is packed,
+    :attr:`packed` is False and the ops read ``x2`` as given. Not supported: quantized
+    input (SPEC §6), CUDA tensors.
+
+    Args:
+        x2: (k, n) host array, float32, float16 or bfloat16 (``ml_dtypes.bfloat16`` or a
+            torch tensor); a transposed view of an (n, k) array (``w.T``) is packed as the
+            (k, n) matrix it shows.
+        rows: the rows a call's GEMM usually takes at once (all_gather_base_mm: m·R; the
+            reducing ops: m), which picks the layout; 0: 256.
+    """
+
+    __slots__ = ("_native",)
+
+    def __init__(self, x2: Any, rows: int = 0) -> None:
+        self._native = _commfuse.PackedWeight(tensor_ref(x2, fn="PackedWeight"), int(rows))
+
+    @property
+    def packed(self) -> bool:
+        """Whether a packed form was made (else the ops read x2 as given)."""
+        return bool(self._native.packed)
+
+    @property
+    def packed_bytes(self) -> int:
+        """The packed form's size in bytes, padding included (0 when not packed)."""
+        return int(self._native.packed_bytes)
+
+    @property
+    def description(self) -> str:
+        """What was packed, in which layout, or why nothing was."""
+        return str(self._native.description)
+
+    def __repr__(self) -> str:
+        return f"PackedWeight({self.description})"
+
+
+def native_packed(packed_x2: Optional[PackedWeight]) -> Any:
+    """The binding's object for an op's ``packed_x2`` argument (None: None)."""
+    if packed_x2 is None:
+        return None
+    if type(packed_x2) is not PackedWeight:
+        raise InvalidArgument(
+            f"packed_x2 must be a commfuse.PackedWeight, got {type(packed_x2).__name__}")
+    return packed_x2._native

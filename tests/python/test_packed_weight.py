@@ -1,0 +1,90 @@
+"""commfuse.PackedWeight: x2 packed once and passed as packed_x2 to the three matmul
+operators gives the results of the calls without it (exact integer inputs, every dtype, x2
+row-major and transposed, fast and general paths); another array's packed form, a wrong
+type and bad weights are InvalidArgument, and the group stays usable."""
+
+import numpy as np
+import pytest
+
+import commfuse
+from ranks import FLOAT_DTYPES, run, small_ints
+
+
+def _x2(w, dt, transposed):
+    return np.ascontiguousarray(w.T).astype(dt).T if transposed else w.astype(dt)
+
+
+def _ops_body(rank):
+    with commfuse.init() as comm:
+        R = comm.world_size
+        m, k, n = 3, 70, 100  # k: not a multiple of the packed blocks; n: a column tail
+        for i, name in enumerate(FLOAT_DTYPES):
+            dt = FLOAT_DTYPES[name]
+            for transposed in (False, True):
+                w = small_ints(10 * i + rank, (k, n))
+                x2 = _x2(w, dt, transposed)
+                pw = commfuse.PackedWeight(x2, m * R)
+                assert isinstance(pw.packed, bool) and (pw.packed_bytes > 0) == pw.packed
+                assert "x2 " + name in pw.description and repr(pw).startswith("PackedWeight(")
+                blocks = [small_ints(100 * i + s, (m, k)) for s in range(R)]
+                out, gather = commfuse.all_gather_base_mm(blocks[rank].astype(dt), x2, comm.name,
+                                                          R, packed_x2=pw)
+                np.testing.assert_array_equal(out.astype(np.float64), np.concatenate(blocks) @ w)
+                # The general path (taken where a dtype is named).
+                out, _ = commfuse.all_gather_base_mm(blocks[rank].astype(dt), x2, comm, R,
+                                                     packed_x2=pw, gather_output=False,
+                                                     comm_turn=2, x1_dtype=name, x2_dtype=name)
+                np.testing.assert_array_equal(out.astype(np.float64), np.concatenate(blocks) @ w)
+                x1s = [small_ints(200 * i + s, (m * R, k)) for s in range(R)]
+                ws = [small_ints(10 * i + s, (k, n)) for s in range(R)]
+                total = sum(a @ b for a, b in zip(x1s, ws))
+                pr = commfuse.PackedWeight(x2, m * R)
+                rs = commfuse.mm_reduce_scatter_base(x1s[rank].astype(dt), x2, comm.name, R,
+                                                     packed_x2=pr)
+                np.testing.assert_array_equal(rs.astype(np.float64),
+                                              total[rank * m:(rank + 1) * m])
+                ar = commfuse.mm_all_reduce_base(x1s[rank].astype(dt), x2, comm.name,
+                                                 packed_x2=pr)
+                np.testing.assert_array_equal(ar.astype(np.float64), total)
+        return True
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_ops_with_packed_x2_match_numpy(world_size):
+    assert run(_ops_body, world_size) == [True] * world_size
+
+
+def _reject_body(rank):
+    with commfuse.init() as comm:
+        R = comm.world_size
+        x1 = np.ones((2, 8), np.float32)
+        x2 = np.ones((8, 4), np.float32)
+        other = np.ones((8, 4), np.float32)
+        pw = commfuse.PackedWeight(other)
+        with pytest.raises(commfuse.InvalidArgument, match="packed_x2 was packed from another x2"):
+            commfuse.all_gather_base_mm(x1, x2, comm.name, R, packed_x2=pw)
+        with pytest.raises(commfuse.InvalidArgument,
+                           match="packed_x2 must be a commfuse.PackedWeight, got str"):
+            commfuse.mm_all_reduce_base(x1, x2, comm.name, packed_x2="x2")
+        with pytest.raises(commfuse.InvalidArgument, match="packed_x2 was packed from another x2"):
+            commfuse.mm_reduce_scatter_base(np.ones((2 * R, 8), np.float32), x2, comm.name, R,
+                                            packed_x2=commfuse.PackedWeight(x2.T.copy().T[:, :3]))
+        # The group is still usable, and the right packed form works.
+        out, _ = commfuse.all_gather_base_mm(x1, x2, comm.name, R,
+                                             packed_x2=commfuse.PackedWeight(x2))
+        np.testing.assert_array_equal(out, np.full((2 * R, 4), 8.0, np.float32))
+        return True
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_packed_x2_of_another_array_is_rejected(world_size):
+    assert run(_reject_body, world_size) == [True] * world_size
+
+
+def test_bad_weights_are_rejected():
+    with pytest.raises(commfuse.InvalidArgument, match="PackedWeight: x2 must be 2-D"):
+        commfuse.PackedWeight(np.ones((2, 3, 4), np.float32))
+    with pytest.raises(commfuse.InvalidArgument, match="quantized x2 is not supported"):
+        commfuse.PackedWeight(np.ones((4, 4), np.int8))
+    with pytest.raises(commfuse.InvalidArgument, match="rows is -1"):
+        commfuse.PackedWeight(np.ones((4, 4), np.float32), -1)
