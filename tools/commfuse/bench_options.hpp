@@ -40,6 +40,7 @@ struct BenchOptions {
   int64_t k = 0;          // --k: total k (matmul-*: each rank holds k/R columns of x1)
   int64_t n = 0;          // --n
   int64_t comm_turn = 0;  // --comm-turn
+  int64_t packed_x2 = 0;  // --packed-x2: 1 = x2 packed once ahead (PackedWeight)
   std::string trace;      // --trace FILE: COMMFUSE_TRACE for the fused op
   // --netns NS[,NS...]: rank r runs in network namespace NS[r % count] (`ip netns exec`),
   // --transport mpi only; the parent's concern, ignored by the workers.
