@@ -96,7 +96,7 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
   const std::shared_ptr<const PackedWeight> packed =
       o.packed_x2 != 0 ? std::make_shared<const PackedWeight>(x2v, o.m) : nullptr;
   const void* prepacked_b = packed ? x2.data() : nullptr;
-  std::vector<float> workspace;
+  Workspace workspace;
   Bytes gemm_out;
   if (o.op == "all-gather-matmul") {
     AllGatherMatmulOptions opt;
@@ -105,7 +105,7 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
     auto plan = std::make_shared<AllGatherMatmulPlan>(
         TensorView(x1.data(), t, {m, k}), x2v, name, R, TensorView(out.data(), t, {o.m, n}),
         TensorView(gathered.data(), t, {o.m, k}), opt);
-    workspace.resize(plan->workspace_size() / sizeof(float) + 1);
+    workspace.resize(plan->workspace_size());
     c.fused = [&, plan] { plan->execute(workspace.data(), plan->workspace_size()); };
     c.call = [&, x2v, opt] {
       all_gather_matmul(TensorView(x1.data(), t, {m, k}), x2v, name, R,
@@ -134,12 +134,12 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
     std::function<void()> exec;
     if (rs) {
       auto plan = std::make_shared<MatmulReduceScatterPlan>(x1v, x2v, name, R, outv, opt);
-      workspace.resize(plan->workspace_size() / sizeof(float) + 1);
+      workspace.resize(plan->workspace_size());
       c.fused = [&, plan] { plan->execute(workspace.data(), plan->workspace_size()); };
       c.call = [&, x1v, x2v, outv, opt] { matmul_reduce_scatter(x1v, x2v, name, R, outv, opt); };
     } else {
       auto plan = std::make_shared<MatmulAllReducePlan>(x1v, x2v, name, outv, opt);
-      workspace.resize(plan->workspace_size() / sizeof(float) + 1);
+      workspace.resize(plan->workspace_size());
       c.fused = [&, plan] { plan->execute(workspace.data(), plan->workspace_size()); };
       c.call = [&, x1v, x2v, outv, opt] { matmul_all_reduce(x1v, x2v, name, outv, opt); };
     }

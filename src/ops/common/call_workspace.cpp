@@ -16,6 +16,8 @@ constexpr size_t kHugePage = size_t{2} << 20;
 // overflow; larger requests go to the heap, which refuses them.
 constexpr size_t kMaxMapped = size_t{1} << 48;
 
+}  // namespace
+
 // Workspaces of a huge page or more are mapped whole-page (2 MiB-aligned) and offered to
 // transparent huge pages (MADV_HUGEPAGE; honoured where THP is "madvise" or "always"): the
 // largest part is x2 packed for the GEMM, which reads it in blocks strided over all of it.
@@ -24,8 +26,9 @@ constexpr size_t kMaxMapped = size_t{1} << 48;
 // executed on the caller's workspace; from huge pages the one-call matches the plan.
 // Smaller ones come from the heap, and so does every one in the sanitizer builds, whose
 // redzones around heap blocks catch a write past the workspace (a mapping has none).
-CallWorkspace::Memory allocate(size_t bytes) {
+CallWorkspace::Memory allocate_memory(size_t bytes) {
   CallWorkspace::Memory a;
+  if (bytes == 0) return a;
   if (!COMMFUSE_SANITIZED && bytes >= kHugePage && bytes <= kMaxMapped) {
     const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
     const size_t span = rounded + kHugePage;  // room to align the start to a huge page
@@ -50,18 +53,20 @@ CallWorkspace::Memory allocate(size_t bytes) {
   return a;
 }
 
-void release(const CallWorkspace::Memory& a) {
+void release_memory(const CallWorkspace::Memory& a) {
   if (a.mapped != 0)
     ::munmap(a.data, a.mapped);
   else
     std::free(a.data);
 }
 
+namespace {
+
 struct Buffer {
   CallWorkspace::Memory memory;
   size_t capacity = 0;
   bool in_use = false;  // a nested call (none today) gets its own allocation
-  ~Buffer() { release(memory); }
+  ~Buffer() { release_memory(memory); }
 };
 
 thread_local Buffer t_buffer;
@@ -72,14 +77,14 @@ CallWorkspace::CallWorkspace(size_t bytes) {
   if (bytes == 0) return;
   Buffer& b = t_buffer;
   if (b.in_use) {
-    own_ = allocate(bytes);
+    own_ = allocate_memory(bytes);
     data_ = own_.data;
   } else {
     if (bytes > b.capacity) {
-      release(b.memory);
+      release_memory(b.memory);
       b.memory = {};
       b.capacity = 0;
-      b.memory = allocate(bytes);
+      b.memory = allocate_memory(bytes);
       // All of a mapping is usable: a slightly larger next call needs no new one.
       b.capacity = b.memory.mapped != 0 ? b.memory.mapped : bytes;
     }
@@ -96,13 +101,13 @@ CallWorkspace::CallWorkspace(size_t bytes) {
 CallWorkspace::~CallWorkspace() {
   if (data_ == nullptr) return;
   if (own_.data != nullptr) {
-    release(own_);
+    release_memory(own_);
     return;
   }
   Buffer& b = t_buffer;
   b.in_use = false;
   if (b.capacity > kKeepBytes) {
-    release(b.memory);
+    release_memory(b.memory);
     b.memory = {};
     b.capacity = 0;
   }

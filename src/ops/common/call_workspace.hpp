@@ -40,4 +40,10 @@ class CallWorkspace {
   Memory own_;  // a nested call's own allocation (the thread's buffer was in use)
 };
 
+// The memory of a CallWorkspace, for other large buffers read by the GEMMs (PackedWeight):
+// 64-byte aligned; from 2 MiB up (outside sanitizer builds) whole 2 MiB pages offered to
+// transparent huge pages. RUNTIME_ERROR when there is none; null when bytes == 0.
+CallWorkspace::Memory allocate_memory(size_t bytes);
+void release_memory(const CallWorkspace::Memory& m);
+
 }  // namespace commfuse::ops
