@@ -51,23 +51,26 @@ int case_c_api(commfuse::Comm& comm) {
   uint64_t ws = 0;
   commfuseOpExecutor_t* exec = nullptr;
 
-  {  // all_gather_matmul, gather_output = false (no gatherOut)
+  // all_gather_matmul, gather_output = false (no gatherOut); `packed`: the C++ call's
+  // packed_x2 (the C descriptor cx2 then carries its own packed form of the same x2).
+  auto all_gather_c_vs_cpp = [&](const char* what, const commfuse::PackedWeight* packed) {
     std::vector<uint8_t> out_c(m * R * n * 2, 0xCD), out_cpp(out_c.size(), 0xCD);
     auto cout = tensor({m * R, n}, nullptr, cdt, out_c.data());
     EXPECT(commfuseAllGatherMatmulGetWorkspaceSize(cx1.get(), cx2.get(), cbias.get(), group.c_str(),
                                                    0, 0, 1, cout.get(), nullptr, &ws,
                                                    &exec) == COMMFUSE_SUCCESS,
-           "%s", commfuseGetLastErrorMessage());
+           "%s: %s", what, commfuseGetLastErrorMessage());
     // The C workspace is the C++ plan's. Where this CPU has no native bf16 kernel (the plan
     // says so) it holds x2 and the bias widened to fp32; with one (AVX512-BF16, AMX) neither.
     commfuse::AllGatherMatmulOptions po;
     po.bias = bias_cpp;
     po.gather_output = false;
+    po.packed_x2 = packed;
     const commfuse::AllGatherMatmulPlan cpp_plan(
         commfuse::TensorView(x1.data(), dt, {m, k}), x2_cpp, group, R,
         commfuse::TensorView(out_cpp.data(), dt, {m * R, n}), commfuse::TensorView(), po);
     const std::string how = cpp_plan.description();
-    EXPECT(ws == cpp_plan.workspace_size(), "C workspace %llu, C++ %zu",
+    EXPECT(ws == cpp_plan.workspace_size(), "%s: C workspace %llu, C++ %zu", what,
            static_cast<unsigned long long>(ws), cpp_plan.workspace_size());
     if (how.find("widened to float32") != std::string::npos)
       EXPECT(ws >= static_cast<uint64_t>((k * n + n) * 4), "workspace %llu for %s",
@@ -75,16 +78,14 @@ int case_c_api(commfuse::Comm& comm) {
     else
       EXPECT(how.find("-> ref") == std::string::npos, "native bf16 on oneDNN's reference: %s",
              how.c_str());
-    EXPECT(with_workspace(ws, exec, commfuseAllGatherMatmul) == COMMFUSE_SUCCESS, "%s",
+    EXPECT(with_workspace(ws, exec, commfuseAllGatherMatmul) == COMMFUSE_SUCCESS, "%s: %s", what,
            commfuseGetLastErrorMessage());
-    commfuse::AllGatherMatmulOptions o;
-    o.bias = bias_cpp;
-    o.gather_output = false;
     commfuse::all_gather_matmul(commfuse::TensorView(x1.data(), dt, {m, k}), x2_cpp, group, R,
                                 commfuse::TensorView(out_cpp.data(), dt, {m * R, n}),
-                                commfuse::TensorView(), o);
-    EXPECT(out_c == out_cpp, "all_gather_matmul: C and C++ results differ");
-  }
+                                commfuse::TensorView(), po);
+    EXPECT(out_c == out_cpp, "%s: C and C++ results differ", what);
+  };
+  all_gather_c_vs_cpp("all_gather_matmul", nullptr);
   {  // matmul_reduce_scatter over m·R rows
     const auto x1r = encode(values(400 + me, m * R * k, false), dt);
     auto cx1r = tensor({m * R, k}, nullptr, cdt, const_cast<uint8_t*>(x1r.data()));
@@ -102,20 +103,24 @@ int case_c_api(commfuse::Comm& comm) {
                                     R, commfuse::TensorView(out_cpp.data(), dt, {m, n}), o);
     EXPECT(out_c == out_cpp, "matmul_reduce_scatter: C and C++ results differ");
   }
-  {  // matmul_all_reduce, x1 (b, s, k)
+  // matmul_all_reduce, x1 (b, s, k); `packed` as above.
+  auto all_reduce_c_vs_cpp = [&](const char* what, const commfuse::PackedWeight* packed) {
     std::vector<uint8_t> out_c(m * n * 2, 0xCD), out_cpp(out_c.size(), 0xCD);
     auto cx13 = tensor({2, m / 2, k}, nullptr, cdt, const_cast<uint8_t*>(x1.data()));
     auto cout = tensor({2, m / 2, n}, nullptr, cdt, out_c.data());
     EXPECT(commfuseMatmulAllReduceGetWorkspaceSize(cx13.get(), cx2.get(), nullptr, group.c_str(),
                                                    "sum", 0, 1, cout.get(), &ws,
                                                    &exec) == COMMFUSE_SUCCESS,
-           "%s", commfuseGetLastErrorMessage());
-    EXPECT(with_workspace(ws, exec, commfuseMatmulAllReduce) == COMMFUSE_SUCCESS, "%s",
+           "%s: %s", what, commfuseGetLastErrorMessage());
+    EXPECT(with_workspace(ws, exec, commfuseMatmulAllReduce) == COMMFUSE_SUCCESS, "%s: %s", what,
            commfuseGetLastErrorMessage());
+    commfuse::MatmulReduceOptions o;
+    o.packed_x2 = packed;
     commfuse::matmul_all_reduce(commfuse::TensorView(x1.data(), dt, {2, m / 2, k}), x2_cpp, group,
-                                commfuse::TensorView(out_cpp.data(), dt, {2, m / 2, n}));
-    EXPECT(out_c == out_cpp, "matmul_all_reduce: C and C++ results differ");
-  }
+                                commfuse::TensorView(out_cpp.data(), dt, {2, m / 2, n}), o);
+    EXPECT(out_c == out_cpp, "%s: C and C++ results differ", what);
+  };
+  all_reduce_c_vs_cpp("matmul_all_reduce", nullptr);
   {  // V2 (SPEC §6): A8W8 all_gather_matmul with an int32 bias, per-token x1 scale, fp32 out;
      // FP8 reducing ops into bfloat16; then the V2 call with a missing x2 scale.
     const auto q1 = encode(values(500 + me, m * R * k, false), DType::kInt8);
@@ -193,7 +198,8 @@ int case_c_api(commfuse::Comm& comm) {
            "%s", commfuseGetLastErrorMessage());
   }
   {  // x2 packed ahead (commfuseCreatePackedWeight, attached to the x2 descriptor): the same
-     // bits as the C++ call without it; another tensor's packed form is PARAM_INVALID.
+     // workspace and bits as the C++ call given its own packed form of x2; another tensor's
+     // packed form is PARAM_INVALID.
     commfusePackedWeight_t* pw = commfuseCreatePackedWeight(cx2.get(), m * R);
     EXPECT(pw != nullptr, "%s", commfuseGetLastErrorMessage());
     const commfuse::PackedWeight cpp_pw(x2_cpp, m * R);
@@ -202,37 +208,14 @@ int case_c_api(commfuse::Comm& comm) {
     EXPECT(commfusePackedWeightIsPacked(nullptr) == -1, "IsPacked(NULL) is not -1");
     EXPECT(commfuseSetTensorPackedWeight(cx2.get(), pw) == COMMFUSE_SUCCESS, "%s",
            commfuseGetLastErrorMessage());
-    std::vector<uint8_t> out_c(m * R * n * 2, 0xCD), out_cpp(out_c.size(), 0xCD);
-    auto cout = tensor({m * R, n}, nullptr, cdt, out_c.data());
-    EXPECT(commfuseAllGatherMatmulGetWorkspaceSize(cx1.get(), cx2.get(), cbias.get(), group.c_str(),
-                                                   0, 0, 1, cout.get(), nullptr, &ws,
-                                                   &exec) == COMMFUSE_SUCCESS,
-           "%s", commfuseGetLastErrorMessage());
-    EXPECT(with_workspace(ws, exec, commfuseAllGatherMatmul) == COMMFUSE_SUCCESS, "%s",
-           commfuseGetLastErrorMessage());
-    commfuse::AllGatherMatmulOptions o;
-    o.bias = bias_cpp;
-    o.gather_output = false;
-    commfuse::all_gather_matmul(commfuse::TensorView(x1.data(), dt, {m, k}), x2_cpp, group, R,
-                                commfuse::TensorView(out_cpp.data(), dt, {m * R, n}),
-                                commfuse::TensorView(), o);
-    EXPECT(out_c == out_cpp, "all_gather_matmul with packed x2: C and C++ results differ");
-
-    std::vector<uint8_t> out_r(m * n * 2, 0xCD), out_rcpp(out_r.size(), 0xCD);
-    auto cx13 = tensor({2, m / 2, k}, nullptr, cdt, const_cast<uint8_t*>(x1.data()));
-    auto cor = tensor({2, m / 2, n}, nullptr, cdt, out_r.data());
-    EXPECT(commfuseMatmulAllReduceGetWorkspaceSize(cx13.get(), cx2.get(), nullptr, group.c_str(),
-                                                   "sum", 0, 1, cor.get(), &ws,
-                                                   &exec) == COMMFUSE_SUCCESS,
-           "%s", commfuseGetLastErrorMessage());
-    EXPECT(with_workspace(ws, exec, commfuseMatmulAllReduce) == COMMFUSE_SUCCESS, "%s",
-           commfuseGetLastErrorMessage());
-    commfuse::matmul_all_reduce(commfuse::TensorView(x1.data(), dt, {2, m / 2, k}), x2_cpp, group,
-                                commfuse::TensorView(out_rcpp.data(), dt, {2, m / 2, n}));
-    EXPECT(out_r == out_rcpp, "matmul_all_reduce with packed x2: C and C++ results differ");
+    all_gather_c_vs_cpp("all_gather_matmul with packed x2", &cpp_pw);
+    all_reduce_c_vs_cpp("matmul_all_reduce with packed x2", &cpp_pw);
 
     // The same packed form on a descriptor of another x2 (row-major over the same bytes).
     auto other = tensor({k, n}, nullptr, cdt, const_cast<uint8_t*>(x2.data()));
+    auto cx13 = tensor({2, m / 2, k}, nullptr, cdt, const_cast<uint8_t*>(x1.data()));
+    std::vector<uint8_t> out_r(m * n * 2, 0xCD);
+    auto cor = tensor({2, m / 2, n}, nullptr, cdt, out_r.data());
     EXPECT(commfuseSetTensorPackedWeight(other.get(), pw) == COMMFUSE_SUCCESS, "%s",
            commfuseGetLastErrorMessage());
     EXPECT(commfuseMatmulAllReduceGetWorkspaceSize(cx13.get(), other.get(), nullptr, group.c_str(),
