@@ -176,8 +176,9 @@ commfuseStatus_t commfuseSetTensorDevice(commfuseTensor_t* tensor, commfuseDevic
  * blocked layout this machine's native 16-bit GEMM reads, which it otherwise copies x2 into
  * on every call. x2: (k, n) row-major or a transposed (n, k) view, float32 / float16 /
  * bfloat16, host memory; rows: the rows a call's GEMM usually takes (0: 256). Returns NULL on
- * a bad argument (see commfuseGetLastErrorMessage). Where this machine has no such kernel
- * nothing is packed (commfusePackedWeightIsPacked says 0) and the ops read x2 as given. */
+ * a bad argument (see commfuseGetLastErrorMessage). Where this machine's GEMM of `rows` rows
+ * reads x2 as given (fp32; no native 16-bit kernel; the direct small-m kernel) nothing is
+ * packed (commfusePackedWeightIsPacked says 0) and the ops read x2 as given. */
 typedef struct commfusePackedWeight commfusePackedWeight_t;
 commfusePackedWeight_t* commfuseCreatePackedWeight(const commfuseTensor_t* x2, int64_t rows);
 /* 1 when a packed form was made, 0 when not, -1 for NULL. */
@@ -188,7 +189,8 @@ commfuseStatus_t commfuseDestroyPackedWeight(const commfusePackedWeight_t* packe
  * (the C++ options' packed_x2). The descriptor must describe the tensor packed (same data,
  * dtype, shape, strides: else GetWorkspaceSize returns PARAM_INVALID naming packed_x2), whose
  * memory must not change while the packed form is used; the packed weight must stay alive
- * until the executors made with it have run. Not supported with quantized x1 (V2 forms'
+ * until the executors made with it have run, and be detached (NULL) from every descriptor,
+ * or the descriptors destroyed, before it is destroyed. Not supported with quantized x1 (V2 forms'
  * int8 / fp8 x2) or CUDA tensors: PARAM_INVALID at GetWorkspaceSize. */
 commfuseStatus_t commfuseSetTensorPackedWeight(commfuseTensor_t* x2,
                                                const commfusePackedWeight_t* packed);

@@ -223,11 +223,14 @@ struct PackedWeightImpl;
 // matmul_reduce_scatter or matmul_all_reduce together with the x2 it was packed from. That
 // x2 is still passed, must be the tensor packed (same buffer, dtype, shape and strides,
 // else InvalidArgument naming packed_x2) and must not change while the packed form is used
-// (pack again after updating it). Where this machine has no such kernel for x2 (float32;
-// float16 or bfloat16 without a native kernel) nothing is packed, packed() is false, and
-// the ops read x2 as given. Not supported (InvalidArgument): quantized x1 (SPEC §6), CUDA
+// (pack again after updating it). Where this machine's GEMM of `rows` rows reads x2 as
+// given (float32; float16 or bfloat16 without a native kernel; the direct small-m kernel)
+// nothing is packed, packed() is false (description() says why), and the ops read x2 as
+// given. Not supported (InvalidArgument): quantized x1 (SPEC §6), CUDA
 // tensors. Host memory only; immutable once made, so one object may serve concurrent calls.
-// The plans made with it read it when they execute: it must outlive them.
+// The plans made with it read its packed form when they execute: the object holding it (a
+// move carries it along; move-assigning over it frees it) must outlive them. The plan cache
+// keeps no reference to it.
 class PackedWeight {
  public:
   // x2: (k, n) row-major, or a transposed (n, k) buffer, float32 / float16 / bfloat16.

@@ -79,9 +79,9 @@ __all__ = [
     "Communicator",
     # operators (SPEC §2)
     "all_gather_base_mm",
-    "PackedWeight",
     "mm_reduce_scatter_base",
     "mm_all_reduce_base",
+    "PackedWeight",  # their x2 packed once ahead (packed_x2=)
     # operators (SPEC §3)
     "alltoall_quant_matmul",
     "alltoall_matmul",
@@ -105,7 +105,7 @@ __all__ = [
 # Public classes print as commfuse.X (not commfuse._errors.X) in tracebacks and reprs.
 for _cls in (Communicator, SpawnContext, SpawnError, ProcessRaisedException,
              ProcessExitedException, Error, NullPointerError, InvalidArgument, RuntimeFailure,
-             InternalError):
+             InternalError, PackedWeight):
     _cls.__module__ = __name__
 del _cls
 

@@ -19,9 +19,10 @@ class PackedWeight:
     or :func:`mm_all_reduce_base` together with the ``x2`` it was packed from: that array
     itself (the ops compare its address, dtype, shape and strides; another array is
     InvalidArgument), whose contents must not change while the packed form is used (pack
-    again after updating it). It keeps ``x2`` alive. Where this machine has no such kernel
-    (float32; float16 or bfloat16 without a native kernel) nothing is packed,
-    :attr:`packed` is False and the ops read ``x2`` as given. Not supported: quantized
+    again after updating it). It keeps ``x2`` alive. Where this machine's GEMM of ``rows``
+    rows reads ``x2`` as given (float32; float16 or bfloat16 without a native kernel; the
+    direct small-m kernel) nothing is packed, :attr:`packed` is False (:attr:`description`
+    says why) and the ops read ``x2`` as given. Not supported: quantized
     input (SPEC §6), CUDA tensors.
 
     Args:

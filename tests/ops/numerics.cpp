@@ -382,41 +382,85 @@ void check_plan_cache(commfuse::Comm& comm, uint64_t& tag) {
 
 // ---- x2 packed ahead of the calls (commfuse::PackedWeight) ----
 
-// Where this machine packs x2 and a plan reads the packed form: the ops' results come from
-// the packed buffer, not from x2 (scribbling over it changes them), and a PackedWeight made
-// x2 (k = 1030, n = 520: padding of k, a column-block tail) too big to stay in cache, so
-// that the gathered rows are multiplied by one GEMM of m·R rows, the plan the description
-// names (all_gather_matmul/plan.hpp).
+// Zeroes a packed form's buffer (where the op reads it, its results become zero).
+void zero_packed(const commfuse::PackedWeight& w) {
+  const auto& impl = w.impl();
+  if (impl.layout) std::memset(const_cast<void*>(impl.data()), 0, impl.layout->bytes);
+}
+
+bool all_zero(const std::vector<uint8_t>& out, DType dt) {
+  const std::vector<double> got = decode(out, dt);
+  return std::all_of(got.begin(), got.end(), [](double v) { return v == 0.0; });
+}
+
+// Where this machine packs x2, the plan reads the packed form and its results come from the
+// packed buffer, not from x2: zeroing the buffer zeroes them. x2 (k = 1030, n = 520: padding
+// of k, a column-block tail) is too big to stay in cache, so all_gather_matmul multiplies
+// the gathered rows by one GEMM of m·R rows, the `rows` the form was packed for: its plan
+// reads that layout by construction. Then a second PackedWeight of other values and the same
+// shape (a plan-cache hit) once the first is destroyed: the call must read the new one.
 void check_packed_weight_read(commfuse::Comm& comm, uint64_t& tag) {
   const int R = comm.world_size();
   for (DType dt : {DType::kBFloat16, DType::kFloat16})
     for (bool tr : {false, true}) {
-      Case c{dt, BiasKind::kNone, tr, false, 0, true};
+      const Case c{dt, BiasKind::kNone, tr, false, 0, true};
+      const std::string what = describe(c, "all_gather_matmul");
       const uint64_t t = tag++;
       AgmCall a = agm_call(comm, c, t, 5, 1030, 520, true);
       commfuse::AllGatherMatmulPlan plan(a.x1, a.x2, comm.name(), R, a.out, a.gather_view,
                                          a.options);
       const bool reads =
           plan.description().find("x2 prepacked (PackedWeight)") != std::string::npos;
-      // Nothing packed, nothing read. (A packed form a plan does not read is allowed: its
-      // GEMM may pick another layout for its row count than the one packed for the hint.)
-      EXPECT(reads <= a.packed->packed(), "%s: the plan reads a packed x2 that was not made: %s",
-             describe(c, "all_gather_matmul").c_str(), plan.description().c_str());
+      EXPECT(reads == a.packed->packed(), "%s: packed() %d, but the plan %s it: %s", what.c_str(),
+             a.packed->packed(), reads ? "reads" : "does not read", plan.description().c_str());
       execute(plan);
       check_agm(comm, c, t, 5, 1030, 520, a);
       if (comm.rank() == 0)
-        std::printf("%s: %s; the plan %s it\n", describe(c, "all_gather_matmul").c_str(),
-                    a.packed->description().c_str(), reads ? "reads" : "does not read");
-      if (!reads) continue;
-      const auto& impl = a.packed->impl();
-      std::memset(const_cast<void*>(impl.data()), 0, impl.layout->bytes);
+        std::printf("%s: %s; the plan %s it\n", what.c_str(), a.packed->description().c_str(),
+                    reads ? "reads" : "does not read");
+      zero_packed(*a.packed);
       std::fill(a.output.begin(), a.output.end(), 0xCD);
-      execute(plan);
-      const std::vector<double> got = decode(a.output, dt);
-      EXPECT(std::all_of(got.begin(), got.end(), [](double v) { return v == 0.0; }),
+      execute(plan);  // every rank, whatever it found: the call is collective
+      EXPECT(!reads || all_zero(a.output, dt),
              "%s: zeroing the packed x2 did not zero the output: x2 was read instead",
-             describe(c, "all_gather_matmul").c_str());
+             what.c_str());
+
+      a.packed.reset();  // the cached plan must not keep reading it (ASan: freed memory)
+      const uint64_t t2 = tag++;
+      AgmCall b = agm_call(comm, c, t2, 5, 1030, 520, true);
+      const uint64_t hits = commfuse::ops::plan_cache_stats("all_gather_matmul").hits;
+      commfuse::AllGatherMatmulPlan again(b.x1, b.x2, comm.name(), R, b.out, b.gather_view,
+                                          b.options);
+      EXPECT(commfuse::ops::plan_cache_stats("all_gather_matmul").hits == hits + 1,
+             "%s: the second PackedWeight's plan did not come from the cache", what.c_str());
+      execute(again);
+      check_agm(comm, c, t2, 5, 1030, 520, b);
     }
+  // matmul_reduce_scatter's partial product (fp32 out) over m = 64R rows read packed too
+  // where the form was made for them and the plan says it reads it.
+  for (bool tr : {false, true}) {
+    const Case c{DType::kBFloat16, BiasKind::kNone, tr, false, 0, true};
+    const int64_t m = 64 * R, k = 66, n = 100;
+    const Operands o = make_operands(c, comm.rank(), tag++, m, k, n);
+    const commfuse::PackedWeight w(x2_view(o, c, k, n), m);
+    commfuse::MatmulReduceOptions opt;
+    opt.packed_x2 = &w;
+    std::vector<uint8_t> out(static_cast<size_t>(64 * n) * 2, 0xCD);
+    commfuse::MatmulReduceScatterPlan plan(commfuse::TensorView(o.x1.data(), c.dtype, {m, k}),
+                                           x2_view(o, c, k, n), comm.name(), R,
+                                           commfuse::TensorView(out.data(), c.dtype, {64, n}), opt);
+    const bool reads = plan.description().find("x2 prepacked (PackedWeight)") != std::string::npos;
+    EXPECT(reads <= w.packed(), "matmul_reduce_scatter reads a packed x2 that was not made: %s",
+           plan.description().c_str());
+    if (comm.rank() == 0)
+      std::printf("matmul_reduce_scatter bfloat16%s: the plan %s the packed x2\n",
+                  tr ? " x2^T" : "", reads ? "reads" : "does not read");
+    zero_packed(w);
+    execute(plan);
+    EXPECT(!reads || all_zero(out, c.dtype),
+           "matmul_reduce_scatter%s: zeroing the packed x2 did not zero the output",
+           tr ? " x2^T" : "");
+  }
 }
 
 // The algorithm every op below runs: what COMMFUSE_ALGO forces, else the list's choice, which

@@ -510,7 +510,7 @@ void reject_packed_x2(commfuse::Comm& comm, Buffers& b, const std::string& rank)
   expect_error("pw strides", inv, {pw, "strides (2, 2)"}, [&] {
     commfuse::PackedWeight w(TensorView(b.i(), kF16, {kK, kN}, {2, 2}));
   });
-  expect_error("pw rows", inv, {pw, "rows is -1"}, [&] {
+  expect_error("pw rows", inv, {"PackedWeight: rows is -1"}, [&] {
     commfuse::PackedWeight w(TensorView(b.i(), kF16, {kK, kN}), -1);
   });
   commfuse::PackedWeight moved(TensorView(b.i(), kF16, {kK, kN}));
@@ -550,6 +550,18 @@ void reject_packed_x2(commfuse::Comm& comm, Buffers& b, const std::string& rank)
                  {"matmul_all_reduce", rank.c_str(), "packed_x2 was packed from another x2"},
                  [&] { r.plan_ar(); });
   }
+  // A moved-from PackedWeight holds nothing.
+  AgmArgs mv{TensorView(b.i(), kF16, {kM, kK}),
+             x2,
+             TensorView(b.o(), kF16, {kM * R, kN}),
+             TensorView(b.o(), kF16, {kM * R, kK}),
+             comm.name(),
+             R,
+             {}};
+  mv.opt.packed_x2 = &moved;  // NOLINT(bugprone-use-after-move): what is tested
+  expect_error("agm packed_x2 moved from", inv,
+               {"all_gather_matmul", rank.c_str(), "packed_x2 is a moved-from PackedWeight"},
+               [&] { mv.plan(); });
   // Quantized x1 (A8W8): not supported, whatever was packed.
   const commfuse::PackedWeight f16(x2);
   auto* sc = reinterpret_cast<float*>(b.i());

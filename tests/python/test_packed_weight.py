@@ -88,3 +88,26 @@ def test_bad_weights_are_rejected():
         commfuse.PackedWeight(np.ones((4, 4), np.int8))
     with pytest.raises(commfuse.InvalidArgument, match="rows is -1"):
         commfuse.PackedWeight(np.ones((4, 4), np.float32), -1)
+
+
+def _one_rank_wrong_body(rank):
+    with commfuse.init() as comm:
+        x1 = np.ones((2, 8), np.float32)
+        x2 = np.ones((8, 4), np.float32)
+        packed = "not a PackedWeight" if rank == 0 else commfuse.PackedWeight(x2)
+        try:
+            commfuse.all_gather_base_mm(x1, x2, comm.name, comm.world_size, packed_x2=packed)
+        except commfuse.InvalidArgument as e:
+            assert rank == 0 and "packed_x2 must be a commfuse.PackedWeight" in str(e), str(e)
+        except commfuse.RuntimeFailure as e:
+            assert rank != 0 and "rank 0" in str(e), str(e)
+        else:
+            raise AssertionError(f"rank {rank}: no error")
+        # The group is still usable.
+        out, _ = commfuse.all_gather_base_mm(x1, x2, comm.name, comm.world_size)
+        np.testing.assert_array_equal(out, np.full((2 * comm.world_size, 4), 8.0, np.float32))
+        return True
+
+
+def test_one_rank_with_a_wrong_packed_x2_fails_its_peers_naming_it():
+    assert run(_one_rank_wrong_body, 2) == [True, True]

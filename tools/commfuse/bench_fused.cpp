@@ -64,8 +64,12 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
   const int R = comm.world_size(), rank = comm.rank();
   const DType t = dtype_from_name(o.dtype);
   if (t == DType::kInt8 || t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2 ||
-      t == DType::kHiFloat8)
+      t == DType::kHiFloat8) {
+    CF_CHECK_ARG(o.packed_x2 == 0,
+                 "bench: --packed-x2 1 takes float32, float16 or bfloat16 "
+                 "(quantized x1 takes no packed weight)");
     return run_quant_matmul_bench(o, comm, json);
+  }
   CF_CHECK_ARG(t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16,
                "bench: --dtype for the matmul ops is float32, float16 or bfloat16");
   const size_t es = dtype_storage_bytes(t, 1);

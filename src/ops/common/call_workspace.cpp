@@ -48,8 +48,8 @@ CallWorkspace::Memory allocate_memory(size_t bytes) {
   }
   a.data = bytes <= SIZE_MAX - 63 ? std::aligned_alloc(64, (bytes + 63) / 64 * 64) : nullptr;
   if (a.data == nullptr)
-    detail::throw_status(Status::kRuntimeError,
-                         detail::cat("out of memory allocating a workspace of ", bytes, " bytes"));
+    detail::throw_status(Status::kRuntimeError, detail::cat("out of memory allocating ", bytes,
+                                                            " bytes (a workspace or a packed x2)"));
   return a;
 }
 

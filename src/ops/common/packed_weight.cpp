@@ -31,22 +31,21 @@ void describe_source(PackedWeightImpl& w, const TensorView& x2) {
   w.k = x2.shape[0];
   w.n = x2.shape[1];
   if (w.k < 1 || w.n < 1) bad_x2(detail::cat("shape ", shape_str(x2), " has an empty dim"));
-  const int64_t s0 = x2.strides[0], s1 = x2.strides[1];
-  if ((s1 == 1 || w.n == 1) && s0 >= w.n && s0 >= 1) {
-    w.ld = s0;
-  } else if ((s0 == 1 || w.k == 1) && s1 >= w.k && s1 >= 1) {
-    w.transposed = true;
-    w.ld = s1;
-  } else {
-    bad_x2(detail::cat("strides (", s0, ", ", s1, ") for shape ", shape_str(x2),
+  WeightLayout layout;
+  if (!weight_layout(x2, layout))
+    bad_x2(detail::cat("strides (", x2.strides[0], ", ", x2.strides[1], ") for shape ",
+                       shape_str(x2),
                        " are neither row-major (k, n) nor a transposed (n, k) buffer"));
-  }
+  w.transposed = layout.transposed;
+  w.ld = layout.ld;
 }
 
 }  // namespace
 
 std::unique_ptr<PackedWeightImpl> pack_weight(const TensorView& x2, int64_t rows) {
-  if (rows < 0) bad_x2(detail::cat("rows is ", rows, " but must be >= 0 (0: 256)"));
+  if (rows < 0)
+    detail::throw_status(Status::kParamInvalid,
+                         detail::cat("PackedWeight: rows is ", rows, " but must be >= 0 (0: 256)"));
   auto w = std::make_unique<PackedWeightImpl>();
   describe_source(*w, x2);
   if (w->dtype == DType::kFloat32) {
@@ -59,8 +58,9 @@ std::unique_ptr<PackedWeightImpl> pack_weight(const TensorView& x2, int64_t rows
       kernels::cpu::dense_matmul_desc(rows > 0 ? rows : 256, w->k, w->n, w->dtype);
   w->layout = kernels::cpu::layout_for(d);
   if (!w->layout) {
-    w->why_not = detail::cat("this machine's GEMM for ", dtype_name(w->dtype),
-                             " reads x2 as given (no native blocked kernel, or fp32 faster)");
+    // Its plan says why: no native 16-bit kernel (widened), the direct small-m kernel, ...
+    w->why_not = detail::cat("the GEMM of ", d.m, " rows reads x2 as given here: ",
+                             kernels::cpu::describe(*kernels::cpu::plan_matmul(d)));
     return w;
   }
   // Memory as the workspace's (call_workspace.hpp): the GEMM reads the packed x2 in blocks
@@ -86,7 +86,13 @@ const PackedWeightImpl* check_packed_x2(const OpContext& ctx, const PackedWeight
   if (device.type != DeviceType::kCpu)
     ctx.invalid("packed_x2 with ", device_name(device),
                 " tensors is not supported (host tensors only)");
-  const PackedWeightImpl& p = packed->impl();
+  const PackedWeightImpl* impl = nullptr;
+  try {
+    impl = &packed->impl();
+  } catch (const Error&) {
+    ctx.invalid("packed_x2 is a moved-from PackedWeight (it holds nothing)");
+  }
+  const PackedWeightImpl& p = *impl;
   if (p.source != x2.data || p.dtype != x2.dtype || p.k != x2.shape[0] || p.n != w.n ||
       p.transposed != w.transposed || p.ld != w.ld)
     ctx.invalid("packed_x2 was packed from another x2 (", dtype_name(p.dtype), " (", p.k, ", ", p.n,

@@ -36,7 +36,7 @@ class PlanKey {
     return *this;
   }
   PlanKey& add(std::string_view s);
-  PlanKey& add(const WeightLayout& w);  // n, layout, ld; not the pointer
+  PlanKey& add(const WeightLayout& w);  // n, layout, ld, a prepacked form's layout; no pointer
   PlanKey& add(const BiasArg& b);       // present, dtype
   PlanKey& add(const QuantScales& q);   // mode, dtypes, which scales, their granularity
 

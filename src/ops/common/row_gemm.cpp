@@ -119,13 +119,18 @@ std::shared_ptr<const kernels::cpu::MatmulPlan> block_plan(const RowGemmShape& s
   *packed = false;
   const kernels::cpu::MatmulDesc d = gemm_desc(s, widened, rows);
   if (!s.packed) return kernels::cpu::plan_matmul(d);
+  if (!s.prepacked) return kernels::cpu::plan_matmul_over(d, &*s.packed, packed);
   kernels::cpu::MatmulDesc over = d;
-  if (s.prepacked) {
-    over.b_transposed = false;
-    over.ldb = s.n;
+  over.b_transposed = false;
+  over.ldb = s.n;
+  over.b_packed = true;
+  auto plan = kernels::cpu::plan_matmul(over);
+  const kernels::cpu::PackedLayout* reads = kernels::cpu::packed_b_layout(*plan);
+  if (reads != nullptr && *reads == *s.packed) {
+    *packed = true;
+    return plan;
   }
-  auto plan = kernels::cpu::plan_matmul_over(over, &*s.packed, packed);
-  return *packed || !s.prepacked ? plan : kernels::cpu::plan_matmul(d);
+  return kernels::cpu::plan_matmul(d);
 }
 
 }  // namespace

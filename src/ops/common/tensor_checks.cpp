@@ -110,17 +110,26 @@ WeightLayout check_x2(const OpContext& ctx, const TensorView& x2, DType x1_dtype
     ctx.invalid("x2 dim 0 is ", x2.shape[0], " but x1 dim ", 1, " is ", k, " (k must match)");
   WeightLayout w{x2.data, x2.shape[1], false, 0};
   if (w.n < 1) ctx.invalid("x2 dim 1 (n) is ", w.n, " but must be >= 1");
-  const int64_t s0 = x2.strides[0], s1 = x2.strides[1];
+  if (!weight_layout(x2, w))
+    ctx.invalid("x2 strides (", x2.strides[0], ", ", x2.strides[1], ") for shape ", shape_str(x2),
+                " are neither row-major (k, n) nor a transposed (n, k) buffer");
+  return w;
+}
+
+bool weight_layout(const TensorView& x2, WeightLayout& w) {
+  const int64_t k = x2.shape[0], s0 = x2.strides[0], s1 = x2.strides[1];
+  w.n = x2.shape[1];
   if ((s1 == 1 || w.n == 1) && s0 >= w.n && s0 >= 1) {
-    w.ld = s0;  // (k, n) row-major, possibly a row block of a wider buffer
-  } else if ((s0 == 1 || k == 1) && s1 >= k && s1 >= 1) {
+    w.transposed = false;  // (k, n) row-major, possibly a row block of a wider buffer
+    w.ld = s0;
+    return true;
+  }
+  if ((s0 == 1 || k == 1) && s1 >= k && s1 >= 1) {
     w.transposed = true;  // an (n, k) buffer viewed as (k, n)
     w.ld = s1;
-  } else {
-    ctx.invalid("x2 strides (", s0, ", ", s1, ") for shape ", shape_str(x2),
-                " are neither row-major (k, n) nor a transposed (n, k) buffer");
+    return true;
   }
-  return w;
+  return false;
 }
 
 BiasArg check_bias(const OpContext& ctx, const std::optional<TensorView>& bias, DType x1_dtype,

@@ -44,9 +44,10 @@ void check_contiguous(const OpContext& ctx, const char* name, const TensorView& 
 void check_shape(const OpContext& ctx, const char* name, const TensorView& t,
                  std::initializer_list<int64_t> want, const char* meaning);
 
+struct PackedWeightImpl;
+
 // x2 as the GEMM reads it: (k, n) row-major with row stride ld, or a transposed view of an
 // (n, k) buffer with row stride ld.
-struct PackedWeightImpl;
 struct WeightLayout {
   const void* data = nullptr;
   int64_t n = 0;
@@ -56,6 +57,9 @@ struct WeightLayout {
   // the GEMMs read it where their plan reads its layout, else data as above.
   const PackedWeightImpl* prepacked = nullptr;
 };
+// x2 (2-D, shape (k, n)) as one of the layouts above: w's n, transposed and ld set. False
+// when its strides are neither (the ops' and PackedWeight's one rule).
+bool weight_layout(const TensorView& x2, WeightLayout& w);
 // x2: present, 2-D, dtype of x1 (or a SPEC §6 pair for quantized x1), dim 0 == k (named in the
 // message), n >= 1, and either layout above.
 WeightLayout check_x2(const OpContext& ctx, const TensorView& x2, DType x1_dtype, int64_t k);
