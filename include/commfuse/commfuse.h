@@ -174,24 +174,27 @@ commfuseStatus_t commfuseSetTensorDevice(commfuseTensor_t* tensor, commfuseDevic
                                          int index);
 /* x2 packed once, ahead of the calls that multiply by it (commfuse.hpp's PackedWeight): the
  * blocked layout this machine's native 16-bit GEMM reads, which it otherwise copies x2 into
- * on every call. x2: (k, n) row-major or a transposed (n, k) view, float32 / float16 /
- * bfloat16, host memory; rows: the rows a call's GEMM usually takes (0: 256). Returns NULL on
- * a bad argument (see commfuseGetLastErrorMessage). Where this machine's GEMM of `rows` rows
- * reads x2 as given (fp32; no native 16-bit kernel; the direct small-m kernel) nothing is
- * packed (commfusePackedWeightIsPacked says 0) and the ops read x2 as given. */
+ * on every call; an int8 x2 (A8W8, AlltoAllQuantMatmul A16W8) as the int8 GEMM reads it
+ * (oneDNN's s8 layout, or widened to float32 without VNNI). x2: (k, n) row-major or a
+ * transposed (n, k) view, float32 / float16 / bfloat16 / int8, host memory (AlltoAllQuantMatmul
+ * with transposeX2: a (R*H, N) descriptor of the (N, R*H) buffer, transposed strides); rows:
+ * the rows a call's GEMM usually takes (0: 256). Returns NULL on a bad argument (see
+ * commfuseGetLastErrorMessage). Where this machine's GEMM of `rows` rows reads x2 as given
+ * (fp32; no native 16-bit kernel; the direct small-m kernel) nothing is packed
+ * (commfusePackedWeightIsPacked says 0) and the ops read x2 as given. */
 typedef struct commfusePackedWeight commfusePackedWeight_t;
 commfusePackedWeight_t* commfuseCreatePackedWeight(const commfuseTensor_t* x2, int64_t rows);
 /* 1 when a packed form was made, 0 when not, -1 for NULL. */
 int commfusePackedWeightIsPacked(const commfusePackedWeight_t* packed);
 commfuseStatus_t commfuseDestroyPackedWeight(const commfusePackedWeight_t* packed);
 /* Attaches packed (NULL: detaches) to the x2 descriptor: AllGatherMatmul, MatmulReduceScatter
- * and MatmulAllReduce (and their V2 forms) given this descriptor as x2 read the packed form
- * (the C++ options' packed_x2). The descriptor must describe the tensor packed (same data,
- * dtype, shape, strides: else GetWorkspaceSize returns PARAM_INVALID naming packed_x2), whose
- * memory must not change while the packed form is used; the packed weight must stay alive
- * until the executors made with it have run, and be detached (NULL) from every descriptor,
- * or the descriptors destroyed, before it is destroyed. Not supported with quantized x1 (V2 forms'
- * int8 / fp8 x2) or CUDA tensors: PARAM_INVALID at GetWorkspaceSize. */
+ * and MatmulAllReduce (and their V2 forms), and AlltoAllQuantMatmul (A16W8), given this
+ * descriptor as x2 read the packed form (the C++ options' packed_x2). The descriptor must describe
+ * the tensor packed (same data, dtype, shape, strides: else GetWorkspaceSize returns PARAM_INVALID
+ * naming packed_x2), whose memory must not change while the packed form is used; the packed weight
+ * must stay alive until the executors made with it have run, and be detached (NULL) from every
+ * descriptor, or the descriptors destroyed, before it is destroyed. Not supported with fp8 /
+ * HiFloat8 / int4 x2 or CUDA tensors: PARAM_INVALID at GetWorkspaceSize. */
 commfuseStatus_t commfuseSetTensorPackedWeight(commfuseTensor_t* x2,
                                                const commfusePackedWeight_t* packed);
 /* Frees an executor that GetWorkspaceSize returned and that will not be executed. */

@@ -226,14 +226,18 @@ struct PackedWeightImpl;
 // (pack again after updating it). Where this machine's GEMM of `rows` rows reads x2 as
 // given (float32; float16 or bfloat16 without a native kernel; the direct small-m kernel)
 // nothing is packed, packed() is false (description() says why), and the ops read x2 as
-// given. Not supported (InvalidArgument): quantized x1 (SPEC §6), CUDA
-// tensors. Host memory only; immutable once made, so one object may serve concurrent calls.
-// The plans made with it read its packed form when they execute: the object holding it (a
-// move carries it along; move-assigning over it frees it) must outlive them. The plan cache
-// keeps no reference to it.
+// given. An int8 x2 (SPEC §6 A8W8; alltoall_quant_matmul A16W8, AlltoAllQuantMatmulOptions::
+// packed_x2) is prepared as this machine's int8 GEMM reads it: packed into oneDNN's s8
+// layout (VNNI / AMX), or widened to float32 (4 bytes an element) where the exact
+// f32-blocked path multiplies it (no VNNI). Not supported (InvalidArgument): other
+// quantized x2 (FP8, HiFloat8, int4), CUDA tensors. Host memory only; immutable once made, so one
+// object may serve concurrent calls. The plans made with it read its packed form when they execute:
+// the object holding it (a move carries it along; move-assigning over it frees it) must outlive
+// them. The plan cache keeps no reference to it.
 class PackedWeight {
  public:
-  // x2: (k, n) row-major, or a transposed (n, k) buffer, float32 / float16 / bfloat16.
+  // x2: (k, n) row-major, or a transposed (n, k) buffer, float32 / float16 / bfloat16 /
+  // int8.
   // rows: the rows a call's GEMM usually takes at once (all_gather_matmul: m·R; the
   // reducing ops: m), which picks oneDNN's layout; 0: 256. A GEMM whose plan reads
   // another layout reads x2 as given.
@@ -410,6 +414,10 @@ struct AlltoAllQuantMatmulOptions {
   // CUDA device tensors (every combination; x2 other than int8 transposed is converted to
   // that form in device scratch each call): the cudaStream_t, as AllGatherMatmulOptions::stream.
   void* stream = nullptr;
+  // A16W8: the int8 x2 prepared ahead of the calls (PackedWeight), made from x2 as a (R*H, N)
+  // view: x2 itself, or with transpose_x2 its (N, R*H) buffer's transposed view. Host only;
+  // A16W4 / A4W4 (int4 x2): not supported. Null: none.
+  const PackedWeight* packed_x2 = nullptr;
 };
 
 struct AlltoAllMatmulOptions {

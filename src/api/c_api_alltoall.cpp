@@ -91,6 +91,7 @@ commfuseStatus_t commfuseAlltoAllQuantMatmulGetWorkspaceSize(
     o.group_size = groupSize;
     o.transpose_x1 = transposeX1 != 0;
     o.transpose_x2 = transposeX2 != 0;
+    o.packed_x2 = x2 != nullptr ? x2->packed : nullptr;
     auto plan = std::make_unique<commfuse::AlltoAllQuantMatmulPlan>(
         view_of(x1), view_of(x2), view_of(x2Scale), group, view_of(output),
         view_of(alltoAllOutOptional), o);

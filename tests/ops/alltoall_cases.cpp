@@ -14,10 +14,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "numerics.hpp"
+#include "ops/common/packed_weight.hpp"
 
 namespace optest {
 namespace {
@@ -35,6 +37,7 @@ struct QCase {
   bool smooth = false, transposed = false, a2a_out = false;
   Bias bias = Bias::kNone;
   int64_t rows = 5, h = 20, n = 12;  // rows per rank = BS / R
+  bool packed = false;               // A16W8: x2 also passed prepared ahead (packed_x2)
 };
 
 std::string describe(const QCase& c) {
@@ -46,7 +49,7 @@ std::string describe(const QCase& c) {
          (c.bias == Bias::kNone ? ""
           : c.bias == Bias::kX1 ? " bias"
                                 : " bias-f32") +
-         " rows " + std::to_string(c.rows);
+         " rows " + std::to_string(c.rows) + (c.packed ? " packed_x2" : "");
 }
 
 float uniform(uint64_t seed, uint64_t i, float lo, float hi) {
@@ -180,6 +183,9 @@ void run_quant_case(commfuse::Comm& comm, const QCase& c, uint64_t tag, bool via
     bias = TensorView(const_cast<uint8_t*>(mine.bias.data()), mine.bias_dtype, {c.n});
   o.x1_scale = x1s;
   o.bias = bias;
+  // x2 prepared ahead: from its (R*H, N) view (transposeX2: the (N, R*H) buffer's .t()).
+  std::optional<commfuse::PackedWeight> packed;
+  if (c.packed) o.packed_x2 = &packed.emplace(c.transposed ? x2v.t() : x2v, c.rows);
   if (!via_c_api) {
     commfuse::alltoall_quant_matmul(x1v, x2v, sv, comm.name(), ov, av, o);
     const std::vector<uint8_t> first = out;
@@ -197,6 +203,10 @@ void run_quant_case(commfuse::Comm& comm, const QCase& c, uint64_t tag, bool via
                                   static_cast<commfuseDataType>(t.dtype), t.data);
     };
     commfuseTensor_t *tx1 = mk(x1v), *tx2 = mk(x2v), *ts = mk(sv), *to = mk(ov), *ta = mk(av);
+    commfuseTensor_t* tpx2 = c.packed ? mk(c.transposed ? x2v.t() : x2v) : nullptr;
+    commfusePackedWeight_t* pw = c.packed ? commfuseCreatePackedWeight(tpx2, c.rows) : nullptr;
+    EXPECT(!c.packed || pw != nullptr, "C packed weight: %s", commfuseGetLastErrorMessage());
+    if (pw != nullptr) commfuseSetTensorPackedWeight(tx2, pw);
     commfuseTensor_t* tb = bias ? mk(*bias) : nullptr;
     commfuseTensor_t* tx1s = x1s ? mk(*x1s) : nullptr;
     const int64_t axes[2] = {-2, -1};
@@ -210,7 +220,8 @@ void run_quant_case(commfuse::Comm& comm, const QCase& c, uint64_t tag, bool via
     std::vector<float> w((ws + 3) / 4);
     st = commfuseAlltoAllQuantMatmul(ws ? w.data() : nullptr, ws, ex, nullptr);
     EXPECT(st == COMMFUSE_SUCCESS, "C run: %s", commfuseGetLastErrorMessage());
-    for (auto* t : {tx1, tx2, ts, to, ta, tb, tx1s}) commfuseDestroyTensor(t);
+    for (auto* t : {tx1, tx2, ts, to, ta, tb, tx1s, tpx2}) commfuseDestroyTensor(t);
+    commfuseDestroyPackedWeight(pw);
     commfuseDestroyIntArray(ax);
   }
 
@@ -338,6 +349,42 @@ void run_float_case(commfuse::Comm& comm, DType t, Bias bk, bool transposed, boo
 // The algorithm both ops run: what COMMFUSE_ALGO forces, else fused (the list's first),
 // checked on plans of a tiny shape so that a run with one forced (tests/ops/CMakeLists.txt)
 // really tests it. The quantized op's name carries its int GEMM path after a space.
+// An int8 x2 prepared ahead (PackedWeight) is what the plan reads wherever it says so:
+// zeroing the prepared buffer zeroes the output (no bias), so x2 itself was not read.
+void check_a16w8_packed_read(commfuse::Comm& comm) {
+  const int R = comm.world_size();
+  const int64_t rows = 64, h = 16, k = h * R, n = 512;
+  std::vector<uint16_t> x1(static_cast<size_t>(rows * R * h)), out(static_cast<size_t>(rows * n));
+  for (size_t i = 0; i < x1.size(); ++i)
+    x1[i] = static_cast<uint16_t>(0x3F80 + (i % 7) * 0x10);  // bf16 1.0 .. 1.375
+  std::vector<int8_t> w(static_cast<size_t>(k * n));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int8_t>(static_cast<int>(i % 255) - 127);
+  std::vector<float> scale(static_cast<size_t>(n), 0.25f);
+  const TensorView x2(w.data(), DType::kInt8, {k, n});
+  const commfuse::PackedWeight packed(x2, rows);
+  commfuse::AlltoAllQuantMatmulOptions o;
+  o.packed_x2 = &packed;
+  commfuse::AlltoAllQuantMatmulPlan plan(
+      TensorView(x1.data(), DType::kBFloat16, {rows * R, h}), x2,
+      TensorView(scale.data(), DType::kFloat32, {n}), comm.name(),
+      TensorView(out.data(), DType::kBFloat16, {rows, n}), TensorView(), o);
+  const bool reads = plan.description().find("x2 prepacked (PackedWeight)") != std::string::npos;
+  EXPECT(reads <= packed.packed(), "A16W8: the plan reads a prepared x2 not made: %s",
+         plan.description().c_str());
+  if (comm.rank() == 0)
+    std::printf("A16W8 %lld rows: %s; the plan %s it\n", static_cast<long long>(rows),
+                packed.description().c_str(), reads ? "reads" : "does not read");
+  std::vector<float> ws(plan.workspace_size() / sizeof(float) + 1);
+  plan.execute(ws.data(), plan.workspace_size());
+  EXPECT(std::any_of(out.begin(), out.end(), [](uint16_t v) { return (v & 0x7FFF) != 0; }),
+         "A16W8 packed: the output is all zero before the prepared x2 was zeroed");
+  if (!reads) return;
+  std::memset(const_cast<void*>(packed.impl().data()), 0, packed.impl().bytes);
+  plan.execute(ws.data(), plan.workspace_size());
+  EXPECT(std::all_of(out.begin(), out.end(), [](uint16_t v) { return (v & 0x7FFF) == 0; }),
+         "A16W8: zeroing the prepared x2 did not zero the output: x2 was read instead");
+}
+
 void check_alltoall_algorithms(commfuse::Comm& comm) {
   const int R = comm.world_size();
   auto check = [&](const std::string& op, const std::string& got) {
@@ -367,6 +414,7 @@ void check_alltoall_algorithms(commfuse::Comm& comm) {
 int case_alltoall_numerics(commfuse::Comm& comm) {
   const int R = comm.world_size();
   check_alltoall_algorithms(comm);
+  check_a16w8_packed_read(comm);
   uint64_t tag = 1;
   int idx = 0;
   const Bias biases[] = {Bias::kNone, Bias::kX1, Bias::kF32};
@@ -418,6 +466,27 @@ int case_alltoall_numerics(commfuse::Comm& comm) {
         c.bias = Bias::kF32;
         run_quant_case(comm, c, tag++, false, true);
       }
+  // A16W8 over x2 prepared ahead (PackedWeight), plain and transposed: few rows, many rows
+  // (several GEMM chunks), and N = 4096 (blocks of 64 rows over the prepared layout).
+  for (bool tr : {false, true})
+    for (const int64_t rows : {int64_t{5}, int64_t{300}}) {
+      if (rows > 256 && R > 4) continue;
+      QCase c;
+      c.x1 = c.out = DType::kBFloat16;
+      c.transposed = tr;
+      c.rows = rows;
+      c.smooth = tr;
+      c.bias = tr ? Bias::kX1 : Bias::kF32;
+      c.a2a_out = !tr;
+      c.packed = true;
+      run_quant_case(comm, c, tag++, false, true);
+      if (R <= 2) {
+        c.rows = 150;
+        c.h = 24;
+        c.n = 4096;
+        run_quant_case(comm, c, tag++, false, true);
+      }
+    }
   // One row per rank; the C API.
   QCase one;
   one.rows = 1;
@@ -427,6 +496,11 @@ int case_alltoall_numerics(commfuse::Comm& comm) {
   capi.a2a_out = true;
   capi.smooth = true;
   run_quant_case(comm, capi, tag++, true);
+  capi.packed = true;
+  for (bool tr : {false, true}) {
+    capi.transposed = tr;
+    run_quant_case(comm, capi, tag++, true);
+  }
 
   idx = 0;
   for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})

@@ -163,6 +163,40 @@ int case_alltoall_reject(commfuse::Comm& comm) {
     a4w4(a);
     a.out = TensorView(o, F32, {rows, n});
   });
+  // packed_x2 (A16W8 only): x2 itself, or with transposeX2 its buffer's (R*H, N) view.
+  {
+    const commfuse::PackedWeight plain(ok.x2);
+    const commfuse::PackedWeight wide(TensorView(i, I8, {k, n}, {n + 1, 1}));
+    const commfuse::PackedWeight buffer_t(TensorView(i, I8, {n, k}).t());
+    const commfuse::PackedWeight other_t(TensorView(i, I8, {k, n}).t());
+    const commfuse::PackedWeight f16(TensorView(i, F16, {k, n}));
+    {
+      QArgs a = ok;
+      a.o.packed_x2 = &plain;
+      a.plan();  // accepted
+      a.x2 = TensorView(i, I8, {n, k});
+      a.o.transpose_x2 = true;
+      a.o.packed_x2 = &buffer_t;
+      a.plan();  // (N, R*H) buffer, packed from its transposed view: accepted
+    }
+    for (const commfuse::PackedWeight* w : {&wide, &other_t, &f16})
+      q("packed_x2 of another x2", INV, {"packed_x2 was packed from another x2"},
+        [&](QArgs& a) { a.o.packed_x2 = w; });
+    q("packed_x2 of x2 as given with transposeX2", INV, {"packed_x2 was packed from another x2"},
+      [&](QArgs& a) {
+        a.x2 = TensorView(i, I8, {n, k});
+        a.o.transpose_x2 = true;
+        a.o.packed_x2 = &other_t;  // the (k, n) buffer's view: another layout
+      });
+    q("packed_x2 with A4W4", INV, {"packed_x2 with A4W4", "not supported"}, [&](QArgs& a) {
+      a4w4(a);
+      a.o.packed_x2 = &plain;
+    });
+    q("packed_x2 with A16W4", INV, {"packed_x2 with A16W4", "not supported"}, [&](QArgs& a) {
+      a.x2 = TensorView(i, I4, {k, n});
+      a.o.packed_x2 = &plain;
+    });
+  }
   {
     QArgs a = ok;
     a.group = "no-such-group";  // no group, so no rank in the message

@@ -10,10 +10,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "numerics.hpp"
 
+#include "ops/common/packed_weight.hpp"
 #include "ops/common/plan_cache.hpp"
 
 namespace optest {
@@ -32,6 +34,7 @@ struct QCase {
   bool full_int8 = false;  // A8W8: codes over all of [-128, 127]
   bool gather_output = true;
   int64_t comm_turn = 0;
+  bool packed = false;  // A8W8: x2 also passed prepared ahead (options.packed_x2)
 };
 
 std::string describe(const QCase& c, int64_t m) {
@@ -41,7 +44,7 @@ std::string describe(const QCase& c, int64_t m) {
          std::to_string(static_cast<int>(c.s2)) + " bias " +
          (c.bias == DType::kInt8 ? std::string("none") : name(c.bias)) +
          (c.transposed ? " x2^T" : "") + (c.full_int8 ? " full-int8" : "") + " comm_turn " +
-         std::to_string(c.comm_turn);
+         std::to_string(c.comm_turn) + (c.packed ? " packed_x2" : "");
 }
 
 // Codes of dtype t for values v (exact: small integers, or int8 codes directly).
@@ -140,6 +143,7 @@ struct QCall {
   std::vector<uint8_t> output, gather;
   commfuse::AllGatherMatmulOptions o;
   TensorView x1, x2, out, gv;
+  std::shared_ptr<commfuse::PackedWeight> packed;  // c.packed: x2 prepared for the m·R rows
 };
 
 QCall q_call(const commfuse::Comm& comm, const QCase& c, uint64_t tag, int64_t m, int64_t k,
@@ -155,6 +159,10 @@ QCall q_call(const commfuse::Comm& comm, const QCase& c, uint64_t tag, int64_t m
   if (!q.mine.bias.empty()) q.o.bias = TensorView(q.mine.bias.data(), c.bias, {n});
   q.x1 = TensorView(q.mine.x1.data(), c.a, {m, k});
   q.x2 = x2_view(c, q.mine, k, n);
+  if (c.packed) {
+    q.packed = std::make_shared<commfuse::PackedWeight>(q.x2, m * R);
+    q.o.packed_x2 = q.packed.get();
+  }
   q.out = TensorView(q.output.data(), c.out, {m * R, n});
   q.gv = c.gather_output ? TensorView(q.gather.data(), c.a, {m * R, k})
                          : TensorView(nullptr, c.a, {0});
@@ -243,6 +251,8 @@ void run_reduce_case(commfuse::Comm& comm, const QCase& c, uint64_t tag, int64_t
   set_scales(c, mine, m, n, o);
   if (!rank0.bias.empty()) o.bias = TensorView(rank0.bias.data(), c.bias, {n});
   const TensorView x2 = x2_view(c, mine, k, n);
+  std::optional<commfuse::PackedWeight> packed;
+  if (c.packed) o.packed_x2 = &packed.emplace(x2, m);
   if (all_reduce) {
     const auto x1 = three_d ? TensorView(mine.x1.data(), c.a, {2, m / 2, k})
                             : TensorView(mine.x1.data(), c.a, {m, k});
@@ -278,10 +288,51 @@ void run_reduce_case(commfuse::Comm& comm, const QCase& c, uint64_t tag, int64_t
   expect_bitwise(what, output, want, c.out);
 }
 
+// An int8 x2 prepared ahead (PackedWeight) is what the plan reads wherever it says so: zeroing
+// the prepared buffer then zeroes the output (no bias), so x2 itself was not read. Where
+// the plan reads x2 as given (the direct kernel of a few rows), it must not claim to.
+void check_int8_packed_read(commfuse::Comm& comm, uint64_t& tag) {
+  const int R = comm.world_size();
+  const QCase c{DType::kInt8,
+                DType::kInt8,
+                DType::kBFloat16,
+                ScaleShape::kVector,
+                ScaleShape::kVector,
+                DType::kInt8,
+                false,
+                true};
+  for (const int64_t m : {int64_t{1}, int64_t{64}}) {
+    const uint64_t t = tag++;
+    QCall q = q_call(comm, c, t, m, 64, 512);
+    q.packed = std::make_shared<commfuse::PackedWeight>(q.x2, m * R);
+    q.o.packed_x2 = q.packed.get();
+    commfuse::AllGatherMatmulPlan plan(q.x1, q.x2, comm.name(), R, q.out, q.gv, q.o);
+    const bool reads = plan.description().find("x2 prepacked (PackedWeight)") != std::string::npos;
+    EXPECT(reads <= q.packed->packed(), "A8W8 m=%lld: the plan reads a prepared x2 not made: %s",
+           static_cast<long long>(m), plan.description().c_str());
+    if (comm.rank() == 0)
+      std::printf("A8W8 all_gather_matmul %lld rows: %s; the plan %s it\n",
+                  static_cast<long long>(m * R), q.packed->description().c_str(),
+                  reads ? "reads" : "does not read");
+    std::vector<float> ws(plan.workspace_size() / sizeof(float) + 1);
+    plan.execute(ws.data(), plan.workspace_size());
+    q_check(comm, c, t, m, 64, 512, q);
+    if (!reads) continue;
+    const auto& impl = q.packed->impl();
+    std::memset(const_cast<void*>(impl.data()), 0, impl.bytes);
+    plan.execute(ws.data(), plan.workspace_size());
+    const std::vector<double> got = decode(q.output, c.out);
+    EXPECT(std::all_of(got.begin(), got.end(), [](double v) { return v == 0.0; }),
+           "A8W8 m=%lld: zeroing the prepared x2 did not zero the output: x2 was read instead",
+           static_cast<long long>(m));
+  }
+}
+
 }  // namespace
 
 void check_quant_all_gather_matmul(commfuse::Comm& comm, uint64_t& tag) {
   check_quant_plan_cache(comm, tag);
+  check_int8_packed_read(comm, tag);
   const int64_t k = 64, n = 24;
   const DType e4 = DType::kFloat8E4M3FN, e5 = DType::kFloat8E5M2, h8 = DType::kHiFloat8;
   const DType i8 = DType::kInt8, f32 = DType::kFloat32, f16 = DType::kFloat16,
@@ -295,6 +346,11 @@ void check_quant_all_gather_matmul(commfuse::Comm& comm, uint64_t& tag) {
            70, k, n);
   run_case(comm, {i8, i8, f32, S::kVector, S::kVector, DType::kInt32, false, true, true, 1}, tag++,
            0, k, n);
+  // A8W8 with x2 prepared ahead (PackedWeight): plain and transposed, few and many rows.
+  run_case(comm, {i8, i8, bf16, S::kVector, S::kVector, f32, false, true, true, 0, true}, tag++, 5,
+           k, n);
+  run_case(comm, {i8, i8, f16, S::kColumn, S::kTensor, DType::kInt32, true, true, true, 0, true},
+           tag++, 100, k, n);
   // FP8 (each pair of formats), HiF8: per-tensor x1 scale, per-tensor or per-channel x2.
   run_case(comm, {e4, e4, bf16, S::kTensor, S::kVector, f32}, tag++, 5, k, n);
   run_case(comm, {e4, e5, f32, S::kAbsent, S::kTensor, bf16, true}, tag++, 5, k, n);
@@ -331,6 +387,13 @@ void check_quant_all_gather_matmul(commfuse::Comm& comm, uint64_t& tag) {
              4096);
     run_reduce_case(comm, {i8, i8, bf16, S::kVector, S::kVector, f32}, tag++, 75 * R, 48, 4096,
                     false, false);
+    // The same over x2 prepared ahead (PackedWeight).
+    run_case(comm, {i8, i8, bf16, S::kVector, S::kVector, f32, false, true, true, 0, true}, tag++,
+             150, 48, 4096);
+    run_case(comm, {i8, i8, f16, S::kVector, S::kColumn, DType::kInt32, true, true, true, 0, true},
+             tag++, 150, 48, 4096);
+    run_reduce_case(comm, {i8, i8, bf16, S::kVector, S::kVector, f32, true, true, true, 0, true},
+                    tag++, 75 * R, 48, 4096, true, false);
   }
   // The reducing ops: every mode, scale shape and output dtype; m = 0; many rows.
   const DType none = DType::kInt8;  // no bias
@@ -348,6 +411,8 @@ void check_quant_all_gather_matmul(commfuse::Comm& comm, uint64_t& tag) {
     run_reduce_case(comm, {h8, h8, bf16, S::kTensor, S::kVector, none, false, false, true, 3},
                     tag++, 3 * R, k, n, ar, false);
     run_reduce_case(comm, {i8, i8, bf16, S::kVector, S::kVector, f32}, tag++, 0, k, n, ar, false);
+    run_reduce_case(comm, {i8, i8, bf16, S::kVector, S::kTensor, f32, ar, true, true, 0, true},
+                    tag++, 70 * R, k, n, ar, false);
     run_reduce_case(comm, {e4, e4, bf16, S::kTensor, S::kVector, f32}, tag++, 100 * R, k, n, ar,
                     false);
   }

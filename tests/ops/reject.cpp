@@ -501,9 +501,11 @@ void reject_packed_x2(commfuse::Comm& comm, Buffers& b, const std::string& rank)
   expect_error("pw 3-D", inv, {pw, "must be 2-D"}, [&] {
     commfuse::PackedWeight w(TensorView(b.i(), kF16, {2, kK, kN}));
   });
-  expect_error("pw int8", inv, {pw, "dtype is int8", "quantized x2 is not supported"}, [&] {
-    commfuse::PackedWeight w(TensorView(b.i(), DType::kInt8, {kK, kN}));
-  });
+  for (DType t : {DType::kInt4, DType::kFloat8E4M3FN, DType::kHiFloat8, DType::kInt32})
+    expect_error("pw quantized dtype", inv,
+                 {pw, "dtype is", "other quantized x2 dtypes are not supported"}, [&] {
+                   commfuse::PackedWeight w(TensorView(b.i(), t, {kK, kN}));
+                 });
   expect_error("pw null", Status::kParamNullptr, {"PackedWeight", "null"}, [&] {
     commfuse::PackedWeight w(TensorView(nullptr, kF16, {kK, kN}));
   });
@@ -562,8 +564,9 @@ void reject_packed_x2(commfuse::Comm& comm, Buffers& b, const std::string& rank)
   expect_error("agm packed_x2 moved from", inv,
                {"all_gather_matmul", rank.c_str(), "packed_x2 is a moved-from PackedWeight"},
                [&] { mv.plan(); });
-  // Quantized x1 (A8W8): not supported, whatever was packed.
+  // Quantized x1 (A8W8) with a float x2's packed form, or an int8 form of another x2.
   const commfuse::PackedWeight f16(x2);
+  const commfuse::PackedWeight other_int8(TensorView(b.in.data() + 64, DType::kInt8, {kK, kN}));
   auto* sc = reinterpret_cast<float*>(b.i());
   AgmArgs q{TensorView(b.i(), DType::kInt8, {kM, kK}),
             TensorView(b.i(), DType::kInt8, {kK, kN}),
@@ -573,10 +576,12 @@ void reject_packed_x2(commfuse::Comm& comm, Buffers& b, const std::string& rank)
             R,
             {}};
   q.opt.x2_scale = TensorView(sc, DType::kFloat32, {kN});
-  q.opt.packed_x2 = &f16;
-  expect_error("agm packed_x2 quantized", inv,
-               {"all_gather_matmul", rank.c_str(), "packed_x2 with quantized x1", "not supported"},
-               [&] { q.plan(); });
+  for (const commfuse::PackedWeight* w : {&f16, &other_int8}) {
+    q.opt.packed_x2 = w;
+    expect_error("agm quantized packed_x2 of another x2", inv,
+                 {"all_gather_matmul", rank.c_str(), "packed_x2 was packed from another x2"},
+                 [&] { q.plan(); });
+  }
 }
 
 int case_reject(commfuse::Comm& comm) {

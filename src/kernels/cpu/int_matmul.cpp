@@ -264,7 +264,7 @@ std::string describe(const IntMatmulPlan& p) {
       " |b|<=", d.b_max, " -> ", int_matmul_path_name(p.path),
       p.path == IntMatmulPath::kS8 ? " (" + p.impl + ")"
                                    : detail::cat(" (k blocks of ", p.k_block, ")"),
-      p.packed ? (p.own ? ", b packed once per call" : ", b reordered once per call") : "",
+      p.packed ? (p.own ? ", b read packed" : ", b read in oneDNN's reordered layout") : "",
       d.force_path ? " (forced)" : "", ", oneDNN ISA ", onednn_effective_isa(), ", ", p.threads,
       " threads");
 }

@@ -69,7 +69,7 @@ AllGatherMatmulProblem validate_all_gather_matmul(const TensorView& x1, const Te
   }
   p.comm_turn = options.comm_turn;
   p.device = device;
-  p.x2.prepacked = check_packed_x2(ctx, options.packed_x2, x2, p.x2, p.quant.quantized(), device);
+  p.x2.prepacked = check_packed_x2(ctx, options.packed_x2, x2, p.x2, device);
   return p;
 }
 

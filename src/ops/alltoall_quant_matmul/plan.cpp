@@ -9,6 +9,7 @@
 #include "core/algorithm.hpp"
 #include "kernels/cpu/quant_per_token.hpp"
 #include "ops/alltoall_quant_matmul/plan.hpp"
+#include "ops/common/packed_weight.hpp"
 
 namespace commfuse::ops {
 namespace {
@@ -98,6 +99,11 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
     full.b_packed = true;
     plan.full_gemm = cpu::plan_int_matmul(full);
     plan.b_packed = cpu::int8_packing_pays(*plan.full_gemm, unpacked_calls > 1, plan.gemm_rows);
+    // Prepared ahead (PackedWeight): packed b costs nothing per call, so it is read wherever
+    // the blocks' plan reads the layout prepared.
+    const PackedWeightImpl* pre = p.packed_x2;
+    if (pre != nullptr && pre->int_plan && cpu::same_prepared_b(*plan.full_gemm, *pre->int_plan))
+      plan.b_packed = plan.b_prepacked = true;
     if (!plan.b_packed) plan.full_gemm.reset();
   }
   // 0: each chunk's GEMM in one call (its epilogue after it).
@@ -107,6 +113,10 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
     // block's plan takes the same path (int_gemm_desc forces it: a block's own size check
     // might pass and read the widened x2 as int8).
     plan.full_gemm = cpu::plan_int_matmul(int_gemm_desc(plan, rows, d.k));
+    // x2 widened ahead (PackedWeight on this path): the same k x n floats.
+    const PackedWeightImpl* pre = p.packed_x2;
+    plan.b_prepacked = !a4w4 && pre != nullptr && pre->int_plan &&
+                       cpu::same_prepared_b(*plan.full_gemm, *pre->int_plan);
   }
   const bool prepared = plan.b_packed || plan.path == cpu::IntMatmulPath::kF32Blocked;
   if (prepared && a4w4)
@@ -129,7 +139,8 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
       take(at, sizeof(float) * static_cast<size_t>(p.combo == QuantCombo::kA4W4 ? rows * R : rows));
   const size_t kn = static_cast<size_t>(k) * n;
   w.b_unpacked = take(at, prepared && p.combo != QuantCombo::kA16W8 ? kn : 0);
-  w.b = take(at, a4w4 && prepared                ? static_cast<size_t>(R) * plan.b_segment_bytes
+  w.b = take(at, plan.b_prepacked                ? 0
+                 : a4w4 && prepared              ? static_cast<size_t>(R) * plan.b_segment_bytes
                  : prepared                      ? cpu::prepared_b_bytes(*plan.full_gemm)
                  : p.combo == QuantCombo::kA16W8 ? 0
                                                  : kn);  // int4 unpacked to int8
@@ -172,7 +183,8 @@ std::string describe(const AlltoAllQuantMatmulPlanData& plan) {
                      schedule_name(plan.schedule), ", GEMM chunks of ", plan.gemm_rows,
                      " rows, workspace ", plan.ws.total, " bytes; int gemm: ",
                      plan.full_gemm ? kernels::cpu::describe(*plan.full_gemm)
-                                    : std::string(kernels::cpu::int_matmul_path_name(plan.path)));
+                                    : std::string(kernels::cpu::int_matmul_path_name(plan.path)),
+                     plan.b_prepacked ? ", x2 prepacked (PackedWeight)" : "");
 }
 
 namespace {
@@ -184,6 +196,11 @@ PlanKey plan_key(const AlltoAllQuantMatmulProblem& p) {
   key.add(p.h).add(p.n).add(p.x2_transposed ? 1 : 0).add(p.x2_scale != nullptr ? 1 : 0);
   key.add(p.smooth != nullptr ? 1 : 0).add(p.token_scale != nullptr ? 1 : 0).add(p.bias);
   key.add(p.all_to_all_out != nullptr ? 1 : 0);
+  // A prepared x2's layout decides whether the plan reads it (its buffer is bound per call).
+  if (p.packed_x2 != nullptr && p.packed_x2->int_plan)
+    key.add(1).add(p.packed_x2->int_desc);
+  else
+    key.add(0);
   return key;
 }
 

@@ -43,6 +43,8 @@ struct AlltoAllQuantMatmulProblem {
   const void* x1 = nullptr;  // (BS, H) dense
   const void* x2 = nullptr;  // (R*H, N) or, transposed, (N, R*H); dense
   bool x2_transposed = false;
+  // A16W8: x2 prepared ahead (options.packed_x2), bound per call; null: none.
+  const PackedWeightImpl* packed_x2 = nullptr;
   const float* x2_scale = nullptr;     // (N,)
   const void* smooth = nullptr;        // A16: (R*H,) in x1's dtype, or null
   const float* token_scale = nullptr;  // A4W4: (BS,)
@@ -136,6 +138,9 @@ struct AlltoAllQuantMatmulPlanData {
   // (full_gemm's), which every GEMM of the call then reads. A4W4: segment by segment (the
   // H rows of x2 that multiply one source rank's part of a row), at b_segment_bytes apart.
   bool b_packed = false;
+  // x2 read from problem.packed_x2 (prepared ahead in full_gemm's layout): nothing is
+  // prepared per execute and the workspace holds no x2.
+  bool b_prepacked = false;
   size_t b_segment_bytes = 0;  // A4W4 with x2 packed or widened; 0 otherwise
   // With b packed, the fused schedule runs each chunk's GEMM in blocks of epilogue_rows rows
   // and each block's epilogue right after it, while its int32 sums are in cache (about

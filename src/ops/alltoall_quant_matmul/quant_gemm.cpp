@@ -5,6 +5,7 @@
 
 #include "core/trace.hpp"
 #include "ops/alltoall_quant_matmul/row_kernels.hpp"
+#include "ops/common/packed_weight.hpp"
 
 namespace commfuse::ops {
 
@@ -34,7 +35,9 @@ QuantGemm::QuantGemm(const AlltoAllQuantMatmulPlanData& plan, uint8_t* ws)
     plain_b_ = unpacked;
   }
   b_ = plain_b_;
-  if (prepared) {
+  if (plan.b_prepacked) {
+    b_ = p_.packed_x2->data();  // PackedWeight: prepared ahead of the call
+  } else if (prepared) {
     trace::Span span("prepare x2", "quant_gemm", -1, kn);
     for (int s = 0; s < segments_; ++s)
       cpu::prepare_b(*plan.full_gemm, plain_segment(s),

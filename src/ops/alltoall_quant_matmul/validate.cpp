@@ -2,6 +2,7 @@
 #include <string>
 
 #include "ops/alltoall_quant_matmul/plan.hpp"
+#include "ops/common/packed_weight.hpp"
 
 namespace commfuse::ops {
 namespace {
@@ -115,6 +116,20 @@ AlltoAllQuantMatmulProblem validate_alltoall_quant_matmul(
     ctx.invalid("x2 dim 1 is ", x2.shape[1], " but an int4 x2 needs an even last dim");
   p.x2 = x2.data;
   p.x1 = x1.data;
+  if (o.packed_x2 != nullptr) {
+    if (p.combo != QuantCombo::kA16W8)
+      ctx.invalid("packed_x2 with ", combo_name(p.combo),
+                  " (int4 x2) is not supported (A16W8's int8 x2 only)");
+    // The (R*H, N) view PackedWeight was made from: x2, or its (N, R*H) buffer transposed.
+    WeightLayout w;
+    w.data = x2.data;
+    w.n = p.n;
+    w.transposed = o.transpose_x2;
+    w.ld = x2.shape[1];
+    TensorView view = x2;
+    if (o.transpose_x2) view = x2.t();
+    p.packed_x2 = check_packed_x2(ctx, o.packed_x2, view, w, device);
+  }
 
   check_present(ctx, "x2Scale", x2_scale);
   if (x2_scale.dtype != DType::kFloat32)

@@ -22,10 +22,11 @@ void describe_source(PackedWeightImpl& w, const TensorView& x2) {
   if (x2.device.type != DeviceType::kCpu)
     bad_x2(detail::cat("is in ", device_name(x2.device),
                        " memory: not supported (PackedWeight takes host tensors only)"));
-  if (x2.dtype != DType::kFloat32 && x2.dtype != DType::kFloat16 && x2.dtype != DType::kBFloat16)
+  if (x2.dtype != DType::kFloat32 && x2.dtype != DType::kFloat16 && x2.dtype != DType::kBFloat16 &&
+      x2.dtype != DType::kInt8)
     bad_x2(detail::cat("dtype is ", dtype_name(x2.dtype),
-                       " but must be float32, float16 or bfloat16 (quantized x2 is not "
-                       "supported)"));
+                       " but must be float32, float16, bfloat16 or int8 (other quantized x2 "
+                       "dtypes are not supported)"));
   w.source = x2.data;
   w.dtype = x2.dtype;
   w.k = x2.shape[0];
@@ -40,6 +41,45 @@ void describe_source(PackedWeightImpl& w, const TensorView& x2) {
   w.ld = layout.ld;
 }
 
+// Host memory for the packed form, as the workspace's (call_workspace.hpp): the GEMM reads
+// it in blocks strided over all of it, and ran 130 ms instead of 94 from 4 KiB pages
+// (bf16, 32 MiB, AMX Xeon).
+void allocate(PackedWeightImpl& w, size_t bytes) {
+  const CallWorkspace::Memory memory = allocate_memory(bytes);
+  w.buffer = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(memory.data),
+                                      [memory](uint8_t*) { release_memory(memory); });
+  w.bytes = bytes;
+}
+
+// int8 x2 (A8W8's and A16W8's weights) as the int GEMM of `rows` rows prepares it: packed
+// into oneDNN's s8 blocked layout (VNNI / AMX), or widened to fp32 for the exact f32-blocked
+// path (no VNNI: 4 bytes an element). The bounds are int8's (|a|, |b| <= 128), which every
+// quantized op's plan satisfies; an op whose plan prepares x2 otherwise reads x2 as given.
+void prepare_int8(PackedWeightImpl& w, const TensorView& x2, int64_t rows) {
+  kernels::cpu::IntMatmulDesc& d = w.int_desc;
+  d.m = rows;
+  d.k = w.k;
+  d.n = w.n;
+  d.lda = w.k;
+  d.ldb = w.ld;
+  d.ldc = w.n;
+  d.b_transposed = w.transposed;
+  d.a_max = 128;
+  d.b_max = 128;
+  d.b_packed = true;
+  auto plan = kernels::cpu::plan_int_matmul(d);
+  const size_t bytes = kernels::cpu::prepared_b_bytes(*plan);
+  if (bytes == 0) {
+    w.why_not = detail::cat("the int8 GEMM of ", rows,
+                            " rows reads x2 as given here: ", kernels::cpu::describe(*plan));
+    return;
+  }
+  allocate(w, bytes);
+  trace::Span span("prepare x2", "packed_weight", -1, static_cast<uint64_t>(w.k * w.n));
+  kernels::cpu::prepare_b(*plan, static_cast<const int8_t*>(x2.data), w.buffer.get());
+  w.int_plan = std::move(plan);
+}
+
 }  // namespace
 
 std::unique_ptr<PackedWeightImpl> pack_weight(const TensorView& x2, int64_t rows) {
@@ -48,6 +88,10 @@ std::unique_ptr<PackedWeightImpl> pack_weight(const TensorView& x2, int64_t rows
                          detail::cat("PackedWeight: rows is ", rows, " but must be >= 0 (0: 256)"));
   auto w = std::make_unique<PackedWeightImpl>();
   describe_source(*w, x2);
+  if (w->dtype == DType::kInt8) {
+    prepare_int8(*w, x2, rows > 0 ? rows : 256);
+    return w;
+  }
   if (w->dtype == DType::kFloat32) {
     w->why_not = "float32 x2 is read as given (no packed layout for it)";
     return w;
@@ -63,12 +107,8 @@ std::unique_ptr<PackedWeightImpl> pack_weight(const TensorView& x2, int64_t rows
                              kernels::cpu::describe(*kernels::cpu::plan_matmul(d)));
     return w;
   }
-  // Memory as the workspace's (call_workspace.hpp): the GEMM reads the packed x2 in blocks
-  // strided over all of it, and ran 130 ms instead of 94 from 4 KiB pages (32 MiB, AMX Xeon).
-  const CallWorkspace::Memory memory = allocate_memory(w->layout->bytes);
-  void* raw = memory.data;
-  w->buffer = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(raw),
-                                       [memory](uint8_t*) { release_memory(memory); });
+  allocate(*w, w->layout->bytes);
+  void* raw = w->buffer.get();
   trace::Span span("pack x2", "packed_weight", -1, static_cast<uint64_t>(w->k * w->n));
   if (w->transposed)
     kernels::cpu::pack_b_transposed(*w->layout, x2.data, w->k, w->n, w->ld, raw);
@@ -78,11 +118,9 @@ std::unique_ptr<PackedWeightImpl> pack_weight(const TensorView& x2, int64_t rows
 }
 
 const PackedWeightImpl* check_packed_x2(const OpContext& ctx, const PackedWeight* packed,
-                                        const TensorView& x2, const WeightLayout& w, bool quantized,
+                                        const TensorView& x2, const WeightLayout& w,
                                         Device device) {
   if (packed == nullptr) return nullptr;
-  if (quantized)
-    ctx.invalid("packed_x2 with quantized x1 (SPEC §6) is not supported (pass x2 alone)");
   if (device.type != DeviceType::kCpu)
     ctx.invalid("packed_x2 with ", device_name(device),
                 " tensors is not supported (host tensors only)");
@@ -99,7 +137,7 @@ const PackedWeightImpl* check_packed_x2(const OpContext& ctx, const PackedWeight
                 ")", p.transposed ? " transposed" : "", " ld ", p.ld, " at ", p.source,
                 ") than this call's (", dtype_name(x2.dtype), " ", shape_str(x2),
                 w.transposed ? " transposed" : "", " ld ", w.ld, " at ", x2.data, ")");
-  return p.layout ? &p : nullptr;
+  return p.packed() ? &p : nullptr;
 }
 
 }  // namespace commfuse::ops
@@ -119,18 +157,21 @@ const ops::PackedWeightImpl& PackedWeight::impl() const {
 }
 
 bool PackedWeight::packed() const {
-  return impl().layout.has_value();
+  return impl().packed();
 }
 
 size_t PackedWeight::packed_bytes() const {
-  return impl().layout ? impl().layout->bytes : 0;
+  return impl().packed() ? impl().bytes : 0;
 }
 
 std::string PackedWeight::description() const {
   const ops::PackedWeightImpl& w = impl();
   std::string text = detail::cat("x2 ", dtype_name(w.dtype), " (", w.k, ", ", w.n, ")",
                                  w.transposed ? " transposed" : "", ": ");
-  if (!w.layout) return text + "not packed: " + w.why_not;
+  if (!w.packed()) return text + "not packed: " + w.why_not;
+  if (w.int_plan)
+    return text + detail::cat("prepared for the int8 GEMM of ", w.int_desc.m, " rows, ", w.bytes,
+                              " bytes: ", kernels::cpu::describe(*w.int_plan));
   const auto& l = *w.layout;
   return text + detail::cat("packed, ", l.bytes, " bytes, blocks of ", l.k_block * l.pair, " k x ",
                             l.n_block, " n (pairs of ", l.pair, ")");

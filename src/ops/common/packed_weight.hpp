@@ -1,8 +1,10 @@
 // What commfuse::PackedWeight holds (include/commfuse/commfuse.hpp): x2 packed once into the
-// blocked layout the native 16-bit GEMM reads (kernels/cpu/packed_b.hpp), and which x2 it
-// was packed from, so that each call can check it is given the same tensor. Ops take it
-// through WeightLayout::prepacked (tensor_checks.hpp): RowGemm reads the packed buffer
-// where its plan reads that layout, instead of packing x2 into the workspace per execute.
+// blocked layout the native 16-bit GEMM reads (kernels/cpu/packed_b.hpp), or an int8 x2 as
+// the int GEMM prepares it (kernels/cpu/int_matmul.hpp: prepare_b), and which x2 it was
+// packed from, so that each call can check it is given the same tensor. Ops take it through
+// WeightLayout::prepacked (tensor_checks.hpp) or their problem's packed_x2: RowGemm,
+// QuantRowGemm and alltoall_quant_matmul's QuantGemm read the packed buffer where their plan
+// reads that layout, instead of preparing x2 in the workspace per execute.
 #pragma once
 
 #include <commfuse/commfuse.hpp>
@@ -12,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "kernels/cpu/int_matmul.hpp"
 #include "kernels/cpu/packed_b.hpp"
 #include "ops/common/op_context.hpp"
 #include "ops/common/tensor_checks.hpp"
@@ -26,10 +29,17 @@ struct PackedWeightImpl {
   int64_t n = 0;
   bool transposed = false;
   int64_t ld = 0;
-  std::optional<kernels::cpu::PackedLayout> layout;  // none: nothing packed (see why_not)
+  // float16 / bfloat16: the packed layout; none: nothing packed (see why_not).
+  std::optional<kernels::cpu::PackedLayout> layout;
+  // int8: the int GEMM plan whose prepare_b wrote the buffer (its descriptor in int_desc,
+  // for the plan-cache key); null: nothing prepared (see why_not).
+  std::shared_ptr<const kernels::cpu::IntMatmulPlan> int_plan;
+  kernels::cpu::IntMatmulDesc int_desc;
   std::string why_not;
-  std::shared_ptr<uint8_t> buffer;  // layout->bytes, 64-byte aligned
+  std::shared_ptr<uint8_t> buffer;  // bytes, 64-byte aligned
+  size_t bytes = 0;
 
+  bool packed() const { return layout.has_value() || int_plan != nullptr; }
   const void* data() const { return buffer.get(); }
 };
 
@@ -37,10 +47,9 @@ struct PackedWeightImpl {
 std::unique_ptr<PackedWeightImpl> pack_weight(const TensorView& x2, int64_t rows);
 
 // An op's packed_x2 option, checked against the call's x2 (w: what check_x2 returned):
-// null, or packed from this very x2 (buffer, dtype, shape, strides); host tensors and float
-// x1 only. Returns the packed form the GEMMs may read (null: none, or nothing was packed).
+// null, or packed from this very x2 (buffer, dtype, shape, strides); host tensors only.
+// Returns the packed form the GEMMs may read (null: none, or nothing was packed).
 const PackedWeightImpl* check_packed_x2(const OpContext& ctx, const PackedWeight* packed,
-                                        const TensorView& x2, const WeightLayout& w, bool quantized,
-                                        Device device);
+                                        const TensorView& x2, const WeightLayout& w, Device device);
 
 }  // namespace commfuse::ops

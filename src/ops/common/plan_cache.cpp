@@ -50,6 +50,7 @@ PlanKey& PlanKey::add(const WeightLayout& w) {
   add(w.n).add(w.transposed ? 1 : 0).add(w.ld);
   // A prepacked x2's layout decides which GEMM plans read it (its buffer is bound per call).
   if (w.prepacked == nullptr) return add(0);
+  if (w.prepacked->int_plan) return add(2).add(w.prepacked->int_desc);
   const kernels::cpu::PackedLayout& l = *w.prepacked->layout;
   return add(1)
       .add(l.k_block)
@@ -59,6 +60,20 @@ PlanKey& PlanKey::add(const WeightLayout& w) {
       .add(l.n_stride)
       .add(l.padded_k)
       .add(l.padded_n);
+}
+
+PlanKey& PlanKey::add(const kernels::cpu::IntMatmulDesc& d) {
+  // The prepared layout follows from the descriptor (plan_int_matmul is deterministic per
+  // descriptor and thread count, which the key holds).
+  return add(d.m)
+      .add(d.k)
+      .add(d.n)
+      .add(d.lda)
+      .add(d.ldb)
+      .add(d.b_transposed ? 1 : 0)
+      .add(d.a_max)
+      .add(d.b_max)
+      .add(d.b_packed ? 1 : 0);
 }
 
 PlanKey& PlanKey::add(const BiasArg& b) {

@@ -12,6 +12,7 @@
 #include "kernels/cpu/int_matmul.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/small_m_int_gemm.hpp"
+#include "ops/common/packed_weight.hpp"
 
 namespace commfuse::ops {
 namespace {
@@ -111,7 +112,25 @@ void plan_quant_gemm(QuantGemmShape& s) {
       s.chunk_rows = p.chunk_rows;
     }
   }
-  s.int8_b_bytes = is_a8w8(s) && !s.small_m
+  s.int8_prepacked = false;
+  if (const PackedWeightImpl* pre = s.b.prepacked;
+      is_a8w8(s) && !s.small_m && pre != nullptr && pre->int_plan) {
+    // Prepared ahead: the packed chunking where the kernel reads packed b (preparing costs
+    // nothing now), provided the chunks' plan reads the layout prepared.
+    QuantGemmShape p = s;
+    p.int8_packed = cpu::reads_packed_b(*pre->int_plan);
+    if (p.int8_packed)
+      p.chunk_rows = std::max<int64_t>(
+          1,
+          std::min(std::clamp<int64_t>(kPackedAccBytes / (4 * s.n), kMinChunkRows, kMaxChunkRows),
+                   s.max_rows > 0 ? s.max_rows : kMaxChunkRows));
+    if (cpu::same_prepared_b(*cpu::plan_int_matmul(int_desc(p, p.chunk_rows)), *pre->int_plan)) {
+      s.int8_packed = p.int8_packed;
+      s.chunk_rows = p.chunk_rows;
+      s.int8_prepacked = true;
+    }
+  }
+  s.int8_b_bytes = is_a8w8(s) && !s.small_m && !s.int8_prepacked
                        ? cpu::prepared_b_bytes(*cpu::plan_int_matmul(int_desc(s, s.chunk_rows)))
                        : 0;
   if (!is_a8w8(s)) {
@@ -143,7 +162,8 @@ std::string describe_quant_gemm(const QuantGemmShape& s) {
   if (s.small_m)
     kernel = detail::cat("direct int8 kernel (<= ", cpu::kSmallIntRows, " rows, x2 read in place)");
   else if (is_a8w8(s))
-    kernel = cpu::describe(*cpu::plan_int_matmul(int_desc(s, s.chunk_rows)));
+    kernel = cpu::describe(*cpu::plan_int_matmul(int_desc(s, s.chunk_rows))) +
+             (s.int8_prepacked ? ", x2 prepacked (PackedWeight)" : "");
   else
     kernel =
         detail::cat(dtype_name(s.q.a_dtype), " x ", dtype_name(s.q.b_dtype), " decoded to ",
@@ -168,7 +188,10 @@ QuantRowGemm::QuantRowGemm(const QuantGemmShape& s, void* workspace) : s_(s) {
     const auto plan = cpu::plan_int_matmul(int_desc(s, s.chunk_rows));
     // The plan may differ from the planned one (the thread count changed since): its
     // prepared x2 must still fit the workspace, else x2 is read in place.
-    if (l.b_bytes == 0 || cpu::prepared_b_bytes(*plan) != l.b_bytes) {
+    if (s.int8_prepacked && cpu::same_prepared_b(*plan, *s.b.prepacked->int_plan)) {
+      b_ = s.b.prepacked->data();  // PackedWeight: prepared ahead of the call
+      if (s.int8_packed) packed_for_ = plan;
+    } else if (l.b_bytes == 0 || cpu::prepared_b_bytes(*plan) != l.b_bytes) {
       b_ = s.b.data;  // read in place
     } else {
       cpu::prepare_b(*plan, static_cast<const int8_t*>(s.b.data), ws + l.b);

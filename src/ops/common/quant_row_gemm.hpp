@@ -54,6 +54,9 @@ struct QuantGemmShape {
   // packing_pays; oneDNN's reorder only for several chunks).
   bool int8_packed = false;
   size_t int8_b_bytes = 0;  // A8W8: x2 as the planned kernel reads it (0: in place)
+  // A8W8 with an int8 x2 prepared ahead (b.prepacked, PackedWeight) in the layout the planned
+  // chunks read: the GEMMs read it there, nothing is prepared per execute (int8_b_bytes 0).
+  bool int8_prepacked = false;
 };
 
 // Chooses the chunk and the decoded type (after max_rows is set).

@@ -22,7 +22,7 @@ MatmulReduceProblem validate_matmul_reduce_scatter(const TensorView& x1, const T
   p.output = output.data;
   p.device = device;
   p.out_dtype = output.dtype;
-  p.x2.prepacked = check_packed_x2(ctx, options.packed_x2, x2, p.x2, p.quant.quantized(), device);
+  p.x2.prepacked = check_packed_x2(ctx, options.packed_x2, x2, p.x2, device);
   return p;
 }
 
