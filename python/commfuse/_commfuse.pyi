@@ -190,7 +190,7 @@ def matmul_all_reduce(x1: TensorRef, x2: TensorRef, group: str, output: TensorRe
     output (x1's leading dims, n) = Σ_s x1_s @ x2_s + bias, identical on every rank.
     """
 
-def alltoall_quant_matmul(x1: TensorRef, x2: TensorRef, x2_scale: TensorRef, group: str, output: TensorRef, all_to_all_out: TensorRef | None, bias: TensorRef | None, x1_scale: TensorRef | None, x1_quant_mode: int, x2_quant_mode: int, transpose_x2: bool, stream: int = 0) -> None:
+def alltoall_quant_matmul(x1: TensorRef, x2: TensorRef, x2_scale: TensorRef, group: str, output: TensorRef, all_to_all_out: TensorRef | None, bias: TensorRef | None, x1_scale: TensorRef | None, x1_quant_mode: int, x2_quant_mode: int, transpose_x2: bool, stream: int = 0, packed_x2: PackedWeight | None = None) -> None:
     """
     output (BS/R, N) = quantized permuted @ x2, dequantized with x2_scale (and the per-token scales) plus bias; all_to_all_out (BS/R, R*H) = permuted.
     """

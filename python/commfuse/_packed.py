@@ -13,22 +13,25 @@ from ._tensor import tensor_ref
 class PackedWeight:
     """``x2`` packed once into the blocked layout this machine's native 16-bit GEMM reads
     (oneDNN's brgemm on AVX512-BF16 / AMX), which it otherwise copies ``x2`` into on every
-    call: most of a decode step's time.
+    call: most of a decode step's time. An int8 ``x2`` (A8W8; alltoall_quant_matmul's
+    A16W8) is prepared as this machine's int8 GEMM reads it: oneDNN's s8 layout (VNNI /
+    AMX), or widened to float32 (4 bytes an element) without VNNI.
 
-    Pass it as ``packed_x2=`` to :func:`all_gather_base_mm`, :func:`mm_reduce_scatter_base`
-    or :func:`mm_all_reduce_base` together with the ``x2`` it was packed from: that array
+    Pass it as ``packed_x2=`` to :func:`all_gather_base_mm`, :func:`mm_reduce_scatter_base`,
+    :func:`mm_all_reduce_base` or :func:`alltoall_quant_matmul` (A16W8; with
+    ``transpose_x2=True`` pack ``x2.T``) together with the ``x2`` it was packed from: that array
     itself (the ops compare its address, dtype, shape and strides; another array is
     InvalidArgument), whose contents must not change while the packed form is used (pack
     again after updating it). It keeps ``x2`` alive. Where this machine's GEMM of ``rows``
     rows reads ``x2`` as given (float32; float16 or bfloat16 without a native kernel; the
     direct small-m kernel) nothing is packed, :attr:`packed` is False (:attr:`description`
-    says why) and the ops read ``x2`` as given. Not supported: quantized
-    input (SPEC §6), CUDA tensors.
+    says why) and the ops read ``x2`` as given. Not supported: fp8, HiFloat8 and int4
+    ``x2``, CUDA tensors.
 
     Args:
-        x2: (k, n) host array, float32, float16 or bfloat16 (``ml_dtypes.bfloat16`` or a
-            torch tensor); a transposed view of an (n, k) array (``w.T``) is packed as the
-            (k, n) matrix it shows.
+        x2: (k, n) host array, float32, float16, bfloat16 (``ml_dtypes.bfloat16`` or a
+            torch tensor) or int8; a transposed view of an (n, k) array (``w.T``) is packed
+            as the (k, n) matrix it shows.
         rows: the rows a call's GEMM usually takes at once (all_gather_base_mm: m·R; the
             reducing ops: m), which picks the layout; 0: 256.
     """

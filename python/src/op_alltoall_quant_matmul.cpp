@@ -21,7 +21,8 @@ void bind_alltoall_quant_matmul(nb::module_& m) {
       [](const TensorRef& x1, const TensorRef& x2, const TensorRef& x2_scale,
          const std::string& group, const TensorRef& output, const TensorRef* all_to_all_out,
          const TensorRef* bias, const TensorRef* x1_scale, int64_t x1_quant_mode,
-         int64_t x2_quant_mode, bool transpose_x2, uintptr_t stream) {
+         int64_t x2_quant_mode, bool transpose_x2, uintptr_t stream,
+         const PyPackedWeight* packed_x2) {
         constexpr const char* kOp = "alltoall_quant_matmul";
         check_output(kOp, group, "output", output);
         if (all_to_all_out != nullptr)
@@ -33,6 +34,7 @@ void bind_alltoall_quant_matmul(nb::module_& m) {
         options.x2_quant_mode = x2_quant_mode;
         options.transpose_x2 = transpose_x2;
         options.stream = reinterpret_cast<void*>(stream);  // CUDA arrays: a cudaStream_t
+        options.packed_x2 = packed_or_null(packed_x2);
         nb::gil_scoped_release release;
         alltoall_quant_matmul(x1.view, x2.view, x2_scale.view, group, output.view,
                               view_or_absent(all_to_all_out), options);
@@ -40,7 +42,7 @@ void bind_alltoall_quant_matmul(nb::module_& m) {
       nb::arg("x1"), nb::arg("x2"), nb::arg("x2_scale"), nb::arg("group"), nb::arg("output"),
       nb::arg("all_to_all_out").none(), nb::arg("bias").none(), nb::arg("x1_scale").none(),
       nb::arg("x1_quant_mode"), nb::arg("x2_quant_mode"), nb::arg("transpose_x2"),
-      nb::arg("stream") = 0,
+      nb::arg("stream") = 0, nb::arg("packed_x2").none() = nb::none(),
       "output (BS/R, N) = quantized permuted @ x2, dequantized with x2_scale (and the "
       "per-token scales) plus bias; all_to_all_out (BS/R, R*H) = permuted.");
 }

@@ -211,10 +211,10 @@ def test_alltoall_inputs_are_not_copied(monkeypatch):
     s, smooth, bias = np.ones(8, F32), np.ones(128, np.float16), np.ones(8, F32)
     out = np.empty((4, 8), np.float16)
     commfuse.alltoall_quant_matmul(x1, x2, s, "g", 1, bias=bias, x1_scale=smooth, out=out)
-    x1r, x2r, sr, group, outr, a2ar, br, x1sr, m1, m2, t, stream = seen["q"]
+    x1r, x2r, sr, group, outr, a2ar, br, x1sr, m1, m2, t, stream, packed_x2 = seen["q"]
     assert [r.data_ptr for r in (x1r, x2r, sr, outr, br, x1sr)] == [
         ptr(a) for a in (x1, x2, s, out, bias, smooth)]
-    assert (group, a2ar, m1, m2, t, stream) == ("g", None, 7, 2, False, 0)
+    assert (group, a2ar, m1, m2, t, stream, packed_x2) == ("g", None, 7, 2, False, 0, None)
     packed = np.zeros((128, 4), np.uint8)
     commfuse.alltoall_quant_matmul(x1, packed, s, "g", 1, x2_dtype="int4",
                                    return_alltoall_out=True)

@@ -1,8 +1,10 @@
 """commfuse.PackedWeight: x2 packed once and passed as packed_x2 to the three matmul
 operators gives the results of the calls without it (exact integer inputs, every dtype, x2
-row-major and transposed, fast and general paths); another array's packed form, a wrong
+row-major and transposed, fast and general paths); an int8 x2 prepared once gives A8W8's
+and alltoall_quant_matmul A16W8's bits without it; another array's packed form, a wrong
 type and bad weights are InvalidArgument, and the group stays usable."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -84,8 +86,8 @@ def test_packed_x2_of_another_array_is_rejected(world_size):
 def test_bad_weights_are_rejected():
     with pytest.raises(commfuse.InvalidArgument, match="PackedWeight: x2 must be 2-D"):
         commfuse.PackedWeight(np.ones((2, 3, 4), np.float32))
-    with pytest.raises(commfuse.InvalidArgument, match="quantized x2 is not supported"):
-        commfuse.PackedWeight(np.ones((4, 4), np.int8))
+    with pytest.raises(commfuse.InvalidArgument, match="quantized x2 dtypes are not supported"):
+        commfuse.PackedWeight(np.ones((4, 4), ml_dtypes.float8_e4m3fn))
     with pytest.raises(commfuse.InvalidArgument, match="rows is -1"):
         commfuse.PackedWeight(np.ones((4, 4), np.float32), -1)
 
@@ -111,3 +113,45 @@ def _one_rank_wrong_body(rank):
 
 def test_one_rank_with_a_wrong_packed_x2_fails_its_peers_naming_it():
     assert run(_one_rank_wrong_body, 2) == [True, True]
+
+
+def _int8_body(rank):
+    with commfuse.init() as comm:
+        R = comm.world_size
+        m, k, n = 40, 64, 96
+        g = np.random.default_rng(50 + rank)
+        for transposed in (False, True):
+            w = g.integers(-128, 128, (k, n)).astype(np.int8)
+            x2 = np.ascontiguousarray(w.T).T if transposed else w
+            x1 = g.integers(-128, 128, (m, k)).astype(np.int8)
+            s1 = g.uniform(0.01, 0.1, m).astype(np.float32)
+            s2 = g.uniform(0.01, 0.1, n).astype(np.float32)
+            pw = commfuse.PackedWeight(x2, m * R)
+            assert "x2 int8" in pw.description and (pw.packed_bytes > 0) == pw.packed
+            kw = dict(x1_scale=s1, x2_scale=s2)
+            want, _ = commfuse.all_gather_base_mm(x1, x2, comm.name, R, **kw)
+            got, _ = commfuse.all_gather_base_mm(x1, x2, comm.name, R, packed_x2=pw, **kw)
+            np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+            want = commfuse.mm_all_reduce_base(x1, x2, comm.name, **kw)
+            got = commfuse.mm_all_reduce_base(x1, x2, comm.name, packed_x2=pw, **kw)
+            np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+            # alltoall_quant_matmul A16W8: x2 (R*H, N), or (N, R*H) with transpose_x2 and
+            # the PackedWeight of its .T.
+            H, BS = 32, 8 * R
+            wa = g.integers(-127, 128, (R * H, n)).astype(np.int8)
+            xa = np.ascontiguousarray(wa.T) if transposed else wa
+            pa = commfuse.PackedWeight(xa.T if transposed else xa, BS // R)
+            act = g.standard_normal((BS, H)).astype(ml_dtypes.bfloat16)
+            want, _ = commfuse.alltoall_quant_matmul(act, xa, s2, comm, R, transpose_x2=transposed)
+            got, _ = commfuse.alltoall_quant_matmul(act, xa, s2, comm, R, transpose_x2=transposed,
+                                                    packed_x2=pa)
+            np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+            with pytest.raises(commfuse.InvalidArgument, match="packed from another x2"):
+                commfuse.alltoall_quant_matmul(act, xa, s2, comm, R, transpose_x2=transposed,
+                                               packed_x2=commfuse.PackedWeight(xa.copy()))
+        return True
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_int8_x2_prepared_ahead_gives_the_same_bits(world_size):
+    assert run(_int8_body, world_size) == [True] * world_size

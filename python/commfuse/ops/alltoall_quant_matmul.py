@@ -7,6 +7,7 @@ from typing import Any, Optional
 import numpy.typing as npt
 
 from .. import _commfuse
+from .._packed import PackedWeight, native_packed
 from .._tensor import Args, dim, group_name, stream_of
 from ._quant_common import check_world_size, dtype_arg, maybe_int4_input, unpack
 
@@ -18,7 +19,8 @@ def alltoall_quant_matmul(x1: Any, x2: Any, x2_scale: Any, hcom: Any, world_size
                           output_dtype: Optional[npt.DTypeLike] = None,
                           x1_dtype: Optional[npt.DTypeLike] = None,
                           x2_dtype: Optional[npt.DTypeLike] = None, out: Any = None,
-                          alltoall_out: Any = None) -> tuple[Any, Any]:
+                          alltoall_out: Any = None,
+                          packed_x2: Optional[PackedWeight] = None) -> tuple[Any, Any]:
     """All-to-all the token rows of ``x1``, quantize them per token, multiply by ``x2``.
 
     On rank r, ``permuted[i, s*H:(s+1)*H] = x1 of rank s, row r*BS/R + i`` (shape
@@ -62,6 +64,10 @@ def alltoall_quant_matmul(x1: Any, x2: Any, x2_scale: Any, hcom: Any, world_size
         out: optional (BS/R, N) buffer for the output, written in place and returned.
         alltoall_out: optional (BS/R, R*H) buffer in x1's dtype (packed uint8 for int4);
             implies ``return_alltoall_out``.
+        packed_x2: A16W8 only: an optional :class:`commfuse.PackedWeight` made from this
+            very int8 ``x2`` as the (R*H, N) matrix: ``x2`` itself, or ``x2.T`` with
+            ``transpose_x2=True``. The GEMM then reads x2 as prepared there instead of
+            preparing it on every call.
 
     Returns:
         ``(output, alltoall_out)``: alltoall_out is None unless asked for. For an
@@ -97,7 +103,7 @@ def alltoall_quant_matmul(x1: Any, x2: Any, x2_scale: Any, hcom: Any, world_size
             a2a, a2ar = a.output(alltoall_out, "alltoall_out", shape, x1r.dtype, like=like)
     _commfuse.alltoall_quant_matmul(x1r, x2r, scaler, group, outr, a2ar, biasr, x1sr,
                                     int(x1_quant_mode), int(x2_quant_mode), bool(transpose_x2),
-                                    stream_of(x1))
+                                    stream_of(x1), native_packed(packed_x2))
     if a2a is not None and alltoall_out is None and x1_unpacked:
         a2a = unpack(a2a)
     return output, a2a
