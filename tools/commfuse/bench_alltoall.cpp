@@ -18,11 +18,13 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "algo_scope.hpp"
 #include "bench_buffer.hpp"
+#include "bench_gemm.hpp"
 #include "bench_options.hpp"
 #include "bench_timing.hpp"
 #include "core/error.hpp"
@@ -82,8 +84,14 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
   std::unique_ptr<AlltoAllQuantMatmulPlan> qplan, uplan;
   std::unique_ptr<AlltoAllMatmulPlan> mplan;
   std::vector<float> ws, uws;
+  // --packed-x2 1 (A16W8): the int8 x2 prepared once ahead for the fused op and its unfused
+  // algorithm, and path (b)'s 16-bit x2 packed once too (BenchGemm).
+  CF_CHECK_ARG(o.packed_x2 == 0 || !w4, "bench: --packed-x2 1 takes --combo a16w8 (int8 x2)");
+  std::optional<PackedWeight> packed;
+  if (o.packed_x2 != 0 && quant) packed.emplace(TensorView(x2q.data(), DType::kInt8, {k, n}), rows);
   if (quant) {
     AlltoAllQuantMatmulOptions qo;
+    qo.packed_x2 = packed ? &*packed : nullptr;
     qo.x1_quant_mode = a4w4 ? 3 : 7;
     if (a4w4) qo.x1_scale = TensorView(token.data(), DType::kFloat32, {o.bs});
     auto make = [&](Bytes& out) {
@@ -121,10 +129,11 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
   // (b) the unquantized path.
   std::function<void()> half_path;
   if (!a4w4) {
-    const auto md = cpu::dense_matmul_desc(rows, k, n, t);
-    half_path = [&, md] {
+    const BenchGemm gemm(cpu::dense_matmul_desc(rows, k, n, t),
+                         o.packed_x2 != 0 ? x2h.data() : nullptr);
+    half_path = [&, gemm] {
       permute();
-      cpu::matmul(md, perm.data(), x2h.data(), nullptr, out_half.data());
+      gemm(perm.data(), x2h.data(), out_half.data());
     };
   }
 
@@ -134,12 +143,8 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
     if (unfused) unfused();
     if (half_path) half_path();
   }
-  std::vector<double> tf, tu, th;
-  for (int r = 0; r < o.rounds; ++r) {
-    tf.push_back(warm_time_us(fused, iters));
-    if (unfused) tu.push_back(warm_time_us(unfused, iters));
-    if (half_path) th.push_back(warm_time_us(half_path, iters));
-  }
+  const auto times = time_rounds({&fused, &unfused, &half_path}, iters, o.rounds);
+  const std::vector<double>&tf = times[0], &tu = times[1], &th = times[2];
   uint64_t wrong = 0, total_wrong = 0;
   if (unfused)
     for (size_t i = 0; i < out_fused.size(); i += hes)
@@ -154,6 +159,9 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
     std::printf("# commfuse bench %s: %d ranks, transport %s, median of %d rounds x %d iters\n",
                 o.op.c_str(), R, comm.transport_name(), o.rounds, iters);
     std::printf("# fused schedule: %s\n", sched.c_str());
+    if (packed)
+      std::printf("# --packed-x2 1: x2 prepared once, before the timed calls: %s\n",
+                  packed->description().c_str());
     if (uplan)
       std::printf(
           "# unfused_quant: %s: all_to_all, permute, quantize, int GEMM, dequant (separate "

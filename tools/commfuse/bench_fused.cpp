@@ -65,9 +65,6 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
   const DType t = dtype_from_name(o.dtype);
   if (t == DType::kInt8 || t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2 ||
       t == DType::kHiFloat8) {
-    CF_CHECK_ARG(o.packed_x2 == 0,
-                 "bench: --packed-x2 1 takes float32, float16 or bfloat16 "
-                 "(quantized x1 takes no packed weight)");
     return run_quant_matmul_bench(o, comm, json);
   }
   CF_CHECK_ARG(t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16,

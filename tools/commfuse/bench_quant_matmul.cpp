@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,12 +70,14 @@ struct OpShape {
 };
 
 Planned plan_op(const OpShape& s, const std::string& group, int R, DType t, void* a, void* b,
-                void* c, void* g, const TensorView* s1, const TensorView* s2, int64_t comm_turn) {
+                void* c, void* g, const TensorView* s1, const TensorView* s2, int64_t comm_turn,
+                const PackedWeight* packed) {
   const TensorView x1(a, t, {s.x1_rows, s.k}), x2(b, t, {s.k, s.n});
   const TensorView out(c, DType::kBFloat16, {s.out_rows, s.n});
   if (s.op == "all_gather_matmul") {
     AllGatherMatmulOptions o;
     o.comm_turn = comm_turn;
+    o.packed_x2 = packed;
     if (s1) o.x1_scale = *s1;
     if (s2) o.x2_scale = *s2;
     return planned(std::make_shared<AllGatherMatmulPlan>(x1, x2, group, R, out,
@@ -82,6 +85,7 @@ Planned plan_op(const OpShape& s, const std::string& group, int R, DType t, void
   }
   MatmulReduceOptions o;
   o.comm_turn = comm_turn;
+  o.packed_x2 = packed;
   if (s1) o.x1_scale = *s1;
   if (s2) o.x2_scale = *s2;
   if (s.op == "matmul_reduce_scatter")
@@ -126,11 +130,20 @@ int run_quant_matmul_bench(const BenchOptions& o, Comm& comm, FILE* json) {
   convert(x1.data(), q, x1b.data(), bf16, mk);
   convert(x2.data(), q, x2b.data(), bf16, kn);
 
+  // --packed-x2 1: both x2s prepared once ahead (PackedWeight), for the GEMM's rows.
+  CF_CHECK_ARG(o.packed_x2 == 0 || q == DType::kInt8,
+               "bench: --packed-x2 1 takes int8 of the quantized dtypes (A8W8)");
+  std::optional<PackedWeight> packed_q, packed_b;
+  if (o.packed_x2 != 0) {
+    packed_q.emplace(TensorView(x2.data(), q, {k, n}), o.m);
+    packed_b.emplace(TensorView(x2b.data(), bf16, {k, n}), o.m);
+  }
   // The op as the algorithm list chooses it, and its unfused algorithm forced.
   auto make = [&](bool unfused, DType t, void* a, void* b, void* c, void* g, bool quant) {
     auto plan = [&] {
+      const std::optional<PackedWeight>& pw = quant ? packed_q : packed_b;
       return plan_op(shape, name, R, t, a, b, c, g, quant ? &s1v : nullptr, quant ? &s2v : nullptr,
-                     o.comm_turn);
+                     o.comm_turn, pw ? &*pw : nullptr);
     };
     return unfused ? with_algorithm(shape.op + ":unfused", plan) : plan();
   };

@@ -42,4 +42,22 @@ inline double warm_time_us(const std::function<void()>& f, int iters) {
   return time_us(f, iters);
 }
 
+// warm_time_us of each variant (null: skipped) in `rounds` rounds, the variants taking turns
+// in each; times[v] holds variant v's rounds. The variant that starts a round rotates: a
+// variant that follows one thrashing the memory (alltoall_quant_matmul's float path under
+// the avx2 cap widens its x2 to 64 MiB of fp32 every call) ran its next calls up to 1.5x
+// slower for several calls, a bias a fixed order gives one variant every round.
+inline std::vector<std::vector<double>> time_rounds(
+    const std::vector<const std::function<void()>*>& variants, int iters, int rounds) {
+  const size_t count = variants.size();
+  std::vector<std::vector<double>> times(count);
+  for (int r = 0; r < rounds; ++r)
+    for (size_t i = 0; i < count; ++i) {
+      const size_t v = (static_cast<size_t>(r) + i) % count;
+      if (variants[v] != nullptr && *variants[v])
+        times[v].push_back(warm_time_us(*variants[v], iters));
+    }
+  return times;
+}
+
 }  // namespace commfuse::cli
