@@ -229,7 +229,10 @@ struct PackedWeightImpl;
 // given. An int8 x2 (SPEC §6 A8W8; alltoall_quant_matmul A16W8, AlltoAllQuantMatmulOptions::
 // packed_x2) is prepared as this machine's int8 GEMM reads it: packed into oneDNN's s8
 // layout (VNNI / AMX), or widened to float32 (4 bytes an element) where the exact
-// f32-blocked path multiplies it (no VNNI). Not supported (InvalidArgument): other
+// f32-blocked path multiplies it (no VNNI: whatever `rows`, though an A8W8 call of at most
+// 32 rows runs a direct kernel on x2 in place there and reads none of it; description()
+// says which form was made, COMMFUSE_VERBOSE=1 which plan reads it). Not supported
+// (InvalidArgument): other
 // quantized x2 (FP8, HiFloat8, int4), CUDA tensors. Host memory only; immutable once made, so one
 // object may serve concurrent calls. The plans made with it read its packed form when they execute:
 // the object holding it (a move carries it along; move-assigning over it frees it) must outlive
@@ -415,8 +418,10 @@ struct AlltoAllQuantMatmulOptions {
   // that form in device scratch each call): the cudaStream_t, as AllGatherMatmulOptions::stream.
   void* stream = nullptr;
   // A16W8: the int8 x2 prepared ahead of the calls (PackedWeight), made from x2 as a (R*H, N)
-  // view: x2 itself, or with transpose_x2 its (N, R*H) buffer's transposed view. Host only;
-  // A16W4 / A4W4 (int4 x2): not supported. Null: none.
+  // view: x2 itself, or with transpose_x2 its (N, R*H) buffer's transposed view, for
+  // rows = BS/R (the rows each rank multiplies; the GEMM runs in blocks of up to 64 of them
+  // at N = 4096, whose plan must read the layout prepared, else x2 is prepared per call as
+  // without it). Host only; A16W4 / A4W4 (int4 x2): not supported. Null: none.
   const PackedWeight* packed_x2 = nullptr;
 };
 
@@ -426,6 +431,7 @@ struct AlltoAllMatmulOptions {
   std::optional<std::vector<int64_t>> all_to_all_axes;  // absent or {-2, -1}
   bool transpose_x1 = false;                            // reserved: must be false
   void* stream = nullptr;  // CUDA device tensors, as AllGatherMatmulOptions::stream
+  const PackedWeight* packed_x2 = nullptr;  // not supported: must be null
 };
 
 // Plan then execute, as AllGatherMatmulPlan. x2_scale: float32 (N,). output (BS/R, N):

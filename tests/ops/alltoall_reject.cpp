@@ -188,6 +188,19 @@ int case_alltoall_reject(commfuse::Comm& comm) {
         a.o.transpose_x2 = true;
         a.o.packed_x2 = &other_t;  // the (k, n) buffer's view: another layout
       });
+    // Square weights (N = R*H): x2's (N, R*H) buffer packed as given instead of its .t() has
+    // the right shape; only its layout (row-major, not transposed) tells them apart.
+    {
+      const commfuse::PackedWeight as_given(TensorView(i, I8, {k, k}));
+      q("packed_x2 of x2 as given with transposeX2, square", INV,
+        {"packed_x2 was packed from another x2", "transposed"}, [&](QArgs& a) {
+          a.x2 = TensorView(i, I8, {k, k});
+          a.scale = TensorView(i, F32, {k});
+          a.out = TensorView(o, F16, {rows, k});
+          a.o.transpose_x2 = true;
+          a.o.packed_x2 = &as_given;
+        });
+    }
     q("packed_x2 with A4W4", INV, {"packed_x2 with A4W4", "not supported"}, [&](QArgs& a) {
       a4w4(a);
       a.o.packed_x2 = &plain;
@@ -243,6 +256,27 @@ int case_alltoall_reject(commfuse::Comm& comm) {
     m("data-movement x1", INV, {"x1 dtype"}, TensorView(i, dt, {bs, h}), TensorView(i, dt, {k, n}),
       TensorView(o, dt, {rows, n}), {});
   m("x2 dtype", INV, {"x2 dtype"}, mx1, TensorView(i, BF16, {k, n}), mout, {});
+  {  // packed_x2: not supported, in C++ and through the C x2 descriptor
+    const commfuse::PackedWeight pw(mx2);
+    commfuse::AlltoAllMatmulOptions mo;
+    mo.packed_x2 = &pw;
+    m("packed_x2", INV, {"packed_x2 is not supported"}, mx1, mx2, mout, mo);
+    auto* t1 = commfuseCreateTensor(mx1.shape, 2, nullptr, COMMFUSE_FLOAT16, i);
+    auto* t2 = commfuseCreateTensor(mx2.shape, 2, nullptr, COMMFUSE_FLOAT16, i);
+    auto* to = commfuseCreateTensor(mout.shape, 2, nullptr, COMMFUSE_FLOAT16, o);
+    commfusePackedWeight_t* cw = commfuseCreatePackedWeight(t2, 0);
+    commfuseSetTensorPackedWeight(t2, cw);
+    uint64_t ws = 0;
+    commfuseOpExecutor_t* ex = nullptr;
+    const commfuseStatus_t st = commfuseAlltoAllMatmulGetWorkspaceSize(
+        t1, t2, nullptr, comm.name().c_str(), nullptr, 0, 0, to, nullptr, &ws, &ex);
+    EXPECT(st == COMMFUSE_PARAM_INVALID &&
+               std::strstr(commfuseGetLastErrorMessage(), "packed_x2 is not supported"),
+           "C alltoall_matmul packed_x2: %d %s", static_cast<int>(st),
+           commfuseGetLastErrorMessage());
+    for (auto* t : {t1, t2, to}) commfuseDestroyTensor(t);
+    commfuseDestroyPackedWeight(cw);
+  }
   m("x2 dim 0", INV, {"x2 dim 0"}, mx1, TensorView(i, F16, {k + 2, n}), mout, {});
   m("output shape", INV, {"output shape"}, mx1, mx2, TensorView(o, F16, {rows, n + 1}), {});
   commfuse::AlltoAllMatmulOptions t1;

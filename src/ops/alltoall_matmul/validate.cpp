@@ -16,6 +16,8 @@ AlltoAllMatmulProblem validate_alltoall_matmul(const TensorView& x1, const Tenso
                                             {"bias", given(o.bias)}});
   const int R = ctx.world_size();
   if (o.transpose_x1) ctx.invalid("transposeX1 is true but x1 may not be transposed");
+  if (o.packed_x2 != nullptr)
+    ctx.invalid("packed_x2 is not supported by alltoall_matmul (pass x2 alone)");
   check_alltoall_axes(ctx, o.all_to_all_axes);
   check_present(ctx, "x1", x1);
   check_ndim(ctx, "x1", x1, 2);

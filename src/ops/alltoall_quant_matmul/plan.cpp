@@ -198,7 +198,7 @@ PlanKey plan_key(const AlltoAllQuantMatmulProblem& p) {
   key.add(p.all_to_all_out != nullptr ? 1 : 0);
   // A prepared x2's layout decides whether the plan reads it (its buffer is bound per call).
   if (p.packed_x2 != nullptr && p.packed_x2->int_plan)
-    key.add(1).add(p.packed_x2->int_desc);
+    key.add(1).add(*p.packed_x2);
   else
     key.add(0);
   return key;

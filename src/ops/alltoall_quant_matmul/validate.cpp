@@ -120,14 +120,11 @@ AlltoAllQuantMatmulProblem validate_alltoall_quant_matmul(
     if (p.combo != QuantCombo::kA16W8)
       ctx.invalid("packed_x2 with ", combo_name(p.combo),
                   " (int4 x2) is not supported (A16W8's int8 x2 only)");
-    // The (R*H, N) view PackedWeight was made from: x2, or its (N, R*H) buffer transposed.
+    // The (R*H, N) view PackedWeight was made from: x2, or its (N, R*H) buffer transposed,
+    // read by PackedWeight's own layout rule (a dense x2 always has one).
+    const TensorView view = o.transpose_x2 ? x2.t() : x2;
     WeightLayout w;
-    w.data = x2.data;
-    w.n = p.n;
-    w.transposed = o.transpose_x2;
-    w.ld = x2.shape[1];
-    TensorView view = x2;
-    if (o.transpose_x2) view = x2.t();
+    if (!weight_layout(view, w)) ctx.invalid("x2's strides have no (R*H, N) layout");
     p.packed_x2 = check_packed_x2(ctx, o.packed_x2, view, w, device);
   }
 

@@ -5,6 +5,7 @@
 #include "core/error.hpp"
 #include "core/trace.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/threads.hpp"
 #include "ops/common/call_workspace.hpp"
 
 namespace commfuse::ops {
@@ -68,6 +69,7 @@ void prepare_int8(PackedWeightImpl& w, const TensorView& x2, int64_t rows) {
   d.b_max = 128;
   d.b_packed = true;
   auto plan = kernels::cpu::plan_int_matmul(d);
+  w.int_threads = kernels::cpu::compute_threads();
   const size_t bytes = kernels::cpu::prepared_b_bytes(*plan);
   if (bytes == 0) {
     w.why_not = detail::cat("the int8 GEMM of ", rows,

@@ -35,6 +35,7 @@ struct PackedWeightImpl {
   // for the plan-cache key); null: nothing prepared (see why_not).
   std::shared_ptr<const kernels::cpu::IntMatmulPlan> int_plan;
   kernels::cpu::IntMatmulDesc int_desc;
+  int int_threads = 0;  // the compute threads int_plan was made for (its layout may follow)
   std::string why_not;
   std::shared_ptr<uint8_t> buffer;  // bytes, 64-byte aligned
   size_t bytes = 0;

@@ -50,7 +50,7 @@ PlanKey& PlanKey::add(const WeightLayout& w) {
   add(w.n).add(w.transposed ? 1 : 0).add(w.ld);
   // A prepacked x2's layout decides which GEMM plans read it (its buffer is bound per call).
   if (w.prepacked == nullptr) return add(0);
-  if (w.prepacked->int_plan) return add(2).add(w.prepacked->int_desc);
+  if (w.prepacked->int_plan) return add(2).add(*w.prepacked);
   const kernels::cpu::PackedLayout& l = *w.prepacked->layout;
   return add(1)
       .add(l.k_block)
@@ -62,9 +62,11 @@ PlanKey& PlanKey::add(const WeightLayout& w) {
       .add(l.padded_n);
 }
 
-PlanKey& PlanKey::add(const kernels::cpu::IntMatmulDesc& d) {
-  // The prepared layout follows from the descriptor (plan_int_matmul is deterministic per
-  // descriptor and thread count, which the key holds).
+PlanKey& PlanKey::add(const PackedWeightImpl& w) {
+  // An int8 x2's prepared layout follows from its plan's descriptor and the thread count it
+  // was made for (plan_int_matmul is deterministic in both), whatever this call's count.
+  const kernels::cpu::IntMatmulDesc& d = w.int_desc;
+  add(w.int_threads);
   return add(d.m)
       .add(d.k)
       .add(d.n)

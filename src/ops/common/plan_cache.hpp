@@ -19,7 +19,6 @@
 #include <unordered_map>
 #include <utility>
 
-#include "kernels/cpu/int_matmul.hpp"
 #include "ops/common/quant_operands.hpp"
 #include "ops/common/tensor_checks.hpp"
 
@@ -37,10 +36,10 @@ class PlanKey {
     return *this;
   }
   PlanKey& add(std::string_view s);
-  PlanKey& add(const WeightLayout& w);  // n, layout, ld, a prepacked form's layout; no pointer
-  PlanKey& add(const BiasArg& b);       // present, dtype
-  PlanKey& add(const kernels::cpu::IntMatmulDesc& d);  // a prepared int8 x2's GEMM
-  PlanKey& add(const QuantScales& q);  // mode, dtypes, which scales, their granularity
+  PlanKey& add(const WeightLayout& w);      // n, layout, ld, a prepacked form's layout; no pointer
+  PlanKey& add(const BiasArg& b);           // present, dtype
+  PlanKey& add(const PackedWeightImpl& w);  // a prepared int8 x2: its plan's descriptor, threads
+  PlanKey& add(const QuantScales& q);       // mode, dtypes, which scales, their granularity
 
   const std::string& bytes() const { return bytes_; }
 
