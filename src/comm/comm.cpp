@@ -2,6 +2,7 @@
 // communication), the name registry, and dispatch to the transport.
 #include <commfuse/commfuse.hpp>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 
@@ -18,6 +19,18 @@ namespace {
 // Live communicators by name. Guarded: comms may be created from several threads.
 std::mutex g_registry_mu;
 std::map<std::string, Comm*, std::less<>> g_registry;
+// Bumped (under the mutex) whenever a communicator comes or goes: a thread's last lookup
+// (find_comm) stays valid while it is unchanged.
+std::atomic<uint64_t> g_registry_generation{1};
+
+// The calling thread's last find_comm: every operator call looks its group up, and a tiny
+// op measured the mutex and the map as part of its fixed cost.
+struct LastLookup {
+  uint64_t generation = 0;
+  std::string name;
+  Comm* comm = nullptr;
+};
+thread_local LastLookup t_last_lookup;
 
 }  // namespace
 
@@ -82,6 +95,7 @@ Comm::Comm(int rank, int world_size, std::string_view init_method)
 Comm::Comm(std::unique_ptr<comm::CommImpl> impl) : impl_(std::move(impl)) {
   std::lock_guard<std::mutex> lock(comm::g_registry_mu);
   comm::g_registry[impl_->name()] = this;
+  comm::g_registry_generation.fetch_add(1, std::memory_order_release);
 }
 
 std::unique_ptr<Comm> Comm::from_env() {
@@ -91,6 +105,7 @@ std::unique_ptr<Comm> Comm::from_env() {
 Comm::~Comm() {
   std::lock_guard<std::mutex> lock(comm::g_registry_mu);
   comm::g_registry.erase(impl_->name());
+  comm::g_registry_generation.fetch_add(1, std::memory_order_release);
 }
 
 int Comm::rank() const {
@@ -152,6 +167,10 @@ void Comm::all_to_all(const void* src, void* dst, size_t count, DType dtype) {
 }
 
 Comm& find_comm(std::string_view name) {
+  comm::LastLookup& last = comm::t_last_lookup;
+  const uint64_t generation = comm::g_registry_generation.load(std::memory_order_acquire);
+  if (last.comm != nullptr && last.generation == generation && last.name == name)
+    return *last.comm;
   std::lock_guard<std::mutex> lock(comm::g_registry_mu);
   auto it = comm::g_registry.find(name);
   if (it == comm::g_registry.end()) {
@@ -161,6 +180,10 @@ Comm& find_comm(std::string_view name) {
                          detail::cat("unknown group '", name, "' (live communicators: ",
                                      known.empty() ? "none" : known, ")"));
   }
+  // The generation read under the mutex: no communicator came or went since.
+  last.generation = comm::g_registry_generation.load(std::memory_order_relaxed);
+  last.name.assign(name);
+  last.comm = it->second;
   return *it->second;
 }
 
