@@ -431,7 +431,9 @@ struct AlltoAllMatmulOptions {
   std::optional<std::vector<int64_t>> all_to_all_axes;  // absent or {-2, -1}
   bool transpose_x1 = false;                            // reserved: must be false
   void* stream = nullptr;  // CUDA device tensors, as AllGatherMatmulOptions::stream
-  const PackedWeight* packed_x2 = nullptr;  // not supported: must be null
+  // x2 packed ahead of the calls (PackedWeight, 16-bit x2 where this machine's kernel reads
+  // it packed), made as AlltoAllQuantMatmulOptions::packed_x2 says; null: none.
+  const PackedWeight* packed_x2 = nullptr;
 };
 
 // Plan then execute, as AllGatherMatmulPlan. x2_scale: float32 (N,). output (BS/R, N):

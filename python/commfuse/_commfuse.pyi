@@ -195,7 +195,7 @@ def alltoall_quant_matmul(x1: TensorRef, x2: TensorRef, x2_scale: TensorRef, gro
     output (BS/R, N) = quantized permuted @ x2, dequantized with x2_scale (and the per-token scales) plus bias; all_to_all_out (BS/R, R*H) = permuted.
     """
 
-def alltoall_matmul(x1: TensorRef, x2: TensorRef, group: str, output: TensorRef, all_to_all_out: TensorRef | None, bias: TensorRef | None, transpose_x2: bool, stream: int = 0) -> None:
+def alltoall_matmul(x1: TensorRef, x2: TensorRef, group: str, output: TensorRef, all_to_all_out: TensorRef | None, bias: TensorRef | None, transpose_x2: bool, stream: int = 0, packed_x2: PackedWeight | None = None) -> None:
     """
     output (BS/R, N) = permuted @ x2 + bias; all_to_all_out (BS/R, R*H) = permuted.
     """

@@ -20,8 +20,8 @@ class PackedWeight:
     BS/R, the rows each rank multiplies.
 
     Pass it as ``packed_x2=`` to :func:`all_gather_base_mm`, :func:`mm_reduce_scatter_base`,
-    :func:`mm_all_reduce_base` or :func:`alltoall_quant_matmul` (A16W8; with
-    ``transpose_x2=True`` pack ``x2.T``) together with the ``x2`` it was packed from: that array
+    :func:`mm_all_reduce_base`, :func:`alltoall_matmul` or :func:`alltoall_quant_matmul`
+    (A16W8) (the alltoall ops with ``transpose_x2=True``: pack ``x2.T``) together with the ``x2`` it was packed from: that array
     itself (the ops compare its address, dtype, shape and strides; another array is
     InvalidArgument), whose contents must not change while the packed form is used (pack
     again after updating it). It keeps ``x2`` alive. Where this machine's GEMM of ``rows``

@@ -19,7 +19,7 @@ void bind_alltoall_matmul(nb::module_& m) {
       "alltoall_matmul",
       [](const TensorRef& x1, const TensorRef& x2, const std::string& group,
          const TensorRef& output, const TensorRef* all_to_all_out, const TensorRef* bias,
-         bool transpose_x2, uintptr_t stream) {
+         bool transpose_x2, uintptr_t stream, const PyPackedWeight* packed_x2) {
         constexpr const char* kOp = "alltoall_matmul";
         check_output(kOp, group, "output", output);
         if (all_to_all_out != nullptr)
@@ -28,13 +28,14 @@ void bind_alltoall_matmul(nb::module_& m) {
         if (bias != nullptr) options.bias = bias->view;
         options.transpose_x2 = transpose_x2;
         options.stream = reinterpret_cast<void*>(stream);  // CUDA arrays: a cudaStream_t
+        options.packed_x2 = packed_or_null(packed_x2);
         nb::gil_scoped_release release;
         alltoall_matmul(x1.view, x2.view, group, output.view, view_or_absent(all_to_all_out),
                         options);
       },
       nb::arg("x1"), nb::arg("x2"), nb::arg("group"), nb::arg("output"),
       nb::arg("all_to_all_out").none(), nb::arg("bias").none(), nb::arg("transpose_x2"),
-      nb::arg("stream") = 0,
+      nb::arg("stream") = 0, nb::arg("packed_x2").none() = nb::none(),
       "output (BS/R, N) = permuted @ x2 + bias; all_to_all_out (BS/R, R*H) = permuted.");
 }
 

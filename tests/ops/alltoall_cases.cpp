@@ -289,7 +289,7 @@ void run_quant_case(commfuse::Comm& comm, const QCase& c, uint64_t tag, bool via
 }
 
 void run_float_case(commfuse::Comm& comm, DType t, Bias bk, bool transposed, bool a2a_out,
-                    int64_t rows, uint64_t tag) {
+                    int64_t rows, uint64_t tag, bool packed = false) {
   const int R = comm.world_size(), me = comm.rank();
   const int64_t h = 12, n = 10, bs = rows * R, k = h * R;
   auto x1_of = [&](int s) {
@@ -311,11 +311,13 @@ void run_float_case(commfuse::Comm& comm, DType t, Bias bk, bool transposed, boo
   commfuse::AlltoAllMatmulOptions o;
   o.transpose_x2 = transposed;
   if (bk != Bias::kNone) o.bias = TensorView(const_cast<uint8_t*>(bias.data()), bt, {n});
-  commfuse::alltoall_matmul(
-      TensorView(const_cast<uint8_t*>(x1.data()), t, {bs, h}),
-      TensorView(const_cast<uint8_t*>(x2.data()), t, {transposed ? n : k, transposed ? k : n}),
-      comm.name(), TensorView(out.data(), t, {rows, n}),
-      a2a_out ? TensorView(a2a.data(), t, {rows, k}) : TensorView(), o);
+  const TensorView x2v(const_cast<uint8_t*>(x2.data()), t,
+                       {transposed ? n : k, transposed ? k : n});
+  std::optional<commfuse::PackedWeight> pw;  // from x2's (R*H, N) view
+  if (packed) o.packed_x2 = &pw.emplace(transposed ? x2v.t() : x2v, rows);
+  commfuse::alltoall_matmul(TensorView(const_cast<uint8_t*>(x1.data()), t, {bs, h}), x2v,
+                            comm.name(), TensorView(out.data(), t, {rows, n}),
+                            a2a_out ? TensorView(a2a.data(), t, {rows, k}) : TensorView(), o);
   // Integer inputs: exact fp32 sums, so bitwise equal to the exactly rounded reference.
   std::vector<std::vector<double>> xs;
   for (int s = 0; s < R; ++s) xs.push_back(decode(x1_of(s), t));
@@ -340,7 +342,7 @@ void run_float_case(commfuse::Comm& comm, DType t, Bias bk, bool transposed, boo
   }
   const std::string what = std::string("alltoall_matmul ") + std::string(commfuse::dtype_name(t)) +
                            (transposed ? " x2^T" : "") + (a2a_out ? " a2a_out" : "") + " rows " +
-                           std::to_string(rows);
+                           std::to_string(rows) + (packed ? " packed_x2" : "");
   EXPECT(out == round_to(ref, t), "%s: output not bitwise equal to the rounded reference",
          what.c_str());
   if (a2a_out) EXPECT(a2a == want_a2a, "%s: alltoAllOut differs", what.c_str());
@@ -386,6 +388,41 @@ void check_a16w8_packed_read(commfuse::Comm& comm) {
          "A16W8: zeroing the prepared x2 did not zero the output: x2 was read instead");
 }
 
+// alltoall_matmul with a 16-bit x2 packed ahead: read wherever made (for the rows each
+// rank multiplies, its GEMM's own count), so zeroing it zeroes the output (no bias).
+void check_alltoall_matmul_packed_read(commfuse::Comm& comm) {
+  const int R = comm.world_size();
+  const int64_t rows = 64, h = 32, k = h * R, n = 256;
+  std::vector<uint16_t> x1(static_cast<size_t>(rows * R * h), 0x3F80), out(rows * n),
+      w(static_cast<size_t>(k * n), 0x4000);  // bf16 1.0 and 2.0
+  const TensorView x2(w.data(), DType::kBFloat16, {k, n});
+  const commfuse::PackedWeight packed(x2, rows);
+  commfuse::AlltoAllMatmulOptions o;
+  o.packed_x2 = &packed;
+  commfuse::AlltoAllMatmulPlan plan(
+      TensorView(x1.data(), DType::kBFloat16, {rows * R, h}), x2, comm.name(),
+      TensorView(out.data(), DType::kBFloat16, {rows, n}), TensorView(), o);
+  const bool reads = plan.description().find("x2 prepacked (PackedWeight)") != std::string::npos;
+  EXPECT(reads == packed.packed(), "alltoall_matmul: packed() %d, but the plan %s it: %s",
+         packed.packed(), reads ? "reads" : "does not read", plan.description().c_str());
+  if (comm.rank() == 0)
+    std::printf("alltoall_matmul %lld rows: %s; the plan %s it\n", static_cast<long long>(rows),
+                packed.description().c_str(), reads ? "reads" : "does not read");
+  std::vector<float> ws(plan.workspace_size() / sizeof(float) + 1);
+  plan.execute(ws.data(), plan.workspace_size());
+  const std::vector<double> got =
+      decode(std::vector<uint8_t>(reinterpret_cast<uint8_t*>(out.data()),
+                                  reinterpret_cast<uint8_t*>(out.data() + out.size())),
+             DType::kBFloat16);
+  EXPECT(std::all_of(got.begin(), got.end(), [&](double v) { return v == 2.0 * k; }),
+         "alltoall_matmul packed: the output is not 2k = %lld", static_cast<long long>(2 * k));
+  if (!reads) return;
+  std::memset(const_cast<void*>(packed.impl().data()), 0, packed.impl().bytes);
+  plan.execute(ws.data(), plan.workspace_size());
+  EXPECT(std::all_of(out.begin(), out.end(), [](uint16_t v) { return (v & 0x7FFF) == 0; }),
+         "alltoall_matmul: zeroing the packed x2 did not zero the output: x2 was read instead");
+}
+
 void check_alltoall_algorithms(commfuse::Comm& comm) {
   const int R = comm.world_size();
   auto check = [&](const std::string& op, const std::string& got) {
@@ -416,6 +453,7 @@ int case_alltoall_numerics(commfuse::Comm& comm) {
   const int R = comm.world_size();
   check_alltoall_algorithms(comm);
   check_a16w8_packed_read(comm);
+  check_alltoall_matmul_packed_read(comm);
   uint64_t tag = 1;
   int idx = 0;
   const Bias biases[] = {Bias::kNone, Bias::kX1, Bias::kF32};
@@ -510,6 +548,16 @@ int case_alltoall_numerics(commfuse::Comm& comm) {
       ++idx;
     }
   if (R <= 4) run_float_case(comm, DType::kBFloat16, Bias::kX1, false, true, 300, tag++);
+  // x2 packed ahead (PackedWeight): every dtype, plain and transposed, few and many rows.
+  for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
+    for (bool tr : {false, true}) {
+      run_float_case(comm, dt, biases[idx % 3], tr, idx % 2 == 1, 5, tag++, true);
+      ++idx;
+    }
+  if (R <= 4) {
+    run_float_case(comm, DType::kBFloat16, Bias::kF32, true, false, 300, tag++, true);
+    run_float_case(comm, DType::kBFloat16, Bias::kNone, false, true, 300, tag++, true);
+  }
   return 0;
 }
 

@@ -256,25 +256,29 @@ int case_alltoall_reject(commfuse::Comm& comm) {
     m("data-movement x1", INV, {"x1 dtype"}, TensorView(i, dt, {bs, h}), TensorView(i, dt, {k, n}),
       TensorView(o, dt, {rows, n}), {});
   m("x2 dtype", INV, {"x2 dtype"}, mx1, TensorView(i, BF16, {k, n}), mout, {});
-  {  // packed_x2: not supported, in C++ and through the C x2 descriptor
-    const commfuse::PackedWeight pw(mx2);
+  {  // packed_x2: x2's own packed form only, in C++ and through the C x2 descriptor
+    const commfuse::PackedWeight pw(mx2), other(TensorView(i, F16, {k, n}, {n + 1, 1}));
     commfuse::AlltoAllMatmulOptions mo;
     mo.packed_x2 = &pw;
-    m("packed_x2", INV, {"packed_x2 is not supported"}, mx1, mx2, mout, mo);
+    commfuse::AlltoAllMatmulPlan(mx1, mx2, comm.name(), mout, TensorView(), mo);  // accepted
+    mo.packed_x2 = &other;
+    m("packed_x2 of another x2", INV, {"packed_x2 was packed from another x2"}, mx1, mx2, mout, mo);
     auto* t1 = commfuseCreateTensor(mx1.shape, 2, nullptr, COMMFUSE_FLOAT16, i);
     auto* t2 = commfuseCreateTensor(mx2.shape, 2, nullptr, COMMFUSE_FLOAT16, i);
     auto* to = commfuseCreateTensor(mout.shape, 2, nullptr, COMMFUSE_FLOAT16, o);
-    commfusePackedWeight_t* cw = commfuseCreatePackedWeight(t2, 0);
+    const int64_t wide_strides[2] = {n + 1, 1};
+    auto* tw = commfuseCreateTensor(mx2.shape, 2, wide_strides, COMMFUSE_FLOAT16, i);
+    commfusePackedWeight_t* cw = commfuseCreatePackedWeight(tw, 0);
     commfuseSetTensorPackedWeight(t2, cw);
     uint64_t ws = 0;
     commfuseOpExecutor_t* ex = nullptr;
     const commfuseStatus_t st = commfuseAlltoAllMatmulGetWorkspaceSize(
         t1, t2, nullptr, comm.name().c_str(), nullptr, 0, 0, to, nullptr, &ws, &ex);
     EXPECT(st == COMMFUSE_PARAM_INVALID &&
-               std::strstr(commfuseGetLastErrorMessage(), "packed_x2 is not supported"),
-           "C alltoall_matmul packed_x2: %d %s", static_cast<int>(st),
+               std::strstr(commfuseGetLastErrorMessage(), "packed_x2 was packed from another x2"),
+           "C alltoall_matmul packed_x2 of another x2: %d %s", static_cast<int>(st),
            commfuseGetLastErrorMessage());
-    for (auto* t : {t1, t2, to}) commfuseDestroyTensor(t);
+    for (auto* t : {t1, t2, to, tw}) commfuseDestroyTensor(t);
     commfuseDestroyPackedWeight(cw);
   }
   m("x2 dim 0", INV, {"x2 dim 0"}, mx1, TensorView(i, F16, {k + 2, n}), mout, {});

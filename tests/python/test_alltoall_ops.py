@@ -228,7 +228,8 @@ def test_alltoall_inputs_are_not_copied(monkeypatch):
     assert seen["q"][4].shape == (4, 8) and seen["q"][10] is True
     w = np.zeros((128, 8), np.float16)
     commfuse.alltoall_matmul(x1, w, "g", 1, out=out)
-    x1r, x2r, group, outr, a2ar, br, t, stream = seen["m"]
+    x1r, x2r, group, outr, a2ar, br, t, stream, packed_x2 = seen["m"]
+    assert packed_x2 is None
     assert [r.data_ptr for r in (x1r, x2r, outr)] == [ptr(x1), ptr(w), ptr(out)]
     assert stream == 0  # host arrays: no stream
 

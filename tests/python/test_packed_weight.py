@@ -149,6 +149,14 @@ def _int8_body(rank):
             with pytest.raises(commfuse.InvalidArgument, match="packed from another x2"):
                 commfuse.alltoall_quant_matmul(act, xa, s2, comm, R, transpose_x2=transposed,
                                                packed_x2=commfuse.PackedWeight(xa.copy()))
+            # alltoall_matmul: a 16-bit x2 packed the same way gives the same bits.
+            wb = wa.astype(ml_dtypes.bfloat16)
+            xb = np.ascontiguousarray(wb.T) if transposed else wb
+            pb = commfuse.PackedWeight(xb.T if transposed else xb, BS // R)
+            want, _ = commfuse.alltoall_matmul(act, xb, comm, R, transpose_x2=transposed)
+            got, _ = commfuse.alltoall_matmul(act, xb, comm, R, transpose_x2=transposed,
+                                              packed_x2=pb)
+            np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
         return True
 
 

@@ -84,11 +84,15 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
   std::unique_ptr<AlltoAllQuantMatmulPlan> qplan, uplan;
   std::unique_ptr<AlltoAllMatmulPlan> mplan;
   std::vector<float> ws, uws;
-  // --packed-x2 1 (A16W8): the int8 x2 prepared once ahead for the fused op and its unfused
-  // algorithm, and path (b)'s 16-bit x2 packed once too (BenchGemm).
+  // --packed-x2 1: x2 prepared once ahead for the op (A16W8: the int8 x2, for the fused op
+  // and its unfused algorithm; alltoall-matmul: the 16-bit x2), and path (b)'s 16-bit x2
+  // packed once too (BenchGemm).
   CF_CHECK_ARG(o.packed_x2 == 0 || !w4, "bench: --packed-x2 1 takes --combo a16w8 (int8 x2)");
   std::optional<PackedWeight> packed;
-  if (o.packed_x2 != 0 && quant) packed.emplace(TensorView(x2q.data(), DType::kInt8, {k, n}), rows);
+  if (o.packed_x2 != 0)
+    packed.emplace(
+        quant ? TensorView(x2q.data(), DType::kInt8, {k, n}) : TensorView(x2h.data(), t, {k, n}),
+        rows);
   if (quant) {
     AlltoAllQuantMatmulOptions qo;
     qo.packed_x2 = packed ? &*packed : nullptr;
@@ -108,10 +112,12 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
     fused = [&] { qplan->execute(ws.data(), qplan->workspace_size()); };
     unfused = [&] { uplan->execute(uws.data(), uplan->workspace_size()); };
   } else {
+    AlltoAllMatmulOptions mo;
+    mo.packed_x2 = packed ? &*packed : nullptr;
     mplan = with_algorithm("alltoall_matmul:fused", [&] {
-      return std::make_unique<AlltoAllMatmulPlan>(TensorView(x1.data(), t, {o.bs, h}),
-                                                  TensorView(x2h.data(), t, {k, n}), comm.name(),
-                                                  TensorView(out_fused.data(), t, {rows, n}));
+      return std::make_unique<AlltoAllMatmulPlan>(
+          TensorView(x1.data(), t, {o.bs, h}), TensorView(x2h.data(), t, {k, n}), comm.name(),
+          TensorView(out_fused.data(), t, {rows, n}), TensorView(), mo);
     });
     ws.resize(mplan->workspace_size() / sizeof(float) + 1);
     fused = [&] { mplan->execute(ws.data(), mplan->workspace_size()); };

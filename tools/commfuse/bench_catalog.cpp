@@ -210,11 +210,11 @@ constexpr BenchOptionSpec kOptions[] = {
     {"", "--comm-turn", "C", kFusedMatmul, "0",
      "the op's comm_turn: 0 = automatic chunking, 1..64 = each rank's rows in C chunks",
      set_integer<&BenchOptions::comm_turn, 0, 64>, get_integer<&BenchOptions::comm_turn>},
-    {"", "--packed-x2", "P", kFusedMatmul | kAlltoAllQuantMatmul, "0",
+    {"", "--packed-x2", "P", kFusedMatmul | kAlltoAll, "0",
      "1: x2 packed once ahead (PackedWeight, passed as packed_x2) for the fused op, and likewise "
      "for the unfused composition's and the GEMM alone's GEMM (packed before the timed calls); "
      "float16/bfloat16 where this machine has a native kernel, int8 (A8W8; "
-     "alltoall-quant-matmul a16w8, whose bfloat16 path's x2 is packed too)",
+     "alltoall-quant-matmul a16w8); the alltoall benchmarks' 16-bit path's x2 is packed too",
      set_integer<&BenchOptions::packed_x2, 0, 1>, get_integer<&BenchOptions::packed_x2>},
     {"", "--dtype", "T", kFusedMatmul, "float32",
      "x1, x2 and output: float32, float16 or bfloat16; or quantized x1 and x2 (SPEC §6) int8, "

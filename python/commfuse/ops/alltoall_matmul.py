@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from .. import _commfuse
+from .._packed import PackedWeight, native_packed
 from .._tensor import Args, dim, group_name, stream_of
 from ._quant_common import check_world_size
 
 
 def alltoall_matmul(x1: Any, x2: Any, hcom: Any, world_size: int, *, bias: Any = None,
                     transpose_x2: bool = False, return_alltoall_out: bool = False,
-                    out: Any = None, alltoall_out: Any = None) -> tuple[Any, Any]:
+                    out: Any = None, alltoall_out: Any = None,
+                    packed_x2: Optional[PackedWeight] = None) -> tuple[Any, Any]:
     """All-to-all the token rows of ``x1``, then multiply by ``x2``.
 
     On rank r, ``permuted[i, s*H:(s+1)*H] = x1 of rank s, row r*BS/R + i`` (shape
@@ -32,6 +34,9 @@ def alltoall_matmul(x1: Any, x2: Any, hcom: Any, world_size: int, *, bias: Any =
         out: optional (BS/R, N) buffer for the output, written in place and returned.
         alltoall_out: optional (BS/R, R*H) buffer for ``permuted``; implies
             ``return_alltoall_out``.
+        packed_x2: an optional :class:`commfuse.PackedWeight` made from this very ``x2``
+            as the (R*H, N) matrix (``x2``, or ``x2.T`` with ``transpose_x2=True``) for
+            ``rows`` = BS/R.
 
     Returns:
         ``(output, alltoall_out)``; alltoall_out is None unless asked for.
@@ -54,6 +59,7 @@ def alltoall_matmul(x1: Any, x2: Any, hcom: Any, world_size: int, *, bias: Any =
         if return_alltoall_out or alltoall_out is not None:
             a2a, a2ar = a.output(alltoall_out, "alltoall_out", (rows, r * dim(x1r, 1)),
                                  x1r.dtype, like=x1)
+        packed = native_packed(packed_x2)  # a wrong type: rejected for the group
     _commfuse.alltoall_matmul(x1r, x2r, group, outr, a2ar, biasr, bool(transpose_x2),
-                              stream_of(x1))
+                              stream_of(x1), packed)
     return output, a2a

@@ -4,7 +4,9 @@
 
 #include <vector>
 
+#include "comm/comm_impl.hpp"
 #include "core/algorithm.hpp"
+#include "ops/alltoall_quant_matmul/plan.hpp"
 
 namespace commfuse::ops {
 
@@ -41,6 +43,22 @@ AlltoAllMatmulPlanData plan_alltoall_matmul(AlltoAllMatmulProblem problem) {
     plan.workspace_bytes = plan.perm_offset + rows_bytes;
   else if (unfused)
     plan.workspace_bytes = rows_bytes;
+  RowGemmShape& g = plan.gemm;
+  g.dtype = g.c_dtype = p.dtype;
+  g.k = p.k();
+  g.n = p.n;
+  g.b.data = p.x2;
+  g.b.n = p.n;
+  g.b.transposed = p.x2_transposed;
+  g.b.ld = p.x2_transposed ? p.k() : p.n;
+  g.b.prepacked = p.packed_x2;
+  g.bias = p.bias;
+  // The fused chunks (gemm_chunk_rows: all rows on shm), each possibly a piece longer.
+  g.max_rows = p.rows();
+  g.block_rows = unfused ? p.rows() : gemm_chunk_rows(find_comm(p.group).impl(), p.rows());
+  plan_row_gemm(g);
+  plan.gemm_offset = (plan.workspace_bytes + 63) / 64 * 64;
+  plan.workspace_bytes = plan.gemm_offset + row_gemm_workspace_bytes(g);
   return plan;
 }
 
@@ -49,7 +67,12 @@ namespace {
 PlanKey plan_key(const AlltoAllMatmulProblem& p) {
   PlanKey key(kAlltoAllMatmulOp, p.group);
   key.add(p.rank).add(p.world_size).add(static_cast<int64_t>(p.dtype)).add(p.bs).add(p.h);
-  key.add(p.n).add(p.x2_transposed ? 1 : 0).add(p.bias).add(p.all_to_all_out != nullptr ? 1 : 0);
+  WeightLayout x2;  // as the GEMM reads it, with a prepacked form's layout
+  x2.n = p.n;
+  x2.transposed = p.x2_transposed;
+  x2.ld = p.x2_transposed ? p.k() : p.n;
+  x2.prepacked = p.packed_x2;
+  key.add(p.n).add(x2).add(p.bias).add(p.all_to_all_out != nullptr ? 1 : 0);
   return key;
 }
 
@@ -65,7 +88,8 @@ AlltoAllMatmulPlanData plan_alltoall_matmul_cached(AlltoAllMatmulProblem problem
 
 std::string describe(const AlltoAllMatmulPlanData& plan) {
   return detail::cat(describe_problem(plan.problem), ", schedule ", schedule_name(plan.schedule),
-                     ", workspace ", plan.workspace_bytes, " bytes");
+                     ", workspace ", plan.workspace_bytes,
+                     " bytes; gemm: ", describe_row_gemm(plan.gemm, plan.gemm.block_rows));
 }
 
 }  // namespace commfuse::ops

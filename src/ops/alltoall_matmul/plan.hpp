@@ -17,6 +17,7 @@
 #include "comm/call_check.hpp"
 #include "ops/common/op_context.hpp"
 #include "ops/common/plan_cache.hpp"
+#include "ops/common/row_gemm.hpp"
 #include "ops/common/tensor_checks.hpp"
 
 namespace commfuse::ops {
@@ -32,6 +33,7 @@ struct AlltoAllMatmulProblem {
   const void* x1 = nullptr;
   const void* x2 = nullptr;
   bool x2_transposed = false;
+  const PackedWeightImpl* packed_x2 = nullptr;  // options.packed_x2, bound per call; null: none
   BiasArg bias;
   void* output = nullptr;
   void* all_to_all_out = nullptr;  // null: permuted rows live in the workspace
@@ -74,6 +76,12 @@ struct AlltoAllMatmulPlanData {
   // all_to_all's receive buffer (rows grouped by source rank) first.
   size_t perm_offset = 0;
   size_t recv_offset = 0;
+  // The GEMM both schedules run (RowGemm, as the other matmul ops: x2 packed once per call
+  // where this machine's kernel reads it packed, fp16/bf16 widened once where it has no
+  // native kernel), planned for the fused schedule's chunks (unfused: all rows at once), and
+  // its workspace at gemm_offset. x2 and the bias are bound per call (alltoall_matmul_gemm).
+  RowGemmShape gemm;
+  size_t gemm_offset = 0;
 };
 
 AlltoAllMatmulPlanData plan_alltoall_matmul(AlltoAllMatmulProblem problem);
@@ -86,7 +94,10 @@ void run_alltoall_matmul_fused(const AlltoAllMatmulPlanData& plan, comm::CommImp
                                void* workspace);
 void run_alltoall_matmul_unfused(const AlltoAllMatmulPlanData& plan, comm::CommImpl& comm,
                                  void* workspace);
+// The plan's GEMM over this call's x2 and bias, its operands prepared in the workspace.
+RowGemm alltoall_matmul_gemm(const AlltoAllMatmulPlanData& plan, void* workspace);
 // One GEMM: permuted rows [r0, r1) (dense, R*H columns) @ x2 + bias -> their output rows.
-void alltoall_matmul_rows(const AlltoAllMatmulProblem& p, const void* perm, int64_t r0, int64_t r1);
+void alltoall_matmul_rows(const AlltoAllMatmulProblem& p, const RowGemm& gemm, const void* perm,
+                          int64_t r0, int64_t r1);
 
 }  // namespace commfuse::ops

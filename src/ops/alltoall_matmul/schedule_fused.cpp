@@ -21,9 +21,10 @@ void run_alltoall_matmul_fused(const AlltoAllMatmulPlanData& plan, comm::CommImp
                                 : static_cast<uint8_t*>(workspace) + plan.perm_offset;
   const auto* x1 = static_cast<const uint8_t*>(p.x1);
   int64_t done = 0;
-  const int64_t gemm_rows = gemm_chunk_rows(comm, rows);
+  const int64_t gemm_rows = plan.gemm.block_rows;  // gemm_chunk_rows, at plan time
 
-  auto gemm = [&](int64_t r0, int64_t r1) { alltoall_matmul_rows(p, perm, r0, r1); };
+  const RowGemm row_gemm = alltoall_matmul_gemm(plan, workspace);
+  auto gemm = [&](int64_t r0, int64_t r1) { alltoall_matmul_rows(p, row_gemm, perm, r0, r1); };
 
   comm::AllToAllStream st;
   st.bytes = static_cast<uint64_t>(rows) * unit;

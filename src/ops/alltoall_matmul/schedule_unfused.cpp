@@ -22,7 +22,7 @@ void run_alltoall_matmul_unfused(const AlltoAllMatmulPlanData& plan, comm::CommI
     for (int s = 0; s < p.world_size; ++s)
       std::memcpy(perm + (static_cast<size_t>(i) * p.world_size + s) * row_bytes,
                   recv + (static_cast<size_t>(s) * rows + i) * row_bytes, row_bytes);
-  alltoall_matmul_rows(p, perm, 0, rows);
+  alltoall_matmul_rows(p, alltoall_matmul_gemm(plan, workspace), perm, 0, rows);
 }
 
 }  // namespace commfuse::ops

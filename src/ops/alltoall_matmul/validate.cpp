@@ -1,6 +1,7 @@
 // alltoall_matmul's rejection rules (SPEC §3).
 #include "ops/alltoall_matmul/plan.hpp"
 #include "ops/alltoall_quant_matmul/plan.hpp"
+#include "ops/common/packed_weight.hpp"
 
 namespace commfuse::ops {
 
@@ -16,8 +17,6 @@ AlltoAllMatmulProblem validate_alltoall_matmul(const TensorView& x1, const Tenso
                                             {"bias", given(o.bias)}});
   const int R = ctx.world_size();
   if (o.transpose_x1) ctx.invalid("transposeX1 is true but x1 may not be transposed");
-  if (o.packed_x2 != nullptr)
-    ctx.invalid("packed_x2 is not supported by alltoall_matmul (pass x2 alone)");
   check_alltoall_axes(ctx, o.all_to_all_axes);
   check_present(ctx, "x1", x1);
   check_ndim(ctx, "x1", x1, 2);
@@ -48,6 +47,7 @@ AlltoAllMatmulProblem validate_alltoall_matmul(const TensorView& x1, const Tenso
                 " = ", k, o.transpose_x2 ? " (transposeX2: x2 is (N, R*H))" : "");
   p.x1 = x1.data;
   p.x2 = x2.data;
+  p.packed_x2 = check_alltoall_packed_x2(ctx, o.packed_x2, x2, o.transpose_x2, device);
   p.bias = check_bias(ctx, o.bias, p.dtype, p.n);
   check_present(ctx, "output", output);
   check_same_dtype(ctx, "output", output, "x1", p.dtype);

@@ -120,12 +120,7 @@ AlltoAllQuantMatmulProblem validate_alltoall_quant_matmul(
     if (p.combo != QuantCombo::kA16W8)
       ctx.invalid("packed_x2 with ", combo_name(p.combo),
                   " (int4 x2) is not supported (A16W8's int8 x2 only)");
-    // The (R*H, N) view PackedWeight was made from: x2, or its (N, R*H) buffer transposed,
-    // read by PackedWeight's own layout rule (a dense x2 always has one).
-    const TensorView view = o.transpose_x2 ? x2.t() : x2;
-    WeightLayout w;
-    if (!weight_layout(view, w)) ctx.invalid("x2's strides have no (R*H, N) layout");
-    p.packed_x2 = check_packed_x2(ctx, o.packed_x2, view, w, device);
+    p.packed_x2 = check_alltoall_packed_x2(ctx, o.packed_x2, x2, o.transpose_x2, device);
   }
 
   check_present(ctx, "x2Scale", x2_scale);

@@ -142,6 +142,17 @@ const PackedWeightImpl* check_packed_x2(const OpContext& ctx, const PackedWeight
   return p.packed() ? &p : nullptr;
 }
 
+const PackedWeightImpl* check_alltoall_packed_x2(const OpContext& ctx, const PackedWeight* packed,
+                                                 const TensorView& x2, bool transpose_x2,
+                                                 Device device) {
+  if (packed == nullptr) return nullptr;
+  // PackedWeight's own layout rule on that view (a dense x2 always has one).
+  const TensorView view = transpose_x2 ? x2.t() : x2;
+  WeightLayout w;
+  if (!weight_layout(view, w)) ctx.invalid("x2's strides have no (R*H, N) layout");
+  return check_packed_x2(ctx, packed, view, w, device);
+}
+
 }  // namespace commfuse::ops
 
 namespace commfuse {

@@ -52,5 +52,10 @@ std::unique_ptr<PackedWeightImpl> pack_weight(const TensorView& x2, int64_t rows
 // Returns the packed form the GEMMs may read (null: none, or nothing was packed).
 const PackedWeightImpl* check_packed_x2(const OpContext& ctx, const PackedWeight* packed,
                                         const TensorView& x2, const WeightLayout& w, Device device);
+// The alltoall ops' form: a dense x2 stored (R*H, N), or (N, R*H) with transposeX2, packed
+// from its (R*H, N) view (x2, or x2.t()).
+const PackedWeightImpl* check_alltoall_packed_x2(const OpContext& ctx, const PackedWeight* packed,
+                                                 const TensorView& x2, bool transpose_x2,
+                                                 Device device);
 
 }  // namespace commfuse::ops
