@@ -189,7 +189,7 @@ commfusePackedWeight_t* commfuseCreatePackedWeight(const commfuseTensor_t* x2, i
 int commfusePackedWeightIsPacked(const commfusePackedWeight_t* packed);
 commfuseStatus_t commfuseDestroyPackedWeight(const commfusePackedWeight_t* packed);
 /* Attaches packed (NULL: detaches) to the x2 descriptor: AllGatherMatmul, MatmulReduceScatter
- * and MatmulAllReduce (and their V2 forms), and AlltoAllQuantMatmul (A16W8), given this
+ * and MatmulAllReduce (and their V2 forms), AlltoAllMatmul and AlltoAllQuantMatmul (A16W8), given this
  * descriptor as x2 read the packed form (the C++ options' packed_x2). The descriptor must describe
  * the tensor packed (same data, dtype, shape, strides: else GetWorkspaceSize returns PARAM_INVALID
  * naming packed_x2), whose memory must not change while the packed form is used; the packed weight

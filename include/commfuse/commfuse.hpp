@@ -220,23 +220,25 @@ struct PackedWeightImpl;
 // AVX512-BF16 / AMX copies a plain x2 into that layout on every call, most of a decode
 // step's time (all_gather_matmul 8 rows/rank, k = n = 4096). An explicit object, never a
 // cache keyed by a pointer: pass it in the options' packed_x2 of all_gather_matmul,
-// matmul_reduce_scatter or matmul_all_reduce together with the x2 it was packed from. That
-// x2 is still passed, must be the tensor packed (same buffer, dtype, shape and strides,
-// else InvalidArgument naming packed_x2) and must not change while the packed form is used
-// (pack again after updating it). Where this machine's GEMM of `rows` rows reads x2 as
-// given (float32; float16 or bfloat16 without a native kernel; the direct small-m kernel)
-// nothing is packed, packed() is false (description() says why), and the ops read x2 as
-// given. An int8 x2 (SPEC §6 A8W8; alltoall_quant_matmul A16W8, AlltoAllQuantMatmulOptions::
-// packed_x2) is prepared as this machine's int8 GEMM reads it: packed into oneDNN's s8
-// layout (VNNI / AMX), or widened to float32 (4 bytes an element) where the exact
-// f32-blocked path multiplies it (no VNNI: whatever `rows`, though an A8W8 call of at most
-// 32 rows runs a direct kernel on x2 in place there and reads none of it; description()
-// says which form was made, COMMFUSE_VERBOSE=1 which plan reads it). Not supported
-// (InvalidArgument): other
-// quantized x2 (FP8, HiFloat8, int4), CUDA tensors. Host memory only; immutable once made, so one
-// object may serve concurrent calls. The plans made with it read its packed form when they execute:
-// the object holding it (a move carries it along; move-assigning over it frees it) must outlive
-// them. The plan cache keeps no reference to it.
+// matmul_reduce_scatter, matmul_all_reduce, alltoall_matmul or alltoall_quant_matmul
+// together with the x2 it was packed from. That x2 is still passed, must be the tensor
+// packed (same buffer, dtype, shape and strides, else InvalidArgument naming packed_x2) and
+// must not change while the packed form is used (pack again after updating it).
+//
+// Where this machine's GEMM of `rows` rows reads x2 as given (float32; float16 or bfloat16
+// without a native kernel; the direct small-m kernel) nothing is packed, packed() is false
+// (description() says why), and the ops read x2 as given. An int8 x2 (SPEC §6 A8W8;
+// alltoall_quant_matmul A16W8) is prepared as this machine's int8 GEMM reads it: packed
+// into oneDNN's s8 layout (VNNI / AMX), or widened to float32 (4 bytes an element) where the
+// exact f32-blocked path multiplies it (no VNNI: whatever `rows`, though an A8W8 call of at
+// most 32 rows runs a direct kernel on x2 in place there and reads none of it).
+// description() says which form was made, COMMFUSE_VERBOSE=1 which plan reads it.
+//
+// Not supported (InvalidArgument): other quantized x2 (FP8, HiFloat8, int4), CUDA tensors.
+// Host memory only; immutable once made, so one object may serve concurrent calls. The
+// plans made with it read its packed form when they execute: the object holding it (a move
+// carries it along; move-assigning over it frees it) must outlive them. The plan cache
+// keeps no reference to it.
 class PackedWeight {
  public:
   // x2: (k, n) row-major, or a transposed (n, k) buffer, float32 / float16 / bfloat16 /
