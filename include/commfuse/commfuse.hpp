@@ -242,10 +242,9 @@ struct PackedWeightImpl;
 class PackedWeight {
  public:
   // x2: (k, n) row-major, or a transposed (n, k) buffer, float32 / float16 / bfloat16 /
-  // int8.
-  // rows: the rows a call's GEMM usually takes at once (all_gather_matmul: m·R; the
-  // reducing ops: m), which picks oneDNN's layout; 0: 256. A GEMM whose plan reads
-  // another layout reads x2 as given.
+  // int8. rows: the rows a call's GEMM usually takes at once (all_gather_matmul: m·R; the
+  // reducing ops: m; the alltoall ops: BS/R), which picks oneDNN's layout; 0: 256. A GEMM
+  // whose plan reads another layout reads x2 as given.
   explicit PackedWeight(const TensorView& x2, int64_t rows = 0);
   ~PackedWeight();
   PackedWeight(PackedWeight&&) noexcept;
