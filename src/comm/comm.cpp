@@ -169,8 +169,7 @@ void Comm::all_to_all(const void* src, void* dst, size_t count, DType dtype) {
 Comm& find_comm(std::string_view name) {
   comm::LastLookup& last = comm::t_last_lookup;
   const uint64_t generation = comm::g_registry_generation.load(std::memory_order_acquire);
-  if (last.comm != nullptr && last.generation == generation && last.name == name)
-    return *last.comm;
+  if (last.comm != nullptr && last.generation == generation && last.name == name) return *last.comm;
   std::lock_guard<std::mutex> lock(comm::g_registry_mu);
   auto it = comm::g_registry.find(name);
   if (it == comm::g_registry.end()) {
