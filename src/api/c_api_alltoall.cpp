@@ -123,7 +123,7 @@ commfuseStatus_t commfuseAlltoAllMatmulGetWorkspaceSize(
     o.all_to_all_axes = optional_array(alltoAllAxesOptional);
     o.transpose_x1 = transposeX1 != 0;
     o.transpose_x2 = transposeX2 != 0;
-    o.packed_x2 = x2 != nullptr ? x2->packed : nullptr;  // refused by the op: not supported
+    o.packed_x2 = x2 != nullptr ? x2->packed : nullptr;
     auto plan = std::make_unique<commfuse::AlltoAllMatmulPlan>(
         view_of(x1), view_of(x2), group, view_of(output), view_of(alltoAllOutOptional), o);
     *executor = commfuse::api::make_executor("alltoall_matmul", std::move(plan), workspaceSize);

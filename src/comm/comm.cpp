@@ -25,9 +25,10 @@ std::atomic<uint64_t> g_registry_generation{1};
 
 // The calling thread's last find_comm: every operator call looks its group up, and a tiny
 // op measured the mutex and the map as part of its fixed cost.
+// Trivially destructible: an op may run from a static destructor, after thread-locals with
+// destructors are gone; the name is the communicator's own, alive while the generation holds.
 struct LastLookup {
   uint64_t generation = 0;
-  std::string name;
   Comm* comm = nullptr;
 };
 thread_local LastLookup t_last_lookup;
@@ -169,7 +170,8 @@ void Comm::all_to_all(const void* src, void* dst, size_t count, DType dtype) {
 Comm& find_comm(std::string_view name) {
   comm::LastLookup& last = comm::t_last_lookup;
   const uint64_t generation = comm::g_registry_generation.load(std::memory_order_acquire);
-  if (last.comm != nullptr && last.generation == generation && last.name == name) return *last.comm;
+  if (last.comm != nullptr && last.generation == generation && last.comm->name() == name)
+    return *last.comm;
   std::lock_guard<std::mutex> lock(comm::g_registry_mu);
   auto it = comm::g_registry.find(name);
   if (it == comm::g_registry.end()) {
@@ -181,7 +183,6 @@ Comm& find_comm(std::string_view name) {
   }
   // The generation read under the mutex: no communicator came or went since.
   last.generation = comm::g_registry_generation.load(std::memory_order_relaxed);
-  last.name.assign(name);
   last.comm = it->second;
   return *it->second;
 }

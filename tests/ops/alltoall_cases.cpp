@@ -389,12 +389,24 @@ void check_a16w8_packed_read(commfuse::Comm& comm) {
 }
 
 // alltoall_matmul with a 16-bit x2 packed ahead: read wherever made (for the rows each
-// rank multiplies, its GEMM's own count), so zeroing it zeroes the output (no bias).
+// rank multiplies, its GEMM's own count), so zeroing it zeroes the output (no bias). x1 is
+// all ones and x2 small integers that differ by row and column, so each output column is
+// its own exact column sum: a packed layout read wrongly (transposed, shifted) shows.
 void check_alltoall_matmul_packed_read(commfuse::Comm& comm) {
   const int R = comm.world_size();
   const int64_t rows = 64, h = 32, k = h * R, n = 256;
+  auto weight = [](int64_t i, int64_t j) { return static_cast<double>((i * 7 + j * 3) % 9 - 4); };
+  std::vector<double> wv(static_cast<size_t>(k * n)), colsum(static_cast<size_t>(n), 0.0);
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      wv[static_cast<size_t>(i * n + j)] = weight(i, j);
+      colsum[static_cast<size_t>(j)] += weight(i, j);
+    }
+  const std::vector<uint8_t> wb =
+      encode(std::vector<float>(wv.begin(), wv.end()), DType::kBFloat16);
   std::vector<uint16_t> x1(static_cast<size_t>(rows * R * h), 0x3F80), out(rows * n),
-      w(static_cast<size_t>(k * n), 0x4000);  // bf16 1.0 and 2.0
+      w(static_cast<size_t>(k * n));
+  std::memcpy(w.data(), wb.data(), wb.size());
   const TensorView x2(w.data(), DType::kBFloat16, {k, n});
   const commfuse::PackedWeight packed(x2, rows);
   commfuse::AlltoAllMatmulOptions o;
@@ -414,8 +426,9 @@ void check_alltoall_matmul_packed_read(commfuse::Comm& comm) {
       decode(std::vector<uint8_t>(reinterpret_cast<uint8_t*>(out.data()),
                                   reinterpret_cast<uint8_t*>(out.data() + out.size())),
              DType::kBFloat16);
-  EXPECT(std::all_of(got.begin(), got.end(), [&](double v) { return v == 2.0 * k; }),
-         "alltoall_matmul packed: the output is not 2k = %lld", static_cast<long long>(2 * k));
+  bool exact = true;
+  for (size_t i = 0; i < got.size(); ++i) exact = exact && got[i] == colsum[i % n];
+  EXPECT(exact, "alltoall_matmul packed: an output differs from its column's exact sum");
   if (!reads) return;
   std::memset(const_cast<void*>(packed.impl().data()), 0, packed.impl().bytes);
   plan.execute(ws.data(), plan.workspace_size());

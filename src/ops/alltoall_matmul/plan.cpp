@@ -2,6 +2,7 @@
 // alltoAllOut is absent (unfused: also for the all_to_all's receive buffer).
 #include "ops/alltoall_matmul/plan.hpp"
 
+#include <algorithm>
 #include <vector>
 
 #include "comm/comm_impl.hpp"
@@ -53,9 +54,11 @@ AlltoAllMatmulPlanData plan_alltoall_matmul(AlltoAllMatmulProblem problem) {
   g.b.ld = p.x2_transposed ? p.k() : p.n;
   g.b.prepacked = p.packed_x2;
   g.bias = p.bias;
-  // The fused chunks (gemm_chunk_rows: all rows on shm), each possibly a piece longer.
-  g.max_rows = p.rows();
+  // The fused schedule's chunks: gemm_chunk_rows (all rows on shm), each possibly a piece
+  // longer (the unfused one: all rows in one GEMM). Either way more than a few rows unless
+  // all are few, so both schedules widen (or read in place) alike and give the same bits.
   g.block_rows = unfused ? p.rows() : gemm_chunk_rows(find_comm(p.group).impl(), p.rows());
+  g.max_rows = std::min(p.rows(), g.block_rows + kPieceRows);
   plan_row_gemm(g);
   plan.gemm_offset = (plan.workspace_bytes + 63) / 64 * 64;
   plan.workspace_bytes = plan.gemm_offset + row_gemm_workspace_bytes(g);

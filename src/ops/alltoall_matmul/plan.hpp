@@ -78,8 +78,9 @@ struct AlltoAllMatmulPlanData {
   size_t recv_offset = 0;
   // The GEMM both schedules run (RowGemm, as the other matmul ops: x2 packed once per call
   // where this machine's kernel reads it packed, fp16/bf16 widened once where it has no
-  // native kernel), planned for the fused schedule's chunks (unfused: all rows at once), and
-  // its workspace at gemm_offset. x2 and the bias are bound per call (alltoall_matmul_gemm).
+  // native kernel), planned for the fused schedule's chunks (block_rows: gemm_chunk_rows;
+  // unfused: all rows at once), and its workspace at gemm_offset. x2, its packed form and
+  // the bias are bound per call (alltoall_matmul_gemm).
   RowGemmShape gemm;
   size_t gemm_offset = 0;
 };
