@@ -32,10 +32,10 @@ const char* schedule_name(AlltoAllQuantMatmulSchedule s) {
   return "?";
 }
 
-int64_t gemm_chunk_rows(comm::CommImpl& comm, int64_t rows) {
+int64_t gemm_chunk_rows(comm::CommImpl& comm, int64_t rows, int64_t off_shm_rows) {
   const int64_t v = params::get_int("COMMFUSE_ALLTOALL_GEMM_ROWS");
   if (v > 0) return std::min(rows, v);
-  return std::string_view(comm.transport().name()) == "shm" ? rows : std::min<int64_t>(rows, 1024);
+  return std::string_view(comm.transport().name()) == "shm" ? rows : std::min(rows, off_shm_rows);
 }
 
 AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProblem problem) {

@@ -93,9 +93,10 @@ inline constexpr int64_t kMinEpilogueRows = 64;  // a block streams all of x2: n
 // COMMFUSE_ALLTOALL_GEMM_ROWS, or automatic: on shm the stream cannot run in the background
 // of a GEMM (the rank that computes is the one that copies), and oneDNN's GEMM is fastest
 // on all rows at once, so one GEMM after the last piece (measured: 256-row chunks made the
-// op 10-40% slower at the README shape); other transports get 1024-row chunks so that
-// assembly of the next chunk can overlap the GEMM of this one when the transport allows.
-int64_t gemm_chunk_rows(comm::CommImpl& comm, int64_t rows);
+// op 10-40% slower at the README shape); other transports get chunks of off_shm_rows
+// (alltoall_quant_matmul: 1024) so that assembly of the next chunk can overlap the GEMM of
+// this one when the transport allows.
+int64_t gemm_chunk_rows(comm::CommImpl& comm, int64_t rows, int64_t off_shm_rows = 1024);
 
 // The algorithm list (core/algorithm.hpp), best first, the unfused composition last.
 enum class AlltoAllQuantMatmulSchedule {
