@@ -57,14 +57,21 @@ AlltoAllMatmulPlanData plan_alltoall_matmul(AlltoAllMatmulProblem problem) {
   // The fused schedule's chunks: gemm_chunk_rows (all rows on shm), each possibly a piece
   // longer (the unfused one: all rows in one GEMM). Either way more than a few rows unless
   // all are few, so both schedules widen (or read in place) alike and give the same bits.
-  // Off shm one piece (256 rows): x2 is packed once per call, so small chunks cost the GEMM
-  // little and overlap more of the transfer. MPI/TCP, W = 2, bf16, BS 4096, H 2048 (AMX
-  // Xeon): fused / the bf16 path 0.97-0.98 at N 4096 and 1.00 at N 1024 in 1024-row
-  // chunks, 1.06 and 1.09 in 256-row ones (the quantized op measured no gain: 1024 stays).
-  g.block_rows =
-      unfused ? p.rows() : gemm_chunk_rows(find_comm(p.group).impl(), p.rows(), kPieceRows);
-  g.max_rows = std::min(p.rows(), g.block_rows + kPieceRows);
-  plan_row_gemm(g);
+  // Off shm one piece (256 rows) where the chunks read x2 packed once per call: small
+  // chunks then cost the GEMM little and overlap more of the transfer. Where they read x2
+  // as given (fp32, or fp16/bf16 widened: no native kernel) each GEMM call repacks all of
+  // it, and 1024-row chunks stay. MPI/TCP, W = 2, bf16, BS 4096, H 2048 (AMX Xeon): fused /
+  // the bf16 path 0.97-0.98 at N 4096 and 1.00 at N 1024 in 1024-row chunks, 1.06-1.09 and
+  // 1.09 in 256-row ones; under the avx2 cap (widened), BS 2048, N 4096: 1.00 in 1024-row
+  // chunks, 0.80 in 256-row ones. (The quantized op measured no gain: 1024 stays.)
+  comm::CommImpl& comm = find_comm(p.group).impl();
+  auto plan_gemm = [&](int64_t chunk) {
+    g.block_rows = chunk;
+    g.max_rows = std::min(p.rows(), chunk + kPieceRows);
+    plan_row_gemm(g);
+  };
+  plan_gemm(unfused ? p.rows() : gemm_chunk_rows(comm, p.rows(), kPieceRows));
+  if (!unfused && !(g.packed && g.full_block_packed)) plan_gemm(gemm_chunk_rows(comm, p.rows()));
   plan.gemm_offset = (plan.workspace_bytes + 63) / 64 * 64;
   plan.workspace_bytes = plan.gemm_offset + row_gemm_workspace_bytes(g);
   return plan;
