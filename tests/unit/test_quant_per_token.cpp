@@ -19,6 +19,7 @@
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu/int_matmul.hpp"
+#include "kernels/cpu/madd16_gemm.hpp"
 #include "kernels/cpu/quant_per_token.hpp"
 #include "kernels/cpu/small_m_int_gemm.hpp"
 
@@ -166,18 +167,46 @@ void check_int_matmul(int64_t m, int64_t k, int64_t n, bool bt, int a_max, int b
 }  // namespace
 
 TEST(IntMatmul, PathChoice) {
-  // Without int32 accumulation (AVX2's vpmaddubsw) only int4-sized operands may use s8.
-  EXPECT_EQ(cpu::choose_int_matmul_path(127, 128, false), cpu::IntMatmulPath::kF32Blocked);
-  EXPECT_EQ(cpu::choose_int_matmul_path(127, 65, false), cpu::IntMatmulPath::kF32Blocked);
-  EXPECT_EQ(cpu::choose_int_matmul_path(127, 64, false), cpu::IntMatmulPath::kS8);  // 2*255*64 fits
-  EXPECT_EQ(cpu::choose_int_matmul_path(7, 8, false), cpu::IntMatmulPath::kS8);
-  EXPECT_EQ(cpu::choose_int_matmul_path(8, 8, false), cpu::IntMatmulPath::kS8);
+  // Without int32 accumulation (AVX2's vpmaddubsw) only int4-sized operands may use s8;
+  // the others take the exact path given.
+  const auto f32 = cpu::IntMatmulPath::kF32Blocked, madd = cpu::IntMatmulPath::kMadd16;
+  EXPECT_EQ(cpu::choose_int_matmul_path(127, 128, false, f32), f32);
+  EXPECT_EQ(cpu::choose_int_matmul_path(127, 128, false, madd), madd);
+  EXPECT_EQ(cpu::choose_int_matmul_path(127, 65, false, f32), f32);
+  EXPECT_EQ(cpu::choose_int_matmul_path(127, 64, false, f32),
+            cpu::IntMatmulPath::kS8);  // 2*255*64 fits
+  EXPECT_EQ(cpu::choose_int_matmul_path(7, 8, false, madd), cpu::IntMatmulPath::kS8);
+  EXPECT_EQ(cpu::choose_int_matmul_path(8, 8, false, f32), cpu::IntMatmulPath::kS8);
   // With it (VNNI, AMX) every int8 operand does.
-  EXPECT_EQ(cpu::choose_int_matmul_path(127, 128, true), cpu::IntMatmulPath::kS8);
-  EXPECT_EQ(cpu::choose_int_matmul_path(8, 8, true), cpu::IntMatmulPath::kS8);
-  // This machine's answer follows from its (capped) features, never from a constant.
+  EXPECT_EQ(cpu::choose_int_matmul_path(127, 128, true, f32), cpu::IntMatmulPath::kS8);
+  EXPECT_EQ(cpu::choose_int_matmul_path(8, 8, true, madd), cpu::IntMatmulPath::kS8);
+  // This machine's answer follows from its (capped) features and its probe, never from a
+  // constant; the probe picks madd16 only where AVX2 is allowed.
   const bool int32 = cpu::s8_gemm_accumulates_in_int32();
-  EXPECT_EQ(cpu::choose_int_matmul_path(127, 127), cpu::choose_int_matmul_path(127, 127, int32));
+  const cpu::IntMatmulPath exact = cpu::exact_int_matmul_path();
+  EXPECT_EQ(cpu::choose_int_matmul_path(127, 127),
+            cpu::choose_int_matmul_path(127, 127, int32, exact));
+  if (!cpu::madd16_available()) {
+    EXPECT_EQ(exact, f32);
+  }
+  EXPECT_NE(exact, cpu::IntMatmulPath::kS8);
+}
+
+TEST(IntMatmul, ForcingMadd16WithoutAvx2IsRejected) {
+  cpu::IntMatmulDesc d;
+  d.m = d.k = d.n = d.lda = d.ldb = d.ldc = 4;
+  d.force_path = cpu::IntMatmulPath::kMadd16;
+  if (cpu::madd16_available()) {
+    EXPECT_EQ(cpu::path_of(*cpu::plan_int_matmul(d)), cpu::IntMatmulPath::kMadd16);
+    return;
+  }
+  try {
+    cpu::plan_int_matmul(d);
+    ADD_FAILURE() << "forcing avx2-madd16 without AVX2 was accepted";
+  } catch (const commfuse::Error& e) {
+    EXPECT_EQ(e.code(), commfuse::Status::kParamInvalid);
+    EXPECT_NE(std::string(e.what()).find("force_path"), std::string::npos) << e.what();
+  }
 }
 
 TEST(IntMatmul, Int32AccumulationNeedsVnniOrAmxUnderTheCap) {
@@ -208,12 +237,28 @@ TEST(IntMatmul, EveryExactInt8PathIsExact) {
   std::vector<cpu::IntMatmulPath> paths{cpu::IntMatmulPath::kF32Blocked};
   if (cpu::choose_int_matmul_path(127, 128) == cpu::IntMatmulPath::kS8)
     paths.push_back(cpu::IntMatmulPath::kS8);
+  if (cpu::madd16_available()) paths.push_back(cpu::IntMatmulPath::kMadd16);
   for (cpu::IntMatmulPath path : paths)
     for (bool bt : {false, true})
       for (bool extreme : {false, true}) {
         check_int_matmul(9, 40, 11, bt, 127, 128, extreme, path, true);
         check_int_matmul(3, 2500, 5, bt, 127, 128, extreme, path, true);
       }
+}
+
+TEST(IntMatmul, Madd16EdgesAreExact) {
+  // The int16 kernel's tiles: m not a multiple of its 4 rows or 64-row blocks, n with a tail
+  // below its 16-column panels, odd k (the last k paired with 0) and k across its 512-k
+  // blocks, both layouts, the int8 extremes. Where this CPU (as capped) lacks AVX2 the path
+  // cannot be forced (ForcingMadd16WithoutAvx2IsRejected): that is the check there.
+  if (!cpu::madd16_available()) GTEST_SKIP() << "no AVX2 under the cap";
+  for (bool bt : {false, true})
+    for (bool extreme : {false, true}) {
+      check_int_matmul(1, 1, 1, bt, 127, 128, extreme, cpu::IntMatmulPath::kMadd16, true);
+      check_int_matmul(5, 33, 17, bt, 127, 128, extreme, cpu::IntMatmulPath::kMadd16, true);
+      check_int_matmul(67, 1025, 48, bt, 127, 128, extreme, cpu::IntMatmulPath::kMadd16, true);
+      check_int_matmul(130, 600, 31, bt, 127, 128, extreme, cpu::IntMatmulPath::kMadd16, true);
+    }
 }
 
 TEST(IntMatmul, PackedBIsExact) {

@@ -82,10 +82,13 @@ int cmd_info(int argc, char** argv) {
           ? ""
           : (std::string(", capped by COMMFUSE_MAX_CPU_ISA=") + cpu::isa_level_name(cap)).c_str());
   std::printf("  oneDNN ISA        %s\n", kernels::cpu::onednn_effective_isa().c_str());
-  std::printf("  int8 GEMM         %s\n",
-              kernels::cpu::s8_gemm_accumulates_in_int32()
-                  ? "oneDNN s8 (int32 accumulation: VNNI/AMX) for int8 and int4"
-                  : "oneDNN s8 for int4 ranges; exact f32 blocks for int8 (no VNNI/AMX)");
+  if (kernels::cpu::s8_gemm_accumulates_in_int32())
+    std::printf("  int8 GEMM         oneDNN s8 (int32 accumulation: VNNI/AMX) for int8 and int4\n");
+  else  // the exact path for int8 x int8 was chosen by a probe (int_matmul.hpp)
+    std::printf("  int8 GEMM         oneDNN s8 for int4 ranges; for int8 (no VNNI/AMX): %s\n",
+                kernels::cpu::exact_int_matmul_path() == kernels::cpu::IntMatmulPath::kMadd16
+                    ? "avx2-madd16 (vpmaddwd, int32 sums; measured faster than f32 blocks)"
+                    : "exact f32 blocks");
   for (const DType t : {DType::kBFloat16, DType::kFloat16})
     std::printf("  16-bit GEMM       %s\n", kernels::cpu::describe_half_gemm_model(t).c_str());
   std::printf("  fp32 GEMM         %s\n", kernels::cpu::describe_f32_gemm_model().c_str());

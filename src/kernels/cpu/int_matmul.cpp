@@ -1,5 +1,5 @@
-// Integer GEMM (int_matmul.hpp): path choice, the oneDNN s8 primitive and its cache, and
-// the exact k-blocked fp32 path.
+// Integer GEMM (int_matmul.hpp): path choice, the oneDNN s8 primitive and its cache, the
+// AVX2 int16 kernel's dispatch (madd16_gemm.cpp) and the exact k-blocked fp32 path.
 #include "kernels/cpu/int_matmul.hpp"
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -16,10 +16,12 @@
 #include "core/log.hpp"
 #include "core/params.hpp"
 #include "core/simd.hpp"
+#include "kernels/cpu/madd16_gemm.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/matmul_plan.hpp"
 #include "kernels/cpu/onednn_info.hpp"
 #include "kernels/cpu/packed_b.hpp"
+#include "kernels/cpu/probe_timing.hpp"
 #include "kernels/cpu/threads.hpp"
 
 namespace commfuse::kernels::cpu {
@@ -203,18 +205,66 @@ bool s8_kernel_exact_at_int8_extremes() {
 }  // namespace
 
 const char* int_matmul_path_name(IntMatmulPath p) {
-  return p == IntMatmulPath::kS8 ? "s8s8s32" : "f32-blocked";
+  switch (p) {
+    case IntMatmulPath::kS8:
+      return "s8s8s32";
+    case IntMatmulPath::kMadd16:
+      return "avx2-madd16";
+    case IntMatmulPath::kF32Blocked:
+      return "f32-blocked";
+  }
+  return "?";
 }
 
-IntMatmulPath choose_int_matmul_path(int a_max, int b_max, bool int32_accumulation) {
+IntMatmulPath choose_int_matmul_path(int a_max, int b_max, bool int32_accumulation,
+                                     IntMatmulPath exact) {
   if (int32_accumulation) return IntMatmulPath::kS8;
   // vpmaddubsw: oneDNN shifts a to u8 (a + 128 <= 255 for int8 a) and sums pairs in int16.
   const int64_t shifted_a = std::min<int64_t>(255, int64_t{a_max} + 128);
-  return 2 * shifted_a * b_max <= kInt16Max ? IntMatmulPath::kS8 : IntMatmulPath::kF32Blocked;
+  return 2 * shifted_a * b_max <= kInt16Max ? IntMatmulPath::kS8 : exact;
 }
 
 IntMatmulPath choose_int_matmul_path(int a_max, int b_max) {
-  return choose_int_matmul_path(a_max, b_max, s8_gemm_accumulates_in_int32());
+  const bool int32 = s8_gemm_accumulates_in_int32();
+  // The probe only where its answer is needed (no VNNI, bounds past vpmaddubsw's).
+  const IntMatmulPath s8 = choose_int_matmul_path(a_max, b_max, int32, IntMatmulPath::kF32Blocked);
+  return s8 == IntMatmulPath::kS8 ? s8 : exact_int_matmul_path();
+}
+
+bool always_prepares_b(IntMatmulPath path) {
+  return path != IntMatmulPath::kS8;
+}
+
+IntMatmulPath exact_int_matmul_path() {
+  static const IntMatmulPath path = [] {
+    if (!madd16_available()) return IntMatmulPath::kF32Blocked;
+    // Both exact paths on the same 64x1024x1024 int8 product with this process's threads,
+    // b prepared once (as per call), best of 5 after a warm-up.
+    constexpr int64_t m = 64, k = 1024, n = 1024;
+    std::vector<int8_t> a(m * k), b(k * n);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<int8_t>(i * 7 % 255 - 127);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<int8_t>(i * 13 % 256 - 128);
+    std::vector<int32_t> c(m * n);
+    double ns[2];
+    const IntMatmulPath paths[2] = {IntMatmulPath::kMadd16, IntMatmulPath::kF32Blocked};
+    for (int i = 0; i < 2; ++i) {
+      IntMatmulDesc d;
+      d.m = m;
+      d.k = d.lda = k;
+      d.n = d.ldb = d.ldc = n;
+      d.force_path = paths[i];
+      const auto plan = plan_int_matmul(d);
+      std::vector<uint8_t> prepared(prepared_b_bytes(*plan));
+      prepare_b(*plan, b.data(), prepared.data());
+      ns[i] = best_probe_ns([&] { int_matmul(*plan, a.data(), prepared.data(), c.data()); }, 5);
+    }
+    const IntMatmulPath chosen = ns[0] <= ns[1] ? paths[0] : paths[1];
+    log::verbose(detail::cat("int matmul: exact int8 x int8 path without VNNI: ",
+                             int_matmul_path_name(chosen), " (probe 64x1024x1024: avx2-madd16 ",
+                             ns[0] / 1e3, " us, f32-blocked ", ns[1] / 1e3, " us)"));
+    return chosen;
+  }();
+  return path;
 }
 
 bool s8_gemm_accumulates_in_int32() {
@@ -242,6 +292,11 @@ std::shared_ptr<const IntMatmulPlan> plan_int_matmul(const IntMatmulDesc& d) {
                    choose_int_matmul_path(d.a_max, d.b_max) == IntMatmulPath::kS8,
                "int_matmul: force_path s8s8s32 is not exact for bounds ", d.a_max, ", ", d.b_max,
                " on this CPU (its s8 kernel sums pairs in saturating int16)");
+  CF_CHECK_ARG(d.force_path != IntMatmulPath::kMadd16 || madd16_available(),
+               "int_matmul: force_path avx2-madd16 needs AVX2 (this CPU, as capped, lacks it)");
+  // The path before the lock: choosing it may run exact_int_matmul_path's probe once,
+  // which plans its own (forced) GEMMs here.
+  if (!d.force_path) (void)choose_int_matmul_path(d.a_max, d.b_max);
   const int threads = compute_threads();
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
@@ -262,8 +317,9 @@ std::string describe(const IntMatmulPlan& p) {
   return detail::cat(
       "m=", d.m, " k=", d.k, " n=", d.n, d.b_transposed ? " b(T)" : "", " |a|<=", d.a_max,
       " |b|<=", d.b_max, " -> ", int_matmul_path_name(p.path),
-      p.path == IntMatmulPath::kS8 ? " (" + p.impl + ")"
-                                   : detail::cat(" (k blocks of ", p.k_block, ")"),
+      p.path == IntMatmulPath::kS8       ? " (" + p.impl + ")"
+      : p.path == IntMatmulPath::kMadd16 ? std::string(" (b as int16 pairs, vpmaddwd)")
+                                         : detail::cat(" (k blocks of ", p.k_block, ")"),
       p.packed ? (p.own ? ", b read packed" : ", b read in oneDNN's reordered layout") : "",
       d.force_path ? " (forced)" : "", ", oneDNN ISA ", onednn_effective_isa(), ", ", p.threads,
       " threads");
@@ -271,6 +327,7 @@ std::string describe(const IntMatmulPlan& p) {
 
 size_t prepared_b_bytes(const IntMatmulPlan& plan) {
   if (plan.path == IntMatmulPath::kS8) return plan.packed ? plan.b_md.get_size() : 0;
+  if (plan.path == IntMatmulPath::kMadd16) return madd16_packed_b_bytes(plan.desc.k, plan.desc.n);
   return static_cast<size_t>(plan.desc.k * plan.desc.n) * sizeof(float);
 }
 
@@ -286,7 +343,7 @@ bool int8_packing_pays(const IntMatmulPlan& packed, bool several_calls, int64_t 
 
 bool same_prepared_b(const IntMatmulPlan& a, const IntMatmulPlan& b) {
   if (a.path != b.path) return false;
-  if (a.path == IntMatmulPath::kF32Blocked)  // k x n floats in b's own layout
+  if (a.path != IntMatmulPath::kS8)  // k x n floats in b's own layout, or madd16's panels
     return a.desc.k == b.desc.k && a.desc.n == b.desc.n &&
            a.desc.b_transposed == b.desc.b_transposed;
   return a.packed == b.packed && (!a.packed || a.b_md == b.b_md);
@@ -314,6 +371,10 @@ void prepare_b(const IntMatmulPlan& plan, const int8_t* b, void* prepared) {
     return;
   }
   const IntMatmulDesc& d = plan.desc;
+  if (plan.path == IntMatmulPath::kMadd16) {
+    madd16_pack_b(b, d.k, d.n, d.ldb, d.b_transposed, prepared);
+    return;
+  }
   const int64_t rows = d.b_transposed ? d.n : d.k, cols = d.b_transposed ? d.k : d.n;
   auto* out = static_cast<float*>(prepared);
   for (int64_t r = 0; r < rows; ++r)
@@ -325,6 +386,10 @@ void int_matmul(const IntMatmulPlan& plan, const int8_t* a, const void* b_prepar
   if (d.m == 0) return;
   if (plan.path == IntMatmulPath::kF32Blocked) {
     run_f32_blocked(plan, a, static_cast<const float*>(b_prepared), c);
+    return;
+  }
+  if (plan.path == IntMatmulPath::kMadd16) {
+    madd16_gemm(a, d.m, d.k, d.n, d.lda, b_prepared, c, d.ldc, plan.threads);
     return;
   }
   const auto& args = thread_args({&plan, plan.serial}, {plan.a_md, a}, {plan.b_md, b_prepared},

@@ -10,10 +10,14 @@
 //    saturating int16: exact only while 2 * 255 * max|b| <= 32767, i.e. max|b| <= 64. True
 //    for int4 operands (A16W4, A4W4); not for int8 weights, where it was measured to give
 //    wrong sums.
+//  - kMadd16: int8 x int8 where kS8 is not exact, on AVX2: b packed to int16 pairs once per
+//    call (prepare_b) and multiplied with vpmaddwd, which sums in int32 (madd16_gemm.hpp).
+//    Chosen where a one-time probe measured it faster than kF32Blocked (on the AMX Xeon
+//    held to AVX2: 1.3-1.4x); a CPU whose vpmaddwd is slow keeps kF32Blocked.
 //  - kF32Blocked: a and b widened to fp32 (b once per call by the caller, see prepare_b)
 //    and multiplied by oneDNN's fp32 matmul in k-blocks short enough that every partial
-//    sum is an integer below 2^24 (exact in fp32); blocks are added in int32. Used for
-//    int8 x int8 (A16W8): exact, at fp32 speed.
+//    sum is an integer below 2^24 (exact in fp32); blocks are added in int32. Exact, at
+//    fp32 speed: int8 x int8 without VNNI where kMadd16 is unavailable or slower.
 // COMMFUSE_VERBOSE=1 logs the choice and oneDNN's implementation per new plan.
 #pragma once
 
@@ -25,7 +29,7 @@
 
 namespace commfuse::kernels::cpu {
 
-enum class IntMatmulPath { kS8, kF32Blocked };
+enum class IntMatmulPath { kS8, kMadd16, kF32Blocked };
 const char* int_matmul_path_name(IntMatmulPath p);
 
 struct IntMatmulDesc {
@@ -35,7 +39,8 @@ struct IntMatmulDesc {
   int a_max = 127;  // bounds on |a| and |b| the caller guarantees (e.g. 127, 8)
   int b_max = 127;
   // Tests and benchmarks: this path instead of the machine's choice. It must be exact for
-  // the bounds: kS8 only where choose_int_matmul_path picks it (kF32Blocked always is).
+  // the bounds: kS8 only where choose_int_matmul_path picks it (kF32Blocked always is;
+  // kMadd16 wherever madd16_available()).
   std::optional<IntMatmulPath> force_path;
   // kS8: read b in the blocked layout oneDNN's kernel picks (format any), written once per
   // call by prepare_b (packed_b.cpp's quad loop where it knows the layout, oneDNN's reorder
@@ -48,10 +53,21 @@ struct IntMatmulDesc {
 };
 
 // The path the bounds allow: kS8 when oneDNN's int8 kernel is exact for them, else
-// kF32Blocked. int32_accumulation: whether the kernel accumulates in int32 (VNNI / AMX).
-IntMatmulPath choose_int_matmul_path(int a_max, int b_max, bool int32_accumulation);
-// The same for this machine: int32_accumulation = s8_gemm_accumulates_in_int32().
+// `exact` (kMadd16 or kF32Blocked). int32_accumulation: whether the kernel accumulates in
+// int32 (VNNI / AMX).
+IntMatmulPath choose_int_matmul_path(int a_max, int b_max, bool int32_accumulation,
+                                     IntMatmulPath exact);
+// The same for this machine: int32_accumulation = s8_gemm_accumulates_in_int32(), exact =
+// exact_int_matmul_path().
 IntMatmulPath choose_int_matmul_path(int a_max, int b_max);
+// This machine's exact path for int8 x int8 where oneDNN's s8 kernel saturates: kMadd16
+// where it is available and a one-time probe (64x1024x1024, best of 5, ~12 ms, at the
+// first call) measured it faster than kF32Blocked, else kF32Blocked. The decision is
+// logged at COMMFUSE_VERBOSE=1.
+IntMatmulPath exact_int_matmul_path();
+// Whether `path` reads b as prepare_b writes it whatever the plan (kMadd16, kF32Blocked):
+// the callers then prepare b once per call and force the path on every chunk.
+bool always_prepares_b(IntMatmulPath path);
 // True when commfuse's features (capped) and oneDNN's effective ISA both have VNNI or
 // AMX-INT8, and oneDNN's s8 kernel summed a saturating probe exactly (checked once).
 bool s8_gemm_accumulates_in_int32();
@@ -64,9 +80,9 @@ IntMatmulPath path_of(const IntMatmulPlan& plan);
 std::string describe(const IntMatmulPlan& plan);
 
 // b as the plan's path consumes it: kS8 reads the int8 b itself (0 bytes), or with
-// b_packed the int8 b in oneDNN's blocked layout; kF32Blocked reads b widened to fp32 in the
-// same layout (k*n floats). prepare_b writes it once per call so that chunked GEMMs over the
-// same b prepare it once.
+// b_packed the int8 b in oneDNN's blocked layout; kMadd16 reads b as int16 pairs in panels
+// (madd16_gemm.hpp); kF32Blocked reads b widened to fp32 in the same layout (k*n floats). prepare_b
+// writes it once per call so that chunked GEMMs over the same b prepare it once.
 size_t prepared_b_bytes(const IntMatmulPlan& plan);
 void prepare_b(const IntMatmulPlan& plan, const int8_t* b, void* prepared);
 // Whether plan reads b packed (prepared by prepare_b), and whether two plans read the same
@@ -83,7 +99,7 @@ bool int8_packing_pays(const IntMatmulPlan& packed, bool several_calls, int64_t 
 bool same_prepared_b(const IntMatmulPlan& a, const IntMatmulPlan& b);
 
 // c = a @ b. b_prepared: the int8 b (kS8 reading plain b), or prepare_b's output (kS8 with
-// b packed, kF32Blocked), with the descriptor's layout and ldb.
+// b packed, kMadd16, kF32Blocked), with the descriptor's layout and ldb.
 void int_matmul(const IntMatmulPlan& plan, const int8_t* a, const void* b_prepared, int32_t* c);
 
 }  // namespace commfuse::kernels::cpu

@@ -30,10 +30,16 @@ size_t plan_workspace_bytes(const AlltoAllQuantMatmulPlanData& plan) {
 }
 
 const char* plan_schedule_name(const AlltoAllQuantMatmulPlanData& plan) {
-  const bool s8 = plan.path == kernels::cpu::IntMatmulPath::kS8;
-  if (plan.schedule == AlltoAllQuantMatmulSchedule::kUnfused)
-    return s8 ? "unfused (int GEMM: oneDNN s8s8s32)" : "unfused (int GEMM: exact f32 blocks)";
-  return s8 ? "fused (int GEMM: oneDNN s8s8s32)" : "fused (int GEMM: exact f32 blocks)";
+  const bool unfused = plan.schedule == AlltoAllQuantMatmulSchedule::kUnfused;
+  switch (plan.path) {
+    case kernels::cpu::IntMatmulPath::kS8:
+      return unfused ? "unfused (int GEMM: oneDNN s8s8s32)" : "fused (int GEMM: oneDNN s8s8s32)";
+    case kernels::cpu::IntMatmulPath::kMadd16:
+      return unfused ? "unfused (int GEMM: avx2-madd16)" : "fused (int GEMM: avx2-madd16)";
+    case kernels::cpu::IntMatmulPath::kF32Blocked:
+      break;
+  }
+  return unfused ? "unfused (int GEMM: exact f32 blocks)" : "fused (int GEMM: exact f32 blocks)";
 }
 
 }  // namespace ops

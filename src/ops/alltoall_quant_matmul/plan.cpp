@@ -78,7 +78,7 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
   plan.path = cpu::choose_int_matmul_path(d.a_max, d.b_max);
   if (plan.path == cpu::IntMatmulPath::kS8) {
     // The planner's own answer: an x2 beyond the s8 kernel's 32-bit sizes takes the exact
-    // f32-blocked path (int_matmul.cpp), which then needs x2 widened below.
+    // f32-blocked path (int_matmul.cpp), which then needs x2 prepared below.
     cpu::IntMatmulDesc full = d;
     full.m = 0;  // the path only
     // A4W4's segments of a transposed x2 lie K apart: the kernel indexes all of N x K.
@@ -108,17 +108,17 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
   }
   // 0: each chunk's GEMM in one call (its epilogue after it).
   plan.epilogue_rows = plan.b_packed && !unfused ? block_rows : 0;
-  if (plan.path == cpu::IntMatmulPath::kF32Blocked) {
-    // prepare_b widens all of x2 (K x N; A4W4: each segment's H x N) at once, and every
-    // block's plan takes the same path (int_gemm_desc forces it: a block's own size check
-    // might pass and read the widened x2 as int8).
+  if (cpu::always_prepares_b(plan.path)) {
+    // prepare_b widens (f32-blocked) or packs (avx2-madd16) all of x2 (K x N; A4W4: each
+    // segment's H x N) at once, and every block's plan takes the same path (int_gemm_desc
+    // forces it: a block's own size check might pass and read the prepared x2 as int8).
     plan.full_gemm = cpu::plan_int_matmul(int_gemm_desc(plan, rows, d.k));
-    // x2 widened ahead (PackedWeight on this path): the same k x n floats.
+    // x2 prepared ahead (PackedWeight on this path): the same layout.
     const PackedWeightImpl* pre = p.packed_x2;
     plan.b_prepacked = !a4w4 && pre != nullptr && pre->int_plan &&
                        cpu::same_prepared_b(*plan.full_gemm, *pre->int_plan);
   }
-  const bool prepared = plan.b_packed || plan.path == cpu::IntMatmulPath::kF32Blocked;
+  const bool prepared = plan.b_packed || cpu::always_prepares_b(plan.path);
   if (prepared && a4w4)
     plan.b_segment_bytes = (cpu::prepared_b_bytes(*plan.full_gemm) + 63) / 64 * 64;
 
@@ -171,8 +171,8 @@ kernels::cpu::IntMatmulDesc int_gemm_desc(const AlltoAllQuantMatmulPlanData& pla
   d.a_max = plan.a_max;
   d.b_max = plan.b_max;
   d.b_packed = plan.b_packed;
-  if (plan.path == kernels::cpu::IntMatmulPath::kF32Blocked)
-    d.force_path = kernels::cpu::IntMatmulPath::kF32Blocked;  // x2 is prepared widened
+  if (kernels::cpu::always_prepares_b(plan.path))
+    d.force_path = plan.path;  // x2 is prepared for this path
   return d;
 }
 

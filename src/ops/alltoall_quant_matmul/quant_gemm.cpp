@@ -27,7 +27,7 @@ QuantGemm::QuantGemm(const AlltoAllQuantMatmulPlanData& plan, uint8_t* ws)
   const size_t kn = static_cast<size_t>(k_) * n_;
   // x2 as int8 in its own layout (plain_b_: what a block whose plan reads plain b uses),
   // then, where the plan says, widened or packed once for every GEMM of this execute.
-  const bool prepared = plan.path == cpu::IntMatmulPath::kF32Blocked || plan.b_packed;
+  const bool prepared = cpu::always_prepares_b(plan.path) || plan.b_packed;
   plain_b_ = p_.x2;
   if (p_.combo != QuantCombo::kA16W8) {
     auto* unpacked = ws + (prepared ? plan.ws.b_unpacked : plan.ws.b);
@@ -68,9 +68,9 @@ void QuantGemm::run(int64_t r0, int64_t r1) {
   for (int64_t b0 = r0; b0 < r1; b0 += block) {
     const int64_t b1 = std::min(r1, b0 + block), mb = b1 - b0;
     auto g = cpu::plan_int_matmul(desc(mb, seg_k_));
-    // x2 as prepared (packed, or widened: desc forces that path on every block), unless
+    // x2 as prepared (packed, widened or int16 pairs: desc forces that path on every block), unless
     // this block's plan wants another layout than the one packed: then plain x2.
-    bool prepared = plan_.b_packed || plan_.path == cpu::IntMatmulPath::kF32Blocked;
+    bool prepared = plan_.b_packed || cpu::always_prepares_b(plan_.path);
     if (plan_.b_packed && !cpu::same_prepared_b(*g, *plan_.full_gemm)) {
       cpu::IntMatmulDesc d = desc(mb, seg_k_);
       d.b_packed = false;
