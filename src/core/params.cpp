@@ -10,7 +10,7 @@
 namespace commfuse::params {
 namespace {
 
-constexpr std::array<Param, 16> kParams{{
+constexpr std::array<Param, 17> kParams{{
     {"COMMFUSE_LOG", Kind::kChoice, "warn", "error|warn|info|debug",
      "log level; lines go to stderr prefixed host:pid:rank"},
     {"COMMFUSE_TIMEOUT_S", Kind::kInt, "300", "",
@@ -39,6 +39,10 @@ constexpr std::array<Param, 16> kParams{{
     {"COMMFUSE_F32_GEMM", Kind::kChoice, "auto", "auto|onednn|openblas",
      "fp32 GEMMs: auto = oneDNN or OpenBLAS (when libopenblas.so.0 loads), whichever a once-per-"
      "process measurement says is faster; onednn or openblas pins it"},
+    {"COMMFUSE_INT8_GEMM", Kind::kChoice, "auto", "auto|madd16|f32-blocked",
+     "exact int8 x int8 GEMMs where oneDNN's s8 kernel saturates (no VNNI/AMX): auto = AVX2's "
+     "vpmaddwd kernel or k-blocked fp32, whichever a once-per-process probe says is faster; "
+     "madd16 (needs AVX2) or f32-blocked pins it"},
     {"COMMFUSE_MAX_CPU_ISA", Kind::kChoice, "all",
      "sse41|avx2|avx2_vnni|avx512_core|avx512_core_vnni|avx512_core_bf16|avx512_core_fp16|"
      "avx512_core_amx|all",

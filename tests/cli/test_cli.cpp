@@ -140,6 +140,26 @@ TEST(Cli, Version) {
 
 // A bad value must stop the command with a usage error (2) that names the option and the
 // value as given, before anything runs.
+// COMMFUSE_INT8_GEMM pins the exact int8 path where oneDNN's s8 kernel saturates (the avx2
+// cap has no VNNI): `commfuse info` names the pinned path; madd16 under the sse41 cap is an
+// error naming the variable.
+TEST(Cli, Int8GemmPinShowsInInfo) {
+  const std::string env = "/usr/bin/env";
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"f32-blocked", "for int8 (no VNNI/AMX): exact f32 blocks"},
+      {"madd16", "for int8 (no VNNI/AMX): avx2-madd16"}};
+  for (const auto& [pin, want] : cases) {
+    const RunResult r =
+        run({env, "COMMFUSE_MAX_CPU_ISA=avx2", "COMMFUSE_INT8_GEMM=" + pin, kCli, "info"});
+    EXPECT_EQ(r.exit_code, 0) << pin << ": " << r.out << r.err;
+    EXPECT_TRUE(contains(r.out, want)) << pin << ": " << r.out << r.err;
+  }
+  const RunResult r =
+      run({env, "COMMFUSE_MAX_CPU_ISA=sse41", "COMMFUSE_INT8_GEMM=madd16", kCli, "info"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "COMMFUSE_INT8_GEMM=madd16 needs AVX2")) << r.out << r.err;
+}
+
 TEST(Cli, BadValuesAreUsageErrorsNamingOptionAndValue) {
   struct Case {
     std::vector<std::string> args;

@@ -248,9 +248,10 @@ TEST(IntMatmul, EveryExactInt8PathIsExact) {
 
 TEST(IntMatmul, Madd16EdgesAreExact) {
   // The int16 kernel's tiles: m not a multiple of its 4 rows or 64-row blocks, n with a tail
-  // below its 16-column panels, odd k (the last k paired with 0) and k across its 512-k
-  // blocks, both layouts, the int8 extremes. Where this CPU (as capped) lacks AVX2 the path
-  // cannot be forced (ForcingMadd16WithoutAvx2IsRejected): that is the check there.
+  // below its 16-column panels and across its column blocks, odd k (the last k paired with
+  // 0) and k across its 512-k blocks, both layouts, the int8 extremes. Where this CPU (as capped)
+  // lacks AVX2 the path cannot be forced (ForcingMadd16WithoutAvx2IsRejected): that is the check
+  // there.
   if (!cpu::madd16_available()) GTEST_SKIP() << "no AVX2 under the cap";
   for (bool bt : {false, true})
     for (bool extreme : {false, true}) {
@@ -258,6 +259,8 @@ TEST(IntMatmul, Madd16EdgesAreExact) {
       check_int_matmul(5, 33, 17, bt, 127, 128, extreme, cpu::IntMatmulPath::kMadd16, true);
       check_int_matmul(67, 1025, 48, bt, 127, 128, extreme, cpu::IntMatmulPath::kMadd16, true);
       check_int_matmul(130, 600, 31, bt, 127, 128, extreme, cpu::IntMatmulPath::kMadd16, true);
+      // Several column blocks (half of L2 each: 1024 columns on a 2 MiB L2).
+      check_int_matmul(3, 40, 4100, bt, 127, 128, extreme, cpu::IntMatmulPath::kMadd16, true);
     }
 }
 

@@ -30,6 +30,18 @@ constexpr const char* kUsage =
     "Prints what a bug report needs: version, build type, compiler, backends, MPI, CUDA,\n"
     "oneDNN, CPU cores and features, and every COMMFUSE_* parameter with its current value,\n"
     "default and meaning.\n";
+
+// The exact int8 x int8 path without VNNI, or why none could be chosen (a pin this CPU
+// cannot run): info still prints the rest.
+std::string exact_int8_gemm_line() {
+  try {
+    return kernels::cpu::exact_int_matmul_path() == kernels::cpu::IntMatmulPath::kMadd16
+               ? "avx2-madd16 (vpmaddwd, int32 sums)"
+               : "exact f32 blocks";
+  } catch (const Error& e) {
+    return std::string("none: ") + e.what();
+  }
+}
 }  // namespace
 
 int cmd_info(int argc, char** argv) {
@@ -84,11 +96,9 @@ int cmd_info(int argc, char** argv) {
   std::printf("  oneDNN ISA        %s\n", kernels::cpu::onednn_effective_isa().c_str());
   if (kernels::cpu::s8_gemm_accumulates_in_int32())
     std::printf("  int8 GEMM         oneDNN s8 (int32 accumulation: VNNI/AMX) for int8 and int4\n");
-  else  // the exact path for int8 x int8 was chosen by a probe (int_matmul.hpp)
+  else  // the exact path for int8 x int8, chosen by a probe or pinned (int_matmul.hpp)
     std::printf("  int8 GEMM         oneDNN s8 for int4 ranges; for int8 (no VNNI/AMX): %s\n",
-                kernels::cpu::exact_int_matmul_path() == kernels::cpu::IntMatmulPath::kMadd16
-                    ? "avx2-madd16 (vpmaddwd, int32 sums; measured faster than f32 blocks)"
-                    : "exact f32 blocks");
+                exact_int8_gemm_line().c_str());
   for (const DType t : {DType::kBFloat16, DType::kFloat16})
     std::printf("  16-bit GEMM       %s\n", kernels::cpu::describe_half_gemm_model(t).c_str());
   std::printf("  fp32 GEMM         %s\n", kernels::cpu::describe_f32_gemm_model().c_str());

@@ -237,6 +237,13 @@ bool always_prepares_b(IntMatmulPath path) {
 
 IntMatmulPath exact_int_matmul_path() {
   static const IntMatmulPath path = [] {
+    const std::string pin = params::get_string("COMMFUSE_INT8_GEMM");
+    if (pin == "f32-blocked") return IntMatmulPath::kF32Blocked;
+    if (pin == "madd16") {
+      CF_CHECK_ARG(madd16_available(),
+                   "COMMFUSE_INT8_GEMM=madd16 needs AVX2 (this CPU, as capped, lacks it)");
+      return IntMatmulPath::kMadd16;
+    }
     if (!madd16_available()) return IntMatmulPath::kF32Blocked;
     // Both exact paths on the same 64x1024x1024 int8 product with this process's threads,
     // b prepared once (as per call), best of 5 after a warm-up.

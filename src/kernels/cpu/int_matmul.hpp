@@ -62,8 +62,9 @@ IntMatmulPath choose_int_matmul_path(int a_max, int b_max, bool int32_accumulati
 IntMatmulPath choose_int_matmul_path(int a_max, int b_max);
 // This machine's exact path for int8 x int8 where oneDNN's s8 kernel saturates: kMadd16
 // where it is available and a one-time probe (64x1024x1024, best of 5, ~12 ms, at the
-// first call) measured it faster than kF32Blocked, else kF32Blocked. The decision is
-// logged at COMMFUSE_VERBOSE=1.
+// first call) measured it faster than kF32Blocked, else kF32Blocked; COMMFUSE_INT8_GEMM=
+// madd16|f32-blocked pins it (madd16 without AVX2: InvalidArgument naming the variable).
+// The decision is logged at COMMFUSE_VERBOSE=1.
 IntMatmulPath exact_int_matmul_path();
 // Whether `path` reads b as prepare_b writes it whatever the plan (kMadd16, kF32Blocked):
 // the callers then prepare b once per call and force the path on every chunk.

@@ -20,8 +20,9 @@ namespace {
 constexpr int64_t kRows = 4;
 constexpr int64_t kPanel = 16;      // columns per panel of packed b
 constexpr int64_t kPairBytes = 64;  // one pair of k of a panel: 16 columns x 2 x int16
-// Cache blocking: a panel's kKPairs pairs (16 KiB) stay in L1 while every row block of a
-// passes by; a's packed block (kBlockRows x kKPairs x 4 bytes, 64 KiB) stays in L2. (One
+// Cache blocking: a panel's kKPairs pairs (16 KiB) stay in L1 while every row group of a
+// row block passes by; a's packed block (kBlockRows x kKPairs x 4 bytes, 64 KiB) and a
+// column block's panels (half of L2) stay in L2. (One
 // thread, AMX Xeon capped to AVX2, 384x4096x4096: 256 pairs 76-77 GMAC/s, 128 pairs 70,
 // 512 pairs 78 with a 4x larger a block.)
 constexpr int64_t kKPairs = 256;
@@ -127,40 +128,54 @@ __attribute__((target("avx2"))) void pack_pair_avx2(const int8_t* r0, const int8
 }
 #endif
 
-// Panels [p0, p1) of c: the k-blocks, a's row blocks packed (per thread), then every
-// kRows-row group of the block against the panel, which stays in L1 across them.
-void run_panels(const int8_t* a, int64_t m, int64_t k, int64_t n, int64_t lda, const int16_t* b,
-                int32_t* c, int64_t ldc, int64_t p0, int64_t p1) {
+// a as pack_a writes it, every block: (row block, k block) at
+// (ib * k_blocks + kb) * kBlockRows * kKPairs, each block laid out with its own pair count.
+struct PackedA {
+  const uint32_t* data;
+  int64_t k_blocks;
+  const uint32_t* block(int64_t ib, int64_t kb) const {
+    return data + (ib * k_blocks + kb) * kBlockRows * kKPairs;
+  }
+};
+
+// Panels [p0, p1) of c, in column blocks of `block_panels` panels (their slice of one k
+// block, block_panels x 16 KiB, stays in L2 while every row block of a passes by), then
+// the k blocks, the row blocks, and every kRows-row group of a row block against each
+// panel, which stays in L1 across them.
+void run_panels(const PackedA& a, int64_t m, int64_t k, int64_t n, const int16_t* b, int32_t* c,
+                int64_t ldc, int64_t p0, int64_t p1, int64_t block_panels) {
 #ifdef CF_HAVE_MADD16
   const int64_t kp = pairs(k);
-  thread_local std::vector<uint32_t> apack;
-  apack.resize(static_cast<size_t>(kBlockRows * kKPairs));
   alignas(32) uint32_t tile[kRows * kPanel];
-  for (int64_t t0 = 0; t0 < kp; t0 += kKPairs) {
-    const int64_t kc = std::min(kKPairs, kp - t0);
-    const bool accumulate = t0 != 0;
-    for (int64_t i0 = 0; i0 < m; i0 += kBlockRows) {
-      const int64_t rows = std::min(kBlockRows, m - i0);
-      pack_a(a, k, lda, i0, rows, t0, kc, apack.data());
-      for (int64_t p = p0; p < p1; ++p) {
-        const int16_t* bp = b + (p * kp + t0) * (kPairBytes / 2);
-        const int64_t cols = std::min(kPanel, n - p * kPanel);
-        for (int64_t g = 0; g * kRows < rows; ++g) {
-          const uint32_t* ag = apack.data() + g * kc * kRows;
-          int32_t* cg = c + (i0 + g * kRows) * ldc + p * kPanel;
-          const int64_t r = std::min(kRows, rows - g * kRows);
-          if (r == kRows && cols == kPanel) {
-            tile_4x16(kc, ag, bp, cg, ldc, accumulate);
-          } else {
-            tile_4x16(kc, ag, bp, reinterpret_cast<int32_t*>(tile), kPanel, false);
-            store_partial(tile, r, cols, cg, ldc, accumulate);
+  for (int64_t j0 = p0; j0 < p1; j0 += block_panels) {
+    const int64_t j1 = std::min(p1, j0 + block_panels);
+    for (int64_t t0 = 0; t0 < kp; t0 += kKPairs) {
+      const int64_t kc = std::min(kKPairs, kp - t0);
+      const bool accumulate = t0 != 0;
+      for (int64_t i0 = 0; i0 < m; i0 += kBlockRows) {
+        const int64_t rows = std::min(kBlockRows, m - i0);
+        const uint32_t* ablock = a.block(i0 / kBlockRows, t0 / kKPairs);
+        for (int64_t p = j0; p < j1; ++p) {
+          const int16_t* bp = b + (p * kp + t0) * (kPairBytes / 2);
+          const int64_t cols = std::min(kPanel, n - p * kPanel);
+          for (int64_t g = 0; g * kRows < rows; ++g) {
+            const uint32_t* ag = ablock + g * kc * kRows;
+            int32_t* cg = c + (i0 + g * kRows) * ldc + p * kPanel;
+            const int64_t r = std::min(kRows, rows - g * kRows);
+            if (r == kRows && cols == kPanel) {
+              tile_4x16(kc, ag, bp, cg, ldc, accumulate);
+            } else {
+              tile_4x16(kc, ag, bp, reinterpret_cast<int32_t*>(tile), kPanel, false);
+              store_partial(tile, r, cols, cg, ldc, accumulate);
+            }
           }
         }
       }
     }
   }
 #else
-  (void)a, (void)m, (void)k, (void)n, (void)lda, (void)b, (void)c, (void)ldc, (void)p0, (void)p1;
+  (void)a, (void)m, (void)k, (void)n, (void)b, (void)c, (void)ldc, (void)p0, (void)p1,
+      (void)block_panels;
   CF_ASSERT(false);
 #endif
 }
@@ -209,16 +224,31 @@ void madd16_gemm(const int8_t* a, int64_t m, int64_t k, int64_t n, int64_t lda, 
                  int32_t* c, int64_t ldc, int threads) {
   CF_ASSERT(madd16_available());
   const auto* b = static_cast<const int16_t*>(packed);
-  const int64_t np = panels(n);
+  const int64_t np = panels(n), kp = pairs(k);
+  // All of a packed once per call (m x k x 2 bytes), shared by the threads and by every
+  // column block.
+  const int64_t row_blocks = (m + kBlockRows - 1) / kBlockRows;
+  const int64_t k_blocks = (kp + kKPairs - 1) / kKPairs;
+  thread_local std::vector<uint32_t> apack;
+  apack.resize(static_cast<size_t>(row_blocks * k_blocks * kBlockRows * kKPairs));
+  const PackedA pa{apack.data(), k_blocks};
+  for (int64_t ib = 0; ib < row_blocks; ++ib)
+    for (int64_t kb = 0; kb < k_blocks; ++kb)
+      pack_a(a, k, lda, ib * kBlockRows, std::min(kBlockRows, m - ib * kBlockRows), kb * kKPairs,
+             std::min(kKPairs, kp - kb * kKPairs),
+             apack.data() + (ib * k_blocks + kb) * kBlockRows * kKPairs);
+  // Column blocks whose slice of one k block (16 KiB a panel) fills half of L2.
+  const int64_t block_panels = std::max<int64_t>(
+      1, static_cast<int64_t>(::commfuse::cpu::l2_cache_bytes() / 2) / (kKPairs * kPairBytes));
   const int64_t parts = std::clamp<int64_t>(threads, 1, np);
   // One thread: no OpenMP region at all (small_m_gemm.cpp: even an idle one costs per call).
   if (parts <= 1) {
-    run_panels(a, m, k, n, lda, b, c, ldc, 0, np);
+    run_panels(pa, m, k, n, b, c, ldc, 0, np, block_panels);
     return;
   }
 #pragma omp parallel for num_threads(static_cast <int>(parts)) schedule(static)
   for (int64_t part = 0; part < parts; ++part)
-    run_panels(a, m, k, n, lda, b, c, ldc, np * part / parts, np * (part + 1) / parts);
+    run_panels(pa, m, k, n, b, c, ldc, np * part / parts, np * (part + 1) / parts, block_panels);
 }
 
 }  // namespace commfuse::kernels::cpu
