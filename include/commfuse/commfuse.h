@@ -175,8 +175,9 @@ commfuseStatus_t commfuseSetTensorDevice(commfuseTensor_t* tensor, commfuseDevic
 /* x2 packed once, ahead of the calls that multiply by it (commfuse.hpp's PackedWeight): the
  * blocked layout this machine's native 16-bit GEMM reads, which it otherwise copies x2 into
  * on every call; an int8 x2 (A8W8, AlltoAllQuantMatmul A16W8) as the int8 GEMM reads it
- * (oneDNN's s8 layout, or widened to float32 without VNNI, where an A8W8 call of at most 32
- * rows reads x2 in place instead). x2: (k, n) row-major or a
+ * (oneDNN's s8 layout; without VNNI int16 pairs for AVX2's vpmaddwd kernel or float32 for
+ * the exact f32-blocked path, where an A8W8 call of at most 32 rows reads x2 in place
+ * instead). x2: (k, n) row-major or a
  * transposed (n, k) view, float32 / float16 / bfloat16 / int8, host memory (AlltoAllQuantMatmul
  * with transposeX2: a (R*H, N) descriptor of the (N, R*H) buffer, transposed strides); rows:
  * the rows a call's GEMM usually takes (AlltoAllQuantMatmul: BS/R; 0: 256). Returns NULL on a bad

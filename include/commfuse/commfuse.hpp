@@ -229,9 +229,11 @@ struct PackedWeightImpl;
 // without a native kernel; the direct small-m kernel) nothing is packed, packed() is false
 // (description() says why), and the ops read x2 as given. An int8 x2 (SPEC §6 A8W8;
 // alltoall_quant_matmul A16W8) is prepared as this machine's int8 GEMM reads it: packed
-// into oneDNN's s8 layout (VNNI / AMX), or widened to float32 (4 bytes an element) where the
-// exact f32-blocked path multiplies it (no VNNI: whatever `rows`, though an A8W8 call of at
-// most 32 rows runs a direct kernel on x2 in place there and reads none of it).
+// into oneDNN's s8 layout (VNNI / AMX); without VNNI, as int16 pairs (2 bytes an element)
+// for AVX2's vpmaddwd kernel or widened to float32 (4 bytes an element) for the exact
+// f32-blocked path, whichever this process chose (COMMFUSE_INT8_GEMM), whatever `rows`,
+// though an A8W8 call of at most 32 rows runs a direct kernel on x2 in place there and
+// reads none of it.
 // description() says which form was made, COMMFUSE_VERBOSE=1 which plan reads it.
 //
 // Not supported (InvalidArgument): other quantized x2 (FP8, HiFloat8, int4), CUDA tensors.

@@ -119,22 +119,34 @@ namespace {
 // force: run want_path instead of the machine's choice.
 // packed: ask for b in the kernel's blocked layout (IntMatmulDesc::b_packed).
 void check_int_matmul(int64_t m, int64_t k, int64_t n, bool bt, int a_max, int b_max, bool extreme,
-                      cpu::IntMatmulPath want_path, bool force = false, bool packed = false) {
+                      cpu::IntMatmulPath want_path, bool force = false, bool packed = false,
+                      int64_t pad = 0) {
   std::mt19937 g(static_cast<unsigned>(m * 131 + k * 7 + n + bt));
-  std::vector<int8_t> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
-  auto fill = [&](std::vector<int8_t>& v, int mx) {
-    std::uniform_int_distribution<int> d(-mx, mx);
-    for (auto& x : v) x = static_cast<int8_t>(extreme ? (d(g) >= 0 ? mx : -mx) : d(g));
+  // Row strides `pad` wider than the rows (a, b in either layout, c); the padding holds
+  // values that must not be read, and c's must not be written.
+  const int64_t lda = k + pad, ldb = (bt ? k : n) + pad, ldc = n + pad;
+  const int64_t b_rows = bt ? n : k;
+  std::vector<int8_t> a(static_cast<size_t>(m * lda), 99), b(static_cast<size_t>(b_rows * ldb), 99);
+  // Values in [-mx, min(mx, 127)]: a bound of 128 means -128 may occur (int8 has no +128);
+  // extreme: only the two ends.
+  auto fill = [&](std::vector<int8_t>& v, int64_t rows, int64_t cols, int64_t ld, int mx) {
+    const int hi = std::min(mx, 127);
+    std::uniform_int_distribution<int> d(-mx, hi);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < cols; ++j) {
+        const int x = d(g);
+        v[static_cast<size_t>(r * ld + j)] = static_cast<int8_t>(extreme ? (x >= 0 ? hi : -mx) : x);
+      }
   };
-  fill(a, a_max);
-  fill(b, b_max);
+  fill(a, m, k, lda, a_max);
+  fill(b, b_rows, bt ? k : n, ldb, b_max);
   cpu::IntMatmulDesc d;
   d.m = m;
   d.k = k;
   d.n = n;
-  d.lda = k;
-  d.ldb = bt ? k : n;
-  d.ldc = n;
+  d.lda = lda;
+  d.ldb = ldb;
+  d.ldc = ldc;
   d.b_transposed = bt;
   d.a_max = a_max;
   d.b_max = b_max;
@@ -152,16 +164,20 @@ void check_int_matmul(int64_t m, int64_t k, int64_t n, bool bt, int a_max, int b
   cpu::prepare_b(*plan, b.data(), prepared.data());
   const void* bp =
       cpu::prepared_b_bytes(*plan) ? static_cast<const void*>(prepared.data()) : b.data();
-  std::vector<int32_t> c(static_cast<size_t>(m * n), 12345);
+  std::vector<int32_t> c(static_cast<size_t>(m * ldc), 12345);
   cpu::int_matmul(*plan, a.data(), bp, c.data());
-  int64_t bad = 0;
-  for (int64_t i = 0; i < m; ++i)
+  int64_t bad = 0, touched = 0;
+  for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       int64_t r = 0;
-      for (int64_t p = 0; p < k; ++p) r += int64_t{a[i * k + p]} * b[bt ? j * k + p : p * n + j];
-      bad += r != c[i * n + j];
+      for (int64_t p = 0; p < k; ++p)
+        r += int64_t{a[i * lda + p]} * b[bt ? j * ldb + p : p * ldb + j];
+      bad += r != c[i * ldc + j];
     }
+    for (int64_t j = n; j < ldc; ++j) touched += c[i * ldc + j] != 12345;
+  }
   EXPECT_EQ(bad, 0) << cpu::describe(*plan);
+  EXPECT_EQ(touched, 0) << "c's padding was written: " << cpu::describe(*plan);
 }
 
 }  // namespace
@@ -243,6 +259,7 @@ TEST(IntMatmul, EveryExactInt8PathIsExact) {
       for (bool extreme : {false, true}) {
         check_int_matmul(9, 40, 11, bt, 127, 128, extreme, path, true);
         check_int_matmul(3, 2500, 5, bt, 127, 128, extreme, path, true);
+        check_int_matmul(6, 35, 40, bt, 127, 128, extreme, path, true, false, 7);  // strides
       }
 }
 
@@ -259,8 +276,13 @@ TEST(IntMatmul, Madd16EdgesAreExact) {
       check_int_matmul(5, 33, 17, bt, 127, 128, extreme, cpu::IntMatmulPath::kMadd16, true);
       check_int_matmul(67, 1025, 48, bt, 127, 128, extreme, cpu::IntMatmulPath::kMadd16, true);
       check_int_matmul(130, 600, 31, bt, 127, 128, extreme, cpu::IntMatmulPath::kMadd16, true);
-      // Several column blocks (half of L2 each: 1024 columns on a 2 MiB L2).
+      // Several column blocks (half of L2 each: 1024 columns on a 2 MiB L2), alone and with
+      // several k blocks each.
       check_int_matmul(3, 40, 4100, bt, 127, 128, extreme, cpu::IntMatmulPath::kMadd16, true);
+      check_int_matmul(5, 1025, 2100, bt, 127, 128, extreme, cpu::IntMatmulPath::kMadd16, true);
+      // Row strides wider than the rows (a, b, c), and a = -128 (a bound of 128).
+      check_int_matmul(6, 35, 40, bt, 128, 128, extreme, cpu::IntMatmulPath::kMadd16, true, false,
+                       7);
     }
 }
 

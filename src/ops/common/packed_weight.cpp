@@ -53,9 +53,10 @@ void allocate(PackedWeightImpl& w, size_t bytes) {
 }
 
 // int8 x2 (A8W8's and A16W8's weights) as the int GEMM of `rows` rows prepares it: packed
-// into oneDNN's s8 blocked layout (VNNI / AMX), or widened to fp32 for the exact f32-blocked
-// path (no VNNI: 4 bytes an element). The bounds are int8's (|a|, |b| <= 128), which every
-// quantized op's plan satisfies; an op whose plan prepares x2 otherwise reads x2 as given.
+// into oneDNN's s8 blocked layout (VNNI / AMX), or without VNNI into int16 pairs for AVX2's
+// vpmaddwd kernel (2 bytes an element) or widened to fp32 for the exact f32-blocked path (4
+// bytes an element), as exact_int_matmul_path chose. The bounds are int8's (|a|, |b| <= 128), which
+// every quantized op's plan satisfies; an op whose plan prepares x2 otherwise reads x2 as given.
 void prepare_int8(PackedWeightImpl& w, const TensorView& x2, int64_t rows) {
   kernels::cpu::IntMatmulDesc& d = w.int_desc;
   d.m = rows;
