@@ -176,7 +176,7 @@ commfuseStatus_t commfuseSetTensorDevice(commfuseTensor_t* tensor, commfuseDevic
  * blocked layout this machine's native 16-bit GEMM reads, which it otherwise copies x2 into
  * on every call; an int8 x2 (A8W8, AlltoAllQuantMatmul A16W8) as the int8 GEMM reads it
  * (oneDNN's s8 layout; without VNNI int16 pairs for AVX2's vpmaddwd kernel or float32 for
- * the exact f32-blocked path, where an A8W8 call of at most 32 rows reads x2 in place
+ * the exact f32-blocked path, where an A8W8 or A16W8 call of at most 32 rows reads x2 in place
  * instead). x2: (k, n) row-major or a
  * transposed (n, k) view, float32 / float16 / bfloat16 / int8, host memory (AlltoAllQuantMatmul
  * with transposeX2: a (R*H, N) descriptor of the (N, R*H) buffer, transposed strides); rows:

@@ -232,7 +232,7 @@ struct PackedWeightImpl;
 // into oneDNN's s8 layout (VNNI / AMX); without VNNI, as int16 pairs (2 bytes an element)
 // for AVX2's vpmaddwd kernel or widened to float32 (4 bytes an element) for the exact
 // f32-blocked path, whichever this process chose (COMMFUSE_INT8_GEMM), whatever `rows`,
-// though an A8W8 call of at most 32 rows runs a direct kernel on x2 in place there and
+// though an A8W8 or A16W8 call of at most 32 rows runs a direct kernel on x2 in place there and
 // reads none of it.
 // description() says which form was made, COMMFUSE_VERBOSE=1 which plan reads it.
 //

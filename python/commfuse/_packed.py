@@ -16,8 +16,8 @@ class PackedWeight:
     call: most of a decode step's time. An int8 ``x2`` (A8W8; alltoall_quant_matmul's
     A16W8) is prepared as this machine's int8 GEMM reads it: oneDNN's s8 layout (VNNI /
     AMX), or without VNNI as int16 pairs for AVX2's vpmaddwd kernel or widened to float32
-    for the exact f32-blocked path, whichever this process chose (where an A8W8 call of at
-    most 32 rows reads x2 in place instead). For alltoall_quant_matmul ``rows`` is
+    for the exact f32-blocked path, whichever this process chose (where an A8W8 or A16W8 call
+    of at most 32 rows reads x2 in place instead). For alltoall_quant_matmul ``rows`` is
     BS/R, the rows each rank multiplies.
 
     Pass it as ``packed_x2=`` to :func:`all_gather_base_mm`, :func:`mm_reduce_scatter_base`,

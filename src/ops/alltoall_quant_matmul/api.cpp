@@ -31,6 +31,9 @@ size_t plan_workspace_bytes(const AlltoAllQuantMatmulPlanData& plan) {
 
 const char* plan_schedule_name(const AlltoAllQuantMatmulPlanData& plan) {
   const bool unfused = plan.schedule == AlltoAllQuantMatmulSchedule::kUnfused;
+  if (plan.small_m)
+    return unfused ? "unfused (int GEMM: direct int8, x2 in place)"
+                   : "fused (int GEMM: direct int8, x2 in place)";
   switch (plan.path) {
     case kernels::cpu::IntMatmulPath::kS8:
       return unfused ? "unfused (int GEMM: oneDNN s8s8s32)" : "fused (int GEMM: oneDNN s8s8s32)";

@@ -8,6 +8,7 @@
 
 #include "core/algorithm.hpp"
 #include "kernels/cpu/quant_per_token.hpp"
+#include "kernels/cpu/small_m_int_gemm.hpp"
 #include "ops/alltoall_quant_matmul/plan.hpp"
 #include "ops/common/packed_weight.hpp"
 
@@ -75,8 +76,11 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
   // scale; x2 is then prepared (packed or widened) segment by segment.
   const bool a4w4 = p.combo == QuantCombo::kA4W4;
   const cpu::IntMatmulDesc d = int_gemm_desc(plan, rows, a4w4 ? p.h : k);
-  plan.path = cpu::choose_int_matmul_path(d.a_max, d.b_max);
-  if (plan.path == cpu::IntMatmulPath::kS8) {
+  plan.small_m = p.combo == QuantCombo::kA16W8 && rows <= cpu::kSmallIntRows &&
+                 !cpu::s8_gemm_accumulates_in_int32();  // (plan.hpp)
+  plan.path = plan.small_m ? cpu::IntMatmulPath::kS8    // unused: no plan, nothing prepared
+                           : cpu::choose_int_matmul_path(d.a_max, d.b_max);
+  if (plan.path == cpu::IntMatmulPath::kS8 && !plan.small_m) {
     // The planner's own answer: an x2 beyond the s8 kernel's 32-bit sizes takes the exact
     // f32-blocked path (int_matmul.cpp), which then needs x2 prepared below.
     cpu::IntMatmulDesc full = d;
@@ -93,7 +97,7 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
   const int64_t block_rows =
       std::clamp<int64_t>(kEpilogueBytes / (4 * p.n), kMinEpilogueRows,
                           std::max<int64_t>(kMinEpilogueRows, plan.gemm_rows));
-  if (plan.path == cpu::IntMatmulPath::kS8) {
+  if (plan.path == cpu::IntMatmulPath::kS8 && !plan.small_m) {
     cpu::IntMatmulDesc full = d;
     full.m = unfused ? plan.gemm_rows : std::min(block_rows, plan.gemm_rows);
     full.b_packed = true;
@@ -178,13 +182,15 @@ kernels::cpu::IntMatmulDesc int_gemm_desc(const AlltoAllQuantMatmulPlanData& pla
 
 std::string describe(const AlltoAllQuantMatmulPlanData& plan) {
   const AlltoAllQuantMatmulProblem& p = plan.problem;
-  return detail::cat(kAlltoAllQuantMatmulOp, "(rank ", p.rank, "): ", combo_name(p.combo),
-                     " BS=", p.bs, " H=", p.h, " N=", p.n, " R=", p.world_size, ", algorithm ",
-                     schedule_name(plan.schedule), ", GEMM chunks of ", plan.gemm_rows,
-                     " rows, workspace ", plan.ws.total, " bytes; int gemm: ",
-                     plan.full_gemm ? kernels::cpu::describe(*plan.full_gemm)
-                                    : std::string(kernels::cpu::int_matmul_path_name(plan.path)),
-                     plan.b_prepacked ? ", x2 prepacked (PackedWeight)" : "");
+  return detail::cat(
+      kAlltoAllQuantMatmulOp, "(rank ", p.rank, "): ", combo_name(p.combo), " BS=", p.bs,
+      " H=", p.h, " N=", p.n, " R=", p.world_size, ", algorithm ", schedule_name(plan.schedule),
+      ", GEMM chunks of ", plan.gemm_rows, " rows, workspace ", plan.ws.total, " bytes; int gemm: ",
+      plan.small_m     ? detail::cat("direct int8 kernel (<= ", kernels::cpu::kSmallIntRows,
+                                     " rows, x2 read in place)")
+      : plan.full_gemm ? kernels::cpu::describe(*plan.full_gemm)
+                       : std::string(kernels::cpu::int_matmul_path_name(plan.path)),
+      plan.b_prepacked ? ", x2 prepacked (PackedWeight)" : "");
 }
 
 namespace {

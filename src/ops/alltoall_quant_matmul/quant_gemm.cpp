@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/trace.hpp"
+#include "kernels/cpu/small_m_int_gemm.hpp"
 #include "ops/alltoall_quant_matmul/row_kernels.hpp"
 #include "ops/common/packed_weight.hpp"
 
@@ -60,13 +61,20 @@ cpu::IntMatmulDesc QuantGemm::desc(int64_t m, int64_t kk) const {
 
 void QuantGemm::run(int64_t r0, int64_t r1) {
   const int64_t m = r1 - r0;
-  const size_t out_es = dtype_storage_bytes(p_.out_dtype, 1);
-  auto* out = static_cast<uint8_t*>(p_.output);
-  const bool a4w4 = p_.combo == QuantCombo::kA4W4;
   // Blocks of epilogue_rows (plan.hpp): each block's epilogue reads its sums from cache.
   const int64_t block = plan_.epilogue_rows > 0 ? plan_.epilogue_rows : m;
   for (int64_t b0 = r0; b0 < r1; b0 += block) {
     const int64_t b1 = std::min(r1, b0 + block), mb = b1 - b0;
+    if (plan_.small_m) {  // A16W8, few rows, no VNNI (plan.hpp): x2 in place
+      {
+        trace::Span span("gemm", "quant_gemm", -1, static_cast<uint64_t>(mb));
+        cpu::small_m_int_gemm(q_segment(0) + static_cast<size_t>(b0 * k_), mb, k_,
+                              static_cast<const int8_t*>(plain_b_), k_, p_.n,
+                              p_.x2_transposed ? k_ : p_.n, p_.x2_transposed, acc_, p_.n);
+      }
+      dequant_block(b0, mb, 0);
+      continue;
+    }
     auto g = cpu::plan_int_matmul(desc(mb, seg_k_));
     // x2 as prepared (packed, widened or int16 pairs: desc forces that path on every block), unless
     // this block's plan wants another layout than the one packed: then plain x2.
@@ -87,23 +95,30 @@ void QuantGemm::run(int64_t r0, int64_t r1) {
         trace::Span span("gemm", "quant_gemm", -1, static_cast<uint64_t>(mb));
         cpu::int_matmul(*g, q_segment(s) + static_cast<size_t>(b0 * seg_k_), bs, acc_);
       }
-      trace::Span span("dequant", "quant_gemm", -1, static_cast<uint64_t>(mb));
-      for (int64_t i = 0; i < mb; ++i) {
-        const int32_t* acc = acc_ + static_cast<size_t>(i) * n_;
-        uint8_t* dst = out + static_cast<size_t>(b0 + i) * n_ * out_es;
-        if (!a4w4) {
-          dequant_row(acc, p_.x2_scale, scales_[b0 + i], bias32_, out_row_, n_);
-          store_row(out_row_, p_.out_dtype, dst, n_);
-          continue;
-        }
-        float* y = yacc_ + static_cast<size_t>(i) * n_;
-        dequant_segment(acc, p_.x2_scale, scales_[static_cast<size_t>(b0 + i) * segments_ + s], y,
-                        n_, s == 0);
-        if (s + 1 < segments_) continue;
-        if (bias32_) add_bias(y, bias32_, n_);
-        store_row(y, p_.out_dtype, dst, n_);
-      }
+      dequant_block(b0, mb, s);
     }
+  }
+}
+
+void QuantGemm::dequant_block(int64_t b0, int64_t mb, int s) {
+  const size_t out_es = dtype_storage_bytes(p_.out_dtype, 1);
+  auto* out = static_cast<uint8_t*>(p_.output);
+  const bool a4w4 = p_.combo == QuantCombo::kA4W4;
+  trace::Span span("dequant", "quant_gemm", -1, static_cast<uint64_t>(mb));
+  for (int64_t i = 0; i < mb; ++i) {
+    const int32_t* acc = acc_ + static_cast<size_t>(i) * n_;
+    uint8_t* dst = out + static_cast<size_t>(b0 + i) * n_ * out_es;
+    if (!a4w4) {
+      dequant_row(acc, p_.x2_scale, scales_[b0 + i], bias32_, out_row_, n_);
+      store_row(out_row_, p_.out_dtype, dst, n_);
+      continue;
+    }
+    float* y = yacc_ + static_cast<size_t>(i) * n_;
+    dequant_segment(acc, p_.x2_scale, scales_[static_cast<size_t>(b0 + i) * segments_ + s], y, n_,
+                    s == 0);
+    if (s + 1 < segments_) continue;
+    if (bias32_) add_bias(y, bias32_, n_);
+    store_row(y, p_.out_dtype, dst, n_);
   }
 }
 

@@ -35,6 +35,8 @@ class QuantGemm {
 
  private:
   kernels::cpu::IntMatmulDesc desc(int64_t m, int64_t kk) const;
+  // The epilogue of rows [b0, b0 + mb), whose segment-s sums are in acc_.
+  void dequant_block(int64_t b0, int64_t mb, int s);
   // x2's rows (columns when transposed) [s*seg_k, (s+1)*seg_k) as int8 in x2's own layout.
   const int8_t* plain_segment(int s) const;
 
