@@ -544,6 +544,17 @@ int case_alltoall_numerics(commfuse::Comm& comm) {
         run_quant_case(comm, c, tag++, false, true);
       }
     }
+  // A16W8 of few rows with N past the direct int8 kernel's 16-column steps (without VNNI
+  // the op runs that kernel on x2 in place, plain and transposed).
+  for (bool tr : {false, true}) {
+    QCase wide;
+    wide.x1 = wide.out = DType::kBFloat16;
+    wide.rows = 7;
+    wide.n = 40;
+    wide.transposed = tr;
+    wide.bias = Bias::kF32;
+    run_quant_case(comm, wide, tag++, false, true);
+  }
   // One row per rank; the C API.
   QCase one;
   one.rows = 1;

@@ -285,7 +285,12 @@ int case_soak(commfuse::Comm& comm) {
         s.alltoall(call, bad);
         break;
     }
-    if (g_failures > 20) break;  // enough to diagnose
+    // Enough to diagnose; every rank stops at the same call (g_failures is per rank, and a
+    // rank that stopped alone would leave its peers in a collective).
+    const int32_t mine = g_failures > 20 ? 1 : 0;
+    int32_t any = 0;
+    comm.all_reduce(&mine, &any, 1, commfuse::DType::kInt32);
+    if (any != 0) break;
   }
   EXPECT(comm.usable(), "unusable after the soak: %s", comm.failure().c_str());
   const long rss_end = rss_kb();

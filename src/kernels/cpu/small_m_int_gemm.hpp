@@ -14,7 +14,9 @@
 
 namespace commfuse::kernels::cpu {
 
-// Rows up to which the quantized matmul ops use this kernel (ops/common/quant_row_gemm).
+// Rows up to which the quantized matmul ops (ops/common/quant_row_gemm) and
+// alltoall_quant_matmul A16W8 (its rows per rank) use this kernel where oneDNN's s8 kernel
+// saturates.
 inline constexpr int64_t kSmallIntRows = 32;
 
 // c (rows x n, row stride ldc) = a (rows x k, row stride lda) @ b, b (k, n) row-major with
