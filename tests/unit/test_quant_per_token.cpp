@@ -180,6 +180,17 @@ void check_int_matmul(int64_t m, int64_t k, int64_t n, bool bt, int a_max, int b
   EXPECT_EQ(touched, 0) << "c's padding was written: " << cpu::describe(*plan);
 }
 
+// plan_int_matmul(d) must refuse d's force_path: PARAM_INVALID naming force_path.
+void expect_forced_path_rejected(const cpu::IntMatmulDesc& d, const char* accepted) {
+  try {
+    cpu::plan_int_matmul(d);
+    ADD_FAILURE() << accepted;
+  } catch (const commfuse::Error& e) {
+    EXPECT_EQ(e.code(), commfuse::Status::kParamInvalid);
+    EXPECT_NE(std::string(e.what()).find("force_path"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 
 TEST(IntMatmul, PathChoice) {
@@ -216,13 +227,7 @@ TEST(IntMatmul, ForcingMadd16WithoutAvx2IsRejected) {
     EXPECT_EQ(cpu::path_of(*cpu::plan_int_matmul(d)), cpu::IntMatmulPath::kMadd16);
     return;
   }
-  try {
-    cpu::plan_int_matmul(d);
-    ADD_FAILURE() << "forcing avx2-madd16 without AVX2 was accepted";
-  } catch (const commfuse::Error& e) {
-    EXPECT_EQ(e.code(), commfuse::Status::kParamInvalid);
-    EXPECT_NE(std::string(e.what()).find("force_path"), std::string::npos) << e.what();
-  }
+  expect_forced_path_rejected(d, "forcing avx2-madd16 without AVX2 was accepted");
 }
 
 TEST(IntMatmul, Int32AccumulationNeedsVnniOrAmxUnderTheCap) {
@@ -306,13 +311,7 @@ TEST(IntMatmul, ForcingASaturatingPathIsRejected) {
   d.m = d.k = d.n = d.lda = d.ldb = d.ldc = 4;
   d.a_max = d.b_max = 127;
   d.force_path = cpu::IntMatmulPath::kS8;
-  try {
-    cpu::plan_int_matmul(d);
-    ADD_FAILURE() << "forcing a saturating s8 GEMM was accepted";
-  } catch (const commfuse::Error& e) {
-    EXPECT_EQ(e.code(), commfuse::Status::kParamInvalid);
-    EXPECT_NE(std::string(e.what()).find("force_path"), std::string::npos) << e.what();
-  }
+  expect_forced_path_rejected(d, "forcing a saturating s8 GEMM was accepted");
 }
 
 // As for the float plans (test_matmul.cpp): operands of 2^31 elements or more take the

@@ -22,6 +22,7 @@
 #include "kernels/cpu/onednn_info.hpp"
 #include "kernels/cpu/packed_b.hpp"
 #include "kernels/cpu/probe_timing.hpp"
+#include "kernels/cpu/small_m_int_gemm.hpp"
 #include "kernels/cpu/threads.hpp"
 
 namespace commfuse::kernels::cpu {
@@ -229,6 +230,10 @@ IntMatmulPath choose_int_matmul_path(int a_max, int b_max) {
   // The probe only where its answer is needed (no VNNI, bounds past vpmaddubsw's).
   const IntMatmulPath s8 = choose_int_matmul_path(a_max, b_max, int32, IntMatmulPath::kF32Blocked);
   return s8 == IntMatmulPath::kS8 ? s8 : exact_int_matmul_path();
+}
+
+bool direct_int8_kernel_pays(int64_t rows) {
+  return rows > 0 && rows <= kSmallIntRows && !s8_gemm_accumulates_in_int32();
 }
 
 bool always_prepares_b(IntMatmulPath path) {

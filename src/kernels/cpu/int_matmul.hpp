@@ -66,6 +66,13 @@ IntMatmulPath choose_int_matmul_path(int a_max, int b_max);
 // madd16|f32-blocked pins it (madd16 without AVX2: InvalidArgument naming the variable).
 // The decision is logged at COMMFUSE_VERBOSE=1.
 IntMatmulPath exact_int_matmul_path();
+// Whether a product of at most `rows` rows (int8 x int8) runs the direct int8 kernel on b in
+// place (kernels/cpu/small_m_int_gemm) rather than an int_matmul path: few rows
+// (kSmallIntRows) where oneDNN's s8 kernel saturates, since the other exact paths prepare
+// all of b first. With VNNI oneDNN's s8 kernel reads b in place too and ran 16x4096x4096 at
+// W = 2 in 3.7 ms against the direct kernel's 18 ms (AVX-512 Xeon). The quantized matmul
+// ops (A8W8) and alltoall_quant_matmul (A16W8) follow it.
+bool direct_int8_kernel_pays(int64_t rows);
 // Whether `path` reads b as prepare_b writes it whatever the plan (kMadd16, kF32Blocked):
 // the callers then prepare b once per call and force the path on every chunk.
 bool always_prepares_b(IntMatmulPath path);

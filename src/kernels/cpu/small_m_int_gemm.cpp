@@ -109,6 +109,11 @@ __attribute__((target("avx2"))) uint32_t dot_avx2(const int8_t* a, const int8_t*
 
 }  // namespace
 
+const char* small_m_int_gemm_description() {
+  static_assert(kSmallIntRows == 32, "the text below names the bound");
+  return "direct int8 kernel (<= 32 rows, x2 read in place)";
+}
+
 void small_m_int_gemm(const int8_t* a, int64_t rows, int64_t lda, const int8_t* b, int64_t k,
                       int64_t n, int64_t ldb, bool b_transposed, int32_t* c, int64_t ldc) {
 #ifdef CF_HAVE_AVX2_INT_KERNEL

@@ -19,6 +19,9 @@ namespace commfuse::kernels::cpu {
 // saturates.
 inline constexpr int64_t kSmallIntRows = 32;
 
+// "direct int8 kernel (<= 32 rows, x2 read in place)": how plan descriptions name it.
+const char* small_m_int_gemm_description();
+
 // c (rows x n, row stride ldc) = a (rows x k, row stride lda) @ b, b (k, n) row-major with
 // row stride ldb, or, when b_transposed, an (n, k) buffer with row stride ldb.
 void small_m_int_gemm(const int8_t* a, int64_t rows, int64_t lda, const int8_t* b, int64_t k,

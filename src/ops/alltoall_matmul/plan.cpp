@@ -23,6 +23,18 @@ const char* schedule_name(AlltoAllMatmulSchedule s) {
 
 namespace {
 
+// x2 as the GEMM reads it: (R*H, N), or its (N, R*H) buffer with transposeX2, with the
+// prepacked form if any (the plan's GEMM operand and part of the plan key).
+WeightLayout x2_layout(const AlltoAllMatmulProblem& p) {
+  WeightLayout x2;
+  x2.data = p.x2;
+  x2.n = p.n;
+  x2.transposed = p.x2_transposed;
+  x2.ld = p.x2_transposed ? p.k() : p.n;
+  x2.prepacked = p.packed_x2;
+  return x2;
+}
+
 std::string describe_problem(const AlltoAllMatmulProblem& p) {
   return detail::cat(kAlltoAllMatmulOp, "(rank ", p.rank, ") BS=", p.bs, " H=", p.h, " N=", p.n,
                      " R=", p.world_size, " ", dtype_name(p.dtype));
@@ -48,11 +60,7 @@ AlltoAllMatmulPlanData plan_alltoall_matmul(AlltoAllMatmulProblem problem) {
   g.dtype = g.c_dtype = p.dtype;
   g.k = p.k();
   g.n = p.n;
-  g.b.data = p.x2;
-  g.b.n = p.n;
-  g.b.transposed = p.x2_transposed;
-  g.b.ld = p.x2_transposed ? p.k() : p.n;
-  g.b.prepacked = p.packed_x2;
+  g.b = x2_layout(p);
   g.bias = p.bias;
   // The fused schedule's chunks: gemm_chunk_rows (all rows on shm), each possibly a piece
   // longer (the unfused one: all rows in one GEMM). Either way more than a few rows unless
@@ -82,12 +90,7 @@ namespace {
 PlanKey plan_key(const AlltoAllMatmulProblem& p) {
   PlanKey key(kAlltoAllMatmulOp, p.group);
   key.add(p.rank).add(p.world_size).add(static_cast<int64_t>(p.dtype)).add(p.bs).add(p.h);
-  WeightLayout x2;  // as the GEMM reads it, with a prepacked form's layout
-  x2.n = p.n;
-  x2.transposed = p.x2_transposed;
-  x2.ld = p.x2_transposed ? p.k() : p.n;
-  x2.prepacked = p.packed_x2;
-  key.add(p.n).add(x2).add(p.bias).add(p.all_to_all_out != nullptr ? 1 : 0);
+  key.add(p.n).add(x2_layout(p)).add(p.bias).add(p.all_to_all_out != nullptr ? 1 : 0);
   return key;
 }
 

@@ -76,9 +76,8 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
   // scale; x2 is then prepared (packed or widened) segment by segment.
   const bool a4w4 = p.combo == QuantCombo::kA4W4;
   const cpu::IntMatmulDesc d = int_gemm_desc(plan, rows, a4w4 ? p.h : k);
-  plan.small_m = p.combo == QuantCombo::kA16W8 && rows <= cpu::kSmallIntRows &&
-                 !cpu::s8_gemm_accumulates_in_int32();  // (plan.hpp)
-  plan.path = plan.small_m ? cpu::IntMatmulPath::kS8    // unused: no plan, nothing prepared
+  plan.small_m = p.combo == QuantCombo::kA16W8 && cpu::direct_int8_kernel_pays(rows);
+  plan.path = plan.small_m ? cpu::IntMatmulPath::kS8  // unused: no plan, nothing prepared
                            : cpu::choose_int_matmul_path(d.a_max, d.b_max);
   if (plan.path == cpu::IntMatmulPath::kS8 && !plan.small_m) {
     // The planner's own answer: an x2 beyond the s8 kernel's 32-bit sizes takes the exact
@@ -182,15 +181,14 @@ kernels::cpu::IntMatmulDesc int_gemm_desc(const AlltoAllQuantMatmulPlanData& pla
 
 std::string describe(const AlltoAllQuantMatmulPlanData& plan) {
   const AlltoAllQuantMatmulProblem& p = plan.problem;
-  return detail::cat(
-      kAlltoAllQuantMatmulOp, "(rank ", p.rank, "): ", combo_name(p.combo), " BS=", p.bs,
-      " H=", p.h, " N=", p.n, " R=", p.world_size, ", algorithm ", schedule_name(plan.schedule),
-      ", GEMM chunks of ", plan.gemm_rows, " rows, workspace ", plan.ws.total, " bytes; int gemm: ",
-      plan.small_m     ? detail::cat("direct int8 kernel (<= ", kernels::cpu::kSmallIntRows,
-                                     " rows, x2 read in place)")
-      : plan.full_gemm ? kernels::cpu::describe(*plan.full_gemm)
-                       : std::string(kernels::cpu::int_matmul_path_name(plan.path)),
-      plan.b_prepacked ? ", x2 prepacked (PackedWeight)" : "");
+  return detail::cat(kAlltoAllQuantMatmulOp, "(rank ", p.rank, "): ", combo_name(p.combo),
+                     " BS=", p.bs, " H=", p.h, " N=", p.n, " R=", p.world_size, ", algorithm ",
+                     schedule_name(plan.schedule), ", GEMM chunks of ", plan.gemm_rows,
+                     " rows, workspace ", plan.ws.total, " bytes; int gemm: ",
+                     plan.small_m     ? std::string(kernels::cpu::small_m_int_gemm_description())
+                     : plan.full_gemm ? kernels::cpu::describe(*plan.full_gemm)
+                                      : std::string(kernels::cpu::int_matmul_path_name(plan.path)),
+                     plan.b_prepacked ? ", x2 prepacked (PackedWeight)" : "");
 }
 
 namespace {

@@ -148,9 +148,9 @@ struct AlltoAllQuantMatmulPlanData {
   // kEpilogueBytes of them; a block costs no extra copy of x2). 0: each chunk's GEMM in one
   // call, then its epilogue (x2 not packed, and the unfused reference's separate passes).
   int64_t epilogue_rows = 0;
-  // A16W8 of at most kSmallIntRows rows where oneDNN's s8 kernel saturates (no VNNI/AMX):
-  // the direct int8 kernel (kernels/cpu/small_m_int_gemm) on x2 in place, as A8W8's matmul
-  // ops do. The other exact paths prepare all of x2 first (int16 pairs or fp32), which
+  // A16W8 of few rows where oneDNN's s8 kernel saturates (kernels/cpu/int_matmul.hpp:
+  // direct_int8_kernel_pays): the direct int8 kernel on x2 in place, as A8W8's matmul ops
+  // do. The other exact paths prepare all of x2 first (int16 pairs or fp32), which
   // for a decode step's few rows costs several times the product (BS 16, H 2048, N 4096,
   // W = 2 under the avx2 cap: 32 ms on avx2-madd16, 49 on f32-blocked, 22 for the bf16
   // path). Nothing is prepared, packed_x2 is not read.

@@ -93,8 +93,7 @@ void plan_quant_gemm(QuantGemmShape& s) {
   int64_t chunk = std::clamp(kAccBytes / (4 * s.n), kMinChunkRows, kMaxChunkRows);
   if (s.max_rows > 0) chunk = std::min(chunk, s.max_rows);
   s.chunk_rows = std::max<int64_t>(1, chunk);
-  s.small_m = is_a8w8(s) && s.max_rows > 0 && s.max_rows <= cpu::kSmallIntRows &&
-              !cpu::s8_gemm_accumulates_in_int32();  // (quant_row_gemm.hpp)
+  s.small_m = is_a8w8(s) && cpu::direct_int8_kernel_pays(s.max_rows);  // (quant_row_gemm.hpp)
   s.int8_packed = false;
   if (is_a8w8(s) && !s.small_m) {
     // Chunks of kPackedAccBytes (at least kMinChunkRows: each streams all of x2) over x2
@@ -160,7 +159,7 @@ std::string describe_quant_gemm(const QuantGemmShape& s) {
   std::string kernel;
   bool packed = false;
   if (s.small_m)
-    kernel = detail::cat("direct int8 kernel (<= ", cpu::kSmallIntRows, " rows, x2 read in place)");
+    kernel = cpu::small_m_int_gemm_description();
   else if (is_a8w8(s))
     kernel = cpu::describe(*cpu::plan_int_matmul(int_desc(s, s.chunk_rows))) +
              (s.int8_prepacked ? ", x2 prepacked (PackedWeight)" : "");

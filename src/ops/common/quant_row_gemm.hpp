@@ -39,11 +39,9 @@ struct QuantGemmShape {
   // Set by plan_quant_gemm.
   int64_t chunk_rows = 0;
   bool decode_to_bf16 = false;  // FP8/HiF8: oneDNN multiplies bf16 natively here
-  // A8W8 with at most kSmallIntRows rows per run (decode) where oneDNN's s8 kernel is not
-  // exact (no VNNI/AMX): the direct kernel on the int8 x2 in place
-  // (kernels/cpu/small_m_int_gemm.hpp), nothing prepared. With VNNI oneDNN's s8 kernel
-  // reads x2 in place too and ran 16x4096x4096 at W = 2 in 3.7 ms against the direct
-  // kernel's 18 ms (AVX-512 Xeon).
+  // A8W8 with few rows per run (decode) where oneDNN's s8 kernel is not exact (no
+  // VNNI/AMX): the direct kernel on the int8 x2 in place, nothing prepared
+  // (kernels/cpu/int_matmul.hpp: direct_int8_kernel_pays).
   bool small_m = false;
   // FP8/HiF8 decoded to bf16: the decoded x2 packed once more into the bf16 GEMM's blocked
   // layout (kernels/cpu/packed_b.hpp), for chunks whose plan reads it; unset: read dense.
