@@ -248,39 +248,39 @@ CF_SIMD_KERNEL(void, bf16_to_f32, (const uint16_t* src, float* dst, size_t count
   for (size_t i = 0; i < count; ++i)
     dst[i] = detail::f32_from_bits(static_cast<uint32_t>(src[i]) << 16);
 }
-CF_SIMD_KERNEL(void, f32_to_bf16, (const float* src, uint16_t* dst, size_t count),
-               (src, dst, count)) {
+CF_SIMD_KERNEL_AVX512(void, f32_to_bf16, (const float* src, uint16_t* dst, size_t count),
+                      (src, dst, count)) {
   for (size_t i = 0; i < count; ++i)
     dst[i] = static_cast<uint16_t>(bf16_encode(detail::f32_bits(src[i])));
 }
 void e4m3fn_to_f32(const uint8_t* src, float* dst, size_t count) {
   decode_table(kE4M3Table.data(), src, dst, count);
 }
-CF_SIMD_KERNEL(void, f32_to_e4m3fn, (const float* src, uint8_t* dst, size_t count, bool sat),
-               (src, dst, count, sat)) {
+CF_SIMD_KERNEL_AVX512(void, f32_to_e4m3fn, (const float* src, uint8_t* dst, size_t count, bool sat),
+                      (src, dst, count, sat)) {
   for (size_t i = 0; i < count; ++i)
     dst[i] = static_cast<uint8_t>(E4M3FN::encode(detail::f32_bits(src[i]), sat));
 }
 void e5m2_to_f32(const uint8_t* src, float* dst, size_t count) {
   decode_table(kE5M2Table.data(), src, dst, count);
 }
-CF_SIMD_KERNEL(void, f32_to_e5m2, (const float* src, uint8_t* dst, size_t count, bool sat),
-               (src, dst, count, sat)) {
+CF_SIMD_KERNEL_AVX512(void, f32_to_e5m2, (const float* src, uint8_t* dst, size_t count, bool sat),
+                      (src, dst, count, sat)) {
   for (size_t i = 0; i < count; ++i)
     dst[i] = static_cast<uint8_t>(E5M2::encode(detail::f32_bits(src[i]), sat));
 }
 void hif8_to_f32(const uint8_t* src, float* dst, size_t count) {
   decode_table(kHiF8Table.data(), src, dst, count);
 }
-CF_SIMD_KERNEL(void, f32_to_hif8, (const float* src, uint8_t* dst, size_t count, bool sat),
-               (src, dst, count, sat)) {
+CF_SIMD_KERNEL_AVX512(void, f32_to_hif8, (const float* src, uint8_t* dst, size_t count, bool sat),
+                      (src, dst, count, sat)) {
   for (size_t i = 0; i < count; ++i) dst[i] = hif8_encode(detail::f32_bits(src[i]), sat);
 }
 void e8m0_to_f32(const uint8_t* src, float* dst, size_t count) {
   decode_table(kE8M0Table.data(), src, dst, count);
 }
-CF_SIMD_KERNEL(void, f32_to_e8m0, (const float* src, uint8_t* dst, size_t count, bool sat),
-               (src, dst, count, sat)) {
+CF_SIMD_KERNEL_AVX512(void, f32_to_e8m0, (const float* src, uint8_t* dst, size_t count, bool sat),
+                      (src, dst, count, sat)) {
   for (size_t i = 0; i < count; ++i) dst[i] = e8m0_encode(detail::f32_bits(src[i]), sat);
 }
 

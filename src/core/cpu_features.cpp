@@ -149,6 +149,15 @@ bool use_avx2() {
   return on;
 }
 
+bool use_avx512() {
+  static const bool on = features().avx2 && features().avx512f && features().avx512bw;
+  return on;
+}
+
+const char* array_loops_name() {
+  return use_avx512() ? "avx512" : use_avx2() ? "avx2" : "baseline x86-64";
+}
+
 bool use_f16c() {
   static const bool on = features().avx2 && features().f16c;
   return on;

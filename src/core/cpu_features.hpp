@@ -55,6 +55,11 @@ IsaLevel highest_level(const Features& f);
 
 // True when the AVX2 array-loop clones may run (simd.hpp's dispatch).
 bool use_avx2();
+// True when the AVX-512 (F + BW) array-loop clones may run: the kAvx512Core level's features,
+// present and allowed by the cap.
+bool use_avx512();
+// Which copy of the array loops runs: "avx512", "avx2" or "baseline x86-64".
+const char* array_loops_name();
 // True when the F16C conversions may run: AVX2 and F16C both present and allowed by the cap
 // (a hypervisor may show AVX2 without F16C).
 bool use_f16c();

@@ -100,7 +100,7 @@ void verbose(const std::string& message) {
                       cap == cpu::IsaLevel::kAll ? std::string()
                                                  : detail::cat(", capped by COMMFUSE_MAX_CPU_ISA=",
                                                                cpu::isa_level_name(cap)),
-                      "), array loops ", cpu::use_avx2() ? "avx2" : "baseline x86-64"));
+                      "), array loops ", cpu::array_loops_name()));
   });
   write(Level::kInfo, "verbose: " + message);
 }

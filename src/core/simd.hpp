@@ -1,34 +1,58 @@
-// Array loops written once and compiled twice, for AVX2 and for baseline x86-64, with the
-// copy chosen at run time from cpu::use_avx2(): the CPU's features capped by
-// COMMFUSE_MAX_CPU_ISA, so a capped run exercises the baseline loops on any machine (GCC's
-// target_clones, used before, choose at load time from the CPU alone and ignore the cap).
+// Array loops written once and compiled for AVX2 and for baseline x86-64 (CF_SIMD_KERNEL),
+// or also for AVX-512 F + BW (CF_SIMD_KERNEL_AVX512), with the copy chosen at run time from
+// cpu::use_avx512() / use_avx2(): the CPU's features capped by COMMFUSE_MAX_CPU_ISA, so a
+// capped run exercises the narrower loops on any machine (GCC's target_clones, used before,
+// choose at load time from the CPU alone and ignore the cap).
 //
 //   CF_SIMD_KERNEL(void, add_f32, (float* acc, const float* x, size_t n), (acc, x, n)) {
 //     for (size_t i = 0; i < n; ++i) acc[i] += x[i];
 //   }
 //
-// defines add_f32 (the dispatcher, with the linkage of where it stands) over two static
-// copies of the body. The body is plain C++ with no intrinsics, so both copies compute the
-// same bits; only the vector width differs.
+// defines add_f32 (the dispatcher, with the linkage of where it stands) over static copies
+// of the body. The body is plain C++ with no intrinsics, so every copy computes the same
+// bits; only the vector width differs. That needs -ffp-contract=off (src/CMakeLists.txt):
+// the AVX-512 copy may use FMA, and GCC's default would fuse a*b + c into one rounding
+// where the other copies round twice.
+//
+// The AVX-512 copy is opt-in, loop by loop, where it measured faster: GCC 12 left some
+// loops scalar in it (a2aq::mul_abs_max: 16.4 against the AVX2 copy's 11.2 us per 16 Ki
+// floats on the AMX Xeon), made table lookups 16-lane gathers (1 Mi e4m3 codes: 328 against
+// 228 us), and memory-bound loops (fp32 sums, widening) gained nothing. The encoders to
+// bf16 / fp8 / HiF8 / E8M0, per-token quantization, bf16 sums and the int epilogue rows
+// gained 1.1-2.1x (docs/architecture.md).
 #pragma once
 
 #include "core/cpu_features.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define CF_SIMD_TARGET_AVX2 __attribute__((target("avx2")))
+#define CF_SIMD_TARGET_AVX512 __attribute__((target("avx2,avx512f,avx512bw")))
 #define CF_SIMD_INLINE inline __attribute__((always_inline))
+#define CF_SIMD_COPIES_2(ret, name, params, args)          \
+  static CF_SIMD_INLINE ret name##_simd_body params;       \
+  static CF_SIMD_TARGET_AVX2 ret name##_simd_avx2 params { \
+    return name##_simd_body args;                          \
+  }                                                        \
+  static ret name##_simd_base params {                     \
+    return name##_simd_body args;                          \
+  }
 #define CF_SIMD_KERNEL(ret, name, params, args)                                         \
-  static CF_SIMD_INLINE ret name##_simd_body params;                                    \
-  static CF_SIMD_TARGET_AVX2 ret name##_simd_avx2 params {                              \
-    return name##_simd_body args;                                                       \
+  CF_SIMD_COPIES_2(ret, name, params, args)                                             \
+  ret name params {                                                                     \
+    return ::commfuse::cpu::use_avx2() ? name##_simd_avx2 args : name##_simd_base args; \
   }                                                                                     \
-  static ret name##_simd_base params {                                                  \
+  static CF_SIMD_INLINE ret name##_simd_body params
+#define CF_SIMD_KERNEL_AVX512(ret, name, params, args)                                  \
+  CF_SIMD_COPIES_2(ret, name, params, args)                                             \
+  static CF_SIMD_TARGET_AVX512 ret name##_simd_avx512 params {                          \
     return name##_simd_body args;                                                       \
   }                                                                                     \
   ret name params {                                                                     \
+    if (::commfuse::cpu::use_avx512()) return name##_simd_avx512 args;                  \
     return ::commfuse::cpu::use_avx2() ? name##_simd_avx2 args : name##_simd_base args; \
   }                                                                                     \
   static CF_SIMD_INLINE ret name##_simd_body params
 #else
 #define CF_SIMD_KERNEL(ret, name, params, args) ret name params
+#define CF_SIMD_KERNEL_AVX512(ret, name, params, args) ret name params
 #endif

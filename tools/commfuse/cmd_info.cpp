@@ -94,6 +94,8 @@ int cmd_info(int argc, char** argv) {
           ? ""
           : (std::string(", capped by COMMFUSE_MAX_CPU_ISA=") + cpu::isa_level_name(cap)).c_str());
   std::printf("  oneDNN ISA        %s\n", kernels::cpu::onednn_effective_isa().c_str());
+  std::printf("  array loops       %s (conversions, quantize / dequantize, sums)\n",
+              cpu::array_loops_name());
   if (kernels::cpu::s8_gemm_accumulates_in_int32())
     std::printf("  int8 GEMM         oneDNN s8 (int32 accumulation: VNNI/AMX) for int8 and int4\n");
   else  // the exact path for int8 x int8, chosen by a probe or pinned (int_matmul.hpp)

@@ -66,14 +66,13 @@ void dequant_accumulate_row(DType x_dtype, ScaleKind kind, const uint8_t* codes,
   }
 }
 
-// Compiled for AVX2 and baseline like every loop here (core/simd.hpp); no FMA, so the
-// multiply and the bias add round separately as SPEC §6 orders them, on either copy.
+// Compiled for AVX2 and baseline like every loop here (core/simd.hpp); the library is
+// built with -ffp-contract=off, so the multiply and the bias add round separately as SPEC
+// §6 orders them, on either copy (tests/unit/test_array_loops.cpp).
 CF_SIMD_KERNEL(void, scale_int_row,
                (const int32_t* acc, float sa, const float* b_scale, const float* bias32, float* y,
                 size_t n),
                (acc, sa, b_scale, bias32, y, n)) {
-  // The product and the bias add as two statements: no compiler may fuse them into one
-  // FMA (SPEC §6 rounds each).
   if (bias32 != nullptr)
     for (size_t j = 0; j < n; ++j) {
       const float p = static_cast<float>(acc[j]) * (sa * b_scale[j]);

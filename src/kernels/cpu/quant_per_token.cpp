@@ -33,9 +33,9 @@ CF_SIMD_KERNEL(float, abs_max, (const float* v, size_t count), (v, count)) {
   return m;
 }
 
-CF_SIMD_KERNEL(float, quantize_row_with_amax,
-               (const float* v, size_t count, float amax, int qmax, int8_t* q),
-               (v, count, amax, qmax, q)) {
+CF_SIMD_KERNEL_AVX512(float, quantize_row_with_amax,
+                      (const float* v, size_t count, float amax, int qmax, int8_t* q),
+                      (v, count, amax, qmax, q)) {
   if (!(amax > 0.0f)) {  // all-zero row (SPEC §3: zeros with s = 0, where CANN gives NaN)
     for (size_t i = 0; i < count; ++i) q[i] = 0;
     return 0.0f;

@@ -18,7 +18,7 @@ namespace {
 
 constexpr size_t kBlock = 1024;  // fp32 accumulator block: stays in L1
 
-CF_SIMD_KERNEL(void, add_bf16, (float* acc, const uint16_t* x, size_t n), (acc, x, n)) {
+CF_SIMD_KERNEL_AVX512(void, add_bf16, (float* acc, const uint16_t* x, size_t n), (acc, x, n)) {
   for (size_t i = 0; i < n; ++i) acc[i] += std::bit_cast<float>(static_cast<uint32_t>(x[i]) << 16);
 }
 

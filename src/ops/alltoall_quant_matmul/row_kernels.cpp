@@ -31,10 +31,10 @@ CF_SIMD_KERNEL(float, mul_abs_max, (float* v, const float* smooth, size_t n), (v
 }
 
 // y = f32(acc) * x2_scale[j] * s + bias[j] for one output row (bias32 null: no bias).
-CF_SIMD_KERNEL(void, dequant_row,
-               (const int32_t* acc, const float* x2_scale, float s, const float* bias32, float* y,
-                size_t n),
-               (acc, x2_scale, s, bias32, y, n)) {
+CF_SIMD_KERNEL_AVX512(void, dequant_row,
+                      (const int32_t* acc, const float* x2_scale, float s, const float* bias32,
+                       float* y, size_t n),
+                      (acc, x2_scale, s, bias32, y, n)) {
   if (bias32 != nullptr)
     for (size_t j = 0; j < n; ++j) y[j] = static_cast<float>(acc[j]) * x2_scale[j] * s + bias32[j];
   else
@@ -42,9 +42,10 @@ CF_SIMD_KERNEL(void, dequant_row,
 }
 
 // A4W4: y (+)= f32(acc) * s * x2_scale[j], one source segment's partial product.
-CF_SIMD_KERNEL(void, dequant_segment,
-               (const int32_t* acc, const float* x2_scale, float s, float* y, size_t n, bool first),
-               (acc, x2_scale, s, y, n, first)) {
+CF_SIMD_KERNEL_AVX512(void, dequant_segment,
+                      (const int32_t* acc, const float* x2_scale, float s, float* y, size_t n,
+                       bool first),
+                      (acc, x2_scale, s, y, n, first)) {
   if (first)
     for (size_t j = 0; j < n; ++j) y[j] = static_cast<float>(acc[j]) * s * x2_scale[j];
   else
