@@ -11,7 +11,7 @@ namespace commfuse::ops::a2aq {
 // Independent lanes of running maxima, as kernels/cpu/quant_per_token.cpp's abs_max (and
 // for the same reason: one running maximum does not vectorize).
 CF_SIMD_KERNEL(float, mul_abs_max, (float* v, const float* smooth, size_t n), (v, smooth, n)) {
-  constexpr size_t kLanes = 16;
+  constexpr size_t kLanes = 32;  // 16: 2.5 us per 4096 floats on the AMX Xeon; 32: 0.42 us
   float lane[kLanes] = {};
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
