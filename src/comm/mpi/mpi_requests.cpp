@@ -23,16 +23,16 @@ constexpr size_t kPieceBytes = size_t{64} << 20;
 // Between polls: nothing at first (latency matters for small messages), then yield, then
 // short sleeps. With more ranks than cores the spinning phase is nearly skipped: a rank
 // polling MPI steals the core its peer needs to send the data it waits for.
+// The clock is first read when spinning ends, so a call done within the spin reads none.
 class Pacer {
  public:
   explicit Pacer(bool oversubscribed)
-      : start_(Clock::now()),
-        spin_polls_(oversubscribed ? 16 : 4096),
+      : spin_polls_(oversubscribed ? 16 : 4096),
         yield_for_(oversubscribed ? std::chrono::milliseconds(1) : std::chrono::milliseconds(20)) {}
 
   void pause() {
     if (polls_ < spin_polls_) {
-      ++polls_;
+      if (++polls_ == spin_polls_) start_ = Clock::now();
       return;
     }
     if (Clock::now() - start_ < yield_for_) {
@@ -52,25 +52,34 @@ class Pacer {
 
 // Polls count requests until every one is complete (true) or timeout_s seconds pass
 // without any completing (false; the unfinished requests are left as they are). The clock
-// is read when a request completes and every 64 idle polls, not on each: at 64 B over TCP
-// a call polls for a few microseconds.
+// is read every 64 idle polls only, not per poll nor per completion: at 64 B over TCP a
+// call polls for a few microseconds and reads no clock. The timeout is counted from the
+// first such reading after the last completion (64 polls late at most).
 bool poll(MPI_Request* requests, size_t count, int timeout_s, bool oversubscribed, const char* op,
           int rank) {
   if (count == 0) return true;
   SmallVector<int, 32> done(count);
   Pacer pacer(oversubscribed);
   const auto timeout = std::chrono::seconds(timeout_s);
-  auto last_progress = Clock::now();
+  Clock::time_point idle_since;
+  bool timing = false;  // idle_since is set: no completion since it was read
   for (unsigned idle = 0;;) {
     int n_done = 0;
     check(
         MPI_Testsome(static_cast<int>(count), requests, &n_done, done.data(), MPI_STATUSES_IGNORE),
         "MPI_Testsome", op, rank);
     if (n_done == MPI_UNDEFINED) return true;  // no active request left
-    if (n_done > 0)
-      last_progress = Clock::now();
-    else if ((++idle & 63u) == 0 && Clock::now() - last_progress >= timeout)
-      return false;
+    if (n_done > 0) {
+      timing = false;
+    } else if ((++idle & 63u) == 0) {
+      const auto now = Clock::now();
+      if (!timing) {
+        idle_since = now;
+        timing = true;
+      } else if (now - idle_since >= timeout) {
+        return false;
+      }
+    }
     pacer.pause();
   }
 }

@@ -96,7 +96,9 @@ void MpiTransport::run(const CollDesc& desc, const InlineSend& data, Body&& body
   fault_point(rank_, op, 0);  // the streams' later pieces: mpi_stream.cpp
   ++op_seq_;
   try {
-    WireDesc mine{};
+    // The header zeroed, not the 464 bytes of reason that a working call never sends.
+    WireDesc mine;
+    std::memset(&mine, 0, kDescHeaderBytes);
     fill_wire(mine, static_cast<uint32_t>(desc.op), desc, op_seq_);
     exchange_descriptors(mine, op, data);
     check_descriptors(desc, op);
@@ -143,11 +145,17 @@ void MpiTransport::exchange_descriptors(const WireDesc& mine, const char* op,
     }
   }
   b.wait();
+  // The header only, unless the peer failed or rejected (then its reason too): a 64 B call
+  // over TCP takes ~4.5 us, and copying 464 unused bytes per peer showed in its profile.
   for (int i = 1; i < size_; ++i) {
     const int q = (rank_ + i) % size_;
-    std::memcpy(&descs_[q], inbox_.data() + q * inbox_stride_, sizeof(WireDesc));
+    const uint8_t* msg = inbox_.data() + q * inbox_stride_;
+    uint32_t peer_op = 0;
+    std::memcpy(&peer_op, msg + offsetof(WireDesc, op), sizeof peer_op);
+    const bool reason = peer_op == 0 || peer_op == kRejectedOp;
+    std::memcpy(&descs_[q], msg, reason ? sizeof(WireDesc) : kDescHeaderBytes);
   }
-  descs_[rank_] = mine;
+  std::memcpy(&descs_[rank_], &mine, has_reason ? sizeof(WireDesc) : kDescHeaderBytes);
 }
 
 const uint8_t* MpiTransport::inline_data(int q) const {
