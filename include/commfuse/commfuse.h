@@ -177,13 +177,14 @@ commfuseStatus_t commfuseSetTensorDevice(commfuseTensor_t* tensor, commfuseDevic
  * on every call; an int8 x2 (A8W8, AlltoAllQuantMatmul A16W8) as the int8 GEMM reads it
  * (oneDNN's s8 layout; without VNNI int16 pairs for AVX2's vpmaddwd kernel or float32 for
  * the exact f32-blocked path, where an A8W8 or A16W8 call of at most 32 rows reads x2 in place
- * instead). x2: (k, n) row-major or a
- * transposed (n, k) view, float32 / float16 / bfloat16 / int8, host memory (AlltoAllQuantMatmul
- * with transposeX2: a (R*H, N) descriptor of the (N, R*H) buffer, transposed strides); rows:
- * the rows a call's GEMM usually takes (AlltoAllQuantMatmul: BS/R; 0: 256). Returns NULL on a bad
- * argument (see commfuseGetLastErrorMessage). Where this machine's GEMM of `rows` rows reads x2 as
- * given (fp32; no native 16-bit kernel; the direct small-m kernel) nothing is packed
- * (commfusePackedWeightIsPacked says 0) and the ops read x2 as given. */
+ * instead); an int4 x2 (AlltoAllQuantMatmul A16W4, dense) unpacked into oneDNN's s8 layout
+ * where VNNI / AMX multiply it (A4W4 takes none). x2: (k, n) row-major or a
+ * transposed (n, k) view, float32 / float16 / bfloat16 / int8 / int4, host memory
+ * (AlltoAllQuantMatmul with transposeX2: a (R*H, N) descriptor of the (N, R*H) buffer, transposed
+ * strides); rows: the rows a call's GEMM usually takes (AlltoAllQuantMatmul: BS/R; 0: 256). Returns
+ * NULL on a bad argument (see commfuseGetLastErrorMessage). Where this machine's GEMM of `rows`
+ * rows reads x2 as given (fp32; no native 16-bit kernel; the direct small-m kernel) nothing is
+ * packed (commfusePackedWeightIsPacked says 0) and the ops read x2 as given. */
 typedef struct commfusePackedWeight commfusePackedWeight_t;
 commfusePackedWeight_t* commfuseCreatePackedWeight(const commfuseTensor_t* x2, int64_t rows);
 /* 1 when a packed form was made, 0 when not, -1 for NULL. */

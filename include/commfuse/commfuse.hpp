@@ -233,10 +233,13 @@ struct PackedWeightImpl;
 // for AVX2's vpmaddwd kernel or widened to float32 (4 bytes an element) for the exact
 // f32-blocked path, whichever this process chose (COMMFUSE_INT8_GEMM), whatever `rows`,
 // though an A8W8 or A16W8 call of at most 32 rows runs a direct kernel on x2 in place there and
-// reads none of it.
+// reads none of it. An int4 x2 (alltoall_quant_matmul A16W4; dense, as the op takes it) is
+// unpacked to int8 and packed into oneDNN's s8 layout where that kernel packs its weights
+// (VNNI / AMX; elsewhere oneDNN's int4-range GEMM reads x2 as given: nothing is packed).
+// A4W4 takes none (its GEMMs read x2 per source rank's H rows).
 // description() says which form was made, COMMFUSE_VERBOSE=1 which plan reads it.
 //
-// Not supported (InvalidArgument): other quantized x2 (FP8, HiFloat8, int4), CUDA tensors.
+// Not supported (InvalidArgument): FP8 and HiFloat8 x2, CUDA tensors.
 // Host memory only; immutable once made, so one object may serve concurrent calls. The
 // plans made with it read its packed form when they execute: the object holding it (a move
 // carries it along; move-assigning over it frees it) must outlive them. The plan cache

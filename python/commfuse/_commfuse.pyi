@@ -161,9 +161,9 @@ class PackedWeight:
     x2 packed once ahead of the matmul operators' calls (commfuse.PackedWeight); keeps x2 alive.
     """
 
-    def __init__(self, x2: TensorRef, rows: int) -> None:
+    def __init__(self, x2: TensorRef, rows: int, transposed: bool = False) -> None:
         """
-        Pack x2 (k, n) for GEMMs of about `rows` rows (0: 256); nothing is packed where this machine's GEMM reads x2 as given.
+        Pack x2 (k, n) (transposed: x2 is the (n, k) buffer, packed as its (k, n) view) for GEMMs of about `rows` rows (0: 256); nothing is packed where this machine's GEMM reads x2 as given.
         """
 
     @property

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import numpy as np
+
 from . import _commfuse
+from ._dtypes import INT4
 from ._errors import InvalidArgument
 from ._tensor import tensor_ref
 
@@ -22,27 +25,44 @@ class PackedWeight:
 
     Pass it as ``packed_x2=`` to :func:`all_gather_base_mm`, :func:`mm_reduce_scatter_base`,
     :func:`mm_all_reduce_base`, :func:`alltoall_matmul` or :func:`alltoall_quant_matmul`
-    (A16W8) (the alltoall ops with ``transpose_x2=True``: pack ``x2.T``) together with the ``x2`` it was packed from: that array
+    (A16W8, A16W4) (the alltoall ops with ``transpose_x2=True``: pack ``x2.T``) together with the ``x2`` it was packed from: that array
     itself (the ops compare its address, dtype, shape and strides; another array is
     InvalidArgument), whose contents must not change while the packed form is used (pack
     again after updating it). It keeps ``x2`` alive. Where this machine's GEMM of ``rows``
     rows reads ``x2`` as given (float32; float16 or bfloat16 without a native kernel; the
     direct small-m kernel) nothing is packed, :attr:`packed` is False (:attr:`description`
-    says why) and the ops read ``x2`` as given. Not supported: fp8, HiFloat8 and int4
+    says why) and the ops read ``x2`` as given. Not supported: fp8 and HiFloat8
     ``x2``, CUDA tensors.
+
+    An int4 ``x2`` (alltoall_quant_matmul's A16W4) is given as the packed uint8 bytes the op
+    is given, with ``x2_dtype="int4"`` (an ``ml_dtypes.int4`` array is packed into a new copy
+    on every call, which no PackedWeight can match: InvalidArgument), and
+    ``transpose_x2=True`` where the op takes it so: the bytes then hold the (N, R*H) buffer.
+    It is unpacked and prepared as oneDNN's s8 GEMM reads it where that GEMM packs its
+    weights (VNNI / AMX); elsewhere nothing is packed. A4W4 does not take a PackedWeight.
 
     Args:
         x2: (k, n) host array, float32, float16, bfloat16 (``ml_dtypes.bfloat16`` or a
-            torch tensor) or int8; a transposed view of an (n, k) array (``w.T``) is packed
-            as the (k, n) matrix it shows.
+            torch tensor), int8, or int4 bytes (``x2_dtype="int4"``); a transposed view of
+            an (n, k) array (``w.T``) is packed as the (k, n) matrix it shows.
         rows: the rows a call's GEMM usually takes at once (all_gather_base_mm: m·R; the
             reducing ops: m), which picks the layout; 0: 256.
+        x2_dtype: "int4" for packed int4 bytes (as the op's ``x2_dtype``); else None.
+        transpose_x2: ``x2`` is the (n, k) buffer (as the alltoall ops' ``transpose_x2``):
+            packed as its (k, n) view, the matrix the op multiplies.
     """
 
     __slots__ = ("_native",)
 
-    def __init__(self, x2: Any, rows: int = 0) -> None:
-        self._native = _commfuse.PackedWeight(tensor_ref(x2, fn="PackedWeight"), int(rows))
+    def __init__(self, x2: Any, rows: int = 0, *, x2_dtype: Any = None,
+                 transpose_x2: bool = False) -> None:
+        if isinstance(x2, np.ndarray) and x2.dtype == INT4:
+            raise InvalidArgument(
+                "PackedWeight: x2 is an ml_dtypes.int4 array, which the ops pack into a new "
+                "copy on every call: pass its packed uint8 bytes (commfuse.pack_int4) with "
+                "x2_dtype=\"int4\", to PackedWeight and to the op alike")
+        ref = tensor_ref(x2, x2_dtype, fn="PackedWeight")
+        self._native = _commfuse.PackedWeight(ref, int(rows), bool(transpose_x2))
 
     @property
     def packed(self) -> bool:

@@ -37,7 +37,7 @@ struct QCase {
   bool smooth = false, transposed = false, a2a_out = false;
   Bias bias = Bias::kNone;
   int64_t rows = 5, h = 20, n = 12;  // rows per rank = BS / R
-  bool packed = false;               // A16W8: x2 also passed prepared ahead (packed_x2)
+  bool packed = false;               // A16W8 / A16W4: x2 also passed prepared ahead (packed_x2)
 };
 
 std::string describe(const QCase& c) {
@@ -351,18 +351,25 @@ void run_float_case(commfuse::Comm& comm, DType t, Bias bk, bool transposed, boo
 // The algorithm both ops run: what COMMFUSE_ALGO forces, else fused (the list's first),
 // checked on plans of a tiny shape so that a run with one forced (tests/ops/CMakeLists.txt)
 // really tests it. The quantized op's name carries its int GEMM path after a space.
-// An int8 x2 prepared ahead (PackedWeight) is what the plan reads wherever it says so:
-// zeroing the prepared buffer zeroes the output (no bias), so x2 itself was not read.
-void check_a16w8_packed_read(commfuse::Comm& comm) {
+// An int8 (A16W8) or int4 (A16W4) x2 prepared ahead (PackedWeight) is what the plan reads
+// wherever it says so: zeroing the prepared buffer zeroes the output (no bias), so x2 itself
+// was not read.
+void check_packed_read(commfuse::Comm& comm, DType x2_dtype) {
   const int R = comm.world_size();
   const int64_t rows = 64, h = 16, k = h * R, n = 512;
+  const char* combo = x2_dtype == DType::kInt4 ? "A16W4" : "A16W8";
   std::vector<uint16_t> x1(static_cast<size_t>(rows * R * h)), out(static_cast<size_t>(rows * n));
   for (size_t i = 0; i < x1.size(); ++i)
     x1[i] = static_cast<uint16_t>(0x3F80 + (i % 7) * 0x10);  // bf16 1.0 .. 1.375
   std::vector<int8_t> w(static_cast<size_t>(k * n));
-  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int8_t>(static_cast<int>(i % 255) - 127);
+  const int span = x2_dtype == DType::kInt4 ? 15 : 255;  // [-8, 7] or [-127, 127]
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = static_cast<int8_t>(static_cast<int>(i % static_cast<size_t>(span)) - span / 2);
+  std::vector<uint8_t> w4(w.size() / 2);
+  if (x2_dtype == DType::kInt4) commfuse::pack_int4(w.data(), w4.data(), w.size());
   std::vector<float> scale(static_cast<size_t>(n), 0.25f);
-  const TensorView x2(w.data(), DType::kInt8, {k, n});
+  const TensorView x2(x2_dtype == DType::kInt4 ? static_cast<void*>(w4.data()) : w.data(), x2_dtype,
+                      {k, n});
   const commfuse::PackedWeight packed(x2, rows);
   commfuse::AlltoAllQuantMatmulOptions o;
   o.packed_x2 = &packed;
@@ -372,22 +379,22 @@ void check_a16w8_packed_read(commfuse::Comm& comm) {
       TensorView(out.data(), DType::kBFloat16, {rows, n}), TensorView(), o);
   const bool reads = plan.description().find("x2 prepacked (PackedWeight)") != std::string::npos;
   // Made for the rows each rank multiplies, its GEMM blocks' own count: read wherever made.
-  EXPECT(reads == packed.packed(), "A16W8: packed() %d, but the plan %s it: %s", packed.packed(),
-         reads ? "reads" : "does not read", plan.description().c_str());
+  EXPECT(reads == packed.packed(), "%s: packed() %d, but the plan %s it: %s", combo,
+         packed.packed(), reads ? "reads" : "does not read", plan.description().c_str());
   if (comm.rank() == 0)
-    std::printf("A16W8 %lld rows: %s; the plan %s it\n", static_cast<long long>(rows),
+    std::printf("%s %lld rows: %s; the plan %s it\n", combo, static_cast<long long>(rows),
                 packed.description().c_str(), reads ? "reads" : "does not read");
   std::vector<float> ws(plan.workspace_size() / sizeof(float) + 1);
   plan.execute(ws.data(), plan.workspace_size());
   EXPECT(std::any_of(out.begin(), out.end(), [](uint16_t v) { return (v & 0x7FFF) != 0; }),
-         "A16W8 packed: the output is all zero before the prepared x2 was zeroed");
+         "%s packed: the output is all zero before the prepared x2 was zeroed", combo);
   // Every rank calls again, whatever its plan reads: the call is collective, and `reads`
   // may differ by rank (a GEMM choice made by a timing probe, each process its own).
   if (reads) std::memset(const_cast<void*>(packed.impl().data()), 0, packed.impl().bytes);
   plan.execute(ws.data(), plan.workspace_size());
   EXPECT(
       !reads || std::all_of(out.begin(), out.end(), [](uint16_t v) { return (v & 0x7FFF) == 0; }),
-      "A16W8: zeroing the prepared x2 did not zero the output: x2 was read instead");
+      "%s: zeroing the prepared x2 did not zero the output: x2 was read instead", combo);
 }
 
 // alltoall_matmul with a 16-bit x2 packed ahead: read wherever made (for the rows each
@@ -470,7 +477,8 @@ void check_alltoall_algorithms(commfuse::Comm& comm) {
 int case_alltoall_numerics(commfuse::Comm& comm) {
   const int R = comm.world_size();
   check_alltoall_algorithms(comm);
-  check_a16w8_packed_read(comm);
+  check_packed_read(comm, DType::kInt8);
+  check_packed_read(comm, DType::kInt4);
   check_alltoall_matmul_packed_read(comm);
   uint64_t tag = 1;
   int idx = 0;
@@ -544,6 +552,21 @@ int case_alltoall_numerics(commfuse::Comm& comm) {
         run_quant_case(comm, c, tag++, false, true);
       }
     }
+  // A16W4 over an int4 x2 prepared ahead (unpacked and packed once), plain and transposed,
+  // few and many rows.
+  for (bool tr : {false, true})
+    for (const int64_t rows : {int64_t{5}, int64_t{300}}) {
+      if (rows > 256 && R > 4) continue;
+      QCase c;
+      c.combo = Combo::kA16W4;
+      c.x1 = c.out = DType::kBFloat16;
+      c.transposed = tr;
+      c.rows = rows;
+      c.smooth = !tr;
+      c.bias = tr ? Bias::kF32 : Bias::kX1;
+      c.packed = true;
+      run_quant_case(comm, c, tag++, false, true);
+    }
   // A16W8 of few rows with N past the direct int8 kernel's 16-column steps (without VNNI
   // the op runs that kernel on x2 in place, plain and transposed).
   for (bool tr : {false, true}) {
@@ -569,6 +592,8 @@ int case_alltoall_numerics(commfuse::Comm& comm) {
     capi.transposed = tr;
     run_quant_case(comm, capi, tag++, true);
   }
+  capi.combo = Combo::kA16W4;  // an int4 PackedWeight through commfuseCreatePackedWeight
+  run_quant_case(comm, capi, tag++, true);
 
   idx = 0;
   for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})

@@ -205,10 +205,12 @@ int case_alltoall_reject(commfuse::Comm& comm) {
       a4w4(a);
       a.o.packed_x2 = &plain;
     });
-    q("packed_x2 with A16W4", INV, {"packed_x2 with A16W4", "not supported"}, [&](QArgs& a) {
-      a.x2 = TensorView(i, I4, {k, n});
-      a.o.packed_x2 = &plain;
-    });
+    // A16W4 takes an int4 PackedWeight, not one of an int8 x2.
+    q("packed_x2 of an int8 x2 with A16W4", INV, {"packed_x2 was packed from another x2", "int8"},
+      [&](QArgs& a) {
+        a.x2 = TensorView(i, I4, {k, n});
+        a.o.packed_x2 = &plain;
+      });
   }
   {
     QArgs a = ok;

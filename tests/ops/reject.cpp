@@ -501,11 +501,15 @@ void reject_packed_x2(commfuse::Comm& comm, Buffers& b, const std::string& rank)
   expect_error("pw 3-D", inv, {pw, "must be 2-D"}, [&] {
     commfuse::PackedWeight w(TensorView(b.i(), kF16, {2, kK, kN}));
   });
-  for (DType t : {DType::kInt4, DType::kFloat8E4M3FN, DType::kHiFloat8, DType::kInt32})
+  for (DType t : {DType::kFloat8E4M3FN, DType::kHiFloat8, DType::kInt32})
     expect_error("pw quantized dtype", inv,
-                 {pw, "dtype is", "other quantized x2 dtypes are not supported"}, [&] {
+                 {pw, "dtype is", "fp8 and HiFloat8 x2 are not supported"}, [&] {
                    commfuse::PackedWeight w(TensorView(b.i(), t, {kK, kN}));
                  });
+  // int4 is unpacked whole, as the ops unpack it: a dense x2 only.
+  expect_error("pw int4 with padding", inv, {pw, "is int4", "must be dense"}, [&] {
+    commfuse::PackedWeight w(TensorView(b.i(), DType::kInt4, {kK, kN}, {kN + 2, 1}));
+  });
   expect_error("pw null", Status::kParamNullptr, {"PackedWeight", "null"}, [&] {
     commfuse::PackedWeight w(TensorView(nullptr, kF16, {kK, kN}));
   });

@@ -1,7 +1,7 @@
 """commfuse.PackedWeight: x2 packed once and passed as packed_x2 to the three matmul
 operators gives the results of the calls without it (exact integer inputs, every dtype, x2
 row-major and transposed, fast and general paths); an int8 x2 prepared once gives A8W8's
-and alltoall_quant_matmul A16W8's bits without it; another array's packed form, a wrong
+and alltoall_quant_matmul A16W8's bits without it, an int4 one A16W4's; another array's packed form, a wrong
 type and bad weights are InvalidArgument, and the group stays usable."""
 
 import ml_dtypes
@@ -86,10 +86,14 @@ def test_packed_x2_of_another_array_is_rejected(world_size):
 def test_bad_weights_are_rejected():
     with pytest.raises(commfuse.InvalidArgument, match="PackedWeight: x2 must be 2-D"):
         commfuse.PackedWeight(np.ones((2, 3, 4), np.float32))
-    with pytest.raises(commfuse.InvalidArgument, match="quantized x2 dtypes are not supported"):
+    with pytest.raises(commfuse.InvalidArgument, match="fp8 and HiFloat8 x2 are not supported"):
         commfuse.PackedWeight(np.ones((4, 4), ml_dtypes.float8_e4m3fn))
     with pytest.raises(commfuse.InvalidArgument, match="rows is -1"):
         commfuse.PackedWeight(np.ones((4, 4), np.float32), -1)
+    # An ml_dtypes.int4 array: the ops pack it anew on every call, so no PackedWeight could
+    # match it; its packed bytes with x2_dtype="int4" are what both take.
+    with pytest.raises(commfuse.InvalidArgument, match='x2_dtype="int4"'):
+        commfuse.PackedWeight(np.ones((4, 4), ml_dtypes.int4))
 
 
 def _one_rank_wrong_body(rank):
@@ -149,6 +153,21 @@ def _int8_body(rank):
             with pytest.raises(commfuse.InvalidArgument, match="packed from another x2"):
                 commfuse.alltoall_quant_matmul(act, xa, s2, comm, R, transpose_x2=transposed,
                                                packed_x2=commfuse.PackedWeight(xa.copy()))
+            # A16W4: int4 x2 as packed bytes (x2_dtype="int4"), (R*H, N), or the (N, R*H)
+            # buffer with transpose_x2 for both the PackedWeight and the op.
+            w4 = g.integers(-8, 8, (R * H, n)).astype(np.int8)
+            x4 = commfuse.pack_int4(np.ascontiguousarray(w4.T) if transposed else w4)
+            p4 = commfuse.PackedWeight(x4, BS // R, x2_dtype="int4", transpose_x2=transposed)
+            assert "x2 int4" in p4.description, p4.description
+            kw4 = dict(transpose_x2=transposed, x2_dtype="int4")
+            want, _ = commfuse.alltoall_quant_matmul(act, x4, s2, comm, R, **kw4)
+            got, _ = commfuse.alltoall_quant_matmul(act, x4, s2, comm, R, packed_x2=p4, **kw4)
+            np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+            # The same bits as ml_dtypes.int4 weights, which the op packs itself.
+            w4t = np.ascontiguousarray(w4.T) if transposed else w4
+            ref, _ = commfuse.alltoall_quant_matmul(act, w4t.astype(ml_dtypes.int4), s2, comm, R,
+                                                    transpose_x2=transposed)
+            np.testing.assert_array_equal(got.view(np.uint16), ref.view(np.uint16))
             # alltoall_matmul: a 16-bit x2 packed the same way gives the same bits.
             wb = wa.astype(ml_dtypes.bfloat16)
             xb = np.ascontiguousarray(wb.T) if transposed else wb

@@ -84,15 +84,16 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
   std::unique_ptr<AlltoAllQuantMatmulPlan> qplan, uplan;
   std::unique_ptr<AlltoAllMatmulPlan> mplan;
   std::vector<float> ws, uws;
-  // --packed-x2 1: x2 prepared once ahead for the op (A16W8: the int8 x2, for the fused op
-  // and its unfused algorithm; alltoall-matmul: the 16-bit x2), and path (b)'s 16-bit x2
-  // packed once too (BenchGemm).
-  CF_CHECK_ARG(o.packed_x2 == 0 || !w4, "bench: --packed-x2 1 takes --combo a16w8 (int8 x2)");
+  // --packed-x2 1: x2 prepared once ahead for the op (A16W8 / A16W4: the int8 / int4 x2, for
+  // the fused op and its unfused algorithm; alltoall-matmul: the 16-bit x2), and path (b)'s
+  // 16-bit x2 packed once too (BenchGemm).
+  CF_CHECK_ARG(o.packed_x2 == 0 || !a4w4,
+               "bench: --packed-x2 1 takes --combo a16w8 or a16w4 (A4W4 has no PackedWeight)");
   std::optional<PackedWeight> packed;
   if (o.packed_x2 != 0)
-    packed.emplace(
-        quant ? TensorView(x2q.data(), DType::kInt8, {k, n}) : TensorView(x2h.data(), t, {k, n}),
-        rows);
+    packed.emplace(quant ? TensorView(x2q.data(), w4 ? DType::kInt4 : DType::kInt8, {k, n})
+                         : TensorView(x2h.data(), t, {k, n}),
+                   rows);
   if (quant) {
     AlltoAllQuantMatmulOptions qo;
     qo.packed_x2 = packed ? &*packed : nullptr;

@@ -64,10 +64,12 @@ def alltoall_quant_matmul(x1: Any, x2: Any, x2_scale: Any, hcom: Any, world_size
         out: optional (BS/R, N) buffer for the output, written in place and returned.
         alltoall_out: optional (BS/R, R*H) buffer in x1's dtype (packed uint8 for int4);
             implies ``return_alltoall_out``.
-        packed_x2: A16W8 only: an optional :class:`commfuse.PackedWeight` made from this
-            very int8 ``x2`` as the (R*H, N) matrix: ``x2`` itself, or ``x2.T`` with
-            ``transpose_x2=True``. The GEMM then reads x2 as prepared there instead of
-            preparing it on every call.
+        packed_x2: A16W8 and A16W4: an optional :class:`commfuse.PackedWeight` made from
+            this very ``x2`` as the (R*H, N) matrix: an int8 ``x2`` itself, or ``x2.T`` with
+            ``transpose_x2=True``; an int4 ``x2`` as the packed bytes passed here with
+            ``x2_dtype="int4"`` (``PackedWeight(x2, rows, x2_dtype="int4",
+            transpose_x2=...)``). The GEMM then reads x2 as prepared there instead of
+            preparing it on every call. A4W4: not supported.
 
     Returns:
         ``(output, alltoall_out)``: alltoall_out is None unless asked for. For an

@@ -37,8 +37,11 @@ class QuantGemm {
   kernels::cpu::IntMatmulDesc desc(int64_t m, int64_t kk) const;
   // The epilogue of rows [b0, b0 + mb), whose segment-s sums are in acc_.
   void dequant_block(int64_t b0, int64_t mb, int s);
-  // x2's rows (columns when transposed) [s*seg_k, (s+1)*seg_k) as int8 in x2's own layout.
-  const int8_t* plain_segment(int s) const;
+  // x2's rows (columns when transposed) [s*seg_k, (s+1)*seg_k) as int8 in x2's own layout
+  // (an int4 x2 unpacked first, if it was not yet).
+  const int8_t* plain_segment(int s);
+  // int4 x2 -> int8 at unpacked_, which plain_b_ then points to.
+  void unpack_x2();
 
   const AlltoAllQuantMatmulPlanData& plan_;
   const AlltoAllQuantMatmulProblem& p_;
@@ -54,6 +57,7 @@ class QuantGemm {
   int32_t* acc_ = nullptr;
   const void* b_ = nullptr;        // x2 as the GEMMs read it
   const void* plain_b_ = nullptr;  // x2 as int8 in its own layout
+  int8_t* unpacked_ = nullptr;     // where an int4 x2 is still to be unpacked (else null)
   float* smooth_ = nullptr;
   float* bias32_ = nullptr;
 };

@@ -117,9 +117,12 @@ AlltoAllQuantMatmulProblem validate_alltoall_quant_matmul(
   p.x2 = x2.data;
   p.x1 = x1.data;
   if (o.packed_x2 != nullptr) {
-    if (p.combo != QuantCombo::kA16W8)
-      ctx.invalid("packed_x2 with ", combo_name(p.combo),
-                  " (int4 x2) is not supported (A16W8's int8 x2 only)");
+    // A4W4 multiplies each source rank's H rows of x2 on their own (one token scale each),
+    // a layout per segment that a PackedWeight of the whole (R*H, N) matrix is not.
+    if (p.combo == QuantCombo::kA4W4)
+      ctx.invalid(
+          "packed_x2 with A4W4 is not supported (its GEMMs read x2 per source rank's "
+          "H rows; A16W8 and A16W4 take it)");
     p.packed_x2 = check_alltoall_packed_x2(ctx, o.packed_x2, x2, o.transpose_x2, device);
   }
 

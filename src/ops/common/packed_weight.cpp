@@ -1,6 +1,7 @@
 #include "ops/common/packed_weight.hpp"
 
 #include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/trace.hpp"
@@ -24,10 +25,10 @@ void describe_source(PackedWeightImpl& w, const TensorView& x2) {
     bad_x2(detail::cat("is in ", device_name(x2.device),
                        " memory: not supported (PackedWeight takes host tensors only)"));
   if (x2.dtype != DType::kFloat32 && x2.dtype != DType::kFloat16 && x2.dtype != DType::kBFloat16 &&
-      x2.dtype != DType::kInt8)
+      x2.dtype != DType::kInt8 && x2.dtype != DType::kInt4)
     bad_x2(detail::cat("dtype is ", dtype_name(x2.dtype),
-                       " but must be float32, float16, bfloat16 or int8 (other quantized x2 "
-                       "dtypes are not supported)"));
+                       " but must be float32, float16, bfloat16, int8 or int4 (fp8 and HiFloat8 "
+                       "x2 are not supported)"));
   w.source = x2.data;
   w.dtype = x2.dtype;
   w.k = x2.shape[0];
@@ -40,6 +41,11 @@ void describe_source(PackedWeightImpl& w, const TensorView& x2) {
                        " are neither row-major (k, n) nor a transposed (n, k) buffer"));
   w.transposed = layout.transposed;
   w.ld = layout.ld;
+  // int4 x2 is unpacked whole, two values a byte, as the ops unpack it: dense only.
+  if (w.dtype == DType::kInt4 && w.ld != (w.transposed ? w.k : w.n))
+    bad_x2(detail::cat("is int4 with a leading dimension of ", w.ld, " for shape ", shape_str(x2),
+                       ": an int4 x2 must be dense (", w.transposed ? "(n, k)" : "(k, n)",
+                       " without padding)"));
 }
 
 // Host memory for the packed form, as the workspace's (call_workspace.hpp): the GEMM reads
@@ -57,7 +63,9 @@ void allocate(PackedWeightImpl& w, size_t bytes) {
 // vpmaddwd kernel (2 bytes an element) or widened to fp32 for the exact f32-blocked path (4
 // bytes an element), as exact_int_matmul_path chose. The bounds are int8's (|a|, |b| <= 128), which
 // every quantized op's plan satisfies; an op whose plan prepares x2 otherwise reads x2 as given.
-void prepare_int8(PackedWeightImpl& w, const TensorView& x2, int64_t rows) {
+// An int4 x2 (alltoall_quant_matmul A16W4's weights) comes here unpacked to int8, with the
+// int4 ranges' bound (8), where oneDNN's s8 kernel is exact on every CPU: its s8 layout.
+void prepare_int8(PackedWeightImpl& w, const int8_t* b, int64_t rows, int bound) {
   kernels::cpu::IntMatmulDesc& d = w.int_desc;
   d.m = rows;
   d.k = w.k;
@@ -66,8 +74,8 @@ void prepare_int8(PackedWeightImpl& w, const TensorView& x2, int64_t rows) {
   d.ldb = w.ld;
   d.ldc = w.n;
   d.b_transposed = w.transposed;
-  d.a_max = 128;
-  d.b_max = 128;
+  d.a_max = bound;
+  d.b_max = bound;
   d.b_packed = true;
   auto plan = kernels::cpu::plan_int_matmul(d);
   w.int_threads = kernels::cpu::compute_threads();
@@ -79,7 +87,7 @@ void prepare_int8(PackedWeightImpl& w, const TensorView& x2, int64_t rows) {
   }
   allocate(w, bytes);
   trace::Span span("prepare x2", "packed_weight", -1, static_cast<uint64_t>(w.k * w.n));
-  kernels::cpu::prepare_b(*plan, static_cast<const int8_t*>(x2.data), w.buffer.get());
+  kernels::cpu::prepare_b(*plan, b, w.buffer.get());
   w.int_plan = std::move(plan);
 }
 
@@ -92,7 +100,13 @@ std::unique_ptr<PackedWeightImpl> pack_weight(const TensorView& x2, int64_t rows
   auto w = std::make_unique<PackedWeightImpl>();
   describe_source(*w, x2);
   if (w->dtype == DType::kInt8) {
-    prepare_int8(*w, x2, rows > 0 ? rows : 256);
+    prepare_int8(*w, static_cast<const int8_t*>(x2.data), rows > 0 ? rows : 256, 128);
+    return w;
+  }
+  if (w->dtype == DType::kInt4) {
+    std::vector<int8_t> unpacked(static_cast<size_t>(w->k * w->n));
+    unpack_int4(static_cast<const uint8_t*>(x2.data), unpacked.data(), unpacked.size());
+    prepare_int8(*w, unpacked.data(), rows > 0 ? rows : 256, 8);
     return w;
   }
   if (w->dtype == DType::kFloat32) {
@@ -184,7 +198,8 @@ std::string PackedWeight::description() const {
                                  w.transposed ? " transposed" : "", ": ");
   if (!w.packed()) return text + "not packed: " + w.why_not;
   if (w.int_plan)
-    return text + detail::cat("prepared for the int8 GEMM of ", w.int_desc.m, " rows, ", w.bytes,
+    return text + detail::cat(w.dtype == DType::kInt4 ? "unpacked to int8 and " : "",
+                              "prepared for the int8 GEMM of ", w.int_desc.m, " rows, ", w.bytes,
                               " bytes: ", kernels::cpu::describe(*w.int_plan));
   const auto& l = *w.layout;
   return text + detail::cat("packed, ", l.bytes, " bytes, blocks of ", l.k_block * l.pair, " k x ",
