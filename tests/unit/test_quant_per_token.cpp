@@ -341,7 +341,8 @@ TEST(IntMatmul, Int4RangeIsExactOnTheInt8Kernel) {
 
 // small_m_int_gemm (decode rows of the quantized matmul ops) against int64 sums: both
 // layouts, odd k (the last k unpaired), n with a tail below 16 and above one 512-column
-// tile, row strides wider than the rows, the int8 extremes. unit_tests_isa_sse41 runs the
+// tile, few rows (sums in L2) and more (b widened into panels, sums in registers), row
+// strides wider than the rows, the int8 extremes. unit_tests_isa_sse41 runs the
 // same on the portable loops.
 TEST(SmallMIntGemm, ExactAgainstInt64Sums) {
   std::mt19937 g(7);
@@ -350,7 +351,11 @@ TEST(SmallMIntGemm, ExactAgainstInt64Sums) {
                                   {3, 7, 21},
                                   {8, 64, 24},
                                   {32, 33, 530},
-                                  {5, 300, 1029}})
+                                  {5, 300, 1029},
+                                  // the panel path (>= 7 rows on AVX2): rows in blocks of
+                                  // 4, 2 and 1; odd k over several k blocks; a short group
+                                  {7, 601, 100},
+                                  {13, 2049, 70}})
       for (const bool extreme : {false, true}) {
         const int64_t lda = k + 3, ldb = (bt ? k : n) + 5, ldc = n + 2;
         std::vector<int8_t> a(static_cast<size_t>(m * lda)),
