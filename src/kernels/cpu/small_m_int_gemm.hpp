@@ -2,8 +2,9 @@
 // int8 weight): b is read in place, int32 accumulation. The general paths either need
 // VNNI/AMX (oneDNN's s8 kernel) or widen all of b to fp32 first (kF32Blocked: k·n·4 bytes
 // written, then streamed by k-blocked fp32 GEMMs), which for a few rows costs several times
-// the multiply-adds themselves. Here each b element is loaded once per call and multiplied
-// into every row's int32 accumulators while they stay in cache.
+// the multiply-adds themselves. Here each b element is loaded once per call: with few rows
+// multiplied into every row's int32 sums, kept in an L2 tile; from 7 rows (AVX2) widened
+// once per block into int16 pairs in L1, which register tiles of 4, 2 and 1 rows multiply.
 //
 // Exact for any int8 operands while k < 2^17 (every product is at most 2^14 in magnitude,
 // the sums are int32; beyond, they wrap as any int32-accumulating int8 GEMM's do). The AVX2
