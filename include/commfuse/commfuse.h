@@ -191,13 +191,14 @@ commfusePackedWeight_t* commfuseCreatePackedWeight(const commfuseTensor_t* x2, i
 int commfusePackedWeightIsPacked(const commfusePackedWeight_t* packed);
 commfuseStatus_t commfuseDestroyPackedWeight(const commfusePackedWeight_t* packed);
 /* Attaches packed (NULL: detaches) to the x2 descriptor: AllGatherMatmul, MatmulReduceScatter
- * and MatmulAllReduce (and their V2 forms), AlltoAllMatmul and AlltoAllQuantMatmul (A16W8), given
- * this descriptor as x2 read the packed form (the C++ options' packed_x2). The descriptor must
- * describe the tensor packed (same data, dtype, shape, strides: else GetWorkspaceSize returns
+ * and MatmulAllReduce (and their V2 forms), AlltoAllMatmul and AlltoAllQuantMatmul (A16W8, A16W4),
+ * given this descriptor as x2 read the packed form (the C++ options' packed_x2). The descriptor
+ * must describe the tensor packed (same data, dtype, shape, strides: else GetWorkspaceSize returns
  * PARAM_INVALID naming packed_x2), whose memory must not change while the packed form is used; the
  * packed weight must stay alive until the executors made with it have run, and be detached (NULL)
  * from every descriptor, or the descriptors destroyed, before it is destroyed. Not supported with
- * fp8 / HiFloat8 / int4 x2 or CUDA tensors: PARAM_INVALID at GetWorkspaceSize. */
+ * fp8 / HiFloat8 x2, AlltoAllQuantMatmul A4W4 or CUDA tensors: PARAM_INVALID at GetWorkspaceSize.
+ */
 commfuseStatus_t commfuseSetTensorPackedWeight(commfuseTensor_t* x2,
                                                const commfusePackedWeight_t* packed);
 /* Frees an executor that GetWorkspaceSize returned and that will not be executed. */

@@ -247,9 +247,9 @@ struct PackedWeightImpl;
 class PackedWeight {
  public:
   // x2: (k, n) row-major, or a transposed (n, k) buffer, float32 / float16 / bfloat16 /
-  // int8. rows: the rows a call's GEMM usually takes at once (all_gather_matmul: m·R; the
-  // reducing ops: m; the alltoall ops: BS/R), which picks oneDNN's layout; 0: 256. A GEMM
-  // whose plan reads another layout reads x2 as given.
+  // int8, or int4 (dense: no padding between rows). rows: the rows a call's GEMM usually takes at
+  // once (all_gather_matmul: m·R; the reducing ops: m; the alltoall ops: BS/R), which picks
+  // oneDNN's layout; 0: 256. A GEMM whose plan reads another layout reads x2 as given.
   explicit PackedWeight(const TensorView& x2, int64_t rows = 0);
   ~PackedWeight();
   PackedWeight(PackedWeight&&) noexcept;
@@ -423,11 +423,12 @@ struct AlltoAllQuantMatmulOptions {
   // CUDA device tensors (every combination; x2 other than int8 transposed is converted to
   // that form in device scratch each call): the cudaStream_t, as AllGatherMatmulOptions::stream.
   void* stream = nullptr;
-  // A16W8: the int8 x2 prepared ahead of the calls (PackedWeight), made from x2 as a (R*H, N)
-  // view: x2 itself, or with transpose_x2 its (N, R*H) buffer's transposed view, for
-  // rows = BS/R (the rows each rank multiplies; the GEMM runs in blocks of up to 64 of them
-  // at N = 4096, whose plan must read the layout prepared, else x2 is prepared per call as
-  // without it). Host only; A16W4 / A4W4 (int4 x2): not supported. Null: none.
+  // A16W8 / A16W4: the int8 / int4 x2 prepared ahead of the calls (PackedWeight), made from
+  // x2 as a (R*H, N) view: x2 itself, or with transpose_x2 its (N, R*H) buffer's transposed
+  // view, for rows = BS/R (the rows each rank multiplies; the GEMM runs in blocks of up to 64
+  // of them at N = 4096, whose plan must read the layout prepared, else x2 is prepared per
+  // call as without it). Host only; A4W4: not supported (its GEMMs read x2 per source rank's
+  // H rows). Null: none.
   const PackedWeight* packed_x2 = nullptr;
 };
 

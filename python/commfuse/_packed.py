@@ -61,6 +61,10 @@ class PackedWeight:
                 "PackedWeight: x2 is an ml_dtypes.int4 array, which the ops pack into a new "
                 "copy on every call: pass its packed uint8 bytes (commfuse.pack_int4) with "
                 "x2_dtype=\"int4\", to PackedWeight and to the op alike")
+        if transpose_x2 and len(getattr(x2, "shape", ())) != 2:
+            raise InvalidArgument(
+                f"PackedWeight: x2 must be 2-D (the (n, k) buffer with transpose_x2) but has "
+                f"shape {tuple(getattr(x2, 'shape', ()))}")
         ref = tensor_ref(x2, x2_dtype, fn="PackedWeight")
         self._native = _commfuse.PackedWeight(ref, int(rows), bool(transpose_x2))
 

@@ -186,7 +186,9 @@ void check_call(const char* op, int rank, int size, const CollDesc& desc, DescOf
   for (int r = 0; r < size; ++r) {
     const auto& d = desc_of(r);
     all.push_back(peer_call(d));
-    all.back().reason = std::string_view(d.reason, strnlen(d.reason, sizeof d.reason));
+    // The reason travels (and is copied in) only from a rank that failed or rejected.
+    if (d.op == 0 || d.op == kRejectedOp)
+      all.back().reason = std::string_view(d.reason, strnlen(d.reason, sizeof d.reason));
   }
   fail_call(op, rank, all);
 }

@@ -15,10 +15,10 @@
 // where the other copies round twice.
 //
 // The AVX-512 copy is opt-in, loop by loop, where it measured faster: GCC 12 left some
-// loops scalar in it (a2aq::mul_abs_max: 16.4 against the AVX2 copy's 11.2 us per 16 Ki
-// floats on the AMX Xeon), made table lookups 16-lane gathers (1 Mi e4m3 codes: 328 against
-// 228 us), and memory-bound loops (fp32 sums, widening) gained nothing. The encoders to
-// bf16 / fp8 / HiF8 / E8M0, per-token quantization, bf16 sums and the int epilogue rows
+// loops scalar in it (a2aq::mul_abs_max, then of 16 lanes: 16.4 against the AVX2 copy's
+// 11.2 us per 16 Ki floats on the AMX Xeon), made table lookups 16-lane gathers (1 Mi e4m3
+// codes: 328 against 228 us), and memory-bound loops (fp32 sums, widening) gained nothing. The
+// encoders to bf16 / fp8 / HiF8 / E8M0, per-token quantization, bf16 sums and the int epilogue rows
 // gained 1.1-2.1x (docs/architecture.md).
 #pragma once
 

@@ -163,7 +163,8 @@ int case_alltoall_reject(commfuse::Comm& comm) {
     a4w4(a);
     a.out = TensorView(o, F32, {rows, n});
   });
-  // packed_x2 (A16W8 only): x2 itself, or with transposeX2 its buffer's (R*H, N) view.
+  // packed_x2 (A16W8 and A16W4, not A4W4): x2 itself, or with transposeX2 its buffer's
+  // (R*H, N) view.
   {
     const commfuse::PackedWeight plain(ok.x2);
     const commfuse::PackedWeight wide(TensorView(i, I8, {k, n}, {n + 1, 1}));

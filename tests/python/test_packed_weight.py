@@ -94,6 +94,8 @@ def test_bad_weights_are_rejected():
     # match it; its packed bytes with x2_dtype="int4" are what both take.
     with pytest.raises(commfuse.InvalidArgument, match='x2_dtype="int4"'):
         commfuse.PackedWeight(np.ones((4, 4), ml_dtypes.int4))
+    with pytest.raises(commfuse.InvalidArgument, match="x2 must be 2-D.*transpose_x2"):
+        commfuse.PackedWeight(np.ones((2, 4, 4), np.int8), transpose_x2=True)
 
 
 def _one_rank_wrong_body(rank):

@@ -1,8 +1,10 @@
 // The epilogue loops round the multiply and the add separately on every copy of the array
 // loops (core/simd.hpp): SPEC §3 / §6 define y = f32(acc) * scales + bias as fp32
 // operations in that order, and the AVX-512 copies run where FMA exists, so one contracted
-// a*b + c would change bits. Run natively, under COMMFUSE_MAX_CPU_ISA=avx2 (make test) and
-// =sse41 (unit_tests_isa_sse41), this checks each copy in turn.
+// a*b + c would change bits. Only a copy built for a target with FMA can contract (GCC's
+// avx2 target has none): the loops' check below can fail where the AVX-512 copy runs
+// (natively on AVX-512 CPUs; capped runs check the other copies' bits), and the build flag
+// itself is checked on any CPU with FMA through multiply_add_as_built.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -53,7 +55,7 @@ TEST(ArrayLoops, EpilogueRowsRoundTheProductBeforeTheAdd) {
   ops::a2aq::dequant_row(in.acc.data(), in.scale.data(), s, in.bias.data(), y.data(), kN);
   ops::a2aq::dequant_segment(in.acc.data(), in.scale.data(), s, seg.data(), kN, false);
   kernels::cpu::scale_int_row(in.acc.data(), s, in.scale.data(), in.bias.data(), ys.data(), kN);
-  size_t fma_differs = 0;
+  size_t fma_differs = 0, fma_differs_seg = 0;
   for (size_t j = 0; j < kN; ++j) {
     const float acc = static_cast<float>(in.acc[j]);
     volatile float t = acc * in.scale[j];
@@ -69,10 +71,25 @@ TEST(ArrayLoops, EpilogueRowsRoundTheProductBeforeTheAdd) {
     ASSERT_EQ(ys[j], want_scale) << "scale_int_row, element " << j << ", array loops "
                                  << cpu::array_loops_name();
     if (std::fma(static_cast<float>(t), s, in.bias[j]) != want_row) ++fma_differs;
+    if (std::fma(static_cast<float>(t2), in.scale[j], in.y0[j]) != want_seg) ++fma_differs_seg;
   }
   // The inputs are ones where a fused multiply-add gives other bits, so a contracted loop
   // would fail above.
   EXPECT_GT(fma_differs, kN / 100);
+  EXPECT_GT(fma_differs_seg, kN / 100);
+}
+
+// The library's build flag: a*b + c compiled for an FMA target rounds twice.
+TEST(ArrayLoops, TheLibraryDoesNotContractMultiplyAdd) {
+  if (!cpu::detected_features().fma) GTEST_SKIP() << "no FMA on this CPU: nothing could contract";
+  const Inputs in = random_inputs(256);
+  size_t differs = 0;
+  for (size_t j = 0; j < in.bias.size(); ++j) {
+    const float a = static_cast<float>(in.acc[j]), b = in.scale[j], c = in.bias[j];
+    ASSERT_EQ(cpu::multiply_add_as_built(a, b, c), product_then_add(a, b, c)) << "element " << j;
+    differs += std::fma(a, b, c) != product_then_add(a, b, c);
+  }
+  EXPECT_GT(differs, 0u);  // inputs where a contracted build would differ
 }
 
 }  // namespace

@@ -88,7 +88,10 @@ TEST(CpuIsa, FeaturesAreTheDetectedOnesUnderTheCapInForce) {
             cpu::describe(cpu::capped(cpu::detected_features(), want)));
   EXPECT_TRUE(subset(cpu::features(), cpu::detected_features()));
   EXPECT_EQ(cpu::use_avx2(), cpu::features().avx2);
+  EXPECT_EQ(cpu::use_avx512(),
+            cpu::features().avx2 && cpu::features().avx512f && cpu::features().avx512bw);
   if (want <= IsaLevel::kAvx2Vnni) {
+    EXPECT_STREQ(cpu::array_loops_name(), cpu::use_avx2() ? "avx2" : "baseline x86-64");
     EXPECT_FALSE(cpu::features().avx512f);
     EXPECT_FALSE(cpu::features().amx_int8);
   }

@@ -22,6 +22,7 @@
 #include "kernels/cpu/madd16_gemm.hpp"
 #include "kernels/cpu/quant_per_token.hpp"
 #include "kernels/cpu/small_m_int_gemm.hpp"
+#include "ops/alltoall_quant_matmul/row_kernels.hpp"
 
 namespace cpu = commfuse::kernels::cpu;
 
@@ -96,6 +97,26 @@ TEST(QuantPerToken, NaNElementsGiveZeroAndDoNotSetTheScale) {
   EXPECT_EQ(q[1], 0);
   EXPECT_EQ(q[2], -127);
   expect_same(v, 127);
+}
+
+// abs_max over rows longer than its 32 lanes, with NaNs and the maximum in every lane
+// position and in the scalar tail: the same value as one running maximum that skips NaN.
+TEST(QuantPerToken, AbsMaxOverManyLanesSkipsNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const size_t n : {size_t{31}, size_t{32}, size_t{33}, size_t{100}, size_t{4099}})
+    for (size_t at = 0; at < n; at += (n > 200 ? 97 : 1)) {
+      std::vector<float> v(n), s(n, 1.0f);
+      for (size_t i = 0; i < n; ++i) v[i] = std::sin(static_cast<float>(i)) * 3.0f;
+      for (size_t i = 5; i < n; i += 7) v[i] = nan;
+      v[at] = at % 2 ? -1000.0f : 1000.0f;  // also where a NaN was
+      float want = 0.0f;
+      for (float x : v)
+        if (std::fabs(x) > want) want = std::fabs(x);
+      ASSERT_EQ(cpu::abs_max(v.data(), n), want) << "n " << n << " max at " << at;
+      std::vector<float> w = v;
+      ASSERT_EQ(commfuse::ops::a2aq::mul_abs_max(w.data(), s.data(), n), want)
+          << "n " << n << " max at " << at;
+    }
 }
 
 TEST(QuantPerToken, RowsAndScales) {

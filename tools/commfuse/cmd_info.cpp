@@ -94,7 +94,7 @@ int cmd_info(int argc, char** argv) {
           ? ""
           : (std::string(", capped by COMMFUSE_MAX_CPU_ISA=") + cpu::isa_level_name(cap)).c_str());
   std::printf("  oneDNN ISA        %s\n", kernels::cpu::onednn_effective_isa().c_str());
-  std::printf("  array loops       %s (conversions, quantize / dequantize, sums)\n",
+  std::printf("  array loops       %s (the copy of the loops that have one: core/simd.hpp)\n",
               cpu::array_loops_name());
   if (kernels::cpu::s8_gemm_accumulates_in_int32())
     std::printf("  int8 GEMM         oneDNN s8 (int32 accumulation: VNNI/AMX) for int8 and int4\n");

@@ -37,6 +37,7 @@ constexpr size_t kPipeSliceBytes = size_t{1} << 20;
 // Bytes of the descriptor header: what travels unless the sender failed or sends data.
 constexpr int kDescHeaderBytes = static_cast<int>(offsetof(WireDesc, reason));
 static_assert(kDescHeaderBytes % 8 == 0, "inline data stays 8-byte aligned");
+static_assert(kDescHeaderBytes == 144, "docs/algorithms.md gives a barrier's bytes");
 
 size_t elem_bytes(DType t) {
   return static_cast<size_t>(dtype_bits(t) / 8);

@@ -14,8 +14,8 @@ namespace commfuse::kernels::cpu {
 // independent lanes, where it keeps one running `a > m ? a : m` scalar for want of
 // -ffinite-math-only (1 ns per element on the AMX Xeon: 8 ms of a 66 ms
 // alltoall_quant_matmul). 32 lanes, not 16: with 16, each vector register's maximum was one
-// dependent chain (4096 floats in 0.67 us on the AMX Xeon, AVX2 and AVX-512 copies alike;
-// 32 lanes: 0.16 us).
+// dependent chain (4096 floats in 0.67 us on the AMX Xeon, the loop built for AVX2 or for
+// AVX-512 alike; 32 lanes: 0.16 us, either way, so it keeps the two copies).
 constexpr size_t kMaxLanes = 32;
 
 CF_SIMD_KERNEL(float, abs_max, (const float* v, size_t count), (v, count)) {

@@ -228,7 +228,7 @@ void small_m_int_gemm(const int8_t* a, int64_t rows, int64_t lda, const int8_t* 
   }
   auto* cu = reinterpret_cast<uint32_t*>(c);  // same size and alignment; read back as int32
 #ifdef CF_HAVE_AVX2_INT_KERNEL
-  if (avx2 && rows >= kPanelMinRows) {
+  if (avx2 && rows >= kPanelMinRows && k > 0) {  // (k = 0: the sums are zeros, written below)
     row_major_panels_avx2(a, rows, lda, b, k, n, ldb, cu, ldc);
     return;
   }

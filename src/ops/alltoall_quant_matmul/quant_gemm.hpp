@@ -38,7 +38,7 @@ class QuantGemm {
   // The epilogue of rows [b0, b0 + mb), whose segment-s sums are in acc_.
   void dequant_block(int64_t b0, int64_t mb, int s);
   // x2's rows (columns when transposed) [s*seg_k, (s+1)*seg_k) as int8 in x2's own layout
-  // (an int4 x2 unpacked first, if it was not yet).
+  // (an int4 x2 unpacked first, if it was not yet: not for concurrent calls, as run() is not).
   const int8_t* plain_segment(int s);
   // int4 x2 -> int8 at unpacked_, which plain_b_ then points to.
   void unpack_x2();

@@ -1,6 +1,7 @@
 // What commfuse::PackedWeight holds (include/commfuse/commfuse.hpp): x2 packed once into the
-// blocked layout the native 16-bit GEMM reads (kernels/cpu/packed_b.hpp), or an int8 x2 as
-// the int GEMM prepares it (kernels/cpu/int_matmul.hpp: prepare_b), and which x2 it was
+// blocked layout the native 16-bit GEMM reads (kernels/cpu/packed_b.hpp), or an int8 x2 (an
+// int4 one unpacked first) as the int GEMM prepares it (kernels/cpu/int_matmul.hpp:
+// prepare_b), and which x2 it was
 // packed from, so that each call can check it is given the same tensor. Ops take it through
 // WeightLayout::prepacked (tensor_checks.hpp) or their problem's packed_x2: RowGemm,
 // QuantRowGemm and alltoall_quant_matmul's QuantGemm read the packed buffer where their plan
@@ -31,7 +32,7 @@ struct PackedWeightImpl {
   int64_t ld = 0;
   // float16 / bfloat16: the packed layout; none: nothing packed (see why_not).
   std::optional<kernels::cpu::PackedLayout> layout;
-  // int8: the int GEMM plan whose prepare_b wrote the buffer (its descriptor in int_desc,
+  // int8 / int4: the int GEMM plan whose prepare_b wrote the buffer (its descriptor in int_desc,
   // for the plan-cache key); null: nothing prepared (see why_not).
   std::shared_ptr<const kernels::cpu::IntMatmulPlan> int_plan;
   kernels::cpu::IntMatmulDesc int_desc;
