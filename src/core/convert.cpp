@@ -9,6 +9,7 @@
 #include "core/convert_fast.hpp"
 #include "core/dtype_valid.hpp"
 #include "core/error.hpp"
+#include "core/simd.hpp"
 
 namespace commfuse {
 namespace {
@@ -40,6 +41,20 @@ T float_to_int(float x, double lo, double hi) {
   if (r <= lo) return static_cast<T>(lo);
   if (r >= hi) return static_cast<T>(hi);
   return static_cast<T>(r);
+}
+
+// float_to_int<int8_t> over an array, in a form that vectorizes (a libm nearbyint per value
+// took most of quantize's per_token_group int8 time: 16 Mi values in ~48 ms): NaN -> 0,
+// rounded to nearest even in float (the same integer as in double: a float of magnitude
+// 2^23 or more is an integer already), then clamped to [-128, 127].
+CF_SIMD_KERNEL_AVX512(void, f32_to_int8, (const float* src, int8_t* dst, size_t n), (src, dst, n)) {
+  for (size_t i = 0; i < n; ++i) {
+    const float x = src[i];
+    float r = std::nearbyint(x);
+    r = x == x ? r : 0.0f;
+    r = r < -128.0f ? -128.0f : (r > 127.0f ? 127.0f : r);
+    dst[i] = static_cast<int8_t>(static_cast<int32_t>(r));
+  }
 }
 
 int8_t int4_at(const uint8_t* p, size_t i) {
@@ -129,8 +144,7 @@ void from_f32(const float* src, void* dst, DType t, size_t offset, size_t n, boo
       fast::f32_to_e8m0(src, b + offset, n, sat);
       return;
     case DType::kInt8:
-      for (size_t i = 0; i < n; ++i)
-        reinterpret_cast<int8_t*>(b)[offset + i] = float_to_int<int8_t>(src[i], -128, 127);
+      f32_to_int8(src, reinterpret_cast<int8_t*>(b) + offset, n);
       return;
     case DType::kInt4:
       for (size_t i = 0; i < n; ++i) set_int4(b, offset + i, float_to_int<int8_t>(src[i], -8, 7));

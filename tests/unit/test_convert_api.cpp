@@ -3,6 +3,7 @@
 
 #include <commfuse/commfuse.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -47,6 +48,24 @@ TEST(Int4, PackOutOfRangeIsParamInvalidNamingElement) {
     FAIL();
   } catch (const commfuse::InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("src[1] is 9"), std::string::npos) << e.what();
+  }
+}
+
+// The int8 conversion over arrays long enough for every copy's vector body (core/simd.hpp):
+// ties, NaN, infinities, values past the range and huge integers against the rule written
+// out in double (round half to even, NaN -> 0, clamp to [-128, 127]).
+TEST(ConvertInt, FloatToInt8ArraysMatchTheRule) {
+  std::vector<float> x;
+  for (int i = -600; i <= 600; ++i) x.push_back(static_cast<float>(i) * 0.25f);  // .25 steps
+  for (float v : {NAN, -NAN, INFINITY, -INFINITY, 1e30f, -1e30f, 8388609.0f, -16777216.0f, 127.49f,
+                  127.5f, -128.5f, -128.49f, 0.49999997f, -0.0f})
+    x.push_back(v);
+  std::vector<int8_t> got(x.size());
+  commfuse::convert(x.data(), DType::kFloat32, got.data(), DType::kInt8, x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double r = std::isnan(x[i]) ? 0.0 : std::nearbyint(static_cast<double>(x[i]));
+    const auto want = static_cast<int8_t>(std::clamp(r, -128.0, 127.0));
+    ASSERT_EQ(got[i], want) << "x = " << x[i] << " (element " << i << ")";
   }
 }
 
