@@ -157,6 +157,58 @@ TEST(Quantize, ZeroNanAndInfGroups) {
   EXPECT_EQ(q[h + 2], 0x7E);
 }
 
+// Exact ties round half to even (nearest() above accepts either code): a group with amax
+// 127 has scale 1, so 2.5, 3.5 and -2.5 are the codes' ties themselves.
+TEST(Quantize, PerTokenGroupInt8TiesRoundToEven) {
+  const int64_t h = 128;
+  std::vector<float> x(h, 0.0f);
+  x[0] = 127.0f;
+  x[1] = 2.5f;
+  x[2] = 3.5f;
+  x[3] = -2.5f;
+  x[4] = -0.0f;
+  x[5] = 126.5f;
+  std::vector<int8_t> q(h, 99);
+  float sc = 0;
+  commfuse::quantize(TensorView(x.data(), DType::kFloat32, {1, h}), "per_token_group",
+                     TensorView(q.data(), DType::kInt8, {1, h}),
+                     TensorView(&sc, DType::kFloat32, {1, 1}));
+  EXPECT_EQ(sc, 1.0f);
+  EXPECT_EQ(q[1], 2);
+  EXPECT_EQ(q[2], 4);
+  EXPECT_EQ(q[3], -2);
+  EXPECT_EQ(q[4], 0);
+  EXPECT_EQ(q[5], 126);
+}
+
+// MX at the ends of the exponent range, against the rule written out with ldexp: a group
+// of subnormal-scale values (the shared exponent clamped to -127, scale byte 0), a group
+// spanning 3e38 to 2^-58 (codes that underflow to zero or to e4m3's subnormals), and -0.0.
+TEST(Quantize, MxExponentRangeEnds) {
+  const int64_t h = 64;
+  std::vector<float> x(h, 0.0f);
+  for (int i = 0; i < 32; ++i) x[i] = std::ldexp(1.0f + i / 32.0f, -130) * (i % 2 ? -1 : 1);
+  x[32] = 3e38f;
+  x[33] = 1e-30f;
+  x[34] = std::ldexp(1.5f, -58);
+  x[35] = -0.0f;
+  x[36] = std::ldexp(1.0f, 117);  // e4m3 subnormal after scaling by 2^-119
+  x[37] = -std::ldexp(1.75f, 113);
+  std::vector<uint8_t> q(h), sc(h / 32);
+  commfuse::quantize(TensorView(x.data(), DType::kFloat32, {1, h}), "mx",
+                     TensorView(q.data(), DType::kFloat8E4M3FN, {1, h}),
+                     TensorView(sc.data(), DType::kFloat8E8M0, {1, 1, 2}));
+  EXPECT_EQ(sc[0], 0);              // floor(log2 amax) - 8 < -127: clamped
+  EXPECT_EQ(sc[1], 127 + 127 - 8);  // amax 3e38: floor(log2) = 127
+  for (int64_t i = 0; i < h; ++i) {
+    const int e = static_cast<int>(sc[static_cast<size_t>(i / 32)]) - 127;
+    const uint8_t want = cftest::encode<uint8_t>(std::ldexp(x[static_cast<size_t>(i)], -e),
+                                                 DType::kFloat8E4M3FN, true);
+    ASSERT_EQ(q[static_cast<size_t>(i)], want) << "element " << i;
+  }
+  EXPECT_EQ(q[35], 0x80);  // -0.0 keeps its sign
+}
+
 TEST(Quantize, Rejections) {
   std::vector<float> x(256);
   std::vector<uint8_t> q(256);

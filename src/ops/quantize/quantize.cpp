@@ -173,8 +173,8 @@ CF_SIMD_KERNEL_AVX512(void, divide_clamp, (float* v, int64_t n, float scale, boo
       v[i] = v[i] < -127.0f ? -127.0f : (127.0f < v[i] ? 127.0f : v[i]);
 }
 
-// mx: v * 2^k as ldexp gives it: p is 2^k exactly (k in [-127, 127]: 2^-127 is a
-// subnormal, still exact), and one IEEE multiply rounds x * p once, as ldexp does.
+// mx: v * 2^k as ldexp gives it: p is 2^k exactly (k = -e in [-119, 127] for a finite amax:
+// a normal float), and one IEEE multiply rounds x * p once, as ldexp does.
 CF_SIMD_KERNEL_AVX512(void, scale_by, (float* v, int64_t n, float p), (v, n, p)) {
   for (int64_t i = 0; i < n; ++i) v[i] = v[i] * p;
 }
