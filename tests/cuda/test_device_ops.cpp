@@ -23,6 +23,7 @@
 // checked against the CPU's order of operations on random floats, and its argument checks without a
 // device. Exit status: 0 passed, 1 failed, 77 skipped (no usable device; COMMFUSE_REQUIRE_GPU=1:
 // 1).
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -258,12 +259,16 @@ void matmul_reduce_case(oc::DeviceContext& ctx, cudatest::Meeting& meeting, cons
   const DeviceTensor* b = c.bias != 0 ? &bias : nullptr;
   oc::matmul_reduce(ctx, describe(c, dtype, x1, x2, b, all), /*all_reduce=*/true, nullptr);
   oc::matmul_reduce(ctx, describe(c, dtype, x1, x2, b, block), /*all_reduce=*/false, nullptr);
+  // Every rank's operands made once: made per output element, the 512-rows-a-rank case ran
+  // for minutes at W = 2 (m * n * (W - 1) regenerations).
+  std::vector<Operands> ops;
+  for (int s = 0; s < size; ++s) ops.push_back(s == rank ? mine : operands(c, s, seed));
   std::vector<double> want(static_cast<size_t>(c.m * c.n));
   for (int64_t i = 0; i < c.m; ++i)
     for (int64_t j = 0; j < c.n; ++j) {
       double acc = c.bias != 0 ? mine.bias[static_cast<size_t>(j)] : 0.0;  // same on all ranks
       for (int s = 0; s < size; ++s) {
-        const Operands o = s == rank ? mine : operands(c, s, seed);
+        const Operands& o = ops[static_cast<size_t>(s)];
         for (int64_t kk = 0; kk < c.k; ++kk)
           acc += double{o.x1[static_cast<size_t>(i * c.k + kk)]} * x2_at(c, o.x2, kk, j);
       }
@@ -594,7 +599,9 @@ void alltoall_quant_case(oc::DeviceContext& ctx, Combo combo, bool transposed, i
   DeviceTensor x1(x1_of(rank), dt), bias_t(bias_v, bias_dtype), smooth_t(smooth, dt),
       scale_t(x2_scale, DType::kFloat32), out(static_cast<size_t>(rows * n), out_dt),
       a2a(static_cast<size_t>(rows * k), dt), tokens_t(token_scales_of(rank), DType::kFloat32);
-  const std::vector<uint8_t> x1_packed = packed_int4(codes_of(rank)), x2_packed = packed_int4(x2q);
+  // x2 packs to int4 only for the w4 combos: A16W8's values are outside int4's range.
+  const std::vector<uint8_t> x1_packed = packed_int4(codes_of(rank)),
+                             x2_packed = w4 ? packed_int4(x2q) : std::vector<uint8_t>{};
   void* x1_4 = upload(x1_packed.data(), x1_packed.size());
   void* x2 = w4 ? upload(x2_packed.data(), x2_packed.size()) : upload(x2q.data(), x2q.size());
   oc::DeviceAlltoAll a;
@@ -877,6 +884,11 @@ int run_rank(cudatest::Meeting& meeting, int rank, int size, bool nccl) {
                           if (!s.empty()) throw std::runtime_error("a rank rejected the call");
                       }};
   ex.nccl = nccl;
+  // COMMFUSE_TEST_PROGRESS=1: each rank names each case before it runs (where a run hangs).
+  const bool trace = std::getenv("COMMFUSE_TEST_PROGRESS") != nullptr;
+  auto progress = [&](const char* what, int a = 0, int b = 0, int c = 0) {
+    if (trace) std::fprintf(stderr, "rank %d/%d: %s %d %d %d\n", rank, size, what, a, b, c);
+  };
   {
     oc::DeviceContext ctx(rank, size, ex);
     const Case agm_cases[] = {{5, 96, 40, false, 0, true},
@@ -887,20 +899,31 @@ int run_rank(cudatest::Meeting& meeting, int rank, int size, bool nccl) {
                                  {static_cast<int64_t>(size), 64, 24, false, 2, false, 3}};
     for (const DType dtype : {DType::kBFloat16, DType::kFloat16, DType::kFloat32})
       for (const unsigned seed : {1u, 2u}) {  // different data in consecutive calls
+        progress("all_gather_matmul / matmul_reduce", static_cast<int>(dtype),
+                 static_cast<int>(seed));
         for (const Case& c : agm_cases) all_gather_matmul_case(ctx, c, dtype, seed);
         for (const Case& c : reduce_cases) matmul_reduce_case(ctx, meeting, c, dtype, seed);
       }
+    progress("quant_reduce");
     for (const DType out : {DType::kFloat32, DType::kBFloat16}) {
       quant_reduce_case(ctx, DType::kInt8, false, out);
       quant_reduce_case(ctx, DType::kFloat8E4M3FN, true, out);
     }
     for (const bool transposed : {false, true})
-      for (const int bias : {0, 1, 2}) alltoall_case(ctx, transposed, bias);
+      for (const int bias : {0, 1, 2}) {
+        progress("alltoall_matmul", transposed, bias);
+        alltoall_case(ctx, transposed, bias);
+      }
     for (const Combo combo : {Combo::kA16W8, Combo::kA16W4, Combo::kA4W4})
       for (const bool transposed : {true, false})
-        for (const int bias : {0, 1, 2}) alltoall_quant_case(ctx, combo, transposed, bias);
+        for (const int bias : {0, 1, 2}) {
+          progress("alltoall_quant_matmul", static_cast<int>(combo), transposed, bias);
+          alltoall_quant_case(ctx, combo, transposed, bias);
+        }
+    progress("alltoall_quant_matmul h=36");
     alltoall_quant_case(ctx, Combo::kA4W4, false, 2, 36);
     alltoall_quant_case(ctx, Combo::kA16W4, true, 0, 36);
+    progress("a8w8 / hif8 / fp8");
     for (const int bias : {0, 1, 2, 3}) a8w8_case(ctx, bias, 0);
     for (const int form : {1, 2, 3}) a8w8_case(ctx, 2, form);
     // HiF8 (SPEC §6: x1 scale per tensor or absent, float biases): widened to bf16 on the GPU.
@@ -911,9 +934,13 @@ int run_rank(cudatest::Meeting& meeting, int rank, int size, bool nccl) {
     a8w8_case(ctx, 3, 3, DType::kInt8, false);
     for (const bool transposed : {true, false})  // FP8 (x1 scale per tensor), sm_89+
       a8w8_case(ctx, 2, 1, DType::kFloat8E4M3FN, transposed);
+    progress("order_and_precision");
     order_and_precision_case(ctx);
+    progress("rejected_call");
     rejected_call_case(ctx, reject_next);
+    progress("pipelined");
     pipelined_case(ctx);
+    progress("heap growth, m = 0");
     // More than the first heap holds (2 MiB a half): it grows collectively.
     all_gather_matmul_case(ctx, {1100, 1024, 16, false, 1, true}, DType::kBFloat16, 3);
     matmul_reduce_case(ctx, meeting, {static_cast<int64_t>(512 * size), 64, 1024, true, 0, false},
@@ -921,6 +948,7 @@ int run_rank(cudatest::Meeting& meeting, int rank, int size, bool nccl) {
     // m = 0: nothing to compute, the ranks still meet.
     all_gather_matmul_case(ctx, {0, 64, 8, false, 0, true}, DType::kFloat32, 5);
     matmul_reduce_case(ctx, meeting, {0, 64, 8, false, 0, false}, DType::kFloat32, 5);
+    progress("teardown");
   }  // the context's collective teardown
   return cudatest::g_failures == 0 ? 0 : 1;
 }
@@ -961,9 +989,15 @@ void sum_kernel_rejections() {
 
 // `commfuse_cuda_test_device_ops nccl`: only the NCCL exchange, at W = 1 (NCCL refuses two
 // ranks on one GPU, and the GPU machines here have one; W > 1 needs several GPUs), exit 77
-// where libnccl.so.2 does not load. Without the argument: CUDA IPC at W = 1, 2, 4.
+// where libnccl.so.2 does not load. Without the argument: CUDA IPC at W = 1, 2, 4; with a
+// number W (1-4): CUDA IPC at that W only.
 int main(int argc, char** argv) {
   const bool nccl = argc > 1 && std::string(argv[1]) == "nccl";
+  const int only = argc > 1 ? std::atoi(argv[1]) : 0;
+  if (argc > 1 && !nccl && (only < 1 || only > cudatest::kMaxRanks)) {
+    std::fprintf(stderr, "usage: %s [nccl | W (1-%d)]\n", argv[0], cudatest::kMaxRanks);
+    return 2;
+  }
   sum_kernel_rejections();
   if (cudatest::g_failures != 0) return cudatest::finish("device ops");
   if (const int probe = cudatest::probe_ipc_device(); probe != 0) return probe;
@@ -982,7 +1016,8 @@ int main(int argc, char** argv) {
                : 1;
   }
   int failed = 0;
-  for (const int size : {1, 2, 4})
+  const std::vector<int> sizes = only != 0 ? std::vector<int>{only} : std::vector<int>{1, 2, 4};
+  for (const int size : sizes)
     failed += cudatest::run_ranks(size, [&](cudatest::Meeting& meeting, int rank) {
       return run_rank(meeting, rank, size, false);
     });
