@@ -7,6 +7,7 @@
 # with COMMFUSE_REQUIRE_GPU=1: a skip is a failure here).
 #
 # usage: scripts/gpu-check.sh [build-dir]      (default build-gpu; about 1 minute)
+#   GPU_CHECK_STEP_S: each test's time limit in seconds (default 300; a hang costs no more)
 #
 # Built so far and checked here: the quant_all_reduce dequantize-and-sum kernel (K-G and MX,
 # every SPEC §1 format), cuBLASLt GEMMs (loaded at run time), the quantized-matmul epilogue
@@ -28,6 +29,7 @@ build=${1:-$root/build-gpu}
 start=$(date +%s)
 summary=()
 failed=0
+limit=${GPU_CHECK_STEP_S:-300}
 step() {  # name, then the command; records PASS/FAIL with the time it took
   local name=$1
   shift
@@ -57,21 +59,30 @@ build_cuda() {
 echo "== machine"
 if command -v nvidia-smi >/dev/null; then nvidia-smi -L; else echo "nvidia-smi: not found"; fi
 nvcc --version 2>/dev/null | tail -1 || /usr/local/cuda/bin/nvcc --version | tail -1
+# NCCL: the loader's path first; images that ship it only in the nvidia-nccl Python wheel
+# (PyTorch's) keep it in site-packages, where no loader looks.
+if ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2 '; then
+  nccl=$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)
+  if [ -n "$nccl" ] && [ -f "$nccl/libnccl.so.2" ]; then
+    export LD_LIBRARY_PATH=$nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    echo "libnccl.so.2 from $nccl"
+  fi
+fi
 mkdir -p "$(dirname "$build")"
 step "build (CUDA kernels + their CPU references)" build_cuda
 if [ -x "$build/commfuse_cuda_test_dequant_sum" ]; then
   step "test: dequant_sum vs the CPU kernel, bitwise" \
-    env COMMFUSE_REQUIRE_GPU=1 timeout 300 "$build/commfuse_cuda_test_dequant_sum"
+    env COMMFUSE_REQUIRE_GPU=1 timeout "$limit" "$build/commfuse_cuda_test_dequant_sum"
   step "test: cuBLASLt GEMMs (A8W8 exact, FP8, bf16, fp16, fp32) + epilogue + bf16 decode vs the CPU" \
-    env COMMFUSE_REQUIRE_GPU=1 timeout 300 "$build/commfuse_cuda_test_gemm"
+    env COMMFUSE_REQUIRE_GPU=1 timeout "$limit" "$build/commfuse_cuda_test_gemm"
   step "test: permute + quantization (A16), int4 permute (A4W4), x2 to int8 TN, vs the CPU / SPEC, bitwise" \
-    env COMMFUSE_REQUIRE_GPU=1 timeout 300 "$build/commfuse_cuda_test_permute_quant"
+    env COMMFUSE_REQUIRE_GPU=1 timeout "$limit" "$build/commfuse_cuda_test_permute_quant"
   step "test: CUDA IPC heap, W = 1, 2, 4 processes sharing the GPU (copies + dequant_sum in place)" \
-    env COMMFUSE_REQUIRE_GPU=1 timeout 300 "$build/commfuse_cuda_test_ipc_heap"
+    env COMMFUSE_REQUIRE_GPU=1 timeout "$limit" "$build/commfuse_cuda_test_ipc_heap"
   step "test: every operator's device schedule, W = 1, 2, 4 over CUDA IPC" \
-    env COMMFUSE_REQUIRE_GPU=1 timeout 300 "$build/commfuse_cuda_test_device_ops"
-  step "test: the same over the NCCL exchange, W = 1 (SKIP: libnccl.so.2 not found)" \
-    env COMMFUSE_REQUIRE_GPU=1 timeout 300 "$build/commfuse_cuda_test_device_ops" nccl
+    env COMMFUSE_REQUIRE_GPU=1 timeout "$limit" "$build/commfuse_cuda_test_device_ops"
+  step "test: the same over the NCCL exchange, W = 1 (SKIP where libnccl.so.2 does not load)" \
+    env COMMFUSE_REQUIRE_GPU=1 timeout "$limit" "$build/commfuse_cuda_test_device_ops" nccl
   step "bench: quant_all_reduce kernel vs device copy (64 MiB)" \
     timeout 120 "$build/commfuse_bench_cuda_quant_reduce"
   step "bench: all_gather_matmul schedule on one GPU vs cuBLASLt alone (bf16 8192^3, W=2)" \
