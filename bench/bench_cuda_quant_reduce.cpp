@@ -2,7 +2,8 @@
 // copy of the same bytes, on one GPU: issue 17's "≥ 60 % of copy bandwidth at 64 MiB".
 // Bytes = what the kernel must move: every rank's codes and scales read, the output written
 // (R = 2 ranks' blocks, as two ranks sharing the GPU read each other's in place). The copy
-// moves the same number of bytes (read + write), so the ratio compares like with like.
+// moves the same number of bytes (read + write), so the ratio compares like with like. Both
+// are timed as the mean of 20 launches queued back to back (cuda_timing.hpp says why).
 // Prints one line per case; exit 77 (skipped) where no CUDA device is usable.
 #include <cuda_runtime.h>
 
@@ -19,7 +20,7 @@ namespace cuda = commfuse::kernels::cuda;
 
 namespace {
 
-using cudabench::median_ms;
+using cudabench::back_to_back_ms;
 using cudabench::ok;
 
 }  // namespace
@@ -76,14 +77,14 @@ int main() {
     d.out = out;
     const double bytes =
         static_cast<double>(kRanks * rows * (kH + scale_row)) + static_cast<double>(out_bytes);
-    const double k_ms = median_ms([&] { cuda::dequant_sum(d, nullptr); }, 20);
+    const double k_ms = back_to_back_ms([&] { cuda::dequant_sum(d, nullptr); }, 20);
     ok(cudaGetLastError(), "kernel");
     // The copy: bytes/2 read and bytes/2 written.
     void *src = nullptr, *dst = nullptr;
     const auto half = static_cast<size_t>(bytes / 2);
     ok(cudaMalloc(&src, half), "malloc");
     ok(cudaMalloc(&dst, half), "malloc");
-    const double c_ms = median_ms(
+    const double c_ms = back_to_back_ms(
         [&] { ok(cudaMemcpyAsync(dst, src, half, cudaMemcpyDeviceToDevice), "copy"); }, 20);
     const double k_gbs = bytes / (k_ms * 1e6), c_gbs = bytes / (c_ms * 1e6);
     std::printf("%-28s %10.0f %10.1f %10.1f %10.1f %8.2f\n", c.name, bytes, k_ms * 1e3, k_gbs,

@@ -45,7 +45,9 @@ __device__ void store16(const Params& p, int64_t at, const float (&acc)[kVec], b
     alignas(16) uint16_t bits[kVec];
     for (int k = 0; k < kVec; ++k) {
       const uint32_t x = __float_as_uint(acc[k]);
-      bits[k] = static_cast<uint16_t>(kOut == Out::kBF16 ? fast::BF16::encode(x, false)
+      // bf16: the folded encoder (the same bits as BF16::encode(x, false), narrow_float.hpp),
+      // whose general form cost this kernel a third of its time on an H200.
+      bits[k] = static_cast<uint16_t>(kOut == Out::kBF16 ? fast::bf16_encode(x)
                                                          : fast::F16::encode(x, false));
     }
     if (vec) {
@@ -57,14 +59,30 @@ __device__ void store16(const Params& p, int64_t at, const float (&acc)[kVec], b
   }
 }
 
+// Ranks whose codes one thread loads before it decodes any: the loads of a batch are in
+// flight together, and the aligned kernel is held to 64 registers (4 blocks an SM) for the
+// occupancy that hides their latency. Measured on an H200 (16 Mi elements a rank, means of
+// 20 launches queued back to back), against one rank at a time with every code looked up,
+// in a copy of this kernel with a plain bf16 rounding:
+//   int8 K-G -> bf16: R = 2 32.8 -> 26.6 us, R = 4 46.5 -> 31.6, R = 8 76.2 -> 51.9;
+//   int8 K-G -> fp32: R = 2 43.4 -> 46.4 (the one loss), R = 4 52.6 -> 45.6, R = 8 79.8 -> 56.0;
+//   e4m3 MX -> fp32 / bf16: within 5 % at R = 2 and 4, R = 8 bf16 82.9 -> 76.5.
+// Batches of 2 or 8, and 4 elements a thread with coalesced stores, were measured too: none
+// better in most cases (the coalesced form won int8 -> fp32 at R = 2 alone, 31 us).
+// This kernel, bench_cuda_quant_reduce (R = 2): int8 -> fp32 47.0 us, int8 -> bf16 31.5 us,
+// hifloat8 -> bf16 33.3 us, e4m3 MX -> bf16 40.9 us: 0.58 / 0.61 / 0.58 / 0.47 of a copy.
+constexpr int kBatch = 4;
+
 // One thread: 16 consecutive elements of one row (one scale group holds them: groups are 32
 // or 128 long), every rank in order. __fmul_rn/__fadd_rn: never contracted into an FMA.
-// kVec16: codes, K-G scales and the output are aligned for vector accesses.
-template <Out kOut, bool kMx, bool kVec16>
-__global__ void __launch_bounds__(kThreads) dequant_sum_kernel(const __grid_constant__ Params p) {
+// kVec16: codes, K-G scales and the output are aligned for vector accesses. kInt8: the code
+// is its value (the table's entry, without the shared-memory lookup).
+template <Out kOut, bool kMx, bool kVec16, bool kInt8>
+__global__ void __launch_bounds__(kThreads, kVec16 ? 4 : 1)
+    dequant_sum_kernel(const __grid_constant__ Params p) {
   __shared__ float lut[256], e8m0[256];
-  lut[threadIdx.x] = p.lut[threadIdx.x];
-  e8m0[threadIdx.x] = p.e8m0[threadIdx.x];
+  if constexpr (!kInt8) lut[threadIdx.x] = p.lut[threadIdx.x];
+  if constexpr (kMx) e8m0[threadIdx.x] = p.e8m0[threadIdx.x];
   __syncthreads();
   const int64_t per_row = p.h / kVec;
   const int64_t total = p.rows * per_row;
@@ -73,48 +91,70 @@ __global__ void __launch_bounds__(kThreads) dequant_sum_kernel(const __grid_cons
     const int64_t row = v / per_row;
     const int64_t c0 = (v % per_row) * kVec;
     float acc[kVec];
-    for (int r = 0; r < p.ranks; ++r) {
-      const uint8_t* c = p.codes[r] + row * p.codes_row + c0;
-      const uint8_t* srow = p.scales[r] + row * p.scales_row;
-      alignas(16) uint8_t b[kVec];
-      if constexpr (kVec16) {
-        *reinterpret_cast<uint4*>(b) = __ldg(reinterpret_cast<const uint4*>(c));
-      } else {
-        for (int k = 0; k < kVec; ++k) b[k] = c[k];
+    for (int r0 = 0; r0 < p.ranks; r0 += kBatch) {
+      alignas(16) uint8_t b[kBatch][kVec];
+      float s[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        if (r0 + j >= p.ranks) break;
+        const uint8_t* c = p.codes[r0 + j] + row * p.codes_row + c0;
+        const uint8_t* srow = p.scales[r0 + j] + row * p.scales_row;
+        if constexpr (kVec16) {
+          *reinterpret_cast<uint4*>(b[j]) = __ldg(reinterpret_cast<const uint4*>(c));
+        } else {
+          for (int k = 0; k < kVec; ++k) b[j][k] = c[k];
+        }
+        if constexpr (kMx) {
+          s[j] = __uint_as_float(uint32_t{__ldg(srow + c0 / 32)});  // the byte; decoded below
+        } else if constexpr (kVec16) {
+          s[j] = __ldg(reinterpret_cast<const float*>(srow) + c0 / 128);
+        } else {
+          uint32_t bits = 0;
+          for (int k = 0; k < 4; ++k) bits |= uint32_t{srow[c0 / 128 * 4 + k]} << (8 * k);
+          s[j] = __uint_as_float(bits);
+        }
       }
-      float s;
-      if constexpr (kMx) {
-        s = e8m0[srow[c0 / 32]];
-      } else if constexpr (kVec16) {
-        s = __ldg(reinterpret_cast<const float*>(srow) + c0 / 128);
-      } else {
-        uint32_t bits = 0;
-        for (int k = 0; k < 4; ++k) bits |= uint32_t{srow[c0 / 128 * 4 + k]} << (8 * k);
-        s = __uint_as_float(bits);
-      }
-      for (int k = 0; k < kVec; ++k) {
-        const float prod = __fmul_rn(lut[b[k]], s);
-        acc[k] = r == 0 ? prod : __fadd_rn(acc[k], prod);
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int r = r0 + j;
+        if (r >= p.ranks) break;
+        const float sc = kMx ? e8m0[__float_as_uint(s[j])] : s[j];
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) {
+          const float x = kInt8 ? static_cast<float>(static_cast<int8_t>(b[j][k])) : lut[b[j][k]];
+          const float prod = __fmul_rn(x, sc);
+          acc[k] = r == 0 ? prod : __fadd_rn(acc[k], prod);
+        }
       }
     }
     store16<kOut>(p, row * p.h + c0, acc, kVec16);
   }
 }
 
-template <Out kOut, bool kMx>
-void launch_with(const Params& p, bool vec, int blocks, cudaStream_t s) {
-  if (vec)
-    dequant_sum_kernel<kOut, kMx, true><<<blocks, kThreads, 0, s>>>(p);
+template <Out kOut, bool kMx, bool kVec16>
+void launch_code(const Params& p, bool int8, int blocks, cudaStream_t s) {
+  if constexpr (kMx)  // MX takes fp8 codes only: no int8 form is built
+    dequant_sum_kernel<kOut, kMx, kVec16, false><<<blocks, kThreads, 0, s>>>(p);
+  else if (int8)
+    dequant_sum_kernel<kOut, kMx, kVec16, true><<<blocks, kThreads, 0, s>>>(p);
   else
-    dequant_sum_kernel<kOut, kMx, false><<<blocks, kThreads, 0, s>>>(p);
+    dequant_sum_kernel<kOut, kMx, kVec16, false><<<blocks, kThreads, 0, s>>>(p);
+}
+
+template <Out kOut, bool kMx>
+void launch_with(const Params& p, bool vec, bool int8, int blocks, cudaStream_t s) {
+  if (vec)
+    launch_code<kOut, kMx, true>(p, int8, blocks, s);
+  else
+    launch_code<kOut, kMx, false>(p, int8, blocks, s);
 }
 
 template <Out kOut>
-void launch_out(const Params& p, bool mx, bool vec, int blocks, cudaStream_t s) {
+void launch_out(const Params& p, bool mx, bool vec, bool int8, int blocks, cudaStream_t s) {
   if (mx)
-    launch_with<kOut, true>(p, vec, blocks, s);
+    launch_with<kOut, true>(p, vec, false, blocks, s);
   else
-    launch_with<kOut, false>(p, vec, blocks, s);
+    launch_with<kOut, false>(p, vec, int8, blocks, s);
 }
 
 }  // namespace
@@ -170,12 +210,13 @@ void dequant_sum(const DequantSumDesc& d, void* stream) {
   const int64_t work = d.rows * (d.h / kVec);
   const int blocks = static_cast<int>(std::min<int64_t>((work + kThreads - 1) / kThreads, 65535));
   auto s = static_cast<cudaStream_t>(stream);
+  const bool int8 = d.x_dtype == DType::kInt8;
   if (d.out_dtype == DType::kFloat32)
-    launch_out<Out::kF32>(p, d.mx, vec, blocks, s);
+    launch_out<Out::kF32>(p, d.mx, vec, int8, blocks, s);
   else if (d.out_dtype == DType::kFloat16)
-    launch_out<Out::kF16>(p, d.mx, vec, blocks, s);
+    launch_out<Out::kF16>(p, d.mx, vec, int8, blocks, s);
   else
-    launch_out<Out::kBF16>(p, d.mx, vec, blocks, s);
+    launch_out<Out::kBF16>(p, d.mx, vec, int8, blocks, s);
   check_launch(fn);
 }
 
