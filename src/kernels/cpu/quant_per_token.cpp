@@ -9,30 +9,10 @@
 
 namespace commfuse::kernels::cpu {
 
-// kMaxLanes running maxima, combined at the end: the same value as one running maximum (a
-// maximum does not depend on the order, and no lane ever holds a NaN), but GCC vectorizes
-// independent lanes, where it keeps one running `a > m ? a : m` scalar for want of
-// -ffinite-math-only (1 ns per element on the AMX Xeon: 8 ms of a 66 ms
-// alltoall_quant_matmul). 32 lanes, not 16: with 16, each vector register's maximum was one
-// dependent chain (4096 floats in 0.67 us on the AMX Xeon, the loop built for AVX2 or for
-// AVX-512 alike; 32 lanes: 0.16 us, either way, so it keeps the two copies).
-constexpr size_t kMaxLanes = 32;
-
+// simd::lane_max says why 32 lanes (and its loop ran 8 ms of a 66 ms alltoall_quant_matmul
+// as one running maximum).
 CF_SIMD_KERNEL(float, abs_max, (const float* v, size_t count), (v, count)) {
-  float lane[kMaxLanes] = {};
-  size_t i = 0;
-  for (; i + kMaxLanes <= count; i += kMaxLanes)
-    for (size_t l = 0; l < kMaxLanes; ++l) {
-      const float a = std::fabs(v[i + l]);
-      lane[l] = a > lane[l] ? a : lane[l];  // a NaN compares false and is skipped
-    }
-  float m = 0.0f;
-  for (; i < count; ++i) {
-    const float a = std::fabs(v[i]);
-    m = a > m ? a : m;
-  }
-  for (const float a : lane) m = a > m ? a : m;
-  return m;
+  return simd::lane_max(count, [v](size_t i) { return std::fabs(v[i]); });
 }
 
 CF_SIMD_KERNEL_AVX512(float, quantize_row_with_amax,

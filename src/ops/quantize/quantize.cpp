@@ -141,26 +141,13 @@ float qmax_of(DType t) {
 // conversions, a scalar amax and a libm ldexp per value. Each computes what the scalar form
 // did, value by value, so the codes and scales keep their bits.
 
-// The largest |v| over the finite values (0 if none), in 32 independent lanes (one running
-// maximum does not vectorize); a value is finite when its exponent bits are not all ones.
+// The largest |v| over the finite values (0 if none; simd::lane_max); a value is finite when
+// its exponent bits are not all ones.
 CF_SIMD_KERNEL(float, finite_amax, (const float* v, int64_t n), (v, n)) {
-  constexpr int64_t kLanes = 32;
-  float lane[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) {
-      const uint32_t bits = std::bit_cast<uint32_t>(v[i + l]) & 0x7FFFFFFFu;
-      const float a = std::bit_cast<float>(bits);
-      lane[l] = bits < 0x7F800000u && a > lane[l] ? a : lane[l];
-    }
-  float m = 0.0f;
-  for (; i < n; ++i) {
+  return simd::lane_max(static_cast<size_t>(n), [v](size_t i) {
     const uint32_t bits = std::bit_cast<uint32_t>(v[i]) & 0x7FFFFFFFu;
-    const float a = std::bit_cast<float>(bits);
-    m = bits < 0x7F800000u && a > m ? a : m;
-  }
-  for (const float a : lane) m = a > m ? a : m;
-  return m;
+    return bits < 0x7F800000u ? std::bit_cast<float>(bits) : 0.0f;
+  });
 }
 
 // per_token_group: v / scale, then for int8 clamped to [-127, 127] (NaN passes: no compare
