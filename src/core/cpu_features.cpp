@@ -154,20 +154,6 @@ bool use_avx512() {
   return on;
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2,fma"), noinline)) static float multiply_add_fma_target(float a, float b,
-                                                                                   float c) {
-  return a * b + c;
-}
-#endif
-
-float multiply_add_as_built(float a, float b, float c) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (detected_features().avx2 && detected_features().fma) return multiply_add_fma_target(a, b, c);
-#endif
-  return a * b + c;
-}
-
 const char* array_loops_name() {
   return use_avx512() ? "avx512" : use_avx2() ? "avx2" : "baseline x86-64";
 }

@@ -60,11 +60,6 @@ bool use_avx2();
 bool use_avx512();
 // Which copy of the array loops runs: "avx512", "avx2" or "baseline x86-64".
 const char* array_loops_name();
-// a * b + c as the library compiles it for a target with FMA (AVX2 + FMA), where the CPU has
-// one, else in baseline code: the product rounded, then the sum, unless the build lets the
-// compiler contract them into one FMA (it must not: -ffp-contract=off, core/simd.hpp). For
-// the test that guards that flag on any FMA machine, capped or not.
-float multiply_add_as_built(float a, float b, float c);
 // True when the F16C conversions may run: AVX2 and F16C both present and allowed by the cap
 // (a hypervisor may show AVX2 without F16C).
 bool use_f16c();

@@ -66,6 +66,12 @@
 
 namespace commfuse::simd {
 
+// a * b + c as the library compiles it for a target with FMA (AVX2 + FMA), where the CPU has
+// one, else in baseline code: the product rounded, then the sum, unless the build lets the
+// compiler contract them into one FMA (it must not: -ffp-contract=off, above). For the test
+// that guards that flag on any FMA machine, capped or not.
+float multiply_add_as_built(float a, float b, float c);
+
 // The largest abs_at(i) over i in [0, n), 0 if none is larger; abs_at gives a value >= 0 or
 // a NaN, which compares false and is skipped. kLanes running maxima combined at the end: the
 // same value as one running maximum (a maximum does not depend on the order), but GCC

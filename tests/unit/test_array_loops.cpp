@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/cpu_features.hpp"
+#include "core/simd.hpp"
 #include "kernels/cpu/dequant.hpp"
 #include "ops/alltoall_quant_matmul/row_kernels.hpp"
 
@@ -86,7 +87,8 @@ TEST(ArrayLoops, TheLibraryDoesNotContractMultiplyAdd) {
   size_t differs = 0;
   for (size_t j = 0; j < in.bias.size(); ++j) {
     const float a = static_cast<float>(in.acc[j]), b = in.scale[j], c = in.bias[j];
-    ASSERT_EQ(cpu::multiply_add_as_built(a, b, c), product_then_add(a, b, c)) << "element " << j;
+    ASSERT_EQ(commfuse::simd::multiply_add_as_built(a, b, c), product_then_add(a, b, c))
+        << "element " << j;
     differs += std::fma(a, b, c) != product_then_add(a, b, c);
   }
   EXPECT_GT(differs, 0u);  // inputs where a contracted build would differ
