@@ -6,6 +6,7 @@
 
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
+#include "kernels/cpu/int16_pairs.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -58,10 +59,7 @@ void pack_a(const int8_t* a, int64_t k, int64_t lda, int64_t i0, int64_t rows, i
       const int8_t* row = a + (i0 + i) * lda;
       for (int64_t t = 0; t < kc; ++t) {
         const int64_t kk = 2 * (t0 + t);
-        const auto lo = static_cast<uint16_t>(static_cast<int16_t>(row[kk]));
-        const auto hi =
-            static_cast<uint16_t>(kk + 1 < k ? static_cast<int16_t>(row[kk + 1]) : int16_t{0});
-        o[t * kRows] = static_cast<uint32_t>(hi) << 16 | lo;
+        o[t * kRows] = int16_pair(row[kk], kk + 1 < k ? row[kk + 1] : int8_t{0});
       }
     }
 }
@@ -114,17 +112,17 @@ __attribute__((target("avx2"))) void tile_4x16(int64_t kc, const uint32_t* a, co
   }
 }
 
-// Row-major b, a whole panel and pair: rows 2t and 2t + 1 interleaved byte by byte, then
-// widened, gives the (b[2t, j], b[2t + 1, j]) int16 pairs in column order.
+// Row-major b, a whole panel and pair: the (b[2t, j], b[2t + 1, j]) int16 pairs in column
+// order (r1 null: an odd last k, paired with 0).
 __attribute__((target("avx2"))) void pack_pair_avx2(const int8_t* r0, const int8_t* r1,
                                                     int16_t* out) {
   const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0));
   const __m128i x1 =
       r1 != nullptr ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1)) : _mm_setzero_si128();
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
-                      _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(x0, x1)));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16),
-                      _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(x0, x1)));
+  __m256i lo, hi;
+  widen_pairs_avx2(x0, x1, lo, hi);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), lo);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16), hi);
 }
 #endif
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/cpu_features.hpp"
+#include "kernels/cpu/int16_pairs.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -60,16 +61,13 @@ __attribute__((target("avx2"))) void row_major_avx2(const int8_t* a, int64_t row
     const bool pair = t + 1 < k;
     const int8_t* b0 = b + t * ldb + j0;
     const int8_t* b1 = pair ? b0 + ldb : b0;  // an odd last k: paired with itself times 0
-    for (int64_t i = 0; i < rows; ++i) {
-      const int32_t a0 = a[i * lda + t], a1 = pair ? a[i * lda + t + 1] : 0;
-      pa[i] = _mm256_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(a1) << 16) |
-                                                     (static_cast<uint32_t>(a0) & 0xFFFFu)));
-    }
+    for (int64_t i = 0; i < rows; ++i)
+      pa[i] = _mm256_set1_epi32(
+          static_cast<int32_t>(int16_pair(a[i * lda + t], pair ? a[i * lda + t + 1] : int8_t{0})));
     for (int64_t j = 0; j < w16; j += 16) {
-      const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + j));
-      const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + j));
-      const __m256i lo = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(r0, r1));  // columns j..j+7
-      const __m256i hi = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(r0, r1));  // j+8..j+15
+      __m256i lo, hi;  // columns j..j+7, j+8..j+15
+      widen_pairs_avx2(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + j)),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + j)), lo, hi);
       for (int64_t i = 0; i < rows; ++i) {
         auto* acc = reinterpret_cast<__m256i*>(tile + i * kStride + j);
         _mm256_store_si256(acc,
@@ -138,10 +136,8 @@ __attribute__((target("avx2"))) void row_major_panels_avx2(const int8_t* a, int6
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t p = 0; p < kp; ++p) {
       const int64_t t = 2 * p;
-      const uint32_t a0 = static_cast<uint16_t>(static_cast<int16_t>(a[i * lda + t]));
-      const uint32_t a1 =
-          t + 1 < k ? static_cast<uint16_t>(static_cast<int16_t>(a[i * lda + t + 1])) : 0u;
-      pairs[static_cast<size_t>(i * kp + p)] = (a1 << 16) | a0;
+      pairs[static_cast<size_t>(i * kp + p)] =
+          int16_pair(a[i * lda + t], t + 1 < k ? a[i * lda + t + 1] : int8_t{0});
     }
   alignas(32) static thread_local __m256i panel[kPanelPairs * 8];
   const int64_t n16 = n / 16 * 16;
@@ -153,12 +149,10 @@ __attribute__((target("avx2"))) void row_major_panels_avx2(const int8_t* a, int6
         const int64_t t = 2 * (p0 + p);
         const int8_t* b0 = b + t * ldb + g;
         const int8_t* b1 = t + 1 < k ? b0 + ldb : b0;  // an odd last k: its pair's a is 0
-        for (int64_t s = 0; s < strips; ++s) {
-          const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + 16 * s));
-          const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + 16 * s));
-          panel[(p * strips + s) * 2] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(r0, r1));
-          panel[(p * strips + s) * 2 + 1] = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(r0, r1));
-        }
+        for (int64_t s = 0; s < strips; ++s)
+          widen_pairs_avx2(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + 16 * s)),
+                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + 16 * s)),
+                           panel[(p * strips + s) * 2], panel[(p * strips + s) * 2 + 1]);
       }
       const bool first = p0 == 0;
       int64_t i = 0;
