@@ -18,26 +18,45 @@ inline void ok(cudaError_t e, const char* what) {
   std::exit(1);
 }
 
+// Two events around queued work, after `warmup` runs of f; elapsed() waits for the second.
+class Span {
+ public:
+  template <typename F>
+  Span(F&& f, int warmup) {
+    ok(cudaEventCreate(&a_), "event");
+    ok(cudaEventCreate(&b_), "event");
+    for (int i = 0; i < warmup; ++i) f();
+    ok(cudaDeviceSynchronize(), "warm-up");
+  }
+  ~Span() {
+    cudaEventDestroy(a_);
+    cudaEventDestroy(b_);
+  }
+  Span(const Span&) = delete;
+  Span& operator=(const Span&) = delete;
+  void start() { ok(cudaEventRecord(a_), "record"); }
+  float elapsed_ms() {
+    ok(cudaEventRecord(b_), "record");
+    ok(cudaEventSynchronize(b_), "sync");
+    float t = 0;
+    ok(cudaEventElapsedTime(&t, a_, b_), "elapsed");
+    return t;
+  }
+
+ private:
+  cudaEvent_t a_ = nullptr, b_ = nullptr;
+};
+
 template <typename F>
 double median_ms(F&& f, int iters, int warmup = 3) {
-  cudaEvent_t a, b;
-  ok(cudaEventCreate(&a), "event");
-  ok(cudaEventCreate(&b), "event");
-  for (int i = 0; i < warmup; ++i) f();
-  ok(cudaDeviceSynchronize(), "warm-up");
+  Span span(f, warmup);
   std::vector<float> ms;
   for (int i = 0; i < iters; ++i) {
-    ok(cudaEventRecord(a), "record");
+    span.start();
     f();
-    ok(cudaEventRecord(b), "record");
-    ok(cudaEventSynchronize(b), "sync");
-    float t = 0;
-    ok(cudaEventElapsedTime(&t, a, b), "elapsed");
-    ms.push_back(t);
+    ms.push_back(span.elapsed_ms());
   }
   std::sort(ms.begin(), ms.end());
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
   return ms[ms.size() / 2];
 }
 
@@ -46,20 +65,10 @@ double median_ms(F&& f, int iters, int warmup = 3) {
 // until the launch arrives): for a 30 us kernel on an H200, about 20 us more.
 template <typename F>
 double back_to_back_ms(F&& f, int iters, int warmup = 3) {
-  cudaEvent_t a, b;
-  ok(cudaEventCreate(&a), "event");
-  ok(cudaEventCreate(&b), "event");
-  for (int i = 0; i < warmup; ++i) f();
-  ok(cudaDeviceSynchronize(), "warm-up");
-  ok(cudaEventRecord(a), "record");
+  Span span(f, warmup);
+  span.start();
   for (int i = 0; i < iters; ++i) f();
-  ok(cudaEventRecord(b), "record");
-  ok(cudaEventSynchronize(b), "sync");
-  float t = 0;
-  ok(cudaEventElapsedTime(&t, a, b), "elapsed");
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return static_cast<double>(t) / iters;
+  return static_cast<double>(span.elapsed_ms()) / iters;
 }
 
 }  // namespace cudabench
