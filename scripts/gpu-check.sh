@@ -61,7 +61,9 @@ if command -v nvidia-smi >/dev/null; then nvidia-smi -L; else echo "nvidia-smi: 
 nvcc --version 2>/dev/null | tail -1 || /usr/local/cuda/bin/nvcc --version | tail -1
 # NCCL: the loader's path first; images that ship it only in the nvidia-nccl Python wheel
 # (PyTorch's) keep it in site-packages, where no loader looks.
-if ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2 '; then
+# (grep reads all of ldconfig's output: -q could stop early and, under pipefail, fail the
+# pipeline with SIGPIPE.)
+if ! ldconfig -p 2>/dev/null | grep 'libnccl\.so\.2 ' >/dev/null; then
   nccl=$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)
   if [ -n "$nccl" ] && [ -f "$nccl/libnccl.so.2" ]; then
     export LD_LIBRARY_PATH=$nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

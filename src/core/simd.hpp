@@ -78,8 +78,9 @@ float multiply_add_as_built(float a, float b, float c);
 // vectorizes independent lanes, where it keeps one running `a > m ? a : m` scalar for want
 // of -ffinite-math-only (1 ns per element on the AMX Xeon). 32 lanes, not 16: with 16, each
 // vector register's maximum was one dependent chain (4096 floats: 0.67 against 0.16 us, the
-// loop built for AVX2 or for AVX-512 alike). Inlined into each copy of a CF_SIMD_KERNEL,
-// whose ISA it takes.
+// loop built for AVX2 or for AVX-512 alike). abs_at is called once for each i, in
+// ascending order (mul_abs_max scales v[i] in it). Inlined into each copy of a
+// CF_SIMD_KERNEL, whose ISA it takes.
 template <typename AbsAt>
 CF_SIMD_INLINE_ANY float lane_max(size_t n, AbsAt abs_at) {
   constexpr size_t kLanes = 32;

@@ -199,7 +199,8 @@ int main() {
   const DType kg[] = {DType::kInt8, DType::kHiFloat8, DType::kFloat8E4M3FN, DType::kFloat8E5M2};
   const DType mx[] = {DType::kFloat8E4M3FN, DType::kFloat8E5M2};
   const DType outs[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
-  for (const int ranks : {1, 2, 3, 8})
+  // 6: a second batch of the kernel's loads only partly filled; 64: kMaxDequantRanks.
+  for (const int ranks : {1, 2, 3, 6, 8, 64})
     for (const DType out : outs)
       for (const int64_t offset : {int64_t{0}, int64_t{1}}) {
         for (const DType x : kg) {

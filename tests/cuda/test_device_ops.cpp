@@ -21,8 +21,9 @@
 // W = 1 the all-gather moves nothing, so this checks NCCL's set-up and the context's NCCL
 // buffers and stream order, not a transfer). The sum kernel itself (kernels/cuda/sum_rows.hpp) is
 // checked against the CPU's order of operations on random floats, and its argument checks without a
-// device. Exit status: 0 passed, 1 failed, 77 skipped (no usable device; COMMFUSE_REQUIRE_GPU=1:
-// 1).
+// device. With a number W (1-4), CUDA IPC at that W alone; COMMFUSE_TEST_PROGRESS=1 makes
+// each rank name each case before it runs (where a run stands). Exit status: 0 passed, 1
+// failed, 2 bad argument, 77 skipped (no usable device; COMMFUSE_REQUIRE_GPU=1: 1).
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -885,9 +886,10 @@ int run_rank(cudatest::Meeting& meeting, int rank, int size, bool nccl) {
                       }};
   ex.nccl = nccl;
   // COMMFUSE_TEST_PROGRESS=1: each rank names each case before it runs (where a run hangs).
-  const bool trace = std::getenv("COMMFUSE_TEST_PROGRESS") != nullptr;
-  auto progress = [&](const char* what, int a = 0, int b = 0, int c = 0) {
-    if (trace) std::fprintf(stderr, "rank %d/%d: %s %d %d %d\n", rank, size, what, a, b, c);
+  const char* trace_env = std::getenv("COMMFUSE_TEST_PROGRESS");
+  const bool trace = trace_env != nullptr && std::string(trace_env) == "1";
+  auto progress = [&](const std::string& what) {
+    if (trace) std::fprintf(stderr, "rank %d/%d: %s\n", rank, size, what.c_str());
   };
   {
     oc::DeviceContext ctx(rank, size, ex);
@@ -899,8 +901,8 @@ int run_rank(cudatest::Meeting& meeting, int rank, int size, bool nccl) {
                                  {static_cast<int64_t>(size), 64, 24, false, 2, false, 3}};
     for (const DType dtype : {DType::kBFloat16, DType::kFloat16, DType::kFloat32})
       for (const unsigned seed : {1u, 2u}) {  // different data in consecutive calls
-        progress("all_gather_matmul / matmul_reduce", static_cast<int>(dtype),
-                 static_cast<int>(seed));
+        progress(std::string("all_gather_matmul / matmul_reduce ") +
+                 std::string(commfuse::dtype_name(dtype)) + " seed " + std::to_string(seed));
         for (const Case& c : agm_cases) all_gather_matmul_case(ctx, c, dtype, seed);
         for (const Case& c : reduce_cases) matmul_reduce_case(ctx, meeting, c, dtype, seed);
       }
@@ -911,13 +913,15 @@ int run_rank(cudatest::Meeting& meeting, int rank, int size, bool nccl) {
     }
     for (const bool transposed : {false, true})
       for (const int bias : {0, 1, 2}) {
-        progress("alltoall_matmul", transposed, bias);
+        progress("alltoall_matmul transposed " + std::to_string(transposed) + " bias " +
+                 std::to_string(bias));
         alltoall_case(ctx, transposed, bias);
       }
     for (const Combo combo : {Combo::kA16W8, Combo::kA16W4, Combo::kA4W4})
       for (const bool transposed : {true, false})
         for (const int bias : {0, 1, 2}) {
-          progress("alltoall_quant_matmul", static_cast<int>(combo), transposed, bias);
+          progress("alltoall_quant_matmul combo " + std::to_string(static_cast<int>(combo)) +
+                   " transposed " + std::to_string(transposed) + " bias " + std::to_string(bias));
           alltoall_quant_case(ctx, combo, transposed, bias);
         }
     progress("alltoall_quant_matmul h=36");
@@ -993,8 +997,11 @@ void sum_kernel_rejections() {
 // number W (1-4): CUDA IPC at that W only.
 int main(int argc, char** argv) {
   const bool nccl = argc > 1 && std::string(argv[1]) == "nccl";
-  const int only = argc > 1 ? std::atoi(argv[1]) : 0;
-  if (argc > 1 && !nccl && (only < 1 || only > cudatest::kMaxRanks)) {
+  // One digit, 1-4, or nothing (std::atoi took "2x" for 2).
+  const std::string arg = argc > 1 ? argv[1] : "";
+  const int only = arg.size() == 1 && arg[0] >= '1' && arg[0] <= '4' ? arg[0] - '0' : 0;
+  static_assert(cudatest::kMaxRanks == 4);
+  if (argc > 1 && !nccl && only == 0) {
     std::fprintf(stderr, "usage: %s [nccl | W (1-%d)]\n", argv[0], cudatest::kMaxRanks);
     return 2;
   }

@@ -46,7 +46,7 @@ __device__ void store16(const Params& p, int64_t at, const float (&acc)[kVec], b
     for (int k = 0; k < kVec; ++k) {
       const uint32_t x = __float_as_uint(acc[k]);
       // bf16: the folded encoder (the same bits as BF16::encode(x, false), narrow_float.hpp),
-      // whose general form cost this kernel a third of its time on an H200.
+      // whose general form cost int8 -> bf16 41.1 against 31.5 us on an H200.
       bits[k] = static_cast<uint16_t>(kOut == Out::kBF16 ? fast::bf16_encode(x)
                                                          : fast::F16::encode(x, false));
     }
