@@ -1,7 +1,7 @@
 // The CUDA dequantize-and-sum kernel (kernels/cuda/quant_reduce.hpp) against the CPU kernel
 // (kernels/cpu/dequant.hpp) bit for bit (NaN payloads excepted: a GPU returns its canonical
 // NaN where x86 propagates an operand's; SPEC pins NaN-ness, not payloads): every code of every
-// format (NaNs and infinities included), K-G and MX scales, 1 to 8 ranks, each output dtype,
+// format (NaNs and infinities included), K-G and MX scales, 1 to 64 ranks, each output dtype,
 // aligned (vector) and unaligned operands; plus the argument checks, which need no GPU.
 //
 // A plain program, not a GoogleTest one, so scripts/gpu-check.sh can build it on a bare GPU
