@@ -19,10 +19,13 @@
 # HiF8 forms of the matmul ops (W = 1, 2, 4); the int4 / weight-layout and bf16-decode
 # kernels; the same schedules over the NCCL exchange at W = 1 (when libnccl.so.2 loads; NCCL
 # refuses two ranks on one GPU, so W > 1 over NCCL needs several GPUs).
-# Not checked here: the same schedules reached through the public API's device tensors — a
+# Where python3 imports an installed commfuse and torch: the Python package on torch CUDA
+# tensors (tests/python/test_cuda_tensors.py; a SKIP on a bare image).
+# Not checked here: the same schedules reached through the C++ API's device tensors — a
 # full build (which needs oneDNN) runs that as `ctest -L cuda` (tests/ops/device_numerics.cpp:
-# every operator but FP8 on device copies against the host run, bit for bit, W = 1, 2, 4);
-# not built yet (issue 17): device buffers in the collectives and quantize / dequantize.
+# every operator but FP8 on device copies against the host run, bit for bit, W = 1, 2, 4;
+# it passed on an H200 on 2026-12-04); not built yet (issue 17): device buffers in the
+# collectives and quantize / dequantize.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-gpu}
@@ -56,6 +59,18 @@ build_cuda() {
   }
 }
 
+# The Python package on torch CUDA tensors, where python3 imports commfuse (installed with its
+# CUDA backend, e.g. `pip install .` on this machine) and torch: a bare GPU image has neither
+# oneDNN nor the package, so there it is a SKIP, said, never counted as passing.
+python_cuda() {
+  if ! python3 -c "import commfuse, torch" >/dev/null 2>&1; then
+    echo "python3 cannot import commfuse and torch: skipped"
+    return 77
+  fi
+  COMMFUSE_REQUIRE_GPU=1 timeout "$limit" python3 -m pytest -q -p no:cacheprovider \
+    "$root/tests/python/test_cuda_tensors.py"
+}
+
 echo "== machine"
 if command -v nvidia-smi >/dev/null; then nvidia-smi -L; else echo "nvidia-smi: not found"; fi
 nvcc --version 2>/dev/null | tail -1 || /usr/local/cuda/bin/nvcc --version | tail -1
@@ -85,6 +100,8 @@ if [ -x "$build/commfuse_cuda_test_dequant_sum" ]; then
     env COMMFUSE_REQUIRE_GPU=1 timeout "$limit" "$build/commfuse_cuda_test_device_ops"
   step "test: the same over the NCCL exchange, W = 1 (SKIP where libnccl.so.2 does not load)" \
     env COMMFUSE_REQUIRE_GPU=1 timeout "$limit" "$build/commfuse_cuda_test_device_ops" nccl
+  step "test: the Python package on torch CUDA tensors vs the CPU, bitwise (SKIP where not installed)" \
+    python_cuda
   step "bench: quant_all_reduce kernel vs device copy (64 MiB)" \
     timeout 120 "$build/commfuse_bench_cuda_quant_reduce"
   step "bench: all_gather_matmul schedule on one GPU vs cuBLASLt alone (bf16 8192^3, W=2)" \
