@@ -26,10 +26,14 @@
 
 #include "core/cpu_features.hpp"
 
+#if defined(__GNUC__)
+#define CF_SIMD_INLINE inline __attribute__((always_inline))
+#else
+#define CF_SIMD_INLINE inline
+#endif
 #if defined(__x86_64__) && defined(__GNUC__)
 #define CF_SIMD_TARGET_AVX2 __attribute__((target("avx2")))
 #define CF_SIMD_TARGET_AVX512 __attribute__((target("avx2,avx512f,avx512bw")))
-#define CF_SIMD_INLINE inline __attribute__((always_inline))
 #define CF_SIMD_COPIES_2(ret, name, params, args)          \
   static CF_SIMD_INLINE ret name##_simd_body params;       \
   static CF_SIMD_TARGET_AVX2 ret name##_simd_avx2 params { \
@@ -58,11 +62,6 @@
 #define CF_SIMD_KERNEL(ret, name, params, args) ret name params
 #define CF_SIMD_KERNEL_AVX512(ret, name, params, args) ret name params
 #endif
-#if defined(__GNUC__)
-#define CF_SIMD_INLINE_ANY inline __attribute__((always_inline))
-#else
-#define CF_SIMD_INLINE_ANY inline
-#endif
 
 namespace commfuse::simd {
 
@@ -82,7 +81,7 @@ float multiply_add_as_built(float a, float b, float c);
 // ascending order (mul_abs_max scales v[i] in it). Inlined into each copy of a
 // CF_SIMD_KERNEL, whose ISA it takes.
 template <typename AbsAt>
-CF_SIMD_INLINE_ANY float lane_max(size_t n, AbsAt abs_at) {
+CF_SIMD_INLINE float lane_max(size_t n, AbsAt abs_at) {
   constexpr size_t kLanes = 32;
   float lane[kLanes] = {};
   size_t i = 0;

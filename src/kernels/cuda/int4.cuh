@@ -1,5 +1,5 @@
 // SPEC §1 INT4 on the device: two's complement in [-8, 7], two per byte, element 2j in the
-// low nibble of byte j (the CPU's unpack_int4_s8).
+// low nibble of byte j (the CPU's unpack_int4).
 #pragma once
 
 #include <cstdint>

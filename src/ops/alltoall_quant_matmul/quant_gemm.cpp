@@ -124,8 +124,8 @@ void QuantGemm::dequant_block(int64_t b0, int64_t mb, int s) {
 }
 
 void QuantGemm::unpack_x2() {
-  unpack_int4_s8(static_cast<const uint8_t*>(p_.x2), unpacked_,
-                 static_cast<size_t>(k_) * static_cast<size_t>(n_));
+  unpack_int4(static_cast<const uint8_t*>(p_.x2), unpacked_,
+              static_cast<size_t>(k_) * static_cast<size_t>(n_));
   plain_b_ = unpacked_;
   unpacked_ = nullptr;
 }

@@ -43,16 +43,6 @@ CF_SIMD_KERNEL(void, add_bias, (float* y, const float* bias32, size_t n), (y, bi
   for (size_t j = 0; j < n; ++j) y[j] += bias32[j];
 }
 
-// count (even) int4 values, two per byte, element 2j in the low nibble -> int8.
-CF_SIMD_KERNEL(void, unpack_int4_s8, (const uint8_t* src, int8_t* dst, size_t count),
-               (src, dst, count)) {
-  for (size_t j = 0; j < count / 2; ++j) {
-    const uint8_t b = src[j];
-    dst[2 * j] = static_cast<int8_t>(static_cast<int8_t>(b << 4) >> 4);
-    dst[2 * j + 1] = static_cast<int8_t>(static_cast<int8_t>(b) >> 4);
-  }
-}
-
 void store_row(const float* y, DType t, void* dst, size_t n) {
   if (t == DType::kFloat16)
     fast::f32_to_f16(y, static_cast<uint16_t*>(dst), n);

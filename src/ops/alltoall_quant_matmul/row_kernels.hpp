@@ -19,8 +19,6 @@ void dequant_row(const int32_t* acc, const float* x2_scale, float s, const float
 void dequant_segment(const int32_t* acc, const float* x2_scale, float s, float* y, size_t n,
                      bool first);
 void add_bias(float* y, const float* bias32, size_t n);
-// count (even) int4 values, two per byte, element 2j in the low nibble -> int8.
-void unpack_int4_s8(const uint8_t* src, int8_t* dst, size_t count);
 // n fp32 values rounded (RNE) to t: float16, bfloat16 or float32.
 void store_row(const float* y, DType t, void* dst, size_t n);
 // n float16 / bfloat16 values widened to fp32.

@@ -88,7 +88,7 @@ class FusedRun {
       if (a4w4_) {
         for (int s = 0; s < R_; ++s) {
           const uint8_t* seg = parts[s] + static_cast<size_t>(j) * unit_;
-          unpack_int4_s8(seg, gemm_.q_segment(s) + static_cast<size_t>(i) * h, h);
+          unpack_int4(seg, gemm_.q_segment(s) + static_cast<size_t>(i) * h, h);
           std::memcpy(&scales[static_cast<size_t>(i) * R_ + s], seg + seg_bytes_, sizeof(float));
           if (a2a)
             std::memcpy(a2a + (static_cast<size_t>(i) * R_ + s) * seg_bytes_, seg, seg_bytes_);

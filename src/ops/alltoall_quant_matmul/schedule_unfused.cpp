@@ -59,8 +59,8 @@ void run_alltoall_quant_matmul_unfused(const AlltoAllQuantMatmulPlanData& plan,
     if (a4w4) {
       const size_t h = static_cast<size_t>(p.h);
       for (int s = 0; s < R; ++s) {
-        a2aq::unpack_int4_s8(src + static_cast<size_t>(s) * (h / 2),
-                             gemm.q_segment(s) + static_cast<size_t>(i) * h, h);
+        unpack_int4(src + static_cast<size_t>(s) * (h / 2),
+                    gemm.q_segment(s) + static_cast<size_t>(i) * h, h);
         scales[static_cast<size_t>(i) * R + s] = recv_scales[static_cast<size_t>(s) * rows + i];
       }
       continue;
