@@ -111,12 +111,16 @@ namespace {
 thread_local bool t_paused = false;
 
 bool file_on() {
-  static const bool on = recorder().on();
+  static const bool on = [] {
+    const bool v = recorder().on();
+    detail::g_file_state.store(v ? 1 : 0, std::memory_order_relaxed);
+    return v;
+  }();
   return on;
 }
 }  // namespace
 
-bool enabled() {
+bool detail::enabled_slow() {
   return file_on() && !t_paused;
 }
 
