@@ -472,8 +472,9 @@ TEST_P(SmallMTyped, DirectKernelSameBitsOnAnyThreadCount) {
 }
 
 // One or two rows of bf16 read b in registers (two columns per 32-bit lane, de-interleaved
-// accumulators); three or more widen b into a block first. Both must sum every element in k
-// order with the same operations: rows 0..m-1 of a 3-row product equal the 1- and 2-row
+// accumulators: 16 lanes where the AVX-512 copies run, 8 under COMMFUSE_MAX_CPU_ISA=avx2 or
+// without AVX-512); three or more widen b into a block first. All must sum every element in
+// k order with the same operations: rows 0..m-1 of a 3-row product equal the 1- and 2-row
 // products bit for bit (k = 600: three k blocks; n = 300: two full tiles and a tail).
 TEST(SmallM, Bf16InRegisterRowsMatchTheWidenedBlockBitwise) {
   for (const bool bias : {false, true}) {

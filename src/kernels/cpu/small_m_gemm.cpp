@@ -42,8 +42,6 @@ CF_SIMD_KERNEL(void, widen_bf16_block,
   }
 }
 
-typedef uint32_t u32x8 __attribute__((vector_size(32)));
-
 // Eight columns of b as fp32, from the block the caller widened (fp16 always; bf16 for
 // three or more rows of a, and for a tile narrower than kTile).
 struct Fp32Block {
@@ -81,29 +79,48 @@ inline __attribute__((always_inline)) void micro_tiles(const float* a, int64_t l
   }
 }
 
-// The bf16 in-register path of micro_tiles, two columns per 32-bit lane: one 32-byte load
-// holds 16 bf16 values, and a bf16 is the upper half of its fp32, so lane l's even column
-// (j + 2l) is the lane shifted left by 16 and its odd column (j + 2l + 1) the lane with the
-// low half cleared: two instructions widen 16 values (a u16x8 -> u32x8 conversion took
-// five for 8). The accumulators therefore hold each 16-column group de-interleaved, evens
-// then odds (acc_pairs_to_columns restores the order); every element is still summed in k
-// order with the same operations, so the bits are those of micro_tiles.
-typedef uint32_t u32x8u __attribute__((vector_size(32), aligned(2), may_alias));
-template <int R, int G>
+// The bf16 in-register path of micro_tiles, two columns per 32-bit lane: one vector load
+// holds 2L bf16 values (L = 8 lanes: 32 bytes; L = 16: 64 bytes, the AVX-512 copy), and a
+// bf16 is the upper half of its fp32, so lane l's even column (j + 2l) is the lane shifted
+// left by 16 and its odd column (j + 2l + 1) the lane with the low half cleared: two
+// instructions widen 2L values (a u16x8 -> u32x8 conversion took five for 8). The
+// accumulators therefore hold each 2L-column group de-interleaved, L evens then L odds
+// (acc_pairs_to_columns restores the order); every element is still summed in k order with
+// the same operations (a rounded product, then the add), so the bits are those of
+// micro_tiles, at either width.
+template <int L>
+struct PairLanes;
+template <>
+struct PairLanes<8> {
+  typedef float vf __attribute__((vector_size(32), aligned(4), may_alias));
+  typedef uint32_t vu __attribute__((vector_size(32)));
+  typedef uint32_t vu_load __attribute__((vector_size(32), aligned(2), may_alias));
+};
+template <>
+struct PairLanes<16> {
+  typedef float vf __attribute__((vector_size(64), aligned(4), may_alias));
+  typedef uint32_t vu __attribute__((vector_size(64)));
+  typedef uint32_t vu_load __attribute__((vector_size(64), aligned(2), may_alias));
+};
+
+template <int L, int R, int G>
 inline __attribute__((always_inline)) void micro_tiles_pairs(const float* a, int64_t lda, int64_t i,
                                                              const uint16_t* b, int64_t ldb,
                                                              int64_t depth, float* acc) {
-  for (int64_t j = 0; j < kTile; j += 16 * G) {
-    v8 r[R][2 * G];
+  using vf = typename PairLanes<L>::vf;
+  using vu = typename PairLanes<L>::vu;
+  using vu_load = typename PairLanes<L>::vu_load;
+  for (int64_t j = 0; j < kTile; j += 2 * L * G) {
+    vf r[R][2 * G];
     for (int x = 0; x < R; ++x)
       for (int y = 0; y < 2 * G; ++y)
-        r[x][y] = *reinterpret_cast<v8*>(acc + (i + x) * kTile + j + 8 * y);
+        r[x][y] = *reinterpret_cast<vf*>(acc + (i + x) * kTile + j + L * y);
     for (int64_t p = 0; p < depth; ++p) {
       const uint16_t* row = b + p * ldb + j;
       for (int g = 0; g < G; ++g) {
-        const u32x8u w = *reinterpret_cast<const u32x8u*>(row + 16 * g);
-        const u32x8 even_bits = w << 16, odd_bits = w & 0xFFFF0000u;
-        v8 even, odd;
+        const vu w = *reinterpret_cast<const vu_load*>(row + 2 * L * g);
+        const vu even_bits = w << 16, odd_bits = w & 0xFFFF0000u;
+        vf even, odd;
         std::memcpy(&even, &even_bits, sizeof(even));
         std::memcpy(&odd, &odd_bits, sizeof(odd));
         for (int x = 0; x < R; ++x) {
@@ -115,20 +132,20 @@ inline __attribute__((always_inline)) void micro_tiles_pairs(const float* a, int
     }
     for (int x = 0; x < R; ++x)
       for (int y = 0; y < 2 * G; ++y)
-        *reinterpret_cast<v8*>(acc + (i + x) * kTile + j + 8 * y) = r[x][y];
+        *reinterpret_cast<vf*>(acc + (i + x) * kTile + j + L * y) = r[x][y];
   }
 }
 
-// acc rows (kTile floats) from micro_tiles_pairs' order (per 16 columns: 8 evens, 8 odds)
-// to column order.
-void acc_pairs_to_columns(float* acc, int64_t rows) {
+// acc rows (kTile floats) from micro_tiles_pairs<L>' order (per 2L columns: L evens, L
+// odds) to column order.
+void acc_pairs_to_columns(float* acc, int64_t rows, int lanes) {
   for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < kTile; j += 16) {
-      float group[16];
-      std::memcpy(group, acc + i * kTile + j, sizeof(group));
-      for (int l = 0; l < 8; ++l) {
+    for (int64_t j = 0; j < kTile; j += 2 * lanes) {
+      float group[32];
+      std::memcpy(group, acc + i * kTile + j, sizeof(float) * 2 * static_cast<size_t>(lanes));
+      for (int l = 0; l < lanes; ++l) {
         acc[i * kTile + j + 2 * l] = group[l];
-        acc[i * kTile + j + 2 * l + 1] = group[8 + l];
+        acc[i * kTile + j + 2 * l + 1] = group[lanes + l];
       }
     }
 }
@@ -153,14 +170,42 @@ CF_SIMD_KERNEL(void, block_product,
 }
 
 // The same with b's bf16 rows read in place (a full tile: kTile columns from b), into acc
-// in micro_tiles_pairs' de-interleaved order.
+// in micro_tiles_pairs<8>' de-interleaved order.
 CF_SIMD_KERNEL(void, block_product_bf16,
                (const float* a, int64_t lda, int64_t rows, const uint16_t* b, int64_t ldb,
                 int64_t depth, float* acc),
                (a, lda, rows, b, ldb, depth, acc)) {
   int64_t i = 0;
-  for (; i + 2 <= rows; i += 2) micro_tiles_pairs<2, 2>(a, lda, i, b, ldb, depth, acc);
-  for (; i < rows; ++i) micro_tiles_pairs<1, 4>(a, lda, i, b, ldb, depth, acc);
+  for (; i + 2 <= rows; i += 2) micro_tiles_pairs<8, 2, 2>(a, lda, i, b, ldb, depth, acc);
+  for (; i < rows; ++i) micro_tiles_pairs<8, 1, 4>(a, lda, i, b, ldb, depth, acc);
+}
+
+#ifdef CF_SIMD_TARGET_AVX512
+// 16 lanes where the AVX-512 copies may run (cpu::use_avx512): twice the columns per
+// multiply and add. The in-register path is bound by those (separate, as every copy must
+// round the product: simd.hpp), not by reading b, wherever b stays in cache: 1 row of
+// 256 x 256 took 2.9 us with 8 lanes (AMX Xeon). Into acc in micro_tiles_pairs<16>' order.
+CF_SIMD_TARGET_AVX512 void block_product_bf16_wide(const float* a, int64_t lda, int64_t rows,
+                                                   const uint16_t* b, int64_t ldb, int64_t depth,
+                                                   float* acc) {
+  int64_t i = 0;
+  for (; i + 2 <= rows; i += 2) micro_tiles_pairs<16, 2, 2>(a, lda, i, b, ldb, depth, acc);
+  for (; i < rows; ++i) micro_tiles_pairs<16, 1, 4>(a, lda, i, b, ldb, depth, acc);
+}
+#endif
+
+// block_product_bf16 at the widest lanes this process may use; returns those lanes (the
+// order acc_pairs_to_columns undoes).
+int block_product_bf16_any(const float* a, int64_t lda, int64_t rows, const uint16_t* b,
+                           int64_t ldb, int64_t depth, float* acc) {
+#ifdef CF_SIMD_TARGET_AVX512
+  if (::commfuse::cpu::use_avx512()) {
+    block_product_bf16_wide(a, lda, rows, b, ldb, depth, acc);
+    return 16;
+  }
+#endif
+  block_product_bf16(a, lda, rows, b, ldb, depth, acc);
+  return 8;
 }
 
 // Eight interleaved partial sums of x . y over count (a multiple of kLanes) elements.
@@ -186,10 +231,11 @@ void tile_row_major(const MatmulDesc& d, const float* a32, const uint16_t* b, in
   // reuse it, so the block is widened once into bt (measured: in-register widening per row
   // block was 2x slower from 8 rows on).
   if (d.b_dtype == DType::kBFloat16 && jn == kTile && d.m <= 2) {
+    int lanes = 8;
     for (int64_t p0 = 0; p0 < d.k; p0 += kDepth)
-      block_product_bf16(a32 + p0, d.k, d.m, b + p0 * d.ldb + j0, d.ldb, std::min(kDepth, d.k - p0),
-                         acc);
-    acc_pairs_to_columns(acc, d.m);
+      lanes = block_product_bf16_any(a32 + p0, d.k, d.m, b + p0 * d.ldb + j0, d.ldb,
+                                     std::min(kDepth, d.k - p0), acc);
+    acc_pairs_to_columns(acc, d.m, lanes);
     return;
   }
   for (int64_t p0 = 0; p0 < d.k; p0 += kDepth) {
