@@ -141,6 +141,25 @@ bool widening_pays(DType t, int64_t m, int64_t k, int64_t n, bool narrow_c) {
   return e.widened < kWidenMargin * e.native;
 }
 
+namespace {
+
+// The few-rows probe's slot for m rows: the smallest probe count >= m, or the last.
+size_t few_slot(int64_t m) {
+  size_t i = 0;
+  while (i + 1 < std::size(kFewRows) && kFewRows[i] < m) ++i;
+  return i;
+}
+
+}  // namespace
+
+bool direct_calls_pay(DType t, int64_t m, int64_t calls) {
+  if (calls < 2 || !direct_pays(t, m)) return false;
+  const HalfGemmModel& mo = half_gemm_model(t);
+  const size_t each = few_slot(m), all = few_slot(m * calls);
+  const double one_call = direct_pays(t, m * calls) ? mo.direct_few_ns[all] : mo.native_few_ns[all];
+  return static_cast<double>(calls) * mo.direct_few_ns[each] < one_call;
+}
+
 std::string describe_half_gemm_model(DType t) {
   const HalfGemmModel& mo = half_gemm_model(t);
   const char* name = t == DType::kFloat16 ? "float16" : "bfloat16";

@@ -50,6 +50,14 @@ bool widening_pays(DType t, int64_t m, int64_t k, int64_t n, bool narrow_c);
 // kernel exists, the pin allows, and m <= the model's direct_rows).
 bool direct_pays(DType t, int64_t m);
 
+// Whether `calls` direct calls of m rows each are expected faster than one call of m * calls
+// rows (direct or native, as direct_pays says for that many), from the few-rows probe (each
+// count at the probe count at or above it; beyond the last, the last). False unless m rows
+// take the direct kernel and calls >= 2. The direct kernel reads each b value once for every
+// row of a call, so calls that could be one usually lose: with the AMX Xeon's 16-lane
+// kernel, two 1-row calls of 256 x 256 took 2 x 2.1 us, one 2-row call 3.3 us.
+bool direct_calls_pay(DType t, int64_t m, int64_t calls);
+
 // One line for `commfuse info` / COMMFUSE_VERBOSE: the rates and the choice at a few shapes.
 std::string describe_half_gemm_model(DType t);
 

@@ -65,14 +65,20 @@ AllGatherMatmulPlanData plan_quantized(AllGatherMatmulPlanData plan) {
 // faster than oneDNN's native call, whose fixed cost R calls would pay R times), with a
 // core per rank: then each block on arrival costs little more than its share of one GEMM,
 // and this rank's block is multiplied while the peers' are still in flight. Measured on the
-// AMX Xeon, 1 row per rank, k = n = 256 bf16, W = 2: 6.3-6.6 us on arrival against 6.9-7.0
-// staged and 6.8-7.0 unfused. Not with more ranks than cores (W = 3 and 4 on 2 cores: 19
+// AMX Xeon with the 8-lane direct kernel and its 1-row blocks only, 1 row per rank, k = n =
+// 256 bf16, W = 2: 6.3-6.6 us on arrival against 6.9-7.0 staged and 6.8-7.0 unfused (a
+// native 2-row call). Not with more ranks than cores (W = 3 and 4 on 2 cores: 19
 // and 25 us against 15 and 16 unfused: a rank computing holds the core a peer needs).
+// Only where the model expects R calls of m rows faster than one call of the R·m gathered
+// rows (half_gemm_model.hpp: direct_calls_pay): with the 16-lane direct kernel the AMX Xeon
+// runs one 2-row call in 3.3 us against 2 x 2.1 us, and on arrival then lost (1 row per
+// rank, k = n = 256, W = 2: 5.3-5.4 us against 4.3-4.4 unfused; 2 rows per rank, on arrival
+// against the native 4-row call: 8.3-8.4 against 7.6-7.7).
 bool direct_blocks(const AllGatherMatmulProblem& p, int ranks_per_core) {
   // ranks_per_core 0: not known (several hosts): not assumed to be a core each.
   return ranks_per_core == 1 && p.m >= 1 &&
          (p.dtype == DType::kFloat16 || p.dtype == DType::kBFloat16) &&
-         kernels::cpu::direct_pays(p.dtype, p.m);
+         kernels::cpu::direct_calls_pay(p.dtype, p.m, p.world_size);
 }
 
 }  // namespace
