@@ -471,30 +471,31 @@ TEST_P(SmallMTyped, DirectKernelSameBitsOnAnyThreadCount) {
   }
 }
 
-// One or two rows of bf16 read b in registers (two columns per 32-bit lane, de-interleaved
+// Up to four rows of bf16 read b in registers (two columns per 32-bit lane, de-interleaved
 // accumulators: 16 lanes where the AVX-512 copies run, 8 under COMMFUSE_MAX_CPU_ISA=avx2 or
-// without AVX-512); three or more widen b into a block first. All must sum every element in
-// k order with the same operations: rows 0..m-1 of a 3-row product equal the 1- and 2-row
-// products bit for bit (k = 600: three k blocks; n = 300: two full tiles and a tail).
+// without AVX-512; register tiles of 4, 2 and 1 rows); five or more widen b into a block
+// first. All must sum every element in k order with the same operations: rows 0..m-1 of a
+// 5-row product equal the 1- to 4-row products bit for bit (k = 600: three k blocks; n =
+// 300: two full tiles and a tail).
 TEST(SmallM, Bf16InRegisterRowsMatchTheWidenedBlockBitwise) {
   for (const bool bias : {false, true}) {
-    MatmulDesc d3 = desc_of(3, 600, 300, DType::kBFloat16);
-    d3.c_dtype = DType::kFloat32;
-    d3.has_bias = bias;
-    d3.bias_dtype = DType::kFloat32;
-    Problem p = make_problem(d3, false, 900 + bias);
-    std::vector<float> three(static_cast<size_t>(3 * d3.n));
-    cpu::small_m_gemm(d3, p.a_raw.data(), p.b_raw.data(),
+    MatmulDesc d5 = desc_of(5, 600, 300, DType::kBFloat16);
+    d5.c_dtype = DType::kFloat32;
+    d5.has_bias = bias;
+    d5.bias_dtype = DType::kFloat32;
+    Problem p = make_problem(d5, false, 900 + bias);
+    std::vector<float> five(static_cast<size_t>(5 * d5.n));
+    cpu::small_m_gemm(d5, p.a_raw.data(), p.b_raw.data(),
                       bias ? reinterpret_cast<const float*>(p.bias_raw.data()) : nullptr,
-                      three.data(), 1);
-    for (const int64_t m : {int64_t{1}, int64_t{2}}) {
-      MatmulDesc d = d3;
+                      five.data(), 1);
+    for (const int64_t m : {1, 2, 3, 4}) {
+      MatmulDesc d = d5;
       d.m = m;
       std::vector<float> few(static_cast<size_t>(m * d.n));
       cpu::small_m_gemm(d, p.a_raw.data(), p.b_raw.data(),
                         bias ? reinterpret_cast<const float*>(p.bias_raw.data()) : nullptr,
                         few.data(), 1);
-      EXPECT_EQ(std::memcmp(few.data(), three.data(), few.size() * sizeof(float)), 0)
+      EXPECT_EQ(std::memcmp(few.data(), five.data(), few.size() * sizeof(float)), 0)
           << "m=" << m << " bias " << bias;
     }
   }

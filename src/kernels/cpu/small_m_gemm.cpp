@@ -16,11 +16,12 @@ namespace {
 constexpr int64_t kTile = 128;
 constexpr int64_t kDepth = 256;
 constexpr int kLanes = 8;  // partial sums of a dot product (transposed b)
-
-// Eight floats as one value: GCC lowers the arithmetic to one AVX register in the AVX2 copy
-// and to two SSE registers in the baseline copy; lane-wise multiply and add either way,
-// so both copies compute the same bits. Unaligned, and allowed to alias float.
-typedef float v8 __attribute__((vector_size(32), aligned(4), may_alias));
+// bf16 rows up to this many multiply b widened in registers (micro_tiles_pairs) rather than
+// from a widened block. AMX Xeon, one thread, 4 rows (8-lane / 16-lane copies): 256 x 256
+// 8.4 / 5.8 us against 14.8 / 13.1 from the block, 1024 x 1024 185 / 157 against 248 / 221,
+// 4096 x 4096 5.6 / 4.0 ms against 5.4 / 5.0; at 16 rows the block won (4096 x 4096: 12.3 /
+// 10.0 ms against 17.9 / 10.7).
+constexpr int64_t kPairRows = 4;
 
 void widen(DType t, const uint16_t* src, float* dst, size_t count) {
   if (t == DType::kFloat16)
@@ -42,32 +43,44 @@ CF_SIMD_KERNEL(void, widen_bf16_block,
   }
 }
 
-// Eight columns of b as fp32, from the block the caller widened (fp16 always; bf16 for
-// three or more rows of a, and for a tile narrower than kTile).
-struct Fp32Block {
-  const float* bt;  // depth x kTile
-  // Out-parameters, inlined: a v8 by value crosses no function boundary (ABI of AVX types).
-  inline __attribute__((always_inline)) void at(int64_t p, int64_t j, v8* out) const {
-    *out = *reinterpret_cast<const v8*>(bt + p * kTile + j);
-  }
+// L floats as one value (L = 8: 32 bytes; 16: 64 bytes, for the AVX-512 copies): GCC
+// lowers the arithmetic to the widest registers of the copy it compiles (one AVX register
+// for 8 lanes in the AVX2 copy, two SSE registers in the baseline copy); lane-wise multiply
+// and add either way, so every copy and width computes the same bits. Unaligned, and
+// allowed to alias float (vf) or the bf16 pairs of b (vu_load).
+template <int L>
+struct Lanes;
+template <>
+struct Lanes<8> {
+  typedef float vf __attribute__((vector_size(32), aligned(4), may_alias));
+  typedef uint32_t vu __attribute__((vector_size(32)));
+  typedef uint32_t vu_load __attribute__((vector_size(32), aligned(2), may_alias));
+};
+template <>
+struct Lanes<16> {
+  typedef float vf __attribute__((vector_size(64), aligned(4), may_alias));
+  typedef uint32_t vu __attribute__((vector_size(64)));
+  typedef uint32_t vu_load __attribute__((vector_size(64), aligned(2), may_alias));
 };
 
-// Rows [i, i + R) of acc (row stride kTile) += a @ b over `depth` k and the tile's `cols`
-// columns (a multiple of 8 * C), in register tiles of R rows x C vectors (R * C = 8
-// independent sums, enough to hide the add latency one chain per row would wait on). Every
-// element is summed in k order.
-template <int R, int C, typename B>
+// Rows [i, i + R) of acc (row stride kTile) += a @ bt (the block of b the caller widened to
+// fp32: fp16 always; bf16 for three or more rows of a, and for a tile narrower than kTile)
+// over `depth` k and the tile's `cols` columns (a multiple of L * C), in register tiles of R
+// rows x C vectors of L lanes (R * C = 8 independent sums, enough to hide the add latency
+// one chain per row would wait on). Every element is summed in k order.
+template <int L, int R, int C>
 inline __attribute__((always_inline)) void micro_tiles(const float* a, int64_t lda, int64_t i,
-                                                       const B& b, int64_t depth, int64_t cols,
+                                                       const float* bt, int64_t depth, int64_t cols,
                                                        float* acc) {
-  for (int64_t j = 0; j < cols; j += 8 * C) {
-    v8 r[R][C];
+  using vf = typename Lanes<L>::vf;
+  for (int64_t j = 0; j < cols; j += L * C) {
+    vf r[R][C];
     for (int x = 0; x < R; ++x)
       for (int y = 0; y < C; ++y)
-        r[x][y] = *reinterpret_cast<v8*>(acc + (i + x) * kTile + j + 8 * y);
+        r[x][y] = *reinterpret_cast<vf*>(acc + (i + x) * kTile + j + L * y);
     for (int64_t p = 0; p < depth; ++p) {
-      v8 bv[C];
-      for (int y = 0; y < C; ++y) b.at(p, j + 8 * y, &bv[y]);
+      vf bv[C];
+      for (int y = 0; y < C; ++y) bv[y] = *reinterpret_cast<const vf*>(bt + p * kTile + j + L * y);
       for (int x = 0; x < R; ++x) {
         const float ax = a[(i + x) * lda + p];
         for (int y = 0; y < C; ++y) r[x][y] += ax * bv[y];
@@ -75,7 +88,7 @@ inline __attribute__((always_inline)) void micro_tiles(const float* a, int64_t l
     }
     for (int x = 0; x < R; ++x)
       for (int y = 0; y < C; ++y)
-        *reinterpret_cast<v8*>(acc + (i + x) * kTile + j + 8 * y) = r[x][y];
+        *reinterpret_cast<vf*>(acc + (i + x) * kTile + j + L * y) = r[x][y];
   }
 }
 
@@ -88,28 +101,13 @@ inline __attribute__((always_inline)) void micro_tiles(const float* a, int64_t l
 // (acc_pairs_to_columns restores the order); every element is still summed in k order with
 // the same operations (a rounded product, then the add), so the bits are those of
 // micro_tiles, at either width.
-template <int L>
-struct PairLanes;
-template <>
-struct PairLanes<8> {
-  typedef float vf __attribute__((vector_size(32), aligned(4), may_alias));
-  typedef uint32_t vu __attribute__((vector_size(32)));
-  typedef uint32_t vu_load __attribute__((vector_size(32), aligned(2), may_alias));
-};
-template <>
-struct PairLanes<16> {
-  typedef float vf __attribute__((vector_size(64), aligned(4), may_alias));
-  typedef uint32_t vu __attribute__((vector_size(64)));
-  typedef uint32_t vu_load __attribute__((vector_size(64), aligned(2), may_alias));
-};
-
 template <int L, int R, int G>
 inline __attribute__((always_inline)) void micro_tiles_pairs(const float* a, int64_t lda, int64_t i,
                                                              const uint16_t* b, int64_t ldb,
                                                              int64_t depth, float* acc) {
-  using vf = typename PairLanes<L>::vf;
-  using vu = typename PairLanes<L>::vu;
-  using vu_load = typename PairLanes<L>::vu_load;
+  using vf = typename Lanes<L>::vf;
+  using vu = typename Lanes<L>::vu;
+  using vu_load = typename Lanes<L>::vu_load;
   for (int64_t j = 0; j < kTile; j += 2 * L * G) {
     vf r[R][2 * G];
     for (int x = 0; x < R; ++x)
@@ -150,14 +148,15 @@ void acc_pairs_to_columns(float* acc, int64_t rows, int lanes) {
     }
 }
 
-template <typename B>
+template <int L>
 inline __attribute__((always_inline)) void block_rows(const float* a, int64_t lda, int64_t rows,
-                                                      const B& b, int64_t depth, int64_t cols,
+                                                      const float* bt, int64_t depth, int64_t cols,
                                                       float* acc) {
+  constexpr int kWide = 64 / L;  // one row: vectors spanning 64 columns
   int64_t i = 0;
-  for (; i + 4 <= rows; i += 4) micro_tiles<4, 2>(a, lda, i, b, depth, cols, acc);
-  for (; i + 2 <= rows; i += 2) micro_tiles<2, 4>(a, lda, i, b, depth, cols, acc);
-  for (; i < rows; ++i) micro_tiles<1, 8>(a, lda, i, b, depth, cols, acc);
+  for (; i + 4 <= rows; i += 4) micro_tiles<L, 4, 2>(a, lda, i, bt, depth, cols, acc);
+  for (; i + 2 <= rows; i += 2) micro_tiles<L, 2, 4>(a, lda, i, bt, depth, cols, acc);
+  for (; i < rows; ++i) micro_tiles<L, 1, kWide>(a, lda, i, bt, depth, cols, acc);
 }
 
 // acc (rows x kTile) += a (rows x depth, row stride lda) @ bt (depth x kTile fp32).
@@ -166,7 +165,7 @@ CF_SIMD_KERNEL(void, block_product,
                (const float* a, int64_t lda, int64_t rows, const float* bt, int64_t depth,
                 int64_t cols, float* acc),
                (a, lda, rows, bt, depth, cols, acc)) {
-  block_rows(a, lda, rows, Fp32Block{bt}, depth, cols, acc);
+  block_rows<8>(a, lda, rows, bt, depth, cols, acc);
 }
 
 // The same with b's bf16 rows read in place (a full tile: kTile columns from b), into acc
@@ -176,23 +175,44 @@ CF_SIMD_KERNEL(void, block_product_bf16,
                 int64_t depth, float* acc),
                (a, lda, rows, b, ldb, depth, acc)) {
   int64_t i = 0;
+  for (; i + 4 <= rows; i += 4) micro_tiles_pairs<8, 4, 1>(a, lda, i, b, ldb, depth, acc);
   for (; i + 2 <= rows; i += 2) micro_tiles_pairs<8, 2, 2>(a, lda, i, b, ldb, depth, acc);
   for (; i < rows; ++i) micro_tiles_pairs<8, 1, 4>(a, lda, i, b, ldb, depth, acc);
 }
 
 #ifdef CF_SIMD_TARGET_AVX512
 // 16 lanes where the AVX-512 copies may run (cpu::use_avx512): twice the columns per
-// multiply and add. The in-register path is bound by those (separate, as every copy must
-// round the product: simd.hpp), not by reading b, wherever b stays in cache: 1 row of
-// 256 x 256 took 2.9 us with 8 lanes (AMX Xeon). Into acc in micro_tiles_pairs<16>' order.
+// multiply and add. Both products are bound by those (separate, as every copy must round
+// the product: simd.hpp), not by reading b, wherever b stays in cache: 1 row of 256 x 256
+// bf16 took 2.9 us with 8 lanes (AMX Xeon).
+CF_SIMD_TARGET_AVX512 void block_product_wide(const float* a, int64_t lda, int64_t rows,
+                                              const float* bt, int64_t depth, int64_t cols,
+                                              float* acc) {
+  block_rows<16>(a, lda, rows, bt, depth, cols, acc);
+}
+
+// Into acc in micro_tiles_pairs<16>' order.
 CF_SIMD_TARGET_AVX512 void block_product_bf16_wide(const float* a, int64_t lda, int64_t rows,
                                                    const uint16_t* b, int64_t ldb, int64_t depth,
                                                    float* acc) {
   int64_t i = 0;
+  for (; i + 4 <= rows; i += 4) micro_tiles_pairs<16, 4, 1>(a, lda, i, b, ldb, depth, acc);
   for (; i + 2 <= rows; i += 2) micro_tiles_pairs<16, 2, 2>(a, lda, i, b, ldb, depth, acc);
   for (; i < rows; ++i) micro_tiles_pairs<16, 1, 4>(a, lda, i, b, ldb, depth, acc);
 }
 #endif
+
+// block_product at the widest lanes this process may use.
+void block_product_any(const float* a, int64_t lda, int64_t rows, const float* bt, int64_t depth,
+                       int64_t cols, float* acc) {
+#ifdef CF_SIMD_TARGET_AVX512
+  if (::commfuse::cpu::use_avx512()) {
+    block_product_wide(a, lda, rows, bt, depth, cols, acc);
+    return;
+  }
+#endif
+  block_product(a, lda, rows, bt, depth, cols, acc);
+}
 
 // block_product_bf16 at the widest lanes this process may use; returns those lanes (the
 // order acc_pairs_to_columns undoes).
@@ -211,6 +231,7 @@ int block_product_bf16_any(const float* a, int64_t lda, int64_t rows, const uint
 // Eight interleaved partial sums of x . y over count (a multiple of kLanes) elements.
 CF_SIMD_KERNEL(void, dot_lanes, (const float* x, const float* y, int64_t count, float* lanes),
                (x, y, count, lanes)) {
+  using v8 = Lanes<kLanes>::vf;
   v8 s = {};
   for (int64_t i = 0; i < count; i += kLanes)
     s += *reinterpret_cast<const v8*>(x + i) * *reinterpret_cast<const v8*>(y + i);
@@ -227,10 +248,9 @@ void tile_row_major(const MatmulDesc& d, const float* a32, const uint16_t* b, in
   if (jn < cols)
     for (int64_t p = 0; p < kDepth; ++p)
       std::fill(bt + p * kTile + jn, bt + p * kTile + cols, 0.0f);
-  // One or two rows read each b value once: widened in registers, no fp32 copy. More rows
-  // reuse it, so the block is widened once into bt (measured: in-register widening per row
-  // block was 2x slower from 8 rows on).
-  if (d.b_dtype == DType::kBFloat16 && jn == kTile && d.m <= 2) {
+  // Up to kPairRows rows of bf16 read each b value once per tile of rows: widened in
+  // registers, no fp32 copy. More rows reuse it, so the block is widened once into bt.
+  if (d.b_dtype == DType::kBFloat16 && jn == kTile && d.m <= kPairRows) {
     int lanes = 8;
     for (int64_t p0 = 0; p0 < d.k; p0 += kDepth)
       lanes = block_product_bf16_any(a32 + p0, d.k, d.m, b + p0 * d.ldb + j0, d.ldb,
@@ -245,7 +265,7 @@ void tile_row_major(const MatmulDesc& d, const float* a32, const uint16_t* b, in
     else
       for (int64_t p = 0; p < depth; ++p)
         widen(d.b_dtype, b + (p0 + p) * d.ldb + j0, bt + p * kTile, static_cast<size_t>(jn));
-    block_product(a32 + p0, d.k, d.m, bt, depth, cols, acc);
+    block_product_any(a32 + p0, d.k, d.m, bt, depth, cols, acc);
   }
 }
 
