@@ -1,22 +1,43 @@
-// How the machine models (half_gemm_model.cpp, f32_gemm_model.cpp) time a probe: the best of
-// `runs` runs after one warm-up run (first touch of buffers, JIT caches, a library's own
-// buffers), in ns, never below 1 so that rates stay finite.
+// How the machine models (half_gemm_model.cpp, f32_gemm_model.cpp, int_matmul.cpp) time a
+// probe: the best of `runs` runs after one warm-up run (first touch of buffers, JIT caches, a
+// library's own buffers), in ns, never below 1 so that rates stay finite.
 #pragma once
+
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
 
+#include "kernels/cpu/threads.hpp"
+
 namespace commfuse::kernels::cpu {
+
+// The clock a probe reads: with one compute thread (the kernels then run on the calling
+// thread) this thread's CPU time, which stops while the thread waits for a core; else the
+// wall clock, which sees every thread's work. Ranks that outnumber the cores all probe at
+// their first GEMM and preempt each other: on the wall clock each timed the others' probes
+// too, and ranks decided differently (8 ranks on the 2-core AMX Xeon: 2-3 of 8 chose OpenBLAS
+// for a 128x512x64 fp32 GEMM that it ran 15-30 % slower than oneDNN, alone and in the op).
+inline double probe_clock_ns(bool thread_clock) {
+  if (thread_clock) {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
+  }
+  return std::chrono::duration<double, std::nano>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 template <typename F>
 double best_probe_ns(F&& f, int runs) {
+  const bool thread_clock = compute_threads() == 1;
   f();
   double best = 1e300;
   for (int i = 0; i < runs; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const double t0 = probe_clock_ns(thread_clock);
     f();
-    const auto t1 = std::chrono::steady_clock::now();
-    best = std::min(best, std::chrono::duration<double, std::nano>(t1 - t0).count());
+    best = std::min(best, probe_clock_ns(thread_clock) - t0);
   }
   return std::max(best, 1.0);
 }
