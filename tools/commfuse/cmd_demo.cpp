@@ -13,6 +13,7 @@
 #include "cli_args.hpp"
 #include "commands.hpp"
 #include "demo_quant.hpp"
+#include "demo_timing.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "launcher.hpp"
 
@@ -51,11 +52,6 @@ double unit_roundoff(DType t) {
                                  : std::ldexp(1.0, -24);
 }
 
-double median_ms(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 struct CaseResult {
   double max_err = 0, bound = 0, op_ms = 0, unfused_ms = 0;
   bool pass = false;
@@ -63,7 +59,8 @@ struct CaseResult {
 };
 
 // all_gather_matmul with global x1 (M, k) split over the ranks, x2 (k, n) different per rank.
-CaseResult run_all_gather_matmul(Comm& comm, int64_t M, int64_t k, int64_t n, DType t, int iters) {
+CaseResult run_all_gather_matmul(Comm& comm, int64_t M, int64_t k, int64_t n, DType t,
+                                 int samples) {
   const int R = comm.world_size(), me = comm.rank();
   const int64_t m = M / R;
   const size_t es = static_cast<size_t>(dtype_bits(t) / 8);
@@ -76,36 +73,17 @@ CaseResult run_all_gather_matmul(Comm& comm, int64_t M, int64_t k, int64_t n, DT
   std::vector<uint8_t> ws(plan.workspace_size());
   CaseResult res;
   res.schedule = plan.schedule_name();
-  using Clock = std::chrono::steady_clock;
-  std::vector<double> op_t, unfused_t;
   std::vector<uint8_t> g2(M * k * es), out2(M * n * es);
   const auto desc = kernels::cpu::dense_matmul_desc(M, k, n, t);
-  auto timed = [&](auto&& f) {
-    comm.barrier();
-    const auto t0 = Clock::now();
-    f();
-    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  };
-  auto op = [&] { plan.execute(ws.empty() ? nullptr : ws.data(), ws.size()); };
-  auto composition = [&] {  // the unfused composition
-    comm.all_gather(x1.data(), g2.data(), m * k, t);
-    kernels::cpu::matmul(desc, g2.data(), x2.data(), nullptr, out2.data());
-  };
-  for (int it = 0; it < iters + 1; ++it) {  // the first round is warm-up
-    // Alternate which goes first after the barrier: with 8 ranks on 2 cores the first one
-    // measured also pays for waking the peers (seen: the same algorithm 0.7-1.07x itself).
-    double a = 0, b = 0;
-    if (it % 2 == 0) {
-      a = timed(op);
-      b = timed(composition);
-    } else {
-      b = timed(composition);
-      a = timed(op);
-    }
-    if (it > 0) op_t.push_back(a), unfused_t.push_back(b);
-  }
-  res.op_ms = median_ms(op_t);
-  res.unfused_ms = median_ms(unfused_t);
+  const auto times =
+      time_variants<2>(comm, samples,
+                       {[&] { plan.execute(ws.empty() ? nullptr : ws.data(), ws.size()); },
+                        [&] {  // the unfused composition
+                          comm.all_gather(x1.data(), g2.data(), m * k, t);
+                          kernels::cpu::matmul(desc, g2.data(), x2.data(), nullptr, out2.data());
+                        }});
+  res.op_ms = times[0];
+  res.unfused_ms = times[1];
   // float64 reference: every rank's x1 is known from its seed.
   std::vector<float> outf(M * n), a_all(M * k), b(k * n);
   convert(out.data(), t, outf.data(), DType::kFloat32, M * n);
@@ -143,10 +121,10 @@ int cmd_demo_worker(int, char**) {
     const char* label;
     int64_t M, k, n;
     DType t;
-    int iters;
+    int samples;
   };
   const Case cases[] = {
-      {"seed example", 128, 512, 64, DType::kFloat16, 60},
+      {"seed example", 128, 512, 64, DType::kFloat16, 15},
       {"larger, bfloat16", 512, 1024, 256, DType::kBFloat16, 15},
   };
   int failures = 0;
@@ -155,7 +133,7 @@ int cmd_demo_worker(int, char**) {
                 "shapes (global)", "dtype", "ranks", "max |err|", "bound", "result", "op ms",
                 "unfused ms", "speedup", "schedule");
   for (const auto& c : cases) {
-    CaseResult r = run_all_gather_matmul(*comm, c.M, c.k, c.n, c.t, c.iters);
+    CaseResult r = run_all_gather_matmul(*comm, c.M, c.k, c.n, c.t, c.samples);
     int32_t bad = r.pass ? 0 : 1, total_bad = 0;
     comm->all_reduce(&bad, &total_bad, 1, DType::kInt32);
     double worst[2] = {r.max_err, r.bound}, all[2 * kDemoRanks] = {};

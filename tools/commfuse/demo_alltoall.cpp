@@ -16,6 +16,7 @@
 
 #include "algo_scope.hpp"
 #include "commands.hpp"
+#include "demo_timing.hpp"
 #include "kernels/cpu/matmul.hpp"
 
 namespace commfuse::cli {
@@ -70,39 +71,18 @@ int demo_alltoall_quant_matmul_row(Comm& comm) {
   std::vector<uint8_t> wb(wf.size() * 2), recv(x1.size()), perm(x1.size()), out2(out.size());
   convert(wf.data(), DType::kFloat32, wb.data(), t, wf.size());
   const auto md = kernels::cpu::dense_matmul_desc(rows, K, N, t);
-  using Clock = std::chrono::steady_clock;
-  std::vector<double> op_t, unfused_t, ref_t;
-  auto timed = [&](auto&& f) {
-    comm.barrier();
-    const auto t0 = Clock::now();
-    f();
-    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  };
-  auto fused_op = [&] { plan.execute(ws.data(), plan.workspace_size()); };
-  auto unfused_op = [&] { unfused.execute(ws.data(), unfused.workspace_size()); };
-  auto bf16_path = [&] {
-    comm.all_to_all(x1.data(), recv.data(), static_cast<size_t>(rows * H), t);
-    for (int64_t i = 0; i < rows; ++i)
-      for (int s = 0; s < R; ++s)
-        std::memcpy(perm.data() + (i * R + s) * H * 2, recv.data() + (s * rows + i) * H * 2,
-                    static_cast<size_t>(H) * 2);
-    kernels::cpu::matmul(md, perm.data(), wb.data(), nullptr, out2.data());
-  };
-  // 8 ranks share 2 cores in the default demo: many short rounds, the median of each, and
-  // the order rotated (the first variant after a barrier also pays for waking the peers).
-  for (int it = 0; it < 43; ++it) {
-    double a = 0, u = 0, b = 0;
-    for (int j = 0; j < 3; ++j) {
-      const int which = (it + j) % 3;
-      if (which == 0) a = timed(fused_op);
-      if (which == 1) u = timed(unfused_op);
-      if (which == 2) b = timed(bf16_path);
-    }
-    if (it >= 3) op_t.push_back(a), unfused_t.push_back(u), ref_t.push_back(b);
-  }
-  std::sort(op_t.begin(), op_t.end());
-  std::sort(unfused_t.begin(), unfused_t.end());
-  std::sort(ref_t.begin(), ref_t.end());
+  const auto times = time_variants<3>(
+      comm, 15,
+      {[&] { plan.execute(ws.data(), plan.workspace_size()); },
+       [&] { unfused.execute(ws.data(), unfused.workspace_size()); },
+       [&] {  // all_to_all, permute, the 16-bit GEMM
+         comm.all_to_all(x1.data(), recv.data(), static_cast<size_t>(rows * H), t);
+         for (int64_t i = 0; i < rows; ++i)
+           for (int s = 0; s < R; ++s)
+             std::memcpy(perm.data() + (i * R + s) * H * 2, recv.data() + (s * rows + i) * H * 2,
+                         static_cast<size_t>(H) * 2);
+         kernels::cpu::matmul(md, perm.data(), wb.data(), nullptr, out2.data());
+       }});
   // The two algorithms run the same kernels on the same values: the same bits (SPEC §3).
   const bool same_bits = out == out_unfused;
 
@@ -153,8 +133,7 @@ int demo_alltoall_quant_matmul_row(Comm& comm) {
     char shapes[64];
     std::snprintf(shapes, sizeof(shapes), "[%lld,%lld]x[%lld,%lld]", static_cast<long long>(BS * R),
                   static_cast<long long>(H), static_cast<long long>(K), static_cast<long long>(N));
-    const double op_ms = op_t[op_t.size() / 2], unfused_ms = unfused_t[unfused_t.size() / 2],
-                 ref_ms = ref_t[ref_t.size() / 2];
+    const double op_ms = times[0], unfused_ms = times[1], ref_ms = times[2];
     std::printf("%-40s %-22s %-9s %5d %11.3g %11.3g %6s %10.3f %12.3f %7.2fx  %s\n",
                 "alltoall_quant_matmul: A16W8", shapes, "bfloat16", R, max_err, max_bound,
                 total_bad == 0 ? "PASS" : "FAIL", op_ms, unfused_ms, unfused_ms / op_ms,

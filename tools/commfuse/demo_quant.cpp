@@ -1,6 +1,7 @@
 #include "demo_quant.hpp"
 
 #include "algo_scope.hpp"
+#include "demo_timing.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -35,11 +36,6 @@ void quantize_kg(const std::vector<float>& x, std::vector<int8_t>& q, std::vecto
            TensorView(s.data(), DType::kFloat32, {kRows, kH / 128}));
 }
 
-double median_ms(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // One row in cmd_demo's columns on rank 0: the worst error and bound over the ranks, the
 // mean times. Returns the number of ranks whose check failed (the same on every rank).
 int print_row(Comm& comm, const char* label, const char* shapes, const char* dtype, bool ok,
@@ -60,25 +56,6 @@ int print_row(Comm& comm, const char* label, const char* shapes, const char* dty
                 worst[3] / worst[2], schedule);
   return total_bad;
 }
-// Runs a (the op) and b (its unfused composition) rounds times after one warm-up, in turn
-// after a barrier; their median milliseconds.
-template <typename A, typename B>
-std::pair<double, double> time_pair(Comm& comm, int rounds, A&& a, B&& b) {
-  using Clock = std::chrono::steady_clock;
-  std::vector<double> at, bt;
-  for (int it = 0; it <= rounds; ++it) {
-    comm.barrier();
-    auto t0 = Clock::now();
-    a();
-    const double x = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    comm.barrier();
-    t0 = Clock::now();
-    b();
-    const double y = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    if (it > 0) at.push_back(x), bt.push_back(y);
-  }
-  return {median_ms(at), median_ms(bt)};
-}
 
 }  // namespace
 
@@ -93,14 +70,15 @@ int demo_quant_all_reduce_row(Comm& comm) {
                           TensorView(s.data(), DType::kFloat32, {kRows, kH / 128}), comm.name(),
                           "sum", TensorView(out.data(), DType::kFloat32, {kRows, kH}));
   std::vector<float> ws(plan.workspace_size() / sizeof(float) + 1);
-  const auto [op_ms, unfused_ms] = time_pair(
-      comm, 10, [&] { plan.execute(ws.data(), plan.workspace_size()); },
-      [&] {  // the unfused composition: dequantize, then a float32 all_reduce
-        dequantize(TensorView(q.data(), DType::kInt8, {kRows, kH}),
-                   TensorView(s.data(), DType::kFloat32, {kRows, kH / 128}), "per_token_group",
-                   TensorView(deq.data(), DType::kFloat32, {kRows, kH}));
-        comm.all_reduce(deq.data(), out2.data(), n, DType::kFloat32);
-      });
+  const auto [op_ms, unfused_ms] = time_variants<2>(
+      comm, 15,
+      {[&] { plan.execute(ws.data(), plan.workspace_size()); },
+       [&] {  // the unfused composition: dequantize, then a float32 all_reduce
+         dequantize(TensorView(q.data(), DType::kInt8, {kRows, kH}),
+                    TensorView(s.data(), DType::kFloat32, {kRows, kH / 128}), "per_token_group",
+                    TensorView(deq.data(), DType::kFloat32, {kRows, kH}));
+         comm.all_reduce(deq.data(), out2.data(), n, DType::kFloat32);
+       }});
   // float64 reference: Σ_r q_r · scale_r, every rank's input regenerated here.
   std::vector<double> ref(n, 0.0), mag(n, 0.0);
   std::vector<int8_t> qr;
@@ -167,9 +145,10 @@ int demo_quant_all_gather_matmul_row(Comm& comm) {
   AllGatherMatmulPlan unfused = with_algorithm(
       "all_gather_matmul:unfused", [&] { return make(out_u.data(), gathered_u.data()); });
   std::vector<float> ws(std::max(plan.workspace_size(), unfused.workspace_size()) / 4 + 1);
-  const auto [op_ms, unfused_ms] = time_pair(
-      comm, 10, [&] { plan.execute(ws.data(), plan.workspace_size()); },
-      [&] { unfused.execute(ws.data(), unfused.workspace_size()); });
+  const auto [op_ms, unfused_ms] =
+      time_variants<2>(comm, 15,
+                       {[&] { plan.execute(ws.data(), plan.workspace_size()); },
+                        [&] { unfused.execute(ws.data(), unfused.workspace_size()); }});
   // float64 reference of rank `me`'s output: every rank's rows and scales regenerated here.
   std::vector<float> got(out.size());
   convert(out.data(), DType::kBFloat16, got.data(), DType::kFloat32, out.size());
