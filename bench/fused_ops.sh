@@ -44,7 +44,8 @@ for name, js in sorted(rows.items()):
     ratio_g = statistics.median(j["fused_us"] / j["gemm_alone_us"] for j in js)
     ratio_u = statistics.median(j["fused_us"] / j["unfused_us"] for j in js)
     j = js[0]
+    ms = lambda v: f"{v:.2f}" if v >= 0.1 else f"{v:.4f}"  # the tiny shape takes microseconds
     print(f"| {name} | {j['op']} | {j['transport']} | {j['world_size']} | {j['m']}, {j['k']}, {j['n']} "
-          f"| {f:.2f} | {u:.2f} | {um:.2f} | {g:.2f} | {ratio_g:.3f} | {ratio_u:.3f} | {fmt_exposed(js)} |")
+          f"| {ms(f)} | {ms(u)} | {ms(um)} | {ms(g)} | {ratio_g:.3f} | {ratio_u:.3f} | {fmt_exposed(js)} |")
 PY
 rm -rf "$out"
