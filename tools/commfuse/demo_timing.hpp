@@ -35,7 +35,10 @@ std::array<double, N> time_variants(Comm& comm, int samples,
     for (int32_t c = 0; c < calls; ++c) f();
     return std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / calls;
   };
-  // Warm-up, which also sizes the batch: every rank must make the same number of calls.
+  // A warm-up call of each (a first call may plan, or measure the machine's GEMM model),
+  // then one timed call of each sizes the batch: every rank must make the same number of
+  // calls, so rank 0's size is everyone's.
+  for (const auto& f : variants) batch_ms(f, 1);
   double slowest = 0;
   for (const auto& f : variants) slowest = std::max(slowest, batch_ms(f, 1));
   int32_t calls = static_cast<int32_t>(
