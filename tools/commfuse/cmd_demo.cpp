@@ -4,7 +4,6 @@
 #include <commfuse/commfuse.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>

@@ -7,7 +7,6 @@
 #include <commfuse/commfuse.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>

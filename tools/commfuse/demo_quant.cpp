@@ -4,7 +4,6 @@
 #include "demo_timing.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>
