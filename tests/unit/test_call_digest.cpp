@@ -1,0 +1,92 @@
+// The shm transport's call digest (comm/call_check.hpp): equal calls give equal digests, and a
+// change in any one field the check compares gives a different one. (Two different calls
+// with equal digests would pass the check unnoticed: the digest is the check's fast path.)
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "comm/call_check.hpp"
+#include "comm/shm/peer_set.hpp"
+
+namespace {
+
+using commfuse::comm::call_digest;
+using commfuse::comm::shm::Control;
+
+Control::Desc base_desc(int fields) {
+  Control::Desc d;
+  std::memset(&d, 0, sizeof d);
+  d.op = 3;
+  d.dtype = 7;
+  d.count = 4096;
+  d.root = -1;
+  d.op_seq = 41;
+  d.unit = 512;
+  d.algo = 1;
+  std::snprintf(d.sig.op, sizeof d.sig.op, "all_gather_matmul");
+  d.sig.nfields = static_cast<uint32_t>(fields);
+  for (int i = 0; i < fields; ++i) d.sig.values[i] = 100 + i;
+  return d;
+}
+
+TEST(CallDigest, EqualCallsGiveEqualDigests) {
+  for (int fields = 0; fields <= commfuse::comm::CallSignature::kMaxFields; ++fields) {
+    const Control::Desc a = base_desc(fields);
+    Control::Desc b = base_desc(fields);
+    b.cma_address = 12345;  // not part of the call: where the data lies
+    std::snprintf(b.reason, sizeof b.reason, "not compared either");
+    EXPECT_EQ(call_digest(a), call_digest(b)) << fields << " fields";
+  }
+}
+
+TEST(CallDigest, EveryComparedFieldChangesIt) {
+  // Every signature length (the lanes fill differently), every field alone.
+  for (int fields = 0; fields <= commfuse::comm::CallSignature::kMaxFields; ++fields) {
+    const Control::Desc a = base_desc(fields);
+    std::vector<std::function<void(Control::Desc&)>> changes = {
+        [](Control::Desc& d) { d.op += 1; },
+        [](Control::Desc& d) { d.dtype += 1; },
+        [](Control::Desc& d) { d.count += 1; },
+        [](Control::Desc& d) { d.count ^= uint64_t{1} << 63; },
+        [](Control::Desc& d) { d.root = 0; },
+        [](Control::Desc& d) { d.op_seq += 1; },
+        [](Control::Desc& d) { d.unit += 64; },
+        [](Control::Desc& d) { d.algo = 2; },
+        [](Control::Desc& d) { d.sig.op[0] = 'b'; },
+        [](Control::Desc& d) { d.sig.op[sizeof d.sig.op - 1] = 'x'; },
+    };
+    if (fields < commfuse::comm::CallSignature::kMaxFields)
+      changes.push_back([](Control::Desc& d) { ++d.sig.nfields; });  // one more (zero) value
+    for (int i = 0; i < fields; ++i) {
+      changes.push_back([i](Control::Desc& d) { d.sig.values[i] += 1; });
+      changes.push_back([i](Control::Desc& d) { d.sig.values[i] = -d.sig.values[i]; });
+    }
+    // Two values swapped: neighbours (other lanes), and the first and last.
+    if (fields >= 2)
+      changes.push_back([](Control::Desc& d) { std::swap(d.sig.values[0], d.sig.values[1]); });
+    if (fields >= 3)
+      changes.push_back(
+          [fields](Control::Desc& d) { std::swap(d.sig.values[0], d.sig.values[fields - 1]); });
+    std::set<uint64_t> seen{call_digest(a)};
+    for (size_t c = 0; c < changes.size(); ++c) {
+      Control::Desc b = a;
+      changes[c](b);
+      EXPECT_NE(call_digest(a), call_digest(b)) << fields << " fields, change " << c;
+      EXPECT_TRUE(seen.insert(call_digest(b)).second)
+          << fields << " fields, change " << c << " collides with another change";
+    }
+  }
+}
+
+TEST(CallDigest, ValuesBeyondTheSignatureAreNotCompared) {
+  const Control::Desc a = base_desc(3);
+  Control::Desc b = a;
+  b.sig.values[5] = 999;  // past nfields: same_call does not compare it either
+  EXPECT_EQ(call_digest(a), call_digest(b));
+}
+
+}  // namespace
