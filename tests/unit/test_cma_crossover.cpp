@@ -36,21 +36,32 @@ TEST(CmaCrossover, IsAPowerOfTwoInRangeAndGrowsWithTheSynchronizationCost) {
 }
 
 // Where ranks share cores the group times its collectives' two algorithms at each probe
-// size (shm_crossover.cpp): the second from the smallest size at which it was at least as
-// fast there and at every larger size, never if it was not at the largest.
-TEST(SharedCores, TakeTheSmallestSizeFromWhichTheSecondAlgorithmWins) {
+// size (shm_crossover.cpp): the second from the size where taking it loses least in total
+// (time taken over the better time, summed over the sizes), never where the first
+// everywhere loses least.
+TEST(SharedCores, TakeTheCrossoverThatLosesLeastOverTheProbedSizes) {
   static_assert(std::size(kSharedCoreA2aBytes) == 4);
   const uint64_t* sizes = kSharedCoreA2aBytes;
   const uint64_t never = uint64_t{4} << 20;
   const double first[] = {10, 40, 80, 160};
   const double all_faster[] = {9, 39, 79, 159};
-  EXPECT_EQ(smallest_winning_size(sizes, first, all_faster, 4, never), sizes[0]);
+  EXPECT_EQ(best_crossover_size(sizes, first, all_faster, 4, never), sizes[0]);
   const double from_third[] = {20, 50, 80, 100};  // a tie counts for the second
-  EXPECT_EQ(smallest_winning_size(sizes, first, from_third, 4, never), sizes[2]);
-  const double not_monotone[] = {20, 30, 90, 100};  // faster at 128 KiB, slower at 256 KiB
-  EXPECT_EQ(smallest_winning_size(sizes, first, not_monotone, 4, never), sizes[3]);
+  EXPECT_EQ(best_crossover_size(sizes, first, from_third, 4, never), sizes[2]);
+  // Faster at 128 KiB by a third, slower at 256 KiB by an eighth: from 128 KiB.
+  const double not_monotone[] = {20, 30, 90, 100};
+  EXPECT_EQ(best_crossover_size(sizes, first, not_monotone, 4, never), sizes[1]);
+  // A narrow loss at the largest size does not throw away the wins below it.
   const double slower_last[] = {20, 30, 70, 170};
-  EXPECT_EQ(smallest_winning_size(sizes, first, slower_last, 4, never), never);
+  EXPECT_EQ(best_crossover_size(sizes, first, slower_last, 4, never), sizes[1]);
+  // Timed by a W = 3 group on 2 cores (slots / CMA, us), where the older rule said never.
+  const double slots[] = {36.7, 101.3, 221.7, 656.0}, cma[] = {41.8, 80.8, 148.1, 664.0};
+  EXPECT_EQ(best_crossover_size(sizes, slots, cma, 4, never), sizes[1]);
+  // Clearly slower from the second size on: never, despite the win at the smallest.
+  const double slower[] = {9, 50, 120, 300};
+  EXPECT_EQ(best_crossover_size(sizes, first, slower, 4, never), never);
+  // Only the sizes probed count (all_reduce probes those its slot allows).
+  EXPECT_EQ(best_crossover_size(sizes, first, slower, 1, never), sizes[0]);
   for (uint64_t b : kSharedCoreA2aBytes) EXPECT_TRUE(power_of_two_in_range(b)) << b;
   for (size_t i = 1; i < std::size(kSharedCoreAllReduceBytes); ++i)
     EXPECT_LT(kSharedCoreAllReduceBytes[i - 1], kSharedCoreAllReduceBytes[i]);

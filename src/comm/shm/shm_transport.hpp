@@ -49,16 +49,17 @@ struct CmaSupport {
 // probe of two ranks predicts, so such a group times its collectives' choices at set-up
 // (ShmTransport::measure_shared_cores, shm_crossover.cpp): all_to_all through the slots or
 // with CMA at kSharedCoreA2aBytes saved per rank (R-1 blocks), all_reduce one-shot or
-// two-shot at kSharedCoreAllReduceBytes per step. One rule for both: the smallest probed
-// size from which the second algorithm was at least as fast there and at every larger
-// probed size; `never` where it was not at the largest. first_us[i] and second_us[i]: the
-// best times at sizes[i].
+// two-shot at kSharedCoreAllReduceBytes per step. One rule for both: the probed size from
+// which taking the second algorithm loses least in total, a size's loss being the chosen
+// algorithm's time over the better time there (the smaller size on a tie); `never` where
+// the first algorithm everywhere loses least. first_us[i] and second_us[i]: the best times
+// at sizes[i].
 inline constexpr uint64_t kSharedCoreA2aBytes[] = {uint64_t{32} << 10, uint64_t{128} << 10,
                                                    uint64_t{256} << 10, uint64_t{512} << 10};
 inline constexpr uint64_t kSharedCoreAllReduceBytes[] = {uint64_t{4} << 10, uint64_t{16} << 10,
                                                          uint64_t{64} << 10, uint64_t{256} << 10};
-uint64_t smallest_winning_size(const uint64_t* sizes, const double* first_us,
-                               const double* second_us, size_t n, uint64_t never);
+uint64_t best_crossover_size(const uint64_t* sizes, const double* first_us, const double* second_us,
+                             size_t n, uint64_t never);
 
 // Bytes of one rank's region for a given slot size.
 inline size_t region_bytes(size_t slot_bytes) {
