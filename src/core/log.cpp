@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <string>
+#include <unordered_set>
 
 #include "core/cpu_features.hpp"
 #include "core/params.hpp"
@@ -14,6 +16,9 @@ namespace commfuse::log {
 namespace {
 
 std::atomic<int> g_rank{-1};
+
+// Distinct verbose lines remembered at level 1; past this many, new lines print every time.
+constexpr size_t kVerboseLinesRemembered = 4096;
 
 Level parse_level() {
   try {
@@ -102,6 +107,18 @@ void verbose(const std::string& message) {
                                                                cpu::isa_level_name(cap)),
                       "), array loops ", cpu::array_loops_name()));
   });
+  // Level 1: each distinct line once per process. The collectives decide on every call, and
+  // a line per call flooded stderr: an all_to_all benchmark ran 2-3x slower with
+  // COMMFUSE_VERBOSE=1 than without, writing the same few lines thousands of times. Level 2
+  // prints every decision as it is made.
+  if (verbose_level() == 1) {
+    static std::mutex mu;
+    static auto* const seen =
+        new std::unordered_set<std::string>;  // never destroyed: a plan may be made during exit
+    std::lock_guard<std::mutex> lock(mu);
+    if (seen->count(message) != 0) return;
+    if (seen->size() < kVerboseLinesRemembered) seen->insert(message);
+  }
   write(Level::kInfo, "verbose: " + message);
 }
 

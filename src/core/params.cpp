@@ -26,7 +26,8 @@ constexpr std::array<Param, 17> kParams{{
     {"COMMFUSE_HOST_ID", Kind::kString, "", "",
      "pretend this process runs on the named host (tests of the multi-host paths)"},
     {"COMMFUSE_VERBOSE", Kind::kInt, "0", "",
-     "1 = print one line per algorithm/schedule decision (like ONEDNN_VERBOSE)"},
+     "1 = print each distinct algorithm/schedule decision once (like ONEDNN_VERBOSE); 2 = every "
+     "decision, as made"},
     {"COMMFUSE_ALLTOALL_GEMM_ROWS", Kind::kInt, "0", "",
      "token rows per GEMM chunk of alltoall(_quant)_matmul; 0 = one GEMM on shm, 1024 otherwise"},
     {"COMMFUSE_HALF_GEMM", Kind::kChoice, "auto", "auto|native|float32",
