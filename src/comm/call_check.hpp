@@ -116,7 +116,7 @@ void fill_wire(Wire& w, uint32_t op, const CollDesc& d, uint32_t op_seq) {
 //
 // Each word goes through a full 64-bit finalizer (MurmurHash3's fmix64), so every bit of
 // every field reaches every bit of the digest and no two-field difference cancels out. The
-// words are spread over four independent lanes, combined at the end: one chain of up to 20
+// 20 words are spread over four independent lanes, combined at the end: one chain of 20
 // finalizers (two dependent multiplies each) was the largest per-call cost of a tiny
 // all_gather_matmul besides its GEMM (2.6 % of a 1-row call, perf); four lanes shorten the
 // chain to 5 words, plus 4 to combine.
@@ -135,11 +135,12 @@ inline uint64_t fmix(uint64_t h, uint64_t v) {
 template <typename Wire>
 uint64_t call_digest(const Wire& w) {
   using detail_digest::fmix;
-  // Word i goes to lane i % 4, in order: a value in another position (a field shifted to
-  // the next slot) lands in another lane or later in the same lane's chain.
-  constexpr int kHeader = 8, kName = sizeof w.sig.op / 8;
-  static_assert(sizeof w.sig.op % 8 == 0);
-  uint64_t words[kHeader + kName + CallSignature::kMaxFields];
+  // The whole signature as WireSignature::operator== compares it: every value slot (those
+  // past nfields are zero, wire_signature fills them) and the reserved word.
+  constexpr int kHeader = 7, kName = sizeof w.sig.op / 8, kValues = CallSignature::kMaxFields;
+  constexpr int kWords = kHeader + 1 + kName + kValues;
+  static_assert(sizeof w.sig.op % 8 == 0 && kWords % 4 == 0);
+  uint64_t words[kWords];
   words[0] = w.op;
   words[1] = static_cast<uint32_t>(w.dtype);
   words[2] = w.count;
@@ -147,21 +148,19 @@ uint64_t call_digest(const Wire& w) {
   words[4] = w.unit;
   words[5] = w.algo;
   words[6] = w.op_seq;
-  words[7] = w.sig.nfields;
-  std::memcpy(words + kHeader, w.sig.op, sizeof w.sig.op);
-  const uint32_t fields = std::min<uint32_t>(w.sig.nfields, CallSignature::kMaxFields);
-  for (uint32_t i = 0; i < fields; ++i)
-    words[kHeader + kName + i] = static_cast<uint64_t>(w.sig.values[i]);
-  const uint32_t count = kHeader + kName + fields;
+  words[7] = w.sig.nfields | uint64_t{w.sig.reserved} << 32;
+  std::memcpy(words + kHeader + 1, w.sig.op, sizeof w.sig.op);
+  for (int i = 0; i < kValues; ++i)
+    words[kHeader + 1 + kName + i] = static_cast<uint64_t>(w.sig.values[i]);
+  // Word i goes to lane i % 4, in order: a value moved to another slot lands in another
+  // lane or at another place in the same lane's chain.
   uint64_t lane[4] = {0x9e3779b97f4a7c15ull, 0x243f6a8885a308d3ull, 0x13198a2e03707344ull,
                       0xa4093822299f31d0ull};
-  uint32_t i = 0;
-  for (; i + 4 <= count; i += 4)
+  for (int i = 0; i < kWords; i += 4)
     for (int l = 0; l < 4; ++l) lane[l] = fmix(lane[l], words[i + l]);
-  for (int l = 0; i < count; ++i, ++l) lane[l] = fmix(lane[l], words[i]);
-  // Lane 0 finalized with the count (the lanes alone do not tell where the words ended)
-  // before each next lane is mixed in, so no difference in one lane cancels one in another.
-  return fmix(fmix(fmix(fmix(lane[0], count), lane[1]), lane[2]), lane[3]);
+  // Lane 0 finalized before each next lane is mixed in, so no difference in one lane
+  // cancels one in another.
+  return fmix(fmix(fmix(fmix(lane[0], kWords), lane[1]), lane[2]), lane[3]);
 }
 
 template <typename Wire>

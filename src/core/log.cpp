@@ -112,12 +112,14 @@ void verbose(const std::string& message) {
   // COMMFUSE_VERBOSE=1 than without, writing the same few lines thousands of times. Level 2
   // prints every decision as it is made.
   if (verbose_level() == 1) {
-    static std::mutex mu;
-    static auto* const seen =
-        new std::unordered_set<std::string>;  // never destroyed: a plan may be made during exit
-    std::lock_guard<std::mutex> lock(mu);
-    if (seen->count(message) != 0) return;
-    if (seen->size() < kVerboseLinesRemembered) seen->insert(message);
+    struct Seen {
+      std::mutex mu;
+      std::unordered_set<std::string> lines;
+    };
+    static auto* const seen = new Seen;  // never destroyed: a plan may be made during exit
+    std::lock_guard<std::mutex> lock(seen->mu);
+    if (seen->lines.count(message) != 0) return;
+    if (seen->lines.size() < kVerboseLinesRemembered) seen->lines.insert(message);
   }
   write(Level::kInfo, "verbose: " + message);
 }

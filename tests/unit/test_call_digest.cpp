@@ -3,10 +3,12 @@
 // with equal digests would pass the check unnoticed: the digest is the check's fast path.)
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/call_check.hpp"
@@ -82,11 +84,18 @@ TEST(CallDigest, EveryComparedFieldChangesIt) {
   }
 }
 
-TEST(CallDigest, ValuesBeyondTheSignatureAreNotCompared) {
+TEST(CallDigest, CoversTheWholeSignatureAsItIsCompared) {
+  // WireSignature::operator== compares every value slot and the reserved word, so the digest
+  // covers them too (wire_signature zero-fills what a signature does not use).
   const Control::Desc a = base_desc(3);
   Control::Desc b = a;
-  b.sig.values[5] = 999;  // past nfields: same_call does not compare it either
-  EXPECT_EQ(call_digest(a), call_digest(b));
+  b.sig.values[5] = 999;
+  EXPECT_FALSE(a.sig == b.sig);
+  EXPECT_NE(call_digest(a), call_digest(b));
+  Control::Desc c = a;
+  c.sig.reserved = 1;
+  EXPECT_FALSE(a.sig == c.sig);
+  EXPECT_NE(call_digest(a), call_digest(c));
 }
 
 }  // namespace

@@ -141,8 +141,8 @@ CollAlgo ShmTransport::choose_all_reduce(uint64_t step_bytes) {
   // and they force each algorithm too.) Ranks sharing cores time it (shm_crossover.cpp).
   if (all_reduce_probe_) return *all_reduce_probe_;  // shm_crossover.cpp
   const uint64_t limit = std::min(kOneShotBytes, slot_bytes_ / 4);
-  // Ranks sharing cores: from the step size the group measured two-shot as fast (it reads
-  // 1/R of the data per phase, and the ranks' total work is what 2 cores wait on).
+  // Ranks sharing cores: from the step size the group's set-up timings chose (two-shot
+  // reads 1/R of the data per phase, and the ranks' total work is what 2 cores wait on).
   const bool two_shot =
       two_shot_min_bytes_ > 0 ? step_bytes >= two_shot_min_bytes_ : size_ > 4 && step_bytes > limit;
   if (!algo_forced_ && log::verbose_level() < 1)
@@ -156,9 +156,9 @@ CollAlgo ShmTransport::choose_all_reduce(uint64_t step_bytes) {
        two_shot ? ""
        : two_shot_min_bytes_ > 0
            ? (two_shot_min_bytes_ == ~uint64_t{0}
-                  ? std::string("this group measured one-shot faster at every step size")
+                  ? std::string("this group's set-up timings chose one-shot at every step size")
                   : detail::cat(step_bytes, "-byte steps: below the ", two_shot_min_bytes_,
-                                " bytes from which this group measured two-shot as fast"))
+                                "-byte crossover this group's set-up timings chose"))
        : size_ <= 4 ? detail::cat(size_, " ranks: one synchronization per step beats two")
                     : detail::cat(step_bytes, "-byte steps (at most ", limit,
                                   "): one synchronization per step beats two")}};
