@@ -135,6 +135,18 @@ inline __attribute__((always_inline)) void micro_tiles_pairs(const float* a, int
   }
 }
 
+// Every row of a against b's bf16 rows in place, in register tiles of 4, 2 and 1 rows, into
+// acc in micro_tiles_pairs<L>' order.
+template <int L>
+inline __attribute__((always_inline)) void bf16_block_rows(const float* a, int64_t lda,
+                                                           int64_t rows, const uint16_t* b,
+                                                           int64_t ldb, int64_t depth, float* acc) {
+  int64_t i = 0;
+  for (; i + 4 <= rows; i += 4) micro_tiles_pairs<L, 4, 1>(a, lda, i, b, ldb, depth, acc);
+  for (; i + 2 <= rows; i += 2) micro_tiles_pairs<L, 2, 2>(a, lda, i, b, ldb, depth, acc);
+  for (; i < rows; ++i) micro_tiles_pairs<L, 1, 4>(a, lda, i, b, ldb, depth, acc);
+}
+
 // acc rows (kTile floats) from micro_tiles_pairs<L>' order (per 2L columns: L evens, L
 // odds) to column order.
 void acc_pairs_to_columns(float* acc, int64_t rows, int lanes) {
@@ -175,10 +187,7 @@ CF_SIMD_KERNEL(void, block_product_bf16,
                (const float* a, int64_t lda, int64_t rows, const uint16_t* b, int64_t ldb,
                 int64_t depth, float* acc),
                (a, lda, rows, b, ldb, depth, acc)) {
-  int64_t i = 0;
-  for (; i + 4 <= rows; i += 4) micro_tiles_pairs<8, 4, 1>(a, lda, i, b, ldb, depth, acc);
-  for (; i + 2 <= rows; i += 2) micro_tiles_pairs<8, 2, 2>(a, lda, i, b, ldb, depth, acc);
-  for (; i < rows; ++i) micro_tiles_pairs<8, 1, 4>(a, lda, i, b, ldb, depth, acc);
+  bf16_block_rows<8>(a, lda, rows, b, ldb, depth, acc);
 }
 
 #ifdef CF_SIMD_TARGET_AVX512
@@ -196,10 +205,7 @@ CF_SIMD_TARGET_AVX512 void block_product_wide(const float* a, int64_t lda, int64
 CF_SIMD_TARGET_AVX512 void block_product_bf16_wide(const float* a, int64_t lda, int64_t rows,
                                                    const uint16_t* b, int64_t ldb, int64_t depth,
                                                    float* acc) {
-  int64_t i = 0;
-  for (; i + 4 <= rows; i += 4) micro_tiles_pairs<16, 4, 1>(a, lda, i, b, ldb, depth, acc);
-  for (; i + 2 <= rows; i += 2) micro_tiles_pairs<16, 2, 2>(a, lda, i, b, ldb, depth, acc);
-  for (; i < rows; ++i) micro_tiles_pairs<16, 1, 4>(a, lda, i, b, ldb, depth, acc);
+  bf16_block_rows<16>(a, lda, rows, b, ldb, depth, acc);
 }
 #endif
 
