@@ -132,8 +132,10 @@ inline uint64_t fmix(uint64_t h, uint64_t v) {
 }
 }  // namespace detail_digest
 
+// Every field but op_seq, which changes on every call: call_digest seals it in last, so a
+// transport's next call of the same shape reuses this part (CallDigestMemo).
 template <typename Wire>
-uint64_t call_digest(const Wire& w) {
+uint64_t call_digest_base(const Wire& w) {
   using detail_digest::fmix;
   // The whole signature as WireSignature::operator== compares it: every value slot (those
   // past nfields are zero, wire_signature fills them) and the reserved word.
@@ -147,7 +149,7 @@ uint64_t call_digest(const Wire& w) {
   words[3] = static_cast<uint32_t>(w.root);
   words[4] = w.unit;
   words[5] = w.algo;
-  words[6] = w.op_seq;
+  words[6] = 0;  // op_seq's place: sealed in by call_digest
   words[7] = w.sig.nfields | uint64_t{w.sig.reserved} << 32;
   std::memcpy(words + kHeader + 1, w.sig.op, sizeof w.sig.op);
   for (int i = 0; i < kValues; ++i)
@@ -162,6 +164,64 @@ uint64_t call_digest(const Wire& w) {
   // cancels one in another.
   return fmix(fmix(fmix(fmix(lane[0], kWords), lane[1]), lane[2]), lane[3]);
 }
+
+// fmix is a bijection of base ^ op_seq: for one call's fields, every op_seq gives another
+// digest.
+inline uint64_t seal_call_digest(uint64_t base, uint32_t op_seq) {
+  return detail_digest::fmix(base, op_seq);
+}
+
+template <typename Wire>
+uint64_t call_digest(const Wire& w) {
+  return seal_call_digest(call_digest_base(w), w.op_seq);
+}
+
+// call_digest of a transport's calls, one after another: a repeated call (same fields, the
+// next op_seq) reuses the last call's base and costs one finalizer. The base's chain of
+// finalizers lay on every call's path before its flag is raised: a 64-byte all_gather at
+// W = 2 took 0.47 us with it against 0.31-0.37 us without (AMX Xeon).
+template <typename Wire>
+class CallDigestMemo {
+ public:
+  uint64_t operator()(const Wire& w) {
+    if (!valid_ || !same_fields(w)) {
+      remember(w);
+      base_ = call_digest_base(w);
+      valid_ = true;
+    }
+    return seal_call_digest(base_, w.op_seq);
+  }
+
+ private:
+  // Exactly the fields call_digest_base hashes (the signature bytewise: wire_signature
+  // zero-fills it, and it has no padding).
+  bool same_fields(const Wire& w) const {
+    return w.op == op_ && w.dtype == dtype_ && w.count == count_ && w.root == root_ &&
+           w.unit == unit_ && w.algo == algo_ && std::memcmp(&w.sig, &sig_, sizeof sig_) == 0;
+  }
+  void remember(const Wire& w) {
+    op_ = w.op;
+    dtype_ = w.dtype;
+    count_ = w.count;
+    root_ = w.root;
+    unit_ = w.unit;
+    algo_ = w.algo;
+    std::memcpy(&sig_, &w.sig, sizeof sig_);
+  }
+  static_assert(sizeof(WireSignature) ==
+                    sizeof WireSignature::op + 8 + 8 * CallSignature::kMaxFields,
+                "WireSignature has padding: compare it field by field");
+
+  bool valid_ = false;
+  uint64_t base_ = 0;
+  decltype(Wire::op) op_{};
+  decltype(Wire::dtype) dtype_{};
+  decltype(Wire::count) count_{};
+  decltype(Wire::root) root_{};
+  decltype(Wire::unit) unit_{};
+  decltype(Wire::algo) algo_{};
+  WireSignature sig_{};
+};
 
 template <typename Wire>
 PeerCall peer_call(const Wire& w) {

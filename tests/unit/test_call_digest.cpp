@@ -99,3 +99,46 @@ TEST(CallDigest, CoversTheWholeSignatureAsItIsCompared) {
 }
 
 }  // namespace
+
+namespace {
+
+using commfuse::comm::CallDigestMemo;
+
+// The memo a transport keeps gives exactly call_digest, call after call: when the same call
+// repeats with the next op_seq, when any one field changes, and when it changes back.
+TEST(CallDigest, MemoGivesCallDigestOnEveryCall) {
+  CallDigestMemo<Control::Desc> memo;
+  Control::Desc d = base_desc(4);
+  std::vector<std::function<void(Control::Desc&)>> changes = {
+      [](Control::Desc& x) { x.op += 1; },           [](Control::Desc& x) { x.dtype += 1; },
+      [](Control::Desc& x) { x.count += 1; },        [](Control::Desc& x) { x.root = 0; },
+      [](Control::Desc& x) { x.unit += 64; },        [](Control::Desc& x) { x.algo = 2; },
+      [](Control::Desc& x) { x.sig.op[5] ^= 1; },    [](Control::Desc& x) { ++x.sig.nfields; },
+      [](Control::Desc& x) { x.sig.reserved = 1; },  [](Control::Desc& x) { x.sig.values[3] += 1; },
+      [](Control::Desc& x) { x.sig.values[7] = 5; },
+  };
+  std::set<uint64_t> seen;
+  auto check = [&](const Control::Desc& x, const std::string& what) {
+    const uint64_t got = memo(x);
+    EXPECT_EQ(got, call_digest(x)) << what;
+    EXPECT_TRUE(seen.insert(got).second) << what << ": a digest seen before";
+  };
+  for (int repeat = 0; repeat < 3; ++repeat, ++d.op_seq)
+    check(d, "repeat " + std::to_string(repeat));
+  for (size_t c = 0; c < changes.size(); ++c) {
+    Control::Desc changed = d;
+    changes[c](changed);
+    ++d.op_seq;
+    changed.op_seq = d.op_seq;
+    check(changed, "change " + std::to_string(c));
+    ++d.op_seq;
+    check(d, "back after change " + std::to_string(c));
+  }
+  // Fields the call check does not compare leave the digest (and the memo's base) alone.
+  Control::Desc other = d;
+  other.cma_address = 777;
+  std::snprintf(other.reason, sizeof other.reason, "ignored");
+  EXPECT_EQ(memo(other), call_digest(d));
+}
+
+}  // namespace

@@ -91,7 +91,7 @@ Control::Desc& ShmTransport::write_descriptor(uint32_t op, const CollDesc& desc)
   auto& d = peers_.mine().desc[op_seq_ & 1u];
   fill_wire(d, op, desc, op_seq_);
   d.cma_address = 0;
-  peers_.mine().digest[op_seq_ & 1u].store(call_digest(d), std::memory_order_relaxed);
+  peers_.mine().digest[op_seq_ & 1u].store(digest_(d), std::memory_order_relaxed);
   return d;
 }
 

@@ -161,7 +161,8 @@ class ShmTransport final : public Transport {
   std::vector<uint8_t> scratch_;  // a CMA stream's pieces where the op gives no place
   uint32_t step_ = 0;
   uint32_t op_seq_ = 0;
-  std::string failure_;  // set once an op failed: the transport is then unusable
+  CallDigestMemo<Control::Desc> digest_;  // write_descriptor's digests
+  std::string failure_;                   // set once an op failed: the transport is then unusable
 };
 
 // Templates shared by the collectives (shm_transport.cpp) and the streams (shm_stream.cpp).
