@@ -9,6 +9,7 @@
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/small_vector.hpp"
 #include "kernels/cpu/copy.hpp"
 #include "kernels/cpu/reduce.hpp"
 
@@ -320,7 +321,7 @@ void ShmTransport::reduce_scatter(const void* src, void* dst, uint64_t count, DT
     const uint64_t chunk = std::max<uint64_t>(1, slot_bytes_ / size_ / es);
     const auto* in = static_cast<const uint8_t*>(src);
     auto* out = static_cast<uint8_t*>(dst);
-    std::vector<const void*> parts(size_);
+    SmallVector<const void*, 16> parts(static_cast<size_t>(size_));
     for_each_step(op, count, chunk, [&](uint32_t s, uint64_t off, uint64_t n, bool first) {
       uint8_t* mine = slot(rank_, s);
       for (int q = 0; q < size_; ++q)
@@ -342,7 +343,7 @@ void ShmTransport::all_reduce(const void* src, void* dst, uint64_t count, DType 
   run(desc, [&](const char* op) {
     const auto* in = static_cast<const uint8_t*>(src);
     auto* out = static_cast<uint8_t*>(dst);
-    std::vector<const void*> parts(size_);
+    SmallVector<const void*, 16> parts(static_cast<size_t>(size_));
     for_each_step(op, count, chunk, [&](uint32_t s, uint64_t off, uint64_t n, bool first) {
       const bool one_shot = desc.algo == CollAlgo::kOneShot;
       uint64_t my_off = 0, my_len = 0;
