@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -27,7 +28,10 @@ struct alignas(64) Control {
   // themselves (several cache lines per peer, 0.3-0.5 us of a 0.6 us 64-byte all_reduce at
   // W = 2) only when one differs. Written before the phase that publishes it.
   std::atomic<uint64_t> digest[2];
-  struct Desc {
+  // On lines of their own: the first line is the one waiting peers spin on, and a
+  // descriptor written into it took the line back from them on every call (a 64-byte
+  // all_to_all at W = 2: 0.37-0.42 us with, 0.34-0.35 without, AMX Xeon).
+  struct alignas(64) Desc {
     uint32_t op;
     int32_t dtype;
     uint64_t count;
@@ -43,6 +47,7 @@ struct alignas(64) Control {
   char reason[512];
 };
 static_assert(sizeof(Control) <= 4096, "control block must fit its page");
+static_assert(offsetof(Control, desc) >= 64, "descriptors stay off the phase counter's line");
 
 // Identity of a peer process, to tell "slow" from "dead" (and a reused pid from the peer).
 struct PeerProcess {
