@@ -2,7 +2,6 @@
 #include "ops/all_gather_matmul/plan.hpp"
 
 #include <algorithm>
-#include <optional>
 #include <vector>
 
 #include "comm/comm_impl.hpp"
@@ -82,10 +81,34 @@ bool direct_blocks(const AllGatherMatmulProblem& p, int ranks_per_core) {
          kernels::cpu::direct_calls_pay(p.dtype, p.m, p.world_size);
 }
 
-// The schedule's details for plan.schedule: the block GEMM, how many rows it takes, where
-// rows are staged, the workspace.
-AllGatherMatmulPlanData plan_schedule(AllGatherMatmulPlanData plan, int per_core) {
+}  // namespace
+
+AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
+  AllGatherMatmulPlanData plan;
+  plan.problem = std::move(problem);
   const AllGatherMatmulProblem& p = plan.problem;
+  // Four or more ranks per core (one host): a rank that multiplies a small block on arrival
+  // holds a core its peers need to publish theirs, while the unfused all_gather lets every
+  // rank publish before any computes. Measured on 2 cores (AMD EPYC, best of 20 x 100 calls):
+  // the demo's seed example (16 x 512 x 64 fp16 blocks) at W = 8 ran fused 920 us, unfused
+  // 751 us; at W = 4 (32-row blocks) fused 387 us, unfused 428 us; the 64 x 1024 x 256 bf16
+  // blocks at W = 8 fused 16.1 ms, unfused 17.2 ms. A property of the scheduling, not the ISA.
+  AlgorithmEntry fused{"fused", ""};
+  const int per_core = find_comm(p.group).impl().transport().ranks_per_core();
+  // m·k·n < limit, as m·k <= (limit - 1) / n: m·k is x1's element count (an int64), the
+  // product with n may not be.
+  if (per_core >= kCrowdedRanksPerCore && p.m * p.k <= (kCrowdedMinBlockMacs - 1) / p.n)
+    fused.not_preferred = detail::cat(per_core, " ranks per core and blocks under ",
+                                      kCrowdedMinBlockMacs, " multiply-adds");
+  const std::vector<AlgorithmEntry> list{fused, {"unfused", ""}};
+  plan.schedule = static_cast<AllGatherMatmulSchedule>(choose_algorithm(
+      kAllGatherMatmulOp,
+      [&] {
+        return detail::cat(kAllGatherMatmulOp, "(rank ", p.rank, ") m=", p.m,
+                           "/rank R=", p.world_size, " k=", p.k, " n=", p.n, " ",
+                           dtype_name(p.dtype));
+      },
+      list));
   if (p.quant.quantized()) return plan_quantized(std::move(plan));
   plan.gemm.dtype = p.dtype;
   plan.gemm.k = p.k;
@@ -136,60 +159,6 @@ AllGatherMatmulPlanData plan_schedule(AllGatherMatmulPlanData plan, int per_core
   plan.workspace_bytes = plan.staged_out_offset +
                          dtype_storage_bytes(p.dtype, static_cast<size_t>(plan.gemm_rows * p.n));
   return plan;
-}
-
-// The fused schedule gathers every row before its one GEMM, staging them as they are (no
-// widening in the pass that copies them): the unfused algorithm's work, through a stream
-// that costs more per call than the plain collective (1 row per rank, k = n = 256 bf16,
-// W = 2, AMX Xeon: 4.2-4.3 us against 4.0-4.1 unfused) and that copies each piece once more
-// where the transport stages it (MPI). Then there is nothing to overlap: on shm the core
-// that copies a block is the one that multiplies it.
-bool gathers_before_one_gemm(const AllGatherMatmulPlanData& plan) {
-  const AllGatherMatmulProblem& p = plan.problem;
-  return plan.gemm_rows >= p.m * p.world_size && (p.quant.quantized() || !plan.gemm.widen);
-}
-
-}  // namespace
-
-AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
-  AllGatherMatmulPlanData plan;
-  plan.problem = std::move(problem);
-  const AllGatherMatmulProblem& p = plan.problem;
-  // Four or more ranks per core (one host): a rank that multiplies a small block on arrival
-  // holds a core its peers need to publish theirs, while the unfused all_gather lets every
-  // rank publish before any computes. Measured on 2 cores (AMD EPYC, best of 20 x 100 calls):
-  // the demo's seed example (16 x 512 x 64 fp16 blocks) at W = 8 ran fused 920 us, unfused
-  // 751 us; at W = 4 (32-row blocks) fused 387 us, unfused 428 us; the 64 x 1024 x 256 bf16
-  // blocks at W = 8 fused 16.1 ms, unfused 17.2 ms. A property of the scheduling, not the ISA.
-  AlgorithmEntry fused{"fused", ""};
-  const int per_core = find_comm(p.group).impl().transport().ranks_per_core();
-  // m·k·n < limit, as m·k <= (limit - 1) / n: m·k is x1's element count (an int64), the
-  // product with n may not be.
-  if (per_core >= kCrowdedRanksPerCore && p.m * p.k <= (kCrowdedMinBlockMacs - 1) / p.n)
-    fused.not_preferred = detail::cat(per_core, " ranks per core and blocks under ",
-                                      kCrowdedMinBlockMacs, " multiply-adds");
-  // What the fused schedule would do here: planned first, so that the list can say when it
-  // would only gather and then multiply once.
-  std::optional<AllGatherMatmulPlanData> fused_plan;
-  if (fused.not_preferred.empty()) {
-    plan.schedule = AllGatherMatmulSchedule::kFused;
-    fused_plan = plan_schedule(plan, per_core);
-    if (gathers_before_one_gemm(*fused_plan))
-      fused.not_preferred =
-          "it would gather every row before one GEMM (the unfused algorithm's "
-          "work, with a stream's per-call cost)";
-  }
-  const std::vector<AlgorithmEntry> list{fused, {"unfused", ""}};
-  plan.schedule = static_cast<AllGatherMatmulSchedule>(choose_algorithm(
-      kAllGatherMatmulOp,
-      [&] {
-        return detail::cat(kAllGatherMatmulOp, "(rank ", p.rank, ") m=", p.m,
-                           "/rank R=", p.world_size, " k=", p.k, " n=", p.n, " ",
-                           dtype_name(p.dtype));
-      },
-      list));
-  if (plan.schedule == AllGatherMatmulSchedule::kFused && fused_plan) return *fused_plan;
-  return plan_schedule(std::move(plan), per_core);
 }
 
 namespace {
