@@ -203,8 +203,14 @@ void RowGemm::gemm(const void* a_ready, int64_t rows, void* c) const {
   // The packed b where this block's plan reads the layout it was packed in; b otherwise
   // (a plan for another row count may have chosen another layout, or none).
   bool packed = s_.full_block_packed && rows == s_.max_rows;
-  std::shared_ptr<const kernels::cpu::MatmulPlan> plan = s_.full_block;
-  if (!plan || rows != s_.max_rows) plan = block_plan(s_, widened_, rows, &packed);
+  // The planned block's plan by plain pointer (the shape holds it): copying the shared_ptr
+  // cost two atomic operations per call, which a 1-row call measures.
+  const kernels::cpu::MatmulPlan* plan = s_.full_block.get();
+  std::shared_ptr<const kernels::cpu::MatmulPlan> other;  // a plan for another row count
+  if (plan == nullptr || rows != s_.max_rows) {
+    other = block_plan(s_, widened_, rows, &packed);
+    plan = other.get();
+  }
   const void* b = packed ? packed_b_ : b_;
   trace::Span span("gemm", "row_gemm", -1, static_cast<uint64_t>(rows));
   if (!widened_ || s_.c_dtype == DType::kFloat32) {
