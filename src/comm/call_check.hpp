@@ -188,9 +188,12 @@ class CallDigestMemo {
       remember(w);
       base_ = call_digest_base(w);
       valid_ = true;
+      ++bases_;
     }
     return seal_call_digest(base_, w.op_seq);
   }
+  // How many calls hashed their fields (the others reused the last call's).
+  uint64_t bases_computed() const { return bases_; }
 
  private:
   // Exactly the fields call_digest_base hashes (the signature bytewise: wire_signature
@@ -214,6 +217,7 @@ class CallDigestMemo {
 
   bool valid_ = false;
   uint64_t base_ = 0;
+  uint64_t bases_ = 0;
   decltype(Wire::op) op_{};
   decltype(Wire::dtype) dtype_{};
   decltype(Wire::count) count_{};

@@ -125,6 +125,7 @@ TEST(CallDigest, MemoGivesCallDigestOnEveryCall) {
   };
   for (int repeat = 0; repeat < 3; ++repeat, ++d.op_seq)
     check(d, "repeat " + std::to_string(repeat));
+  EXPECT_EQ(memo.bases_computed(), 1u) << "a repeated call hashed its fields again";
   for (size_t c = 0; c < changes.size(); ++c) {
     Control::Desc changed = d;
     changes[c](changed);
@@ -134,11 +135,13 @@ TEST(CallDigest, MemoGivesCallDigestOnEveryCall) {
     ++d.op_seq;
     check(d, "back after change " + std::to_string(c));
   }
+  EXPECT_EQ(memo.bases_computed(), 1 + 2 * changes.size());
   // Fields the call check does not compare leave the digest (and the memo's base) alone.
   Control::Desc other = d;
   other.cma_address = 777;
   std::snprintf(other.reason, sizeof other.reason, "ignored");
   EXPECT_EQ(memo(other), call_digest(d));
+  EXPECT_EQ(memo.bases_computed(), 1 + 2 * changes.size());
 }
 
 }  // namespace
