@@ -17,6 +17,7 @@
 namespace {
 
 using commfuse::comm::call_digest;
+using commfuse::comm::CallDigestMemo;
 using commfuse::comm::shm::Control;
 
 Control::Desc base_desc(int fields) {
@@ -97,12 +98,6 @@ TEST(CallDigest, CoversTheWholeSignatureAsItIsCompared) {
   EXPECT_FALSE(a.sig == c.sig);
   EXPECT_NE(call_digest(a), call_digest(c));
 }
-
-}  // namespace
-
-namespace {
-
-using commfuse::comm::CallDigestMemo;
 
 // The memo a transport keeps gives exactly call_digest, call after call: when the same call
 // repeats with the next op_seq, when any one field changes, and when it changes back.
