@@ -130,13 +130,47 @@ TEST(CallDigest, MemoGivesCallDigestOnEveryCall) {
     ++d.op_seq;
     check(d, "back after change " + std::to_string(c));
   }
-  EXPECT_EQ(memo.bases_computed(), 1 + 2 * changes.size());
+  // Each change hashed once; going back found d's base still remembered.
+  EXPECT_EQ(memo.bases_computed(), 1 + changes.size());
   // Fields the call check does not compare leave the digest (and the memo's base) alone.
   Control::Desc other = d;
   other.cma_address = 777;
   std::snprintf(other.reason, sizeof other.reason, "ignored");
   EXPECT_EQ(memo(other), call_digest(d));
-  EXPECT_EQ(memo.bases_computed(), 1 + 2 * changes.size());
+  EXPECT_EQ(memo.bases_computed(), 1 + changes.size());
+}
+
+// Calls that alternate (a fused op's stream, then its collective) each keep their base; more
+// distinct calls than the memo holds still get exactly call_digest, the least recently used
+// giving way.
+TEST(CallDigest, MemoKeepsTheLastFewCalls) {
+  using Memo = CallDigestMemo<Control::Desc>;
+  std::vector<Control::Desc> calls;
+  for (int c = 0; c <= Memo::kEntries; ++c) {
+    Control::Desc x = base_desc(3);
+    x.count += static_cast<uint64_t>(c);
+    calls.push_back(x);
+  }
+  Memo memo;
+  uint32_t seq = 1;
+  auto call = [&](Control::Desc x) {
+    x.op_seq = seq++;
+    EXPECT_EQ(memo(x), call_digest(x)) << "count " << x.count << ", op_seq " << x.op_seq;
+  };
+  for (int round = 0; round < 3; ++round) {
+    call(calls[0]);
+    call(calls[1]);
+  }
+  EXPECT_EQ(memo.bases_computed(), 2u) << "two alternating calls hashed their fields again";
+  // kEntries + 1 calls in rotation: each evicts the one that comes next, so every call hashes.
+  for (int round = 0; round < 2; ++round)
+    for (const Control::Desc& x : calls) call(x);
+  EXPECT_EQ(memo.bases_computed(), 2u + 2 * calls.size() - 2)
+      << "calls 0 and 1 were remembered from the alternation in the first round only";
+  // The most recent kEntries calls are all remembered.
+  const uint64_t before = memo.bases_computed();
+  for (size_t i = 1; i < calls.size(); ++i) call(calls[i]);
+  EXPECT_EQ(memo.bases_computed(), before);
 }
 
 }  // namespace
