@@ -69,6 +69,19 @@ std::string describe_matmul_reduce_plan(const char* op, const MatmulReduceProble
       gemm.quantized ? describe_quant_gemm(gemm.qgemm) : describe_row_gemm(gemm.gemm, p.m));
 }
 
+std::string small_partial_reason(const MatmulReduceProblem& p, const comm::Transport& t,
+                                 int64_t min_bytes) {
+  if (t.overlaps_compute()) return "";
+  // m·n·4 < min_bytes, as m < ceil(min_bytes / 4 / n): m·n may not fit an int64 product
+  // with 4 (validated operands, large shapes).
+  const int64_t min_elems = min_bytes / 4;
+  if (p.n > 0 && p.m >= (min_elems + p.n - 1) / p.n) return "";
+  return detail::cat("fp32 partial of ", p.m * p.n * 4, " bytes under ", min_bytes, " on ",
+                     t.name(),
+                     ", where nothing overlaps the GEMM: the stream's fixed costs per call "
+                     "outweigh the passes it saves");
+}
+
 namespace {
 
 size_t partial_gemm_workspace_bytes(const PartialShape& s) {
