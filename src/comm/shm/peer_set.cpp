@@ -78,6 +78,14 @@ PeerSet::PeerSet(int rank, std::vector<Control*> controls, std::vector<PeerProce
       // it up almost at once. Otherwise spin some tens of microseconds first.
       spin_iters_(oversubscribed ? 32 : 8192),
       yield_iters_(oversubscribed ? 200 : 32),
+      // Waiting for peers to finish reading this rank's memory (a CMA call's closing wait,
+      // a copy of tens to hundreds of microseconds): a sleeping rank woken when the last
+      // reader is done paid for the wake-up. all_to_all of 1 MiB at W = 3 on 2 cores (AMX
+      // Xeon, driver, 3 runs): 0.88-0.91x OpenMPI with 200 yields then sleep, 1.03-1.09x
+      // yielding for 1 ms. Only there: with every wait yielding that long, small W = 3
+      // all_to_alls measured no better (0.97 against 1.03 over 3 bench runs, within their
+      // spread) — a sleeping rank's idle core may take over the rank it waits for.
+      yield_for_(oversubscribed ? std::chrono::milliseconds(1) : std::chrono::microseconds(0)),
       timeout_(params::timeout_seconds()) {}
 
 void PeerSet::publish(uint32_t phase) {
@@ -144,14 +152,23 @@ void PeerSet::check_peers(int peer, uint32_t target, const char* op) {
   }
 }
 
-void PeerSet::wait(int peer, uint32_t target, const char* op) {
+void PeerSet::wait(int peer, uint32_t target, const char* op, Wait how) {
   Control& c = of(peer);
   for (int i = 0; i < spin_iters_; ++i) {
     if (reached(c.progress.load(std::memory_order_acquire), target)) return;
     cpu_relax();
   }
-  for (int i = 0; i < yield_iters_; ++i) {
+  Clock::time_point yield_until;  // read only by a kPeerCopy wait past yield_iters_
+  for (int i = 0;; ++i) {
     if (reached(c.progress.load(std::memory_order_acquire), target)) return;
+    if (i >= yield_iters_) {
+      if (how == Wait::kShort) break;
+      const auto now = Clock::now();
+      if (i == yield_iters_)
+        yield_until = now + yield_for_;
+      else if (now >= yield_until)
+        break;
+    }
     sched_yield();
   }
   const auto start = Clock::now();
@@ -176,8 +193,8 @@ void PeerSet::wait(int peer, uint32_t target, const char* op) {
   }
 }
 
-void PeerSet::wait_all(uint32_t target, const char* op) {
-  for (int i = 1; i < size(); ++i) wait((rank_ + i) % size(), target, op);
+void PeerSet::wait_all(uint32_t target, const char* op, Wait how) {
+  for (int i = 1; i < size(); ++i) wait((rank_ + i) % size(), target, op, how);
 }
 
 }  // namespace commfuse::comm::shm

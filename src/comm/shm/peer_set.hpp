@@ -74,9 +74,16 @@ class PeerSet {
 
   // Publishes this rank's phase and wakes peers sleeping on it.
   void publish(uint32_t phase);
+  // How a wait gives up the core once spinning has not sufficed (wait below).
+  enum class Wait {
+    kShort,  // a few yields, then sleep on the futex
+    // Waiting out a peer's copy (cma_call: peers still reading this rank's memory): with
+    // more ranks than cores, keep yielding for yield_for_ before sleeping.
+    kPeerCopy,
+  };
   // Waits until rank peer has published phase >= target. `op` names the operation for errors.
-  void wait(int peer, uint32_t target, const char* op);
-  void wait_all(uint32_t target, const char* op);
+  void wait(int peer, uint32_t target, const char* op, Wait how = Wait::kShort);
+  void wait_all(uint32_t target, const char* op, Wait how = Wait::kShort);
   // Marks this rank failed so peers stop waiting for it, with the reason they will report.
   void abort(const std::string& reason);
   pid_t pid(int r) const { return processes_[r].pid; }
@@ -94,6 +101,7 @@ class PeerSet {
   std::vector<PeerProcess> processes_;
   int spin_iters_;
   int yield_iters_;
+  std::chrono::microseconds yield_for_;  // Wait::kPeerCopy: yield at least this long
   std::chrono::seconds timeout_;
 };
 

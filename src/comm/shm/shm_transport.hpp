@@ -193,7 +193,7 @@ void ShmTransport::cma_call(const CollDesc& desc, const char* op, const void* mi
   body();
   peers_.publish(3 * s + 3);
   // The caller may reuse its buffer once we return: not while a peer still reads it.
-  if (read_by_peers) peers_.wait_all(3 * s + 3, op);
+  if (read_by_peers) peers_.wait_all(3 * s + 3, op, PeerSet::Wait::kPeerCopy);
 }
 
 template <typename StepBody>
