@@ -181,9 +181,9 @@ uint64_t call_digest(const Wire& w) {
 // costs one finalizer. The base's chain of finalizers lay on every call's path before its
 // flag is raised: a 64-byte all_gather at W = 2 took 0.47 us with it against 0.31-0.37 us
 // without (AMX Xeon). Several entries, not one: a fused op may alternate calls (matmul_all_
-// reduce's reduce-scatter stream, then its all_gather), and with one entry each call
-// evicted the other and hashed its fields again (666 of its ~2000 extra instructions, 2 x
-// 256 bf16 at W = 2).
+// reduce's two-phase schedule: an all_to_all_stream, then an all_gather), and with one entry each
+// call evicted the other and hashed its fields again (666 of its ~2000 extra instructions, 2 x 256
+// bf16 at W = 2).
 template <typename Wire>
 class CallDigestMemo {
  public:

@@ -79,10 +79,10 @@ PeerSet::PeerSet(int rank, std::vector<Control*> controls, std::vector<PeerProce
       spin_iters_(oversubscribed ? 32 : 8192),
       yield_iters_(oversubscribed ? 200 : 32),
       // Waiting for peers to finish reading this rank's memory (a CMA call's closing wait,
-      // a copy of tens to hundreds of microseconds): a sleeping rank woken when the last
-      // reader is done paid for the wake-up. all_to_all of 1 MiB at W = 3 on 2 cores (AMX
-      // Xeon, driver, 3 runs): 0.88-0.91x OpenMPI with 200 yields then sleep, 1.03-1.09x
-      // yielding for 1 ms. Only there: with every wait yielding that long, small W = 3
+      // a copy of tens to hundreds of microseconds): past the 200 yields, a rank that slept
+      // until the last reader was done paid for the wake-up. all_to_all of 1 MiB at W = 3 on 2
+      // cores (AMX Xeon, driver, 3 runs): 0.88-0.91x OpenMPI with 200 yields then sleep, 1.03-1.09x
+      // yielding for 1 ms more. Only there: with every wait yielding that long, small W = 3
       // all_to_alls measured no better (0.97 against 1.03 over 3 bench runs, within their
       // spread) — a sleeping rank's idle core may take over the rank it waits for.
       yield_for_(oversubscribed ? std::chrono::milliseconds(1) : std::chrono::microseconds(0)),
@@ -162,7 +162,7 @@ void PeerSet::wait(int peer, uint32_t target, const char* op, Wait how) {
   for (int i = 0;; ++i) {
     if (reached(c.progress.load(std::memory_order_acquire), target)) return;
     if (i >= yield_iters_) {
-      if (how == Wait::kShort) break;
+      if (how == Wait::kShort || yield_for_.count() == 0) break;
       const auto now = Clock::now();
       if (i == yield_iters_)
         yield_until = now + yield_for_;

@@ -78,7 +78,8 @@ class PeerSet {
   enum class Wait {
     kShort,  // a few yields, then sleep on the futex
     // Waiting out a peer's copy (cma_call: peers still reading this rank's memory): with
-    // more ranks than cores, keep yielding for yield_for_ before sleeping.
+    // more ranks than cores, after those yields keep yielding for yield_for_ more (per
+    // peer waited for) before sleeping.
     kPeerCopy,
   };
   // Waits until rank peer has published phase >= target. `op` names the operation for errors.

@@ -73,8 +73,13 @@ std::string describe_matmul_reduce_plan(const char* op, const MatmulReduceProble
 // crossover is a ratio of per-call to per-byte costs, both instruction counts, which other
 // CPUs scale alike (not measured elsewhere yet). Over MPI the fused schedules overlap the
 // transfer with the GEMM and are always preferred.
+// (matmul_all_reduce's one-pass `fused`, taken where R does not divide m, borrows its
+// two-phase schedule's threshold unmeasured.)
 inline constexpr int64_t kReduceScatterFusedMinPartialBytes = 64 << 10;
 inline constexpr int64_t kAllReduceFusedMinPartialBytes = 16 << 10;
+static_assert(kReduceScatterFusedMinPartialBytes % 4 == 0 &&
+                  kAllReduceFusedMinPartialBytes % 4 == 0,
+              "small_partial_reason compares whole fp32 elements");
 
 // Why the fused schedules are not preferred for p on transport t with the threshold above
 // (min_bytes), or "" where they are.
