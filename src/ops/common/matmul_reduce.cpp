@@ -69,8 +69,8 @@ std::string describe_matmul_reduce_plan(const char* op, const MatmulReduceProble
       gemm.quantized ? describe_quant_gemm(gemm.qgemm) : describe_row_gemm(gemm.gemm, p.m));
 }
 
-std::string small_partial_reason(const MatmulReduceProblem& p, const comm::Transport& t,
-                                 int64_t min_bytes) {
+std::string small_partial_reason(const MatmulReduceProblem& p, int64_t min_bytes) {
+  const comm::Transport& t = find_comm(p.group).impl().transport();
   if (t.overlaps_compute()) return "";
   // m·n·4 < min_bytes, as m < ceil(min_bytes / 4 / n): m·n may not fit an int64 product
   // with 4 (validated operands, large shapes).

@@ -61,30 +61,21 @@ std::string describe_matmul_reduce_plan(const char* op, const MatmulReduceProble
 
 // Where nothing overlaps the GEMM (Transport::overlaps_compute: shm, whose ranks copy and
 // multiply on the same cores), a fused schedule gains only the passes over the fp32 partial
-// that it saves (the collective's copy of it, the separate bias-and-rounding pass;
-// matmul_all_reduce's two phases also sum each row once and send rounded rows), and pays
-// fixed costs per call that the collective does not (the stream's pieces and callbacks:
-// about 1.4 k more instructions at 2 x 256 bf16, W = 2). Below these partial sizes (m·n·4
-// bytes per rank) the lists prefer the unfused composition. Measured on the AMX Xeon at
-// W = 2, k = 256 bf16, each op forced each way (docs/algorithms.md, "Small partials on
-// shm"): matmul_reduce_scatter fused / unfused 1.06 at 2 KiB, 1.06 at 16 KiB, 1.01-1.08 at
-// 32 KiB, 0.95 at 64 KiB; matmul_all_reduce fused_rs_all_gather / unfused 1.10 at 2 KiB,
-// 1.05 at 8 KiB, 0.93-1.02 at 16 and 32 KiB. Set from this CPU's timings, but the
-// crossover is a ratio of per-call to per-byte costs, both instruction counts, which other
-// CPUs scale alike (not measured elsewhere yet). Over MPI the fused schedules overlap the
-// transfer with the GEMM and are always preferred.
-// (matmul_all_reduce's one-pass `fused`, taken where R does not divide m, borrows its
-// two-phase schedule's threshold unmeasured.)
+// that it saves and pays fixed per-call costs the collective does not (the stream's pieces
+// and callbacks). Below these partial sizes (m·n·4 bytes per rank) the lists prefer the
+// unfused composition; docs/algorithms.md "Small partials on shm" gives the forced runs on
+// the AMX Xeon that set them (fused / unfused above 1 below them, under 1 above), and why
+// over MPI the fused schedules stay first. matmul_all_reduce's one-pass `fused`, taken
+// where R does not divide m, borrows its two-phase schedule's threshold unmeasured.
 inline constexpr int64_t kReduceScatterFusedMinPartialBytes = 64 << 10;
 inline constexpr int64_t kAllReduceFusedMinPartialBytes = 16 << 10;
 static_assert(kReduceScatterFusedMinPartialBytes % 4 == 0 &&
                   kAllReduceFusedMinPartialBytes % 4 == 0,
               "small_partial_reason compares whole fp32 elements");
 
-// Why the fused schedules are not preferred for p on transport t with the threshold above
-// (min_bytes), or "" where they are.
-std::string small_partial_reason(const MatmulReduceProblem& p, const comm::Transport& t,
-                                 int64_t min_bytes);
+// Why the fused schedules are not preferred for p (on its group's transport) with the
+// threshold above (min_bytes), or "" where they are.
+std::string small_partial_reason(const MatmulReduceProblem& p, int64_t min_bytes);
 
 // Row blocks of the local partial product x1 @ x2 in fp32, no bias (it is added once,
 // after the sum): the float GEMM, or in quantized mode (SPEC §6) the quantized product

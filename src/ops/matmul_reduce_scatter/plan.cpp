@@ -21,10 +21,8 @@ MatmulReduceScatterPlanData plan_matmul_reduce_scatter(MatmulReduceProblem probl
   MatmulReduceScatterPlanData plan;
   plan.problem = std::move(problem);
   const MatmulReduceProblem& p = plan.problem;
-  const comm::Transport& t = find_comm(p.group).impl().transport();
   const std::vector<AlgorithmEntry> list{
-      {"fused", "", small_partial_reason(p, t, kReduceScatterFusedMinPartialBytes)},
-      {"unfused", ""}};
+      {"fused", "", small_partial_reason(p, kReduceScatterFusedMinPartialBytes)}, {"unfused", ""}};
   plan.schedule = static_cast<MatmulReduceScatterSchedule>(choose_algorithm(
       kMatmulReduceScatterOp, [&] { return describe_problem(kMatmulReduceScatterOp, p); }, list));
   plan.workspace_bytes = matmul_reduce_workspace_bytes(p);
