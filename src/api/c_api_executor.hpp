@@ -1,6 +1,6 @@
-// What an op's C entry points in their own file need from c_api_ops.cpp, which owns the
-// executor type (and the tensor descriptor, defined here for all of them): an executor holds any
-// op's plan as a commfuse::Plan, so each op's C file needs no change there.
+// What each op's C entry points need: the tensor descriptor (defined here for all of them,
+// read through c_api_ops.cpp) and the executor (c_api_executor.cpp), which holds any op's plan
+// as a commfuse::Plan, so each op's C file needs no change there.
 #pragma once
 
 #include <commfuse/commfuse.h>
@@ -27,7 +27,8 @@ commfuseOpExecutor_t* make_executor(const char* op, std::unique_ptr<Plan> plan,
                                     uint64_t* workspace_size);
 
 // Takes ownership of executor (it is freed whatever happens), checks that it was made for
-// `op` and runs it (a plan over CUDA tensors on `stream`).
+// `op` and runs it (a plan over CUDA tensors on `stream`). An executor already run or
+// destroyed, or a pointer GetWorkspaceSize never returned, is PARAM_INVALID.
 void run_executor(const char* fn, const char* op, commfuseOpExecutor_t* executor, void* workspace,
                   uint64_t workspace_size, void* stream);
 

@@ -15,12 +15,6 @@
 #include "ops/common/tensor_checks.hpp"
 #include "ops/common/tensor_size.hpp"
 
-// One planned op (GetWorkspaceSize's output). `op` says which Xxx call may run it.
-struct commfuseOpExecutor {
-  const char* op = nullptr;
-  std::unique_ptr<commfuse::Plan> plan;
-};
-
 namespace {
 
 using commfuse::TensorView;
@@ -60,15 +54,6 @@ int group_size(const char* op, const char* group) {
   } catch (const commfuse::Error& e) {
     commfuse::detail::throw_status(e.code(), commfuse::detail::cat(op, ": group: ", e.what()));
   }
-}
-
-// Takes ownership first, so the executor is freed whatever happens next.
-std::unique_ptr<commfuseOpExecutor> consume(const char* fn, const char* op,
-                                            commfuseOpExecutor_t* executor) {
-  std::unique_ptr<commfuseOpExecutor> e(executor);
-  CF_CHECK_NOTNULL(e, fn, ": executor is null");
-  CF_CHECK_ARG(std::strcmp(e->op, op) == 0, fn, ": executor was made for ", e->op, ", not ", op);
-  return e;
 }
 
 // The V1 and V2 (SPEC §6: with x1Scale / x2Scale) forms of each op share one body; fn names
@@ -193,10 +178,6 @@ commfuseStatus_t commfuseSetTensorDevice(commfuseTensor_t* tensor, commfuseDevic
   });
 }
 
-commfuseStatus_t commfuseDestroyOpExecutor(commfuseOpExecutor_t* executor) {
-  return guarded("commfuseDestroyOpExecutor", [&] { delete executor; });
-}
-
 commfuseStatus_t commfuseAllGatherMatmulGetWorkspaceSize(
     const commfuseTensor_t* x1, const commfuseTensor_t* x2, const commfuseTensor_t* bias,
     const char* group, int64_t gatherIndex, int64_t commTurn, int64_t streamMode,
@@ -300,26 +281,10 @@ commfuseStatus_t commfuseMatmulAllReduce(void* workspace, uint64_t workspaceSize
 
 }  // extern "C"
 
-// The executor for ops whose C entry points live in other files (api/c_api_executor.hpp).
 namespace commfuse::api {
 
 TensorView tensor_view(const commfuseTensor_t* t) {
   return view_of(t);
-}
-
-commfuseOpExecutor_t* make_executor(const char* op, std::unique_ptr<Plan> plan,
-                                    uint64_t* workspace_size) {
-  auto e = std::make_unique<commfuseOpExecutor>();
-  e->op = op;
-  *workspace_size = plan->workspace_size();
-  e->plan = std::move(plan);
-  return e.release();
-}
-
-void run_executor(const char* fn, const char* op, commfuseOpExecutor_t* executor, void* workspace,
-                  uint64_t workspace_size, void* stream) {
-  auto e = consume(fn, op, executor);
-  e->plan->execute(workspace, static_cast<size_t>(workspace_size), stream);
 }
 
 }  // namespace commfuse::api

@@ -482,11 +482,26 @@ void reject_c_api(commfuse::Comm& comm, Buffers& b, const std::string& rank) {
          "%s", commfuseGetLastErrorMessage());
   expect_c("c executor of another op", commfuseAllGatherMatmul(nullptr, 0, e, nullptr),
            COMMFUSE_PARAM_INVALID, {"made for matmul_all_reduce"});
-  // Unexecuted executors are freed with commfuseDestroyOpExecutor.
+  // Consumed: running or destroying it again is refused (no use of freed memory), and so is
+  // a pointer GetWorkspaceSize never returned. Each is local: no peer takes part.
+  const char* consumed = "already run or destroyed";
+  expect_c("c executor run twice", commfuseMatmulAllReduce(nullptr, 0, e, nullptr),
+           COMMFUSE_PARAM_INVALID, {"commfuseMatmulAllReduce", consumed});
+  expect_c("c consumed executor destroyed", commfuseDestroyOpExecutor(e), COMMFUSE_PARAM_INVALID,
+           {"commfuseDestroyOpExecutor", consumed});
+  expect_c(
+      "c not an executor",
+      commfuseMatmulAllReduce(nullptr, 0, reinterpret_cast<commfuseOpExecutor_t*>(&ws), nullptr),
+      COMMFUSE_PARAM_INVALID, {"not one that GetWorkspaceSize returned"});
+  // Unexecuted executors are freed with commfuseDestroyOpExecutor, once.
   EXPECT(commfuseMatmulAllReduceGetWorkspaceSize(x1, x2, nullptr, gn, "sum", 0, 1, mar_out, &ws,
                                                  &e) == COMMFUSE_SUCCESS,
          "%s", commfuseGetLastErrorMessage());
   EXPECT(commfuseDestroyOpExecutor(e) == COMMFUSE_SUCCESS, "destroy executor");
+  expect_c("c executor destroyed twice", commfuseDestroyOpExecutor(e), COMMFUSE_PARAM_INVALID,
+           {consumed});
+  expect_c("c destroyed executor run", commfuseMatmulAllReduce(nullptr, 0, e, nullptr),
+           COMMFUSE_PARAM_INVALID, {consumed});
   for (commfuseTensor_t* t : {x1, x2, bad_x2, out, g, mar_out}) commfuseDestroyTensor(t);
 }
 
