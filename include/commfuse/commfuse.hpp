@@ -84,7 +84,8 @@ std::string_view dtype_name(DType dtype);
 DType dtype_from_name(std::string_view name);
 // Bits per element (int4: 4).
 int dtype_bits(DType dtype);
-// Bytes that count elements occupy (int4: packed, rounded up).
+// Bytes that count elements occupy (int4: packed, rounded up). Throws InvalidArgument where
+// that number does not fit size_t.
 size_t dtype_storage_bytes(DType dtype, size_t count);
 
 // Convert count elements, SPEC §1. See commfuseConvert for the saturate flag.

@@ -3,6 +3,7 @@
 #include <commfuse/commfuse.hpp>
 
 #include <atomic>
+#include <cstdint>
 #include <map>
 #include <mutex>
 
@@ -66,13 +67,25 @@ bool valid_dtype(DType t) {
 }
 
 // Checks shared by every collective; `what` names the op for messages.
+// blocks: count-element blocks in the call's larger buffer (all_gather's dst, reduce_scatter's
+// src, all_to_all's: R; else 1).
 void check_buffers(comm::CommImpl& c, const char* what, const void* src, const void* dst,
-                   size_t count, DType dtype, bool needs_sum) {
+                   size_t count, DType dtype, bool needs_sum, int blocks = 1) {
   const int r = c.rank();
   if (!valid_dtype(dtype))
     c.reject(Status::kParamInvalid,
              detail::cat(what, "(rank ", r, "): dtype value ", static_cast<int>(dtype),
                          " is not a commfuse dtype"));
+  // No buffer spans more than PTRDIFF_MAX bytes: a larger count would wrap the byte sizes
+  // the transports compute (2^62 float32 made an all_reduce of 0 bytes).
+  const size_t most = static_cast<size_t>(PTRDIFF_MAX) / static_cast<size_t>(dtype_bits(dtype)) * 8;
+  size_t elements = 0;
+  if (__builtin_mul_overflow(count, static_cast<size_t>(blocks), &elements) || elements > most)
+    c.reject(Status::kParamInvalid,
+             detail::cat(what, "(rank ", r, "): count ", count, " is too large: ",
+                         blocks > 1 ? detail::cat(blocks, " blocks of that many ") : "",
+                         dtype_name(dtype), " elements exceed the largest buffer (", PTRDIFF_MAX,
+                         " bytes)"));
   if (needs_sum && !kernels::cpu::reducible(dtype))
     c.reject(Status::kParamInvalid,
              detail::cat(what, "(rank ", r, "): dtype ", dtype_name(dtype),
@@ -148,12 +161,12 @@ void Comm::broadcast(void* buf, size_t count, DType dtype, int root) {
 }
 
 void Comm::all_gather(const void* src, void* dst, size_t count, DType dtype) {
-  check_buffers(*impl_, "all_gather", src, dst, count, dtype, false);
+  check_buffers(*impl_, "all_gather", src, dst, count, dtype, false, world_size());
   impl_->transport().all_gather(src, dst, count, dtype);
 }
 
 void Comm::reduce_scatter(const void* src, void* dst, size_t count, DType dtype) {
-  check_buffers(*impl_, "reduce_scatter", src, dst, count, dtype, true);
+  check_buffers(*impl_, "reduce_scatter", src, dst, count, dtype, true, world_size());
   impl_->transport().reduce_scatter(src, dst, count, dtype);
 }
 
@@ -163,7 +176,7 @@ void Comm::all_reduce(const void* src, void* dst, size_t count, DType dtype) {
 }
 
 void Comm::all_to_all(const void* src, void* dst, size_t count, DType dtype) {
-  check_buffers(*impl_, "all_to_all", src, dst, count, dtype, false);
+  check_buffers(*impl_, "all_to_all", src, dst, count, dtype, false, world_size());
   impl_->transport().all_to_all(src, dst, count, dtype);
 }
 

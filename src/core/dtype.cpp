@@ -90,7 +90,13 @@ int dtype_bits(DType dtype) {
 
 size_t dtype_storage_bytes(DType dtype, size_t count) {
   const int bits = dtype_bits(dtype);
-  return (count * static_cast<size_t>(bits) + 7) / 8;
+  size_t total_bits = 0;
+  if (__builtin_mul_overflow(count, static_cast<size_t>(bits), &total_bits) ||
+      total_bits > SIZE_MAX - 7)
+    detail::throw_status(Status::kParamInvalid,
+                         detail::cat("dtype_storage_bytes: ", count, " ", dtype_name(dtype),
+                                     " elements take more bytes than a size_t counts"));
+  return (total_bits + 7) / 8;
 }
 
 namespace detail {

@@ -96,6 +96,21 @@ TEST(DType, Bits) {
   EXPECT_EQ(commfuse::dtype_storage_bytes(DType::kBool, 7), 7u);
   EXPECT_EQ(commfuse::dtype_storage_bytes(DType::kInt4, 7), 4u);
   EXPECT_EQ(commfuse::dtype_storage_bytes(DType::kFloat32, 7), 28u);
+  // The largest counts whose bytes a size_t holds, and one past: an error, not a wrapped size.
+  const size_t most = SIZE_MAX;
+  EXPECT_EQ(commfuse::dtype_storage_bytes(DType::kInt4, (most - 7) / 4), (most - 7) / 8);
+  EXPECT_EQ(commfuse::dtype_storage_bytes(DType::kFloat32, most / 32), most / 32 * 4);
+  for (const auto& [t, count] : {std::pair{DType::kInt4, most},
+                                 {DType::kFloat32, size_t{1} << 62},
+                                 {DType::kInt64, size_t{1} << 61},
+                                 {DType::kInt8, most}}) {
+    try {
+      commfuse::dtype_storage_bytes(t, count);
+      ADD_FAILURE() << commfuse::dtype_name(t) << " x " << count << ": no exception";
+    } catch (const commfuse::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(std::to_string(count)), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(DType, UnknownNameIsParamInvalidNamingIt) {
