@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any, Optional
 
+import numpy as np
 import numpy.typing as npt
 
 from . import _commfuse
@@ -187,8 +188,11 @@ def _check_op(op: str) -> None:
 
 
 def _storage_shape(x: Any, ref: _commfuse.TensorRef) -> tuple[int, ...]:
-    """x's own shape (int4: the packed bytes' shape, not the element count)."""
-    return tuple(x.shape) if ref.dtype == "int4" else tuple(ref.shape)
+    """x's own shape (int4: the packed bytes' shape, not the element count; a 0-d x, which
+    the library sees as shape (1,): 0-d)."""
+    if ref.dtype == "int4":
+        return tuple(x.shape)
+    return () if np.ndim(x) == 0 else tuple(ref.shape)
 
 
 def _block_shape(src: _commfuse.TensorRef, r: int) -> tuple[int, ...]:

@@ -20,6 +20,9 @@ Accepted arrays:
   arrays pass theirs with ``out=``). Everything else rejects them.
 - anything else ``numpy.asarray`` accepts (lists, scalars): converted, which copies.
 
+A 0-d array (a numpy or torch scalar) is one element, passed as shape (1,): a scalar bias or
+scale is a one-element one, a scalar collective moves one element (its result is 0-d).
+
 Inputs the C++ op needs dense (x1, bias, collective sources) are copied when a numpy
 array is not C-contiguous; x2 is passed with its strides (a transposed view is not copied).
 Outputs are never copied: an ``out=`` array must be dense and writable.

@@ -154,6 +154,14 @@ TensorRef make_tensor_ref(AnyArray array, std::optional<std::string_view> dtype,
     v.shape[i] = static_cast<int64_t>(array.shape(i));
     v.strides[i] = array.stride(i);
   }
+  // A 0-d array (a numpy or torch scalar) holds one element: it is passed as shape (1,). A
+  // TensorView of no dims means "absent", so as 0-d a scalar bias or scale was silently
+  // ignored and a scalar collective moved nothing.
+  if (ndim == 0) {
+    v.ndim = 1;
+    v.shape[0] = 1;
+    v.strides[0] = 1;
+  }
   if (v.numel() == 0) {
     // No element to place: exporters differ on such strides (numpy's DLPack gives 0s), so
     // give the row-major ones the ops expect.

@@ -69,6 +69,16 @@ def _collectives_body(rank):
         # Non-contiguous input: copied, then reduced.
         x = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]
         np.testing.assert_array_equal(comm.all_reduce(x), x * R)
+        # A 0-d array (a scalar) is one element: reduced and moved as such, results 0-d
+        # (all_gather's (R,)); it once moved nothing and left the result unwritten.
+        got = comm.all_reduce(np.array(rank + 1, np.float32))
+        assert got.shape == () and got == R * (R + 1) / 2
+        out = np.array(-7, np.int32)
+        assert comm.all_reduce(np.array(rank, np.int32), out=out) is out and out == R * (R - 1) // 2
+        np.testing.assert_array_equal(comm.all_gather(np.float32(rank)), np.arange(R))
+        buf = np.array(rank, np.int64)
+        comm.broadcast(buf, root=R - 1)
+        assert buf == R - 1
         comm.barrier()
         return comm.name
 

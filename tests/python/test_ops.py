@@ -181,3 +181,30 @@ def _fast_and_general_paths_body(rank):
 
 def test_fast_and_general_paths_agree():
     assert run(_fast_and_general_paths_body, 2) == [True, True]
+
+
+def _scalar_arrays_body(rank):
+    # A 0-d array given where a tensor goes is one element, shape (1,): a scalar bias applies
+    # where n = 1 and is rejected by name elsewhere (it was once taken as no bias at all,
+    # silently), a scalar x1 is not 2-D, and the peers fail at once naming the rank.
+    with commfuse.init() as comm:
+        R = comm.world_size
+        x1 = np.ones((2, 4), np.float32)
+        got, _ = commfuse.all_gather_base_mm(x1, np.ones((4, 1), np.float32), comm.name, R,
+                                             bias=np.float32(5))
+        assert np.all(got == 9)
+        got = commfuse.mm_all_reduce_base(x1, np.ones((4, 1), np.float32), comm.name,
+                                          bias=np.array(5, np.float32))
+        assert np.all(got == 4 * R + 5)
+        with pytest.raises(commfuse.InvalidArgument,
+                           match=rf"all_gather_matmul\(rank {rank}\): bias shape is \(1,\)"):
+            commfuse.all_gather_base_mm(x1, np.ones((4, 3), np.float32), comm.name, R,
+                                        bias=np.float32(5))
+        with pytest.raises(commfuse.InvalidArgument,
+                           match=r"x1 must be 2-D .* but has shape \(1,\)"):
+            commfuse.mm_all_reduce_base(np.float32(1), np.ones((1, 3), np.float32), comm.name)
+        return True
+
+
+def test_scalar_arrays_are_one_element():
+    assert run(_scalar_arrays_body, 2) == [True, True]
