@@ -80,7 +80,11 @@ class Communicator:
         self._impl.barrier()
 
     def _args(self, fn: str) -> Args:
-        return Args(fn, self._impl.name)  # raises InvalidArgument once destroyed
+        try:
+            name = self._impl.name
+        except InvalidArgument:
+            raise InvalidArgument(f"{fn}: the communicator was destroyed") from None
+        return Args(fn, name)
 
     def all_gather(self, x: Any, out: Any = None, *, dtype: Optional[npt.DTypeLike] = None) -> Any:
         """Concatenate every rank's ``x`` along dim 0, in rank order.

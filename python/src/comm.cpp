@@ -1,5 +1,6 @@
 // Communicators and collectives: `_commfuse.Comm` owns a commfuse::Comm. destroy() frees it
-// early (later calls raise InvalidArgument); otherwise it lives as long as the Python object.
+// early (later calls raise InvalidArgument; a call in another thread keeps it until it
+// returns: comm_hold.hpp); otherwise it lives as long as the Python object.
 //
 // Buffer sizes are checked here, against the arrays' real sizes, before any communication;
 // a mismatch rejects through the communicator (the peers in the call fail it naming this
@@ -13,10 +14,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "bindings.hpp"
 #include "comm/comm_impl.hpp"
+#include "comm_hold.hpp"
 #include "core/error.hpp"
 #include "tensor_ref.hpp"
 
@@ -28,22 +31,39 @@ namespace {
 class PyComm {
  public:
   PyComm(int rank, int world_size, const std::string& init_method) {
-    nb::gil_scoped_release release;  // waits for the peers
-    comm_ = std::make_unique<Comm>(rank, world_size, init_method);
+    {
+      nb::gil_scoped_release release;  // waits for the peers
+      comm_ = std::make_shared<Comm>(rank, world_size, init_method);
+    }
+    register_comm(comm_);
   }
 
-  Comm& get(const char* what) const {
+  // The communicator, held for one call: a destroy() meanwhile (another thread) frees it
+  // when that call drops it.
+  std::shared_ptr<Comm> get(const char* what) const {
+    std::lock_guard<std::mutex> lock(mutex_);
     CF_CHECK_ARG(comm_ != nullptr, what, ": the communicator was destroyed");
-    return *comm_;
+    return comm_;
   }
-  bool alive() const { return comm_ != nullptr; }
+  bool alive() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return comm_ != nullptr;
+  }
   void destroy() {
+    std::shared_ptr<Comm> last;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (comm_ == nullptr) return;
+      forget_comm(comm_->name());
+      last = std::move(comm_);
+    }
     nb::gil_scoped_release release;
-    comm_.reset();
+    last.reset();  // frees it unless a call in another thread still holds it
   }
 
  private:
-  std::unique_ptr<Comm> comm_;
+  mutable std::mutex mutex_;
+  std::shared_ptr<Comm> comm_;
 };
 
 // "all_gather(rank 1): " + message, rejected through the communicator (CommImpl::reject).
@@ -103,28 +123,29 @@ void bind_comm(nb::module_& m) {
            "Create the communicator (collective: every rank calls it). rank/world_size -1: "
            "from the environment (env://) or MPI (mpi).")
       .def_prop_ro(
-          "rank", [](const PyComm& p) { return p.get("rank").rank(); }, "This rank.")
+          "rank", [](const PyComm& p) { return p.get("rank")->rank(); }, "This rank.")
       .def_prop_ro(
-          "world_size", [](const PyComm& p) { return p.get("world_size").world_size(); },
+          "world_size", [](const PyComm& p) { return p.get("world_size")->world_size(); },
           "Number of ranks.")
       .def_prop_ro(
-          "name", [](const PyComm& p) { return p.get("name").name(); },
+          "name", [](const PyComm& p) { return p.get("name")->name(); },
           "The group / hcom string operators take.")
       .def_prop_ro(
           "transport",
-          [](const PyComm& p) { return std::string(p.get("transport").transport_name()); },
+          [](const PyComm& p) { return std::string(p.get("transport")->transport_name()); },
           "'shm' or 'mpi'.")
       .def_prop_ro("alive", &PyComm::alive, "False once destroyed.")
       .def_prop_ro(
-          "usable", [](const PyComm& p) { return p.get("usable").usable(); },
+          "usable", [](const PyComm& p) { return p.get("usable")->usable(); },
           "False after a transport failure or abort().")
       .def_prop_ro(
-          "failure", [](const PyComm& p) { return p.get("failure").failure(); },
+          "failure", [](const PyComm& p) { return p.get("failure")->failure(); },
           "Why it is unusable ('' while usable).")
       .def(
           "abort",
           [](PyComm& p, const std::string& reason) {
-            Comm& c = p.get("abort");
+            const std::shared_ptr<Comm> held = p.get("abort");
+            Comm& c = *held;
             nb::gil_scoped_release release;  // MPI: waits (bounded) to tell the peers
             c.abort(reason);
           },
@@ -134,7 +155,8 @@ void bind_comm(nb::module_& m) {
       .def(
           "barrier",
           [](PyComm& p) {
-            Comm& c = p.get("barrier");
+            const std::shared_ptr<Comm> held = p.get("barrier");
+            Comm& c = *held;
             nb::gil_scoped_release release;
             c.barrier();
           },
@@ -142,7 +164,8 @@ void bind_comm(nb::module_& m) {
       .def(
           "broadcast",
           [](PyComm& p, const TensorRef& buf, int root) {
-            Comm& c = p.get("broadcast");
+            const std::shared_ptr<Comm> held = p.get("broadcast");
+            Comm& c = *held;
             check_host(c, "broadcast", "buf", buf);
             if (!buf.contiguous()) reject(c, "broadcast", "buf must be row-major contiguous");
             if (buf.read_only) reject(c, "broadcast", "buf is read-only");
@@ -154,7 +177,8 @@ void bind_comm(nb::module_& m) {
       .def(
           "all_gather",
           [](PyComm& p, const TensorRef& src, const TensorRef& dst) {
-            Comm& c = p.get("all_gather");
+            const std::shared_ptr<Comm> held = p.get("all_gather");
+            Comm& c = *held;
             const int64_t n = src.view.numel();
             check_pair(c, "all_gather", src, dst, n, n * c.world_size(), false);
             nb::gil_scoped_release release;
@@ -164,7 +188,8 @@ void bind_comm(nb::module_& m) {
       .def(
           "all_reduce",
           [](PyComm& p, const TensorRef& src, const TensorRef& dst) {
-            Comm& c = p.get("all_reduce");
+            const std::shared_ptr<Comm> held = p.get("all_reduce");
+            Comm& c = *held;
             const int64_t n = src.view.numel();
             check_pair(c, "all_reduce", src, dst, n, n, true);
             nb::gil_scoped_release release;
@@ -174,7 +199,8 @@ void bind_comm(nb::module_& m) {
       .def(
           "reduce_scatter",
           [](PyComm& p, const TensorRef& src, const TensorRef& dst) {
-            Comm& c = p.get("reduce_scatter");
+            const std::shared_ptr<Comm> held = p.get("reduce_scatter");
+            Comm& c = *held;
             const int64_t n = block_count(c, "reduce_scatter", src);
             check_pair(c, "reduce_scatter", src, dst, n * c.world_size(), n, false);
             nb::gil_scoped_release release;
@@ -185,7 +211,8 @@ void bind_comm(nb::module_& m) {
       .def(
           "all_to_all",
           [](PyComm& p, const TensorRef& src, const TensorRef& dst) {
-            Comm& c = p.get("all_to_all");
+            const std::shared_ptr<Comm> held = p.get("all_to_all");
+            Comm& c = *held;
             const int64_t n = block_count(c, "all_to_all", src);
             check_pair(c, "all_to_all", src, dst, n * c.world_size(), n * c.world_size(), false);
             nb::gil_scoped_release release;

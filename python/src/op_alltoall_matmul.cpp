@@ -5,9 +5,11 @@
 #include <commfuse/commfuse.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "bindings.hpp"
+#include "comm_hold.hpp"
 #include "tensor_ref.hpp"
 
 namespace nb = nanobind;
@@ -20,6 +22,7 @@ void bind_alltoall_matmul(nb::module_& m) {
       [](const TensorRef& x1, const TensorRef& x2, const std::string& group,
          const TensorRef& output, const TensorRef* all_to_all_out, const TensorRef* bias,
          bool transpose_x2, uintptr_t stream, const PyPackedWeight* packed_x2) {
+        const std::shared_ptr<Comm> held = hold_group("alltoall_matmul", group);
         constexpr const char* kOp = "alltoall_matmul";
         check_output(kOp, group, "output", output);
         if (all_to_all_out != nullptr)

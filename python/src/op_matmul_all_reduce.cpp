@@ -5,9 +5,11 @@
 #include <commfuse/commfuse.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "bindings.hpp"
+#include "comm_hold.hpp"
 #include "tensor_ref.hpp"
 
 namespace nb = nanobind;
@@ -21,6 +23,7 @@ void bind_matmul_all_reduce(nb::module_& m) {
          const TensorRef& output, const std::string& reduce_op, const TensorRef* bias,
          int64_t comm_turn, const TensorRef* x1_scale, const TensorRef* x2_scale, uintptr_t stream,
          const PyPackedWeight* packed_x2) {
+        const std::shared_ptr<Comm> held = hold_group("matmul_all_reduce", group);
         check_output("matmul_all_reduce", group, "output", output);
         MatmulReduceOptions options;
         options.reduce_op = reduce_op;

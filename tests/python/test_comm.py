@@ -3,6 +3,8 @@ spawn, tcp://), name / rank / world_size, every collective on every dtype it tak
 out= buffers, in-place all_reduce, destroy and context-manager use."""
 
 import re
+import threading
+import time
 
 import ml_dtypes
 import numpy as np
@@ -103,7 +105,8 @@ def _tcp_body(rank, world_size, port):
     with pytest.raises(commfuse.InvalidArgument, match="destroyed"):
         comm.barrier()
     # The name is gone with it.
-    with pytest.raises(commfuse.InvalidArgument, match="unknown group"):
+    with pytest.raises(commfuse.InvalidArgument,
+                       match=r"all_gather_matmul: group '.*': the communicator was destroyed"):
         commfuse.all_gather_base_mm(x, np.ones((4, 1), np.float32), name, world_size)
     return name
 
@@ -214,3 +217,43 @@ def test_array_dtypes_name_the_data_movement_dtypes():
     # Still not commfuse dtypes: named in the message.
     with pytest.raises(commfuse.InvalidArgument, match="uint32 is not a commfuse format"):
         tensor_ref(np.zeros(3, np.uint32))
+
+
+def _destroy_while_in_use_body(rank):
+    # destroy() in one thread while others are inside a collective and an operator on the
+    # same communicator: the calls in flight finish (they hold it), the next ones raise
+    # InvalidArgument naming the call; freeing it under them once crashed the process.
+    comm = commfuse.init()
+    name = comm.name
+    x = np.ones(1 << 16, np.float32)
+    x1, w = np.ones((4, 64), np.float32), np.ones((64, 64), np.float32)
+    errors, started = [], threading.Barrier(3)
+
+    def loop(call):
+        started.wait()
+        try:
+            while True:
+                call()
+        except commfuse.InvalidArgument as e:
+            errors.append(str(e))
+
+    threads = [threading.Thread(target=loop, args=(lambda: comm.all_reduce(x),)),
+               threading.Thread(target=loop,
+                                args=(lambda: commfuse.all_gather_base_mm(x1, w, name, 1),))]
+    for t in threads:
+        t.start()
+    started.wait()
+    time.sleep(0.05)
+    comm.destroy()
+    for t in threads:
+        t.join()
+    return sorted(errors)
+
+
+def test_destroy_while_calls_are_in_flight():
+    for _ in range(3):
+        [errors] = run(_destroy_while_in_use_body, 1)
+        assert len(errors) == 2
+        assert errors[0].startswith("all_gather_matmul: group 'commfuse-"), errors
+        assert errors[0].endswith("': the communicator was destroyed"), errors
+        assert errors[1] == "all_reduce: the communicator was destroyed", errors

@@ -1,0 +1,23 @@
+// Communicators made from Python, by name, so that each call holds the one it uses: a
+// destroy() in another Python thread then frees it once that call returns, instead of under
+// it (which crashed). Calls by group name (the operators) hold it through hold_group.
+#pragma once
+
+#include <commfuse/commfuse.hpp>
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace commfuse::python {
+
+// Registers comm (just made by _commfuse.Comm) under its name.
+void register_comm(const std::shared_ptr<Comm>& comm);
+// Marks the communicator named `name` destroyed: holding it fails from now on.
+void forget_comm(const std::string& name);
+// The communicator `group` names, kept alive while the result is; null for a group not made
+// from Python (the library's own lookup then applies). InvalidArgument naming op once it was
+// destroyed.
+std::shared_ptr<Comm> hold_group(const char* op, std::string_view group);
+
+}  // namespace commfuse::python
