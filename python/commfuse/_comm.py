@@ -10,7 +10,7 @@ import numpy.typing as npt
 
 from . import _commfuse
 from ._errors import InvalidArgument
-from ._tensor import Args
+from ._tensor import Args, as_int
 
 
 class Communicator:
@@ -160,12 +160,13 @@ class Communicator:
         """Overwrite ``x`` on every rank with rank ``root``'s ``x``, in place; returns ``x``.
         ``x`` must be dense and writable on every rank."""
         with self._args("broadcast") as a:
+            root = a.integer(root, "root", 32)
             try:
                 from ._tensor import tensor_ref
                 buf = tensor_ref(x, dtype, output=True, fn="broadcast")
             except InvalidArgument as e:
                 raise InvalidArgument(f"x: {e.message}") from None
-        self._impl.broadcast(buf, int(root))
+        self._impl.broadcast(buf, root)
         return x
 
     def destroy(self) -> None:
@@ -231,6 +232,9 @@ def init(rank: Optional[int] = None, world_size: Optional[int] = None,
         raise InvalidArgument(f"init: init_method must be a str, got {type(init_method).__name__}")
     if init_method.startswith("tcp://") and (rank is None or world_size is None):
         raise InvalidArgument(f"init: {init_method} needs rank and world_size")
-    r = -1 if rank is None else int(rank)
-    w = -1 if world_size is None else int(world_size)
+    try:
+        r = -1 if rank is None else as_int(rank, "rank", 32)
+        w = -1 if world_size is None else as_int(world_size, "world_size", 32)
+    except InvalidArgument as e:
+        raise InvalidArgument(f"init: {e.message}") from None
     return Communicator(_commfuse.Comm(r, w, init_method))

@@ -10,7 +10,7 @@ import numpy as np
 from . import _commfuse
 from ._dtypes import INT4
 from ._errors import InvalidArgument
-from ._tensor import tensor_ref
+from ._tensor import as_int, tensor_ref
 
 
 class PackedWeight:
@@ -66,7 +66,11 @@ class PackedWeight:
                 f"PackedWeight: x2 must be 2-D (the (n, k) buffer with transpose_x2) but has "
                 f"shape {tuple(getattr(x2, 'shape', ()))}")
         ref = tensor_ref(x2, x2_dtype, fn="PackedWeight")
-        self._native = _commfuse.PackedWeight(ref, int(rows), bool(transpose_x2))
+        try:
+            rows = as_int(rows, "rows")
+        except InvalidArgument as e:
+            raise InvalidArgument(f"PackedWeight: {e.message}") from None
+        self._native = _commfuse.PackedWeight(ref, rows, bool(transpose_x2))
 
     @property
     def packed(self) -> bool:

@@ -30,6 +30,7 @@ Outputs are never copied: an ``out=`` array must be dense and writable.
 
 from __future__ import annotations
 
+import operator
 from types import TracebackType
 from typing import Any, Optional, Sequence
 
@@ -203,6 +204,26 @@ def dim(ref: _commfuse.TensorRef, i: int) -> int:
     return int(shape[i]) if -len(shape) <= i < len(shape) else 0
 
 
+def as_int(value: Any, what: str, bits: int = 64) -> int:
+    """value as a Python int in the signed ``bits``-bit range the library's argument takes
+    (numpy integers too); None, 1.5, "1" or 2**70 is InvalidArgument naming ``what``, where
+    int() would truncate, parse, or leave the binding to raise a TypeError."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise InvalidArgument(f"{what} must be an integer, got {type(value).__name__} "
+                              f"{value!r}") from None
+    if not -(1 << (bits - 1)) <= v < 1 << (bits - 1):
+        raise InvalidArgument(f"{what} is {v}, outside the {bits}-bit signed range")
+    return v
+
+
+def small_ints(*values: Any) -> bool:
+    """True when every value is a plain int within 32 bits: the per-call fast paths pass
+    such arguments straight through; anything else takes the general path (as_int)."""
+    return all(type(v) is int and -0x80000000 <= v <= 0x7FFFFFFF for v in values)
+
+
 def group_name(hcom: Any) -> str:
     """The group string of an operator's ``hcom`` / ``group`` argument: a name, or an object
     with ``.name`` (a Communicator)."""
@@ -270,6 +291,10 @@ class Args:
         except Error as e:
             raise type(e)(f"{what}: {e.message}", e.code) from None
         return array, ref
+
+    def integer(self, value: Any, what: str, bits: int = 64) -> int:
+        """as_int inside the call: a wrong value is rejected for the whole group."""
+        return as_int(value, what, bits)
 
     def optional(self, x: Any, what: str, **kw: Any) -> Optional[_commfuse.TensorRef]:
         return None if x is None else self.input(x, what, **kw)

@@ -49,6 +49,16 @@ def test_errors_without_a_group():
         commfuse.init(init_method="tcp://127.0.0.1:1")
     with pytest.raises(commfuse.InvalidArgument, match="rank is 3 but world_size is 2"):
         commfuse.init(3, 2, init_method="tcp://127.0.0.1:1")
+    # Not truncated, parsed or left to the binding's TypeError: named.
+    with pytest.raises(commfuse.InvalidArgument,
+                       match=r"^init: rank must be an integer, got str 'zero'$"):
+        commfuse.init("zero", 1, init_method="tcp://127.0.0.1:1")
+    with pytest.raises(commfuse.InvalidArgument,
+                       match=r"^init: world_size must be an integer, got float 1\.5$"):
+        commfuse.init(0, 1.5, init_method="tcp://127.0.0.1:1")
+    with pytest.raises(commfuse.InvalidArgument,
+                       match=r"^init: world_size is 2147483648, outside the 32-bit signed range$"):
+        commfuse.init(0, 2**31, init_method="tcp://127.0.0.1:1")
 
 
 def _outcome(fn):
@@ -123,6 +133,21 @@ def _rejection_body(rank, case):
             op = lambda: comm.all_reduce(x, op="max" if bad else "sum")
         elif case == "collective_split":
             op = lambda: comm.reduce_scatter(np.ones(3 if bad else 4, F32))
+        # Scalar arguments of the wrong type or range: rejected in Python, for the group.
+        elif case == "world_size_none":
+            op = lambda: commfuse.all_gather_base_mm(x, w, comm.name, None if bad else R)
+        elif case == "world_size_float":
+            op = lambda: commfuse.mm_reduce_scatter_base(x, w, comm.name, 2.0 if bad else R)
+        elif case == "comm_turn_str":
+            op = lambda: commfuse.mm_all_reduce_base(x, w, comm.name, comm_turn="1" if bad else 0)
+        elif case == "comm_turn_huge":
+            op = lambda: commfuse.all_gather_base_mm(x, w, comm.name, R,
+                                                     comm_turn=2**70 if bad else 0)
+        elif case == "a2a_world_size_none":
+            op = lambda: commfuse.alltoall_matmul(x, np.ones((8 * R, 4), F32), comm.name,
+                                                  None if bad else R)
+        elif case == "broadcast_root_huge":
+            op = lambda: comm.broadcast(np.ones(4, F32), root=2**40 if bad else 0)
         outcome = _outcome(op)
         return outcome, comm.usable, comm.all_reduce(np.full(4, rank + 1, F32)).tolist()
 
@@ -151,6 +176,15 @@ REJECTIONS = {
     "collective_bool_sum": r"reduce_scatter\(rank 1\): dtype bool cannot be summed \(only ",
     "collective_op": r"all_reduce\(rank 1\): op is 'max' but only 'sum' is supported",
     "collective_split": r"reduce_scatter\(rank 1\): src has 3 elements, not a multiple",
+    "world_size_none": r"all_gather_base_mm\(rank 1\): world_size must be an integer, got "
+                       r"NoneType None",
+    "world_size_float": r"mm_reduce_scatter_base\(rank 1\): world_size must be an integer, "
+                        r"got float 2\.0",
+    "comm_turn_str": r"mm_all_reduce_base\(rank 1\): comm_turn must be an integer, got str '1'",
+    "comm_turn_huge": r"all_gather_base_mm\(rank 1\): comm_turn is 1180591620717411303424, "
+                      r"outside the 64-bit signed range",
+    "a2a_world_size_none": r"alltoall_matmul\(rank 1\): world_size must be an integer",
+    "broadcast_root_huge": r"broadcast\(rank 1\): root is 1099511627776, outside the 32-bit",
 }
 
 

@@ -8,7 +8,8 @@ import numpy.typing as npt
 
 from .. import _commfuse
 from .._packed import PackedWeight, native_packed
-from .._tensor import Args, dim, fast_matmul_inputs, fast_output, group_name, stream_of
+from .._tensor import (Args, dim, fast_matmul_inputs, fast_output, group_name, small_ints,
+                       stream_of)
 from ._quant_common import quant_matmul_args
 
 
@@ -70,27 +71,28 @@ def all_gather_base_mm(input: Any, x2: Any, hcom: Any, world_size: int, *, bias:
         x1_dtype is None and x2_dtype is None and \
         (packed_x2 is None or type(packed_x2) is PackedWeight)
     refs = fast_matmul_inputs(input, x2, bias) if plain else None
-    if refs is not None and input.ndim == 2 and type(world_size) is int and \
-            (group_size := _commfuse.group_info(group)[1]) > 0:  # else: unknown group
+    if refs is not None and input.ndim == 2 and small_ints(world_size, gather_index, comm_turn) \
+            and (group_size := _commfuse.group_info(group)[1]) > 0:  # else: unknown group
         rows = input.shape[0] * group_size
         o = fast_output(out, (rows, x2.shape[1]), input)
         g = fast_output(gather_out, (rows, input.shape[1]) if gather_output else (0,), input)
         if o is not None and g is not None:
             _commfuse.all_gather_matmul(refs[0], refs[1], group, world_size, o[1], g[1], refs[2],
-                                        int(gather_index), bool(gather_output), int(comm_turn),
+                                        gather_index, bool(gather_output), comm_turn,
                                         packed_x2=native_packed(packed_x2))
             return o[0], g[0]
     with Args("all_gather_base_mm", group) as a:
+        world = a.integer(world_size, "world_size", 32)
+        index, turn = a.integer(gather_index, "gather_index"), a.integer(comm_turn, "comm_turn")
         x1r = a.input(input, "input", x1_dtype, contiguous=True)
         x2r = a.input(x2, "x2", x2_dtype)
         biasr = a.optional(bias, "bias", contiguous=True)
         s1r, s2r, out_name = quant_matmul_args(a, x1r, x1_scale, x2_scale, output_dtype)
-        rows = dim(x1r, 0) * (a.world_size if a.world_size > 0 else max(int(world_size), 1))
+        rows = dim(x1r, 0) * (a.world_size if a.world_size > 0 else max(world, 1))
         output, outr = a.output(out, "out", (rows, dim(x2r, 1)), out_name, like=input)
         shape = (rows, dim(x1r, 1)) if gather_output else (0,)
         gathered, gatherr = a.output(gather_out, "gather_out", shape, x1r.dtype, like=input)
         packed = native_packed(packed_x2)
-    _commfuse.all_gather_matmul(x1r, x2r, group, int(world_size), outr, gatherr, biasr,
-                                int(gather_index), bool(gather_output), int(comm_turn), s1r, s2r,
-                                stream_of(input), packed)
+    _commfuse.all_gather_matmul(x1r, x2r, group, world, outr, gatherr, biasr, index,
+                                bool(gather_output), turn, s1r, s2r, stream_of(input), packed)
     return output, gathered

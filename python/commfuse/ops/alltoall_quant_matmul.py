@@ -104,9 +104,9 @@ def alltoall_quant_matmul(x1: Any, x2: Any, x2_scale: Any, hcom: Any, world_size
             shape = (rows, k // 2) if x1r.dtype == "int4" else (rows, k)
             a2a, a2ar = a.output(alltoall_out, "alltoall_out", shape, x1r.dtype, like=like)
         packed = native_packed(packed_x2)  # a wrong type: rejected for the group, as above
-    _commfuse.alltoall_quant_matmul(x1r, x2r, scaler, group, outr, a2ar, biasr, x1sr,
-                                    int(x1_quant_mode), int(x2_quant_mode), bool(transpose_x2),
-                                    stream_of(x1), packed)
+        modes = a.integer(x1_quant_mode, "x1_quant_mode"), a.integer(x2_quant_mode, "x2_quant_mode")
+    _commfuse.alltoall_quant_matmul(x1r, x2r, scaler, group, outr, a2ar, biasr, x1sr, *modes,
+                                    bool(transpose_x2), stream_of(x1), packed)
     if a2a is not None and alltoall_out is None and x1_unpacked:
         a2a = unpack(a2a)
     return output, a2a

@@ -8,7 +8,8 @@ import numpy.typing as npt
 
 from .. import _commfuse
 from .._packed import PackedWeight, native_packed
-from .._tensor import Args, dim, fast_matmul_inputs, fast_output, group_name, stream_of
+from .._tensor import (Args, dim, fast_matmul_inputs, fast_output, group_name, small_ints,
+                       stream_of)
 from ._quant_common import quant_matmul_args
 
 
@@ -60,13 +61,14 @@ def mm_all_reduce_base(x1: Any, x2: Any, hcom: Any, *, reduce_op: str = "sum", b
         x1_dtype is None and x2_dtype is None and \
         (packed_x2 is None or type(packed_x2) is PackedWeight)
     refs = fast_matmul_inputs(x1, x2, bias) if plain else None  # numpy arrays as they are
-    if refs is not None and x1.ndim >= 1:
+    if refs is not None and x1.ndim >= 1 and small_ints(comm_turn):
         o = fast_output(out, x1.shape[:-1] + (x2.shape[1],), x1)
         if o is not None:
             _commfuse.matmul_all_reduce(refs[0], refs[1], group, o[1], str(reduce_op), refs[2],
-                                        int(comm_turn), packed_x2=native_packed(packed_x2))
+                                        comm_turn, packed_x2=native_packed(packed_x2))
             return o[0]
     with Args("mm_all_reduce_base", group) as a:
+        turn = a.integer(comm_turn, "comm_turn")
         x1r = a.input(x1, "x1", x1_dtype, contiguous=True)
         x2r = a.input(x2, "x2", x2_dtype)
         biasr = a.optional(bias, "bias", contiguous=True)
@@ -74,6 +76,6 @@ def mm_all_reduce_base(x1: Any, x2: Any, hcom: Any, *, reduce_op: str = "sum", b
         shape = tuple(x1r.shape[:-1]) + (dim(x2r, 1),) if x1r.shape else (dim(x2r, 1),)
         output, outr = a.output(out, "out", shape, out_name, like=x1)
         packed = native_packed(packed_x2)
-    _commfuse.matmul_all_reduce(x1r, x2r, group, outr, str(reduce_op), biasr, int(comm_turn),
-                                s1r, s2r, stream_of(x1), packed)
+    _commfuse.matmul_all_reduce(x1r, x2r, group, outr, str(reduce_op), biasr, turn, s1r, s2r,
+                                stream_of(x1), packed)
     return output

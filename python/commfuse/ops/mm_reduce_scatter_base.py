@@ -8,7 +8,8 @@ import numpy.typing as npt
 
 from .. import _commfuse
 from .._packed import PackedWeight, native_packed
-from .._tensor import Args, dim, fast_matmul_inputs, fast_output, group_name, stream_of
+from .._tensor import (Args, dim, fast_matmul_inputs, fast_output, group_name, small_ints,
+                       stream_of)
 from ._quant_common import quant_matmul_args
 
 
@@ -62,23 +63,25 @@ def mm_reduce_scatter_base(input: Any, x2: Any, hcom: Any, world_size: int, *,
         x1_dtype is None and x2_dtype is None and \
         (packed_x2 is None or type(packed_x2) is PackedWeight)
     refs = fast_matmul_inputs(input, x2, bias) if plain else None  # numpy arrays as they are
-    if refs is not None and input.ndim == 2 and type(world_size) is int and \
+    if refs is not None and input.ndim == 2 and small_ints(world_size, comm_turn) and \
             (group_size := _commfuse.group_info(group)[1]) > 0:  # else: unknown group
         o = fast_output(out, (input.shape[0] // group_size, x2.shape[1]), input)
         if o is not None:
             _commfuse.matmul_reduce_scatter(refs[0], refs[1], group, world_size, o[1],
-                                            str(reduce_op), refs[2], int(comm_turn),
+                                            str(reduce_op), refs[2], comm_turn,
                                             packed_x2=native_packed(packed_x2))
             return o[0]
     with Args("mm_reduce_scatter_base", group) as a:
+        world = a.integer(world_size, "world_size", 32)
+        turn = a.integer(comm_turn, "comm_turn")
         x1r = a.input(input, "input", x1_dtype, contiguous=True)
         x2r = a.input(x2, "x2", x2_dtype)
         biasr = a.optional(bias, "bias", contiguous=True)
         s1r, s2r, out_name = quant_matmul_args(a, x1r, x1_scale, x2_scale, output_dtype)
-        r = a.world_size if a.world_size > 0 else max(int(world_size), 1)
+        r = a.world_size if a.world_size > 0 else max(world, 1)
         output, outr = a.output(out, "out", (dim(x1r, 0) // r, dim(x2r, 1)), out_name,
                                 like=input)
         packed = native_packed(packed_x2)
-    _commfuse.matmul_reduce_scatter(x1r, x2r, group, int(world_size), outr, str(reduce_op),
-                                    biasr, int(comm_turn), s1r, s2r, stream_of(input), packed)
+    _commfuse.matmul_reduce_scatter(x1r, x2r, group, world, outr, str(reduce_op), biasr, turn,
+                                    s1r, s2r, stream_of(input), packed)
     return output

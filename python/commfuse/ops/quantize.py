@@ -61,7 +61,8 @@ def quantize(x: Any, dtype: npt.DTypeLike, mode: str,
         q, qr = a.output(None, "q", qshape, name, like=x)
         sshape, sname = _scales_shape(lead, h, str(mode))
         scales, sr = a.output(None, "scales", sshape, sname, like=x)
-    _commfuse.quantize(xr, str(mode), qr, sr, 0 if group_size is None else int(group_size))
+        group = 0 if group_size is None else a.integer(group_size, "group_size")
+    _commfuse.quantize(xr, str(mode), qr, sr, group)
     return q, scales
 
 
@@ -92,5 +93,6 @@ def dequantize(q: Any, scales: Any, mode: str, output_dtype: npt.DTypeLike = np.
         sr = a.input(scales, "scales", contiguous=True)
         name = dtype_arg(output_dtype, "output_dtype")
         output, outr = a.output(out, "out", tuple(qr.shape), name, like=q)
-    _commfuse.dequantize(qr, sr, str(mode), outr, 0 if group_size is None else int(group_size))
+        group = 0 if group_size is None else a.integer(group_size, "group_size")
+    _commfuse.dequantize(qr, sr, str(mode), outr, group)
     return output
