@@ -39,7 +39,7 @@ import numpy.typing as npt
 
 from . import _commfuse
 from ._dtypes import INT4, NUMPY_DTYPES, TORCH_DTYPES, canonical, format_of
-from ._errors import Error, InvalidArgument
+from ._errors import Error, InvalidArgument, NullPointerError
 
 _KDL_CUDA = 2  # DLPack's device type of CUDA memory
 _UINT_OF_SIZE = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
@@ -267,6 +267,8 @@ class Args:
             ref = _fast_numpy_ref(x, contiguous, False)
             if ref is not None:
                 return ref
+        if x is None:  # SPEC §0: a required tensor that is null
+            raise NullPointerError(f"{what} is None (a required tensor)")
         try:
             return tensor_ref(x, dtype, contiguous=contiguous, fn=self.fn)
         except Error as e:

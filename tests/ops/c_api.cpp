@@ -191,7 +191,7 @@ int case_c_api(commfuse::Comm& comm) {
     // Every rank rejects (nothing is sent), so the communicator stays usable.
     EXPECT(commfuseAllGatherMatmulV2GetWorkspaceSize(
                cq1.get(), cq2.get(), nullptr, nullptr, nullptr, group.c_str(), 0, 0, 1, cout.get(),
-               cg.get(), &ws, &exec) == COMMFUSE_PARAM_NULLPTR,
+               cg.get(), &ws, &exec) == COMMFUSE_PARAM_INVALID,
            "missing x2 scale: %s", commfuseGetLastErrorMessage());
     EXPECT(std::string(commfuseGetLastErrorMessage()).find("x2_scale is required") !=
                std::string::npos,

@@ -148,6 +148,8 @@ def _rejection_body(rank, case):
                                                   None if bad else R)
         elif case == "broadcast_root_huge":
             op = lambda: comm.broadcast(np.ones(4, F32), root=2**40 if bad else 0)
+        elif case == "none_input":  # SPEC §0: a required tensor that is null: PARAM_NULLPTR
+            op = lambda: commfuse.mm_all_reduce_base(None if bad else x, w, comm.name)
         outcome = _outcome(op)
         return outcome, comm.usable, comm.all_reduce(np.full(4, rank + 1, F32)).tolist()
 
@@ -188,15 +190,23 @@ REJECTIONS = {
 }
 
 
-@pytest.mark.parametrize("case", list(REJECTIONS))
+# Rejections whose status is PARAM_NULLPTR rather than PARAM_INVALID.
+NULL_REJECTIONS = {
+    "none_input": r"mm_all_reduce_base\(rank 1\): x1 is None \(a required tensor\)",
+}
+
+
+@pytest.mark.parametrize("case", list(REJECTIONS) + list(NULL_REJECTIONS))
 def test_rejection_fails_the_call_not_the_group(case):
     outcomes = run(_rejection_body, 2, case)
     (bad, _, _), (good, _, _) = outcomes[1], outcomes[0]
-    assert bad is not None and bad[:2] == ("InvalidArgument", 161002), bad
-    assert re.search(REJECTIONS[case], bad[2]), bad[2]
+    status = ("NullPointerError", 161001) if case in NULL_REJECTIONS else ("InvalidArgument", 161002)
+    pattern = NULL_REJECTIONS.get(case) or REJECTIONS[case]
+    assert bad is not None and bad[:2] == status, bad
+    assert re.search(pattern, bad[2]), bad[2]
     # The peer did not wait for the deadline: it failed naming rank 1's reason.
     assert good is not None and good[:2] == ("RuntimeFailure", 361001), good
-    assert "rank 1 rejected" in good[2] and re.search(REJECTIONS[case], good[2]), good[2]
+    assert "rank 1 rejected" in good[2] and re.search(pattern, good[2]), good[2]
     # Nothing was sent: the communicator is usable on both ranks and the next call works.
     for _, usable, after in outcomes:
         assert usable and after == [3.0] * 4, (usable, after)

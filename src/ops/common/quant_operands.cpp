@@ -103,9 +103,9 @@ QuantScales check_quant_scales(const OpContext& ctx, DType x1_dtype, DType x2_dt
   q.a_dtype = x1_dtype;
   q.b_dtype = x2_dtype;
   const bool a8w8 = q.mode == QuantMatmulMode::kA8W8;
-  if (!has2)
-    ctx.reject(Status::kParamNullptr, "x2_scale is required for quantized x1 (",
-               dtype_name(x1_dtype), ", ", quant_matmul_mode_name(q.mode), " mode)");
+  if (!has2)  // PARAM_INVALID, not NULLPTR: SPEC §6 lists it with the argument errors
+    ctx.invalid("x2_scale is required for quantized x1 (", dtype_name(x1_dtype), ", ",
+                quant_matmul_mode_name(q.mode), " mode)");
   const TensorView& s2 = *x2_scale;
   check_scale_tensor(ctx, "x2_scale", s2);
   if (shape_is(s2, {1})) {
