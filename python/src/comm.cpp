@@ -81,6 +81,7 @@ bool overlap(const TensorRef& a, const TensorRef& b) {
 
 // The rules every collective shares: dense buffers, one dtype, dst writable, src and dst
 // disjoint (all_reduce: equal is allowed too), and the element counts the collective needs.
+// Messages name the Python arguments: src is `x`, dst is `out`.
 // The collectives move host memory only (the CUDA backend runs the operators).
 void check_host(Comm& c, const char* op, const char* name, const TensorRef& t) {
   if (t.view.device != Device{})
@@ -90,27 +91,27 @@ void check_host(Comm& c, const char* op, const char* name, const TensorRef& t) {
 
 void check_pair(Comm& c, const char* op, const TensorRef& src, const TensorRef& dst,
                 int64_t src_count, int64_t dst_count, bool same_allowed) {
-  check_host(c, op, "src", src);
-  check_host(c, op, "dst", dst);
-  if (!src.contiguous()) reject(c, op, "src must be row-major contiguous");
-  if (!dst.contiguous()) reject(c, op, "dst must be row-major contiguous");
-  if (dst.read_only) reject(c, op, "dst is read-only");
+  check_host(c, op, "x", src);
+  check_host(c, op, "out", dst);
+  if (!src.contiguous()) reject(c, op, "x must be row-major contiguous");
+  if (!dst.contiguous()) reject(c, op, "out must be row-major contiguous");
+  if (dst.read_only) reject(c, op, "out is read-only");
   if (src.view.dtype != dst.view.dtype)
-    reject(c, op, "dst dtype is ", dtype_name(dst.view.dtype), " but src dtype is ",
+    reject(c, op, "out dtype is ", dtype_name(dst.view.dtype), " but x dtype is ",
            dtype_name(src.view.dtype));
   if (src.view.numel() != src_count || dst.view.numel() != dst_count)
-    reject(c, op, "src has ", src.view.numel(), " and dst ", dst.view.numel(),
+    reject(c, op, "x has ", src.view.numel(), " and out ", dst.view.numel(),
            " elements but need ", src_count, " and ", dst_count);
   const bool same = src.view.data == dst.view.data;
   if (overlap(src, dst) && !(same && same_allowed))
-    reject(c, op, "src and dst overlap", same_allowed ? " (only src == dst is allowed)" : "");
+    reject(c, op, "x and out overlap", same_allowed ? " (only out=x is allowed)" : "");
 }
 
-// src's element count must split into world_size blocks.
+// src's (x's) element count must split into world_size blocks.
 int64_t block_count(Comm& c, const char* op, const TensorRef& src) {
   const int64_t n = src.view.numel();
   if (n % c.world_size() != 0)
-    reject(c, op, "src has ", n, " elements, not a multiple of the world size ", c.world_size());
+    reject(c, op, "x has ", n, " elements, not a multiple of the world size ", c.world_size());
   return n / c.world_size();
 }
 
@@ -166,9 +167,9 @@ void bind_comm(nb::module_& m) {
           [](PyComm& p, const TensorRef& buf, int root) {
             const std::shared_ptr<Comm> held = p.get("broadcast");
             Comm& c = *held;
-            check_host(c, "broadcast", "buf", buf);
-            if (!buf.contiguous()) reject(c, "broadcast", "buf must be row-major contiguous");
-            if (buf.read_only) reject(c, "broadcast", "buf is read-only");
+            check_host(c, "broadcast", "x", buf);
+            if (!buf.contiguous()) reject(c, "broadcast", "x must be row-major contiguous");
+            if (buf.read_only) reject(c, "broadcast", "x is read-only");
             const auto count = static_cast<size_t>(buf.view.numel());
             nb::gil_scoped_release release;
             c.broadcast(buf.view.data, count, buf.view.dtype, root);

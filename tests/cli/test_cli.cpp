@@ -196,6 +196,7 @@ TEST(Cli, BadValuesAreUsageErrorsNamingOptionAndValue) {
       {{"launch", "-n", "x", "true"}, "-n", "x"},
       {{"launch", "-n", "2x", "true"}, "-n", "2x"},
       {{"launch", "--grace", "soon", "-n", "2", "true"}, "--grace", "soon"},
+      {{"launch", "--grace", "1e308", "-n", "2", "true"}, "--grace", "1e308"},
   };
   for (const auto& c : cases) {
     const auto r = cli(c.args);

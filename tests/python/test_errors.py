@@ -173,11 +173,11 @@ REJECTIONS = {
     "a2a_combination": r"alltoall_quant_matmul\(rank 1\): unsupported combination x1 float16, "
                        r"x2 int8, x1QuantMode 3",
     "a2a_world_size": r"alltoall_matmul\(rank 1\): world_size is 3 but group has 2 ranks",
-    "collective_count": r"all_reduce\(rank 1\): src has 16 and dst 5 elements",
+    "collective_count": r"all_reduce\(rank 1\): x has 16 and out 5 elements",
     "collective_dtype": r"all_reduce\(rank 1\): dtype float8_e4m3fn cannot be summed",
     "collective_bool_sum": r"reduce_scatter\(rank 1\): dtype bool cannot be summed \(only ",
     "collective_op": r"all_reduce\(rank 1\): op is 'max' but only 'sum' is supported",
-    "collective_split": r"reduce_scatter\(rank 1\): src has 3 elements, not a multiple",
+    "collective_split": r"reduce_scatter\(rank 1\): x has 3 elements, not a multiple",
     "world_size_none": r"all_gather_base_mm\(rank 1\): world_size must be an integer, got "
                        r"NoneType None",
     "world_size_float": r"mm_reduce_scatter_base\(rank 1\): world_size must be an integer, "

@@ -25,7 +25,8 @@ constexpr const char* kHelp =
     "\n"
     "options:\n"
     "  -n, --nprocs W   number of ranks (required, at least 1)\n"
-    "  --grace S        seconds from SIGTERM to SIGKILL when stopping ranks (default 5)\n"
+    "  --grace S        after a rank fails, seconds the others get to exit by themselves\n"
+    "                   before SIGTERM, and again before SIGKILL (default 5, at most 1e7)\n"
     "  --port P         MASTER_PORT (default: a free port on 127.0.0.1)\n"
     "  --no-prefix      pass the ranks' output through unchanged\n"
     "  -h, --help       this text\n"
@@ -94,6 +95,8 @@ int cmd_launch(int argc, char** argv) {
         have_n = true;
       } else if ((v = option_value(argc, argv, i, "--grace", &missing))) {
         opts.grace_s = parse_real("--grace", *v, 0);
+        if (opts.grace_s > 1e7)
+          return usage_error("--grace: '" + std::string(*v) + "' must be at most 1e7 (seconds)");
       } else if ((v = option_value(argc, argv, i, "--port", &missing))) {
         opts.port = parse_int("--port", *v, 1, 65535);
       } else if (missing) {

@@ -65,7 +65,7 @@ AllGatherMatmulProblem validate_all_gather_matmul(const TensorView& x1, const Te
     p.gather_out = gather_out.data;
   } else if (gather_out.present()) {
     // Absent or the empty (0,) tensor torch returns for gather_output=False.
-    check_shape(ctx, "gather_out", gather_out, {0}, "(0,) (gather_output is false)");
+    check_shape(ctx, "gather_out", gather_out, {0}, "(empty: gather_output is false)");
   }
   p.comm_turn = options.comm_turn;
   p.device = device;
