@@ -187,6 +187,10 @@ def test_quantize_errors():
         commfuse.quantize(x, np.complex64, "per_token_group")
     with pytest.raises(commfuse.InvalidArgument, match="multiple of 128"):
         commfuse.quantize(np.ones((2, 100), F32), np.int8, "per_token_group")
+    # int4 codes pack in pairs along H: an odd H is named as such, not as a q shape mismatch.
+    with pytest.raises(commfuse.InvalidArgument,
+                       match=r"^quantize: x dim 1 \(H\) is 5 but int4 codes are packed in pairs"):
+        commfuse.quantize(np.ones((2, 5), F32), "int4", "per_token")
     # A plain uint8 array is uint8 data (HiFloat8 codes need dtype="hifloat8"): no code type.
     with pytest.raises(commfuse.InvalidArgument,
                        match="^dequantize: q dtype is uint8 but mode per_token_group takes int8, "

@@ -28,15 +28,16 @@ RowLayout check_per_token(const char* fn, const char* fname, const TensorView& f
                " dims but mode per_token takes (rows, H) or (b, s, H)");
   CF_CHECK_ARG(q.dtype == DType::kInt8 || q.dtype == DType::kInt4, fn, ": q dtype is ",
                dtype_name(q.dtype), " but mode per_token takes int8 or int4");
+  RowLayout l;
+  l.h = f.shape[f.ndim - 1];
+  // Before q's shape: a q made for an odd H cannot match it either, and this is the cause.
+  CF_CHECK_ARG(q.dtype != DType::kInt4 || l.h % 2 == 0, fn, ": ", fname, " dim ", f.ndim - 1,
+               " (H) is ", l.h, " but int4 codes are packed in pairs along it: H must be even");
   bool same = q.ndim == f.ndim;
   for (int i = 0; same && i < f.ndim; ++i) same = q.shape[i] == f.shape[i];
   CF_CHECK_ARG(same, fn, ": q shape does not match ", fname, "'s (must be equal)");
-  RowLayout l;
-  l.h = f.shape[f.ndim - 1];
   l.rows = f.numel() / l.h;
   l.qmax = q.dtype == DType::kInt8 ? kernels::cpu::kInt8QuantMax : kernels::cpu::kInt4QuantMax;
-  CF_CHECK_ARG(q.dtype != DType::kInt4 || l.h % 2 == 0, fn, ": ", fname, " dim ", f.ndim - 1,
-               " (H) is ", l.h, " but int4 codes are packed in pairs along it: H must be even");
   CF_CHECK_ARG(scales.dtype == DType::kFloat32, fn, ": scales dtype is ", dtype_name(scales.dtype),
                " but mode per_token uses float32");
   bool ok = scales.ndim == f.ndim - 1;
