@@ -304,8 +304,10 @@ struct MatmulReduceOptions {
   const PackedWeight* packed_x2 = nullptr;  // as AllGatherMatmulOptions::packed_x2
 };
 
+class Plan;
 namespace ops {
 class PlanImpl;
+void execute_once(Plan& plan, void* stream);  // the one-call functions' body
 }  // namespace ops
 
 // Plan then execute (SPEC §0 "Two phases"). An operator's plan class (AllGatherMatmulPlan
@@ -345,6 +347,7 @@ class Plan {
   const ops::PlanImpl& impl() const;
 
  private:
+  friend void ops::execute_once(Plan& plan, void* stream);
   std::unique_ptr<ops::PlanImpl> impl_;
 };
 

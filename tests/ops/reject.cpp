@@ -638,6 +638,30 @@ int case_reject_peer(commfuse::Comm& comm) {
     std::printf("rank %d: got expected RUNTIME_ERROR: %s\n", me, e.what());
   }
   if (me == 1) EXPECT(out == std::vector<uint8_t>(out.size(), 0xCD), "rank 1's output was written");
+
+  // Rank 1's one-call matmul_reduce_scatter plans, but its workspace (the fp32 partial of m·n
+  // = 3·2^46 elements: more than the address space) cannot be allocated: RUNTIME_ERROR "out of
+  // memory" there, and its peers, already executing with a small shape, fail at once naming
+  // rank 1 (they waited for COMMFUSE_TIMEOUT_S before, and the communicator was lost). Rank 1's
+  // buffers are never touched: nothing runs.
+  const int64_t huge_m = int64_t{3} << 22, huge_n = int64_t{1} << 24;
+  const bool huge = me == 1;
+  const int64_t m = huge ? huge_m : kM * R, n = huge ? huge_n : kN;
+  try {
+    commfuse::matmul_reduce_scatter(TensorView(in.data(), kF16, {m, kK}),
+                                    TensorView(in.data(), kF16, {kK, n}), comm.name(), R,
+                                    TensorView(out.data(), kF16, {m / R, n}));
+    EXPECT(false, "rank %d: no error", me);
+  } catch (const commfuse::RuntimeFailure& e) {
+    const char* want = huge ? "matmul_reduce_scatter(rank 1): out of memory allocating"
+                            : "rank 1 rejected the call";
+    EXPECT(std::strstr(e.what(), want) != nullptr, "rank %d: '%s' lacks '%s'", me, e.what(), want);
+    std::printf("rank %d: got expected RUNTIME_ERROR: %s\n", me, e.what());
+  }
+  // Nothing was sent: the communicator still works.
+  std::vector<float> one(4, 1.0f), sum(4);
+  comm.all_reduce(one.data(), sum.data(), one.size(), DType::kFloat32);
+  EXPECT(sum[3] == static_cast<float>(R), "all_reduce after the failed call gave %g", sum[3]);
   return 0;
 }
 

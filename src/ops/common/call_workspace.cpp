@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "core/error.hpp"
+#include "ops/common/plan_impl.hpp"
 
 namespace commfuse::ops {
 namespace {
@@ -114,8 +116,13 @@ CallWorkspace::~CallWorkspace() {
 }
 
 void execute_once(Plan& plan, void* stream) {
-  const CallWorkspace workspace(plan.workspace_size());
-  plan.execute(workspace.data(), plan.workspace_size(), stream);
+  std::optional<CallWorkspace> workspace;
+  try {
+    workspace.emplace(plan.workspace_size());
+  } catch (const Error& e) {  // out of memory, on this rank only perhaps: fail the call everywhere
+    plan.impl().reject(e.code(), e.what());
+  }
+  plan.execute(workspace->data(), plan.workspace_size(), stream);
 }
 
 }  // namespace commfuse::ops

@@ -22,6 +22,13 @@ void tell_peers_rejected(std::string_view group, const char* message) {
   }
 }
 
+void reject_call(const char* op, std::string_view group, int rank, Status code,
+                 const std::string& why) {
+  const std::string message = detail::cat(op, "(rank ", rank, "): ", why);
+  tell_peers_rejected(group, message.c_str());
+  detail::throw_status(code, message);
+}
+
 namespace {
 
 comm::CommImpl& comm_for_execute(const char* op, const std::string& group, int planned_rank,

@@ -46,6 +46,9 @@ class OpContext {
 // rejected its call (Transport::reject): those already inside the call fail it naming this
 // rank, and the communicator stays usable. Never throws.
 void tell_peers_rejected(std::string_view group, const char* message);
+// "op(rank r): why", told to the peers of group (tell_peers_rejected), then thrown as code.
+[[noreturn]] void reject_call(const char* op, std::string_view group, int rank, Status code,
+                              const std::string& why);
 
 // The plan step of an operator (validation and planning, before anything is sent): any
 // error it throws is this rank's rejection of the call, told to the peers before it

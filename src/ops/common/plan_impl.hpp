@@ -30,6 +30,11 @@ class PlanImpl {
   // stream: a device plan's cudaStream_t for this call (null: the plan's own); host plans
   // ignore it.
   virtual void execute(void* workspace, size_t workspace_bytes, void* stream) const = 0;
+  // Fails the planned call on every rank: the peers fail it naming this rank (the
+  // communicator stays usable) and this rank throws code with `why`, prefixed with the op
+  // and rank. For what goes wrong on one rank between plan and execute: the one-call
+  // functions' workspace allocation.
+  [[noreturn]] virtual void reject(Status code, const std::string& why) const = 0;
 };
 
 // The defaults: the plan's workspace_bytes and its schedule's name.
@@ -65,6 +70,9 @@ class OpPlan final : public PlanImpl {
   std::string description() const override { return describe(data_); }
   void execute(void* workspace, size_t workspace_bytes, void* stream) const override {
     execute_plan(data_, workspace, workspace_bytes, stream);
+  }
+  [[noreturn]] void reject(Status code, const std::string& why) const override {
+    reject_call(data_.signature.op, data_.problem.group, data_.problem.rank, code, why);
   }
   const Data& data() const { return data_; }
 
