@@ -374,11 +374,12 @@ void plan_huge_shapes(commfuse::Comm& comm, Buffers& b, const std::string& rank)
   no_gather.gather_output = false;
   // An x2 of 2^61 elements: "not supported" by the CPU GEMM (it takes < 2^31: oneDNN's
   // kernels divided by zero on such shapes), named by the op, never an overflow or a crash.
-  expect_error("huge x2", Status::kParamInvalid, {"all_gather_matmul", "not supported", "x2"}, [&] {
-    commfuse::AllGatherMatmulPlan p(TensorView(b.i(), kF16, {kM, k}),
-                                    TensorView(b.i(), kF16, {k, n}), comm.name(), R,
-                                    TensorView(b.o(), kF16, {kM * R, n}), TensorView(), no_gather);
-  });
+  expect_error("huge x2", Status::kParamInvalid,
+               {"all_gather_matmul", rank.c_str(), "not supported", "x2"}, [&] {
+                 commfuse::AllGatherMatmulPlan p(
+                     TensorView(b.i(), kF16, {kM, k}), TensorView(b.i(), kF16, {k, n}), comm.name(),
+                     R, TensorView(b.o(), kF16, {kM * R, n}), TensorView(), no_gather);
+               });
   // The largest x2 it takes (2^31 - 1 elements) plans, with the widened fp32 copy of x2 in
   // its workspace where 16-bit inputs run widened.
   const int64_t k1 = 1, n1 = (int64_t{1} << 31) - 1;

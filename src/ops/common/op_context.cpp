@@ -22,6 +22,16 @@ void tell_peers_rejected(std::string_view group, const char* message) {
   }
 }
 
+std::string op_and_rank(const char* op, std::string_view group) {
+  if (group.data() != nullptr) {
+    try {
+      return detail::cat(op, "(rank ", find_comm(group).rank(), ")");
+    } catch (const Error&) {  // no such group
+    }
+  }
+  return op;
+}
+
 void reject_call(const char* op, std::string_view group, int rank, Status code,
                  const std::string& why) {
   const std::string message = detail::cat(op, "(rank ", rank, "): ", why);

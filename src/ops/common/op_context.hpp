@@ -46,6 +46,8 @@ class OpContext {
 // rejected its call (Transport::reject): those already inside the call fail it naming this
 // rank, and the communicator stays usable. Never throws.
 void tell_peers_rejected(std::string_view group, const char* message);
+// "op(rank r)" for this rank of group, or "op" where there is no such group.
+std::string op_and_rank(const char* op, std::string_view group);
 // "op(rank r): why", told to the peers of group (tell_peers_rejected), then thrown as code.
 [[noreturn]] void reject_call(const char* op, std::string_view group, int rank, Status code,
                               const std::string& why);
@@ -54,7 +56,8 @@ void tell_peers_rejected(std::string_view group, const char* message);
 // error it throws is this rank's rejection of the call, told to the peers before it
 // propagates, so that a bad argument on one rank neither hangs the others nor breaks the
 // communicator. An error from a lower layer (the GEMM planner's "matmul: ...") gets the
-// operator's name in front, with its status code (SPEC §0: every message names the op).
+// operator's name and this rank in front, with its status code (SPEC §0: every message names
+// the op and the rank).
 template <typename F>
 auto plan_or_reject(const char* op, std::string_view group, F&& plan) {
   try {
@@ -64,7 +67,7 @@ auto plan_or_reject(const char* op, std::string_view group, F&& plan) {
       tell_peers_rejected(group, e.what());
       throw;
     }
-    const std::string named = detail::cat(op, ": ", e.what());
+    const std::string named = detail::cat(op_and_rank(op, group), ": ", e.what());
     tell_peers_rejected(group, named.c_str());
     detail::throw_status(e.code(), named);
   } catch (const std::exception& e) {
