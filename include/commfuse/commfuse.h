@@ -133,7 +133,9 @@ commfuseStatus_t commfuseAllToAll(const void* sendbuf, void* recvbuf, uint64_t c
  *     once naming this rank) and creates an executor;
  *   Xxx(workspace, workspaceSize, executor, stream)
  *     runs it. The executor is consumed by this call, successful or not (as aclnn's is);
- *     an executor that will not be run is freed with commfuseDestroyOpExecutor.
+ *     an executor that will not be run is freed with commfuseDestroyOpExecutor. Running or
+ *     destroying a consumed executor again is PARAM_INVALID on this rank (an executor is an
+ *     opaque handle, never reused, not a pointer to dereference).
  * The tensors' memory must stay valid until the second call returns; the descriptors
  * themselves may be destroyed right after the first call. workspace must be 4-byte aligned
  * and hold workspaceSize bytes (null when 0). stream is for GPU builds; pass NULL on CPU.
