@@ -20,7 +20,7 @@ void usage(FILE* out) {
       "commands:\n"
       "  info        version, build, backends, CPU features, oneDNN/MPI, parameters\n"
       "  demo        the main job: operators across local ranks, verified, timed\n"
-      "              (number formats, then all_gather_matmul on 8 ranks vs float64)\n"
+      "              (number formats, then the operators on 8 ranks vs float64)\n"
       "  selfcheck   number formats: SPEC check values, bulk vs reference, throughput\n"
       "  bench       bench <benchmark> [options]: collectives, fused matmul and quantized\n"
       "              operators timed against OpenMPI and the unfused composition in the\n"
