@@ -70,6 +70,25 @@ void set_int4(uint8_t* p, size_t i, int8_t v) {
                  : static_cast<uint8_t>((byte & 0xF0) | nib);
 }
 
+// x as a float rounded to odd: the float toward zero, its last bit set where x is not
+// exact. Rounding that once more to a narrower format (round half to even) gives x rounded
+// once (the float keeps at least two more bits than bf16, fp16 and the 8-bit formats),
+// where rounding x to nearest float first rounded some integers twice: int32 16842753
+// (2^24 + 2^16 + 1) became 2^24 in bf16, one ulp from the nearest.
+float int_to_f32_odd(int64_t x) {
+  float f = static_cast<float>(x);  // to nearest, even
+  constexpr float kTwo63 = 9223372036854775808.0f;
+  if (f < kTwo63 && static_cast<int64_t>(f) == x) return f;  // exact (-2^63 included)
+  const bool away =
+      f >= kTwo63 || (x > 0 ? static_cast<int64_t>(f) > x : static_cast<int64_t>(f) < x);
+  if (away) f = std::nextafter(f, 0.0f);
+  uint32_t bits = 0;
+  std::memcpy(&bits, &f, sizeof bits);
+  bits |= 1u;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
 void to_f32(const void* src, DType t, size_t offset, float* dst, size_t n) {
   const auto* b = static_cast<const uint8_t*>(src);
   switch (t) {
@@ -230,7 +249,11 @@ void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_
   CF_CHECK_NOTNULL(src, "convert: src is null (count ", count, ")");
   CF_CHECK_NOTNULL(dst, "convert: dst is null (count ", count, ")");
 
-  if (src_dtype == dst_dtype && src_dtype != DType::kInt4) {
+  // The same format is a copy, except where saturating changes codes: the infinities of
+  // e5m2 and HiFloat8 (SPEC §1: saturating gives the largest finite value instead).
+  const bool saturates =
+      saturate && (src_dtype == DType::kFloat8E5M2 || src_dtype == DType::kHiFloat8);
+  if (src_dtype == dst_dtype && src_dtype != DType::kInt4 && !saturates) {
     std::memmove(dst, src, dtype_storage_bytes(src_dtype, count));
     return;
   }
@@ -245,6 +268,10 @@ void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_
       from_f32(static_cast<const float*>(src) + off, dst, dst_dtype, off, n, saturate);
     } else if (dst_dtype == DType::kFloat32) {
       to_f32(src, src_dtype, off, static_cast<float*>(dst) + off, n);
+    } else if (src_dtype == DType::kInt32 || src_dtype == DType::kInt64) {
+      // Not exact in float: rounded to odd first, so that the target rounds them once.
+      for (size_t i = 0; i < n; ++i) block[i] = int_to_f32_odd(int_at(src, src_dtype, off + i));
+      from_f32(block, dst, dst_dtype, off, n, saturate);
     } else {
       to_f32(src, src_dtype, off, block, n);
       from_f32(block, dst, dst_dtype, off, n, saturate);

@@ -109,6 +109,30 @@ TEST(ConvertInt, IntegerToIntegerIsExactOrSaturating) {
   EXPECT_EQ(back, big);
 }
 
+// Integers to narrower floats are rounded once, to nearest even: through fp32 to nearest
+// first, 2^24 + 2^16 + 1 became 2^24 in bf16 (one ulp, 2^17, from the nearest, 2^24 + 2^17).
+TEST(ConvertInt, IntegerToNarrowFloatRoundsOnce) {
+  auto bf16_of = [](double v) {  // v's bf16 bits when v is a bf16 value
+    const float f = static_cast<float>(v);
+    uint32_t u = 0;
+    std::memcpy(&u, &f, sizeof u);
+    EXPECT_EQ(u & 0xFFFFu, 0u) << v;
+    return static_cast<uint16_t>(u >> 16);
+  };
+  const int32_t i32[] = {(1 << 24) + (1 << 16) + 1, -((1 << 24) + (1 << 16) + 1), 1077936129,
+                         (1 << 24) + (1 << 16)};  // the last a tie: to even, 2^24
+  const double want32[] = {16908288.0, -16908288.0, 1082130432.0, 16777216.0};
+  uint16_t got[4];
+  commfuse::convert(i32, DType::kInt32, got, DType::kBFloat16, 4);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(got[i], bf16_of(want32[i])) << i32[i];
+  const int64_t i64[] = {(int64_t{1} << 62) + (int64_t{1} << 54) + 1, INT64_MAX, INT64_MIN,
+                         (int64_t{1} << 53) + (int64_t{1} << 45) + 1};
+  const double want64[] = {4647714815446351872.0, 9223372036854775808.0, -9223372036854775808.0,
+                           9077567998918656.0};
+  commfuse::convert(i64, DType::kInt64, got, DType::kBFloat16, 4);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(got[i], bf16_of(want64[i])) << i64[i];
+}
+
 TEST(ConvertCApi, SuccessAndStatusCodes) {
   const float one = 1.0f;
   uint16_t bf = 0;
@@ -172,6 +196,19 @@ TEST(ConvertCApi, SaturateFlag) {
   ASSERT_EQ(commfuseConvert(&big, COMMFUSE_FLOAT32, &c, COMMFUSE_FLOAT8_E4M3FN, 1, 1),
             COMMFUSE_SUCCESS);
   EXPECT_EQ(c, 0x7E);
+  // Within one format too: an infinity saturates to the largest finite code (it was copied).
+  const uint8_t inf[] = {0x7C, 0xFC, 0x7B};  // e5m2 +inf, -inf, +57344
+  uint8_t out[3];
+  ASSERT_EQ(commfuseConvert(inf, COMMFUSE_FLOAT8_E5M2, out, COMMFUSE_FLOAT8_E5M2, 3, 1),
+            COMMFUSE_SUCCESS);
+  EXPECT_EQ(std::vector<uint8_t>(out, out + 3), (std::vector<uint8_t>{0x7B, 0xFB, 0x7B}));
+  ASSERT_EQ(commfuseConvert(inf, COMMFUSE_FLOAT8_E5M2, out, COMMFUSE_FLOAT8_E5M2, 3, 0),
+            COMMFUSE_SUCCESS);
+  EXPECT_EQ(std::vector<uint8_t>(out, out + 3), (std::vector<uint8_t>{0x7C, 0xFC, 0x7B}));
+  const uint8_t hif8_inf[] = {0x6F, 0xEF};  // HiFloat8 +-inf
+  ASSERT_EQ(commfuseConvert(hif8_inf, COMMFUSE_HIFLOAT8, out, COMMFUSE_HIFLOAT8, 2, 1),
+            COMMFUSE_SUCCESS);
+  EXPECT_EQ(std::vector<uint8_t>(out, out + 2), (std::vector<uint8_t>{0x6E, 0xEE}));
 }
 
 TEST(ConvertCApi, Int4PackUnpackAndNames) {
