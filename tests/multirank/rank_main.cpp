@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "another_comm.hpp"
@@ -263,6 +264,26 @@ std::unique_ptr<commfuse::Comm> second_comm(commfuse::Comm& c) {
 }
 
 // Rank 1 calls all_reduce with a different count, then (new comm) with a different dtype.
+// Rank 1 reaches an all_reduce after its peers gave up on it (COMMFUSE_TIMEOUT_S=1, rank 1
+// 2.5 s late): the peers fail naming rank 1, and rank 1 must fail too, naming a peer,
+// although every peer published its data before timing out (it finished the call and
+// reported success before). Every rank then finds the communicator unusable.
+int case_late_rank(commfuse::Comm& c) {
+  std::vector<float> x(256, 1.0f), y(x.size());
+  if (c.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  try {
+    c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
+    EXPECT(false, "rank %d: the all_reduce succeeded", c.rank());
+  } catch (const commfuse::RuntimeFailure& e) {
+    const char* want = c.rank() == 1 ? "failed: " : "waiting for rank 1";
+    EXPECT(std::strstr(e.what(), want) != nullptr, "rank %d: '%s' lacks '%s'", c.rank(), e.what(),
+           want);
+    std::printf("rank %d: got expected RUNTIME_ERROR: %s\n", c.rank(), e.what());
+  }
+  EXPECT(!c.usable(), "rank %d: still usable", c.rank());
+  return 0;
+}
+
 int case_mismatch(commfuse::Comm& c) {
   std::vector<float> x(1024, 1.0f), y(x.size());
   const size_t n = c.rank() == 1 ? 512 : 1024;
@@ -419,7 +440,7 @@ int main(int argc, char** argv) {
       {"kill_peer", case_kill_peer},       {"mismatch", case_mismatch},
       {"bad_arg", case_bad_arg},           {"c_api", case_c_api},
       {"streams", case_streams},           {"stream_mismatch", case_stream_mismatch},
-      {"dtype_reject", case_dtype_reject},
+      {"dtype_reject", case_dtype_reject}, {"late_rank", case_late_rank},
   };
   if (argc != 2 || !cases.count(argv[1])) {
     std::fprintf(stderr, "usage: %s <case>\n", argv[0]);

@@ -94,10 +94,11 @@ void PeerSet::publish(uint32_t phase) {
   if (c.waiters.load(std::memory_order_seq_cst) != 0) futex_wake_all(&c.progress);
 }
 
-void PeerSet::abort(const std::string& reason) {
+void PeerSet::abort(const std::string& reason, uint32_t call) {
   Control& c = mine();
   if (c.aborted.load() != 0) return;
   std::snprintf(c.reason, sizeof(c.reason), "%s", reason.c_str());
+  c.aborted_call.store(call, std::memory_order_relaxed);
   c.aborted.store(1, std::memory_order_seq_cst);
   // Wake everyone sleeping on us so they see the abort now, not at their next timeout.
   c.progress.fetch_add(0, std::memory_order_seq_cst);
@@ -152,15 +153,29 @@ void PeerSet::check_peers(int peer, uint32_t target, const char* op) {
   }
 }
 
+// A peer that published the phase and then timed out in the same call (waiting for a rank
+// later still) considers the call failed: so must this rank, which would otherwise finish
+// it with the peer's data and report success (seen: a rank arriving 2 s after its peers
+// timed out completed an all_reduce and stayed usable). The flag shares the phase's cache
+// line, so the check costs no transfer. A peer that aborted in a later call (it finished
+// this one) does not fail this one.
+bool PeerSet::arrived(Control& c, int peer, uint32_t target, const char* op) {
+  if (!reached(c.progress.load(std::memory_order_acquire), target)) return false;
+  if (c.aborted.load(std::memory_order_acquire) != 0 &&
+      static_cast<int32_t>(c.aborted_call.load(std::memory_order_relaxed) - call_) <= 0)
+    fail_waiting(op, target, detail::cat("rank ", peer, " failed: ", c.reason));
+  return true;
+}
+
 void PeerSet::wait(int peer, uint32_t target, const char* op, Wait how) {
   Control& c = of(peer);
   for (int i = 0; i < spin_iters_; ++i) {
-    if (reached(c.progress.load(std::memory_order_acquire), target)) return;
+    if (arrived(c, peer, target, op)) return;
     cpu_relax();
   }
   Clock::time_point yield_until;  // read only by a kPeerCopy wait past yield_iters_
   for (int i = 0;; ++i) {
-    if (reached(c.progress.load(std::memory_order_acquire), target)) return;
+    if (arrived(c, peer, target, op)) return;
     if (i >= yield_iters_) {
       if (how == Wait::kShort || yield_for_.count() == 0) break;
       const auto now = Clock::now();
@@ -176,7 +191,7 @@ void PeerSet::wait(int peer, uint32_t target, const char* op, Wait how) {
   auto next_check = start;
   while (true) {
     const uint32_t seen = c.progress.load(std::memory_order_acquire);
-    if (reached(seen, target)) return;
+    if (arrived(c, peer, target, op)) return;
     const auto now = Clock::now();
     if (now >= next_check) {
       check_peers(peer, target, op);

@@ -19,10 +19,10 @@ namespace commfuse::comm::shm {
 
 // Lives at the start of each rank's segment; written only by its owner (except waiters).
 struct alignas(64) Control {
-  std::atomic<uint32_t> progress;  // phase counter, monotonic (mod 2^32); also the futex word
-  std::atomic<uint32_t> waiters;   // peers sleeping on progress: the owner wakes them
-  std::atomic<uint32_t> aborted;   // nonzero once the owner has failed; reason below
-  uint32_t reserved;
+  std::atomic<uint32_t> progress;      // phase counter, monotonic (mod 2^32); also the futex word
+  std::atomic<uint32_t> waiters;       // peers sleeping on progress: the owner wakes them
+  std::atomic<uint32_t> aborted;       // nonzero once the owner has failed; reason below
+  std::atomic<uint32_t> aborted_call;  // the owner's call number (op_seq) when it failed
   // A 64-bit digest of desc[parity] (call_digest), in the cache line a waiter has just read
   // for `progress`: a call's descriptor check compares digests and reads the descriptors
   // themselves (several cache lines per peer, 0.3-0.5 us of a 0.6 us 64-byte all_reduce at
@@ -74,6 +74,10 @@ class PeerSet {
 
   // Publishes this rank's phase and wakes peers sleeping on it.
   void publish(uint32_t phase);
+  // The transport's call number (op_seq) of the call now in progress: an abort records it,
+  // and a peer's abort during this call or before fails this call's waits even where the
+  // peer had already published the awaited phase (wait).
+  void set_call(uint32_t op_seq) { call_ = op_seq; }
   // How a wait gives up the core once spinning has not sufficed (wait below).
   enum class Wait {
     kShort,  // a few yields, then sleep on the futex
@@ -86,7 +90,10 @@ class PeerSet {
   void wait(int peer, uint32_t target, const char* op, Wait how = Wait::kShort);
   void wait_all(uint32_t target, const char* op, Wait how = Wait::kShort);
   // Marks this rank failed so peers stop waiting for it, with the reason they will report.
-  void abort(const std::string& reason);
+  // call: the call number it fails (set_call's, when failing inside a call; the next one
+  // for an abort between calls, so that peers still finishing the last call are not failed).
+  void abort(const std::string& reason, uint32_t call);
+  void abort(const std::string& reason) { abort(reason, call_); }
   pid_t pid(int r) const { return processes_[r].pid; }
   // A CMA read of peer's memory failed with errno err: aborts naming why (the peer failed,
   // died, or the kernel refused) and throws RUNTIME_ERROR.
@@ -95,9 +102,13 @@ class PeerSet {
  private:
   [[noreturn]] void fail_waiting(const char* op, uint32_t target, const std::string& why);
   void check_peers(int peer, uint32_t target, const char* op);
+  // The awaited phase is published: true, unless the peer aborted during this call or an
+  // earlier one (then the call fails here, naming it).
+  bool arrived(Control& c, int peer, uint32_t target, const char* op);
   std::string missing_ranks(uint32_t target);
 
   int rank_;
+  uint32_t call_ = 0;
   std::vector<Control*> controls_;
   std::vector<PeerProcess> processes_;
   int spin_iters_;

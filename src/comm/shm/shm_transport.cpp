@@ -189,12 +189,12 @@ void ShmTransport::check_descriptors(const CollDesc& desc, const char* op) {
 
 void ShmTransport::abort(const std::string& reason) {
   if (failure_.empty()) failure_ = reason;
-  peers_.abort(reason);
+  peers_.abort(reason, op_seq_ + 1);  // between calls: from the next one on
 }
 
 void ShmTransport::reject(const std::string& reason) {
   if (!failure_.empty()) return;  // unusable: the peers have been told already
-  ++op_seq_;
+  peers_.set_call(++op_seq_);
   try {
     // The first step of the call the peers are making: its slot is free once they are done
     // with step s-2 (as for any call); this rank's descriptor says "rejected" and nothing

@@ -171,7 +171,7 @@ template <typename Body>
 void ShmTransport::run(const CollDesc& desc, Body&& body) {
   const char* op = coll_op_name(desc.op);
   check_usable(op, rank_, failure_);
-  ++op_seq_;
+  peers_.set_call(++op_seq_);
   try {
     body(op);
   } catch (const CallFailed&) {  // every rank failed it at the first step: still usable
