@@ -135,19 +135,28 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
 
   std::vector<shm::Segment> segments;
   std::vector<shm::PeerProcess> procs;
-  for (int r = 0; r < world_size; ++r) {
-    procs.push_back({static_cast<pid_t>(recs[r].pid), recs[r].start_time});
-    if (r == rank)
-      segments.push_back(std::move(own));
-    else
-      segments.push_back(shm::Segment::open(recs[r].shm_name, shm::region_bytes(slot_bytes)));
+  try {
+    for (int r = 0; r < world_size; ++r) {
+      procs.push_back({static_cast<pid_t>(recs[r].pid), recs[r].start_time});
+      if (r == rank)
+        segments.push_back(std::move(own));
+      else
+        segments.push_back(shm::Segment::open(recs[r].shm_name, shm::region_bytes(slot_bytes)));
+    }
+    // Every rank has mapped every region: the names can go, before the probes below (100 ms
+    // and more), so that a rank killed now leaves nothing in /dev/shm (a create / destroy
+    // loop killed at random moments left one segment in 7 of 10 tries while they ran named).
+    barrier();
+  } catch (...) {  // a peer died or failed before unlinking its name: remove it for it
+    for (int r = 0; r < world_size; ++r)
+      if (r != rank) shm::Segment::unlink_name(recs[r].shm_name);
+    throw;
   }
+  segments[rank].unlink();
   const bool oversubscribed = world_size > cpu::online_cores();
   // Before any slot carries data (the probe uses their first words as scratch).
   const double sync_us = oversubscribed ? -1 : shm::measure_rank_sync_us(rank, segments);
   shm::CmaSupport cma = agree_on_cma(rank, recs, all_gather, oversubscribed, sync_us);
-  barrier();  // every rank has mapped every region: the names can go
-  segments[rank].unlink();
   barrier();  // peers must not see a half-initialised comm fail before this point
 
   char name[64];

@@ -121,6 +121,10 @@ Segment::~Segment() {
   reset();
 }
 
+void Segment::unlink_name(const std::string& name) {
+  shm_unlink(name.c_str());
+}
+
 void Segment::unlink() {
   if (owner_linked_) {
     shm_unlink(name_.c_str());

@@ -24,6 +24,10 @@ class Segment {
 
   // Removes the name; the mapping stays valid. Idempotent.
   void unlink();
+  // Removes a peer's segment name (no error if it is gone): a rank whose group setup failed
+  // after the peers' names were exchanged removes them, so that a peer killed before it
+  // unlinked its own leaves nothing in /dev/shm.
+  static void unlink_name(const std::string& name);
 
   void* data() const { return data_; }
   size_t size() const { return bytes_; }
