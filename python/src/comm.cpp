@@ -40,10 +40,10 @@ class PyComm {
 
   // The communicator, held for one call: a destroy() meanwhile (another thread) frees it
   // when that call drops it.
-  std::shared_ptr<Comm> get(const char* what) const {
+  HeldComm get(const char* what) const {
     std::lock_guard<std::mutex> lock(mutex_);
     CF_CHECK_ARG(comm_ != nullptr, what, ": the communicator was destroyed");
-    return comm_;
+    return HeldComm(comm_);
   }
   bool alive() const {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -100,8 +100,8 @@ void check_pair(Comm& c, const char* op, const TensorRef& src, const TensorRef& 
     reject(c, op, "out dtype is ", dtype_name(dst.view.dtype), " but x dtype is ",
            dtype_name(src.view.dtype));
   if (src.view.numel() != src_count || dst.view.numel() != dst_count)
-    reject(c, op, "x has ", src.view.numel(), " and out ", dst.view.numel(),
-           " elements but need ", src_count, " and ", dst_count);
+    reject(c, op, "x has ", src.view.numel(), " and out ", dst.view.numel(), " elements but need ",
+           src_count, " and ", dst_count);
   const bool same = src.view.data == dst.view.data;
   if (overlap(src, dst) && !(same && same_allowed))
     reject(c, op, "x and out overlap", same_allowed ? " (only out=x is allowed)" : "");
@@ -145,7 +145,7 @@ void bind_comm(nb::module_& m) {
       .def(
           "abort",
           [](PyComm& p, const std::string& reason) {
-            const std::shared_ptr<Comm> held = p.get("abort");
+            const HeldComm held = p.get("abort");
             Comm& c = *held;
             nb::gil_scoped_release release;  // MPI: waits (bounded) to tell the peers
             c.abort(reason);
@@ -156,7 +156,7 @@ void bind_comm(nb::module_& m) {
       .def(
           "barrier",
           [](PyComm& p) {
-            const std::shared_ptr<Comm> held = p.get("barrier");
+            const HeldComm held = p.get("barrier");
             Comm& c = *held;
             nb::gil_scoped_release release;
             c.barrier();
@@ -165,7 +165,7 @@ void bind_comm(nb::module_& m) {
       .def(
           "broadcast",
           [](PyComm& p, const TensorRef& buf, int root) {
-            const std::shared_ptr<Comm> held = p.get("broadcast");
+            const HeldComm held = p.get("broadcast");
             Comm& c = *held;
             check_host(c, "broadcast", "x", buf);
             if (!buf.contiguous()) reject(c, "broadcast", "x must be row-major contiguous");
@@ -178,7 +178,7 @@ void bind_comm(nb::module_& m) {
       .def(
           "all_gather",
           [](PyComm& p, const TensorRef& src, const TensorRef& dst) {
-            const std::shared_ptr<Comm> held = p.get("all_gather");
+            const HeldComm held = p.get("all_gather");
             Comm& c = *held;
             const int64_t n = src.view.numel();
             check_pair(c, "all_gather", src, dst, n, n * c.world_size(), false);
@@ -189,7 +189,7 @@ void bind_comm(nb::module_& m) {
       .def(
           "all_reduce",
           [](PyComm& p, const TensorRef& src, const TensorRef& dst) {
-            const std::shared_ptr<Comm> held = p.get("all_reduce");
+            const HeldComm held = p.get("all_reduce");
             Comm& c = *held;
             const int64_t n = src.view.numel();
             check_pair(c, "all_reduce", src, dst, n, n, true);
@@ -200,7 +200,7 @@ void bind_comm(nb::module_& m) {
       .def(
           "reduce_scatter",
           [](PyComm& p, const TensorRef& src, const TensorRef& dst) {
-            const std::shared_ptr<Comm> held = p.get("reduce_scatter");
+            const HeldComm held = p.get("reduce_scatter");
             Comm& c = *held;
             const int64_t n = block_count(c, "reduce_scatter", src);
             check_pair(c, "reduce_scatter", src, dst, n * c.world_size(), n, false);
@@ -212,7 +212,7 @@ void bind_comm(nb::module_& m) {
       .def(
           "all_to_all",
           [](PyComm& p, const TensorRef& src, const TensorRef& dst) {
-            const std::shared_ptr<Comm> held = p.get("all_to_all");
+            const HeldComm held = p.get("all_to_all");
             Comm& c = *held;
             const int64_t n = block_count(c, "all_to_all", src);
             check_pair(c, "all_to_all", src, dst, n * c.world_size(), n * c.world_size(), false);

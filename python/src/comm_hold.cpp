@@ -1,5 +1,7 @@
 #include "comm_hold.hpp"
 
+#include <nanobind/nanobind.h>
+
 #include <map>
 #include <mutex>
 
@@ -30,14 +32,20 @@ void forget_comm(const std::string& name) {
   if (it != g_comms.end()) it->second.destroyed = true;
 }
 
-std::shared_ptr<Comm> hold_group(const char* op, std::string_view group) {
+HeldComm::~HeldComm() {
+  if (comm_ == nullptr || comm_.use_count() > 1 || !PyGILState_Check()) return;
+  nanobind::gil_scoped_release release;
+  comm_.reset();
+}
+
+HeldComm hold_group(const char* op, std::string_view group) {
   std::lock_guard<std::mutex> lock(g_mutex);
   const auto it = g_comms.find(group);
-  if (it == g_comms.end()) return nullptr;
+  if (it == g_comms.end()) return HeldComm();
   std::shared_ptr<Comm> comm = it->second.comm.lock();
   CF_CHECK_ARG(!it->second.destroyed && comm != nullptr, op, ": group '", group,
                "': the communicator was destroyed");
-  return comm;
+  return HeldComm(std::move(comm));
 }
 
 }  // namespace commfuse::python

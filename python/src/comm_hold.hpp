@@ -11,6 +11,24 @@
 
 namespace commfuse::python {
 
+// A communicator held for one call. Dropping the last hold (a destroy() came meanwhile)
+// frees it with the GIL released: that may wait (MPI_Comm_free, unmapping, the device
+// context's teardown).
+class HeldComm {
+ public:
+  HeldComm() = default;
+  explicit HeldComm(std::shared_ptr<Comm> comm) : comm_(std::move(comm)) {}
+  HeldComm(HeldComm&&) = default;
+  HeldComm& operator=(HeldComm&&) = delete;
+  ~HeldComm();
+  Comm* operator->() const { return comm_.get(); }
+  Comm& operator*() const { return *comm_; }
+  explicit operator bool() const { return comm_ != nullptr; }
+
+ private:
+  std::shared_ptr<Comm> comm_;
+};
+
 // Registers comm (just made by _commfuse.Comm) under its name.
 void register_comm(const std::shared_ptr<Comm>& comm);
 // Marks the communicator named `name` destroyed: holding it fails from now on.
@@ -18,6 +36,6 @@ void forget_comm(const std::string& name);
 // The communicator `group` names, kept alive while the result is; null for a group not made
 // from Python (the library's own lookup then applies). InvalidArgument naming op once it was
 // destroyed.
-std::shared_ptr<Comm> hold_group(const char* op, std::string_view group);
+HeldComm hold_group(const char* op, std::string_view group);
 
 }  // namespace commfuse::python

@@ -25,7 +25,7 @@ void bind_all_gather_matmul(nb::module_& m) {
          const TensorRef& output, const TensorRef* gather_out, const TensorRef* bias,
          int64_t gather_index, bool gather_output, int64_t comm_turn, const TensorRef* x1_scale,
          const TensorRef* x2_scale, uintptr_t stream, const PyPackedWeight* packed_x2) {
-        const std::shared_ptr<Comm> held = hold_group("all_gather_matmul", group);
+        const HeldComm held = hold_group("all_gather_matmul", group);
         constexpr const char* kOp = "all_gather_matmul";
         check_output(kOp, group, "output", output);
         if (gather_out != nullptr) check_output(kOp, group, "gather_out", *gather_out);

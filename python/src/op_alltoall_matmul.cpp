@@ -22,7 +22,7 @@ void bind_alltoall_matmul(nb::module_& m) {
       [](const TensorRef& x1, const TensorRef& x2, const std::string& group,
          const TensorRef& output, const TensorRef* all_to_all_out, const TensorRef* bias,
          bool transpose_x2, uintptr_t stream, const PyPackedWeight* packed_x2) {
-        const std::shared_ptr<Comm> held = hold_group("alltoall_matmul", group);
+        const HeldComm held = hold_group("alltoall_matmul", group);
         constexpr const char* kOp = "alltoall_matmul";
         check_output(kOp, group, "output", output);
         if (all_to_all_out != nullptr)

@@ -25,7 +25,7 @@ void bind_alltoall_quant_matmul(nb::module_& m) {
          const TensorRef* bias, const TensorRef* x1_scale, int64_t x1_quant_mode,
          int64_t x2_quant_mode, bool transpose_x2, uintptr_t stream,
          const PyPackedWeight* packed_x2) {
-        const std::shared_ptr<Comm> held = hold_group("alltoall_quant_matmul", group);
+        const HeldComm held = hold_group("alltoall_quant_matmul", group);
         constexpr const char* kOp = "alltoall_quant_matmul";
         check_output(kOp, group, "output", output);
         if (all_to_all_out != nullptr)

@@ -23,7 +23,7 @@ void bind_matmul_all_reduce(nb::module_& m) {
          const TensorRef& output, const std::string& reduce_op, const TensorRef* bias,
          int64_t comm_turn, const TensorRef* x1_scale, const TensorRef* x2_scale, uintptr_t stream,
          const PyPackedWeight* packed_x2) {
-        const std::shared_ptr<Comm> held = hold_group("matmul_all_reduce", group);
+        const HeldComm held = hold_group("matmul_all_reduce", group);
         check_output("matmul_all_reduce", group, "output", output);
         MatmulReduceOptions options;
         options.reduce_op = reduce_op;

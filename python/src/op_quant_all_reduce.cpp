@@ -21,7 +21,7 @@ void bind_quant_all_reduce(nb::module_& m) {
       "quant_all_reduce",
       [](const TensorRef& x, const TensorRef& scales, const std::string& group,
          const TensorRef& output, const std::string& reduce_op, uintptr_t stream) {
-        const std::shared_ptr<Comm> held = hold_group("quant_all_reduce", group);
+        const HeldComm held = hold_group("quant_all_reduce", group);
         check_output("quant_all_reduce", group, "output", output);
         nb::gil_scoped_release release;
         quant_all_reduce(x.view, scales.view, group, output.view, reduce_op,

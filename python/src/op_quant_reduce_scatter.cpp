@@ -21,7 +21,7 @@ void bind_quant_reduce_scatter(nb::module_& m) {
       "quant_reduce_scatter",
       [](const TensorRef& x, const TensorRef& scales, const std::string& group,
          const TensorRef& output, const std::string& reduce_op, uintptr_t stream) {
-        const std::shared_ptr<Comm> held = hold_group("quant_reduce_scatter", group);
+        const HeldComm held = hold_group("quant_reduce_scatter", group);
         check_output("quant_reduce_scatter", group, "output", output);
         nb::gil_scoped_release release;
         quant_reduce_scatter(x.view, scales.view, group, output.view, reduce_op,

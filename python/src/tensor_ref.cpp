@@ -252,8 +252,8 @@ void bind_tensor_ref(nb::module_& m) {
       "group_info",
       [](std::string_view group) {
         try {
-          const std::shared_ptr<Comm> held = hold_group("group_info", group);  // alive while read
-          Comm& c = held != nullptr ? *held : find_comm(group);
+          const HeldComm held = hold_group("group_info", group);  // alive while read
+          Comm& c = held ? *held : find_comm(group);
           return std::make_tuple(c.rank(), c.world_size());
         } catch (const Error&) {
           return std::make_tuple(-1, -1);
@@ -265,13 +265,11 @@ void bind_tensor_ref(nb::module_& m) {
       [](std::string_view group, const std::string& message) {
         // A Python-side argument error on one rank: rejected like a C++ one (the peers in
         // the call fail it naming this rank; the communicator stays usable).
-        std::shared_ptr<Comm> held;
         try {
-          held = hold_group("reject_group", group);
-        } catch (const Error&) {
-          return;  // destroyed: no peers to tell
+          const HeldComm held = hold_group("reject_group", group);
+          ops::tell_peers_rejected(group, message.c_str());
+        } catch (const Error&) {  // destroyed: no peers to tell
         }
-        ops::tell_peers_rejected(group, message.c_str());
       },
       nb::arg("group"), nb::arg("message"),
       "Tell the peers of the live communicator named `group` (no-op when there is none) "

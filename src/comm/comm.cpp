@@ -67,6 +67,15 @@ bool valid_dtype(DType t) {
 }
 
 // Checks shared by every collective; `what` names the op for messages.
+// Whether `elements` of dtype take at most PTRDIFF_MAX bytes.
+bool fits_a_buffer(DType dtype, size_t elements) {
+  try {
+    return dtype_storage_bytes(dtype, elements) <= static_cast<size_t>(PTRDIFF_MAX);
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 // blocks: count-element blocks in the call's larger buffer (all_gather's dst, reduce_scatter's
 // src, all_to_all's: R; else 1).
 void check_buffers(comm::CommImpl& c, const char* what, const void* src, const void* dst,
@@ -77,10 +86,12 @@ void check_buffers(comm::CommImpl& c, const char* what, const void* src, const v
              detail::cat(what, "(rank ", r, "): dtype value ", static_cast<int>(dtype),
                          " is not a commfuse dtype"));
   // No buffer spans more than PTRDIFF_MAX bytes: a larger count would wrap the byte sizes
-  // the transports compute (2^62 float32 made an all_reduce of 0 bytes).
-  const size_t most = static_cast<size_t>(PTRDIFF_MAX) / static_cast<size_t>(dtype_bits(dtype)) * 8;
+  // the transports compute (2^62 float32 made an all_reduce of 0 bytes), or make their
+  // dtype_storage_bytes throw on this rank alone. Below 2^56 elements nothing can (8-byte
+  // elements at most): the exact check runs only above.
   size_t elements = 0;
-  if (__builtin_mul_overflow(count, static_cast<size_t>(blocks), &elements) || elements > most)
+  const bool wraps = __builtin_mul_overflow(count, static_cast<size_t>(blocks), &elements);
+  if (wraps || (elements >> 56 != 0 && !fits_a_buffer(dtype, elements)))
     c.reject(Status::kParamInvalid,
              detail::cat(what, "(rank ", r, "): count ", count, " is too large: ",
                          blocks > 1 ? detail::cat(blocks, " blocks of that many ") : "",

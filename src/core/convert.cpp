@@ -251,10 +251,15 @@ void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_
 
   // The same format is a copy, except where saturating changes codes: the infinities of
   // e5m2 and HiFloat8 (SPEC §1: saturating gives the largest finite value instead).
-  const bool saturates =
-      saturate && (src_dtype == DType::kFloat8E5M2 || src_dtype == DType::kHiFloat8);
-  if (src_dtype == dst_dtype && src_dtype != DType::kInt4 && !saturates) {
+  if (src_dtype == dst_dtype && src_dtype != DType::kInt4) {
     std::memmove(dst, src, dtype_storage_bytes(src_dtype, count));
+    const bool with_inf = src_dtype == DType::kFloat8E5M2 || src_dtype == DType::kHiFloat8;
+    if (saturate && with_inf) {  // +-inf -> +-largest finite; every other code as it was
+      const uint8_t inf = src_dtype == DType::kFloat8E5M2 ? 0x7C : 0x6F;
+      auto* codes = static_cast<uint8_t*>(dst);
+      for (size_t i = 0; i < count; ++i)
+        if ((codes[i] & 0x7F) == inf) codes[i] = static_cast<uint8_t>(codes[i] - 1);
+    }
     return;
   }
   if (is_integer(src_dtype) && is_integer(dst_dtype)) {

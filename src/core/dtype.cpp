@@ -89,14 +89,16 @@ int dtype_bits(DType dtype) {
 }
 
 size_t dtype_storage_bytes(DType dtype, size_t count) {
-  const int bits = dtype_bits(dtype);
-  size_t total_bits = 0;
-  if (__builtin_mul_overflow(count, static_cast<size_t>(bits), &total_bits) ||
-      total_bits > SIZE_MAX - 7)
+  // Whole bytes of every 8 elements, then the rest: no intermediate count of bits, which
+  // would overflow 8 times sooner than the bytes do.
+  const auto bits = static_cast<size_t>(dtype_bits(dtype));
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(count / 8, bits, &bytes) ||
+      __builtin_add_overflow(bytes, (count % 8 * bits + 7) / 8, &bytes))
     detail::throw_status(Status::kParamInvalid,
                          detail::cat("dtype_storage_bytes: ", count, " ", dtype_name(dtype),
                                      " elements take more bytes than a size_t counts"));
-  return (total_bits + 7) / 8;
+  return bytes;
 }
 
 namespace detail {

@@ -96,7 +96,7 @@ def _body(rank):
                    np.zeros((2, 128), np.int8), CudaLabeled(np.ones((2, 1), F32)), comm.name))
         expect(commfuse.InvalidArgument, "pass its results' arrays",  # no torch to allocate
                lambda: commfuse.mm_all_reduce_base(CudaLabeled(x), CudaLabeled(w), comm.name))
-        expect(commfuse.InvalidArgument, "src is on cuda:0: not supported",
+        expect(commfuse.InvalidArgument, "x is on cuda:0: not supported",
                lambda: comm.all_gather(CudaLabeled(x), np.empty((2 * R, 8), F32)))
         expect(commfuse.InvalidArgument, "q is on cuda:0: not supported",
                lambda: commfuse.dequantize(CudaLabeled(np.zeros((2, 128), np.int8)),

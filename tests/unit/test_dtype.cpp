@@ -98,12 +98,14 @@ TEST(DType, Bits) {
   EXPECT_EQ(commfuse::dtype_storage_bytes(DType::kFloat32, 7), 28u);
   // The largest counts whose bytes a size_t holds, and one past: an error, not a wrapped size.
   const size_t most = SIZE_MAX;
-  EXPECT_EQ(commfuse::dtype_storage_bytes(DType::kInt4, (most - 7) / 4), (most - 7) / 8);
-  EXPECT_EQ(commfuse::dtype_storage_bytes(DType::kFloat32, most / 32), most / 32 * 4);
-  for (const auto& [t, count] : {std::pair{DType::kInt4, most},
+  EXPECT_EQ(commfuse::dtype_storage_bytes(DType::kInt8, most), most);
+  EXPECT_EQ(commfuse::dtype_storage_bytes(DType::kInt4, most), size_t{1} << 63);
+  EXPECT_EQ(commfuse::dtype_storage_bytes(DType::kFloat32, most / 4), most - 3);
+  EXPECT_EQ(commfuse::dtype_storage_bytes(DType::kInt64, most / 8), most - 7);
+  for (const auto& [t, count] : {std::pair{DType::kFloat32, most / 4 + 1},
                                  {DType::kFloat32, size_t{1} << 62},
-                                 {DType::kInt64, size_t{1} << 61},
-                                 {DType::kInt8, most}}) {
+                                 {DType::kInt64, most / 8 + 1},
+                                 {DType::kInt16, size_t{1} << 63}}) {
     try {
       commfuse::dtype_storage_bytes(t, count);
       ADD_FAILURE() << commfuse::dtype_name(t) << " x " << count << ": no exception";
