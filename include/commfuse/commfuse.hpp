@@ -304,10 +304,9 @@ struct MatmulReduceOptions {
   const PackedWeight* packed_x2 = nullptr;  // as AllGatherMatmulOptions::packed_x2
 };
 
-class Plan;
 namespace ops {
 class PlanImpl;
-void execute_once(Plan& plan, void* stream);  // the one-call functions' body
+struct PlanAccess;  // the library's own access to a plan's internals
 }  // namespace ops
 
 // Plan then execute (SPEC §0 "Two phases"). An operator's plan class (AllGatherMatmulPlan
@@ -347,7 +346,7 @@ class Plan {
   const ops::PlanImpl& impl() const;
 
  private:
-  friend void ops::execute_once(Plan& plan, void* stream);
+  friend struct ops::PlanAccess;
   std::unique_ptr<ops::PlanImpl> impl_;
 };
 

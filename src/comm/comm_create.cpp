@@ -120,22 +120,21 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
   const auto blobs = all_gather(mine.encode());
   std::vector<RankRecord> recs;
   for (int r = 0; r < world_size; ++r) recs.push_back(RankRecord::decode(blobs[r], r));
-  for (int r = 0; r < world_size; ++r) {
-    if (recs[r].host != mine.host)
-      detail::throw_status(
-          Status::kParamInvalid,
-          detail::cat("comm init(rank ", rank, "): rank ", r,
-                      " runs on another host; ranks on several hosts need init_method \"mpi\""));
-    if (recs[r].slot_bytes != slot_bytes)
-      detail::throw_status(Status::kParamInvalid,
-                           detail::cat("comm init(rank ", rank, "): rank ", r,
-                                       " has COMMFUSE_SHM_SLOT_BYTES=", recs[r].slot_bytes,
-                                       " but rank ", rank, " has ", slot_bytes));
-  }
-
   std::vector<shm::Segment> segments;
   std::vector<shm::PeerProcess> procs;
   try {
+    for (int r = 0; r < world_size; ++r) {
+      if (recs[r].host != mine.host)
+        detail::throw_status(
+            Status::kParamInvalid,
+            detail::cat("comm init(rank ", rank, "): rank ", r,
+                        " runs on another host; ranks on several hosts need init_method \"mpi\""));
+      if (recs[r].slot_bytes != slot_bytes)
+        detail::throw_status(Status::kParamInvalid,
+                             detail::cat("comm init(rank ", rank, "): rank ", r,
+                                         " has COMMFUSE_SHM_SLOT_BYTES=", recs[r].slot_bytes,
+                                         " but rank ", rank, " has ", slot_bytes));
+    }
     for (int r = 0; r < world_size; ++r) {
       procs.push_back({static_cast<pid_t>(recs[r].pid), recs[r].start_time});
       if (r == rank)

@@ -263,7 +263,6 @@ std::unique_ptr<commfuse::Comm> second_comm(commfuse::Comm& c) {
                                           multirank::another_init_method(c));
 }
 
-// Rank 1 calls all_reduce with a different count, then (new comm) with a different dtype.
 // Rank 1 reaches an all_reduce after its peers gave up on it (COMMFUSE_TIMEOUT_S=1, rank 1
 // 2.5 s late): the peers fail naming rank 1, and rank 1 must fail too, naming a peer,
 // although every peer published its data before timing out (it finished the call and
@@ -284,6 +283,7 @@ int case_late_rank(commfuse::Comm& c) {
   return 0;
 }
 
+// Rank 1 calls all_reduce with a different count, then (new comm) with a different dtype.
 int case_mismatch(commfuse::Comm& c) {
   std::vector<float> x(1024, 1.0f), y(x.size());
   const size_t n = c.rank() == 1 ? 512 : 1024;

@@ -120,7 +120,7 @@ void execute_once(Plan& plan, void* stream) {
   try {
     workspace.emplace(plan.workspace_size());
   } catch (const Error& e) {  // out of memory, on this rank only perhaps: fail the call everywhere
-    plan.impl().reject(e.code(), e.what());
+    PlanAccess::impl(plan).reject(e.code(), e.what());
   }
   plan.execute(workspace->data(), plan.workspace_size(), stream);
 }

@@ -42,6 +42,11 @@ template <typename Data>
 size_t plan_workspace_bytes(const Data& d) {
   return d.workspace_bytes;
 }
+// What the library (not its users) reaches inside a commfuse::Plan.
+struct PlanAccess {
+  static const PlanImpl& impl(const Plan& plan) { return plan.impl(); }
+};
+
 template <typename Data>
 const char* plan_schedule_name(const Data& d) {
   return schedule_name(d.schedule);
