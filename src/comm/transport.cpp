@@ -64,10 +64,10 @@ const char* coll_algo_name(CollAlgo a) {
 void check_usable(const char* op, int rank, const std::string& failure) {
   if (failure.empty()) return;
   try {
-    detail::throw_status(Status::kRuntimeError,
-                         detail::cat(op, "(rank ", rank,
-                                     "): communicator is unusable after an earlier failure: ",
-                                     failure));
+    detail::throw_status(
+        Status::kRuntimeError,
+        detail::cat(op, "(rank ", rank,
+                    "): communicator is unusable after an earlier failure: ", failure));
   } catch (const Error&) {
     rethrow_in_call();  // inside an operator, its name first (op may be its inner stream's)
   }
