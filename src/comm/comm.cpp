@@ -66,7 +66,6 @@ bool valid_dtype(DType t) {
   }
 }
 
-// Checks shared by every collective; `what` names the op for messages.
 // Whether `elements` of dtype take at most PTRDIFF_MAX bytes.
 bool fits_a_buffer(DType dtype, size_t elements) {
   try {
@@ -76,7 +75,8 @@ bool fits_a_buffer(DType dtype, size_t elements) {
   }
 }
 
-// blocks: count-element blocks in the call's larger buffer (all_gather's dst, reduce_scatter's
+// Checks shared by every collective; `what` names the op for messages. blocks:
+// count-element blocks in the call's larger buffer (all_gather's dst, reduce_scatter's
 // src, all_to_all's: R; else 1).
 void check_buffers(comm::CommImpl& c, const char* what, const void* src, const void* dst,
                    size_t count, DType dtype, bool needs_sum, int blocks = 1) {

@@ -357,10 +357,10 @@ int case_bad_arg(commfuse::Comm& c) {
   }
   // A count whose byte size does not fit a buffer (2^62 float32: 2^64 bytes, which wrapped to
   // 0 before), on rank 1 only: PARAM_INVALID there naming the count, RUNTIME_ERROR naming rank
-  // 1 on its peers. 2^60 float32 fits one buffer (2^62 bytes) but not R blocks of it: the
-  // all_reduce and broadcast take it as a count the peers do not share (RUNTIME_ERROR naming
-  // the count on every rank; it threw on rank 1 alone before, leaving the peers waiting).
-  // Every collective still works afterwards.
+  // 1 on its peers. 2^60 float32 fits one buffer (2^62 bytes) but not R >= 2 blocks of it:
+  // the collectives with R blocks reject it; all_reduce and broadcast take it as a count and
+  // would read that many bytes (past this test's buffers), so they are not asked. Every
+  // collective still works afterwards.
   const size_t n = x.size() / static_cast<size_t>(c.world_size());
   for (const size_t huge : {size_t{1} << 62, size_t{1} << 60}) {
     const size_t count = c.rank() == 1 ? huge : n;
@@ -373,6 +373,9 @@ int case_bad_arg(commfuse::Comm& c) {
         {"all_to_all", [&] { c.all_to_all(x.data(), y.data(), count, DType::kFloat32); }},
     };
     for (const auto& [op, call] : calls) {
+      const bool one_block =
+          std::strcmp(op, "all_reduce") == 0 || std::strcmp(op, "broadcast") == 0;
+      if (one_block && huge < (size_t{1} << 62)) continue;
       try {
         call();
         EXPECT(c.world_size() == 1, "%s of count %zu on rank 1: no error", op, huge);
@@ -380,8 +383,8 @@ int case_bad_arg(commfuse::Comm& c) {
         EXPECT(c.rank() == 1, "rank %d got PARAM_INVALID: %s", c.rank(), e.what());
         EXPECT(std::strstr(e.what(), too_large.c_str()) != nullptr, "%s: %s", op, e.what());
       } catch (const commfuse::RuntimeFailure& e) {
-        const char* want = c.rank() == 1 ? "count" : "rank 1";
-        EXPECT(std::strstr(e.what(), want) != nullptr, "%s: '%s' lacks '%s'", op, e.what(), want);
+        EXPECT(c.rank() != 1, "rank 1 got RUNTIME_ERROR: %s", e.what());
+        EXPECT(std::strstr(e.what(), "rank 1") != nullptr, "does not name rank 1: %s", e.what());
       }
       std::fill(y.begin(), y.end(), 0.0f);
       c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);

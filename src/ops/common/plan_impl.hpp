@@ -37,16 +37,16 @@ class PlanImpl {
   [[noreturn]] virtual void reject(Status code, const std::string& why) const = 0;
 };
 
-// The defaults: the plan's workspace_bytes and its schedule's name.
-template <typename Data>
-size_t plan_workspace_bytes(const Data& d) {
-  return d.workspace_bytes;
-}
 // What the library (not its users) reaches inside a commfuse::Plan.
 struct PlanAccess {
   static const PlanImpl& impl(const Plan& plan) { return plan.impl(); }
 };
 
+// The defaults: the plan's workspace_bytes and its schedule's name.
+template <typename Data>
+size_t plan_workspace_bytes(const Data& d) {
+  return d.workspace_bytes;
+}
 template <typename Data>
 const char* plan_schedule_name(const Data& d) {
   return schedule_name(d.schedule);
