@@ -160,7 +160,7 @@ class Communicator:
         """Overwrite ``x`` on every rank with rank ``root``'s ``x``, in place; returns ``x``.
         ``x`` must be dense and writable on every rank."""
         with self._args("broadcast") as a:
-            root = a.integer(root, "root", 32)
+            root = as_int(root, "root", 32)
             try:
                 from ._tensor import tensor_ref
                 buf = tensor_ref(x, dtype, output=True, fn="broadcast")

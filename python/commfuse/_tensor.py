@@ -207,7 +207,8 @@ def dim(ref: _commfuse.TensorRef, i: int) -> int:
 def as_int(value: Any, what: str, bits: int = 64) -> int:
     """value as a Python int in the signed ``bits``-bit range the library's argument takes
     (numpy integers too); None, 1.5, "1" or 2**70 is InvalidArgument naming ``what``, where
-    int() would truncate, parse, or leave the binding to raise a TypeError."""
+    int() would truncate, parse, or leave the binding to raise a TypeError. Called inside an
+    :class:`Args` block, so that a wrong value is rejected for the whole group."""
     try:
         v = operator.index(value)
     except TypeError:
@@ -296,10 +297,6 @@ class Args:
         except Error as e:
             raise type(e)(f"{what}: {e.message}", e.code) from None
         return array, ref
-
-    def integer(self, value: Any, what: str, bits: int = 64) -> int:
-        """as_int inside the call: a wrong value is rejected for the whole group."""
-        return as_int(value, what, bits)
 
     def optional(self, x: Any, what: str, **kw: Any) -> Optional[_commfuse.TensorRef]:
         return None if x is None else self.input(x, what, **kw)

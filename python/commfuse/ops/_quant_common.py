@@ -11,7 +11,7 @@ from .. import _commfuse
 from .._convert import pack_int4, unpack_int4
 from .._dtypes import INT4, canonical
 from .._errors import InvalidArgument
-from .._tensor import Args
+from .._tensor import Args, as_int
 
 
 def maybe_int4_input(a: Args, x: Any, what: str,
@@ -50,7 +50,7 @@ def unpack(packed: np.ndarray) -> np.ndarray:
 def check_world_size(a: Args, world_size: int) -> int:
     """The group's size R, after checking the caller's ``world_size`` against it (as the
     C++ ops that take world_size do); an unknown group is left to the C++ op to report."""
-    w = a.integer(world_size, "world_size", 32)
+    w = as_int(world_size, "world_size", 32)
     if a.world_size > 0 and w != a.world_size:
         raise InvalidArgument(f"world_size is {w} but group has {a.world_size} ranks")
     return a.world_size if a.world_size > 0 else max(w, 1)

@@ -8,8 +8,8 @@ import numpy.typing as npt
 
 from .. import _commfuse
 from .._packed import PackedWeight, native_packed
-from .._tensor import (Args, dim, fast_matmul_inputs, fast_output, group_name, small_ints,
-                       stream_of)
+from .._tensor import (Args, as_int, dim, fast_matmul_inputs, fast_output, group_name,
+                       small_ints, stream_of)
 from ._quant_common import quant_matmul_args
 
 
@@ -82,8 +82,8 @@ def all_gather_base_mm(input: Any, x2: Any, hcom: Any, world_size: int, *, bias:
                                         packed_x2=native_packed(packed_x2))
             return o[0], g[0]
     with Args("all_gather_base_mm", group) as a:
-        world = a.integer(world_size, "world_size", 32)
-        index, turn = a.integer(gather_index, "gather_index"), a.integer(comm_turn, "comm_turn")
+        world = as_int(world_size, "world_size", 32)
+        index, turn = as_int(gather_index, "gather_index"), as_int(comm_turn, "comm_turn")
         x1r = a.input(input, "input", x1_dtype, contiguous=True)
         x2r = a.input(x2, "x2", x2_dtype)
         biasr = a.optional(bias, "bias", contiguous=True)

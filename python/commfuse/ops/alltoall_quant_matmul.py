@@ -8,7 +8,7 @@ import numpy.typing as npt
 
 from .. import _commfuse
 from .._packed import PackedWeight, native_packed
-from .._tensor import Args, dim, group_name, stream_of
+from .._tensor import Args, as_int, dim, group_name, stream_of
 from ._quant_common import check_world_size, dtype_arg, maybe_int4_input, unpack
 
 
@@ -104,7 +104,7 @@ def alltoall_quant_matmul(x1: Any, x2: Any, x2_scale: Any, hcom: Any, world_size
             shape = (rows, k // 2) if x1r.dtype == "int4" else (rows, k)
             a2a, a2ar = a.output(alltoall_out, "alltoall_out", shape, x1r.dtype, like=like)
         packed = native_packed(packed_x2)  # a wrong type: rejected for the group, as above
-        modes = a.integer(x1_quant_mode, "x1_quant_mode"), a.integer(x2_quant_mode, "x2_quant_mode")
+        modes = as_int(x1_quant_mode, "x1_quant_mode"), as_int(x2_quant_mode, "x2_quant_mode")
     _commfuse.alltoall_quant_matmul(x1r, x2r, scaler, group, outr, a2ar, biasr, x1sr, *modes,
                                     bool(transpose_x2), stream_of(x1), packed)
     if a2a is not None and alltoall_out is None and x1_unpacked:

@@ -8,8 +8,8 @@ import numpy.typing as npt
 
 from .. import _commfuse
 from .._packed import PackedWeight, native_packed
-from .._tensor import (Args, dim, fast_matmul_inputs, fast_output, group_name, small_ints,
-                       stream_of)
+from .._tensor import (Args, as_int, dim, fast_matmul_inputs, fast_output, group_name,
+                       small_ints, stream_of)
 from ._quant_common import quant_matmul_args
 
 
@@ -68,7 +68,7 @@ def mm_all_reduce_base(x1: Any, x2: Any, hcom: Any, *, reduce_op: str = "sum", b
                                         comm_turn, packed_x2=native_packed(packed_x2))
             return o[0]
     with Args("mm_all_reduce_base", group) as a:
-        turn = a.integer(comm_turn, "comm_turn")
+        turn = as_int(comm_turn, "comm_turn")
         x1r = a.input(x1, "x1", x1_dtype, contiguous=True)
         x2r = a.input(x2, "x2", x2_dtype)
         biasr = a.optional(bias, "bias", contiguous=True)

@@ -8,7 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _commfuse
-from .._tensor import Args
+from .._tensor import Args, as_int
 from ._quant_common import dtype_arg
 
 def _scales_shape(lead: tuple[int, ...], h: int, mode: str) -> tuple[tuple[int, ...], str]:
@@ -61,7 +61,7 @@ def quantize(x: Any, dtype: npt.DTypeLike, mode: str,
         q, qr = a.output(None, "q", qshape, name, like=x)
         sshape, sname = _scales_shape(lead, h, str(mode))
         scales, sr = a.output(None, "scales", sshape, sname, like=x)
-        group = 0 if group_size is None else a.integer(group_size, "group_size")
+        group = 0 if group_size is None else as_int(group_size, "group_size")
     _commfuse.quantize(xr, str(mode), qr, sr, group)
     return q, scales
 
@@ -93,6 +93,6 @@ def dequantize(q: Any, scales: Any, mode: str, output_dtype: npt.DTypeLike = np.
         sr = a.input(scales, "scales", contiguous=True)
         name = dtype_arg(output_dtype, "output_dtype")
         output, outr = a.output(out, "out", tuple(qr.shape), name, like=q)
-        group = 0 if group_size is None else a.integer(group_size, "group_size")
+        group = 0 if group_size is None else as_int(group_size, "group_size")
     _commfuse.dequantize(qr, sr, str(mode), outr, group)
     return output
