@@ -84,8 +84,10 @@ commfuseStatus_t commfuseCommIsUsable(commfuseComm_t comm, int* usable) {
   return guarded("commfuseCommIsUsable", [&] {
     CF_CHECK_NOTNULL(usable, "commfuseCommIsUsable: usable is null");
     const commfuse::Comm& c = get(comm, "commfuseCommIsUsable");
-    *usable = c.usable() ? 1 : 0;
-    if (!c.usable()) commfuse::api::last_error() = c.failure();
+    // One reading: an abort from another thread may come between two.
+    const std::string failure = c.failure();
+    *usable = failure.empty() ? 1 : 0;
+    if (!failure.empty()) commfuse::api::last_error() = failure;
   });
 }
 

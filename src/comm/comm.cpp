@@ -147,7 +147,7 @@ const char* Comm::transport_name() const {
 }
 
 bool Comm::usable() const {
-  return impl_->transport().failure().empty();
+  return impl_->transport().usable();
 }
 
 std::string Comm::failure() const {

@@ -61,13 +61,13 @@ const char* coll_algo_name(CollAlgo a) {
   return "unknown algorithm";
 }
 
-void check_usable(const char* op, int rank, const std::string& failure) {
-  if (failure.empty()) return;
+void check_usable(const char* op, int rank, const Failure& failure) {
+  if (!failure.failed()) return;
   try {
     detail::throw_status(
         Status::kRuntimeError,
         detail::cat(op, "(rank ", rank,
-                    "): communicator is unusable after an earlier failure: ", failure));
+                    "): communicator is unusable after an earlier failure: ", failure.reason()));
   } catch (const Error&) {
     rethrow_in_call();  // inside an operator, its name first (op may be its inner stream's)
   }

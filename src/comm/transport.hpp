@@ -26,6 +26,8 @@
 #include <functional>
 #include <string>
 
+#include "comm/failure.hpp"
+
 namespace commfuse::comm {
 
 enum class CollOp : uint32_t {
@@ -174,9 +176,9 @@ class PieceChannel {
 using PieceDriver = std::function<void(PieceChannel&)>;
 
 // Checks every transport makes at the start of a collective: RUNTIME_ERROR if an earlier
-// failure left the transport unusable (failure is its message, empty if none), and
-// PARAM_INVALID if a sum was asked of a dtype that cannot be summed.
-void check_usable(const char* op, int rank, const std::string& failure);
+// failure left the transport unusable, and PARAM_INVALID if a sum was asked of a dtype that
+// cannot be summed.
+void check_usable(const char* op, int rank, const Failure& failure);
 // Whether two byte ranges share a byte (empty ranges never do): an in-place call.
 bool ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes);
 void check_reducible(const char* op, int rank, DType dtype);
@@ -217,15 +219,21 @@ class Transport {
   virtual void open_all_to_all_stream(const AllToAllStream& s, const PieceDriver& drive);
 
   // Marks this rank failed so that peers waiting for it fail promptly with this reason
-  // instead of waiting for the deadline; the transport is unusable from then on.
+  // instead of waiting for the deadline; the transport is unusable from then on. Any thread
+  // may call it, also while a call is in flight in another: that call's waits then end
+  // with this reason (shm: within ~20 ms; MPI: within a poll's clock reading).
   virtual void abort(const std::string& reason) = 0;
   // This rank rejected the call it is making (its arguments, before anything was sent):
   // takes the place of the call's first synchronization with a "rejected" descriptor
   // carrying reason, so that the peers that entered the call fail it naming this rank, and
   // returns; the transport stays usable. Never throws (a failure to tell the peers aborts).
   virtual void reject(const std::string& reason) = 0;
-  // Why the transport is unusable; empty while it is usable.
-  virtual const std::string& failure() const = 0;
+  // Why the transport is unusable; empty while it is usable. Any thread.
+  std::string failure() const { return failure_.reason(); }
+  bool usable() const { return !failure_.failed(); }
+
+ protected:
+  Failure failure_;  // set once a call failed or abort() came: the transport is then unusable
 
  private:
   template <typename Body>

@@ -53,17 +53,16 @@ bool mpi_allows_progress_thread() {
   return ok;
 }
 
-Pipeline::Pipeline(MPI_Comm comm, int tag, int rank, const char* op, int timeout_s,
-                   bool oversubscribed, size_t pieces)
+Pipeline::Pipeline(MPI_Comm comm, int tag, int rank, const char* op, const WaitRules& rules,
+                   size_t pieces)
     : comm_(comm),
       tag_(tag),
       rank_(rank),
       op_(op),
-      timeout_s_(timeout_s),
-      oversubscribed_(oversubscribed),
+      rules_(rules),
       // With more ranks than cores an extra thread per rank only competes for the cores
       // (measured: a 3-rank stream test 0.7 s inline, 6-14 s threaded): poll inline then.
-      threaded_(mpi_allows_progress_thread() && !oversubscribed) {
+      threaded_(mpi_allows_progress_thread() && !rules.oversubscribed) {
   for (size_t i = 0; i < pieces; ++i) pieces_.push_back(std::make_unique<Piece>());
 }
 
@@ -159,21 +158,26 @@ void Pipeline::thread_main() {
                            std::all_of(send_reqs_.begin(), send_reqs_.end(),
                                        [](MPI_Request r) { return r == MPI_REQUEST_NULL; });
       if (all_in && all_out) break;
-      if (Clock::now() - last > std::chrono::seconds(timeout_s_)) {
+      if (stopped()) {  // aborted from another thread: the caller's wait fails with it
+        failure_ = stop_reason();
+        failed_.store(true, std::memory_order_release);
+        break;
+      }
+      if (Clock::now() - last > std::chrono::seconds(rules_.timeout_s)) {
         // Nothing moved for the whole deadline: name the peers whose data is missing (or,
         // with everything received, say our data was not taken).
         size_t i = 0;
         while (i < pieces_.size() && pieces_[i]->arrived.load()) ++i;
         failure_ = i < pieces_.size()
                        ? missing(i)
-                       : detail::cat(op_, "(rank ", rank_, "): timed out after ", timeout_s_,
+                       : detail::cat(op_, "(rank ", rank_, "): timed out after ", rules_.timeout_s,
                                      " s (COMMFUSE_TIMEOUT_S) waiting for the peers to take rank ",
                                      rank_, "'s data");
         failed_.store(true, std::memory_order_release);
         break;
       }
       // The caller computes on this core: poll briskly a while, then back off.
-      if (++idle > (oversubscribed_ ? 16 : 256))
+      if (++idle > (rules_.oversubscribed ? 16 : 256))
         std::this_thread::sleep_for(std::chrono::microseconds(20));
       else
         sched_yield();
@@ -195,9 +199,13 @@ std::string Pipeline::missing(size_t piece) const {
   for (size_t i = 0; i < p.recvs.size(); ++i)
     if (i < p.recv_reqs.size() && p.recv_reqs[i] != MPI_REQUEST_NULL)
       s += detail::cat(n++ == 0 ? "" : ", ", p.recvs[i].peer);
-  return detail::cat(op_, "(rank ", rank_, "): timed out after ", timeout_s_,
+  return detail::cat(op_, "(rank ", rank_, "): timed out after ", rules_.timeout_s,
                      " s (COMMFUSE_TIMEOUT_S) waiting for ", n == 1 ? "rank " : "ranks ",
                      n == 0 ? "?" : s);
+}
+
+std::string Pipeline::stop_reason() const {
+  return detail::cat(op_, "(rank ", rank_, "): ", rules_.stop->reason());
 }
 
 void Pipeline::fail(const std::string& why) {
@@ -223,7 +231,8 @@ void Pipeline::wait(size_t piece) {
         fail(detail::cat(op_, "(rank ", rank_, "): transfer stopped"));
     } else {
       if (step()) last = Clock::now();
-      if (Clock::now() - last > std::chrono::seconds(timeout_s_)) fail(missing(piece));
+      if (stopped()) fail(stop_reason());
+      if (Clock::now() - last > std::chrono::seconds(rules_.timeout_s)) fail(missing(piece));
       back_off(++polls);
     }
   }
@@ -240,8 +249,9 @@ void Pipeline::finish() {
   while (!std::all_of(send_reqs_.begin(), send_reqs_.end(),
                       [](MPI_Request r) { return r == MPI_REQUEST_NULL; })) {
     if (step()) last = Clock::now();
-    if (Clock::now() - last > std::chrono::seconds(timeout_s_))
-      fail(detail::cat(op_, "(rank ", rank_, "): timed out after ", timeout_s_,
+    if (stopped()) fail(stop_reason());
+    if (Clock::now() - last > std::chrono::seconds(rules_.timeout_s))
+      fail(detail::cat(op_, "(rank ", rank_, "): timed out after ", rules_.timeout_s,
                        " s (COMMFUSE_TIMEOUT_S) waiting for the peers to take rank ", rank_,
                        "'s data"));
     back_off(++polls);
@@ -252,7 +262,7 @@ void Pipeline::back_off(int polls) const {
   // Spin briefly (latency), then yield, then sleep: with more runnable processes than cores
   // sched_yield alone does not hand the core to the peer that has to send our data
   // (measured: a 3-rank stream test took 27 s yielding, under a second sleeping).
-  const int spin = oversubscribed_ ? 16 : 4096;
+  const int spin = rules_.oversubscribed ? 16 : 4096;
   if (polls <= spin) return;
   if (polls <= spin + 64)
     sched_yield();

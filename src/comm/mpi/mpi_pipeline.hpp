@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "comm/mpi/mpi_requests.hpp"
+
 namespace commfuse::comm::mpi {
 
 class Pipeline {
@@ -26,8 +28,7 @@ class Pipeline {
     uint64_t bytes;
   };
 
-  Pipeline(MPI_Comm comm, int tag, int rank, const char* op, int timeout_s, bool oversubscribed,
-           size_t pieces);
+  Pipeline(MPI_Comm comm, int tag, int rank, const char* op, const WaitRules& rules, size_t pieces);
   ~Pipeline();  // stops and joins the thread; cancels unfinished receives
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
@@ -40,7 +41,7 @@ class Pipeline {
   // Between blocks of computation: lets MPI move bytes (inline mode only).
   void poll();
   // Returns once every receive of piece i has landed; RUNTIME_ERROR after timeout_s seconds
-  // without progress, naming the peers not heard from.
+  // without progress, naming the peers not heard from, or once rules.stop records a failure.
   void wait(size_t piece);
   // Every send completed (the peers have the data); the thread is joined.
   void finish();
@@ -57,6 +58,8 @@ class Pipeline {
   bool step();
   void thread_main();
   [[noreturn]] void fail(const std::string& why);
+  bool stopped() const { return rules_.stop != nullptr && rules_.stop->failed(); }
+  std::string stop_reason() const;
   void back_off(int polls) const;  // between unproductive polls (inline mode)
   std::string missing(size_t piece) const;
 
@@ -64,8 +67,7 @@ class Pipeline {
   int tag_;
   int rank_;
   const char* op_;
-  int timeout_s_;
-  bool oversubscribed_;
+  WaitRules rules_;
   bool threaded_;
   std::vector<std::unique_ptr<Piece>> pieces_;
   std::vector<MPI_Request> send_reqs_;

@@ -50,17 +50,19 @@ class Pacer {
   Clock::duration yield_for_;
 };
 
-// Polls count requests until every one is complete (true) or timeout_s seconds pass
-// without any completing (false; the unfinished requests are left as they are). The clock
-// is read every 64 idle polls only, not per poll nor per completion: at 64 B over TCP a
-// call polls for a few microseconds and reads no clock. The timeout is counted from the
-// first such reading after the last completion (64 polls late at most).
-bool poll(MPI_Request* requests, size_t count, int timeout_s, bool oversubscribed, const char* op,
-          int rank) {
-  if (count == 0) return true;
+enum class Polled { kDone, kTimedOut, kStopped };
+
+// Polls count requests until every one is complete (kDone), timeout_s seconds pass without
+// any completing (kTimedOut), or rules.stop records a failure (kStopped); the unfinished
+// requests are then left as they are. The clock (and the stop) is read every 64 idle polls
+// only, not per poll nor per completion: at 64 B over TCP a call polls for a few
+// microseconds and reads no clock. The timeout is counted from the first such reading
+// after the last completion (64 polls late at most).
+Polled poll(MPI_Request* requests, size_t count, const WaitRules& rules, const char* op, int rank) {
+  if (count == 0) return Polled::kDone;
   SmallVector<int, 32> done(count);
-  Pacer pacer(oversubscribed);
-  const auto timeout = std::chrono::seconds(timeout_s);
+  Pacer pacer(rules.oversubscribed);
+  const auto timeout = std::chrono::seconds(rules.timeout_s);
   Clock::time_point idle_since;
   bool timing = false;  // idle_since is set: no completion since it was read
   for (unsigned idle = 0;;) {
@@ -68,16 +70,17 @@ bool poll(MPI_Request* requests, size_t count, int timeout_s, bool oversubscribe
     check(
         MPI_Testsome(static_cast<int>(count), requests, &n_done, done.data(), MPI_STATUSES_IGNORE),
         "MPI_Testsome", op, rank);
-    if (n_done == MPI_UNDEFINED) return true;  // no active request left
+    if (n_done == MPI_UNDEFINED) return Polled::kDone;  // no active request left
     if (n_done > 0) {
       timing = false;
     } else if ((++idle & 63u) == 0) {
+      if (rules.stop != nullptr && rules.stop->failed()) return Polled::kStopped;
       const auto now = Clock::now();
       if (!timing) {
         idle_since = now;
         timing = true;
       } else if (now - idle_since >= timeout) {
-        return false;
+        return Polled::kTimedOut;
       }
     }
     pacer.pause();
@@ -110,7 +113,9 @@ void check(int rc, const char* call, const char* op, int rank) {
 
 void wait_all(std::vector<MPI_Request>& requests, const char* op, int rank, int timeout_s,
               bool oversubscribed) {
-  if (poll(requests.data(), requests.size(), timeout_s, oversubscribed, op, rank)) return;
+  if (poll(requests.data(), requests.size(), WaitRules{timeout_s, oversubscribed}, op, rank) ==
+      Polled::kDone)
+    return;
   // Collective requests cannot be cancelled; the communicator is abandoned with them.
   for (auto& r : requests)
     if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
@@ -120,13 +125,8 @@ void wait_all(std::vector<MPI_Request>& requests, const char* op, int rank, int 
                                    " s (COMMFUSE_TIMEOUT_S) waiting for the other ranks"));
 }
 
-Batch::Batch(MPI_Comm comm, int tag, int rank, const char* op, int timeout_s, bool oversubscribed)
-    : comm_(comm),
-      tag_(tag),
-      rank_(rank),
-      op_(op),
-      timeout_s_(timeout_s),
-      oversubscribed_(oversubscribed) {}
+Batch::Batch(MPI_Comm comm, int tag, int rank, const char* op, const WaitRules& rules)
+    : comm_(comm), tag_(tag), rank_(rank), op_(op), rules_(rules) {}
 
 Batch::~Batch() {
   cancel();
@@ -157,17 +157,21 @@ void Batch::post(int peer, void* buf, size_t bytes, bool is_recv) {
 }
 
 void Batch::wait() {
-  if (poll(requests_.data(), requests_.size(), timeout_s_, oversubscribed_, op_, rank_)) {
+  const Polled polled = poll(requests_.data(), requests_.size(), rules_, op_, rank_);
+  if (polled == Polled::kDone) {
     requests_.clear();
     peer_.clear();
     is_recv_.clear();
     return;
   }
-  const std::string missing = missing_peers();
+  // Either way sends may stay unmatched, and MPI_Finalize would wait for them.
   note_peer_unresponsive();
+  if (polled == Polled::kStopped)
+    detail::throw_status(Status::kRuntimeError,
+                         detail::cat(op_, "(rank ", rank_, "): ", rules_.stop->reason()));
   detail::throw_status(Status::kRuntimeError,
-                       detail::cat(op_, "(rank ", rank_, "): timed out after ", timeout_s_,
-                                   " s (COMMFUSE_TIMEOUT_S) waiting for ", missing));
+                       detail::cat(op_, "(rank ", rank_, "): timed out after ", rules_.timeout_s,
+                                   " s (COMMFUSE_TIMEOUT_S) waiting for ", missing_peers()));
 }
 
 std::string Batch::missing_peers() const {

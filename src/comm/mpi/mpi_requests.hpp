@@ -10,9 +10,20 @@
 #include <string>
 #include <vector>
 
+#include "comm/failure.hpp"
 #include "core/small_vector.hpp"
 
 namespace commfuse::comm::mpi {
+
+// How a rank waits: the deadline (seconds without any progress), whether to give its core
+// away soon (more ranks than cores), and the transport's failure, which ends a wait within
+// one of its clock readings once another thread records it (Comm::abort from a watchdog);
+// null where nothing may end the wait early.
+struct WaitRules {
+  int timeout_s = 300;
+  bool oversubscribed = false;
+  const Failure* stop = nullptr;
+};
 
 // Set once an MPI wait of this process timed out or an MPI call failed: a peer may be dead
 // or stuck, and MPI_Finalize at exit, which synchronizes with every process, would wait for
@@ -35,7 +46,7 @@ void wait_all(std::vector<MPI_Request>& requests, const char* op, int rank, int 
 // same way, and MPI matches messages between two ranks with one tag in posting order.
 class Batch {
  public:
-  Batch(MPI_Comm comm, int tag, int rank, const char* op, int timeout_s, bool oversubscribed);
+  Batch(MPI_Comm comm, int tag, int rank, const char* op, const WaitRules& rules);
   ~Batch();  // a batch not waited for (an exception) is cancelled, see cancel()
   Batch(const Batch&) = delete;
   Batch& operator=(const Batch&) = delete;
@@ -44,7 +55,8 @@ class Batch {
   void recv(int peer, void* buf, size_t bytes);
   // Returns once every transfer completed. The deadline is timeout_s seconds without any
   // transfer completing (a large transfer on a slow link is not a hang); on expiry the
-  // batch is cancelled and RUNTIME_ERROR names the peers whose data did not arrive.
+  // batch is cancelled and RUNTIME_ERROR names the peers whose data did not arrive; the
+  // same, giving the stop's reason, once rules.stop records a failure.
   void wait();
 
  private:
@@ -58,8 +70,7 @@ class Batch {
   int tag_;
   int rank_;
   const char* op_;
-  int timeout_s_;
-  bool oversubscribed_;
+  WaitRules rules_;
   // Inline for a send and a receive per peer of 8 (no allocation per call).
   SmallVector<MPI_Request, 16> requests_;
   SmallVector<int, 16> peer_;      // per request

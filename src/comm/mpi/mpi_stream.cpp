@@ -91,7 +91,7 @@ void MpiTransport::open_gather_stream(const GatherStream& gs, const PieceDriver&
         return const_cast<uint8_t*>(gs.source) + off;
       return gs.land ? gs.land(q, off) : staging + q * gs.bytes + off;
     };
-    Pipeline pipe(comm_, kStreamTag, rank_, op, timeout_s_, oversubscribed_, pieces);
+    Pipeline pipe(comm_, kStreamTag, rank_, op, waits_, pieces);
     for (size_t i = 0; i < pieces; ++i)
       for (int k = 1; k < size_; ++k) {
         const int q = (rank_ + size_ - k) % size_;
@@ -126,7 +126,7 @@ void MpiTransport::open_all_to_all_stream(const AllToAllStream& as, const PieceD
     uint8_t* in = stream_buffer((from_source ? 1 : 2) * as.bytes * R);
     uint8_t* out = from_source ? const_cast<uint8_t*>(as.source) : in + as.bytes * R;
     auto at = [&](uint8_t* b, int q, uint64_t off) { return b + q * as.bytes + off; };
-    Pipeline pipe(comm_, kStreamTag, rank_, op, timeout_s_, oversubscribed_, pieces);
+    Pipeline pipe(comm_, kStreamTag, rank_, op, waits_, pieces);
     for (size_t i = 0; i < pieces; ++i)
       for (int k = 1; k < size_; ++k) {
         const int q = (rank_ + size_ - k) % size_;

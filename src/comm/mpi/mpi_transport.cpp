@@ -55,7 +55,7 @@ void slice(uint64_t n, int parts, int q, uint64_t* off, uint64_t* len) {
 }  // namespace
 
 MpiTransport::MpiTransport(MPI_Comm comm, bool oversubscribed)
-    : comm_(comm), oversubscribed_(oversubscribed), timeout_s_(params::timeout_seconds()) {
+    : comm_(comm), waits_{params::timeout_seconds(), oversubscribed, &failure_} {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   descs_.resize(static_cast<size_t>(size_));
@@ -94,6 +94,8 @@ template <typename Body>
 void MpiTransport::run(const CollDesc& desc, const InlineSend& data, Body&& body) {
   const char* op = coll_op_name(desc.op);
   check_usable(op, rank_, failure_);
+  const InCall in_call(*this);
+  if (!in_call.entered()) check_usable(op, rank_, failure_);  // an abort closed it, saying why
   fault_point(rank_, op, 0);  // the streams' later pieces: mpi_stream.cpp
   ++op_seq_;
   try {
@@ -107,9 +109,9 @@ void MpiTransport::run(const CollDesc& desc, const InlineSend& data, Body&& body
   } catch (const CallFailed&) {  // every rank failed it after the descriptors: still usable
     throw;
   } catch (const std::exception& e) {  // ours, or one a stream callback let through
-    // A failed peer fails everyone alike; after a timeout MPI's state is unknown. Either
-    // way nothing more is sent.
-    failure_ = e.what();
+    // A failed peer fails everyone alike; after a timeout (or an abort from another thread)
+    // MPI's state is unknown. Either way nothing more is sent.
+    failure_.set(e.what());
     rethrow_in_call();
   }
 }
@@ -123,7 +125,11 @@ void MpiTransport::exchange_descriptors(const WireDesc& mine, const char* op,
   const bool has_reason = mine.op == 0 || mine.op == kRejectedOp;
   const int bytes = has_reason ? kDescHeaderBytes + static_cast<int>(std::strlen(mine.reason)) + 1
                                : kDescHeaderBytes;
-  Batch b(comm_, kDescTag, rank_, op, timeout_s_, oversubscribed_);
+  // An abort's own exchange (a "failed" descriptor, op 0) is not ended by the failure it
+  // reports.
+  const WaitRules rules =
+      mine.op == 0 ? WaitRules{waits_.timeout_s, waits_.oversubscribed} : waits_;
+  Batch b(comm_, kDescTag, rank_, op, rules);
   // Every receive takes the largest message a peer may send, whatever call it is in.
   for (int i = 1; i < size_; ++i) {
     const int q = (rank_ + i) % size_;
@@ -167,12 +173,26 @@ void MpiTransport::check_descriptors(const CollDesc& desc, const char* op) {
   check_call(op, rank_, size_, desc, [&](int r) -> const WireDesc& { return descs_[r]; });
 }
 
+MpiTransport::InCall::InCall(MpiTransport& t) : t_(t) {
+  int idle = kIdle;
+  entered_ = t.state_.compare_exchange_strong(idle, kInCall, std::memory_order_acquire);
+}
+
+MpiTransport::InCall::~InCall() {
+  if (entered_) t_.state_.store(kIdle, std::memory_order_release);
+}
+
 void MpiTransport::abort(const std::string& reason) {
-  if (!failure_.empty()) return;  // peers already know, or the transport is past talking
-  failure_ = reason;
-  // The peers are (or will be) in the descriptor exchange of the collective this rank is
-  // refusing: take part in it with a "failed" descriptor so they fail at once naming
-  // this rank. Bounded by the deadline; abort itself never throws.
+  // peers already know, or the transport is past talking
+  if (!failure_.set(reason)) return;
+  // A call in flight in another thread ends at its next poll (its waits stop on failure_);
+  // only the calling thread may make MPI calls then (MPI_THREAD_SERIALIZED), so its peers
+  // learn of it at their deadline, unless their own watchdogs abort first.
+  int idle = kIdle;
+  if (!state_.compare_exchange_strong(idle, kClosed, std::memory_order_acquire)) return;
+  // Between calls the peers are (or will be) in the descriptor exchange of the collective
+  // this rank is refusing: take part in it with a "failed" descriptor so they fail at once
+  // naming this rank. Bounded by the deadline; abort itself never throws.
   WireDesc mine{};
   mine.op = 0;
   mine.op_seq = op_seq_ + 1;
@@ -185,7 +205,9 @@ void MpiTransport::abort(const std::string& reason) {
 }
 
 void MpiTransport::reject(const std::string& reason) {
-  if (!failure_.empty()) return;  // unusable: the peers have been told already
+  const InCall in_call(*this);
+  // Unusable (closed by an abort, too): the peers have been told already.
+  if (failure_.failed() || !in_call.entered()) return;
   // The descriptor exchange of the call the peers are making, with a "rejected" descriptor:
   // they fail the call naming this rank, and nothing else is sent, so the next call's
   // messages match as usual. This rank waits for their descriptors (the exchange is
@@ -198,11 +220,12 @@ void MpiTransport::reject(const std::string& reason) {
     exchange_descriptors(mine, "reject");
     for (int r = 0; r < size_; ++r)
       if (r != rank_ && descs_[r].op == 0)
-        failure_ = detail::cat(
-            "rank ", r, " failed: ",
-            std::string_view(descs_[r].reason, strnlen(descs_[r].reason, sizeof descs_[r].reason)));
+        failure_.set(
+            detail::cat("rank ", r, " failed: ",
+                        std::string_view(descs_[r].reason,
+                                         strnlen(descs_[r].reason, sizeof descs_[r].reason))));
   } catch (const Error& e) {
-    failure_ = e.what();
+    failure_.set(e.what());
     CF_LOG(kWarn, "could not tell the peers that rank ", rank_, " rejected its call: ", e.what());
   }
 }
@@ -229,11 +252,11 @@ void MpiTransport::broadcast(void* buf, uint64_t count, DType dtype, int root) {
     int mask = 1;
     while (mask < size_ && (v & mask) == 0) mask <<= 1;
     if (v != 0) {
-      Batch up(comm_, kDataTag, rank_, op, timeout_s_, oversubscribed_);
+      Batch up(comm_, kDataTag, rank_, op, waits_);
       up.recv((v - mask + root) % size_, buf, bytes);
       up.wait();
     }
-    Batch down(comm_, kDataTag, rank_, op, timeout_s_, oversubscribed_);
+    Batch down(comm_, kDataTag, rank_, op, waits_);
     for (mask >>= 1; mask > 0; mask >>= 1)
       if (v + mask < size_) down.send((v + mask + root) % size_, buf, bytes);
     down.wait();
@@ -252,7 +275,7 @@ void MpiTransport::all_gather(const void* src, void* dst, uint64_t count, DType 
       gather_inline(static_cast<const uint8_t*>(src), out, bytes);
       return;
     }
-    Batch b(comm_, kDataTag, rank_, op, timeout_s_, oversubscribed_);
+    Batch b(comm_, kDataTag, rank_, op, waits_);
     for (int i = 1; i < size_; ++i) {
       const int q = (rank_ + i) % size_;
       b.recv(q, out + q * bytes, bytes);
@@ -282,7 +305,7 @@ void MpiTransport::all_to_all(const void* src, void* dst, uint64_t count, DType 
       staged.assign(in, in + size_ * bytes);
       in = staged.data();
     }
-    Batch b(comm_, kDataTag, rank_, op, timeout_s_, oversubscribed_);
+    Batch b(comm_, kDataTag, rank_, op, waits_);
     for (int i = 1; i < size_; ++i) {
       // Receive from the rank i behind, send to the rank i ahead: every rank talks to a
       // different peer at a time instead of all sending to rank 0 first.
@@ -313,7 +336,7 @@ void MpiTransport::reduce_scatter(const void* src, void* dst, uint64_t count, DT
       // Block r of every rank's input, piece [off, off + n), lands at parts[r].
       const uint64_t n = std::min(piece, count - off);
       uint8_t* blocks = scratch(size_ * n * es);
-      Batch b(comm_, kDataTag, rank_, op, timeout_s_, oversubscribed_);
+      Batch b(comm_, kDataTag, rank_, op, waits_);
       for (int i = 1; i < size_; ++i) {
         const int from = (rank_ - i + size_) % size_, to = (rank_ + i) % size_;
         b.recv(from, blocks + from * n * es, n * es);
@@ -400,7 +423,7 @@ void MpiTransport::all_reduce_two_shot_inline(const uint8_t* src, uint8_t* dst, 
   const uint64_t my_off = slices_[2 * rank_], my_len = slices_[2 * rank_ + 1];
   // In place, the peers' slices of src went out with the descriptors: dst may be written.
   reduce_inline(src + my_off, dst + my_off, my_len / es, dtype);
-  Batch b(comm_, kDataTag, rank_, op, timeout_s_, oversubscribed_);
+  Batch b(comm_, kDataTag, rank_, op, waits_);
   for (int i = 1; i < size_; ++i) {
     const int from = (rank_ - i + size_) % size_, to = (rank_ + i) % size_;
     b.recv(from, dst + slices_[2 * from], slices_[2 * from + 1]);
@@ -416,7 +439,7 @@ void MpiTransport::all_reduce_small(const uint8_t* src, uint8_t* dst, uint64_t c
   const size_t bytes = count * elem_bytes(dtype);
   if (bytes == 0) return;
   uint8_t* all = scratch(size_ * bytes);
-  Batch b(comm_, kDataTag, rank_, op, timeout_s_, oversubscribed_);
+  Batch b(comm_, kDataTag, rank_, op, waits_);
   for (int i = 1; i < size_; ++i) {
     const int q = (rank_ + i) % size_;
     b.recv(q, all + q * bytes, bytes);
@@ -471,7 +494,7 @@ void MpiTransport::all_reduce_large(const uint8_t* src, uint8_t* dst, uint64_t c
       slice(pc.n, size_, rank_, &pc.my_off, &pc.my_len);
       pc.blocks = at;
       at += R * pc.my_len * es;
-      Batch& b = rs.emplace_back(comm_, kDataTag, rank_, op, timeout_s_, oversubscribed_);
+      Batch& b = rs.emplace_back(comm_, kDataTag, rank_, op, waits_);
       for (int i = 1; i < size_; ++i) {
         const int from = (rank_ - i + size_) % size_, to = (rank_ + i) % size_;
         uint64_t to_off = 0, to_len = 0;
@@ -490,7 +513,7 @@ void MpiTransport::all_reduce_large(const uint8_t* src, uint8_t* dst, uint64_t c
       parts[rank_] = src + (pc.off + pc.my_off) * es;  // reduce_sum allows dst == mine
       uint8_t* mine = dst + (pc.off + pc.my_off) * es;
       kernels::cpu::reduce_sum(parts.data(), size_, mine, pc.my_len, dtype);
-      Batch& b = ag.emplace_back(comm_, kDataTag, rank_, op, timeout_s_, oversubscribed_);
+      Batch& b = ag.emplace_back(comm_, kDataTag, rank_, op, waits_);
       for (int i = 1; i < size_; ++i) {
         const int from = (rank_ - i + size_) % size_, to = (rank_ + i) % size_;
         uint64_t from_off = 0, from_len = 0;

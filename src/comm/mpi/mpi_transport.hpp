@@ -13,6 +13,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "comm/call_check.hpp"
+#include "comm/mpi/mpi_requests.hpp"
 #include "comm/transport.hpp"
 
 namespace commfuse::comm::mpi {
@@ -81,7 +83,6 @@ class MpiTransport final : public Transport {
   void open_all_to_all_stream(const AllToAllStream& s, const PieceDriver& drive) override;
   void abort(const std::string& reason) override;
   void reject(const std::string& reason) override;
-  const std::string& failure() const override { return failure_; }
 
  private:
   // run() for bodies defined in other files (the streams, mpi_stream.cpp).
@@ -111,13 +112,29 @@ class MpiTransport final : public Transport {
   // call measured ~20 ms of page faults and memset at a prefill shape).
   uint8_t* stream_buffer(size_t bytes);
 
+  // The calling thread's hold on MPI for one call: MPI is initialized
+  // MPI_THREAD_SERIALIZED, so an abort from another thread makes MPI calls (to tell the
+  // peers) only while no call holds it. Not entered once such an abort closed the transport.
+  class InCall {
+   public:
+    explicit InCall(MpiTransport& t);
+    ~InCall();
+    InCall(const InCall&) = delete;
+    InCall& operator=(const InCall&) = delete;
+    bool entered() const { return entered_; }
+
+   private:
+    MpiTransport& t_;
+    bool entered_;
+  };
+  enum : int { kIdle, kInCall, kClosed };
+
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
-  bool oversubscribed_;
-  int timeout_s_;
+  WaitRules waits_;  // its stop is failure_: an abort from another thread ends the waits
+  std::atomic<int> state_{kIdle};
   uint32_t op_seq_ = 0;
-  std::string failure_;  // set once an op failed: the transport is then unusable
   std::vector<WireDesc> descs_;
   // Per peer, one descriptor message: header + reason or inline data (kInboxStride each);
   // the outbox holds the messages this rank sends with data.

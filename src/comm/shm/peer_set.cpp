@@ -94,7 +94,13 @@ void PeerSet::publish(uint32_t phase) {
   if (c.waiters.load(std::memory_order_seq_cst) != 0) futex_wake_all(&c.progress);
 }
 
-void PeerSet::abort(const std::string& reason, uint32_t call) {
+void PeerSet::abort(const std::string& reason) {
+  const uint32_t call = call_.load(std::memory_order_relaxed);
+  abort_call(reason, in_call_.load(std::memory_order_relaxed) ? call : call + 1);
+}
+
+void PeerSet::abort_call(const std::string& reason, uint32_t call) {
+  std::lock_guard<std::mutex> lock(abort_mu_);
   Control& c = mine();
   if (c.aborted.load() != 0) return;
   std::snprintf(c.reason, sizeof(c.reason), "%s", reason.c_str());
@@ -116,7 +122,7 @@ std::string PeerSet::missing_ranks(uint32_t target) {
 
 void PeerSet::fail_waiting(const char* op, uint32_t /*target*/, const std::string& why) {
   const std::string msg = detail::cat(op, "(rank ", rank_, "): ", why);
-  abort(msg);
+  abort_call(msg, call_.load(std::memory_order_relaxed));
   detail::throw_status(Status::kRuntimeError, msg);
 }
 
@@ -141,8 +147,10 @@ void PeerSet::check_peers(int peer, uint32_t target, const char* op) {
     // finished its last call and exited, or failed in its next call (seen: rank 1 of 8,
     // still waiting for a slow peer in a CMA all_to_all_stream, failed that call naming
     // rank 7, which had passed it and then failed the next on purpose; the test expects
-    // every rank to fail the next call). A later wait for it still notices.
-    if (reached(c.progress.load(std::memory_order_acquire), target)) continue;
+    // every rank to fail the next call). A later wait for it still notices. One that failed
+    // this call after it published the phase fails it here too, as in arrived (seen: rank
+    // 2 of 3 waited for a late rank 1 although rank 0 had aborted the call).
+    if (reached(c.progress.load(std::memory_order_acquire), target) && !failed_in_call(c)) continue;
     if (c.aborted.load(std::memory_order_acquire) != 0)
       fail_waiting(op, target, detail::cat("rank ", r, " failed: ", c.reason));
     if (!process_alive(processes_[r]))
@@ -161,10 +169,15 @@ void PeerSet::check_peers(int peer, uint32_t target, const char* op) {
 // this one) does not fail this one.
 bool PeerSet::arrived(Control& c, int peer, uint32_t target, const char* op) {
   if (!reached(c.progress.load(std::memory_order_acquire), target)) return false;
-  if (c.aborted.load(std::memory_order_acquire) != 0 &&
-      static_cast<int32_t>(c.aborted_call.load(std::memory_order_relaxed) - call_) <= 0)
+  if (failed_in_call(c))
     fail_waiting(op, target, detail::cat("rank ", peer, " failed: ", c.reason));
   return true;
+}
+
+bool PeerSet::failed_in_call(const Control& c) const {
+  return c.aborted.load(std::memory_order_acquire) != 0 &&
+         static_cast<int32_t>(c.aborted_call.load(std::memory_order_relaxed) -
+                              call_.load(std::memory_order_relaxed)) <= 0;
 }
 
 void PeerSet::wait(int peer, uint32_t target, const char* op, Wait how) {
@@ -189,9 +202,13 @@ void PeerSet::wait(int peer, uint32_t target, const char* op, Wait how) {
   const auto start = Clock::now();
   const auto deadline = start + timeout_;
   auto next_check = start;
+  const Control& me = mine();
   while (true) {
     const uint32_t seen = c.progress.load(std::memory_order_acquire);
     if (arrived(c, peer, target, op)) return;
+    // Aborted from another thread (a watchdog's Comm::abort): end the wait now, not at the
+    // deadline. Checked only here, past the spinning: a sleep lasts 20 ms at most.
+    if (me.aborted.load(std::memory_order_acquire) != 0) fail_waiting(op, target, me.reason);
     const auto now = Clock::now();
     if (now >= next_check) {
       check_peers(peer, target, op);

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -74,10 +75,22 @@ class PeerSet {
 
   // Publishes this rank's phase and wakes peers sleeping on it.
   void publish(uint32_t phase);
-  // The transport's call number (op_seq) of the call now in progress: an abort records it,
-  // and a peer's abort during this call or before fails this call's waits even where the
-  // peer had already published the awaited phase (wait).
-  void set_call(uint32_t op_seq) { call_ = op_seq; }
+  // The transport's call number (op_seq) of the call now in progress, for as long as it
+  // lives: an abort records it, and a peer's abort during this call or before fails this
+  // call's waits even where the peer had already published the awaited phase (wait).
+  class InCall {
+   public:
+    InCall(PeerSet& peers, uint32_t op_seq) : peers_(peers) {
+      peers.call_.store(op_seq, std::memory_order_relaxed);
+      peers.in_call_.store(true, std::memory_order_relaxed);
+    }
+    ~InCall() { peers_.in_call_.store(false, std::memory_order_relaxed); }
+    InCall(const InCall&) = delete;
+    InCall& operator=(const InCall&) = delete;
+
+   private:
+    PeerSet& peers_;
+  };
   // How a wait gives up the core once spinning has not sufficed (wait below).
   enum class Wait {
     kShort,  // a few yields, then sleep on the futex
@@ -87,13 +100,13 @@ class PeerSet {
     kPeerCopy,
   };
   // Waits until rank peer has published phase >= target. `op` names the operation for errors.
+  // Fails (RUNTIME_ERROR) once this rank was aborted meanwhile, from another thread.
   void wait(int peer, uint32_t target, const char* op, Wait how = Wait::kShort);
   void wait_all(uint32_t target, const char* op, Wait how = Wait::kShort);
   // Marks this rank failed so peers stop waiting for it, with the reason they will report.
-  // call: the call number it fails (set_call's, when failing inside a call; the next one
-  // for an abort between calls, so that peers still finishing the last call are not failed).
-  void abort(const std::string& reason, uint32_t call);
-  void abort(const std::string& reason) { abort(reason, call_); }
+  // The call it fails is the one in flight (InCall), or between calls the next one, so that
+  // peers still finishing the last call are not failed. Any thread; the first abort stands.
+  void abort(const std::string& reason);
   pid_t pid(int r) const { return processes_[r].pid; }
   // A CMA read of peer's memory failed with errno err: aborts naming why (the peer failed,
   // died, or the kernel refused) and throws RUNTIME_ERROR.
@@ -105,10 +118,16 @@ class PeerSet {
   // The awaited phase is published: true, unless the peer aborted during this call or an
   // earlier one (then the call fails here, naming it).
   bool arrived(Control& c, int peer, uint32_t target, const char* op);
+  // Whether the owner of c failed during this call or an earlier one.
+  bool failed_in_call(const Control& c) const;
   std::string missing_ranks(uint32_t target);
+  void abort_call(const std::string& reason, uint32_t call);
 
   int rank_;
-  uint32_t call_ = 0;
+  // Written by the calling thread (InCall), read by an abort from another thread.
+  std::atomic<uint32_t> call_{0};
+  std::atomic<bool> in_call_{false};
+  std::mutex abort_mu_;  // one abort writes this rank's reason
   std::vector<Control*> controls_;
   std::vector<PeerProcess> processes_;
   int spin_iters_;

@@ -188,13 +188,13 @@ void ShmTransport::check_descriptors(const CollDesc& desc, const char* op) {
 }
 
 void ShmTransport::abort(const std::string& reason) {
-  if (failure_.empty()) failure_ = reason;
-  peers_.abort(reason, op_seq_ + 1);  // between calls: from the next one on
+  failure_.set(reason);
+  peers_.abort(reason);  // the call in flight, if any; else from the next one on
 }
 
 void ShmTransport::reject(const std::string& reason) {
-  if (!failure_.empty()) return;  // unusable: the peers have been told already
-  peers_.set_call(++op_seq_);
+  if (failure_.failed()) return;  // unusable: the peers have been told already
+  const PeerSet::InCall in_call(peers_, ++op_seq_);
   try {
     // The first step of the call the peers are making: its slot is free once they are done
     // with step s-2 (as for any call); this rank's descriptor says "rejected" and nothing
@@ -205,7 +205,7 @@ void ShmTransport::reject(const std::string& reason) {
     std::snprintf(d.reason, sizeof d.reason, "%s", reason.c_str());
     peers_.publish(3 * s + 1);
   } catch (const std::exception& e) {  // a dead or stalled peer: begin_step aborted already
-    if (failure_.empty()) failure_ = e.what();
+    failure_.set(e.what());
   }
 }
 

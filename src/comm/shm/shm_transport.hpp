@@ -87,7 +87,6 @@ class ShmTransport final : public Transport {
   void open_all_to_all_stream(const AllToAllStream& s, const PieceDriver& drive) override;
   void abort(const std::string& reason) override;
   void reject(const std::string& reason) override;
-  const std::string& failure() const override { return failure_; }
 
   // Where ranks share cores: times all_to_all's algorithms (where CMA is available and
   // time_all_to_all) and all_reduce's (time_all_reduce), every rank taking part as in any
@@ -162,7 +161,6 @@ class ShmTransport final : public Transport {
   uint32_t step_ = 0;
   uint32_t op_seq_ = 0;
   CallDigestMemo<Control::Desc> digest_;  // write_descriptor's digests
-  std::string failure_;                   // set once an op failed: the transport is then unusable
 };
 
 // Templates shared by the collectives (shm_transport.cpp) and the streams (shm_stream.cpp).
@@ -171,13 +169,18 @@ template <typename Body>
 void ShmTransport::run(const CollDesc& desc, Body&& body) {
   const char* op = coll_op_name(desc.op);
   check_usable(op, rank_, failure_);
-  peers_.set_call(++op_seq_);
+  const PeerSet::InCall in_call(peers_, ++op_seq_);
   try {
     body(op);
+    // Aborted from another thread while no wait was left to notice: the call fails, as on
+    // the peers that were still waiting for this rank.
+    if (failure_.failed())
+      detail::throw_status(Status::kRuntimeError,
+                           detail::cat(op, "(rank ", rank_, "): ", failure_.reason()));
   } catch (const CallFailed&) {  // every rank failed it at the first step: still usable
     throw;
   } catch (const std::exception& e) {  // ours, or one a stream callback let through
-    failure_ = e.what();
+    failure_.set(e.what());
     peers_.abort(e.what());
     rethrow_in_call();
   }

@@ -103,7 +103,7 @@ DeviceContext& context_of(const char* op, comm::CommImpl& c, Device d, DeviceSch
         c.rank(), c.world_size(),
         HostExchange{[cp](const std::string& s) { return all_gather_strings(cp->transport(), s); },
                      [cp] { cp->transport().barrier(); }, params::timeout_seconds(),
-                     [cp] { return cp->transport().failure().empty(); }, nccl});
+                     [cp] { return cp->transport().usable(); }, nccl});
   } catch (const Error& e) {
     c.reject(e.code(), detail::cat(op, "(rank ", c.rank(), "): ", e.what()));
   }
