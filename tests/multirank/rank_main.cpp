@@ -4,7 +4,7 @@
 // prints what went wrong and exits 1.
 //
 //   commfuse_rank_tests collectives | many_ops | kill_peer | mismatch | bad_arg | c_api |
-//                       streams | stream_mismatch | dtype_reject
+//                       streams | stream_mismatch | dtype_reject | late_rank | abort_thread
 #include <commfuse/commfuse.h>
 #include <commfuse/commfuse.hpp>
 
@@ -283,6 +283,55 @@ int case_late_rank(commfuse::Comm& c) {
   return 0;
 }
 
+// abort() from another thread (a watchdog, as with ncclCommAbort) while this rank's call
+// waits for a late peer: the call fails with the watchdog's reason well before the late
+// rank arrives (4 s; the deadline is 60 s), and the communicator stays unusable. On shm only
+// rank 0 has a watchdog and its peers fail naming it. Over MPI a call in flight cannot tell
+// the peers (docs/reliability.md), so every rank but the late one has a watchdog; the late
+// one's call may then complete with the data that travelled with the descriptors.
+int case_abort_thread(commfuse::Comm& c) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<float> x(256, 1.0f), y(x.size());
+  c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);  // every rank is set up
+  const bool mpi = std::strcmp(c.transport_name(), "mpi") == 0;
+  const bool late = c.rank() == 1;
+  const bool watched = mpi ? !late : c.rank() == 0;
+  std::thread watchdog;
+  if (watched)
+    watchdog = std::thread([&c] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      c.abort("watchdog");
+    });
+  if (late) std::this_thread::sleep_for(std::chrono::seconds(4));
+  const auto start = Clock::now();
+  bool failed = false;
+  try {
+    c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
+  } catch (const commfuse::RuntimeFailure& e) {
+    failed = true;
+    const double s = std::chrono::duration<double>(Clock::now() - start).count();
+    std::printf("rank %d: got expected RUNTIME_ERROR after %.2f s: %s\n", c.rank(), s, e.what());
+    const char* want = watched ? "watchdog" : "rank 0";
+    EXPECT(std::strstr(e.what(), want) != nullptr, "rank %d: '%s' lacks '%s'", c.rank(), e.what(),
+           want);
+    // The late rank arrives 3.7 s after the abort: a call that waited for it took longer.
+    EXPECT(late || s < 3.0, "rank %d: the call ended %.2f s after it began", c.rank(), s);
+  }
+  if (watchdog.joinable()) watchdog.join();
+  EXPECT(failed || (mpi && late), "rank %d: the all_reduce succeeded", c.rank());
+  if (watched) {
+    EXPECT(!c.usable() && c.failure().find("watchdog") != std::string::npos,
+           "rank %d: usable %d, failure '%s'", c.rank(), c.usable(), c.failure().c_str());
+    try {
+      c.barrier();
+      EXPECT(false, "rank %d: a call after the abort succeeded", c.rank());
+    } catch (const commfuse::RuntimeFailure& e) {
+      EXPECT(std::strstr(e.what(), "watchdog") != nullptr, "rank %d: %s", c.rank(), e.what());
+    }
+  }
+  return 0;
+}
+
 // Rank 1 calls all_reduce with a different count, then (new comm) with a different dtype.
 int case_mismatch(commfuse::Comm& c) {
   std::vector<float> x(1024, 1.0f), y(x.size());
@@ -450,6 +499,7 @@ int main(int argc, char** argv) {
       {"bad_arg", case_bad_arg},           {"c_api", case_c_api},
       {"streams", case_streams},           {"stream_mismatch", case_stream_mismatch},
       {"dtype_reject", case_dtype_reject}, {"late_rank", case_late_rank},
+      {"abort_thread", case_abort_thread},
   };
   if (argc != 2 || !cases.count(argv[1])) {
     std::fprintf(stderr, "usage: %s <case>\n", argv[0]);
@@ -462,6 +512,7 @@ int main(int argc, char** argv) {
     if (g_failures == 0 && rc == 0)
       std::printf("rank %d: %s OK (world %d, transport %s)\n", comm->rank(), argv[1],
                   comm->world_size(), comm->transport_name());
+    std::fflush(stdout);  // mpirun may end the job before exit flushes (abort_thread)
   } catch (const commfuse::Error& e) {
     std::fprintf(stderr, "unexpected error %d: %s\n", static_cast<int>(e.code()), e.what());
     return 1;

@@ -223,6 +223,35 @@ def _abort_body(rank):
         return mismatch, usable_after_mismatch, comm.usable, comm.failure, aborted
 
 
+def _watchdog_body(rank):
+    import threading
+    import time
+    with commfuse.init() as comm:
+        x = np.ones(4, F32)
+        comm.all_reduce(x)  # every rank is set up
+        if rank == 1:  # late: rank 0's call waits for it until the watchdog aborts
+            time.sleep(4)
+            return _outcome(lambda: comm.all_reduce(x)), 0.0, comm.usable, comm.failure
+        watchdog = threading.Timer(0.3, comm.abort, args=("watchdog",))
+        watchdog.start()
+        start = time.monotonic()
+        outcome = _outcome(lambda: comm.all_reduce(x))
+        elapsed = time.monotonic() - start
+        watchdog.join()
+        return outcome, elapsed, comm.usable, comm.failure
+
+
+def test_abort_from_another_thread_ends_the_call_in_flight():
+    # ncclCommAbort's watchdog use: the call blocked on a late peer fails with the abort's
+    # reason long before that peer arrives (4 s; the deadline is COMMFUSE_TIMEOUT_S), and the
+    # late peer's call then fails naming rank 0.
+    (mine, elapsed, usable, failure), (late, _, _, _) = run(_watchdog_body, 2)
+    assert mine[:2] == ("RuntimeFailure", 361001) and "watchdog" in mine[2], mine
+    assert elapsed < 3.0, elapsed
+    assert not usable and "rank 0 aborted the communicator: watchdog" in failure, failure
+    assert late[:2] == ("RuntimeFailure", 361001) and "rank 0" in late[2], late
+
+
 def test_mismatch_keeps_the_group_and_abort_ends_it():
     outcomes = run(_abort_body, 2)
     for rank, (mismatch, usable_after, usable, failure, aborted) in enumerate(outcomes):
