@@ -106,7 +106,9 @@ commfuseStatus_t commfuseCommSize(commfuseComm_t comm, int* worldSize);
  * (bad arguments on any rank) or ranks passing different shapes leave it usable. */
 commfuseStatus_t commfuseCommIsUsable(commfuseComm_t comm, int* usable);
 /* Makes comm unusable on this rank and tells its peers, whose waits for this rank then fail
- * at once naming it (ncclCommAbort). commfuseCommDestroy is still needed. */
+ * at once naming it (ncclCommAbort). commfuseCommDestroy is still needed. May be called from
+ * another thread while a call on comm is in flight (a watchdog): that call then fails with
+ * COMMFUSE_RUNTIME_ERROR (docs/reliability.md, Threads). */
 commfuseStatus_t commfuseCommAbort(commfuseComm_t comm);
 
 /* Collectives. count is in elements of dtype (see commfuse.hpp for per-op meaning).

@@ -140,7 +140,10 @@ class Comm {
   // Why it is unusable; empty while usable.
   std::string failure() const;
   // Makes the communicator unusable on this rank and tells the peers, whose waits for this
-  // rank then fail at once naming it (ncclCommAbort). Destroying it is still needed.
+  // rank then fail at once naming it (ncclCommAbort). Destroying it is still needed. Any
+  // thread may call it, usable() and failure(): a call in flight in another thread (a
+  // watchdog's use) then fails with this reason within about 20 ms (shm) or one poll (MPI;
+  // there its peers learn of it only at their own deadline or abort).
   void abort(std::string_view reason = {});
 
   void barrier();

@@ -72,7 +72,8 @@ class Communicator:
     def abort(self, reason: str = "") -> None:
         """Make the communicator unusable on this rank and tell the peers, whose waits for
         this rank then fail at once naming it (``ncclCommAbort``). :meth:`destroy` is still
-        needed to free it."""
+        needed to free it. A watchdog thread may call it while another thread's call waits
+        on a peer: that call then raises :class:`RuntimeFailure` with ``reason``."""
         self._impl.abort(reason)
 
     def barrier(self) -> None:

@@ -151,7 +151,8 @@ void bind_comm(nb::module_& m) {
             c.abort(reason);
           },
           nb::arg("reason") = "",
-          "Make the communicator unusable and tell the peers (ncclCommAbort).")
+          "Make the communicator unusable and tell the peers (ncclCommAbort); any thread, also "
+          "while a call is in flight (it then fails with reason).")
       .def("destroy", &PyComm::destroy, "Free the communicator now (idempotent).")
       .def(
           "barrier",
