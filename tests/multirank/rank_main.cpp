@@ -4,7 +4,8 @@
 // prints what went wrong and exits 1.
 //
 //   commfuse_rank_tests collectives | many_ops | kill_peer | mismatch | bad_arg | c_api |
-//                       streams | stream_mismatch | dtype_reject | late_rank | abort_thread
+//                       streams | stream_mismatch | dtype_reject | late_rank | abort_thread |
+//                       stage_oom
 #include <commfuse/commfuse.h>
 #include <commfuse/commfuse.hpp>
 
@@ -332,6 +333,45 @@ int case_abort_thread(commfuse::Comm& c) {
   return 0;
 }
 
+// An in-place CMA all_to_all / all_gather on rank 1 whose private copy of the source (the
+// peers read it while rank 1 writes its destination) cannot be allocated: 2^48 bytes, more
+// than the address space. Rank 1 fails with "out of memory", its peers fail naming it, and
+// the communicator stays usable. The buffers are addresses only: a refused call reads and
+// writes nothing (a touch would crash). Run with COMMFUSE_ALGO forcing CMA for both.
+int case_stage_oom(commfuse::Comm& c) {
+  const int R = c.world_size();
+  const bool oom = c.rank() == 1;
+  const uint64_t bytes = uint64_t{1} << 48;
+  auto at = [](uint64_t address) { return reinterpret_cast<void*>(uintptr_t{4096} + address); };
+  for (const bool gather : {false, true}) {
+    const char* op = gather ? "all_gather" : "all_to_all";
+    try {
+      // Rank 1's source and destination overlap (not as all_gather's own block), the others'
+      // do not.
+      if (gather)
+        c.all_gather(oom ? at(1) : at(0), oom ? at(0) : at(bytes), bytes, DType::kInt8);
+      else
+        c.all_to_all(at(0), oom ? at(0) : at(2 * bytes), bytes / static_cast<uint64_t>(R) + 1,
+                     DType::kInt8);
+      EXPECT(false, "rank %d: %s succeeded", c.rank(), op);
+    } catch (const commfuse::RuntimeFailure& e) {
+      const char* want = oom ? "out of memory allocating" : "rank 1 rejected the call";
+      EXPECT(std::strstr(e.what(), want) != nullptr, "rank %d: '%s' lacks '%s'", c.rank(), e.what(),
+             want);
+      std::printf("rank %d: got expected RUNTIME_ERROR: %s\n", c.rank(), e.what());
+    }
+    EXPECT(c.usable(), "rank %d: unusable after %s: %s", c.rank(), op, c.failure().c_str());
+  }
+  // The next in-place call stages and works.
+  std::vector<int32_t> x(static_cast<size_t>(R) * 1024);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = c.rank() * 100000 + static_cast<int32_t>(i);
+  c.all_to_all(x.data(), x.data(), 1024, DType::kInt32);
+  for (int q = 0; q < R; ++q)
+    EXPECT(x[q * 1024 + 5] == q * 100000 + c.rank() * 1024 + 5, "rank %d: block %d: %d", c.rank(),
+           q, x[q * 1024 + 5]);
+  return 0;
+}
+
 // Rank 1 calls all_reduce with a different count, then (new comm) with a different dtype.
 int case_mismatch(commfuse::Comm& c) {
   std::vector<float> x(1024, 1.0f), y(x.size());
@@ -499,7 +539,7 @@ int main(int argc, char** argv) {
       {"bad_arg", case_bad_arg},           {"c_api", case_c_api},
       {"streams", case_streams},           {"stream_mismatch", case_stream_mismatch},
       {"dtype_reject", case_dtype_reject}, {"late_rank", case_late_rank},
-      {"abort_thread", case_abort_thread},
+      {"abort_thread", case_abort_thread}, {"stage_oom", case_stage_oom},
   };
   if (argc != 2 || !cases.count(argv[1])) {
     std::fprintf(stderr, "usage: %s <case>\n", argv[0]);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <new>
 
 #include "comm/shm/cma.hpp"
 #include "core/algorithm.hpp"
@@ -39,17 +40,37 @@ void slice(uint64_t n, int parts, int q, uint64_t* off, uint64_t* len) {
   *len = base + (uq < rem ? 1 : 0);
 }
 
-// With CMA the peers read this rank's source while it writes its destination: where the
-// two overlap (an in-place call), they read a private copy of the source instead.
-const void* cma_source(const void* src, size_t src_bytes, const void* dst, size_t dst_bytes,
-                       std::vector<uint8_t>& staged) {
+}  // namespace
+
+const void* ShmTransport::cma_source(const char* op, const void* src, size_t src_bytes,
+                                     const void* dst, size_t dst_bytes,
+                                     std::unique_ptr<uint8_t[]>& staged) {
   if (!ranges_overlap(src, src_bytes, dst, dst_bytes)) return src;
-  staged.resize(src_bytes);
-  copy_bytes(staged.data(), src, src_bytes);
-  return staged.data();
+  staged.reset(new (std::nothrow) uint8_t[src_bytes]);
+  if (!staged)  // before the first step: the call fails, not the group
+    refuse(op, detail::cat("out of memory allocating ", src_bytes,
+                           " bytes to stage the source of an in-place call (its peers read it "
+                           "while this rank writes the destination)"));
+  copy_bytes(staged.get(), src, src_bytes);
+  return staged.get();
 }
 
-}  // namespace
+void ShmTransport::publish_rejection(const char* op, const std::string& reason) {
+  // The first step of the call the peers are making: its slot is free once they are done
+  // with step s-2 (as for any call); this rank's descriptor says "rejected" and nothing is
+  // read or written after it. Every rank leaves the call at phase 3s+1, so the phases stay
+  // in step for the next call (later steps wait for "at least" a phase).
+  const uint32_t s = begin_step(op);
+  Control::Desc& d = write_descriptor(kRejectedOp, CollDesc{});
+  std::snprintf(d.reason, sizeof d.reason, "%s", reason.c_str());
+  peers_.publish(3 * s + 1);
+}
+
+void ShmTransport::refuse(const char* op, const std::string& why) {
+  const std::string msg = detail::cat(op, "(rank ", rank_, "): ", why);
+  publish_rejection(op, msg);  // a dead or stalled peer throws here: run() then aborts
+  throw CallFailed(msg);
+}
 
 ShmTransport::ShmTransport(int rank, std::vector<Segment> segments,
                            std::vector<PeerProcess> processes, size_t slot_bytes,
@@ -196,14 +217,7 @@ void ShmTransport::reject(const std::string& reason) {
   if (failure_.failed()) return;  // unusable: the peers have been told already
   const PeerSet::InCall in_call(peers_, ++op_seq_);
   try {
-    // The first step of the call the peers are making: its slot is free once they are done
-    // with step s-2 (as for any call); this rank's descriptor says "rejected" and nothing
-    // is read or written after it. Every rank leaves the call at phase 3s+1, so the phases
-    // stay in step for the next call (later steps wait for "at least" a phase).
-    const uint32_t s = begin_step("reject");
-    Control::Desc& d = write_descriptor(kRejectedOp, CollDesc{});
-    std::snprintf(d.reason, sizeof d.reason, "%s", reason.c_str());
-    peers_.publish(3 * s + 1);
+    publish_rejection("reject", reason);
   } catch (const std::exception& e) {  // a dead or stalled peer: begin_step aborted already
     failure_.set(e.what());
   }
@@ -250,10 +264,10 @@ void ShmTransport::all_gather(const void* src, void* dst, uint64_t count, DType 
     auto* out = static_cast<uint8_t*>(dst);
     if (desc.algo == CollAlgo::kCma) {
       // In place (src is this rank's block of dst) needs no copy: no rank writes that block.
-      std::vector<uint8_t> staged;
+      std::unique_ptr<uint8_t[]> staged;
       const void* mine = in == out + rank_ * per_rank
                              ? src
-                             : cma_source(src, per_rank, dst, size_ * per_rank, staged);
+                             : cma_source(op, src, per_rank, dst, size_ * per_rank, staged);
       cma_call(desc, op, mine, true, [&] {
         copy_bytes(out + rank_ * per_rank, mine, per_rank);
         for (int i = 1; i < size_; ++i) {
@@ -283,9 +297,9 @@ void ShmTransport::all_to_all(const void* src, void* dst, uint64_t count, DType 
   run(desc, [&](const char* op) {
     if (desc.algo == CollAlgo::kCma) {
       auto* out = static_cast<uint8_t*>(dst);
-      std::vector<uint8_t> staged;
+      std::unique_ptr<uint8_t[]> staged;
       const auto* mine = static_cast<const uint8_t*>(
-          cma_source(src, size_ * per_peer, dst, size_ * per_peer, staged));
+          cma_source(op, src, size_ * per_peer, dst, size_ * per_peer, staged));
       cma_call(desc, op, mine, true, [&] {
         copy_bytes(out + rank_ * per_peer, mine + rank_ * per_peer, per_peer);
         for (int i = 1; i < size_; ++i) {
