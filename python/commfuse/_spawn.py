@@ -12,6 +12,24 @@ import traceback
 from typing import Any, Callable, Optional, Sequence
 
 
+def _remove_segments(pid: int) -> int:
+    """Remove the shared-memory segments process ``pid`` left (``/dev/shm/commfuse-<pid>-*``):
+    a rank killed between creating its segment and telling its peers the name leaves it
+    where no peer can find it (as ``commfuse launch`` does, comm/shm/segment.hpp)."""
+    removed = 0
+    try:
+        names = [n for n in os.listdir("/dev/shm") if n.startswith(f"commfuse-{pid}-")]
+    except OSError:
+        return 0
+    for n in names:
+        try:
+            os.unlink(os.path.join("/dev/shm", n))
+            removed += 1
+        except OSError:
+            pass
+    return removed
+
+
 class SpawnError(Exception):
     """A spawned process failed. ``rank`` is its rank (= torch's ``error_index``), ``pid``
     its process id."""
@@ -167,6 +185,10 @@ class SpawnContext:
                 pending.discard(i)
         if pending:
             self._terminate(pending)
+        for p in self.processes:
+            if p.exitcode not in (0, None):
+                _remove_segments(p.pid)
+        if pending:
             if self._failure is None:
                 raise TimeoutError(f"spawn: ranks {sorted(pending)} did not finish within "
                                    f"{timeout} s (terminated)")

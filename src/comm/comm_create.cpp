@@ -10,6 +10,7 @@
 #include "comm/bootstrap/host_identity.hpp"
 #include "comm/bootstrap/init_method.hpp"
 #include "comm/comm_impl.hpp"
+#include "comm/fault.hpp"
 #include "comm/shm/cma.hpp"
 #include "comm/shm/shm_transport.hpp"
 #include "comm/shm/sync_probe.hpp"
@@ -107,6 +108,9 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
                                           const SetupBarrier& barrier) {
   const size_t slot_bytes = slot_bytes_param();
   shm::Segment own = shm::Segment::create(shm::region_bytes(slot_bytes));
+  // COMMFUSE_FAULT=<rank>:comm_init:0:kill — killed before its peers learn the name, which
+  // only a launcher that knows its pid can remove (tests/multirank/run_init_kill.sh).
+  fault_point(rank, "comm_init", 0);
   RankRecord mine;
   mine.host = host_identity();
   const shm::PeerProcess me = shm::this_process();

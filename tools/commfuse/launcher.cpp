@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/shm/segment.hpp"
 #include "core/error.hpp"
 #include "line_forwarder.hpp"
 
@@ -419,6 +420,11 @@ class Launcher {
       if (got != r.pid) continue;
       r.running = false;
       r.status = status;
+      // A rank killed between creating its shared memory and telling its peers the name
+      // leaves it where no peer can find it; its pid names it (comm/shm/segment.hpp).
+      if (const int n = comm::shm::Segment::unlink_names_of(r.pid); n > 0)
+        std::fprintf(stderr, "commfuse launch: removed %d shared-memory segment%s rank %zu left\n",
+                     n, n == 1 ? "" : "s", i);
       if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) fail(static_cast<int>(i));
     }
   }

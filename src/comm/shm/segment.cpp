@@ -1,5 +1,6 @@
 #include "comm/shm/segment.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <random>
 #include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -17,8 +19,9 @@ namespace {
 
 std::string random_name() {
   std::random_device rd;  // kernel entropy: names are not guessable by other users
-  char buf[40];
-  std::snprintf(buf, sizeof(buf), "/commfuse-%08x%08x%08x", rd(), rd(), rd());
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "/commfuse-%d-%08x%08x%08x", static_cast<int>(getpid()), rd(),
+                rd(), rd());
   return buf;
 }
 
@@ -123,6 +126,20 @@ Segment::~Segment() {
 
 void Segment::unlink_name(const std::string& name) {
   shm_unlink(name.c_str());
+}
+
+int Segment::unlink_names_of(pid_t pid) {
+  // shm_open's names live in /dev/shm on Linux (glibc).
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return 0;
+  const std::string prefix = "commfuse-" + std::to_string(pid) + "-";
+  std::vector<std::string> names;
+  while (const dirent* e = readdir(dir))
+    if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) names.push_back(e->d_name);
+  closedir(dir);
+  int removed = 0;
+  for (const std::string& n : names) removed += shm_unlink(("/" + n).c_str()) == 0 ? 1 : 0;
+  return removed;
 }
 
 void Segment::unlink() {
