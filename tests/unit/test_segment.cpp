@@ -22,6 +22,19 @@ TEST(Segment, PeerOpensTheOwnersSegment) {
   EXPECT_EQ(static_cast<char*>(peer.data())[7], 42);
 }
 
+// The name carries the owner's pid, so that a launcher can remove what a rank killed before
+// the name exchange left (unlink_names_of); the mapping outlives the name.
+TEST(Segment, NamesCarryTheOwnersPidAndCanBeRemovedByIt) {
+  Segment owner = Segment::create(4096);
+  const std::string prefix = "/commfuse-" + std::to_string(getpid()) + "-";
+  ASSERT_EQ(owner.name().compare(0, prefix.size(), prefix), 0) << owner.name();
+  EXPECT_EQ(Segment::unlink_names_of(getpid() + 1000000), 0);  // no such pid's names
+  EXPECT_EQ(Segment::unlink_names_of(getpid()), 1);
+  EXPECT_EQ(Segment::unlink_names_of(getpid()), 0);
+  EXPECT_THROW(Segment::open(owner.name(), 4096), commfuse::RuntimeFailure);
+  static_cast<char*>(owner.data())[0] = 1;  // still mapped
+}
+
 // A segment of the expected name that others may read (or, by extension, that another
 // user owns — not testable without a second uid) is refused, not mapped.
 TEST(Segment, RefusesASegmentOthersCanRead) {
