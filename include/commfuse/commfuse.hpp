@@ -142,8 +142,8 @@ class Comm {
   // Makes the communicator unusable on this rank and tells the peers, whose waits for this
   // rank then fail at once naming it (ncclCommAbort). Destroying it is still needed. Any
   // thread may call it, usable() and failure(): a call in flight in another thread (a
-  // watchdog's use) then fails with this reason within about 20 ms (shm) or one poll (MPI;
-  // there its peers learn of it only at their own deadline or abort).
+  // watchdog's use) then fails with this reason (docs/reliability.md says when the peers
+  // learn of it over MPI). A call from a second thread while one is in flight is refused.
   void abort(std::string_view reason = {});
 
   void barrier();

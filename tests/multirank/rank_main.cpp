@@ -5,7 +5,7 @@
 //
 //   commfuse_rank_tests collectives | many_ops | kill_peer | mismatch | bad_arg | c_api |
 //                       streams | stream_mismatch | dtype_reject | late_rank | abort_thread |
-//                       stage_oom
+//                       abort_idle | stage_oom | two_threads
 #include <commfuse/commfuse.h>
 #include <commfuse/commfuse.hpp>
 
@@ -333,6 +333,60 @@ int case_abort_thread(commfuse::Comm& c) {
   return 0;
 }
 
+// abort() from another thread between calls: rank 0's next call fails with its reason, and
+// the peers' fails at once naming rank 0 — over MPI told by rank 0's calling thread at that
+// call (MPI is SERIALIZED: the aborting thread may not send), on shm by the abort itself.
+int case_abort_idle(commfuse::Comm& c) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<float> x(256, 1.0f), y(x.size());
+  c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
+  if (c.rank() == 0) std::thread([&c] { c.abort("watchdog between calls"); }).join();
+  const auto start = Clock::now();
+  try {
+    c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
+    EXPECT(false, "rank %d: the all_reduce succeeded", c.rank());
+  } catch (const commfuse::RuntimeFailure& e) {
+    const double s = std::chrono::duration<double>(Clock::now() - start).count();
+    std::printf("rank %d: got expected RUNTIME_ERROR after %.2f s: %s\n", c.rank(), s, e.what());
+    const char* want = c.rank() == 0 ? "watchdog between calls" : "rank 0";
+    EXPECT(std::strstr(e.what(), want) != nullptr, "rank %d: '%s' lacks '%s'", c.rank(), e.what(),
+           want);
+    EXPECT(s < 3.0, "rank %d: the call ended %.2f s after it began (deadline 60 s)", c.rank(), s);
+  }
+  EXPECT(!c.usable(), "rank %d: still usable", c.rank());
+  return 0;
+}
+
+// A second thread calling into a communicator while the first is in a call (which waits for
+// a late rank 1) is refused with RUNTIME_ERROR on that thread alone; the first call and the
+// communicator are unaffected.
+int case_two_threads(commfuse::Comm& c) {
+  std::vector<float> x(256, 1.0f), y(x.size());
+  c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
+  if (c.rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(1));
+  std::thread second;
+  if (c.rank() == 0)
+    second = std::thread([&c] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      try {
+        c.barrier();
+        EXPECT(false, "rank 0: a barrier from a second thread ran during an all_reduce");
+      } catch (const commfuse::RuntimeFailure& e) {
+        EXPECT(std::strstr(e.what(), "another thread is in a call") != nullptr, "rank 0: %s",
+               e.what());
+        std::printf("rank 0: got expected RUNTIME_ERROR: %s\n", e.what());
+      }
+    });
+  std::fill(y.begin(), y.end(), 0.0f);
+  c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
+  if (second.joinable()) second.join();
+  EXPECT(y[0] == static_cast<float>(c.world_size()) && y[255] == y[0], "rank %d: sum %g", c.rank(),
+         y[0]);
+  EXPECT(c.usable(), "rank %d: unusable: %s", c.rank(), c.failure().c_str());
+  c.barrier();
+  return 0;
+}
+
 // An in-place CMA all_to_all / all_gather on rank 1 whose private copy of the source (the
 // peers read it while rank 1 writes its destination) cannot be allocated: 2^48 bytes, more
 // than the address space. Rank 1 fails with "out of memory", its peers fail naming it, and
@@ -539,7 +593,8 @@ int main(int argc, char** argv) {
       {"bad_arg", case_bad_arg},           {"c_api", case_c_api},
       {"streams", case_streams},           {"stream_mismatch", case_stream_mismatch},
       {"dtype_reject", case_dtype_reject}, {"late_rank", case_late_rank},
-      {"abort_thread", case_abort_thread}, {"stage_oom", case_stage_oom},
+      {"abort_thread", case_abort_thread}, {"abort_idle", case_abort_idle},
+      {"stage_oom", case_stage_oom},       {"two_threads", case_two_threads},
   };
   if (argc != 2 || !cases.count(argv[1])) {
     std::fprintf(stderr, "usage: %s <case>\n", argv[0]);

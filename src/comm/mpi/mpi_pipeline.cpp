@@ -53,6 +53,15 @@ bool mpi_allows_progress_thread() {
   return ok;
 }
 
+bool mpi_allows_any_thread() {
+  static const bool ok = [] {
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    return provided >= MPI_THREAD_MULTIPLE;
+  }();
+  return ok;
+}
+
 Pipeline::Pipeline(MPI_Comm comm, int tag, int rank, const char* op, const WaitRules& rules,
                    size_t pieces)
     : comm_(comm),

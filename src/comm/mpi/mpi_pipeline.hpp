@@ -83,5 +83,7 @@ class Pipeline {
 
 // Whether MPI lets a progress thread make the calls (queried once).
 bool mpi_allows_progress_thread();
+// Whether any thread may call MPI at any time (MPI_THREAD_MULTIPLE; queried once).
+bool mpi_allows_any_thread();
 
 }  // namespace commfuse::comm::mpi

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "comm/fault.hpp"
+#include "comm/mpi/mpi_pipeline.hpp"
 #include "comm/mpi/mpi_requests.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -55,7 +56,9 @@ void slice(uint64_t n, int parts, int q, uint64_t* off, uint64_t* len) {
 }  // namespace
 
 MpiTransport::MpiTransport(MPI_Comm comm, bool oversubscribed)
-    : comm_(comm), waits_{params::timeout_seconds(), oversubscribed, &failure_} {
+    : comm_(comm),
+      waits_{params::timeout_seconds(), oversubscribed, &failure_},
+      caller_(std::this_thread::get_id()) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   descs_.resize(static_cast<size_t>(size_));
@@ -69,7 +72,11 @@ MpiTransport::~MpiTransport() {
   // A communicator kept past exit (a static) may outlive MPI itself.
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Comm_free(&comm_);
+  if (finalized) return;
+  // An abort from another thread between calls that no call told the peers yet.
+  int s = kUntold;
+  if (state_.compare_exchange_strong(s, kClosed, std::memory_order_acq_rel)) tell_peers_failed();
+  MPI_Comm_free(&comm_);
 }
 
 uint8_t* MpiTransport::stream_buffer(size_t bytes) {
@@ -93,9 +100,13 @@ void MpiTransport::run(const CollDesc& desc, Body&& body) {
 template <typename Body>
 void MpiTransport::run(const CollDesc& desc, const InlineSend& data, Body&& body) {
   const char* op = coll_op_name(desc.op);
-  check_usable(op, rank_, failure_);
-  const InCall in_call(*this);
-  if (!in_call.entered()) check_usable(op, rank_, failure_);  // an abort closed it, saying why
+  if (!enter_call()) {
+    check_usable(op, rank_, failure_);
+    detail::throw_status(Status::kRuntimeError,
+                         detail::cat(op, "(rank ", rank_,
+                                     "): another thread is in a call on this communicator "
+                                     "(its calls must come from one thread at a time)"));
+  }
   fault_point(rank_, op, 0);  // the streams' later pieces: mpi_stream.cpp
   ++op_seq_;
   try {
@@ -106,12 +117,19 @@ void MpiTransport::run(const CollDesc& desc, const InlineSend& data, Body&& body
     exchange_descriptors(mine, op, data);
     check_descriptors(desc, op);
     body(op);
+    // Aborted from another thread during the call (which completed): it fails here, and the
+    // peers have been told (leave_call).
+    if (!leave_call())
+      detail::throw_status(Status::kRuntimeError,
+                           detail::cat(op, "(rank ", rank_, "): ", failure_.reason()));
   } catch (const CallFailed&) {  // every rank failed it after the descriptors: still usable
+    leave_call();
     throw;
   } catch (const std::exception& e) {  // ours, or one a stream callback let through
-    // A failed peer fails everyone alike; after a timeout (or an abort from another thread)
-    // MPI's state is unknown. Either way nothing more is sent.
+    // A failed peer fails everyone alike; after a timeout (or an abort from another thread,
+    // which ends the waits) MPI's state is unknown. Either way nothing more is sent.
     failure_.set(e.what());
+    state_.store(kClosed, std::memory_order_release);
     rethrow_in_call();
   }
 }
@@ -173,30 +191,34 @@ void MpiTransport::check_descriptors(const CollDesc& desc, const char* op) {
   check_call(op, rank_, size_, desc, [&](int r) -> const WireDesc& { return descs_[r]; });
 }
 
-MpiTransport::InCall::InCall(MpiTransport& t) : t_(t) {
-  int idle = kIdle;
-  entered_ = t.state_.compare_exchange_strong(idle, kInCall, std::memory_order_acquire);
+bool MpiTransport::enter_call() {
+  int s = kIdle;
+  if (!failure_.failed() && state_.compare_exchange_strong(s, kInCall, std::memory_order_acq_rel)) {
+    caller_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+    return true;
+  }
+  s = kUntold;
+  if (state_.compare_exchange_strong(s, kClosed, std::memory_order_acq_rel)) tell_peers_failed();
+  return false;
 }
 
-MpiTransport::InCall::~InCall() {
-  if (entered_) t_.state_.store(kIdle, std::memory_order_release);
+bool MpiTransport::leave_call() {
+  int s = kInCall;
+  if (state_.compare_exchange_strong(s, kIdle, std::memory_order_acq_rel)) return true;
+  // kAbortedInCall: the call's messages are complete, and this is the calling thread.
+  state_.store(kClosed, std::memory_order_release);
+  tell_peers_failed();
+  return false;
 }
 
-void MpiTransport::abort(const std::string& reason) {
-  // peers already know, or the transport is past talking
-  if (!failure_.set(reason)) return;
-  // A call in flight in another thread ends at its next poll (its waits stop on failure_);
-  // only the calling thread may make MPI calls then (MPI_THREAD_SERIALIZED), so its peers
-  // learn of it at their deadline, unless their own watchdogs abort first.
-  int idle = kIdle;
-  if (!state_.compare_exchange_strong(idle, kClosed, std::memory_order_acquire)) return;
-  // Between calls the peers are (or will be) in the descriptor exchange of the collective
-  // this rank is refusing: take part in it with a "failed" descriptor so they fail at once
-  // naming this rank. Bounded by the deadline; abort itself never throws.
+void MpiTransport::tell_peers_failed() {
+  // The peers are (or will be) in the descriptor exchange of the collective this rank is
+  // refusing: take part in it with a "failed" descriptor so they fail at once naming this
+  // rank. Bounded by the deadline; never throws.
   WireDesc mine{};
   mine.op = 0;
   mine.op_seq = op_seq_ + 1;
-  std::snprintf(mine.reason, sizeof(mine.reason), "%s", reason.c_str());
+  std::snprintf(mine.reason, sizeof(mine.reason), "%s", failure_.reason().c_str());
   try {
     exchange_descriptors(mine, "abort");
   } catch (const Error& e) {
@@ -204,10 +226,32 @@ void MpiTransport::abort(const std::string& reason) {
   }
 }
 
+void MpiTransport::abort(const std::string& reason) {
+  // peers already know, or the transport is past talking
+  if (!failure_.set(reason)) return;
+  // MPI is initialized MPI_THREAD_SERIALIZED: only the thread that makes this
+  // communicator's calls may send (unless MPI allows every thread). From another thread
+  // the abort only changes the state, and the calling thread tells the peers: at the end of
+  // the call in flight if it completes (a call whose wait the abort ended sends nothing
+  // more), else at its next call or at destroy.
+  const bool may_send = mpi_allows_any_thread() ||
+                        caller_.load(std::memory_order_relaxed) == std::this_thread::get_id();
+  int s = state_.load(std::memory_order_acquire);
+  while (true) {
+    if (s == kIdle) {
+      if (!state_.compare_exchange_weak(s, may_send ? kClosed : kUntold, std::memory_order_acq_rel))
+        continue;
+      if (may_send) tell_peers_failed();
+      return;
+    }
+    if (s != kInCall || state_.compare_exchange_weak(s, kAbortedInCall, std::memory_order_acq_rel))
+      return;
+  }
+}
+
 void MpiTransport::reject(const std::string& reason) {
-  const InCall in_call(*this);
-  // Unusable (closed by an abort, too): the peers have been told already.
-  if (failure_.failed() || !in_call.entered()) return;
+  // Unusable (closed by an abort, too): the peers have been told already, or will be.
+  if (!enter_call()) return;
   // The descriptor exchange of the call the peers are making, with a "rejected" descriptor:
   // they fail the call naming this rank, and nothing else is sent, so the next call's
   // messages match as usual. This rank waits for their descriptors (the exchange is
@@ -226,8 +270,11 @@ void MpiTransport::reject(const std::string& reason) {
                                          strnlen(descs_[r].reason, sizeof descs_[r].reason))));
   } catch (const Error& e) {
     failure_.set(e.what());
+    state_.store(kClosed, std::memory_order_release);
     CF_LOG(kWarn, "could not tell the peers that rank ", rank_, " rejected its call: ", e.what());
+    return;
   }
+  leave_call();  // an abort meanwhile is told now
 }
 
 void MpiTransport::barrier() {

@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/call_check.hpp"
@@ -112,28 +113,33 @@ class MpiTransport final : public Transport {
   // call measured ~20 ms of page faults and memset at a prefill shape).
   uint8_t* stream_buffer(size_t bytes);
 
-  // The calling thread's hold on MPI for one call: MPI is initialized
-  // MPI_THREAD_SERIALIZED, so an abort from another thread makes MPI calls (to tell the
-  // peers) only while no call holds it. Not entered once such an abort closed the transport.
-  class InCall {
-   public:
-    explicit InCall(MpiTransport& t);
-    ~InCall();
-    InCall(const InCall&) = delete;
-    InCall& operator=(const InCall&) = delete;
-    bool entered() const { return entered_; }
-
-   private:
-    MpiTransport& t_;
-    bool entered_;
+  // Who may make MPI calls: MPI is initialized MPI_THREAD_SERIALIZED, so an abort from a
+  // thread other than the one making this communicator's calls only changes state_, and
+  // the calling thread tells the peers (tell_peers_failed) when it can. state_ changes only
+  // by compare-and-swap, so an abort lands either inside a call (kAbortedInCall: the call
+  // fails) or between calls, never both ways.
+  enum : int {
+    kIdle,
+    kInCall,
+    kAbortedInCall,  // an abort came during the call: leave_call fails it and tells
+    kUntold,         // closed by an abort between calls that could not send
+    kClosed,
   };
-  enum : int { kIdle, kInCall, kClosed };
+  // Begins a call on the calling thread: false once the transport failed or closed (an
+  // abort from another thread not yet told is told now) or while another thread is in one.
+  bool enter_call();
+  // Ends a call whose messages all completed: false if an abort came during it (the peers
+  // are then told and the transport is closed).
+  bool leave_call();
+  // The "failed" descriptor of the next call, carrying failure_'s reason.
+  void tell_peers_failed();
 
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
   WaitRules waits_;  // its stop is failure_: an abort from another thread ends the waits
   std::atomic<int> state_{kIdle};
+  std::atomic<std::thread::id> caller_;  // the thread that made the last call (or created it)
   uint32_t op_seq_ = 0;
   std::vector<WireDesc> descs_;
   // Per peer, one descriptor message: header + reason or inline data (kInboxStride each);

@@ -94,12 +94,28 @@ void PeerSet::publish(uint32_t phase) {
   if (c.waiters.load(std::memory_order_seq_cst) != 0) futex_wake_all(&c.progress);
 }
 
-void PeerSet::abort(const std::string& reason) {
-  const uint32_t call = call_.load(std::memory_order_relaxed);
-  abort_call(reason, in_call_.load(std::memory_order_relaxed) ? call : call + 1);
+PeerSet::Begin PeerSet::begin_call(uint32_t op_seq) {
+  uint64_t w = call_word_.load(std::memory_order_relaxed);
+  while ((w & (kAborted | kInCall)) == 0)
+    if (call_word_.compare_exchange_weak(w, (uint64_t{op_seq} << kFlagBits) | kInCall,
+                                         std::memory_order_acq_rel))
+      return Begin::kOk;
+  return (w & kAborted) != 0 ? Begin::kAborted : Begin::kBusy;
 }
 
-void PeerSet::abort_call(const std::string& reason, uint32_t call) {
+bool PeerSet::end_call() {
+  uint64_t w = call_word_.load(std::memory_order_relaxed);
+  while ((w & kAborted) == 0)
+    if (call_word_.compare_exchange_weak(w, w & ~kInCall, std::memory_order_acq_rel)) return true;
+  return false;
+}
+
+void PeerSet::abort(const std::string& reason) {
+  uint64_t w = call_word_.load(std::memory_order_relaxed);
+  while (!call_word_.compare_exchange_weak(w, w | kAborted, std::memory_order_acq_rel)) {
+  }
+  const auto in_flight = static_cast<uint32_t>(w >> kFlagBits);
+  const uint32_t call = (w & kInCall) != 0 ? in_flight : in_flight + 1;
   std::lock_guard<std::mutex> lock(abort_mu_);
   Control& c = mine();
   if (c.aborted.load() != 0) return;
@@ -122,7 +138,7 @@ std::string PeerSet::missing_ranks(uint32_t target) {
 
 void PeerSet::fail_waiting(const char* op, uint32_t /*target*/, const std::string& why) {
   const std::string msg = detail::cat(op, "(rank ", rank_, "): ", why);
-  abort_call(msg, call_.load(std::memory_order_relaxed));
+  abort(msg);
   detail::throw_status(Status::kRuntimeError, msg);
 }
 
@@ -176,8 +192,7 @@ bool PeerSet::arrived(Control& c, int peer, uint32_t target, const char* op) {
 
 bool PeerSet::failed_in_call(const Control& c) const {
   return c.aborted.load(std::memory_order_acquire) != 0 &&
-         static_cast<int32_t>(c.aborted_call.load(std::memory_order_relaxed) -
-                              call_.load(std::memory_order_relaxed)) <= 0;
+         static_cast<int32_t>(c.aborted_call.load(std::memory_order_relaxed) - call()) <= 0;
 }
 
 void PeerSet::wait(int peer, uint32_t target, const char* op, Wait how) {

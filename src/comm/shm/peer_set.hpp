@@ -75,22 +75,15 @@ class PeerSet {
 
   // Publishes this rank's phase and wakes peers sleeping on it.
   void publish(uint32_t phase);
-  // The transport's call number (op_seq) of the call now in progress, for as long as it
-  // lives: an abort records it, and a peer's abort during this call or before fails this
+  // The transport's call number (op_seq) of the call now in progress, from begin_call to
+  // end_call: an abort records it, and a peer's abort during this call or before fails this
   // call's waits even where the peer had already published the awaited phase (wait).
-  class InCall {
-   public:
-    InCall(PeerSet& peers, uint32_t op_seq) : peers_(peers) {
-      peers.call_.store(op_seq, std::memory_order_relaxed);
-      peers.in_call_.store(true, std::memory_order_relaxed);
-    }
-    ~InCall() { peers_.in_call_.store(false, std::memory_order_relaxed); }
-    InCall(const InCall&) = delete;
-    InCall& operator=(const InCall&) = delete;
-
-   private:
-    PeerSet& peers_;
-  };
+  // begin_call: kAborted once an abort came (between calls: the call must not start), kBusy
+  // while another thread is in a call; end_call is false if an abort came during the call
+  // (the call must fail: its peers do).
+  enum class Begin { kOk, kAborted, kBusy };
+  Begin begin_call(uint32_t op_seq);
+  bool end_call();
   // How a wait gives up the core once spinning has not sufficed (wait below).
   enum class Wait {
     kShort,  // a few yields, then sleep on the futex
@@ -104,7 +97,7 @@ class PeerSet {
   void wait(int peer, uint32_t target, const char* op, Wait how = Wait::kShort);
   void wait_all(uint32_t target, const char* op, Wait how = Wait::kShort);
   // Marks this rank failed so peers stop waiting for it, with the reason they will report.
-  // The call it fails is the one in flight (InCall), or between calls the next one, so that
+  // The call it fails is the one in flight (begin_call), or between calls the next one, so that
   // peers still finishing the last call are not failed. Any thread; the first abort stands.
   void abort(const std::string& reason);
   pid_t pid(int r) const { return processes_[r].pid; }
@@ -121,12 +114,17 @@ class PeerSet {
   // Whether the owner of c failed during this call or an earlier one.
   bool failed_in_call(const Control& c) const;
   std::string missing_ranks(uint32_t target);
-  void abort_call(const std::string& reason, uint32_t call);
 
   int rank_;
-  // Written by the calling thread (InCall), read by an abort from another thread.
-  std::atomic<uint32_t> call_{0};
-  std::atomic<bool> in_call_{false};
+  // The call number (upper bits) and kInCall / kAborted, changed only by compare-and-swap:
+  // an abort from another thread either lands inside a call, which then fails on this rank
+  // as on its peers, or between calls, failing the next — never both ways at once (two
+  // separate words let an abort record a call this rank then reported as done).
+  static constexpr uint64_t kInCall = 1, kAborted = 2, kFlagBits = 2;
+  std::atomic<uint64_t> call_word_{0};
+  uint32_t call() const {
+    return static_cast<uint32_t>(call_word_.load(std::memory_order_relaxed) >> kFlagBits);
+  }
   std::mutex abort_mu_;  // one abort writes this rank's reason
   std::vector<Control*> controls_;
   std::vector<PeerProcess> processes_;

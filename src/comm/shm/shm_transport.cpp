@@ -66,6 +66,13 @@ void ShmTransport::publish_rejection(const char* op, const std::string& reason) 
   peers_.publish(3 * s + 1);
 }
 
+void ShmTransport::throw_busy(const char* op) const {
+  detail::throw_status(Status::kRuntimeError,
+                       detail::cat(op, "(rank ", rank_,
+                                   "): another thread is in a call on this communicator (its "
+                                   "calls must come from one thread at a time)"));
+}
+
 void ShmTransport::refuse(const char* op, const std::string& why) {
   const std::string msg = detail::cat(op, "(rank ", rank_, "): ", why);
   publish_rejection(op, msg);  // a dead or stalled peer throws here: run() then aborts
@@ -215,9 +222,12 @@ void ShmTransport::abort(const std::string& reason) {
 
 void ShmTransport::reject(const std::string& reason) {
   if (failure_.failed()) return;  // unusable: the peers have been told already
-  const PeerSet::InCall in_call(peers_, ++op_seq_);
+  // An abort from another thread closed it, or another thread is in a call (its own error).
+  if (peers_.begin_call(op_seq_ + 1) != PeerSet::Begin::kOk) return;
+  ++op_seq_;
   try {
     publish_rejection("reject", reason);
+    peers_.end_call();  // an abort meanwhile: the peers fail this call anyway (rejected)
   } catch (const std::exception& e) {  // a dead or stalled peer: begin_step aborted already
     failure_.set(e.what());
   }

@@ -136,6 +136,8 @@ class ShmTransport final : public Transport {
   // "rejected" descriptor (as reject), then CallFailed; the peers fail the call naming this
   // rank, and the transport stays usable.
   [[noreturn]] void refuse(const char* op, const std::string& why);
+  // RUNTIME_ERROR: another thread is in a call on this communicator.
+  [[noreturn]] void throw_busy(const char* op) const;
   // The first step of a call with this rank's "rejected" descriptor carrying reason.
   void publish_rejection(const char* op, const std::string& reason);
   // The streams' channels (shm_stream.cpp): through the slots, and gather_stream with CMA
@@ -180,15 +182,20 @@ template <typename Body>
 void ShmTransport::run(const CollDesc& desc, Body&& body) {
   const char* op = coll_op_name(desc.op);
   check_usable(op, rank_, failure_);
-  const PeerSet::InCall in_call(peers_, ++op_seq_);
+  if (const PeerSet::Begin b = peers_.begin_call(op_seq_ + 1); b != PeerSet::Begin::kOk) {
+    check_usable(op, rank_, failure_);  // an abort from another thread, which said why first
+    throw_busy(op);
+  }
+  ++op_seq_;
   try {
     body(op);
-    // Aborted from another thread while no wait was left to notice: the call fails, as on
-    // the peers that were still waiting for this rank.
-    if (failure_.failed())
+    // Aborted from another thread during the call, where no wait was left to notice: it
+    // fails here as on the peers, which see this call's number in the abort.
+    if (!peers_.end_call())
       detail::throw_status(Status::kRuntimeError,
                            detail::cat(op, "(rank ", rank_, "): ", failure_.reason()));
   } catch (const CallFailed&) {  // every rank failed it at the first step: still usable
+    peers_.end_call();
     throw;
   } catch (const std::exception& e) {  // ours, or one a stream callback let through
     failure_.set(e.what());
