@@ -228,12 +228,14 @@ def _destroy_while_in_use_body(rank):
     x = np.ones(1 << 16, np.float32)
     x1, w = np.ones((4, 64), np.float32), np.ones((64, 64), np.float32)
     errors, started = [], threading.Barrier(3)
+    one_at_a_time = threading.Lock()  # a call from a second thread meanwhile is refused
 
     def loop(call):
         started.wait()
         try:
             while True:
-                call()
+                with one_at_a_time:
+                    call()
         except commfuse.InvalidArgument as e:
             errors.append(str(e))
 

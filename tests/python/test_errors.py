@@ -35,6 +35,24 @@ def test_error_classes():
     assert commfuse.InvalidArgument.__module__ == "commfuse"
 
 
+def _k_zero_body(rank):
+    with commfuse.init() as comm:
+        x1, x2 = np.ones((3, 0), F32), np.ones((0, 5), F32)
+        return [_outcome(lambda: commfuse.all_gather_base_mm(x1, x2, comm.name, 1)),
+                _outcome(lambda: commfuse.mm_reduce_scatter_base(x1, x2, comm.name, 1)),
+                _outcome(lambda: commfuse.mm_all_reduce_base(x1, x2, comm.name))]
+
+
+def test_an_empty_dimension_is_named_not_its_layout():
+    # A (3, 0) x1 has no layout to check: the message says k is 0 (SPEC §0: what was
+    # expected and what was given), not that numpy's strides are wrong.
+    [outcomes] = run(_k_zero_body, 1)
+    for op, outcome in zip(["all_gather_matmul", "matmul_reduce_scatter", "matmul_all_reduce"],
+                           outcomes):
+        assert outcome == ("InvalidArgument", 161002,
+                           f"{op}(rank 0): x1 dim 1 (k) is 0 but must be >= 1"), outcome
+
+
 def test_errors_without_a_group():
     # No communicator needed: the group lookup fails first, on this rank only.
     x, w = np.ones((2, 4), F32), np.ones((4, 3), F32)

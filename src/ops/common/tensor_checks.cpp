@@ -78,6 +78,10 @@ void check_ndim(const OpContext& ctx, const char* name, const TensorView& t, int
 }
 
 void check_contiguous(const OpContext& ctx, const char* name, const TensorView& t) {
+  // No elements, no layout (PyTorch's rule too): the shape checks say what is wrong (a
+  // (3, 0) x1 read "dim 0 stride 1, expected 0" instead of "k is 0 but must be >= 1").
+  for (int i = 0; i < t.ndim; ++i)
+    if (t.shape[i] == 0) return;
   int64_t expect = 1;
   for (int i = t.ndim - 1; i >= 0; --i) {
     // A dim of size 1 has no meaningful stride (PyTorch's rule too).
