@@ -10,7 +10,9 @@ namespace {
 thread_local const CallSignature* t_call = nullptr;
 
 std::string value_str(const CallSignature& s, int i, int64_t v) {
-  return s.names[i] != nullptr ? std::string(s.names[i](v)) : std::to_string(v);
+  if (s.names[i] != nullptr)
+    if (const char* name = s.names[i](v)) return name;
+  return std::to_string(v);
 }
 
 const char* dtype_or_number(int64_t v) {
@@ -138,6 +140,25 @@ void fail_call(const char* op, int rank, const std::vector<PeerCall>& all) {
                                  "alike on every rank)"));
   }
   CF_ASSERT(false);  // called although every descriptor matched
+}
+
+uint64_t bytes_digest(const void* data, size_t bytes) {
+  using detail_digest::fmix;
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint64_t lane[4] = {0x9e3779b97f4a7c15ull, 0x243f6a8885a308d3ull, 0x13198a2e03707344ull,
+                      0xa4093822299f31d0ull};
+  size_t i = 0;
+  for (; i + 32 <= bytes; i += 32)
+    for (int l = 0; l < 4; ++l) {
+      uint64_t w;
+      std::memcpy(&w, p + i + 8 * l, 8);
+      lane[l] = fmix(lane[l], w);
+    }
+  uint64_t tail[4] = {};
+  std::memcpy(tail, p + i, bytes - i);
+  for (int l = 0; l < 4; ++l) lane[l] = fmix(lane[l], tail[l]);
+  const uint64_t h = fmix(fmix(fmix(fmix(lane[0], bytes), lane[1]), lane[2]), lane[3]);
+  return h != 0 ? h : 1;
 }
 
 }  // namespace commfuse::comm

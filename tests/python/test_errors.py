@@ -53,6 +53,38 @@ def test_an_empty_dimension_is_named_not_its_layout():
                            f"{op}(rank 0): x1 dim 1 (k) is 0 but must be >= 1"), outcome
 
 
+def _bias_body(rank, m, n):
+    with commfuse.init() as comm:
+        R = comm.world_size
+        x, w = np.ones((m, 4), F32), np.ones((4, n), F32)
+        mine = np.full(n, 10.0 * (rank + 1), F32)
+        same = np.full(n, 10.0, F32)
+        outcomes = []
+        for bias in (mine, same if rank else None):  # different values; absent on rank 0
+            outcomes.append(_outcome(lambda: commfuse.mm_all_reduce_base(x, w, comm.name,
+                                                                         bias=bias)))
+            outcomes.append(_outcome(lambda: commfuse.mm_reduce_scatter_base(
+                x, w, comm.name, R, bias=bias)))
+        usable = comm.usable
+        out = commfuse.mm_all_reduce_base(x, w, comm.name, bias=same)
+        return outcomes, usable, out.tolist()
+
+
+@pytest.mark.parametrize("m,n", [(4, 8), (64, 64)])
+def test_ranks_must_pass_the_same_bias(m, n):
+    # The bias is added once (SPEC §2): ranks passing different values would each see their
+    # own, or each row block its owner's, depending on the schedule. Every rank fails the
+    # call naming the bias; the communicator stays usable, and the same bias works.
+    for rank, (outcomes, usable, out) in enumerate(run(_bias_body, 2, m, n)):
+        for outcome in outcomes:
+            assert outcome[:2] == ("RuntimeFailure", 361001), outcome
+            assert re.search(r"rank \d passed bias \(a digest of its values\) (none|-?\d+), rank "
+                             rf"{rank} passed (none|-?\d+) \(every rank must pass the same bias",
+                             outcome[2]), outcome[2]
+        assert usable
+        assert out == [[2 * 4 + 10.0] * n] * m, out[0][:4]
+
+
 def test_errors_without_a_group():
     # No communicator needed: the group lookup fails first, on this rank only.
     x, w = np.ones((2, 4), F32), np.ones((4, 3), F32)

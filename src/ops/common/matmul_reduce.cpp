@@ -124,6 +124,17 @@ PlanKey plan_key(const char* op, const MatmulReduceProblem& p) {
   return key;
 }
 
+void add_call_fields(const MatmulReduceProblem& p, comm::CallSignature& s) {
+  int64_t digest = 0;  // no bias
+  if (p.bias.data != nullptr)
+    digest = p.device.type == DeviceType::kCpu
+                 ? static_cast<int64_t>(comm::bytes_digest(
+                       p.bias.data, dtype_storage_bytes(p.bias.dtype, static_cast<size_t>(p.n))))
+                 : 1;
+  s.add("bias (a digest of its values)", digest,
+        [](int64_t v) -> const char* { return v == 0 ? "none" : nullptr; });
+}
+
 void bind_pointers(PartialShape& s, const MatmulReduceProblem& p) {
   if (s.quantized) {
     s.qgemm.q = p.quant;

@@ -46,6 +46,13 @@ MatmulReduceProblem validate_matmul_operands(const OpContext& ctx, const TensorV
                                              const TensorView& x2,
                                              const MatmulReduceOptions& options, bool allow_3d);
 
+// The call's fields only its data says, for the signature every rank compares
+// (plan_impl.hpp): the bias, added once, must hold the same values on every rank — else the
+// rows would get one rank's bias or another's depending on the schedule, and the ranks'
+// results would differ (SPEC §2: bitwise identical on all ranks). A host bias goes in as a
+// digest of its values; a device bias as present or not.
+void add_call_fields(const MatmulReduceProblem& p, comm::CallSignature& s);
+
 // Every tensor of a reducing op's call on one device (tensor_checks.hpp check_devices).
 Device check_matmul_reduce_devices(const OpContext& ctx, const TensorView& x1, const TensorView& x2,
                                    const TensorView& output, const MatmulReduceOptions& options);

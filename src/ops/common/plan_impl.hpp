@@ -53,17 +53,28 @@ const char* plan_schedule_name(const Data& d) {
 }
 
 // Every op's execute: the group and the workspace checked (begin_execute), the call's
-// signature in scope for its collectives, then its schedule.
+// signature in scope for its collectives, then its schedule. An op whose problem has
+// arguments every rank must pass with the same values (add_call_fields(problem, signature))
+// adds them to a copy of the plan's signature, per call.
 template <typename Data>
 void execute_plan(const Data& d, void* workspace, size_t workspace_bytes, void* stream) {
   const auto& p = d.problem;
   const auto [c, ws] = begin_execute(d.signature.op, p.group, p.rank, p.world_size, workspace,
                                      workspace_bytes, plan_workspace_bytes(d));
-  const comm::CallScope call(d.signature);
-  if constexpr (requires { d.stream; })
-    run_schedule(d, c, ws, stream != nullptr ? stream : d.stream);
-  else
-    run_schedule(d, c, ws);
+  auto run = [&, c = &c, ws = ws](const comm::CallSignature& signature) {
+    const comm::CallScope call(signature);
+    if constexpr (requires { d.stream; })
+      run_schedule(d, *c, ws, stream != nullptr ? stream : d.stream);
+    else
+      run_schedule(d, *c, ws);
+  };
+  if constexpr (requires(comm::CallSignature & s) { add_call_fields(p, s); }) {
+    comm::CallSignature s = d.signature;
+    add_call_fields(p, s);
+    run(s);
+  } else {
+    run(d.signature);
+  }
 }
 
 template <typename Data>
