@@ -5,7 +5,7 @@
 //
 //   commfuse_rank_tests collectives | many_ops | kill_peer | mismatch | bad_arg | c_api |
 //                       streams | stream_mismatch | dtype_reject | late_rank | abort_thread |
-//                       abort_idle | stage_oom | two_threads
+//                       abort_stream | abort_idle | stage_oom | two_threads
 #include <commfuse/commfuse.h>
 #include <commfuse/commfuse.hpp>
 
@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -290,10 +291,28 @@ int case_late_rank(commfuse::Comm& c) {
 // rank 0 has a watchdog and its peers fail naming it. Over MPI a call in flight cannot tell
 // the peers (docs/reliability.md), so every rank but the late one has a watchdog; the late
 // one's call may then complete with the data that travelled with the descriptors.
-int case_abort_thread(commfuse::Comm& c) {
+// abort_stream: the same with the call a fused all_gather_matmul in 4 pieces per rank (a
+// gather stream). Over MPI the test stalls rank 1 before its second piece instead
+// (COMMFUSE_FAULT=1:all_gather_matmul:1:stall), so that its peers wait inside the stream's
+// pipeline (threaded at W = 2, inline polling at W = 3), past the descriptor exchange.
+int abort_while_waiting(commfuse::Comm& c, bool stream) {
   using Clock = std::chrono::steady_clock;
   std::vector<float> x(256, 1.0f), y(x.size());
-  c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);  // every rank is set up
+  const int64_t R = c.world_size();
+  std::vector<float> x1(16 * 16, 1.0f), x2(16 * 16, 1.0f), out(static_cast<size_t>(R) * 16 * 16),
+      gathered(out.size());
+  commfuse::AllGatherMatmulOptions options;
+  options.comm_turn = 4;
+  auto call = [&] {
+    if (!stream) return c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
+    commfuse::all_gather_matmul(
+        commfuse::TensorView(x1.data(), DType::kFloat32, {16, 16}),
+        commfuse::TensorView(x2.data(), DType::kFloat32, {16, 16}), c.name(), static_cast<int>(R),
+        commfuse::TensorView(out.data(), DType::kFloat32, {R * 16, 16}),
+        commfuse::TensorView(gathered.data(), DType::kFloat32, {R * 16, 16}), options);
+  };
+  const bool fault = std::getenv("COMMFUSE_FAULT") != nullptr;  // it fires in the first call
+  if (!fault) call();                                           // every rank is set up
   const bool mpi = std::strcmp(c.transport_name(), "mpi") == 0;
   const bool late = c.rank() == 1;
   const bool watched = mpi ? !late : c.rank() == 0;
@@ -303,11 +322,11 @@ int case_abort_thread(commfuse::Comm& c) {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       c.abort("watchdog");
     });
-  if (late) std::this_thread::sleep_for(std::chrono::seconds(4));
+  if (late && !fault) std::this_thread::sleep_for(std::chrono::seconds(4));
   const auto start = Clock::now();
   bool failed = false;
   try {
-    c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
+    call();
   } catch (const commfuse::RuntimeFailure& e) {
     failed = true;
     const double s = std::chrono::duration<double>(Clock::now() - start).count();
@@ -331,6 +350,14 @@ int case_abort_thread(commfuse::Comm& c) {
     }
   }
   return 0;
+}
+
+int case_abort_thread(commfuse::Comm& c) {
+  return abort_while_waiting(c, false);
+}
+
+int case_abort_stream(commfuse::Comm& c) {
+  return abort_while_waiting(c, true);
 }
 
 // abort() from another thread between calls: rank 0's next call fails with its reason, and
@@ -593,8 +620,9 @@ int main(int argc, char** argv) {
       {"bad_arg", case_bad_arg},           {"c_api", case_c_api},
       {"streams", case_streams},           {"stream_mismatch", case_stream_mismatch},
       {"dtype_reject", case_dtype_reject}, {"late_rank", case_late_rank},
-      {"abort_thread", case_abort_thread}, {"abort_idle", case_abort_idle},
-      {"stage_oom", case_stage_oom},       {"two_threads", case_two_threads},
+      {"abort_thread", case_abort_thread}, {"abort_stream", case_abort_stream},
+      {"abort_idle", case_abort_idle},     {"stage_oom", case_stage_oom},
+      {"two_threads", case_two_threads},
   };
   if (argc != 2 || !cases.count(argv[1])) {
     std::fprintf(stderr, "usage: %s <case>\n", argv[0]);

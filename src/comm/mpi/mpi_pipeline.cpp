@@ -235,9 +235,14 @@ void Pipeline::wait(size_t piece) {
         std::this_thread::sleep_for(std::chrono::microseconds(20));
       else
         sched_yield();
-      // The thread owns the deadline; this is only a backstop should it have stopped.
-      if (done_.load() && !p.arrived.load())
+      // The thread owns the deadline; this is only a backstop should it have stopped. A
+      // thread that failed set failed_ before done_: its reason, not "stopped" (seen: the
+      // thread's stop on an abort read as "transfer stopped" when it came between the two
+      // checks).
+      if (done_.load() && !p.arrived.load()) {
+        if (failed_.load(std::memory_order_acquire)) fail(failure_);
         fail(detail::cat(op_, "(rank ", rank_, "): transfer stopped"));
+      }
     } else {
       if (step()) last = Clock::now();
       if (stopped()) fail(stop_reason());
