@@ -488,21 +488,24 @@ void check_algorithms(commfuse::Comm& comm) {
                         : got == want,
            "%s: schedule %s, COMMFUSE_ALGO '%s'", op.c_str(), got.c_str(), algo.c_str());
   };
-  std::vector<float> buf(static_cast<size_t>(4 * R * 8 + 64), 0.0f);
+  // Planned only, never run; still every output apart from every input (check_disjoint).
+  const size_t at = static_cast<size_t>(64 * R);
+  std::vector<float> buf(4 * at, 0.0f);
   const commfuse::TensorView x1(buf.data(), DType::kFloat32, {2, 4});
-  const commfuse::TensorView x2(buf.data(), DType::kFloat32, {4, 8});
-  const commfuse::TensorView out(buf.data() + 64, DType::kFloat32, {2 * R, 8});
-  const commfuse::TensorView gather(buf.data() + 64, DType::kFloat32, {2 * R, 4});
+  const commfuse::TensorView x2(buf.data() + at, DType::kFloat32, {4, 8});
+  const commfuse::TensorView out(buf.data() + 2 * at, DType::kFloat32, {2 * R, 8});
+  const commfuse::TensorView gather(buf.data() + 3 * at, DType::kFloat32, {2 * R, 4});
   check("all_gather_matmul",
         commfuse::AllGatherMatmulPlan(x1, x2, comm.name(), R, out, gather).schedule_name());
   const commfuse::TensorView x1r(buf.data(), DType::kFloat32, {2 * R, 4});
   check("matmul_reduce_scatter",
         commfuse::MatmulReduceScatterPlan(
-            x1r, x2, comm.name(), R, commfuse::TensorView(buf.data() + 64, DType::kFloat32, {2, 8}))
+            x1r, x2, comm.name(), R,
+            commfuse::TensorView(buf.data() + 2 * at, DType::kFloat32, {2, 8}))
             .schedule_name());
   check("matmul_all_reduce",
         commfuse::MatmulAllReducePlan(
-            x1, x2, comm.name(), commfuse::TensorView(buf.data() + 64, DType::kFloat32, {2, 8}))
+            x1, x2, comm.name(), commfuse::TensorView(buf.data() + 2 * at, DType::kFloat32, {2, 8}))
             .schedule_name());
 }
 

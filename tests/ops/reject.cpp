@@ -33,8 +33,10 @@ constexpr int64_t kM = 4, kK = 16, kN = 8;
 struct Buffers {
   std::vector<uint8_t> in = std::vector<uint8_t>(1 << 16, 0);
   std::vector<uint8_t> out = std::vector<uint8_t>(1 << 16, 0xCD);
+  std::vector<uint8_t> gather = std::vector<uint8_t>(1 << 16, 0xCD);  // apart from out
   void* i() { return in.data(); }
   void* o() { return out.data(); }
+  void* g() { return gather.data(); }
 };
 
 struct AgmArgs {
@@ -61,7 +63,7 @@ void reject_all_gather_matmul(commfuse::Comm& comm, Buffers& b, const std::strin
   AgmArgs ok{TensorView(b.i(), kF16, {kM, kK}),
              TensorView(b.i(), kF16, {kK, kN}),
              TensorView(b.o(), kF16, {kM * R, kN}),
-             TensorView(b.o(), kF16, {kM * R, kK}),
+             TensorView(b.g(), kF16, {kM * R, kK}),
              comm.name(),
              R,
              {}};
@@ -130,7 +132,7 @@ void reject_all_gather_matmul(commfuse::Comm& comm, Buffers& b, const std::strin
                with([](AgmArgs& a) { a.output = TensorView(); }));
   expect_error("agm gather_out shape", inv, {op, rank.c_str(), "gather_out shape is"},
                with([&](AgmArgs& a) {
-                 a.gather_out = TensorView(b.o(), kF16, {kM, kK + 1});
+                 a.gather_out = TensorView(b.g(), kF16, {kM, kK + 1});
                }));
   expect_error("agm gather_out dtype", inv, {op, rank.c_str(), "gather_out dtype is bfloat16"},
                with([](AgmArgs& a) { a.gather_out.dtype = DType::kBFloat16; }));
@@ -169,7 +171,7 @@ void reject_quant_all_gather_matmul(commfuse::Comm& comm, Buffers& b, const std:
   AgmArgs ok{TensorView(b.i(), i8, {kM, kK}),
              TensorView(b.i(), i8, {kK, kN}),
              TensorView(b.o(), DType::kBFloat16, {kM * R, kN}),
-             TensorView(b.o(), i8, {kM * R, kK}),
+             TensorView(b.g(), i8, {kM * R, kK}),
              comm.name(),
              R,
              {}};
@@ -367,7 +369,15 @@ void reject_reducing(commfuse::Comm& comm, Buffers& b, const std::string& rank) 
 // these small buffers), never an overflow. Found by fuzz/: all_gather_matmul's plan multiplied x2's
 // k·n by 4 in int64 (2^31 x 2^30 fp16); m·R (review of the same code) overflowed for m near 2^62 at
 // R >= 3, and m·R·k (the gathered x1, staged in the workspace) for x1 (2^40 - 1, 2^22) at R = 3.
-void plan_huge_shapes(commfuse::Comm& comm, Buffers& b, const std::string& rank) {
+// An address only, for shapes no buffer could hold: planned or rejected, never touched. The
+// inputs sit at address(0), the outputs at address(2^63), so that their claimed spans stay
+// apart (the ops reject an output that shares bytes with an input).
+void* address(uint64_t offset) {
+  return reinterpret_cast<void*>(uintptr_t{4096} + offset);
+}
+constexpr uint64_t kOutputs = uint64_t{1} << 63;
+
+void plan_huge_shapes(commfuse::Comm& comm, const std::string& rank) {
   const int R = comm.world_size();
   const int64_t k = int64_t{1} << 31, n = int64_t{1} << 30;
   commfuse::AllGatherMatmulOptions no_gather;
@@ -377,24 +387,26 @@ void plan_huge_shapes(commfuse::Comm& comm, Buffers& b, const std::string& rank)
   expect_error("huge x2", Status::kParamInvalid,
                {"all_gather_matmul", rank.c_str(), "not supported", "x2"}, [&] {
                  commfuse::AllGatherMatmulPlan p(
-                     TensorView(b.i(), kF16, {kM, k}), TensorView(b.i(), kF16, {k, n}), comm.name(),
-                     R, TensorView(b.o(), kF16, {kM * R, n}), TensorView(), no_gather);
+                     TensorView(address(0), kF16, {kM, k}), TensorView(address(0), kF16, {k, n}),
+                     comm.name(), R, TensorView(address(kOutputs), kF16, {kM * R, n}), TensorView(),
+                     no_gather);
                });
   // The largest x2 it takes (2^31 - 1 elements) plans, with the widened fp32 copy of x2 in
   // its workspace where 16-bit inputs run widened.
   const int64_t k1 = 1, n1 = (int64_t{1} << 31) - 1;
   const commfuse::AllGatherMatmulPlan accepted(
-      TensorView(b.i(), kF16, {kM, k1}), TensorView(b.i(), kF16, {k1, n1}), comm.name(), R,
-      TensorView(b.o(), kF16, {kM * R, n1}), TensorView(), no_gather);
+      TensorView(address(0), kF16, {kM, k1}), TensorView(address(0), kF16, {k1, n1}), comm.name(),
+      R, TensorView(address(kOutputs), kF16, {kM * R, n1}), TensorView(), no_gather);
   EXPECT(accepted.description().find("all_gather_matmul") != std::string::npos, "%s",
          accepted.description().c_str());
   if (R < 3) return;  // fp16 rows (at most 2^62 - 1) times R = 2 still fit
   const int64_t m = (int64_t{1} << 62) - 1;
   expect_error("agm m·R overflow", Status::kParamInvalid,
                {"all_gather_matmul", rank.c_str(), "the gathered m·R rows", "exceed int64"}, [&] {
-                 commfuse::AllGatherMatmulPlan p(
-                     TensorView(b.i(), kF16, {m, 1}), TensorView(b.i(), kF16, {1, 1}), comm.name(),
-                     R, TensorView(b.o(), kF16, {1, 1}), TensorView(), no_gather);
+                 commfuse::AllGatherMatmulPlan p(TensorView(address(0), kF16, {m, 1}),
+                                                 TensorView(address(0), kF16, {1, 1}), comm.name(),
+                                                 R, TensorView(address(kOutputs), kF16, {1, 1}),
+                                                 TensorView(), no_gather);
                });
   // x1 just under 2^63 bytes (m·k = 2^62 - 2^22 fp16 elements); 3·m·k overflows
   const int64_t m2 = (int64_t{1} << 40) - 1, k2 = int64_t{1} << 22;
@@ -402,8 +414,9 @@ void plan_huge_shapes(commfuse::Comm& comm, Buffers& b, const std::string& rank)
                {"all_gather_matmul", rank.c_str(), "the gathered m·R·k elements", "exceed int64"},
                [&] {
                  commfuse::AllGatherMatmulPlan p(
-                     TensorView(b.i(), kF16, {m2, k2}), TensorView(b.i(), kF16, {k2, 1}),
-                     comm.name(), R, TensorView(b.o(), kF16, {m2 * R, 1}), TensorView(), no_gather);
+                     TensorView(address(0), kF16, {m2, k2}), TensorView(address(0), kF16, {k2, 1}),
+                     comm.name(), R, TensorView(address(kOutputs), kF16, {m2 * R, 1}), TensorView(),
+                     no_gather);
                });
 }
 
@@ -421,7 +434,7 @@ void reject_c_api(commfuse::Comm& comm, Buffers& b, const std::string& rank) {
   commfuseTensor_t* x2 = commfuseCreateTensor(s_x2, 2, nullptr, f16, b.i());
   commfuseTensor_t* bad_x2 = commfuseCreateTensor(s_bad_x2, 2, nullptr, f16, b.i());
   commfuseTensor_t* out = commfuseCreateTensor(s_out, 2, nullptr, f16, b.o());
-  commfuseTensor_t* g = commfuseCreateTensor(s_g, 2, nullptr, f16, b.o());
+  commfuseTensor_t* g = commfuseCreateTensor(s_g, 2, nullptr, f16, b.g());
   const std::string group = comm.name();
   const char* gn = group.c_str();
   uint64_t ws = 0;
@@ -548,7 +561,7 @@ void reject_packed_x2(commfuse::Comm& comm, Buffers& b, const std::string& rank)
     AgmArgs a{TensorView(b.i(), kF16, {kM, kK}),
               x2,
               TensorView(b.o(), kF16, {kM * R, kN}),
-              TensorView(b.o(), kF16, {kM * R, kK}),
+              TensorView(b.g(), kF16, {kM * R, kK}),
               comm.name(),
               R,
               {}};
@@ -575,7 +588,7 @@ void reject_packed_x2(commfuse::Comm& comm, Buffers& b, const std::string& rank)
   AgmArgs mv{TensorView(b.i(), kF16, {kM, kK}),
              x2,
              TensorView(b.o(), kF16, {kM * R, kN}),
-             TensorView(b.o(), kF16, {kM * R, kK}),
+             TensorView(b.g(), kF16, {kM * R, kK}),
              comm.name(),
              R,
              {}};
@@ -590,7 +603,7 @@ void reject_packed_x2(commfuse::Comm& comm, Buffers& b, const std::string& rank)
   AgmArgs q{TensorView(b.i(), DType::kInt8, {kM, kK}),
             TensorView(b.i(), DType::kInt8, {kK, kN}),
             TensorView(b.o(), DType::kBFloat16, {kM * R, kN}),
-            TensorView(b.o(), DType::kInt8, {kM * R, kK}),
+            TensorView(b.g(), DType::kInt8, {kM * R, kK}),
             comm.name(),
             R,
             {}};
@@ -610,7 +623,7 @@ int case_reject(commfuse::Comm& comm) {
   reject_quant_all_gather_matmul(comm, b, rank);
   reject_reducing(comm, b, rank);
   reject_c_api(comm, b, rank);
-  plan_huge_shapes(comm, b, rank);
+  plan_huge_shapes(comm, rank);
   reject_packed_x2(comm, b, rank);
   EXPECT(b.out == std::vector<uint8_t>(b.out.size(), 0xCD), "a rejected call wrote an output");
   return 0;
@@ -648,10 +661,11 @@ int case_reject_peer(commfuse::Comm& comm) {
   const int64_t huge_m = int64_t{3} << 22, huge_n = int64_t{1} << 24;
   const bool huge = me == 1;
   const int64_t m = huge ? huge_m : kM * R, n = huge ? huge_n : kN;
+  void* const x = huge ? address(0) : in.data();  // rank 1: addresses only, never touched
+  void* const y = huge ? address(kOutputs) : out.data();
   try {
-    commfuse::matmul_reduce_scatter(TensorView(in.data(), kF16, {m, kK}),
-                                    TensorView(in.data(), kF16, {kK, n}), comm.name(), R,
-                                    TensorView(out.data(), kF16, {m / R, n}));
+    commfuse::matmul_reduce_scatter(TensorView(x, kF16, {m, kK}), TensorView(x, kF16, {kK, n}),
+                                    comm.name(), R, TensorView(y, kF16, {m / R, n}));
     EXPECT(false, "rank %d: no error", me);
   } catch (const commfuse::RuntimeFailure& e) {
     const char* want = huge ? "matmul_reduce_scatter(rank 1): out of memory allocating"

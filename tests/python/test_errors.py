@@ -85,6 +85,51 @@ def test_ranks_must_pass_the_same_bias(m, n):
         assert out == [[2 * 4 + 10.0] * n] * m, out[0][:4]
 
 
+def _overlap_body(rank):
+    with commfuse.init() as comm:
+        R, m = comm.world_size, 4
+        x1 = np.full((m, 8), rank + 1, F32)
+        w = np.ones((8, m * R), F32)
+        gather = np.zeros((m * R, 8), F32)
+        a2a_x = np.ones((m * R, 4), F32)
+        square = np.ones((m * R, m * R), F32)  # x2 (k, n) with k = n = m·R: output's shape
+        calls = {
+            # output over x2
+            "output and x2": lambda: commfuse.all_gather_base_mm(
+                np.ones((m, m * R), F32), square, comm.name, R, out=square),
+            # x1 over another rank's block of gather_out
+            "gather_out and x1": lambda: commfuse.all_gather_base_mm(
+                gather[((rank + 1) % R) * m:((rank + 1) % R + 1) * m], w, comm.name, R,
+                gather_out=gather),
+            # alltoall_out over x1
+            "alltoAllOutOptional and x1": lambda: commfuse.alltoall_matmul(
+                a2a_x, np.ones((4 * R, 4), F32), comm.name, R,
+                alltoall_out=a2a_x.reshape(m, 4 * R)),
+        }
+        outcomes = {k: _outcome(f) for k, f in calls.items()}
+        # x1 as this rank's own block of gather_out: the in-place all_gather, supported.
+        gather[rank * m:(rank + 1) * m] = x1
+        out, g = commfuse.all_gather_base_mm(gather[rank * m:(rank + 1) * m], w, comm.name, R,
+                                             gather_out=gather)
+        return outcomes, comm.usable, g.tolist(), out.tolist()
+
+
+def test_outputs_that_share_memory_with_inputs_are_rejected():
+    # An op reads its inputs while it writes its outputs, piece by piece: a shared byte gave
+    # silently wrong results, different per rank and per schedule. Each case is PARAM_INVALID
+    # naming both tensors, on every rank (all pass the same kind of overlap); the in-place
+    # all_gather form (x1 = this rank's block of gather_out) still works.
+    R = 2
+    for rank, (outcomes, usable, gathered, out) in enumerate(run(_overlap_body, R)):
+        for pair, outcome in outcomes.items():
+            assert outcome is not None and outcome[:2] == ("InvalidArgument", 161002), (pair,
+                                                                                     outcome)
+            assert f"{pair} share memory" in outcome[2], outcome[2]
+        assert usable
+        assert gathered == [[float(r + 1)] * 8 for r in range(R) for _ in range(4)]
+        assert out == [[8.0 * (r + 1)] * (4 * R) for r in range(R) for _ in range(4)]
+
+
 def test_errors_without_a_group():
     # No communicator needed: the group lookup fails first, on this rank only.
     x, w = np.ones((2, 4), F32), np.ones((4, 3), F32)

@@ -67,6 +67,20 @@ AllGatherMatmulProblem validate_all_gather_matmul(const TensorView& x1, const Te
     // Absent or the empty (0,) tensor torch returns for gather_output=False.
     check_shape(ctx, "gather_out", gather_out, {0}, "(empty: gather_output is false)");
   }
+  // x1 may be this rank's own block of gather_out (the in-place all_gather form), exactly.
+  const TensorView* gathered_out = options.gather_output ? &gather_out : nullptr;
+  const bool x1_own_block =
+      gathered_out != nullptr &&
+      static_cast<const uint8_t*>(x1.data) ==
+          static_cast<const uint8_t*>(gather_out.data) +
+              dtype_storage_bytes(p.dtype, static_cast<size_t>(p.rank * p.m * p.k));
+  check_disjoint(ctx, {{"output", &output}, {"gather_out", gathered_out}},
+                 {{"x2", &x2},
+                  {"bias", given(options.bias)},
+                  {"x1_scale", given(options.x1_scale)},
+                  {"x2_scale", given(options.x2_scale)}});
+  check_disjoint(ctx, {{"output", &output}, {"gather_out", x1_own_block ? nullptr : gathered_out}},
+                 {{"x1", &x1}});
   p.comm_turn = options.comm_turn;
   p.device = device;
   p.x2.prepacked = check_packed_x2(ctx, options.packed_x2, x2, p.x2, device);

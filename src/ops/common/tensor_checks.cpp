@@ -1,5 +1,9 @@
 #include "ops/common/tensor_checks.hpp"
 
+#include <cstdlib>
+#include <iterator>
+#include <utility>
+
 #include "ops/common/quant_operands.hpp"
 #include "ops/common/tensor_size.hpp"
 
@@ -89,6 +93,42 @@ void check_contiguous(const OpContext& ctx, const char* name, const TensorView& 
       ctx.invalid(name, " must be row-major contiguous (shape ", shape_str(t), ", dim ", i,
                   " stride ", t.strides[i], ", expected ", expect, ")");
     expect *= t.shape[i];
+  }
+}
+
+namespace {
+
+// The bytes [begin, end) a tensor's elements span (strides in elements, non-negative after
+// validation); begin == end when it has none.
+std::pair<uintptr_t, uintptr_t> byte_span(const TensorView& t) {
+  const auto begin = reinterpret_cast<uintptr_t>(t.data);
+  if (t.data == nullptr || t.ndim <= 0) return {begin, begin};
+  uint64_t last = 0;  // offset of the last element, in elements
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] <= 0) return {begin, begin};
+    last += static_cast<uint64_t>(t.shape[i] - 1) * static_cast<uint64_t>(std::abs(t.strides[i]));
+  }
+  return {begin, begin + dtype_storage_bytes(t.dtype, last + 1)};
+}
+
+}  // namespace
+
+void check_disjoint(const OpContext& ctx, std::initializer_list<NamedTensor> outputs,
+                    std::initializer_list<NamedTensor> inputs) {
+  auto overlap = [](const TensorView& a, const TensorView& b) {
+    const auto [a0, a1] = byte_span(a);
+    const auto [b0, b1] = byte_span(b);
+    return a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1;
+  };
+  for (auto o = outputs.begin(); o != outputs.end(); ++o) {
+    if (o->t == nullptr) continue;
+    for (const NamedTensor& in : inputs)
+      if (in.t != nullptr && overlap(*o->t, *in.t))
+        ctx.invalid(o->name, " and ", in.name, " share memory (", o->name, " is written while ",
+                    in.name, " is read: pass separate buffers)");
+    for (auto other = std::next(o); other != outputs.end(); ++other)
+      if (other->t != nullptr && overlap(*o->t, *other->t))
+        ctx.invalid(o->name, " and ", other->name, " share memory (pass separate buffers)");
   }
 }
 

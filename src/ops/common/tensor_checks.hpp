@@ -44,6 +44,15 @@ void check_contiguous(const OpContext& ctx, const char* name, const TensorView& 
 void check_shape(const OpContext& ctx, const char* name, const TensorView& t,
                  std::initializer_list<int64_t> want, const char* meaning);
 
+// Outputs that share bytes with an input (or another output) are PARAM_INVALID naming both:
+// an op reads inputs while it writes outputs, piece by piece and rank by rank, so a shared
+// byte gave silently wrong results, different per rank and per schedule (seen: alltoall_out
+// over x1, all_gather_matmul's output over x2, x1 over a peer's block of gather_out). The
+// in-place forms an op supports are simply not listed as pairs. Absent tensors (null
+// pointer) and tensors without elements overlap nothing. Reads no tensor data.
+void check_disjoint(const OpContext& ctx, std::initializer_list<NamedTensor> outputs,
+                    std::initializer_list<NamedTensor> inputs);
+
 struct PackedWeightImpl;
 
 // x2 as the GEMM reads it: (k, n) row-major with row stride ld, or a transposed view of an
