@@ -94,12 +94,14 @@ void PeerSet::publish(uint32_t phase) {
   if (c.waiters.load(std::memory_order_seq_cst) != 0) futex_wake_all(&c.progress);
 }
 
-PeerSet::Begin PeerSet::begin_call(uint32_t op_seq) {
+PeerSet::Begin PeerSet::begin_call() {
   uint64_t w = call_word_.load(std::memory_order_relaxed);
-  while ((w & (kAborted | kInCall)) == 0)
-    if (call_word_.compare_exchange_weak(w, (uint64_t{op_seq} << kFlagBits) | kInCall,
+  while ((w & (kAborted | kInCall)) == 0) {
+    const uint32_t next = static_cast<uint32_t>(w >> kFlagBits) + 1;  // wraps as op_seq_ does
+    if (call_word_.compare_exchange_weak(w, (uint64_t{next} << kFlagBits) | kInCall,
                                          std::memory_order_acq_rel))
       return Begin::kOk;
+  }
   return (w & kAborted) != 0 ? Begin::kAborted : Begin::kBusy;
 }
 

@@ -82,7 +82,9 @@ class PeerSet {
   // while another thread is in a call; end_call is false if an abort came during the call
   // (the call must fail: its peers do).
   enum class Begin { kOk, kAborted, kBusy };
-  Begin begin_call(uint32_t op_seq);
+  // The call begun is the one after the word's last (the transport's op_seq_ + 1: both
+  // count every begun call from 0).
+  Begin begin_call();
   bool end_call();
   // How a wait gives up the core once spinning has not sufficed (wait below).
   enum class Wait {

@@ -182,7 +182,9 @@ template <typename Body>
 void ShmTransport::run(const CollDesc& desc, Body&& body) {
   const char* op = coll_op_name(desc.op);
   check_usable(op, rank_, failure_);
-  if (const PeerSet::Begin b = peers_.begin_call(op_seq_ + 1); b != PeerSet::Begin::kOk) {
+  // The next call number comes from the call word, not op_seq_: a second thread refused
+  // here must not read what the thread in the call writes.
+  if (const PeerSet::Begin b = peers_.begin_call(); b != PeerSet::Begin::kOk) {
     check_usable(op, rank_, failure_);  // an abort from another thread, which said why first
     throw_busy(op);
   }
