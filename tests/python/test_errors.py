@@ -101,6 +101,10 @@ def _overlap_body(rank):
             "gather_out and x1": lambda: commfuse.all_gather_base_mm(
                 gather[((rank + 1) % R) * m:((rank + 1) % R + 1) * m], w, comm.name, R,
                 gather_out=gather),
+            # output over x1, in place (k = n): wrong over MPI once a piece's sum was written
+            # before later pieces read x1 (review of the first version of this check)
+            "output and x1": lambda: commfuse.mm_all_reduce_base(
+                inplace := np.ones((m, 8), F32), np.ones((8, 8), F32), comm.name, out=inplace),
             # alltoall_out over x1
             "alltoAllOutOptional and x1": lambda: commfuse.alltoall_matmul(
                 a2a_x, np.ones((4 * R, 4), F32), comm.name, R,
@@ -117,8 +121,8 @@ def _overlap_body(rank):
 def test_outputs_that_share_memory_with_inputs_are_rejected():
     # An op reads its inputs while it writes its outputs, piece by piece: a shared byte gave
     # silently wrong results, different per rank and per schedule. Each case is PARAM_INVALID
-    # naming both tensors, on every rank (all pass the same kind of overlap); the in-place
-    # all_gather form (x1 = this rank's block of gather_out) still works.
+    # naming both tensors, on every rank (all pass the same kind of overlap); the one in-place
+    # form, all_gather's (x1 = this rank's block of gather_out), still works.
     R = 2
     for rank, (outcomes, usable, gathered, out) in enumerate(run(_overlap_body, R)):
         for pair, outcome in outcomes.items():

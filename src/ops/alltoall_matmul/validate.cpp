@@ -61,11 +61,8 @@ AlltoAllMatmulProblem validate_alltoall_matmul(const TensorView& x1, const Tenso
     check_contiguous(ctx, "alltoAllOutOptional", all_to_all_out);
     p.all_to_all_out = all_to_all_out.data;
   }
-  // output over x1 is supported (x1 is sent before output is written); alltoAllOutOptional
-  // over x1 is not (peers' rows land there while x1 is still being sent).
   check_disjoint(ctx, {{"output", &output}, {"alltoAllOutOptional", &all_to_all_out}},
-                 {{"x2", &x2}, {"bias", given(o.bias)}});
-  check_disjoint(ctx, {{"alltoAllOutOptional", &all_to_all_out}}, {{"x1", &x1}});
+                 {{"x1", &x1}, {"x2", &x2}, {"bias", given(o.bias)}});
   p.device = device;
   return p;
 }

@@ -193,16 +193,15 @@ AlltoAllQuantMatmulProblem validate_alltoall_quant_matmul(
     check_contiguous(ctx, "alltoAllOutOptional", all_to_all_out);
     p.all_to_all_out = all_to_all_out.data;
   }
-  // As alltoall_matmul: output over x1 is supported, alltoAllOutOptional over x1 is not.
   check_disjoint(ctx, {{"output", &output}, {"alltoAllOutOptional", &all_to_all_out}},
-                 {{"x2", &x2},
+                 {{"x1", &x1},
+                  {"x2", &x2},
                   {"x2Scale", &x2_scale},
                   {"bias", given(o.bias)},
                   {"x1ScaleOptional", given(o.x1_scale)},
                   {"commScaleOptional", given(o.comm_scale)},
                   {"x1OffsetOptional", given(o.x1_offset)},
                   {"x2OffsetOptional", given(o.x2_offset)}});
-  check_disjoint(ctx, {{"alltoAllOutOptional", &all_to_all_out}}, {{"x1", &x1}});
   p.device = device;
   return p;
 }

@@ -124,15 +124,15 @@ PlanKey plan_key(const char* op, const MatmulReduceProblem& p) {
   return key;
 }
 
-void add_call_fields(const MatmulReduceProblem& p, comm::CallSignature& s) {
-  int64_t digest = 0;  // no bias
-  if (p.bias.data != nullptr)
-    digest = p.device.type == DeviceType::kCpu
-                 ? static_cast<int64_t>(comm::bytes_digest(
-                       p.bias.data, dtype_storage_bytes(p.bias.dtype, static_cast<size_t>(p.n))))
-                 : 1;
-  s.add("bias (a digest of its values)", digest,
+int add_bias_field(const MatmulReduceProblem& p, comm::CallSignature& s) {
+  s.add("bias (a digest of its values)", p.bias.data != nullptr ? 1 : 0,
         [](int64_t v) -> const char* { return v == 0 ? "none" : nullptr; });
+  return p.bias.data != nullptr ? s.nfields - 1 : -1;
+}
+
+int64_t call_field_value(const MatmulReduceProblem& p) {
+  return static_cast<int64_t>(
+      comm::bytes_digest(p.bias.data, dtype_storage_bytes(p.bias.dtype, static_cast<size_t>(p.n))));
 }
 
 void bind_pointers(PartialShape& s, const MatmulReduceProblem& p) {

@@ -46,12 +46,14 @@ MatmulReduceProblem validate_matmul_operands(const OpContext& ctx, const TensorV
                                              const TensorView& x2,
                                              const MatmulReduceOptions& options, bool allow_3d);
 
-// The call's fields only its data says, for the signature every rank compares
-// (plan_impl.hpp): the bias, added once, must hold the same values on every rank — else the
-// rows would get one rank's bias or another's depending on the schedule, and the ranks'
-// results would differ (SPEC §2: bitwise identical on all ranks). A host bias goes in as a
-// digest of its values; a device bias as present or not.
-void add_call_fields(const MatmulReduceProblem& p, comm::CallSignature& s);
+// The bias, added once, must hold the same values on every rank — else the rows would get
+// one rank's bias or another's depending on the schedule, and the ranks' results would
+// differ (SPEC §2: bitwise identical on all ranks). So the signature every rank compares
+// gets a bias field: 0 when absent (fixed at plan time), else a digest of the values, which
+// may change between calls of one plan: add_bias_field returns its index for execute to set
+// (call_field_value; plan_impl.hpp), -1 when absent.
+int add_bias_field(const MatmulReduceProblem& p, comm::CallSignature& s);
+int64_t call_field_value(const MatmulReduceProblem& p);
 
 // Every tensor of a reducing op's call on one device (tensor_checks.hpp check_devices).
 Device check_matmul_reduce_devices(const OpContext& ctx, const TensorView& x1, const TensorView& x2,

@@ -53,9 +53,9 @@ const char* plan_schedule_name(const Data& d) {
 }
 
 // Every op's execute: the group and the workspace checked (begin_execute), the call's
-// signature in scope for its collectives, then its schedule. An op whose problem has
-// arguments every rank must pass with the same values (add_call_fields(problem, signature))
-// adds them to a copy of the plan's signature, per call.
+// signature in scope for its collectives, then its schedule. A plan whose signature has a
+// field only the call's data says (data_field >= 0: call_field_value(problem), e.g. a digest
+// of the bias every rank must pass alike) runs with a copy that has it set.
 template <typename Data>
 void execute_plan(const Data& d, void* workspace, size_t workspace_bytes, void* stream) {
   const auto& p = d.problem;
@@ -68,13 +68,14 @@ void execute_plan(const Data& d, void* workspace, size_t workspace_bytes, void* 
     else
       run_schedule(d, *c, ws);
   };
-  if constexpr (requires(comm::CallSignature & s) { add_call_fields(p, s); }) {
-    comm::CallSignature s = d.signature;
-    add_call_fields(p, s);
-    run(s);
-  } else {
-    run(d.signature);
+  if constexpr (requires { d.data_field; }) {
+    if (d.data_field >= 0) {
+      comm::CallSignature s = d.signature;
+      s.values[d.data_field] = call_field_value(p);
+      return run(s);
+    }
   }
+  run(d.signature);
 }
 
 template <typename Data>

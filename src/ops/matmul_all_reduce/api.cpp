@@ -40,6 +40,7 @@ MatmulAllReducePlan::MatmulAllReducePlan(const TensorView& x1, const TensorView&
             auto plan = ops::plan_matmul_all_reduce_cached(std::move(problem));
             plan.signature =
                 ops::matmul_signature(ops::kMatmulAllReduceOp, plan.problem, plan.schedule);
+            plan.data_field = ops::add_bias_field(plan.problem, plan.signature);
             return ops::make_plan(std::move(plan));
           })) {}
 

@@ -33,6 +33,9 @@ const char* schedule_name(MatmulAllReduceSchedule s);
 
 struct MatmulAllReducePlanData {
   comm::CallSignature signature;  // set by the API constructor (api.cpp)
+  // The signature's field that execute sets from the call's data (the bias digest,
+  // matmul_reduce.hpp); -1: none (no bias).
+  int data_field = -1;
   MatmulReduceProblem problem;
   MatmulAllReduceSchedule schedule = MatmulAllReduceSchedule::kFused;
   size_t workspace_bytes = 0;

@@ -18,9 +18,9 @@ MatmulReduceProblem validate_matmul_all_reduce(const TensorView& x1, const Tenso
     check_shape(ctx, "output", output, {p.m, p.n}, "(m, n)");
   check_contiguous(ctx, "output", output);
   p.output = output.data;
-  // output over x1 is supported (each rank's partial is computed before its sum is written).
   check_disjoint(ctx, {{"output", &output}},
-                 {{"x2", &x2},
+                 {{"x1", &x1},
+                  {"x2", &x2},
                   {"bias", given(options.bias)},
                   {"x1_scale", given(options.x1_scale)},
                   {"x2_scale", given(options.x2_scale)}});

@@ -39,6 +39,7 @@ MatmulReduceScatterPlan::MatmulReduceScatterPlan(const TensorView& x1, const Ten
             auto plan = ops::plan_matmul_reduce_scatter_cached(std::move(problem));
             plan.signature =
                 ops::matmul_signature(ops::kMatmulReduceScatterOp, plan.problem, plan.schedule);
+            plan.data_field = ops::add_bias_field(plan.problem, plan.signature);
             return ops::make_plan(std::move(plan));
           })) {}
 

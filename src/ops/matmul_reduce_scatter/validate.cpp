@@ -20,9 +20,9 @@ MatmulReduceProblem validate_matmul_reduce_scatter(const TensorView& x1, const T
   check_shape(ctx, "output", output, {p.m / R, p.n}, "(m/R, n)");
   check_contiguous(ctx, "output", output);
   p.output = output.data;
-  // output over x1 is supported (each rank's partial is computed before its sum is written).
   check_disjoint(ctx, {{"output", &output}},
-                 {{"x2", &x2},
+                 {{"x1", &x1},
+                  {"x2", &x2},
                   {"bias", given(options.bias)},
                   {"x1_scale", given(options.x1_scale)},
                   {"x2_scale", given(options.x2_scale)}});

@@ -16,8 +16,7 @@ QuantReduceProblem validate_quant_all_reduce(const TensorView& x, const TensorVi
     check_shape(ctx, "output", output, {p.rows, p.h}, "(bs, H), x's shape");
   p.out_dtype = output.dtype;
   p.output = output.data;
-  // output over x is supported (x's codes are read before output is written).
-  check_disjoint(ctx, {{"output", &output}}, {{"scales", &scales}});
+  check_disjoint(ctx, {{"output", &output}}, {{"x", &x}, {"scales", &scales}});
   p.device = device;
   return p;
 }

@@ -17,8 +17,7 @@ QuantReduceProblem validate_quant_reduce_scatter(const TensorView& x, const Tens
   check_shape(ctx, "output", output, {p.rows / R, p.h}, "(BS/R, H)");
   p.out_dtype = output.dtype;
   p.output = output.data;
-  // output over x is supported (x's codes are read before output is written).
-  check_disjoint(ctx, {{"output", &output}}, {{"scales", &scales}});
+  check_disjoint(ctx, {{"output", &output}}, {{"x", &x}, {"scales", &scales}});
   p.device = device;
   return p;
 }
