@@ -48,6 +48,20 @@ CommImpl::CommImpl(int rank, int world_size, int local_ranks, std::string name,
   trace::set_rank(rank);  // COMMFUSE_TRACE: this process's track is named by its rank
 }
 
+CommImpl::Entered::Entered(CommImpl& c, const char* op) {
+  const std::thread::id me = std::this_thread::get_id();
+  std::thread::id none;
+  if (c.caller_.compare_exchange_strong(none, me, std::memory_order_acquire)) {
+    owner_ = &c;
+    return;
+  }
+  if (none != me) throw_busy(op, c.rank_);
+}
+
+CommImpl::Entered::~Entered() {
+  if (owner_ != nullptr) owner_->caller_.store(std::thread::id(), std::memory_order_release);
+}
+
 void CommImpl::reject(Status code, const std::string& message) {
   transport_->reject(message);
   detail::throw_status(code, message);
@@ -160,10 +174,12 @@ void Comm::abort(std::string_view reason) {
 }
 
 void Comm::barrier() {
+  const comm::CommImpl::Entered entered(*impl_, "barrier");
   impl_->transport().barrier();
 }
 
 void Comm::broadcast(void* buf, size_t count, DType dtype, int root) {
+  const comm::CommImpl::Entered entered(*impl_, "broadcast");
   check_buffers(*impl_, "broadcast", buf, buf, count, dtype, false);
   if (root < 0 || root >= world_size())
     impl_->reject(Status::kParamInvalid, detail::cat("broadcast(rank ", rank(), "): root ", root,
@@ -172,21 +188,25 @@ void Comm::broadcast(void* buf, size_t count, DType dtype, int root) {
 }
 
 void Comm::all_gather(const void* src, void* dst, size_t count, DType dtype) {
+  const comm::CommImpl::Entered entered(*impl_, "all_gather");
   check_buffers(*impl_, "all_gather", src, dst, count, dtype, false, world_size());
   impl_->transport().all_gather(src, dst, count, dtype);
 }
 
 void Comm::reduce_scatter(const void* src, void* dst, size_t count, DType dtype) {
+  const comm::CommImpl::Entered entered(*impl_, "reduce_scatter");
   check_buffers(*impl_, "reduce_scatter", src, dst, count, dtype, true, world_size());
   impl_->transport().reduce_scatter(src, dst, count, dtype);
 }
 
 void Comm::all_reduce(const void* src, void* dst, size_t count, DType dtype) {
+  const comm::CommImpl::Entered entered(*impl_, "all_reduce");
   check_buffers(*impl_, "all_reduce", src, dst, count, dtype, true);
   impl_->transport().all_reduce(src, dst, count, dtype);
 }
 
 void Comm::all_to_all(const void* src, void* dst, size_t count, DType dtype) {
+  const comm::CommImpl::Entered entered(*impl_, "all_to_all");
   check_buffers(*impl_, "all_to_all", src, dst, count, dtype, false, world_size());
   impl_->transport().all_to_all(src, dst, count, dtype);
 }

@@ -4,8 +4,10 @@
 
 #include <commfuse/commfuse.hpp>
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "comm/transport.hpp"
 
@@ -27,6 +29,21 @@ class CommImpl {
   // for the deadline, and the communicator stays usable on every rank. Throws `code`.
   [[noreturn]] void reject(Status code, const std::string& message);
 
+  // The thread inside a call — a collective, or an operator with all its collectives — for
+  // as long as it lives: a second thread meanwhile is refused (throw_busy) instead of
+  // putting its call between the operator's collectives (which failed the communicator).
+  // The owner entering again (an operator's own collectives) passes.
+  class Entered {
+   public:
+    Entered(CommImpl& c, const char* op);
+    ~Entered();
+    Entered(const Entered&) = delete;
+    Entered& operator=(const Entered&) = delete;
+
+   private:
+    CommImpl* owner_ = nullptr;  // null: nested in this thread's own call
+  };
+
   // What a higher layer keeps per communicator (the CUDA backend's device context, created
   // by its first device call): destroyed before the transport, while the peers can still
   // be reached.
@@ -43,6 +60,7 @@ class CommImpl {
   std::string name_;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Attachment> attachment_;  // after transport_: destroyed before it
+  std::atomic<std::thread::id> caller_{};   // Entered: the thread in a call, or none
 };
 
 // Creates the communicator: bootstrap, transport selection, shm mapping.

@@ -73,6 +73,13 @@ void check_usable(const char* op, int rank, const Failure& failure) {
   }
 }
 
+void throw_busy(const char* op, int rank) {
+  detail::throw_status(Status::kRuntimeError,
+                       detail::cat(op, "(rank ", rank,
+                                   "): another thread is in a call on this communicator (its "
+                                   "calls must come from one thread at a time)"));
+}
+
 void check_reducible(const char* op, int rank, DType dtype) {
   CF_CHECK_ARG(kernels::cpu::reducible(dtype), op, "(rank ", rank, "): dtype ", dtype_name(dtype),
                " cannot be summed (only ", kernels::cpu::reducible_names(), ")");

@@ -182,6 +182,9 @@ void check_usable(const char* op, int rank, const Failure& failure);
 // Whether two byte ranges share a byte (empty ranges never do): an in-place call.
 bool ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes);
 void check_reducible(const char* op, int rank, DType dtype);
+// RUNTIME_ERROR: another thread is in a call on this communicator (its calls come from one
+// thread at a time; docs/reliability.md, Threads).
+[[noreturn]] void throw_busy(const char* op, int rank);
 
 class Transport {
  public:

@@ -411,6 +411,36 @@ int case_two_threads(commfuse::Comm& c) {
          y[0]);
   EXPECT(c.usable(), "rank %d: unusable: %s", c.rank(), c.failure().c_str());
   c.barrier();
+  // The same during an operator, whose GEMM (a few hundred ms here) runs between its
+  // collectives, where no collective is in flight: still refused, the operator unaffected.
+  // Planned first, so that the second thread starts while execute runs.
+  const int64_t R = c.world_size(), m = 1024, k = 2048, n = 2048;
+  std::vector<float> x1(static_cast<size_t>(m * k), 1.0f), x2(static_cast<size_t>(k * n), 1.0f),
+      out(static_cast<size_t>(R * m * n)), gathered(static_cast<size_t>(R * m * k));
+  commfuse::AllGatherMatmulPlan plan(
+      commfuse::TensorView(x1.data(), DType::kFloat32, {m, k}),
+      commfuse::TensorView(x2.data(), DType::kFloat32, {k, n}), c.name(), static_cast<int>(R),
+      commfuse::TensorView(out.data(), DType::kFloat32, {R * m, n}),
+      commfuse::TensorView(gathered.data(), DType::kFloat32, {R * m, k}));
+  std::vector<uint8_t> workspace(plan.workspace_size());
+  if (c.rank() == 0)
+    second = std::thread([&c] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      try {
+        c.barrier();
+        EXPECT(false, "rank 0: a barrier from a second thread ran during all_gather_matmul");
+      } catch (const commfuse::RuntimeFailure& e) {
+        EXPECT(std::strstr(e.what(), "another thread is in a call") != nullptr, "rank 0: %s",
+               e.what());
+        std::printf("rank 0: got expected RUNTIME_ERROR: %s\n", e.what());
+      }
+    });
+  plan.execute(workspace.data(), workspace.size());
+  if (second.joinable()) second.join();
+  EXPECT(out[0] == static_cast<float>(k) && out.back() == out[0], "rank %d: output %g", c.rank(),
+         out[0]);
+  EXPECT(c.usable(), "rank %d: unusable: %s", c.rank(), c.failure().c_str());
+  c.barrier();
   return 0;
 }
 

@@ -73,9 +73,13 @@ MpiTransport::~MpiTransport() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  // An abort from another thread between calls that no call told the peers yet.
+  // An abort from another thread between calls that no call told the peers yet: peers in a
+  // call get it at once; ones that are not (destroying too, say) are not waited for long.
   int s = kUntold;
-  if (state_.compare_exchange_strong(s, kClosed, std::memory_order_acq_rel)) tell_peers_failed();
+  if (state_.compare_exchange_strong(s, kClosed, std::memory_order_acq_rel)) {
+    tell_timeout_s_ = 1;
+    tell_peers_failed();
+  }
   MPI_Comm_free(&comm_);
 }
 
@@ -102,10 +106,7 @@ void MpiTransport::run(const CollDesc& desc, const InlineSend& data, Body&& body
   const char* op = coll_op_name(desc.op);
   if (!enter_call()) {
     check_usable(op, rank_, failure_);
-    detail::throw_status(Status::kRuntimeError,
-                         detail::cat(op, "(rank ", rank_,
-                                     "): another thread is in a call on this communicator "
-                                     "(its calls must come from one thread at a time)"));
+    throw_busy(op, rank_);
   }
   fault_point(rank_, op, 0);  // the streams' later pieces: mpi_stream.cpp
   ++op_seq_;
@@ -131,6 +132,10 @@ void MpiTransport::run(const CollDesc& desc, const InlineSend& data, Body&& body
     failure_.set(e.what());
     state_.store(kClosed, std::memory_order_release);
     rethrow_in_call();
+  } catch (...) {  // a callback threw something else: the same, and the call state cleared
+    failure_.set(detail::cat(op, "(rank ", rank_, "): a callback threw a non-standard exception"));
+    state_.store(kClosed, std::memory_order_release);
+    throw;
   }
 }
 
@@ -144,9 +149,8 @@ void MpiTransport::exchange_descriptors(const WireDesc& mine, const char* op,
   const int bytes = has_reason ? kDescHeaderBytes + static_cast<int>(std::strlen(mine.reason)) + 1
                                : kDescHeaderBytes;
   // An abort's own exchange (a "failed" descriptor, op 0) is not ended by the failure it
-  // reports.
-  const WaitRules rules =
-      mine.op == 0 ? WaitRules{waits_.timeout_s, waits_.oversubscribed} : waits_;
+  // reports; at destroy it waits a second at most (tell_peers_failed).
+  const WaitRules rules = mine.op == 0 ? WaitRules{tell_timeout_s_, waits_.oversubscribed} : waits_;
   Batch b(comm_, kDescTag, rank_, op, rules);
   // Every receive takes the largest message a peer may send, whatever call it is in.
   for (int i = 1; i < size_; ++i) {

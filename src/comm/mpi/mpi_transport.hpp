@@ -139,7 +139,8 @@ class MpiTransport final : public Transport {
   int size_ = 1;
   WaitRules waits_;  // its stop is failure_: an abort from another thread ends the waits
   std::atomic<int> state_{kIdle};
-  std::atomic<std::thread::id> caller_;  // the thread that made the last call (or created it)
+  std::atomic<std::thread::id> caller_;    // the thread that made the last call (or created it)
+  int tell_timeout_s_ = waits_.timeout_s;  // tell_peers_failed's deadline (1 s at destroy)
   uint32_t op_seq_ = 0;
   std::vector<WireDesc> descs_;
   // Per peer, one descriptor message: header + reason or inline data (kInboxStride each);

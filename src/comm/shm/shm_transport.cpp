@@ -66,13 +66,6 @@ void ShmTransport::publish_rejection(const char* op, const std::string& reason) 
   peers_.publish(3 * s + 1);
 }
 
-void ShmTransport::throw_busy(const char* op) const {
-  detail::throw_status(Status::kRuntimeError,
-                       detail::cat(op, "(rank ", rank_,
-                                   "): another thread is in a call on this communicator (its "
-                                   "calls must come from one thread at a time)"));
-}
-
 void ShmTransport::refuse(const char* op, const std::string& why) {
   const std::string msg = detail::cat(op, "(rank ", rank_, "): ", why);
   publish_rejection(op, msg);  // a dead or stalled peer throws here: run() then aborts

@@ -136,8 +136,6 @@ class ShmTransport final : public Transport {
   // "rejected" descriptor (as reject), then CallFailed; the peers fail the call naming this
   // rank, and the transport stays usable.
   [[noreturn]] void refuse(const char* op, const std::string& why);
-  // RUNTIME_ERROR: another thread is in a call on this communicator.
-  [[noreturn]] void throw_busy(const char* op) const;
   // The first step of a call with this rank's "rejected" descriptor carrying reason.
   void publish_rejection(const char* op, const std::string& reason);
   // The streams' channels (shm_stream.cpp): through the slots, and gather_stream with CMA
@@ -186,7 +184,7 @@ void ShmTransport::run(const CollDesc& desc, Body&& body) {
   // here must not read what the thread in the call writes.
   if (const PeerSet::Begin b = peers_.begin_call(); b != PeerSet::Begin::kOk) {
     check_usable(op, rank_, failure_);  // an abort from another thread, which said why first
-    throw_busy(op);
+    throw_busy(op, rank_);
   }
   ++op_seq_;
   try {
@@ -203,6 +201,12 @@ void ShmTransport::run(const CollDesc& desc, Body&& body) {
     failure_.set(e.what());
     peers_.abort(e.what());
     rethrow_in_call();
+  } catch (...) {  // a callback threw something else: the same (the call word says aborted)
+    const std::string why =
+        detail::cat(op, "(rank ", rank_, "): a callback threw a non-standard exception");
+    failure_.set(why);
+    peers_.abort(why);
+    throw;
   }
 }
 

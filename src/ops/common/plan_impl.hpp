@@ -62,6 +62,7 @@ void execute_plan(const Data& d, void* workspace, size_t workspace_bytes, void* 
   const auto [c, ws] = begin_execute(d.signature.op, p.group, p.rank, p.world_size, workspace,
                                      workspace_bytes, plan_workspace_bytes(d));
   auto run = [&, c = &c, ws = ws](const comm::CallSignature& signature) {
+    const comm::CommImpl::Entered entered(*c, d.signature.op);
     const comm::CallScope call(signature);
     if constexpr (requires { d.stream; })
       run_schedule(d, *c, ws, stream != nullptr ? stream : d.stream);
