@@ -12,13 +12,15 @@ import traceback
 from typing import Any, Callable, Optional, Sequence
 
 
-def _remove_segments(pid: int) -> int:
-    """Remove the shared-memory segments process ``pid`` left (``/dev/shm/commfuse-<pid>-*``):
-    a rank killed between creating its segment and telling its peers the name leaves it
-    where no peer can find it (as ``commfuse launch`` does, comm/shm/segment.hpp)."""
+def _remove_segments(pid: int, launch_id: str) -> int:
+    """Remove the shared-memory segments process ``pid`` of this launch left
+    (``/dev/shm/commfuse-<pid>-<launch_id>-*``): a rank killed between creating its segment and
+    telling its peers the name leaves it where no peer can find it (as ``commfuse launch``
+    does, comm/shm/segment.hpp)."""
     removed = 0
     try:
-        names = [n for n in os.listdir("/dev/shm") if n.startswith(f"commfuse-{pid}-")]
+        prefix = f"commfuse-{pid}-{launch_id}-"
+        names = [n for n in os.listdir("/dev/shm") if n.startswith(prefix)]
     except OSError:
         return 0
     for n in names:
@@ -101,9 +103,11 @@ def _child(fn: Callable[..., Any], rank: int, nprocs: int, args: Sequence[Any],
 class SpawnContext:
     """The processes of one :func:`spawn` call (returned by ``spawn(..., join=False)``)."""
 
-    def __init__(self, processes: list[Any], conns: list[mpc.Connection], grace: float) -> None:
+    def __init__(self, processes: list[Any], conns: list[mpc.Connection], grace: float,
+                 launch_id: str = "0") -> None:
         self.processes = processes
         self._conns = conns
+        self._launch_id = launch_id
         self._grace = grace
         self._results: list[Any] = [None] * len(processes)
         self._done = [False] * len(processes)
@@ -187,7 +191,7 @@ class SpawnContext:
             self._terminate(pending)
         for p in self.processes:
             if p.exitcode not in (0, None):
-                _remove_segments(p.pid)
+                _remove_segments(p.pid, self._launch_id)
         if pending:
             if self._failure is None:
                 raise TimeoutError(f"spawn: ranks {sorted(pending)} did not finish within "
@@ -236,6 +240,9 @@ def spawn(fn: Callable[..., Any], args: Sequence[Any] = (), nprocs: int = 1, joi
         "LOCAL_WORLD_SIZE": str(nprocs),
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": str(free_port()),
+        # This call's mark in its ranks' shared-memory segment names: its cleanup removes
+        # only theirs, though pids repeat across containers that share /dev/shm.
+        "COMMFUSE_LAUNCH_ID": os.urandom(8).hex(),
     }
     processes, conns = [], []
     for rank in range(nprocs):
@@ -246,5 +253,5 @@ def spawn(fn: Callable[..., Any], args: Sequence[Any] = (), nprocs: int = 1, joi
         writer.close()
         processes.append(p)
         conns.append(reader)
-    context = SpawnContext(processes, conns, grace)
+    context = SpawnContext(processes, conns, grace, env["COMMFUSE_LAUNCH_ID"])
     return context.join() if join else context

@@ -10,7 +10,7 @@
 namespace commfuse::params {
 namespace {
 
-constexpr std::array<Param, 17> kParams{{
+constexpr std::array<Param, 18> kParams{{
     {"COMMFUSE_LOG", Kind::kChoice, "warn", "error|warn|info|debug",
      "log level; lines go to stderr prefixed host:pid:rank"},
     {"COMMFUSE_TIMEOUT_S", Kind::kInt, "300", "",
@@ -25,6 +25,9 @@ constexpr std::array<Param, 17> kParams{{
      "bytes of each of a rank's two shared-memory slots (collectives move data in steps of this)"},
     {"COMMFUSE_HOST_ID", Kind::kString, "", "",
      "pretend this process runs on the named host (tests of the multi-host paths)"},
+    {"COMMFUSE_LAUNCH_ID", Kind::kString, "", "",
+     "set by commfuse launch / commfuse.spawn for their ranks: put into shared-memory segment "
+     "names, so that the launcher removes only its own ranks' leftovers"},
     {"COMMFUSE_VERBOSE", Kind::kInt, "0", "",
      "1 = print each distinct algorithm/schedule decision once (like ONEDNN_VERBOSE); 2 = every "
      "decision, as made"},

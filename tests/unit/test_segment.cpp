@@ -7,6 +7,7 @@
 
 #include <commfuse/commfuse.hpp>
 
+#include <cstdlib>
 #include <string>
 
 #include "comm/shm/segment.hpp"
@@ -22,15 +23,19 @@ TEST(Segment, PeerOpensTheOwnersSegment) {
   EXPECT_EQ(static_cast<char*>(peer.data())[7], 42);
 }
 
-// The name carries the owner's pid, so that a launcher can remove what a rank killed before
-// the name exchange left (unlink_names_of); the mapping outlives the name.
-TEST(Segment, NamesCarryTheOwnersPidAndCanBeRemovedByIt) {
+// The name carries the owner's pid and launch id, so that a launcher can remove what a rank
+// killed before the name exchange left (unlink_names_of), and nothing of another launch's
+// process with the same pid; the mapping outlives the name.
+TEST(Segment, NamesCarryTheOwnersPidAndLaunchAndCanBeRemovedByThem) {
+  setenv("COMMFUSE_LAUNCH_ID", "a1b2c3", 1);  // read at create
   Segment owner = Segment::create(4096);
-  const std::string prefix = "/commfuse-" + std::to_string(getpid()) + "-";
+  unsetenv("COMMFUSE_LAUNCH_ID");
+  const std::string prefix = "/commfuse-" + std::to_string(getpid()) + "-a1b2c3-";
   ASSERT_EQ(owner.name().compare(0, prefix.size(), prefix), 0) << owner.name();
-  EXPECT_EQ(Segment::unlink_names_of(getpid() + 1000000), 0);  // no such pid's names
-  EXPECT_EQ(Segment::unlink_names_of(getpid()), 1);
-  EXPECT_EQ(Segment::unlink_names_of(getpid()), 0);
+  EXPECT_EQ(Segment::unlink_names_of(getpid() + 1000000, "a1b2c3"), 0);  // another pid
+  EXPECT_EQ(Segment::unlink_names_of(getpid(), "0"), 0);  // the same pid, no launch id
+  EXPECT_EQ(Segment::unlink_names_of(getpid(), "a1b2c3"), 1);
+  EXPECT_EQ(Segment::unlink_names_of(getpid(), "a1b2c3"), 0);
   EXPECT_THROW(Segment::open(owner.name(), 4096), commfuse::RuntimeFailure);
   static_cast<char*>(owner.data())[0] = 1;  // still mapped
 }

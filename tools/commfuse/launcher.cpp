@@ -153,11 +153,13 @@ struct Rank {
 };
 
 // The environment of one rank: the launcher's, minus any variable we set, plus ours.
-std::vector<std::string> rank_environment(const LaunchOptions& o, int rank, int port) {
+std::vector<std::string> rank_environment(const LaunchOptions& o, int rank, int port,
+                                          const std::string& launch_id) {
   std::vector<std::pair<std::string, std::string>> ours = {
       {"RANK", std::to_string(rank)},       {"WORLD_SIZE", std::to_string(o.nprocs)},
       {"LOCAL_RANK", std::to_string(rank)}, {"LOCAL_WORLD_SIZE", std::to_string(o.nprocs)},
       {"MASTER_ADDR", kMasterAddr},         {"MASTER_PORT", std::to_string(port)},
+      {"COMMFUSE_LAUNCH_ID", launch_id},
   };
   ours.insert(ours.end(), o.extra_env.begin(), o.extra_env.end());
   std::vector<std::string> env;
@@ -263,7 +265,7 @@ class Launcher {
 
   void spawn(int rank, int port) {
     Rank& r = ranks_[static_cast<size_t>(rank)];
-    std::vector<std::string> env = rank_environment(opts_, rank, port);
+    std::vector<std::string> env = rank_environment(opts_, rank, port, launch_id_);
     std::vector<std::string> args = argv_;
     std::vector<char*> envp = c_strings(env);
     std::vector<char*> argp = c_strings(args);
@@ -422,7 +424,7 @@ class Launcher {
       r.status = status;
       // A rank killed between creating its shared memory and telling its peers the name
       // leaves it where no peer can find it; its pid names it (comm/shm/segment.hpp).
-      if (const int n = comm::shm::Segment::unlink_names_of(r.pid); n > 0)
+      if (const int n = comm::shm::Segment::unlink_names_of(r.pid, launch_id_); n > 0)
         std::fprintf(stderr, "commfuse launch: removed %d shared-memory segment%s rank %zu left\n",
                      n, n == 1 ? "" : "s", i);
       if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) fail(static_cast<int>(i));
@@ -487,6 +489,14 @@ class Launcher {
 
   const LaunchOptions& opts_;
   const std::vector<std::string>& argv_;
+  // This launch's mark in its ranks' segment names (comm/shm/segment.hpp): pids repeat
+  // across containers that share /dev/shm, the mark does not.
+  const std::string launch_id_ = [] {
+    std::random_device rd;
+    char id[24];
+    std::snprintf(id, sizeof id, "%08x%08x", rd(), rd());
+    return std::string(id);
+  }();
   std::vector<Rank> ranks_;
   SignalScope signals_;
   Clock::duration grace_{};

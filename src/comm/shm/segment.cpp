@@ -13,16 +13,25 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/params.hpp"
 
 namespace commfuse::comm::shm {
+
+std::string names_prefix(pid_t pid, std::string_view launch_id) {
+  // Only [0-9a-z] of the launch id: it becomes part of a file name.
+  std::string id;
+  for (const char ch : launch_id)
+    if ((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z')) id += ch;
+  return detail::cat("/commfuse-", pid, "-", id.empty() ? std::string("0") : id, "-");
+}
+
 namespace {
 
 std::string random_name() {
   std::random_device rd;  // kernel entropy: names are not guessable by other users
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "/commfuse-%d-%08x%08x%08x", static_cast<int>(getpid()), rd(),
-                rd(), rd());
-  return buf;
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%08x%08x%08x", rd(), rd(), rd());
+  return names_prefix(getpid(), params::get_string("COMMFUSE_LAUNCH_ID")) + buf;
 }
 
 [[noreturn]] void fail(const std::string& what, const std::string& name, size_t bytes, int err) {
@@ -128,11 +137,12 @@ void Segment::unlink_name(const std::string& name) {
   shm_unlink(name.c_str());
 }
 
-int Segment::unlink_names_of(pid_t pid) {
+int Segment::unlink_names_of(pid_t pid, std::string_view launch_id) {
   // shm_open's names live in /dev/shm on Linux (glibc).
   DIR* dir = opendir("/dev/shm");
   if (dir == nullptr) return 0;
-  const std::string prefix = "commfuse-" + std::to_string(pid) + "-";
+  const std::string prefix = names_prefix(pid, launch_id).substr(1);  // no leading '/'
+
   std::vector<std::string> names;
   while (const dirent* e = readdir(dir))
     if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) names.push_back(e->d_name);
