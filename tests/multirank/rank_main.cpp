@@ -384,6 +384,23 @@ int case_abort_idle(commfuse::Comm& c) {
   return 0;
 }
 
+// A thread that calls barrier after `delay`, while the calling thread is in `during`: it
+// must be refused.
+std::thread refused_barrier(commfuse::Comm& c, std::chrono::milliseconds delay,
+                            const char* during) {
+  return std::thread([&c, delay, during] {
+    std::this_thread::sleep_for(delay);
+    try {
+      c.barrier();
+      EXPECT(false, "rank %d: a barrier from a second thread ran during %s", c.rank(), during);
+    } catch (const commfuse::RuntimeFailure& e) {
+      EXPECT(std::strstr(e.what(), "another thread is in a call") != nullptr, "rank %d: %s",
+             c.rank(), e.what());
+      std::printf("rank %d: got expected RUNTIME_ERROR: %s\n", c.rank(), e.what());
+    }
+  });
+}
+
 // A second thread calling into a communicator while the first is in a call (which waits for
 // a late rank 1) is refused with RUNTIME_ERROR on that thread alone; the first call and the
 // communicator are unaffected.
@@ -392,18 +409,7 @@ int case_two_threads(commfuse::Comm& c) {
   c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
   if (c.rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(1));
   std::thread second;
-  if (c.rank() == 0)
-    second = std::thread([&c] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      try {
-        c.barrier();
-        EXPECT(false, "rank 0: a barrier from a second thread ran during an all_reduce");
-      } catch (const commfuse::RuntimeFailure& e) {
-        EXPECT(std::strstr(e.what(), "another thread is in a call") != nullptr, "rank 0: %s",
-               e.what());
-        std::printf("rank 0: got expected RUNTIME_ERROR: %s\n", e.what());
-      }
-    });
+  if (c.rank() == 0) second = refused_barrier(c, std::chrono::milliseconds(200), "an all_reduce");
   std::fill(y.begin(), y.end(), 0.0f);
   c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
   if (second.joinable()) second.join();
@@ -424,17 +430,7 @@ int case_two_threads(commfuse::Comm& c) {
       commfuse::TensorView(gathered.data(), DType::kFloat32, {R * m, k}));
   std::vector<uint8_t> workspace(plan.workspace_size());
   if (c.rank() == 0)
-    second = std::thread([&c] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(30));
-      try {
-        c.barrier();
-        EXPECT(false, "rank 0: a barrier from a second thread ran during all_gather_matmul");
-      } catch (const commfuse::RuntimeFailure& e) {
-        EXPECT(std::strstr(e.what(), "another thread is in a call") != nullptr, "rank 0: %s",
-               e.what());
-        std::printf("rank 0: got expected RUNTIME_ERROR: %s\n", e.what());
-      }
-    });
+    second = refused_barrier(c, std::chrono::milliseconds(30), "all_gather_matmul");
   plan.execute(workspace.data(), workspace.size());
   if (second.joinable()) second.join();
   EXPECT(out[0] == static_cast<float>(k) && out.back() == out[0], "rank %d: output %g", c.rank(),

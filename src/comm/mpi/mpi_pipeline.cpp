@@ -44,22 +44,23 @@ bool test_all(std::vector<MPI_Request>& reqs, bool* progressed, const char* op, 
 
 }  // namespace
 
-bool mpi_allows_progress_thread() {
-  static const bool ok = [] {
-    int provided = MPI_THREAD_SINGLE;
-    MPI_Query_thread(&provided);
-    return provided >= MPI_THREAD_SERIALIZED;
+namespace {
+int thread_level() {
+  static const int provided = [] {
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    return level;
   }();
-  return ok;
+  return provided;
+}
+}  // namespace
+
+bool mpi_allows_progress_thread() {
+  return thread_level() >= MPI_THREAD_SERIALIZED;
 }
 
 bool mpi_allows_any_thread() {
-  static const bool ok = [] {
-    int provided = MPI_THREAD_SINGLE;
-    MPI_Query_thread(&provided);
-    return provided >= MPI_THREAD_MULTIPLE;
-  }();
-  return ok;
+  return thread_level() >= MPI_THREAD_MULTIPLE;
 }
 
 Pipeline::Pipeline(MPI_Comm comm, int tag, int rank, const char* op, const WaitRules& rules,

@@ -21,6 +21,16 @@ Device check_matmul_reduce_devices(const OpContext& ctx, const TensorView& x1, c
                              {"x2_scale", given(options.x2_scale)}});
 }
 
+void check_matmul_reduce_disjoint(const OpContext& ctx, const TensorView& x1, const TensorView& x2,
+                                  const TensorView& output, const MatmulReduceOptions& options) {
+  check_disjoint(ctx, {{"output", &output}},
+                 {{"x1", &x1},
+                  {"x2", &x2},
+                  {"bias", given(options.bias)},
+                  {"x1_scale", given(options.x1_scale)},
+                  {"x2_scale", given(options.x2_scale)}});
+}
+
 MatmulReduceProblem validate_matmul_operands(const OpContext& ctx, const TensorView& x1,
                                              const TensorView& x2,
                                              const MatmulReduceOptions& options, bool allow_3d) {

@@ -55,6 +55,10 @@ MatmulReduceProblem validate_matmul_operands(const OpContext& ctx, const TensorV
 int add_bias_field(const MatmulReduceProblem& p, comm::CallSignature& s);
 int64_t call_field_value(const MatmulReduceProblem& p);
 
+// The output apart from every input (tensor_checks.hpp check_disjoint).
+void check_matmul_reduce_disjoint(const OpContext& ctx, const TensorView& x1, const TensorView& x2,
+                                  const TensorView& output, const MatmulReduceOptions& options);
+
 // Every tensor of a reducing op's call on one device (tensor_checks.hpp check_devices).
 Device check_matmul_reduce_devices(const OpContext& ctx, const TensorView& x1, const TensorView& x2,
                                    const TensorView& output, const MatmulReduceOptions& options);

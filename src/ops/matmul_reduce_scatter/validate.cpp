@@ -20,12 +20,7 @@ MatmulReduceProblem validate_matmul_reduce_scatter(const TensorView& x1, const T
   check_shape(ctx, "output", output, {p.m / R, p.n}, "(m/R, n)");
   check_contiguous(ctx, "output", output);
   p.output = output.data;
-  check_disjoint(ctx, {{"output", &output}},
-                 {{"x1", &x1},
-                  {"x2", &x2},
-                  {"bias", given(options.bias)},
-                  {"x1_scale", given(options.x1_scale)},
-                  {"x2_scale", given(options.x2_scale)}});
+  check_matmul_reduce_disjoint(ctx, x1, x2, output, options);
   p.device = device;
   p.out_dtype = output.dtype;
   p.x2.prepacked = check_packed_x2(ctx, options.packed_x2, x2, p.x2, device);
