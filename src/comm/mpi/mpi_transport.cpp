@@ -76,10 +76,7 @@ MpiTransport::~MpiTransport() {
   // An abort from another thread between calls that no call told the peers yet: peers in a
   // call get it at once; ones that are not (destroying too, say) are not waited for long.
   int s = kUntold;
-  if (state_.compare_exchange_strong(s, kClosed, std::memory_order_acq_rel)) {
-    tell_timeout_s_ = 1;
-    tell_peers_failed();
-  }
+  if (state_.compare_exchange_strong(s, kClosed, std::memory_order_acq_rel)) tell_peers_failed(1);
   MPI_Comm_free(&comm_);
 }
 
@@ -115,7 +112,7 @@ void MpiTransport::run(const CollDesc& desc, const InlineSend& data, Body&& body
     WireDesc mine;
     std::memset(&mine, 0, kDescHeaderBytes);
     fill_wire(mine, static_cast<uint32_t>(desc.op), desc, op_seq_);
-    exchange_descriptors(mine, op, data);
+    exchange_descriptors(mine, op, waits_, data);
     check_descriptors(desc, op);
     body(op);
     // Aborted from another thread during the call (which completed): it fails here, and the
@@ -144,13 +141,10 @@ void MpiTransport::run_fn(const CollDesc& desc, const std::function<void(const c
 }
 
 void MpiTransport::exchange_descriptors(const WireDesc& mine, const char* op,
-                                        const InlineSend& data) {
+                                        const WaitRules& rules, const InlineSend& data) {
   const bool has_reason = mine.op == 0 || mine.op == kRejectedOp;
   const int bytes = has_reason ? kDescHeaderBytes + static_cast<int>(std::strlen(mine.reason)) + 1
                                : kDescHeaderBytes;
-  // An abort's own exchange (a "failed" descriptor, op 0) is not ended by the failure it
-  // reports; at destroy it waits a second at most (tell_peers_failed).
-  const WaitRules rules = mine.op == 0 ? WaitRules{tell_timeout_s_, waits_.oversubscribed} : waits_;
   Batch b(comm_, kDescTag, rank_, op, rules);
   // Every receive takes the largest message a peer may send, whatever call it is in.
   for (int i = 1; i < size_; ++i) {
@@ -202,7 +196,8 @@ bool MpiTransport::enter_call() {
     return true;
   }
   s = kUntold;
-  if (state_.compare_exchange_strong(s, kClosed, std::memory_order_acq_rel)) tell_peers_failed();
+  if (state_.compare_exchange_strong(s, kClosed, std::memory_order_acq_rel))
+    tell_peers_failed(waits_.timeout_s);
   return false;
 }
 
@@ -211,11 +206,11 @@ bool MpiTransport::leave_call() {
   if (state_.compare_exchange_strong(s, kIdle, std::memory_order_acq_rel)) return true;
   // kAbortedInCall: the call's messages are complete, and this is the calling thread.
   state_.store(kClosed, std::memory_order_release);
-  tell_peers_failed();
+  tell_peers_failed(waits_.timeout_s);
   return false;
 }
 
-void MpiTransport::tell_peers_failed() {
+void MpiTransport::tell_peers_failed(int timeout_s) {
   // The peers are (or will be) in the descriptor exchange of the collective this rank is
   // refusing: take part in it with a "failed" descriptor so they fail at once naming this
   // rank. Bounded by the deadline; never throws.
@@ -224,7 +219,7 @@ void MpiTransport::tell_peers_failed() {
   mine.op_seq = op_seq_ + 1;
   std::snprintf(mine.reason, sizeof(mine.reason), "%s", failure_.reason().c_str());
   try {
-    exchange_descriptors(mine, "abort");
+    exchange_descriptors(mine, "abort", WaitRules{timeout_s, waits_.oversubscribed});
   } catch (const Error& e) {
     CF_LOG(kWarn, "could not tell the peers that rank ", rank_, " failed: ", e.what());
   }
@@ -245,7 +240,7 @@ void MpiTransport::abort(const std::string& reason) {
     if (s == kIdle) {
       if (!state_.compare_exchange_weak(s, may_send ? kClosed : kUntold, std::memory_order_acq_rel))
         continue;
-      if (may_send) tell_peers_failed();
+      if (may_send) tell_peers_failed(waits_.timeout_s);
       return;
     }
     if (s != kInCall || state_.compare_exchange_weak(s, kAbortedInCall, std::memory_order_acq_rel))
@@ -265,7 +260,7 @@ void MpiTransport::reject(const std::string& reason) {
   fill_wire(mine, kRejectedOp, CollDesc{}, op_seq_);
   std::snprintf(mine.reason, sizeof(mine.reason), "%s", reason.c_str());
   try {
-    exchange_descriptors(mine, "reject");
+    exchange_descriptors(mine, "reject", waits_);
     for (int r = 0; r < size_; ++r)
       if (r != rank_ && descs_[r].op == 0)
         failure_.set(

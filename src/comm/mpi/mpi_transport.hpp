@@ -93,8 +93,9 @@ class MpiTransport final : public Transport {
   template <typename Body>
   void run(const CollDesc& desc, const InlineSend& data, Body&& body);
   // Sends mine (and data, when given) to every peer and receives theirs into descs_ (their
-  // data into the inbox, inline_data).
-  void exchange_descriptors(const WireDesc& mine, const char* op, const InlineSend& data = {});
+  // data into the inbox, inline_data), waiting by rules.
+  void exchange_descriptors(const WireDesc& mine, const char* op, const WaitRules& rules,
+                            const InlineSend& data = {});
   // What peer q's descriptor message carried after the header (valid until the next call).
   const uint8_t* inline_data(int q) const;
   // Whether a block of this many bytes travels in the descriptor message.
@@ -131,16 +132,16 @@ class MpiTransport final : public Transport {
   // Ends a call whose messages all completed: false if an abort came during it (the peers
   // are then told and the transport is closed).
   bool leave_call();
-  // The "failed" descriptor of the next call, carrying failure_'s reason.
-  void tell_peers_failed();
+  // The "failed" descriptor of the next call, carrying failure_'s reason; waits timeout_s
+  // at most, and is not ended by the failure it reports.
+  void tell_peers_failed(int timeout_s);
 
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
   WaitRules waits_;  // its stop is failure_: an abort from another thread ends the waits
   std::atomic<int> state_{kIdle};
-  std::atomic<std::thread::id> caller_;    // the thread that made the last call (or created it)
-  int tell_timeout_s_ = waits_.timeout_s;  // tell_peers_failed's deadline (1 s at destroy)
+  std::atomic<std::thread::id> caller_;  // the thread that made the last call (or created it)
   uint32_t op_seq_ = 0;
   std::vector<WireDesc> descs_;
   // Per peer, one descriptor message: header + reason or inline data (kInboxStride each);

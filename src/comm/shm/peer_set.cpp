@@ -94,15 +94,15 @@ void PeerSet::publish(uint32_t phase) {
   if (c.waiters.load(std::memory_order_seq_cst) != 0) futex_wake_all(&c.progress);
 }
 
-PeerSet::Begin PeerSet::begin_call() {
+bool PeerSet::begin_call() {
   uint64_t w = call_word_.load(std::memory_order_relaxed);
   while ((w & (kAborted | kInCall)) == 0) {
     const uint32_t next = static_cast<uint32_t>(w >> kFlagBits) + 1;  // wraps as op_seq_ does
     if (call_word_.compare_exchange_weak(w, (uint64_t{next} << kFlagBits) | kInCall,
                                          std::memory_order_acq_rel))
-      return Begin::kOk;
+      return true;
   }
-  return (w & kAborted) != 0 ? Begin::kAborted : Begin::kBusy;
+  return false;
 }
 
 bool PeerSet::end_call() {

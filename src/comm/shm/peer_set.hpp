@@ -78,13 +78,12 @@ class PeerSet {
   // The transport's call number (op_seq) of the call now in progress, from begin_call to
   // end_call: an abort records it, and a peer's abort during this call or before fails this
   // call's waits even where the peer had already published the awaited phase (wait).
-  // begin_call: kAborted once an abort came (between calls: the call must not start), kBusy
-  // while another thread is in a call; end_call is false if an abort came during the call
-  // (the call must fail: its peers do).
-  enum class Begin { kOk, kAborted, kBusy };
-  // The call begun is the one after the word's last (the transport's op_seq_ + 1: both
-  // count every begun call from 0).
-  Begin begin_call();
+  // begin_call is false once an abort came (between calls: the call must not start) or
+  // while a call is in flight (a second thread: CommImpl::Entered refuses it first); end_call
+  // is false if an abort came during the call (the call must fail: its peers do). The call
+  // begun is the one after the word's last (the transport's op_seq_ + 1: both count every
+  // begun call from 0).
+  bool begin_call();
   bool end_call();
   // How a wait gives up the core once spinning has not sufficed (wait below).
   enum class Wait {

@@ -16,16 +16,16 @@
 #include "core/params.hpp"
 
 namespace commfuse::comm::shm {
+namespace {
 
+// "/commfuse-<pid>-<launch id>-": the launch id's [0-9a-z] only (it becomes part of a file
+// name), "0" when none.
 std::string names_prefix(pid_t pid, std::string_view launch_id) {
-  // Only [0-9a-z] of the launch id: it becomes part of a file name.
   std::string id;
   for (const char ch : launch_id)
     if ((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z')) id += ch;
   return detail::cat("/commfuse-", pid, "-", id.empty() ? std::string("0") : id, "-");
 }
-
-namespace {
 
 std::string random_name() {
   std::random_device rd;  // kernel entropy: names are not guessable by other users

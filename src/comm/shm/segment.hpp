@@ -14,9 +14,6 @@
 
 namespace commfuse::comm::shm {
 
-// "/commfuse-<pid>-<launch id>-" (the launch id's [0-9a-z] only; "0" when none).
-std::string names_prefix(pid_t pid, std::string_view launch_id);
-
 class Segment {
  public:
   // Creates and maps a new zero-filled segment of bytes bytes (name

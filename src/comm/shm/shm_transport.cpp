@@ -216,7 +216,7 @@ void ShmTransport::abort(const std::string& reason) {
 void ShmTransport::reject(const std::string& reason) {
   if (failure_.failed()) return;  // unusable: the peers have been told already
   // An abort from another thread closed it, or another thread is in a call (its own error).
-  if (peers_.begin_call() != PeerSet::Begin::kOk) return;
+  if (!peers_.begin_call()) return;
   ++op_seq_;
   try {
     publish_rejection("reject", reason);

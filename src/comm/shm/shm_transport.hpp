@@ -182,7 +182,7 @@ void ShmTransport::run(const CollDesc& desc, Body&& body) {
   check_usable(op, rank_, failure_);
   // The next call number comes from the call word, not op_seq_: a second thread refused
   // here must not read what the thread in the call writes.
-  if (const PeerSet::Begin b = peers_.begin_call(); b != PeerSet::Begin::kOk) {
+  if (!peers_.begin_call()) {
     check_usable(op, rank_, failure_);  // an abort from another thread, which said why first
     throw_busy(op, rank_);
   }
