@@ -365,8 +365,8 @@ class MatmulReduceScatterPlan : public Plan {
  public:
   // output (m/R, n) on rank r = rows [r·m/R, (r+1)·m/R) of Σ_s x1_s @ x2_s, plus bias
   // (added once: every rank must pass the same bias, or none; a call where host biases
-  // differ fails on every rank naming it — compared by a digest of the values, about 1 us
-  // per 8 KiB; CUDA biases are compared as present or not only).
+  // differ fails on every rank naming it — compared by a digest of the values, 1.4 us
+  // per 8 KiB on an AMX Xeon; CUDA biases are compared as present or not only).
   MatmulReduceScatterPlan(const TensorView& x1, const TensorView& x2, std::string_view group,
                           int world_size, const TensorView& output,
                           const MatmulReduceOptions& options = {});

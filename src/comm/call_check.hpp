@@ -167,8 +167,8 @@ uint64_t call_digest_base(const Wire& w) {
 
 // A 64-bit digest of bytes bytes at data, never 0 (so that 0 can stand for "absent"): a
 // tensor argument every rank must pass with the same values goes into the call's signature
-// this way (matmul_all_reduce's bias). Four lanes of 8-byte words as above; about 1 us for
-// 8 KiB.
+// this way (matmul_all_reduce's bias). Four lanes of 8-byte words as above; 1.4-1.8 us
+// per 8 KiB (AMX Xeon, the same loop timed alone, 10^5 calls).
 uint64_t bytes_digest(const void* data, size_t bytes);
 
 // fmix is a bijection of base ^ op_seq: for one call's fields, every op_seq gives another
