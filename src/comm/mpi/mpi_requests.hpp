@@ -41,9 +41,17 @@ void check(int rc, const char* call, const char* op, int rank);
 void wait_all(std::vector<MPI_Request>& requests, const char* op, int rank, int timeout_s,
               bool oversubscribed);
 
+// The largest message Open MPI's TCP transport sends eagerly: its eager limit (64 KiB) less
+// room for its own header. A larger message goes by rendezvous, a round trip before its
+// data moves.
+inline constexpr size_t kEagerMessageBytes = 64 * 1024 - 128;
+
 // A batch of point-to-point transfers of one tag that complete together. Messages are
-// split into pieces so that any byte count fits MPI's int counts; both sides split the
-// same way, and MPI matches messages between two ranks with one tag in posting order.
+// split into pieces so that any byte count fits MPI's int counts, and one of up to twice
+// the eager size goes as two eager pieces, saving the rendezvous round trip; both sides
+// split the same way (by the byte count alone), and MPI matches messages between two ranks
+// with one tag in posting order. A receive posted for more than the message may bring (the
+// descriptors') must therefore stay within kEagerMessageBytes: one piece on both sides.
 class Batch {
  public:
   Batch(MPI_Comm comm, int tag, int rank, const char* op, const WaitRules& rules);

@@ -54,12 +54,12 @@ struct InlineSend {
   size_t stride = 0;
   const uint64_t* slices = nullptr;
 };
-// The largest descriptor message with data: Open MPI's TCP eager limit (64 KiB) less room
-// for its own header, so the message goes without a rendezvous round trip (one more byte
-// and all_reduce's one-shot at 64 KiB ran 0.43-0.69x of MPI_Allreduce, W = 2-4 over TCP).
+// The largest descriptor message with data: an eager one, so it goes without a rendezvous
+// round trip (one more byte and all_reduce's one-shot at 64 KiB ran 0.43-0.69x of
+// MPI_Allreduce, W = 2-4 over TCP).
 // Every rank keeps a receive buffer of this size per peer, so with many ranks it shrinks
 // to keep them within kInboxBytes (R = 64: 64 KiB each).
-inline constexpr size_t kInlineMessageBytes = 64 * 1024 - 128;
+inline constexpr size_t kInlineMessageBytes = kEagerMessageBytes;
 inline constexpr size_t kInboxBytes = size_t{4} << 20;
 
 class MpiTransport final : public Transport {
