@@ -190,10 +190,16 @@ class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;  // "shm", "mpi"
-  // Whether bytes move while this rank computes (MPI: its progress thread). Schedules then
-  // split their GEMMs so that a transfer hides behind the next block; where the computing
-  // core is the one that copies (shm), splitting only adds GEMM calls.
+  // Whether bytes move while this rank computes (MPI: between the GEMM's blocks, or all the
+  // while with a progress thread). Schedules then split their GEMMs so that a transfer hides
+  // behind the next block; where the computing core is the one that copies (shm), splitting
+  // only adds GEMM calls.
   virtual bool overlaps_compute() const { return false; }
+  // The largest block a collective moves together with its descriptors, in one round of
+  // messages (MPI: kInlineMessageBytes less the header, the same on every rank); a stream
+  // takes two rounds (descriptors, then pieces), so up to this size it cannot hide what it
+  // adds. 0: no such path (shm).
+  virtual uint64_t one_round_bytes() const { return 0; }
   // This group's ranks per core of the host they run on (rounded up), as every rank of the
   // group sees it alike, so that a plan may depend on it (ranks choosing differently would
   // run different collectives); 0 where ranks could disagree (several hosts).

@@ -10,7 +10,7 @@
 namespace commfuse::params {
 namespace {
 
-constexpr std::array<Param, 18> kParams{{
+constexpr std::array<Param, 19> kParams{{
     {"COMMFUSE_LOG", Kind::kChoice, "warn", "error|warn|info|debug",
      "log level; lines go to stderr prefixed host:pid:rank"},
     {"COMMFUSE_TIMEOUT_S", Kind::kInt, "300", "",
@@ -55,6 +55,10 @@ constexpr std::array<Param, 18> kParams{{
     {"COMMFUSE_ALGO", Kind::kString, "", "",
      "force operator algorithms: <op>:<name>[,<op>:<name>...], e.g. all_gather_matmul:unfused "
      "(same on every rank)"},
+    {"COMMFUSE_MPI_PROGRESS_THREAD", Kind::kChoice, "auto", "auto|on|off",
+     "MPI transport: a fused operator's transfers polled by a thread of their own while the "
+     "caller computes; auto = only where the ranks' compute threads leave a core of the host "
+     "free (else the caller polls between its pieces); on or off pins it"},
     {"COMMFUSE_DEVICE_TRANSPORT", Kind::kChoice, "auto", "auto|ipc|nccl",
      "exchange of CUDA device calls: auto = CUDA IPC with every rank on one host, NCCL "
      "across hosts; ipc or nccl pins it"},

@@ -721,4 +721,17 @@ TEST(ComputeThreads, OverrideElseCoresPerLocalRank) {
   EXPECT_GE(cpu::compute_threads(), 1);
 }
 
+// A core is left free (for MPI's progress thread) only where the ranks' compute threads
+// do not take every core.
+TEST(ComputeThreads, CoreLeftFreeOnlyWhereTheRanksThreadsDoNotTakeEveryCore) {
+  EXPECT_FALSE(cpu::core_left_free(0, 2, 2));   // 2 ranks x 1 thread on 2 cores
+  EXPECT_FALSE(cpu::core_left_free(0, 16, 4));  // 4 x 4
+  EXPECT_TRUE(cpu::core_left_free(0, 16, 3));   // 3 x 5 = 15
+  EXPECT_FALSE(cpu::core_left_free(0, 2, 1));   // 1 x 2
+  EXPECT_TRUE(cpu::core_left_free(1, 2, 1));    // COMMFUSE_NUM_THREADS=1, one rank
+  EXPECT_TRUE(cpu::core_left_free(3, 16, 4));   // 4 x 3 = 12
+  EXPECT_FALSE(cpu::core_left_free(0, 2, 3));   // more ranks than cores: 3 x 1
+  EXPECT_FALSE(cpu::core_left_free(8, 16, 2));  // 2 x 8
+}
+
 }  // namespace

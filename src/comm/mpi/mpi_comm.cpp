@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "comm/bootstrap/host_identity.hpp"
+#include "comm/mpi/mpi_pipeline.hpp"
 #include "comm/mpi/mpi_requests.hpp"
 #include "comm/mpi/mpi_transport.hpp"
 #include "core/cpu_features.hpp"
@@ -217,10 +218,13 @@ std::unique_ptr<CommImpl> create_mpi_comm(int rank, int world_size) {
   std::snprintf(name, sizeof(name), "commfuse-%016llx-w%d",
                 static_cast<unsigned long long>(group_id), size);
 
-  const bool oversubscribed = local_ranks > cpu::online_cores();
+  const int cores = cpu::online_cores();
+  const bool oversubscribed = local_ranks > cores;
+  const bool progress_thread = mpi::use_progress_thread(local_ranks, cores);
   CF_LOG(kInfo, "comm ", name, ": rank ", me, "/", size, " on mpi (", hosts.size(), " host",
          hosts.size() == 1 ? "" : "s", ", ", local_ranks, " ranks here",
-         oversubscribed ? ", oversubscribed" : "", ")");
+         oversubscribed ? ", oversubscribed" : "",
+         progress_thread ? ", streams polled by a progress thread" : "", ")");
   // Not yet hierarchical: same-host pairs also go through MPI (whose shared-memory BTL,
   // when enabled, carries them) rather than through our shm regions.
   if (hosts.size() > 1 && local_ranks > 1)
@@ -228,7 +232,7 @@ std::unique_ptr<CommImpl> create_mpi_comm(int rank, int world_size) {
            ": same-host ranks talk through MPI too (no shm within hosts yet)");
   return std::make_unique<CommImpl>(
       me, size, local_ranks, name,
-      std::make_unique<mpi::MpiTransport>(comm.release(), oversubscribed));
+      std::make_unique<mpi::MpiTransport>(comm.release(), oversubscribed, progress_thread));
 }
 
 #else  // !COMMFUSE_HAVE_MPI

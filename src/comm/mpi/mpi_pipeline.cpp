@@ -8,6 +8,8 @@
 
 #include "comm/mpi/mpi_requests.hpp"
 #include "core/error.hpp"
+#include "core/params.hpp"
+#include "kernels/cpu/threads.hpp"
 
 namespace commfuse::comm::mpi {
 namespace {
@@ -59,6 +61,14 @@ bool mpi_allows_progress_thread() {
   return thread_level() >= MPI_THREAD_SERIALIZED;
 }
 
+bool use_progress_thread(int local_ranks, int cores) {
+  const std::string mode = params::get_string("COMMFUSE_MPI_PROGRESS_THREAD");
+  if (mode != "auto") return mode == "on";
+  // Never with more ranks than cores either (a 3-rank stream test on 2 cores: 0.7 s inline,
+  // 6-14 s threaded).
+  return kernels::cpu::core_left_free(params::num_threads_override(), cores, local_ranks);
+}
+
 bool mpi_allows_any_thread() {
   return thread_level() >= MPI_THREAD_MULTIPLE;
 }
@@ -70,9 +80,7 @@ Pipeline::Pipeline(MPI_Comm comm, int tag, int rank, const char* op, const WaitR
       rank_(rank),
       op_(op),
       rules_(rules),
-      // With more ranks than cores an extra thread per rank only competes for the cores
-      // (measured: a 3-rank stream test 0.7 s inline, 6-14 s threaded): poll inline then.
-      threaded_(mpi_allows_progress_thread() && !rules.oversubscribed) {
+      threaded_(rules.progress_thread && mpi_allows_progress_thread()) {
   for (size_t i = 0; i < pieces; ++i) pieces_.push_back(std::make_unique<Piece>());
 }
 

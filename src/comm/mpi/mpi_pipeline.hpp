@@ -1,9 +1,9 @@
 // The transfers of one stream over MPI, piece by piece, driven either by a progress thread
-// (when MPI allows calls from another thread: MPI_THREAD_SERIALIZED or better, and the
-// calling thread makes no MPI call until finish(); and the host's ranks do not outnumber its
-// cores) or, failing that, inline between the caller's blocks of computation. With the thread, Open
-// MPI's TCP transport keeps moving bytes while the caller computes — it moves bytes only inside MPI
-// calls — so a GEMM on piece i overlaps the transfer of piece i+1 for real. Only built with MPI.
+// (WaitRules::progress_thread, and MPI allows calls from another thread:
+// MPI_THREAD_SERIALIZED or better, the calling thread making no MPI call until finish()) or
+// inline between the caller's blocks of computation. Open MPI's TCP transport moves bytes
+// only inside MPI calls: with a core to itself, the thread keeps them moving while the caller
+// computes; without one it takes its time from that computation. Only built with MPI.
 #pragma once
 
 #include <mpi.h>
@@ -83,6 +83,14 @@ class Pipeline {
 
 // Whether MPI lets a progress thread make the calls (queried once).
 bool mpi_allows_progress_thread();
+// Whether streams get a progress thread (COMMFUSE_MPI_PROGRESS_THREAD): auto = only where this
+// host's ranks leave a core free for it (kernels::cpu::core_left_free). Otherwise the thread
+// runs on a core that computes. W = 2 over TCP on 2 cores, one compute thread a rank
+// (AMX Xeon, 2 runs each, thread / inline): all_gather_matmul 4096×4096×64 bf16 14.7-15.1 /
+// 11.7-11.8 ms (the unfused composition 17.0-17.8), matmul_reduce_scatter 4096×4096×64
+// 1.66-1.96 / 1.47-1.61 ms, at 256×1024×256 211-223 / 160-168 us; matmul_all_reduce
+// 16×4096×512 423-428 / 381-398 us.
+bool use_progress_thread(int local_ranks, int cores);
 // Whether any thread may call MPI at any time (MPI_THREAD_MULTIPLE; queried once).
 bool mpi_allows_any_thread();
 

@@ -18,11 +18,13 @@ namespace commfuse::comm::mpi {
 // How a rank waits: the deadline (seconds without any progress), whether to give its core
 // away soon (more ranks than cores), and the transport's failure, which ends a wait within
 // one of its clock readings once another thread records it (Comm::abort from a watchdog);
-// null where nothing may end the wait early.
+// null where nothing may end the wait early. progress_thread: whether a stream's transfers
+// are polled by a thread of their own (mpi_pipeline.hpp, use_progress_thread).
 struct WaitRules {
   int timeout_s = 300;
   bool oversubscribed = false;
   const Failure* stop = nullptr;
+  bool progress_thread = false;
 };
 
 // Set once an MPI wait of this process timed out or an MPI call failed: a peer may be dead
@@ -46,12 +48,16 @@ void wait_all(std::vector<MPI_Request>& requests, const char* op, int rank, int 
 // data moves.
 inline constexpr size_t kEagerMessageBytes = 64 * 1024 - 128;
 
+// The piece size of a message of `bytes`: kEagerMessageBytes up to twice that (two eager
+// pieces instead of one rendezvous), else `largest`. Both sides of a message call it with
+// the same byte count, so they split alike.
+size_t message_piece_bytes(size_t bytes, size_t largest);
+
 // A batch of point-to-point transfers of one tag that complete together. Messages are
-// split into pieces so that any byte count fits MPI's int counts, and one of up to twice
-// the eager size goes as two eager pieces, saving the rendezvous round trip; both sides
-// split the same way (by the byte count alone), and MPI matches messages between two ranks
-// with one tag in posting order. A receive posted for more than the message may bring (the
-// descriptors') must therefore stay within kEagerMessageBytes: one piece on both sides.
+// split into pieces (message_piece_bytes) so that any byte count fits MPI's int counts, and
+// one of up to twice the eager size goes without a rendezvous; MPI matches messages between
+// two ranks with one tag in posting order. A receive posted for more than the message may bring
+// (the descriptors') must therefore stay within kEagerMessageBytes: one piece on both sides.
 class Batch {
  public:
   Batch(MPI_Comm comm, int tag, int rank, const char* op, const WaitRules& rules);

@@ -55,9 +55,9 @@ void slice(uint64_t n, int parts, int q, uint64_t* off, uint64_t* len) {
 
 }  // namespace
 
-MpiTransport::MpiTransport(MPI_Comm comm, bool oversubscribed)
+MpiTransport::MpiTransport(MPI_Comm comm, bool oversubscribed, bool progress_thread)
     : comm_(comm),
-      waits_{params::timeout_seconds(), oversubscribed, &failure_},
+      waits_{params::timeout_seconds(), oversubscribed, &failure_, progress_thread},
       caller_(std::this_thread::get_id()) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);

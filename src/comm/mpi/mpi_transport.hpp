@@ -65,7 +65,8 @@ inline constexpr size_t kInboxBytes = size_t{4} << 20;
 class MpiTransport final : public Transport {
  public:
   // Takes ownership of comm (a duplicate of the user's, so our messages never match theirs).
-  MpiTransport(MPI_Comm comm, bool oversubscribed);
+  // progress_thread: WaitRules::progress_thread (use_progress_thread).
+  MpiTransport(MPI_Comm comm, bool oversubscribed, bool progress_thread);
   ~MpiTransport() override;
   MpiTransport(const MpiTransport&) = delete;
   MpiTransport& operator=(const MpiTransport&) = delete;
@@ -74,6 +75,7 @@ class MpiTransport final : public Transport {
   int size() const override { return size_; }
   const char* name() const override { return "mpi"; }
   bool overlaps_compute() const override { return true; }
+  uint64_t one_round_bytes() const override { return inline_bytes_; }
   void barrier() override;
   void broadcast(void* buf, uint64_t count, DType dtype, int root) override;
   void all_gather(const void* src, void* dst, uint64_t count, DType dtype) override;

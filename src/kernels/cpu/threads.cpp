@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 
 #include "core/cpu_features.hpp"
 #include "core/params.hpp"
@@ -25,6 +26,11 @@ int local_ranks() {
 int compute_threads_for(int override_threads, int cores, int local) {
   if (override_threads > 0) return override_threads;
   return std::max(1, cores / std::max(1, local));
+}
+
+bool core_left_free(int override_threads, int cores, int local_ranks) {
+  const int64_t local = std::max(1, local_ranks);
+  return local * compute_threads_for(override_threads, cores, local_ranks) < cores;
 }
 
 int compute_threads() {

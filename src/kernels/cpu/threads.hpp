@@ -12,6 +12,11 @@ int local_ranks();
 // The rule itself: override if > 0, else max(1, cores / local_ranks).
 int compute_threads_for(int override_threads, int cores, int local_ranks);
 
+// Whether local_ranks ranks, each with compute_threads_for(override_threads, cores,
+// local_ranks) threads, leave one of the host's cores free (for a thread that polls a
+// transport beside the computation).
+bool core_left_free(int override_threads, int cores, int local_ranks);
+
 // compute_threads_for(COMMFUSE_NUM_THREADS, online cores, local_ranks()). The variable
 // is read once (the environment is fixed at start); an invalid value throws
 // InvalidArgument naming it.

@@ -77,9 +77,10 @@ std::string describe_matmul_reduce_plan(const char* op, const MatmulReduceProble
 // that it saves and pays fixed per-call costs the collective does not (the stream's pieces
 // and callbacks). Below these partial sizes (m·n·4 bytes per rank) the lists prefer the
 // unfused composition; docs/algorithms.md "Small partials on shm" gives the forced runs on
-// the AMX Xeon that set them (fused / unfused above 1 below them, under 1 above), and why
-// over MPI the fused schedules stay first. matmul_all_reduce's one-pass `fused`, taken
-// where R does not divide m, borrows its two-phase schedule's threshold unmeasured.
+// the AMX Xeon that set them (fused / unfused above 1 below them, under 1 above). Over MPI
+// the fused schedules stay first unless a rank's block fits one round of the collective
+// ("Small blocks over MPI"). matmul_all_reduce's one-pass `fused`, taken where R does not
+// divide m, borrows its two-phase schedule's threshold unmeasured.
 inline constexpr int64_t kReduceScatterFusedMinPartialBytes = 64 << 10;
 inline constexpr int64_t kAllReduceFusedMinPartialBytes = 16 << 10;
 static_assert(kReduceScatterFusedMinPartialBytes % 4 == 0 &&
@@ -87,7 +88,8 @@ static_assert(kReduceScatterFusedMinPartialBytes % 4 == 0 &&
               "small_partial_reason compares whole fp32 elements");
 
 // Why the fused schedules are not preferred for p (on its group's transport) with the
-// threshold above (min_bytes), or "" where they are.
+// threshold above (min_bytes), or "" where they are. Over a transport that overlaps, where a
+// rank's block of the partial fits one round of the collective (Transport::one_round_bytes).
 std::string small_partial_reason(const MatmulReduceProblem& p, int64_t min_bytes);
 
 // Row blocks of the local partial product x1 @ x2 in fp32, no bias (it is added once,
