@@ -52,7 +52,7 @@ test-asan: install-deps
 # recovery, soak, fault injection). Not part of `make test`: the tsan build and run take
 # about 8 minutes on 2 cores, which CI's budget does not have. Open MPI is not built with
 # TSan: tests/multirank/tsan.supp hides reports whose stack passes through it.
-TSAN_TESTS ?= ^(shm|mpi)_|_recover_|_soak_|ops_(shm|mpi)_numerics_w2|quant_(shm|mpi)_numerics_w2|ops_(shm|mpi)_alltoall_w2|fault_(all_reduce|all_gather_matmul|alltoall_quant_matmul)
+TSAN_TESTS ?= ^(shm|mpi)_|_recover_|_soak_|ops_(shm|mpi)_numerics_(fused_)?w2|quant_(shm|mpi)_numerics_w2|ops_(shm|mpi)_alltoall_w2|fault_(all_reduce|all_gather_matmul|alltoall_quant_matmul)
 test-tsan: install-deps
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan -j $(JOBS) --target commfuse_cli commfuse_rank_tests \

@@ -196,9 +196,10 @@ class Transport {
   // only adds GEMM calls.
   virtual bool overlaps_compute() const { return false; }
   // The largest block a collective moves together with its descriptors, in one round of
-  // messages (MPI: kInlineMessageBytes less the header, the same on every rank); a stream
-  // takes two rounds (descriptors, then pieces), so up to this size it cannot hide what it
-  // adds. 0: no such path (shm).
+  // messages (MPI: kInlineMessageBytes less the header, less beyond 64 ranks; it depends on
+  // the world size only, so every rank sees the same); a stream takes two rounds
+  // (descriptors, then pieces), so up to this size it cannot hide what it adds. 0: no such
+  // path (shm).
   virtual uint64_t one_round_bytes() const { return 0; }
   // This group's ranks per core of the host they run on (rounded up), as every rank of the
   // group sees it alike, so that a plan may depend on it (ranks choosing differently would

@@ -196,7 +196,8 @@ int case_collectives(commfuse::Comm& c) {
   // 16385: fp32 blocks just over what MPI's descriptor message carries (64 KiB less the
   // headers), fp16 under; fp32 all_reduce then takes the two-shot with its reduce-scatter
   // in the descriptor messages at W >= 2. MPI's data messages go as two eager pieces up to
-  // 2 * 65408 bytes (fp32 16385, int8 70001, fp32 32704 exactly), whole above (fp16 32704).
+  // 2 * 65408 bytes (fp32 16385, int8 70001, fp32 32704 exactly), whole above (fp32 70001);
+  // fp16 32704 is exactly one piece.
   for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, size_t{16385}, size_t{32704},
                    size_t{70001}}) {
     check_collectives(c, n);

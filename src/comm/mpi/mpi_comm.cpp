@@ -169,9 +169,13 @@ std::unique_ptr<CommImpl> create_mpi_comm(int rank, int world_size) {
   SetupRecord mine;
   mine.host = host_identity();
   int timeout_s = 300;
+  std::string progress_mode;
+  int num_threads = 0;
   try {
     timeout_s = params::timeout_seconds();
     mine.transport = params::get_string("COMMFUSE_TRANSPORT");
+    progress_mode = params::get_string("COMMFUSE_MPI_PROGRESS_THREAD");
+    num_threads = params::num_threads_override();
     CF_CHECK_ARG((rank < 0 || rank == me) && (world_size < 0 || world_size == size),
                  "comm init(rank ", me, "): rank ", rank, " / world_size ", world_size,
                  " were passed but MPI_COMM_WORLD has rank ", me, " / size ", size);
@@ -220,11 +224,15 @@ std::unique_ptr<CommImpl> create_mpi_comm(int rank, int world_size) {
 
   const int cores = cpu::online_cores();
   const bool oversubscribed = local_ranks > cores;
-  const bool progress_thread = mpi::use_progress_thread(local_ranks, cores);
+  const bool progress_thread =
+      mpi::use_progress_thread(progress_mode, local_ranks, cores, num_threads);
   CF_LOG(kInfo, "comm ", name, ": rank ", me, "/", size, " on mpi (", hosts.size(), " host",
          hosts.size() == 1 ? "" : "s", ", ", local_ranks, " ranks here",
          oversubscribed ? ", oversubscribed" : "",
-         progress_thread ? ", streams polled by a progress thread" : "", ")");
+         progress_thread && mpi::mpi_allows_progress_thread()
+             ? ", streams polled by a progress thread"
+             : "",
+         ")");
   // Not yet hierarchical: same-host pairs also go through MPI (whose shared-memory BTL,
   // when enabled, carries them) rather than through our shm regions.
   if (hosts.size() > 1 && local_ranks > 1)

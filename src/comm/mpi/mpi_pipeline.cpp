@@ -8,7 +8,6 @@
 
 #include "comm/mpi/mpi_requests.hpp"
 #include "core/error.hpp"
-#include "core/params.hpp"
 #include "kernels/cpu/threads.hpp"
 
 namespace commfuse::comm::mpi {
@@ -61,12 +60,11 @@ bool mpi_allows_progress_thread() {
   return thread_level() >= MPI_THREAD_SERIALIZED;
 }
 
-bool use_progress_thread(int local_ranks, int cores) {
-  const std::string mode = params::get_string("COMMFUSE_MPI_PROGRESS_THREAD");
+bool use_progress_thread(std::string_view mode, int local_ranks, int cores, int override_threads) {
   if (mode != "auto") return mode == "on";
   // Never with more ranks than cores either (a 3-rank stream test on 2 cores: 0.7 s inline,
   // 6-14 s threaded).
-  return kernels::cpu::core_left_free(params::num_threads_override(), cores, local_ranks);
+  return kernels::cpu::core_left_free(override_threads, cores, local_ranks);
 }
 
 bool mpi_allows_any_thread() {

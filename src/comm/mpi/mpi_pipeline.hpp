@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -83,14 +84,15 @@ class Pipeline {
 
 // Whether MPI lets a progress thread make the calls (queried once).
 bool mpi_allows_progress_thread();
-// Whether streams get a progress thread (COMMFUSE_MPI_PROGRESS_THREAD): auto = only where this
-// host's ranks leave a core free for it (kernels::cpu::core_left_free). Otherwise the thread
-// runs on a core that computes. W = 2 over TCP on 2 cores, one compute thread a rank
-// (AMX Xeon, 2 runs each, thread / inline): all_gather_matmul 4096×4096×64 bf16 14.7-15.1 /
-// 11.7-11.8 ms (the unfused composition 17.0-17.8), matmul_reduce_scatter 4096×4096×64
-// 1.66-1.96 / 1.47-1.61 ms, at 256×1024×256 211-223 / 160-168 us; matmul_all_reduce
-// 16×4096×512 423-428 / 381-398 us.
-bool use_progress_thread(int local_ranks, int cores);
+// Whether streams get a progress thread, given COMMFUSE_MPI_PROGRESS_THREAD (mode) and
+// COMMFUSE_NUM_THREADS (override_threads), both read before the set-up exchange so that a bad
+// value fails every rank at once: auto = only where this host's ranks leave a core free for
+// it (kernels::cpu::core_left_free). Otherwise the thread runs on a core that computes. W = 2 over
+// TCP on 2 cores, one compute thread a rank (AMX Xeon, 2 runs each, thread / inline):
+// all_gather_matmul 4096×4096×64 bf16 14.7-15.1 / 11.7-11.8 ms (the unfused composition 17.0-17.8),
+// matmul_reduce_scatter 4096×4096×64 1.66-1.96 / 1.47-1.61 ms, at 256×1024×256 211-223 / 160-168
+// us; matmul_all_reduce 16×4096×512 423-428 / 381-398 us.
+bool use_progress_thread(std::string_view mode, int local_ranks, int cores, int override_threads);
 // Whether any thread may call MPI at any time (MPI_THREAD_MULTIPLE; queried once).
 bool mpi_allows_any_thread();
 

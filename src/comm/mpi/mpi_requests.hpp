@@ -85,10 +85,11 @@ class Batch {
   int rank_;
   const char* op_;
   WaitRules rules_;
-  // Inline for a send and a receive per peer of 8 (no allocation per call).
-  SmallVector<MPI_Request, 16> requests_;
-  SmallVector<int, 16> peer_;      // per request
-  SmallVector<char, 16> is_recv_;  // per request
+  // Inline for a send and a receive of two pieces each per peer of 8 (no allocation per
+  // call).
+  SmallVector<MPI_Request, 32> requests_;
+  SmallVector<int, 32> peer_;      // per request
+  SmallVector<char, 32> is_recv_;  // per request
 };
 
 }  // namespace commfuse::comm::mpi

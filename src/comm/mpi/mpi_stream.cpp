@@ -2,11 +2,11 @@
 // exec/stream.cpp): after the descriptor exchange every piece's receives are posted at once;
 // publishing piece i packs and sends it, and the channel's lookahead of 1 makes the executor
 // publish piece i before it computes on piece i-1 — so piece i is on the wire while piece
-// i-1 is computed on, and the computation never waits for the whole transfer. A progress
-// thread keeps Open MPI moving bytes during the computation where MPI's thread level allows
-// (it moves bytes only inside MPI calls); otherwise the transfers are polled between
-// blocks. Pieces default to 1 MiB. Only the packed bytes cross the wire, or, where the op
-// gives its source, its bytes sent from there.
+// i-1 is computed on, and the computation never waits for the whole transfer. Open MPI moves
+// bytes only inside MPI calls: the transfers are polled between blocks, or by a progress
+// thread where a core is left free for it and MPI's thread level allows
+// (WaitRules::progress_thread, mpi_pipeline.hpp). Pieces default to 1 MiB. Only the packed bytes
+// cross the wire, or, where the op gives its source, its bytes sent from there.
 //
 // Limitation: a callback that throws on one rank (an internal failure: the ops validate
 // before they communicate) is reported to its peers by the deadline (COMMFUSE_TIMEOUT_S),

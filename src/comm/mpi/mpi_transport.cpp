@@ -39,6 +39,10 @@ constexpr size_t kPipeSliceBytes = size_t{1} << 20;
 constexpr int kDescHeaderBytes = static_cast<int>(offsetof(WireDesc, reason));
 static_assert(kDescHeaderBytes % 8 == 0, "inline data stays 8-byte aligned");
 static_assert(kDescHeaderBytes == 144, "docs/algorithms.md gives a barrier's bytes");
+// The descriptor receives are posted for inbox_stride_ bytes, the header plus inline data
+// rounded up to 64: within one eager piece, so that Batch never splits them (mpi_requests.hpp).
+static_assert(kInlineMessageBytes % 64 == 0 && kInlineMessageBytes <= kEagerMessageBytes,
+              "a descriptor receive stays one piece");
 
 size_t elem_bytes(DType t) {
   return static_cast<size_t>(dtype_bits(t) / 8);

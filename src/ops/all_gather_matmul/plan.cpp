@@ -103,13 +103,14 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
   // Over MPI, x1's block within one round of the all_gather (its descriptor messages): the
   // stream takes two, more than its overlap can hide. W = 2 over TCP, bf16 (AMX Xeon, polled
   // inline): 1 row × 256 × 256 fused 17.6 us, unfused 11.0; 8 rows × 1024 × 256 61.5 / 39.8.
+  // (shm has no such round: one_round_bytes 0, which an empty x1 must not match.)
   const comm::Transport& transport = find_comm(p.group).impl().transport();
+  const uint64_t one_round = transport.one_round_bytes();
   const uint64_t block_bytes = dtype_storage_bytes(p.dtype, static_cast<size_t>(p.m * p.k));
-  if (fused.not_preferred.empty() && p.world_size > 1 && block_bytes <= transport.one_round_bytes())
+  if (fused.not_preferred.empty() && p.world_size > 1 && one_round > 0 && block_bytes <= one_round)
     fused.not_preferred =
         detail::cat("x1's block of ", block_bytes, " bytes goes with the ", transport.name(),
-                    " all_gather's descriptors (one round "
-                    "of messages; the stream takes two)");
+                    " all_gather's descriptors ", "(one round of messages; the stream takes two)");
   const std::vector<AlgorithmEntry> list{fused, {"unfused", ""}};
   plan.schedule = static_cast<AllGatherMatmulSchedule>(choose_algorithm(
       kAllGatherMatmulOp,

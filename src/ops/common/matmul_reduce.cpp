@@ -79,19 +79,23 @@ std::string describe_matmul_reduce_plan(const char* op, const MatmulReduceProble
       gemm.quantized ? describe_quant_gemm(gemm.qgemm) : describe_row_gemm(gemm.gemm, p.m));
 }
 
-std::string small_partial_reason(const MatmulReduceProblem& p, int64_t min_bytes) {
+std::string small_partial_reason(const MatmulReduceProblem& p, int64_t min_bytes,
+                                 UnfusedSends sends) {
   const comm::Transport& t = find_comm(p.group).impl().transport();
   if (t.overlaps_compute()) {
-    // A rank's block of the partial, ceil(m·n / R) fp32, within one round of the unfused
-    // collective (Transport::one_round_bytes): m·n <= R·floor(one_round / 4), which no
-    // product overflows. W = 2 over TCP, matmul_all_reduce 16×4096×512 bf16 (16 KiB blocks):
-    // fused 381-398 us, unfused 215-226 (AMX Xeon).
-    const auto limit = static_cast<int64_t>(t.one_round_bytes() / 4) * p.world_size;
-    if (p.n == 0 || p.m > limit / p.n) return "";
-    return detail::cat("fp32 partial of ", p.m * p.n * 4, " bytes, whose blocks go with the ",
-                       t.name(),
-                       " collective's descriptors (one round of messages; the "
-                       "stream takes two)");
+    // What the unfused collective sends a peer (a rank's block of the fp32 partial, m·n / R
+    // elements, or all of it) within one round (Transport::one_round_bytes): m·n <= parts ·
+    // floor(one_round / 4), which no product overflows. W = 2 over TCP, matmul_all_reduce
+    // 16×4096×512 bf16 (a 32 KiB partial, one-shot): fused 381-398 us, unfused 215-226 (AMX
+    // Xeon). A two-shot all_reduce (two rounds) was not measured against the streams: left
+    // to them.
+    const int64_t parts = sends == UnfusedSends::kBlock ? p.world_size : 1;
+    const auto limit = static_cast<int64_t>(t.one_round_bytes() / 4) * parts;
+    if (p.world_size == 1 || p.n == 0 || p.m > limit / p.n) return "";
+    return detail::cat("fp32 partial of ", p.m * p.n * 4, " bytes: the unfused ",
+                       sends == UnfusedSends::kBlock ? "reduce_scatter" : "all_reduce",
+                       " sends it with its descriptors over ", t.name(),
+                       " (one round of messages; the stream takes two)");
   }
   // m·n·4 < min_bytes, as m < ceil(min_bytes / 4 / n): m·n may not fit an int64 product
   // with 4 (validated operands, large shapes).

@@ -87,10 +87,14 @@ static_assert(kReduceScatterFusedMinPartialBytes % 4 == 0 &&
                   kAllReduceFusedMinPartialBytes % 4 == 0,
               "small_partial_reason compares whole fp32 elements");
 
+// What the unfused composition's collective sends each peer: a rank's block of the partial
+// (reduce_scatter) or the whole partial (all_reduce, one-shot).
+enum class UnfusedSends { kBlock, kWhole };
 // Why the fused schedules are not preferred for p (on its group's transport) with the
-// threshold above (min_bytes), or "" where they are. Over a transport that overlaps, where a
-// rank's block of the partial fits one round of the collective (Transport::one_round_bytes).
-std::string small_partial_reason(const MatmulReduceProblem& p, int64_t min_bytes);
+// threshold above (min_bytes), or "" where they are. Over a transport that overlaps: where
+// what the unfused collective sends each peer fits one round (Transport::one_round_bytes).
+std::string small_partial_reason(const MatmulReduceProblem& p, int64_t min_bytes,
+                                 UnfusedSends sends);
 
 // Row blocks of the local partial product x1 @ x2 in fp32, no bias (it is added once,
 // after the sum): the float GEMM, or in quantized mode (SPEC §6) the quantized product

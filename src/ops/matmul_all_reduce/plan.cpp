@@ -32,7 +32,8 @@ MatmulAllReducePlanData plan_matmul_all_reduce(MatmulReduceProblem problem) {
     rs_ag = detail::cat("m=", p.m, " is not a multiple of R=", p.world_size);
   // Both fused schedules give way to the unfused one on small partials where nothing
   // overlaps (matmul_reduce.hpp).
-  const std::string small = small_partial_reason(p, kAllReduceFusedMinPartialBytes);
+  const std::string small =
+      small_partial_reason(p, kAllReduceFusedMinPartialBytes, UnfusedSends::kWhole);
   const std::vector<AlgorithmEntry> list{
       {"fused_rs_all_gather", rs_ag, small}, {"fused", "", small}, {"unfused", ""}};
   plan.schedule = static_cast<MatmulAllReduceSchedule>(choose_algorithm(

@@ -22,7 +22,9 @@ MatmulReduceScatterPlanData plan_matmul_reduce_scatter(MatmulReduceProblem probl
   plan.problem = std::move(problem);
   const MatmulReduceProblem& p = plan.problem;
   const std::vector<AlgorithmEntry> list{
-      {"fused", "", small_partial_reason(p, kReduceScatterFusedMinPartialBytes)}, {"unfused", ""}};
+      {"fused", "",
+       small_partial_reason(p, kReduceScatterFusedMinPartialBytes, UnfusedSends::kBlock)},
+      {"unfused", ""}};
   plan.schedule = static_cast<MatmulReduceScatterSchedule>(choose_algorithm(
       kMatmulReduceScatterOp, [&] { return describe_problem(kMatmulReduceScatterOp, p); }, list));
   plan.workspace_bytes = matmul_reduce_workspace_bytes(p);
