@@ -71,8 +71,18 @@ void narrow(std::vector<uint8_t>& v, size_t n, DType dtype) {
   std::memcpy(v.data(), tmp.data(), n * static_cast<size_t>(commfuse::dtype_bits(dtype)) / 8);
 }
 
+// COMMFUSE_TEST_COMM_TURN (set by the fault tests): the matmul ops' comm_turn, so that their
+// streams run several pieces and a fault at piece 1 lands inside a stream.
+int64_t test_comm_turn() {
+  const char* v = std::getenv("COMMFUSE_TEST_COMM_TURN");
+  return v != nullptr ? std::atoll(v) : 0;
+}
+
 std::vector<OpCase> op_cases(commfuse::Comm& comm, Buffers& b, Buffers& h16, Buffers& i8) {
   const int R = comm.world_size();
+  commfuse::AllGatherMatmulOptions agm;
+  commfuse::MatmulReduceOptions reduce;
+  agm.comm_turn = reduce.comm_turn = test_comm_turn();
   const std::string g = comm.name();
   constexpr DType F32 = DType::kFloat32, F16 = DType::kFloat16, I8 = DType::kInt8;
   constexpr int64_t k = 16, n = 8;
@@ -83,28 +93,28 @@ std::vector<OpCase> op_cases(commfuse::Comm& comm, Buffers& b, Buffers& h16, Buf
   auto kx2 = [k](Mode m) { return m == Mode::kBad ? k + 1 : k; };  // "x2 dim 0" errors
   std::vector<OpCase> v;
   v.push_back({"all_gather_matmul",
-               [&, g, R, rows, kx2](Mode m) {
+               [&, g, R, rows, kx2, agm](Mode m) {
                  const int64_t mm = rows(m, 4, 1);
                  commfuse::all_gather_matmul(TensorView(b.a.data(), F32, {mm, k}),
                                              TensorView(b.b.data(), F32, {kx2(m), n}), g, R,
                                              TensorView(b.out.data(), F32, {mm * R, n}),
-                                             TensorView(b.out2.data(), F32, {mm * R, k}));
+                                             TensorView(b.out2.data(), F32, {mm * R, k}), agm);
                },
                "x2 dim 0", "m (x1 rows)"});
   v.push_back({"matmul_reduce_scatter",
-               [&, g, R, rows, kx2](Mode m) {
+               [&, g, R, rows, kx2, reduce](Mode m) {
                  const int64_t mm = rows(m, 2 * R, R);
-                 commfuse::matmul_reduce_scatter(TensorView(b.a.data(), F32, {mm, k}),
-                                                 TensorView(b.b.data(), F32, {kx2(m), n}), g, R,
-                                                 TensorView(b.out.data(), F32, {mm / R, n}));
+                 commfuse::matmul_reduce_scatter(
+                     TensorView(b.a.data(), F32, {mm, k}), TensorView(b.b.data(), F32, {kx2(m), n}),
+                     g, R, TensorView(b.out.data(), F32, {mm / R, n}), reduce);
                },
                "x2 dim 0", "m (x1 rows)"});
   v.push_back({"matmul_all_reduce",
-               [&, g, rows, kx2](Mode m) {
+               [&, g, rows, kx2, reduce](Mode m) {
                  const int64_t mm = rows(m, 4, 1);
                  commfuse::matmul_all_reduce(TensorView(b.a.data(), F32, {mm, k}),
                                              TensorView(b.b.data(), F32, {kx2(m), n}), g,
-                                             TensorView(b.out.data(), F32, {mm, n}));
+                                             TensorView(b.out.data(), F32, {mm, n}), reduce);
                },
                "x2 dim 0", "m (x1 rows)"});
   // alltoall ops: x1 (BS, H), x2 (R*H, N); kBad gives x2 one row too many.
