@@ -10,6 +10,20 @@
 namespace commfuse::exec {
 namespace {
 
+// The channel this thread's drive() runs (between_blocks), restored on the way out.
+thread_local comm::PieceChannel* t_channel = nullptr;
+
+class CurrentChannel {
+ public:
+  explicit CurrentChannel(comm::PieceChannel* ch) : previous_(t_channel) { t_channel = ch; }
+  ~CurrentChannel() { t_channel = previous_; }
+  CurrentChannel(const CurrentChannel&) = delete;
+  CurrentChannel& operator=(const CurrentChannel&) = delete;
+
+ private:
+  comm::PieceChannel* previous_;
+};
+
 void deliver(comm::PieceChannel& ch, size_t i, int rank, int size,
              const comm::StreamPeerFn& on_piece, const comm::StreamAllFn& on_all,
              const uint8_t** parts) {
@@ -41,6 +55,7 @@ const uint8_t* wait_piece(comm::PieceChannel& ch, int rank, int q, size_t i) {
 
 void drive(comm::PieceChannel& ch, int rank, int size, const comm::StreamPeerFn& on_piece,
            const comm::StreamAllFn& on_all) {
+  const CurrentChannel current(&ch);
   SmallVector<const uint8_t*, 16> parts(static_cast<size_t>(size));
   const size_t pieces = ch.pieces();
   const size_t ahead = ch.lookahead();
@@ -48,6 +63,10 @@ void drive(comm::PieceChannel& ch, int rank, int size, const comm::StreamPeerFn&
     if (i < pieces) ch.publish(i);
     if (i >= ahead) deliver(ch, i - ahead, rank, size, on_piece, on_all, parts.data());
   }
+}
+
+void between_blocks() {
+  if (t_channel != nullptr) t_channel->progress();
 }
 
 void gather_stream(comm::Transport& t, const comm::GatherStream& s) {

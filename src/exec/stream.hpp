@@ -23,4 +23,11 @@ void drive(comm::PieceChannel& ch, int rank, int size, const comm::StreamPeerFn&
 // Rank q's piece i, waited for (a span of the channel's wait kind when q is a peer).
 const uint8_t* wait_piece(comm::PieceChannel& ch, int rank, int q, size_t i);
 
+// For an op's callback that computes in several blocks (a GEMM in row blocks): between two
+// blocks, lets the transfers of the stream this thread is driving move
+// (PieceChannel::progress: MPI polled inline moves bytes only inside MPI calls, so a
+// rendezvous started while this rank computes its own rows would otherwise wait for the
+// end of them). Does nothing outside a stream.
+void between_blocks();
+
 }  // namespace commfuse::exec

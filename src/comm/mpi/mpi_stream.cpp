@@ -29,21 +29,24 @@ constexpr uint64_t kStreamPieceBytes = 1u << 20;
 
 // A stream's pieces over a started Pipeline. Waiting for a peer's piece waits for every
 // receive of that piece (they were posted together); this rank's own piece is where it
-// packed it (or in the op's source), ready once published.
+// packed it (or in the op's source), ready once published, or where the op's `own` says.
 class PipelineChannel final : public PieceChannel {
  public:
   // Where rank q's bytes at off are (received into, or packed into for this rank).
   using Place = std::function<uint8_t*(int q, uint64_t off)>;
   // Packs this rank's piece [off, off + n) and says what to send where.
   using Publish = std::function<std::vector<Pipeline::Transfer>(uint64_t off, uint64_t n)>;
+  // This rank's part for itself, computed where the op has it when waited for (not packed).
+  using Own = std::function<const uint8_t*(uint64_t off, uint64_t n)>;
   PipelineChannel(Pipeline& pipe, int rank, const char* op, uint64_t bytes, uint64_t piece,
-                  Place place, Publish publish)
+                  Place place, Publish publish, Own own = {})
       : PieceChannel(bytes, piece, false),
         pipe_(pipe),
         rank_(rank),
         op_(op),
         place_(std::move(place)),
-        publish_(std::move(publish)) {}
+        publish_(std::move(publish)),
+        own_(std::move(own)) {}
   const char* op() const override { return op_; }
   size_t lookahead() const override { return 1; }
   void publish(size_t i) override {
@@ -51,6 +54,7 @@ class PipelineChannel final : public PieceChannel {
     pipe_.send(i, publish_(piece_offset(i), piece_bytes(i)));
   }
   const uint8_t* wait(int q, size_t i) override {
+    if (q == rank_ && own_ && piece_bytes(i) != 0) return own_(piece_offset(i), piece_bytes(i));
     if (q != rank_ && arrived_ <= i) {
       pipe_.wait(i);
       arrived_ = i + 1;
@@ -69,6 +73,7 @@ class PipelineChannel final : public PieceChannel {
   const char* op_;
   Place place_;
   Publish publish_;
+  Own own_;
   size_t arrived_ = 0;  // pieces before it have been waited for
 };
 
@@ -136,19 +141,31 @@ void MpiTransport::open_all_to_all_stream(const AllToAllStream& as, const PieceD
     auto place = [&](int q, uint64_t off) {
       return at(from_source && q == rank_ ? out : in, q, off);  // own part: in the source
     };
-    PipelineChannel ch(pipe, rank_, op, as.bytes, piece, place, [&](uint64_t off, uint64_t n) {
-      std::vector<Pipeline::Transfer> sends;
-      for (int k = 1; k <= size_; ++k) {  // peers first, so their data leaves early
-        const int q = (rank_ + k) % size_;
-        uint8_t* dst = q == rank_ ? place(q, off) : at(out, q, off);
-        if (!from_source) {
-          trace::Span span("pack", op, q, n);
-          as.pack(q, dst, off, n);
-        }
-        if (q != rank_) sends.push_back({q, dst, n});
-      }
-      return sends;
-    });
+    // With the op's `own` (and no source), this rank's part for itself is not packed at
+    // publish but read where the op computes it when the executor waits for it, after the
+    // peers' parts were sent: matmul_reduce_scatter's own rows are then multiplied while
+    // the peers' move, which they did not while publish computed them before sending
+    // anything (W = 2 over TCP, 4096×4096×64: the peer's 512 KiB were posted 650 us late).
+    const bool own_in_place = !from_source && as.own != nullptr;
+    PipelineChannel::Own own;
+    if (own_in_place) own = std::ref(as.own);
+    const int parts = own_in_place ? size_ - 1 : size_;
+    PipelineChannel ch(
+        pipe, rank_, op, as.bytes, piece, place,
+        [&](uint64_t off, uint64_t n) {
+          std::vector<Pipeline::Transfer> sends;
+          for (int k = 1; k <= parts; ++k) {  // peers first, so their data leaves early
+            const int q = (rank_ + k) % size_;
+            uint8_t* dst = q == rank_ ? place(q, off) : at(out, q, off);
+            if (!from_source) {
+              trace::Span span("pack", op, q, n);
+              as.pack(q, dst, off, n);
+            }
+            if (q != rank_) sends.push_back({q, dst, n});
+          }
+          return sends;
+        },
+        own);
     drive(ch);
     pipe.finish();
   });

@@ -222,6 +222,7 @@ const float* LazyPartial::rows(int r, int64_t row, int64_t rows) {
     const int64_t first = r * range_rows_ + done;
     gemm_.run(first, count, partial_ + first * n_);
     done += count;
+    exec::between_blocks();  // the peers' pieces move while this rank computes the next block
   }
   return partial_ + (r * range_rows_ + row) * n_;
 }
