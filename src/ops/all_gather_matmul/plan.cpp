@@ -110,7 +110,7 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
   if (fused.not_preferred.empty() && p.world_size > 1 && one_round > 0 && block_bytes <= one_round)
     fused.not_preferred =
         detail::cat("x1's block of ", block_bytes, " bytes goes with the ", transport.name(),
-                    " all_gather's descriptors ", "(one round of messages; the stream takes two)");
+                    " all_gather's descriptors (one round of messages; the stream takes two)");
   const std::vector<AlgorithmEntry> list{fused, {"unfused", ""}};
   plan.schedule = static_cast<AllGatherMatmulSchedule>(choose_algorithm(
       kAllGatherMatmulOp,
