@@ -20,6 +20,15 @@ using Clock = std::chrono::steady_clock;
 // completes pieces (= shows progress) often.
 constexpr size_t kPieceBytes = size_t{64} << 20;
 
+// Up to twice the eager size, eager pieces: all_gather and all_to_all at 256 KiB over TCP,
+// W = 3-4 (blocks of 64-85 KiB), went from 0.66-0.83x of OpenMPI to 1.01-1.38x (AMX Xeon,
+// 2 runs). Larger messages keep the rendezvous: at 256 KiB blocks, four eager pieces were
+// slower (W = 4 all_gather of 1 MiB: 454-467 -> 500 us), the receiver buffering pieces
+// that arrive before its receive is posted.
+size_t piece_bytes(size_t bytes) {
+  return bytes <= 2 * kEagerMessageBytes ? kEagerMessageBytes : kPieceBytes;
+}
+
 // Between polls: nothing at first (latency matters for small messages), then yield, then
 // short sleeps. With more ranks than cores the spinning phase is nearly skipped: a rank
 // polling MPI steals the core its peer needs to send the data it waits for.
@@ -93,15 +102,6 @@ namespace {
 std::atomic<bool> g_peer_unresponsive{false};
 }  // namespace
 
-// Up to twice the eager size, eager pieces: all_gather and all_to_all at 256 KiB over TCP,
-// W = 3-4 (blocks of 64-85 KiB), went from 0.66-0.83x of OpenMPI to 1.01-1.38x (AMX Xeon,
-// 2 runs). Larger messages keep the rendezvous: at 256 KiB blocks, four eager pieces were
-// slower (W = 4 all_gather of 1 MiB: 454-467 -> 500 us), the receiver buffering pieces
-// that arrive before its receive is posted.
-size_t message_piece_bytes(size_t bytes, size_t largest) {
-  return bytes <= 2 * kEagerMessageBytes ? kEagerMessageBytes : largest;
-}
-
 void note_peer_unresponsive() {
   g_peer_unresponsive.store(true);
 }
@@ -152,7 +152,7 @@ void Batch::recv(int peer, void* buf, size_t bytes) {
 
 void Batch::post(int peer, void* buf, size_t bytes, bool is_recv) {
   auto* p = static_cast<unsigned char*>(buf);
-  const size_t piece = message_piece_bytes(bytes, kPieceBytes);
+  const size_t piece = piece_bytes(bytes);
   for (size_t off = 0; off < bytes; off += piece) {
     const int n = static_cast<int>(std::min(piece, bytes - off));
     MPI_Request req = MPI_REQUEST_NULL;

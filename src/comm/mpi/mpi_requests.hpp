@@ -48,16 +48,12 @@ void wait_all(std::vector<MPI_Request>& requests, const char* op, int rank, int 
 // data moves.
 inline constexpr size_t kEagerMessageBytes = 64 * 1024 - 128;
 
-// The piece size of a message of `bytes`: kEagerMessageBytes up to twice that (two eager
-// pieces instead of one rendezvous), else `largest`. Both sides of a message call it with
-// the same byte count, so they split alike.
-size_t message_piece_bytes(size_t bytes, size_t largest);
-
 // A batch of point-to-point transfers of one tag that complete together. Messages are
-// split into pieces (message_piece_bytes) so that any byte count fits MPI's int counts, and
-// one of up to twice the eager size goes without a rendezvous; MPI matches messages between
-// two ranks with one tag in posting order. A receive posted for more than the message may bring
-// (the descriptors') must therefore stay within kEagerMessageBytes: one piece on both sides.
+// split into pieces so that any byte count fits MPI's int counts, and one of up to twice
+// the eager size goes as two eager pieces, without a rendezvous; both sides split by the
+// byte count alone, and MPI matches messages between two ranks with one tag in posting
+// order. A receive posted for more than the message may bring (the descriptors') must
+// therefore stay within kEagerMessageBytes: one piece on both sides.
 class Batch {
  public:
   Batch(MPI_Comm comm, int tag, int rank, const char* op, const WaitRules& rules);
