@@ -19,6 +19,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
+#include "kernels/cpu/copy.hpp"
 
 namespace commfuse::comm {
 
@@ -204,7 +205,9 @@ std::unique_ptr<CommImpl> create_tcp_comm(const InitMethod& im) {
   const std::string transport = params::get_string("COMMFUSE_TRANSPORT");
   CF_CHECK_ARG(transport != "mpi", "comm init(rank ", im.rank,
                "): COMMFUSE_TRANSPORT=mpi needs init_method \"mpi\" (run under mpirun)");
-  slot_bytes_param();  // a bad value fails here, before waiting for the peers
+  // A bad value fails here, before waiting for the peers.
+  slot_bytes_param();
+  kernels::cpu::nontemporal_copy_bytes();  // COMMFUSE_NONTEMPORAL_BYTES
   // boot lives until create_shm_comm returns; its destructor frees the port.
   auto boot = Bootstrap::create(im.host, im.port, im.rank, im.world_size, timeout);
   return create_shm_comm(

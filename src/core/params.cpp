@@ -10,7 +10,7 @@
 namespace commfuse::params {
 namespace {
 
-constexpr std::array<Param, 19> kParams{{
+constexpr std::array<Param, 20> kParams{{
     {"COMMFUSE_LOG", Kind::kChoice, "warn", "error|warn|info|debug",
      "log level; lines go to stderr prefixed host:pid:rank"},
     {"COMMFUSE_TIMEOUT_S", Kind::kInt, "300", "",
@@ -23,6 +23,10 @@ constexpr std::array<Param, 19> kParams{{
      "transport between ranks: auto = shm on one host, MPI across hosts"},
     {"COMMFUSE_SHM_SLOT_BYTES", Kind::kInt, "4194304", "",
      "bytes of each of a rank's two shared-memory slots (collectives move data in steps of this)"},
+    {"COMMFUSE_NONTEMPORAL_BYTES", Kind::kInt, "0", "",
+     "copies (and float32 quantized-reduction outputs) of at least this many bytes use "
+     "non-temporal stores; 0 = this core's share of the last-level cache, within [1 MiB, "
+     "16 MiB]"},
     {"COMMFUSE_HOST_ID", Kind::kString, "", "",
      "pretend this process runs on the named host (tests of the multi-host paths)"},
     {"COMMFUSE_LAUNCH_ID", Kind::kString, "", "",

@@ -159,3 +159,13 @@ def test_fault_injection_is_reported_with_the_faulty_rank(monkeypatch, action):
         assert ("SIGKILL" in str(e)) if action == "kill" else e.exit_code == 3, str(e)
     else:
         assert isinstance(e.exception, commfuse.RuntimeFailure) and "rank 1" in str(e), str(e)
+
+
+def test_a_bad_parameter_fails_comm_init_naming_it(monkeypatch):
+    # Read at communicator creation (before the peers are waited for), not by the first
+    # large copy deep in a collective.
+    monkeypatch.setenv("COMMFUSE_NONTEMPORAL_BYTES", "lots")
+    with pytest.raises(commfuse.ProcessRaisedException) as info:
+        run(_init_only, 2)
+    assert isinstance(info.value.exception, commfuse.InvalidArgument), str(info.value)
+    assert "COMMFUSE_NONTEMPORAL_BYTES='lots'" in str(info.value)

@@ -64,6 +64,21 @@ TEST(Copy, TheVectorLoopIsExactEverywhere) {
         }
 }
 
+// Rows streamed one after another, fenced once (quant_all_reduce's float32 output).
+TEST(Copy, UnfencedStreamedRowsAreExactAfterTheFence) {
+  for (size_t n : {0u, 5u, 127u, 128u, 129u, 512u, 4096u + 36u})
+    for (size_t dof : {0u, 4u, 33u}) {
+      const auto src = pattern(3 * n, static_cast<uint32_t>(n + dof));
+      std::vector<uint8_t> dst(3 * n + dof + 64, 0xA5);
+      for (size_t row = 0; row < 3; ++row)
+        kernels::cpu::stream_copy_unfenced(dst.data() + dof + row * n, src.data() + row * n, n);
+      kernels::cpu::stream_fence();
+      ASSERT_EQ(std::memcmp(dst.data() + dof, src.data(), 3 * n), 0) << "n " << n << " dof " << dof;
+      for (size_t i = 0; i < dof; ++i) ASSERT_EQ(dst[i], 0xA5);
+      for (size_t i = dof + 3 * n; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xA5);
+    }
+}
+
 TEST(Copy, NonTemporalCopiesAreExact) {
   const size_t n = kernels::cpu::nontemporal_copy_bytes() + 4099;
   EXPECT_GE(kernels::cpu::nontemporal_copy_bytes(), size_t{1} << 20);

@@ -8,6 +8,7 @@
 
 #include "core/small_vector.hpp"
 #include "exec/stream.hpp"
+#include "kernels/cpu/copy.hpp"
 #include "kernels/cpu/threads.hpp"
 
 namespace commfuse::ops {
@@ -129,18 +130,30 @@ void sum_rows_strided(const QuantReduceProblem& p, const uint8_t* const* codes,
                       int64_t n_rows, void* out, float* acc) {
   const size_t out_row_bytes = static_cast<size_t>(p.h) * (dtype_bits(p.out_dtype) / 8);
   [[maybe_unused]] const int threads = n_rows >= 2 * p.threads ? p.threads : 1;  // tsan: no OpenMP
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-  for (int64_t i = 0; i < n_rows; ++i) {
-    uint8_t* dst = static_cast<uint8_t*>(out) + static_cast<size_t>(i) * out_row_bytes;
-    // float32 output: accumulate in place, it is the fp32 accumulator.
-    float* a = p.out_dtype == DType::kFloat32
-                   ? reinterpret_cast<float*>(dst)
-                   : acc + static_cast<size_t>(omp_get_thread_num()) * static_cast<size_t>(p.h);
-    for (int r = 0; r < p.world_size; ++r)
-      kernels::cpu::dequant_accumulate_row(p.x_dtype, p.kind, codes[r] + i * code_stride,
-                                           scales[r] + i * scale_stride, p.h, a, r == 0);
-    if (a != reinterpret_cast<float*>(dst))
-      kernels::cpu::store_f32_as(a, dst, p.out_dtype, static_cast<size_t>(p.h));
+  // float32 output is its own accumulator, summed in place, unless it streams: then each
+  // row is summed in an accumulator row (in L1) and streamed out, sparing the reads of
+  // output lines that are about to be overwritten (W = 2 over TCP, 4 Mi elements: 3.4 ->
+  // 2.8 ms; 16 Mi: 20 -> 14 ms, AMX Xeon).
+  const bool in_place = p.out_dtype == DType::kFloat32 && !p.stream_out;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+#pragma omp for schedule(static) nowait
+    for (int64_t i = 0; i < n_rows; ++i) {
+      uint8_t* dst = static_cast<uint8_t*>(out) + static_cast<size_t>(i) * out_row_bytes;
+      float* a = in_place
+                     ? reinterpret_cast<float*>(dst)
+                     : acc + static_cast<size_t>(omp_get_thread_num()) * static_cast<size_t>(p.h);
+      for (int r = 0; r < p.world_size; ++r)
+        kernels::cpu::dequant_accumulate_row(p.x_dtype, p.kind, codes[r] + i * code_stride,
+                                             scales[r] + i * scale_stride, p.h, a, r == 0);
+      if (in_place) continue;
+      if (p.out_dtype == DType::kFloat32)
+        kernels::cpu::stream_copy_unfenced(dst, a, out_row_bytes);
+      else
+        kernels::cpu::store_f32_as(a, dst, p.out_dtype, static_cast<size_t>(p.h));
+    }
+    // Each thread's streamed rows are visible before the region ends (its barrier).
+    if (p.stream_out) kernels::cpu::stream_fence();
   }
 }
 
@@ -164,8 +177,13 @@ void dequantize_rows(const QuantReduceProblem& p, float* dst) {
                                          p.scales + r * p.scale_bytes(), p.h, dst + r * p.h, true);
 }
 
+bool stream_output(const QuantReduceProblem& p, int64_t out_elements) {
+  return p.out_dtype == DType::kFloat32 && static_cast<uint64_t>(out_elements) * sizeof(float) >=
+                                               kernels::cpu::nontemporal_copy_bytes();
+}
+
 size_t acc_bytes(const QuantReduceProblem& p) {
-  return p.out_dtype == DType::kFloat32
+  return p.out_dtype == DType::kFloat32 && !p.stream_out
              ? 0
              : static_cast<size_t>(p.threads) * static_cast<size_t>(p.h) * sizeof(float);
 }

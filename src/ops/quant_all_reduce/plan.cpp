@@ -33,7 +33,6 @@ QuantAllReducePlanData plan_quant_all_reduce(QuantReduceProblem problem) {
   QuantAllReducePlanData plan;
   plan.problem = std::move(problem);
   const QuantReduceProblem& p = plan.problem;
-  const size_t acc = acc_bytes(p);  // fp32 accumulator rows, one per thread
   AlgorithmEntry rs_ag{"fused_rs_all_gather", ""};
   if (p.rows % p.world_size != 0)
     rs_ag.not_applicable = detail::cat("rows=", p.rows, " is not a multiple of R=", p.world_size);
@@ -56,6 +55,13 @@ QuantAllReducePlanData plan_quant_all_reduce(QuantReduceProblem problem) {
       rs_ag, scales_first, {"fused_gather_stream", ""}, {"unfused", ""}};
   plan.schedule = static_cast<QuantAllReduceSchedule>(choose_algorithm(
       kQuantAllReduceOp, [&] { return describe_problem(kQuantAllReduceOp, p); }, list));
+  // The one-pass schedules sum straight into the output, which nothing reads again in the
+  // call; fused_rs_all_gather's block is read back by its all_gather, whose copies decide
+  // for themselves.
+  plan.problem.stream_out = (plan.schedule == QuantAllReduceSchedule::kGatherStream ||
+                             plan.schedule == QuantAllReduceSchedule::kScalesFirst) &&
+                            stream_output(p, p.rows * p.h);
+  const size_t acc = acc_bytes(p);  // fp32 accumulator rows, one per thread
   const size_t out_elem = static_cast<size_t>(dtype_bits(p.out_dtype) / 8);
   switch (plan.schedule) {
     case QuantAllReduceSchedule::kRsAllGather: {

@@ -20,6 +20,8 @@ const char* schedule_name(QuantReduceScatterSchedule s) {
 QuantReduceScatterPlanData plan_quant_reduce_scatter(QuantReduceProblem problem) {
   QuantReduceScatterPlanData plan;
   plan.problem = std::move(problem);
+  plan.problem.stream_out =
+      stream_output(plan.problem, plan.problem.rows / plan.problem.world_size * plan.problem.h);
   const QuantReduceProblem& p = plan.problem;
   // Both apply to every valid descriptor (validate requires rows % R == 0).
   const std::vector<AlgorithmEntry> list{{"fused_all_to_all_stream", ""}, {"unfused", ""}};
@@ -27,8 +29,8 @@ QuantReduceScatterPlanData plan_quant_reduce_scatter(QuantReduceProblem problem)
       kQuantReduceScatterOp, [&] { return describe_problem(kQuantReduceScatterOp, p); }, list));
   switch (plan.schedule) {
     case QuantReduceScatterSchedule::kAllToAllStream:
-      // fp32 accumulator rows (one per thread) for float16 / bfloat16 output; float32
-      // output is its own accumulator.
+      // fp32 accumulator rows (one per thread) for float16 / bfloat16 output and streamed
+      // float32 output; float32 output is otherwise its own accumulator.
       plan.workspace_bytes = acc_bytes(p);
       break;
     case QuantReduceScatterSchedule::kUnfused:  // all rows dequantized, then this rank's sum
