@@ -122,11 +122,13 @@ struct AllToAllStream {
   // they are sent from there (MPI) instead of this rank packing a copy. Set alike on every
   // rank (shm chooses CMA by it).
   const uint8_t* source = nullptr;
-  // Optional (a local choice): this rank's bytes for itself [off, off + n), readable in place
-  // until the piece is released, so that shm's slots need not carry the copy a rank packs
-  // for itself and reads back (1/R of what it packs). With source set, source + rank *
-  // bytes serves without it.
-  std::function<const uint8_t*(uint64_t off, uint64_t n)> own;
+  // Optional (a local choice): this rank's bytes for destination `to` [off, off + n),
+  // readable in place and unchanged from the call until the stream ends (the op may compute
+  // them in the call), so that no copy of them need be packed: shm reads this rank's part
+  // for itself there instead of carrying it through its slots (1/R of what it packs; the
+  // peers' parts are still packed into them); MPI sends every peer's part from there and
+  // reads its own there. With source set, unused.
+  std::function<const uint8_t*(int to, uint64_t off, uint64_t n)> view;
 };
 
 // A stream's pieces as a transport moves them: the primitive the stream executor

@@ -6,7 +6,7 @@
 // bytes only inside MPI calls: the transfers are polled between blocks, or by a progress
 // thread where a core is left free for it and MPI's thread level allows
 // (WaitRules::progress_thread, mpi_pipeline.hpp). Pieces default to 1 MiB. Only the packed bytes
-// cross the wire, or, where the op gives its source, its bytes sent from there.
+// cross the wire, or, where the op gives its source or view, its bytes sent from there.
 //
 // Limitation: a callback that throws on one rank (an internal failure: the ops validate
 // before they communicate) is reported to its peers by the deadline (COMMFUSE_TIMEOUT_S),
@@ -36,7 +36,7 @@ class PipelineChannel final : public PieceChannel {
   using Place = std::function<uint8_t*(int q, uint64_t off)>;
   // Packs this rank's piece [off, off + n) and says what to send where.
   using Publish = std::function<std::vector<Pipeline::Transfer>(uint64_t off, uint64_t n)>;
-  // This rank's part for itself, computed where the op has it when waited for (not packed).
+  // This rank's part for itself, where the op has it, when waited for (not packed).
   using Own = std::function<const uint8_t*(uint64_t off, uint64_t n)>;
   PipelineChannel(Pipeline& pipe, int rank, const char* op, uint64_t bytes, uint64_t piece,
                   Place place, Publish publish, Own own = {})
@@ -127,8 +127,13 @@ void MpiTransport::open_all_to_all_stream(const AllToAllStream& as, const PieceD
     // from rank q at q * bytes (its own piece is packed straight into in). With the op's
     // source, MPI sends from it and this rank's own part is read there: nothing is packed
     // (the same messages go on the wire, so each rank decides alone).
+    // Where this rank's parts are: in the op's source, in place where its view says, or
+    // packed into out (destination q's bytes at q * bytes). in: what it receives, from rank
+    // q at q * bytes (a packed own part too). Either way the same messages go on the wire,
+    // so each rank decides alone.
     const bool from_source = as.source != nullptr;
-    uint8_t* in = stream_buffer((from_source ? 1 : 2) * as.bytes * R);
+    const bool viewed = !from_source && as.view != nullptr;
+    uint8_t* in = stream_buffer((from_source || viewed ? 1 : 2) * as.bytes * R);
     uint8_t* out = from_source ? const_cast<uint8_t*>(as.source) : in + as.bytes * R;
     auto at = [&](uint8_t* b, int q, uint64_t off) { return b + q * as.bytes + off; };
     Pipeline pipe(comm_, kStreamTag, rank_, op, waits_, pieces);
@@ -141,17 +146,18 @@ void MpiTransport::open_all_to_all_stream(const AllToAllStream& as, const PieceD
     auto place = [&](int q, uint64_t off) {
       return at(from_source && q == rank_ ? out : in, q, off);  // own part: in the source
     };
-    // With the op's `own` (and no source), this rank's part for itself is not packed at
-    // publish but read where the op computes it when the executor waits for it, after the
-    // peers' parts were sent: matmul_reduce_scatter's own rows are then multiplied while
-    // the peers' move, where publish computed them before sending anything (W = 2 over TCP,
-    // 4096×4096×64: the peer's 512 KiB were posted 650 us late). 256×1024×256: 0.98-1.01x
-    // -> 1.05-1.06x its composition; 4096×4096×64 stayed 0.91-0.92x, the transfer's copies
-    // running on the computing core either way (AMX Xeon).
-    const bool own_in_place = !from_source && as.own != nullptr;
+    // With the op's view, publish sends each peer's part from where the op has it (no
+    // pack), and this rank's part for itself is read there when the executor waits for it,
+    // after the peers' parts were sent: matmul_reduce_scatter multiplies its own rows while
+    // the peers' move, where packing them first had posted the peer's 512 KiB 650 us late
+    // (W = 2 over TCP, 4096×4096×64). 256×1024×256: 0.98-1.01x -> 1.05-1.06x its
+    // composition. Sending from the view instead of a packed copy then took 4096×4096×64
+    // bf16 from 0.92-0.98x to 0.99-1.02x (matmul_all_reduce 0.95-0.96x -> 0.98x); the
+    // transfer's socket copies still run on the computing core (AMX Xeon).
     PipelineChannel::Own own;
-    if (own_in_place) own = std::ref(as.own);
-    const int parts = own_in_place ? size_ - 1 : size_;
+    auto own_in_view = [&](uint64_t off, uint64_t n) { return as.view(rank_, off, n); };
+    if (viewed) own = std::ref(own_in_view);
+    const int parts = viewed ? size_ - 1 : size_;
     PipelineChannel ch(
         pipe, rank_, op, as.bytes, piece, place,
         [&](uint64_t off, uint64_t n) {
@@ -159,7 +165,9 @@ void MpiTransport::open_all_to_all_stream(const AllToAllStream& as, const PieceD
           for (int k = 1; k <= parts; ++k) {  // peers first, so their data leaves early
             const int q = (rank_ + k) % size_;
             uint8_t* dst = q == rank_ ? place(q, off) : at(out, q, off);
-            if (!from_source) {
+            if (viewed) {
+              dst = const_cast<uint8_t*>(as.view(q, off, n));  // MPI only reads a send buffer
+            } else if (!from_source) {
               trace::Span span("pack", op, q, n);
               as.pack(q, dst, off, n);
             }

@@ -181,11 +181,12 @@ void ShmTransport::open_all_to_all_stream(const AllToAllStream& as, const PieceD
   auto own_in_source = [&](uint64_t off, uint64_t) {
     return as.source + static_cast<uint64_t>(rank_) * as.bytes + off;
   };
+  auto own_in_view = [&](uint64_t off, uint64_t n) { return as.view(rank_, off, n); };
   SlotChannel::Own own;
-  if (as.own)
-    own = std::ref(as.own);
-  else if (as.source != nullptr)
+  if (as.source != nullptr)
     own = std::ref(own_in_source);
+  else if (as.view)
+    own = std::ref(own_in_view);
   const int packed = own ? size_ - 1 : size_;
   run(desc, [&](const char* op) {
     auto pack = [&](uint8_t* slot, uint64_t off, uint64_t n) {

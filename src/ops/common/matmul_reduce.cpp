@@ -262,9 +262,9 @@ void reduce_scatter_partials(const MatmulReduceProblem& p, const PartialGemm& ge
                              static_cast<int64_t>(n / row_bytes)),
                 n);
   };
-  auto own = [&](uint64_t off, uint64_t n) {
-    return reinterpret_cast<const uint8_t*>(partial.rows(
-        p.rank, static_cast<int64_t>(off / row_bytes), static_cast<int64_t>(n / row_bytes)));
+  auto view = [&](int to, uint64_t off, uint64_t n) {
+    return reinterpret_cast<const uint8_t*>(partial.rows(to, static_cast<int64_t>(off / row_bytes),
+                                                         static_cast<int64_t>(n / row_bytes)));
   };
   auto on_all = [&](const uint8_t* const* parts, uint64_t off, uint64_t n) {
     const auto* const* fparts = reinterpret_cast<const float* const*>(parts);
@@ -273,7 +273,7 @@ void reduce_scatter_partials(const MatmulReduceProblem& p, const PartialGemm& ge
                    p.out_dtype);
   };
   as.pack = std::ref(pack);
-  as.own = std::ref(own);
+  as.view = std::ref(view);
   as.on_all = std::ref(on_all);
   exec::all_to_all_stream(comm.transport(), as);
 }
