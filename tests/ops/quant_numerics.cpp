@@ -249,6 +249,35 @@ void check_mx_index(commfuse::Comm& comm) {
   EXPECT(bad == 0, "mx scale index: %zu elements wrong", bad);
 }
 
+// With COMMFUSE_NONTEMPORAL_BYTES pinned low (the tests that set it), a float32 output of
+// at least that size streams in every plan of its descriptor, the cached ones too (a plan
+// bound from the cache once lost the decision and summed in place), unless the two-phase
+// schedule runs. The plans' descriptions say so.
+void check_streamed_plans(commfuse::Comm& comm) {
+  const char* pinned = std::getenv("COMMFUSE_NONTEMPORAL_BYTES");
+  if (pinned == nullptr || std::atoll(pinned) <= 0) return;
+  const int R = comm.world_size();
+  const int64_t h = 128, rows = 8 * static_cast<int64_t>(R);
+  if (rows / R * h * 4 < std::atoll(pinned)) return;
+  std::vector<uint8_t> x(static_cast<size_t>(rows * h), 0x11);
+  std::vector<float> sc(static_cast<size_t>(rows), 1.0f);
+  std::vector<float> out(static_cast<size_t>(rows * h));
+  const TensorView xv(x.data(), DType::kInt8, {rows, h});
+  const TensorView sv(sc.data(), DType::kFloat32, {rows, 1});
+  for (bool rs : {false, true})
+    for (int i = 0; i < 2; ++i) {  // planned, then from the cache
+      const TensorView ov(out.data(), DType::kFloat32, {rs ? rows / R : rows, h});
+      const std::string d =
+          rs ? commfuse::QuantReduceScatterPlan(xv, sv, comm.name(), "sum", ov).description()
+             : commfuse::QuantAllReducePlan(xv, sv, comm.name(), "sum", ov).description();
+      const bool two_phase = d.find("fused_rs_all_gather") != std::string::npos;
+      const bool unfused = d.find("schedule unfused") != std::string::npos;
+      EXPECT(two_phase || unfused || d.find("output streamed") != std::string::npos,
+             "plan %d of %s does not stream its float32 output: %s", i,
+             rs ? "quant_reduce_scatter" : "quant_all_reduce", d.c_str());
+    }
+}
+
 }  // namespace
 
 int case_quant_numerics(commfuse::Comm& comm) {
@@ -285,6 +314,7 @@ int case_quant_numerics(commfuse::Comm& comm) {
     run_case(comm, {DType::kFloat8E4M3FN, true, od, false, 192, true}, false, true);
   run_case(comm, {DType::kHiFloat8, false, DType::kFloat16, false, 256, true}, false, true);
   check_mx_index(comm);
+  check_streamed_plans(comm);
   return 0;
 }
 

@@ -10,7 +10,10 @@
 //
 // Limitation: a callback that throws on one rank (an internal failure: the ops validate
 // before they communicate) is reported to its peers by the deadline (COMMFUSE_TIMEOUT_S),
-// not at once as on shm: they are waiting for data, not for a descriptor.
+// not at once as on shm: they are waiting for data, not for a descriptor. A stream abandoned
+// by a failure frees its send requests without waiting for them (Pipeline's destructor): a
+// send from the op's source or view may then still read that memory after the call has
+// failed, and the group is aborted by then.
 #if COMMFUSE_HAVE_MPI
 #include <algorithm>
 #include <functional>
@@ -29,7 +32,7 @@ constexpr uint64_t kStreamPieceBytes = 1u << 20;
 
 // A stream's pieces over a started Pipeline. Waiting for a peer's piece waits for every
 // receive of that piece (they were posted together); this rank's own piece is where it
-// packed it (or in the op's source), ready once published, or where the op's `own` says.
+// packed it (or in the op's source), ready once published, or where the op's `view` says.
 class PipelineChannel final : public PieceChannel {
  public:
   // Where rank q's bytes at off are (received into, or packed into for this rank).
@@ -123,10 +126,6 @@ void MpiTransport::open_all_to_all_stream(const AllToAllStream& as, const PieceD
   run_fn(desc, [&](const char* op) {
     const size_t pieces = PipelineChannel::pieces_of(as.bytes, piece);
     const size_t R = static_cast<size_t>(size_);
-    // out: what this rank sends, destination q's bytes at q * bytes; in: what it receives,
-    // from rank q at q * bytes (its own piece is packed straight into in). With the op's
-    // source, MPI sends from it and this rank's own part is read there: nothing is packed
-    // (the same messages go on the wire, so each rank decides alone).
     // Where this rank's parts are: in the op's source, in place where its view says, or
     // packed into out (destination q's bytes at q * bytes). in: what it receives, from rank
     // q at q * bytes (a packed own part too). Either way the same messages go on the wire,
@@ -134,7 +133,9 @@ void MpiTransport::open_all_to_all_stream(const AllToAllStream& as, const PieceD
     const bool from_source = as.source != nullptr;
     const bool viewed = !from_source && as.view != nullptr;
     uint8_t* in = stream_buffer((from_source || viewed ? 1 : 2) * as.bytes * R);
-    uint8_t* out = from_source ? const_cast<uint8_t*>(as.source) : in + as.bytes * R;
+    uint8_t* out = from_source ? const_cast<uint8_t*>(as.source)
+                   : viewed    ? nullptr
+                               : in + as.bytes * R;
     auto at = [&](uint8_t* b, int q, uint64_t off) { return b + q * as.bytes + off; };
     Pipeline pipe(comm_, kStreamTag, rank_, op, waits_, pieces);
     for (size_t i = 0; i < pieces; ++i)
@@ -164,10 +165,10 @@ void MpiTransport::open_all_to_all_stream(const AllToAllStream& as, const PieceD
           std::vector<Pipeline::Transfer> sends;
           for (int k = 1; k <= parts; ++k) {  // peers first, so their data leaves early
             const int q = (rank_ + k) % size_;
-            uint8_t* dst = q == rank_ ? place(q, off) : at(out, q, off);
-            if (viewed) {
-              dst = const_cast<uint8_t*>(as.view(q, off, n));  // MPI only reads a send buffer
-            } else if (!from_source) {
+            uint8_t* dst = viewed ? const_cast<uint8_t*>(as.view(q, off, n))  // MPI only reads it
+                           : q == rank_ ? place(q, off)
+                                        : at(out, q, off);
+            if (!viewed && !from_source) {
               trace::Span span("pack", op, q, n);
               as.pack(q, dst, off, n);
             }

@@ -38,8 +38,8 @@ void stream_fence();
 // Copies of at least this many bytes use non-temporal stores: the last-level cache per
 // online core (sysconf), clamped to [1 MiB, 16 MiB] since a virtual machine may report its
 // host's whole cache; COMMFUSE_NONTEMPORAL_BYTES pins it (the tests set it low so that
-// small cases take the streaming paths). Read once; a bad value throws INVALID_ARGUMENT
-// (the communicators read it at creation, so it fails there).
+// small cases take the streaming paths). Read once per process; a bad value throws
+// INVALID_ARGUMENT (communicator creation reads it, so it fails there at the latest).
 size_t nontemporal_copy_bytes();
 
 // This process's rate of `copy` on a cached 256 KiB buffer (best of 4), measured once: the

@@ -127,22 +127,22 @@ namespace {
 // Rank r's row i: codes at codes[r] + i·code_stride, scales at scales[r] + i·scale_stride.
 void sum_rows_strided(const QuantReduceProblem& p, const uint8_t* const* codes,
                       const uint8_t* const* scales, int64_t code_stride, int64_t scale_stride,
-                      int64_t n_rows, void* out, float* acc) {
+                      int64_t n_rows, void* out, SumScratch scratch) {
   const size_t out_row_bytes = static_cast<size_t>(p.h) * (dtype_bits(p.out_dtype) / 8);
   [[maybe_unused]] const int threads = n_rows >= 2 * p.threads ? p.threads : 1;  // tsan: no OpenMP
   // float32 output is its own accumulator, summed in place, unless it streams: then each
   // row is summed in an accumulator row (in L1) and streamed out, sparing the reads of
   // output lines that are about to be overwritten (W = 2 over TCP, 4 Mi elements: 3.4 ->
   // 2.8 ms; 16 Mi: 20 -> 14 ms, AMX Xeon).
-  const bool in_place = p.out_dtype == DType::kFloat32 && !p.stream_out;
+  const bool in_place = p.out_dtype == DType::kFloat32 && !scratch.stream;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
 #pragma omp for schedule(static) nowait
     for (int64_t i = 0; i < n_rows; ++i) {
       uint8_t* dst = static_cast<uint8_t*>(out) + static_cast<size_t>(i) * out_row_bytes;
-      float* a = in_place
-                     ? reinterpret_cast<float*>(dst)
-                     : acc + static_cast<size_t>(omp_get_thread_num()) * static_cast<size_t>(p.h);
+      float* a = in_place ? reinterpret_cast<float*>(dst)
+                          : scratch.acc + static_cast<size_t>(omp_get_thread_num()) *
+                                              static_cast<size_t>(p.h);
       for (int r = 0; r < p.world_size; ++r)
         kernels::cpu::dequant_accumulate_row(p.x_dtype, p.kind, codes[r] + i * code_stride,
                                              scales[r] + i * scale_stride, p.h, a, r == 0);
@@ -153,22 +153,22 @@ void sum_rows_strided(const QuantReduceProblem& p, const uint8_t* const* codes,
         kernels::cpu::store_f32_as(a, dst, p.out_dtype, static_cast<size_t>(p.h));
     }
     // Each thread's streamed rows are visible before the region ends (its barrier).
-    if (p.stream_out) kernels::cpu::stream_fence();
+    if (scratch.stream) kernels::cpu::stream_fence();
   }
 }
 
 }  // namespace
 
 void sum_rows(const QuantReduceProblem& p, const uint8_t* const* parts, int64_t n_rows, void* out,
-              float* acc) {
+              SumScratch scratch) {
   SmallVector<const uint8_t*, 16> scales(static_cast<size_t>(p.world_size));
   for (int r = 0; r < p.world_size; ++r) scales[static_cast<size_t>(r)] = parts[r] + p.h;
-  sum_rows_strided(p, parts, scales.data(), p.unit(), p.unit(), n_rows, out, acc);
+  sum_rows_strided(p, parts, scales.data(), p.unit(), p.unit(), n_rows, out, scratch);
 }
 
 void sum_rows_apart(const QuantReduceProblem& p, const uint8_t* const* codes,
-                    const uint8_t* const* scales, int64_t n_rows, void* out, float* acc) {
-  sum_rows_strided(p, codes, scales, p.h, p.scale_bytes(), n_rows, out, acc);
+                    const uint8_t* const* scales, int64_t n_rows, void* out, SumScratch scratch) {
+  sum_rows_strided(p, codes, scales, p.h, p.scale_bytes(), n_rows, out, scratch);
 }
 
 void dequantize_rows(const QuantReduceProblem& p, float* dst) {
@@ -182,14 +182,14 @@ bool stream_output(const QuantReduceProblem& p, int64_t out_elements) {
                                                kernels::cpu::nontemporal_copy_bytes();
 }
 
-size_t acc_bytes(const QuantReduceProblem& p) {
-  return p.out_dtype == DType::kFloat32 && !p.stream_out
+size_t acc_bytes(const QuantReduceProblem& p, bool stream) {
+  return p.out_dtype == DType::kFloat32 && !stream
              ? 0
              : static_cast<size_t>(p.threads) * static_cast<size_t>(p.h) * sizeof(float);
 }
 
 void reduce_own_block(const QuantReduceProblem& p, comm::Transport& transport, void* out,
-                      float* acc) {
+                      SumScratch scratch) {
   const uint64_t unit = static_cast<uint64_t>(p.unit());
   const int64_t block_rows = p.rows / p.world_size;
   const size_t out_row_bytes = static_cast<size_t>(p.h) * (dtype_bits(p.out_dtype) / 8);
@@ -203,7 +203,7 @@ void reduce_own_block(const QuantReduceProblem& p, comm::Transport& transport, v
   };
   as.on_all = [&](const uint8_t* const* parts, uint64_t off, uint64_t n) {
     sum_rows(p, parts, static_cast<int64_t>(n / unit),
-             static_cast<uint8_t*>(out) + off / unit * out_row_bytes, acc);
+             static_cast<uint8_t*>(out) + off / unit * out_row_bytes, scratch);
   };
   exec::all_to_all_stream(transport, as);
 }

@@ -34,10 +34,6 @@ struct QuantReduceProblem {
   // Threads that split a piece's rows (kernels::cpu::compute_threads(): more than one only
   // when this rank has cores to itself, e.g. one rank per host).
   int threads = 1;
-  // float32 output written with non-temporal stores from the per-thread accumulator rows
-  // instead of summed in place: set by the op's plan for outputs at least the size where
-  // copies stream (see stream_output).
-  bool stream_out = false;
   Device device;  // where every tensor is (cuda: ops/cuda/device_plans.hpp runs the call)
 
   int64_t scale_bytes() const { return kernels::cpu::scale_row_bytes(kind, h); }
@@ -79,30 +75,37 @@ void pack_rows(const QuantReduceProblem& p, int64_t row0, int64_t n_rows, uint8_
 
 // out rows [0, n_rows) (dense, p.out_dtype, h columns) = Σ_r dequant(parts[r] rows) in rank
 // order r = 0..R-1, one rounding. Rows are split over p.threads threads (each row is summed
-// by one thread in the same order, so the bits do not depend on it). acc: p.threads × h
-// floats of scratch (unused for float32 output summed in place), see acc_bytes.
+// by one thread in the same order, so the bits do not depend on it).
+
+// Where the sums accumulate, as the op's plan decided: acc, p.threads × h floats of scratch
+// (acc_bytes; unused by float32 output summed in place); stream: float32 output is summed in
+// acc rows and written with non-temporal stores instead (stream_output).
+struct SumScratch {
+  float* acc = nullptr;
+  bool stream = false;
+};
 
 void sum_rows(const QuantReduceProblem& p, const uint8_t* const* parts, int64_t n_rows, void* out,
-              float* acc);
+              SumScratch scratch);
 // The same sum over codes and scales held apart: rank r's row i has its codes at codes[r] +
 // i·h and its scales at scales[r] + i·scale_bytes() (fused_scales_first).
 void sum_rows_apart(const QuantReduceProblem& p, const uint8_t* const* codes,
-                    const uint8_t* const* scales, int64_t n_rows, void* out, float* acc);
+                    const uint8_t* const* scales, int64_t n_rows, void* out, SumScratch scratch);
 
 // Rank r's block of the sum: rows [r·rows/R, (r+1)·rows/R) (rows % R == 0), through an
 // all-to-all stream whose unit is one wire row: pack(to) copies this rank's rows of block
 // `to`, on_all sums every rank's rows of this rank's block in place, in rank order, into
-// out (rows/R dense rows of p.out_dtype). acc: h floats of scratch.
+// out (rows/R dense rows of p.out_dtype).
 void reduce_own_block(const QuantReduceProblem& p, comm::Transport& transport, void* out,
-                      float* acc);
+                      SumScratch scratch);
 
 // Whether an op that writes out_elements float32 elements per call should stream them
-// (QuantReduceProblem::stream_out): at least kernels::cpu::nontemporal_copy_bytes(), the
-// size from which the transports' copies stream too.
+// (SumScratch::stream, a plan's decision): at least kernels::cpu::nontemporal_copy_bytes(),
+// the size from which the transports' copies stream too.
 bool stream_output(const QuantReduceProblem& p, int64_t out_elements);
 
-// Scratch bytes sum_rows needs (0 for float32 output summed in place).
-size_t acc_bytes(const QuantReduceProblem& p);
+// Scratch bytes sum_rows needs (0 for float32 output summed in place, stream false).
+size_t acc_bytes(const QuantReduceProblem& p, bool stream);
 
 // The unfused references' first pass: every row of this rank's x dequantized to fp32 (code x
 // scale, one multiply, as the fused schedules' first rank), dense, into dst (rows x h).

@@ -1,9 +1,9 @@
-// matmul_reduce_scatter, fused: an all_to_all_stream of fp32 partial products. For each
-// piece, pack copies this rank's partial rows destined for each rank (peers first, own
-// last; computed in blocks on demand, LazyPartial) into the stream's buffer (this rank's
-// shm slot),
-// and the owner sums the R partials of its rows in rank order 0..R-1, adds the bias once
-// and rounds once, reading the peers' partials in place (SPEC §0, §2). Any transport.
+// matmul_reduce_scatter, fused: an all_to_all_stream of fp32 partial products, computed in
+// blocks on demand (LazyPartial). For each piece, on shm pack copies this rank's partial
+// rows destined for each peer into its slot; over MPI they are sent from the partial
+// itself (AllToAllStream::view); this rank's own rows are read in place either way. The
+// owner sums the R partials of its rows in rank order 0..R-1, adds the bias once and rounds
+// once, reading the peers' partials in place (SPEC §0, §2). Any transport.
 #include "ops/matmul_reduce_scatter/plan.hpp"
 
 namespace commfuse::ops {

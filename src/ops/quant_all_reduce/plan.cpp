@@ -58,10 +58,10 @@ QuantAllReducePlanData plan_quant_all_reduce(QuantReduceProblem problem) {
   // The one-pass schedules sum straight into the output, which nothing reads again in the
   // call; fused_rs_all_gather's block is read back by its all_gather, whose copies decide
   // for themselves.
-  plan.problem.stream_out = (plan.schedule == QuantAllReduceSchedule::kGatherStream ||
-                             plan.schedule == QuantAllReduceSchedule::kScalesFirst) &&
-                            stream_output(p, p.rows * p.h);
-  const size_t acc = acc_bytes(p);  // fp32 accumulator rows, one per thread
+  plan.stream_out = (plan.schedule == QuantAllReduceSchedule::kGatherStream ||
+                     plan.schedule == QuantAllReduceSchedule::kScalesFirst) &&
+                    stream_output(p, p.rows * p.h);
+  const size_t acc = acc_bytes(p, plan.stream_out);  // fp32 accumulator rows, one per thread
   const size_t out_elem = static_cast<size_t>(dtype_bits(p.out_dtype) / 8);
   switch (plan.schedule) {
     case QuantAllReduceSchedule::kRsAllGather: {
@@ -97,7 +97,8 @@ QuantAllReducePlanData plan_quant_all_reduce_cached(QuantReduceProblem problem) 
 
 std::string describe(const QuantAllReducePlanData& plan) {
   return detail::cat(describe_problem(kQuantAllReduceOp, plan.problem), ", schedule ",
-                     schedule_name(plan.schedule), ", workspace ", plan.workspace_bytes, " bytes");
+                     schedule_name(plan.schedule), ", workspace ", plan.workspace_bytes, " bytes",
+                     plan.stream_out ? ", output streamed" : "");
 }
 
 }  // namespace commfuse::ops

@@ -48,6 +48,9 @@ struct QuantAllReducePlanData {
   // First in the workspace: kRsAllGather, this rank's rounded block; kScalesFirst, every
   // rank's scales. Its size, rounded up so that the fp32 accumulator after it stays aligned.
   size_t block_bytes = 0;
+  // The float32 output streamed out of the accumulator rows (SumScratch::stream): the
+  // one-pass schedules, from the non-temporal size.
+  bool stream_out = false;
 };
 
 QuantAllReducePlanData plan_quant_all_reduce(QuantReduceProblem problem);

@@ -15,7 +15,7 @@ void run_quant_all_reduce_gather_stream(const QuantAllReducePlanData& plan, comm
   const QuantReduceProblem& p = plan.problem;
   const uint64_t unit = static_cast<uint64_t>(p.unit());
   const size_t out_row_bytes = static_cast<size_t>(p.h) * (dtype_bits(p.out_dtype) / 8);
-  float* acc = static_cast<float*>(workspace);
+  const SumScratch acc{static_cast<float*>(workspace), plan.stream_out};
   comm::GatherStream gs;
   gs.bytes = static_cast<uint64_t>(p.rows) * unit;
   gs.unit = unit;

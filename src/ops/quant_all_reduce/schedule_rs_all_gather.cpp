@@ -15,8 +15,9 @@ void run_quant_all_reduce_rs_all_gather(const QuantAllReducePlanData& plan, comm
   const QuantReduceProblem& p = plan.problem;
   const uint64_t block = static_cast<uint64_t>(p.rows / p.world_size * p.h);
   auto* mine = static_cast<uint8_t*>(workspace);
-  float* acc = reinterpret_cast<float*>(mine + plan.block_bytes);
-  reduce_own_block(p, comm.transport(), mine, acc);
+  // Summed in place (never streamed): the all_gather reads the block right back.
+  reduce_own_block(p, comm.transport(), mine,
+                   {reinterpret_cast<float*>(mine + plan.block_bytes), false});
   comm.transport().all_gather(mine, p.output, block, p.out_dtype);
 }
 

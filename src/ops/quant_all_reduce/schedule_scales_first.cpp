@@ -19,7 +19,7 @@ void run_quant_all_reduce_scales_first(const QuantAllReducePlanData& plan, comm:
   const auto scale_bytes = static_cast<uint64_t>(p.rows * p.scale_bytes());  // per rank
   const size_t out_row_bytes = static_cast<size_t>(p.h) * (dtype_bits(p.out_dtype) / 8);
   auto* scales = static_cast<uint8_t*>(workspace);  // rank q's scales at q * scale_bytes
-  float* acc = reinterpret_cast<float*>(scales + plan.block_bytes);
+  const SumScratch acc{reinterpret_cast<float*>(scales + plan.block_bytes), plan.stream_out};
   comm.transport().all_gather(p.scales, scales, scale_bytes, DType::kInt8);
 
   comm::GatherStream gs;

@@ -20,9 +20,8 @@ const char* schedule_name(QuantReduceScatterSchedule s) {
 QuantReduceScatterPlanData plan_quant_reduce_scatter(QuantReduceProblem problem) {
   QuantReduceScatterPlanData plan;
   plan.problem = std::move(problem);
-  plan.problem.stream_out =
-      stream_output(plan.problem, plan.problem.rows / plan.problem.world_size * plan.problem.h);
   const QuantReduceProblem& p = plan.problem;
+  plan.stream_out = stream_output(p, p.rows / p.world_size * p.h);
   // Both apply to every valid descriptor (validate requires rows % R == 0).
   const std::vector<AlgorithmEntry> list{{"fused_all_to_all_stream", ""}, {"unfused", ""}};
   plan.schedule = static_cast<QuantReduceScatterSchedule>(choose_algorithm(
@@ -31,7 +30,7 @@ QuantReduceScatterPlanData plan_quant_reduce_scatter(QuantReduceProblem problem)
     case QuantReduceScatterSchedule::kAllToAllStream:
       // fp32 accumulator rows (one per thread) for float16 / bfloat16 output and streamed
       // float32 output; float32 output is otherwise its own accumulator.
-      plan.workspace_bytes = acc_bytes(p);
+      plan.workspace_bytes = acc_bytes(p, plan.stream_out);
       break;
     case QuantReduceScatterSchedule::kUnfused:  // all rows dequantized, then this rank's sum
       plan.workspace_bytes =
@@ -51,7 +50,8 @@ QuantReduceScatterPlanData plan_quant_reduce_scatter_cached(QuantReduceProblem p
 
 std::string describe(const QuantReduceScatterPlanData& plan) {
   return detail::cat(describe_problem(kQuantReduceScatterOp, plan.problem), ", schedule ",
-                     schedule_name(plan.schedule), ", workspace ", plan.workspace_bytes, " bytes");
+                     schedule_name(plan.schedule), ", workspace ", plan.workspace_bytes, " bytes",
+                     plan.stream_out ? ", output streamed" : "");
 }
 
 }  // namespace commfuse::ops

@@ -31,6 +31,7 @@ struct QuantReduceScatterPlanData {
   QuantReduceProblem problem;
   QuantReduceScatterSchedule schedule = QuantReduceScatterSchedule::kAllToAllStream;
   size_t workspace_bytes = 0;
+  bool stream_out = false;  // the float32 output streamed (SumScratch::stream)
 };
 
 QuantReduceScatterPlanData plan_quant_reduce_scatter(QuantReduceProblem problem);

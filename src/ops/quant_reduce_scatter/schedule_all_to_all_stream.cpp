@@ -11,7 +11,7 @@ namespace commfuse::ops {
 void run_quant_reduce_scatter_all_to_all_stream(const QuantReduceScatterPlanData& plan,
                                                 comm::CommImpl& comm, void* workspace) {
   reduce_own_block(plan.problem, comm.transport(), plan.problem.output,
-                   static_cast<float*>(workspace));
+                   {static_cast<float*>(workspace), plan.stream_out});
 }
 
 }  // namespace commfuse::ops
