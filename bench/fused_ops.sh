@@ -27,6 +27,12 @@ run 6-shm-tiny all-gather-matmul -n 2 --m 2 --k 256 --n 256 --dtype bfloat16 --r
 # The siblings at the prefill shape (not targets; for reference).
 run 4-shm-mm-rs matmul-reduce-scatter -n 2 --m 2048 --k 4096 --n 4096 --dtype bfloat16 --rounds 3
 run 5-shm-mm-ar matmul-all-reduce -n 2 --m 2048 --k 4096 --n 4096 --dtype bfloat16 --rounds 3
+# The siblings over TCP at row 2's shape: a GEMM 3x longer than the 1 MiB fp32 partial's
+# transfer, whose socket copies run on the computing cores (the fused slower until 2026-12-05).
+run 7-mpi-mm-rs matmul-reduce-scatter -n 2 --m 4096 --k 4096 --n 64 --dtype bfloat16 \
+  --transport mpi --rounds 5
+run 8-mpi-mm-ar matmul-all-reduce -n 2 --m 4096 --k 4096 --n 64 --dtype bfloat16 \
+  --transport mpi --rounds 5
 python3 - "$out" <<'PY'
 import glob, json, os, statistics, sys, collections
 rows = collections.defaultdict(list)

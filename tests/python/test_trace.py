@@ -54,6 +54,9 @@ def test_bench_trace_structure(tmp_path, transport, world):
 
 def _trace_worker(rank, path):
     os.environ["COMMFUSE_TRACE"] = path  # read at the first span, in this process
+    # The stream's pieces are the subject: the list would gather these 4-row blocks with
+    # the unfused all_gather (they would be staged and multiplied once, nothing overlapping).
+    os.environ["COMMFUSE_ALGO"] = "all_gather_matmul:fused"
     rng = np.random.default_rng(rank)
     x1 = rng.standard_normal((4, 64)).astype(np.float32)
     x2 = np.ones((64, 32), np.float32)

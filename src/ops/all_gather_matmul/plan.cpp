@@ -81,6 +81,17 @@ bool direct_blocks(const AllGatherMatmulProblem& p, int ranks_per_core) {
          kernels::cpu::direct_calls_pay(p.dtype, p.m, p.world_size);
 }
 
+// The fused schedule's GEMM size (float rows): 1 = each arriving block on its own, where x2
+// stays in cache and blocks are big enough for a GEMM each (or the direct kernel's);
+// otherwise the arriving rows are staged and multiplied in GEMMs of up to this many rows.
+int64_t fused_gemm_rows(const AllGatherMatmulProblem& p, int ranks_per_core) {
+  // x2's element count is an int64 (validated); its size as fp32 may not be.
+  const bool x2_cached = p.k * p.n <= kCachedX2Bytes / 4;
+  const bool direct = p.m < kMinBlockRows && direct_blocks(p, ranks_per_core);
+  if (x2_cached && (p.m >= kMinBlockRows || direct)) return 1;
+  return std::max<int64_t>(1, std::min(p.m * p.world_size, kMaxGemmRows));
+}
+
 }  // namespace
 
 AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
@@ -111,6 +122,18 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
     fused.not_preferred =
         detail::cat("x1's block of ", block_bytes, " bytes goes with the ", transport.name(),
                     " all_gather's descriptors (one round of messages; the stream takes two)");
+  // Staged rows multiplied in one GEMM after the last block arrived: the fused schedule
+  // then does the unfused composition's work with nothing to overlap, through a stream whose
+  // fixed costs per call the all_gather does not pay. W = 2 on shm, bf16, AMX Xeon, op fused
+  // / op unfused: 1 row × 256 × 256 5.0 / 4.7 us; 2-8 KiB blocks (2 × 512 × 256 to
+  // 1 × 4096 × 256) and the decode shape 8 × 4096 × 4096 level within the runs' spread.
+  const int64_t rows = p.m * p.world_size;
+  const int64_t staged_rows = fused_gemm_rows(p, per_core);
+  if (fused.not_preferred.empty() && !p.quant.quantized() && p.world_size > 1 && staged_rows > 1 &&
+      staged_rows >= rows)
+    fused.not_preferred = detail::cat("it would stage all ", rows,
+                                      " rows and multiply them in one GEMM after the last block "
+                                      "arrives: nothing to overlap");
   const std::vector<AlgorithmEntry> list{fused, {"unfused", ""}};
   plan.schedule = static_cast<AllGatherMatmulSchedule>(choose_algorithm(
       kAllGatherMatmulOp,
@@ -127,16 +150,8 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
   plan.gemm.b = p.x2;
   plan.gemm.bias = p.bias;
   plan.gemm.c_dtype = p.dtype;
-  const int64_t rows = p.m * p.world_size;
-  // x2's element count is an int64 (validated); its size as fp32 may not be.
-  const bool x2_cached = p.k * p.n <= kCachedX2Bytes / 4;
   const bool direct = p.m < kMinBlockRows && direct_blocks(p, per_core);
-  if (plan.schedule == AllGatherMatmulSchedule::kUnfused)
-    plan.gemm_rows = rows;
-  else if (x2_cached && (p.m >= kMinBlockRows || direct))
-    plan.gemm_rows = 1;  // each arriving block on its own
-  else
-    plan.gemm_rows = std::max<int64_t>(1, std::min(rows, kMaxGemmRows));
+  plan.gemm_rows = plan.schedule == AllGatherMatmulSchedule::kUnfused ? rows : staged_rows;
   // Staged (or unfused): few GEMMs of up to gemm_rows rows, so few rows may take the direct
   // small-m kernel on the 16-bit x2 in place. Multiplied on arrival: R GEMMs over the same
   // x2, which is then widened once per execute rather than once per block (max_rows 0).
