@@ -92,6 +92,20 @@ int64_t fused_gemm_rows(const AllGatherMatmulProblem& p, int ranks_per_core) {
   return std::max<int64_t>(1, std::min(p.m * p.world_size, kMaxGemmRows));
 }
 
+// Whether fused_gemm_rows stages every row for one GEMM after the last block, decided from
+// what every rank shares (shapes, dtype, ranks per core), as an algorithm choice must be:
+// where small 16-bit blocks may take the direct kernel on arrival, this process's timing
+// model decides (direct_blocks), which the ranks need not share, so no rule there (the tiny
+// bf16 shape with a core per rank: fused 1.036-1.048x its composition, README).
+bool stages_every_row(const AllGatherMatmulProblem& p, int ranks_per_core) {
+  if (p.world_size < 2 || p.m * p.world_size > kMaxGemmRows) return false;
+  if (p.k * p.n > kCachedX2Bytes / 4) return true;  // x2 not in cache: always staged
+  if (p.m >= kMinBlockRows) return false;           // each block on arrival
+  const bool may_be_direct = ranks_per_core == 1 && p.m >= 1 &&
+                             (p.dtype == DType::kFloat16 || p.dtype == DType::kBFloat16);
+  return !may_be_direct;
+}
+
 }  // namespace
 
 AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
@@ -125,12 +139,12 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
   // Staged rows multiplied in one GEMM after the last block arrived: the fused schedule
   // then does the unfused composition's work with nothing to overlap, through a stream whose
   // fixed costs per call the all_gather does not pay. W = 2 on shm, bf16, AMX Xeon, op fused
-  // / op unfused: 1 row × 256 × 256 5.0 / 4.7 us; 2-8 KiB blocks (2 × 512 × 256 to
-  // 1 × 4096 × 256) and the decode shape 8 × 4096 × 4096 level within the runs' spread.
+  // / op unfused (forced): 1 row × 256 × 256 5.0 / 4.7 us (a shape the rule cannot decide:
+  // stages_every_row); 2-8 KiB blocks (2 × 512 × 256 to 1 × 4096 × 256), the decode shape
+  // 8 × 4096 × 4096 and the prefill 1024 × 4096 × 4096 level within the runs' spread.
   const int64_t rows = p.m * p.world_size;
   const int64_t staged_rows = fused_gemm_rows(p, per_core);
-  if (fused.not_preferred.empty() && !p.quant.quantized() && p.world_size > 1 && staged_rows > 1 &&
-      staged_rows >= rows)
+  if (fused.not_preferred.empty() && !p.quant.quantized() && stages_every_row(p, per_core))
     fused.not_preferred = detail::cat("it would stage all ", rows,
                                       " rows and multiply them in one GEMM after the last block "
                                       "arrives: nothing to overlap");
