@@ -15,7 +15,8 @@ run() {  # name, then bench arguments
     "$build/bin/commfuse" bench "$@" --json "$out/$name-$r.json" >/dev/null
   done
 }
-# 1. shm, W=2, bf16, global m=2048, k=n=4096: communication hidden behind the GEMM.
+# 1. shm, W=2, bf16, global m=2048, k=n=4096: communication ~2% of the GEMM (the list runs
+# all_gather then the GEMM here: fused would stage every row for one GEMM).
 run 1-shm-prefill all-gather-matmul -n 2 --m 2048 --k 4096 --n 4096 --dtype bfloat16 --rounds 3
 # 2. MPI over TCP, W=2: a shape where the all_gather and the GEMM take similar time alone.
 run 2-mpi-balanced all-gather-matmul -n 2 --m 4096 --k 4096 --n 64 --dtype bfloat16 \

@@ -507,6 +507,25 @@ void check_algorithms(commfuse::Comm& comm) {
         commfuse::MatmulAllReducePlan(
             x1, x2, comm.name(), commfuse::TensorView(buf.data() + 2 * at, DType::kFloat32, {2, 8}))
             .schedule_name());
+  // x2 that does not stay in cache (1024 × 520 fp32 > 2 MiB): fused would stage every row
+  // for one GEMM after the last block, so the list takes the unfused all_gather, on every
+  // rank alike (all_gather_matmul/plan.cpp: stages_every_row).
+  if (forced("all_gather_matmul").empty() && R >= 2) {
+    const int64_t k = 1024, n = 520;
+    std::vector<float> big(static_cast<size_t>(2 * k + k * n + 2 * R * n + 2 * R * k));
+    float* b = big.data();
+    const std::string got =
+        commfuse::AllGatherMatmulPlan(
+            commfuse::TensorView(b, DType::kFloat32, {2, k}),
+            commfuse::TensorView(b + 2 * k, DType::kFloat32, {k, n}), comm.name(), R,
+            commfuse::TensorView(b + 2 * k + k * n, DType::kFloat32, {2 * R, n}),
+            commfuse::TensorView(b + 2 * k + k * n + 2 * R * n, DType::kFloat32, {2 * R, k}))
+            .schedule_name();
+    EXPECT(got == "unfused",
+           "all_gather_matmul 2 rows/rank x 1024 x 520 fp32: schedule %s, "
+           "expected unfused (every row would be staged for one GEMM)",
+           got.c_str());
+  }
 }
 
 }  // namespace
@@ -540,7 +559,8 @@ int case_numerics(commfuse::Comm& comm) {
     run_matmul_reduce_scatter(comm, c, tag++, 0, k, n);
     run_matmul_all_reduce(comm, c, tag++, 0, k, n, 0);
     // m = 70 rows per rank: at or above all_gather_matmul's batching threshold, so each
-    // arriving block is multiplied on its own (m = 5 and 8 above take the batched path).
+    // arriving block is multiplied on its own (m = 5 above is staged: the list runs the
+    // unfused all_gather there unless forced, below).
     c = Case{dt, BiasKind::kSameDtype, false, false, 3};
     run_all_gather_matmul(comm, c, tag++, 70, k, n, true);
     c = Case{dt, BiasKind::kNone, true, false, 0};
@@ -566,8 +586,9 @@ int case_numerics(commfuse::Comm& comm) {
       c = Case{dt, BiasKind::kNone, false, false, 1};
       run_all_gather_matmul(comm, c, tag++, 1030, k, n, false);
     }
-    // x2 too big to stay in cache (k·n·4 > 2 MiB, all_gather_matmul/plan.hpp): the arriving
-    // rows are staged and multiplied by one GEMM, its output scattered to the ranks' rows.
+    // x2 too big to stay in cache (k·n·4 > 2 MiB, all_gather_matmul/plan.hpp): fused would
+    // stage the rows for one GEMM, so the list gathers them unfused (the forced loop below
+    // runs the fused staging).
     c = Case{dt, BiasKind::kSameDtype, true, false, 2};
     run_all_gather_matmul(comm, c, tag++, 5, 1024, 520, true);
     // Random values: tolerance from the dtype and k (file comment).
@@ -584,12 +605,17 @@ int case_numerics(commfuse::Comm& comm) {
       check_algorithms(comm);  // the plans really run `a`
       run_all_gather_matmul(comm, c, tag++, 8, k, 32, a[0] == 'f');
       // Staged blocks (5 rows per rank), in gather_out and in the workspace, and an x2 that
-      // does not stay in cache: the defaults may pick unfused for these where ranks crowd
-      // the cores (W = 8 on 2 cores), so they are forced here too.
+      // does not stay in cache: the lists pick unfused for these by default (every row
+      // would be staged for one GEMM), so they are forced here.
       run_all_gather_matmul(comm, c, tag++, 5, k, n, true);
       run_all_gather_matmul(comm, c, tag++, 5, k, n, false);
       run_all_gather_matmul(comm, Case{dt, BiasKind::kSameDtype, true, false, 2}, tag++, 5, 1024,
                             520, true);
+      // Empty x1 (the op still synchronizes) and one row per rank: the list gathers these
+      // with the unfused all_gather where every row would be staged for one GEMM.
+      run_all_gather_matmul(comm, Case{dt, BiasKind::kSameDtype, false, false, 0}, tag++, 0, k, n,
+                            true);
+      run_all_gather_matmul(comm, Case{dt, BiasKind::kNone, true, false, 1}, tag++, 1, k, n, false);
       run_matmul_reduce_scatter(comm, c, tag++, 8 * R, k, 32);
       run_matmul_all_reduce(comm, c, tag++, 8 * R, k, 32, 0);
     }

@@ -96,7 +96,7 @@ int64_t fused_gemm_rows(const AllGatherMatmulProblem& p, int ranks_per_core) {
 // what every rank shares (shapes, dtype, ranks per core), as an algorithm choice must be:
 // where small 16-bit blocks may take the direct kernel on arrival, this process's timing
 // model decides (direct_blocks), which the ranks need not share, so no rule there (the tiny
-// bf16 shape with a core per rank: fused 1.036-1.048x its composition, README).
+// bf16 shape with a core per rank: fused 1.036-1.058x its composition, README).
 bool stages_every_row(const AllGatherMatmulProblem& p, int ranks_per_core) {
   if (p.world_size < 2 || p.m * p.world_size > kMaxGemmRows) return false;
   if (p.k * p.n > kCachedX2Bytes / 4) return true;  // x2 not in cache: always staged
