@@ -195,6 +195,7 @@ void stream_lines_sse2(uint8_t* d, const uint8_t* s, size_t n) {
 #endif
 
 void stream_copy_unfenced(void* dst, const void* src, size_t n) {
+  if (n == 0) return;  // the pointers may be null then (memcpy's arguments may not)
 #ifdef CF_COPY_X86
   auto* d = static_cast<uint8_t*>(dst);
   const auto* s = static_cast<const uint8_t*>(src);
