@@ -138,10 +138,11 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
                     " all_gather's descriptors (one round of messages; the stream takes two)");
   // Staged rows multiplied in one GEMM after the last block arrived: the fused schedule
   // then does the unfused composition's work with nothing to overlap, through a stream whose
-  // fixed costs per call the all_gather does not pay. W = 2 on shm, bf16, AMX Xeon, op fused
-  // / op unfused (forced): 1 row × 256 × 256 5.0 / 4.7 us (a shape the rule cannot decide:
-  // stages_every_row); 2-8 KiB blocks (2 × 512 × 256 to 1 × 4096 × 256), the decode shape
-  // 8 × 4096 × 4096 and the prefill 1024 × 4096 × 4096 level within the runs' spread.
+  // fixed costs per call the all_gather does not pay. W = 2 on shm, AMX Xeon, op fused / op
+  // unfused (forced): level within the runs' spread where the rule applies (fp32 1 row ×
+  // 256 × 256 3.9-4.0 / 3.9 us; bf16 2-8 KiB blocks, 2 × 512 × 256 to 1 × 4096 × 256; the
+  // decode 8 × 4096 × 4096 and prefill 1024 × 4096 × 4096 shapes); bf16 1 × 256 × 256, a
+  // shape it cannot decide (stages_every_row), 5.0 / 4.7 us.
   const int64_t rows = p.m * p.world_size;
   const int64_t staged_rows = fused_gemm_rows(p, per_core);
   if (fused.not_preferred.empty() && !p.quant.quantized() && stages_every_row(p, per_core))
