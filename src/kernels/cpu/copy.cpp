@@ -141,6 +141,20 @@ bool memcpy_is_fast() {
   return ok;
 }
 
+namespace {
+
+// `copy` below the non-temporal size: glibc's memcpy wherever it is not pathological on this
+// CPU (memcpy_is_fast); the loop otherwise, from the size where glibc would switch to
+// `rep movsb`.
+void cached_copy(void* dst, const void* src, size_t n) {
+  if (n >= kSmallCopyBytes && !memcpy_is_fast())
+    copy_loop(dst, src, n, false);
+  else
+    std::memcpy(dst, src, n);
+}
+
+}  // namespace
+
 void copy(void* dst, const void* src, size_t n) {
   if (n == 0 || dst == src) return;
   const auto d = reinterpret_cast<uintptr_t>(dst);
@@ -150,15 +164,11 @@ void copy(void* dst, const void* src, size_t n) {
     std::memmove(dst, src, n);
     return;
   }
-  // Non-temporal stores for the largest copies; glibc's memcpy wherever it is not
-  // pathological on this CPU (memcpy_is_fast); the loop otherwise, from the size where
-  // glibc would switch to `rep movsb`.
+  // Non-temporal stores for the largest copies.
   if (n >= nontemporal_copy_bytes())
     copy_loop(dst, src, n, true);
-  else if (n >= kSmallCopyBytes && !memcpy_is_fast())
-    copy_loop(dst, src, n, false);
   else
-    std::memcpy(dst, src, n);
+    cached_copy(dst, src, n);
 }
 
 void copy_vector_loop(void* dst, const void* src, size_t n, bool nontemporal) {
@@ -228,10 +238,7 @@ double copy_bytes_per_us() {
       const auto t0 = std::chrono::steady_clock::now();
       // The cached copy `copy` makes of this size by default (not a non-temporal one where
       // COMMFUSE_NONTEMPORAL_BYTES is pinned below it).
-      if (memcpy_is_fast())
-        std::memcpy(b.data(), a.data(), kBytes);
-      else
-        copy_loop(b.data(), a.data(), kBytes, false);
+      cached_copy(b.data(), a.data(), kBytes);
       const double us =
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
       if (us > 0) best = std::max(best, kBytes / us);

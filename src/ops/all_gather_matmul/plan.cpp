@@ -74,21 +74,29 @@ AllGatherMatmulPlanData plan_quantized(AllGatherMatmulPlanData plan) {
 // runs one 2-row call in 3.3 us against 2 x 2.1 us, and on arrival then lost (1 row per
 // rank, k = n = 256, W = 2: 5.3-5.4 us against 4.3-4.4 unfused; 2 rows per rank, on arrival
 // against the native 4-row call: 8.3-8.4 against 7.6-7.7).
-bool direct_blocks(const AllGatherMatmulProblem& p, int ranks_per_core) {
-  // ranks_per_core 0: not known (several hosts): not assumed to be a core each.
+// What every rank can tell of direct_blocks (ranks_per_core 0: not known, several hosts:
+// not assumed to be a core each); the rest is this process's timing model.
+bool may_take_direct(const AllGatherMatmulProblem& p, int ranks_per_core) {
   return ranks_per_core == 1 && p.m >= 1 &&
-         (p.dtype == DType::kFloat16 || p.dtype == DType::kBFloat16) &&
+         (p.dtype == DType::kFloat16 || p.dtype == DType::kBFloat16);
+}
+
+bool direct_blocks(const AllGatherMatmulProblem& p, int ranks_per_core) {
+  return may_take_direct(p, ranks_per_core) &&
          kernels::cpu::direct_calls_pay(p.dtype, p.m, p.world_size);
 }
 
+// x2's element count is an int64 (validated); its size as fp32 may not be.
+bool x2_stays_cached(const AllGatherMatmulProblem& p) {
+  return p.k * p.n <= kCachedX2Bytes / 4;
+}
+
 // The fused schedule's GEMM size (float rows): 1 = each arriving block on its own, where x2
-// stays in cache and blocks are big enough for a GEMM each (or the direct kernel's);
-// otherwise the arriving rows are staged and multiplied in GEMMs of up to this many rows.
-int64_t fused_gemm_rows(const AllGatherMatmulProblem& p, int ranks_per_core) {
-  // x2's element count is an int64 (validated); its size as fp32 may not be.
-  const bool x2_cached = p.k * p.n <= kCachedX2Bytes / 4;
-  const bool direct = p.m < kMinBlockRows && direct_blocks(p, ranks_per_core);
-  if (x2_cached && (p.m >= kMinBlockRows || direct)) return 1;
+// stays in cache and blocks are big enough for a GEMM each (or `direct`: direct_blocks for
+// blocks under kMinBlockRows); otherwise the arriving rows are staged and multiplied in
+// GEMMs of up to this many rows.
+int64_t fused_gemm_rows(const AllGatherMatmulProblem& p, bool direct) {
+  if (x2_stays_cached(p) && (p.m >= kMinBlockRows || direct)) return 1;
   return std::max<int64_t>(1, std::min(p.m * p.world_size, kMaxGemmRows));
 }
 
@@ -99,11 +107,9 @@ int64_t fused_gemm_rows(const AllGatherMatmulProblem& p, int ranks_per_core) {
 // bf16 shape with a core per rank: fused 1.036-1.058x its composition, README).
 bool stages_every_row(const AllGatherMatmulProblem& p, int ranks_per_core) {
   if (p.world_size < 2 || p.m * p.world_size > kMaxGemmRows) return false;
-  if (p.k * p.n > kCachedX2Bytes / 4) return true;  // x2 not in cache: always staged
-  if (p.m >= kMinBlockRows) return false;           // each block on arrival
-  const bool may_be_direct = ranks_per_core == 1 && p.m >= 1 &&
-                             (p.dtype == DType::kFloat16 || p.dtype == DType::kBFloat16);
-  return !may_be_direct;
+  if (!x2_stays_cached(p)) return true;    // always staged
+  if (p.m >= kMinBlockRows) return false;  // each block on arrival
+  return !may_take_direct(p, ranks_per_core);
 }
 
 }  // namespace
@@ -144,7 +150,6 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
   // decode 8 × 4096 × 4096 and prefill 1024 × 4096 × 4096 shapes); bf16 1 × 256 × 256, a
   // shape it cannot decide (stages_every_row), 5.0 / 4.7 us.
   const int64_t rows = p.m * p.world_size;
-  const int64_t staged_rows = fused_gemm_rows(p, per_core);
   if (fused.not_preferred.empty() && !p.quant.quantized() && stages_every_row(p, per_core))
     fused.not_preferred = detail::cat("it would stage all ", rows,
                                       " rows and multiply them in one GEMM after the last block "
@@ -166,7 +171,8 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
   plan.gemm.bias = p.bias;
   plan.gemm.c_dtype = p.dtype;
   const bool direct = p.m < kMinBlockRows && direct_blocks(p, per_core);
-  plan.gemm_rows = plan.schedule == AllGatherMatmulSchedule::kUnfused ? rows : staged_rows;
+  plan.gemm_rows =
+      plan.schedule == AllGatherMatmulSchedule::kUnfused ? rows : fused_gemm_rows(p, direct);
   // Staged (or unfused): few GEMMs of up to gemm_rows rows, so few rows may take the direct
   // small-m kernel on the 16-bit x2 in place. Multiplied on arrival: R GEMMs over the same
   // x2, which is then widened once per execute rather than once per block (max_rows 0).
