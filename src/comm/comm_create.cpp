@@ -20,6 +20,7 @@
 #include "core/log.hpp"
 #include "core/params.hpp"
 #include "kernels/cpu/copy.hpp"
+#include "kernels/cpu/half_gemm_model.hpp"
 
 namespace commfuse::comm {
 
@@ -73,31 +74,60 @@ size_t slot_bytes_param() {
   return static_cast<size_t>(v);
 }
 
+// What the group decides from measurements, alike on every rank.
+struct GroupVerdicts {
+  shm::CmaSupport cma;
+  // Rank 0's kernels::cpu::direct_calls_mask for R calls (Transport::direct_calls_pay); 0
+  // where ranks share cores, where no plan reads it.
+  uint32_t direct_calls = 0;
+};
+
 // CMA between the group's ranks (comm/shm/cma.hpp): each rank reads every peer's probe
 // word, and the group uses CMA only if every rank could read every peer — decided from the
 // same records on every rank, so every rank chooses the same algorithm for a call.
-shm::CmaSupport agree_on_cma(int rank, const std::vector<RankRecord>& recs,
-                             const SetupAllGather& all_gather, bool oversubscribed,
-                             double sync_us) {
+GroupVerdicts agree_on_measures(int rank, const std::vector<RankRecord>& recs,
+                                const SetupAllGather& all_gather, bool oversubscribed,
+                                double sync_us) {
   std::string mine = "ok";
   for (int r = 0; r < static_cast<int>(recs.size()) && mine == "ok"; ++r) {
     if (r == rank) continue;
     const std::string why = shm::cma_probe(static_cast<pid_t>(recs[r].pid), recs[r].cma_address);
     if (!why.empty()) mine = detail::cat("rank ", rank, " cannot read rank ", r, ": ", why);
   }
-  // Rank 0 also sends its crossover (a measured copy rate): every rank uses that one.
-  if (rank == 0) mine = detail::cat(shm::cma_crossover_bytes(oversubscribed, sync_us), " ", mine);
-  const std::vector<std::string> all = all_gather(mine);
-  shm::CmaSupport cma;
-  const size_t space = all[0].find(' ');
-  CF_ASSERT(space != std::string::npos);
-  cma.min_bytes = std::stoull(all[0].substr(0, space));
-  cma.shared_cores = oversubscribed;
-  for (int r = 0; r < static_cast<int>(all.size()); ++r) {
-    const std::string verdict = r == 0 ? all[0].substr(space + 1) : all[r];
-    if (verdict != "ok" && cma.unavailable.empty()) cma.unavailable = verdict;
+  // Rank 0 also sends its crossover (a measured copy rate) and, with a core per rank, its
+  // few-rows GEMM verdicts (measured here, a few ms; by each rank's own timing two ranks could
+  // choose different algorithms for one call): every rank uses those.
+  if (rank == 0) {
+    const auto ranks = static_cast<int64_t>(recs.size());
+    const uint32_t direct_calls =
+        oversubscribed || ranks < 2 ? 0 : kernels::cpu::direct_calls_mask(ranks);
+    mine = detail::cat(shm::cma_crossover_bytes(oversubscribed, sync_us), " ", direct_calls, " ",
+                       mine);
   }
-  return cma;
+  const std::vector<std::string> all = all_gather(mine);
+  GroupVerdicts v;
+  std::istringstream head(all[0]);
+  head >> v.cma.min_bytes >> v.direct_calls;
+  CF_ASSERT(!head.fail());
+  head >> std::ws;
+  std::string rank0_verdict;
+  std::getline(head, rank0_verdict);
+  v.cma.shared_cores = oversubscribed;
+  for (int r = 0; r < static_cast<int>(all.size()); ++r) {
+    const std::string& verdict = r == 0 ? rank0_verdict : all[r];
+    if (verdict != "ok" && v.cma.unavailable.empty()) v.cma.unavailable = verdict;
+  }
+  return v;
+}
+
+// Where a mask of kernels::cpu::direct_calls_mask holds, for the verbose line.
+std::string describe_direct_calls(uint32_t mask) {
+  std::string where;
+  for (const DType t : {DType::kFloat16, DType::kBFloat16})
+    for (int64_t m = 1; m <= kernels::cpu::kDirectCallsRows; ++m)
+      if (kernels::cpu::direct_calls_pay(mask, t, m))
+        where += detail::cat(where.empty() ? "" : ", ", dtype_name(t), " m=", m);
+  return where.empty() ? "nowhere" : "at " + where;
 }
 
 }  // namespace
@@ -160,14 +190,16 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
   const bool oversubscribed = world_size > cpu::online_cores();
   // Before any slot carries data (the probe uses their first words as scratch).
   const double sync_us = oversubscribed ? -1 : shm::measure_rank_sync_us(rank, segments);
-  shm::CmaSupport cma = agree_on_cma(rank, recs, all_gather, oversubscribed, sync_us);
+  GroupVerdicts verdicts = agree_on_measures(rank, recs, all_gather, oversubscribed, sync_us);
+  shm::CmaSupport& cma = verdicts.cma;
   barrier();  // peers must not see a half-initialised comm fail before this point
 
   char name[64];
   std::snprintf(name, sizeof(name), "commfuse-%016llx-w%d",
                 static_cast<unsigned long long>(recs[0].group_id), world_size);
-  auto transport_impl = std::make_unique<shm::ShmTransport>(
-      rank, std::move(segments), std::move(procs), slot_bytes, oversubscribed, cma);
+  auto transport_impl =
+      std::make_unique<shm::ShmTransport>(rank, std::move(segments), std::move(procs), slot_bytes,
+                                          oversubscribed, cma, verdicts.direct_calls);
   // Sharing cores: all_to_all's CMA crossover and all_reduce's two-shot size from timing
   // both ways on the group (the cost models were 4-16x off there, shm_crossover.cpp); not
   // all_to_all where CMA is unavailable, or where COMMFUSE_ALGO pins it (a test setting:
@@ -194,7 +226,12 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
                       : detail::cat("rank 0-1 synchronization measured: ",
                                     sync_us >= 0 ? detail::cat(sync_us, " us") : std::string("no")),
                   ")")
-            : "unavailable (" + cma.unavailable + "): the slots carry all"));
+            : "unavailable (" + cma.unavailable + "): the slots carry all",
+        oversubscribed
+            ? std::string()
+            : detail::cat("; rank 0's few-rows model: ", world_size,
+                          " direct-kernel calls of m 16-bit rows beat one call of the ",
+                          "gathered rows ", describe_direct_calls(verdicts.direct_calls))));
   return std::make_unique<CommImpl>(rank, world_size, world_size, name, std::move(transport_impl));
 }
 

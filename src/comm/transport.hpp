@@ -207,6 +207,12 @@ class Transport {
   // group sees it alike, so that a plan may depend on it (ranks choosing differently would
   // run different collectives); 0 where ranks could disagree (several hosts).
   virtual int ranks_per_core() const { return 0; }
+  // Whether R calls of m rows of 16-bit dtype t on the direct small-m kernel are expected
+  // faster than one call of the m·R rows (kernels/cpu/half_gemm_model.hpp:
+  // direct_calls_pay), by the few-rows model rank 0 measured at set-up, which every rank
+  // reads alike, so that a plan may depend on it; false where not measured (ranks sharing
+  // cores, several hosts, MPI).
+  virtual bool direct_calls_pay(DType, int64_t) const { return false; }
   virtual int rank() const = 0;
   virtual int size() const = 0;
 

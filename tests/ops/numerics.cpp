@@ -10,6 +10,7 @@
 // all_gather_matmul, R·k for the reducing ops) plus the bias add.
 #include "numerics.hpp"
 
+#include "core/cpu_features.hpp"
 #include "ops/common/packed_weight.hpp"
 #include "ops/common/plan_cache.hpp"
 
@@ -525,6 +526,35 @@ void check_algorithms(commfuse::Comm& comm) {
            "all_gather_matmul 2 rows/rank x 1024 x 520 fp32: schedule %s, "
            "expected unfused (every row would be staged for one GEMM)",
            got.c_str());
+    // 1-row bf16 blocks with x2 in cache: multiplied on arrival by the direct kernel where
+    // rank 0's few-rows model says R calls of it pay (Transport::direct_calls_pay, measured
+    // at set-up), staged for one GEMM otherwise, and then the list takes unfused: on every
+    // rank alike, whatever each process's own timing says. Nothing is measured where
+    // ranks share cores or COMMFUSE_HALF_GEMM pins the kernel (ops_shm_numerics_half_pinned):
+    // unfused there.
+    const int64_t tk = 256, tn = 256;
+    std::vector<uint16_t> tiny(static_cast<size_t>(tk + tk * tn + R * tn + R * tk), 0);
+    uint16_t* t = tiny.data();
+    const std::string tiny_got =
+        commfuse::AllGatherMatmulPlan(
+            commfuse::TensorView(t, DType::kBFloat16, {1, tk}),
+            commfuse::TensorView(t + tk, DType::kBFloat16, {tk, tn}), comm.name(), R,
+            commfuse::TensorView(t + tk + tk * tn, DType::kBFloat16, {R, tn}),
+            commfuse::TensorView(t + tk + tk * tn + R * tn, DType::kBFloat16, {R, tk}))
+            .schedule_name();
+    const int32_t fused = tiny_got == "fused" ? 1 : 0;
+    int32_t fused_ranks = 0;
+    comm.all_reduce(&fused, &fused_ranks, 1, DType::kInt32);
+    EXPECT(fused_ranks == 0 || fused_ranks == R,
+           "all_gather_matmul 1 row/rank x 256 x 256 bf16: %d of %d ranks chose fused", fused_ranks,
+           R);
+    const char* pin = std::getenv("COMMFUSE_HALF_GEMM");
+    const bool measured =
+        (pin == nullptr || std::string(pin) == "auto") && R <= commfuse::cpu::online_cores();
+    EXPECT(measured || tiny_got == "unfused",
+           "all_gather_matmul 1 row/rank x 256 x 256 bf16: schedule %s, expected unfused (no "
+           "few-rows model measured: COMMFUSE_HALF_GEMM=%s, %d ranks)",
+           tiny_got.c_str(), pin != nullptr ? pin : "(unset)", R);
   }
 }
 

@@ -263,7 +263,7 @@ int case_soak(commfuse::Comm& comm) {
   long rss_start = 0;
   // Buffers and caches reach their size in the first half: the plan caches hold 64 float and
   // 32 integer GEMM plans, each with its JIT code (larger on AVX-512), and random shapes fill
-  // them in a few hundred calls.
+  // them within a few thousand calls (tests/ops/CMakeLists.txt: the short soak's count).
   const long warmup = total / 2;
   for (long i = 0; i < total; ++i) {
     if (i == warmup) rss_start = rss_kb();

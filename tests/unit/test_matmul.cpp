@@ -431,6 +431,51 @@ TEST_P(SmallMTyped, PlansFollowTheMachineModel) {
   EXPECT_NE(cpu::describe_half_gemm_model(t).find(commfuse::dtype_name(t)), std::string::npos);
 }
 
+// direct_calls_pay reads only the model it is given (a group decides from rank 0's): R
+// direct calls of m rows against one call of m·R rows, direct or native as the model's
+// direct_rows says for that many.
+TEST(FewRowsModel, DirectCallsPayFromTheGivenModelOnly) {
+  cpu::FewRowsModel mo;
+  mo.usable = true;
+  mo.direct_rows = 2;  // the direct kernel up to 2 rows
+  const double native[4] = {4000, 4400, 5000, 6000}, direct[4] = {2000, 3300, 4000, 5000};
+  std::copy(std::begin(native), std::end(native), mo.native_ns);
+  std::copy(std::begin(direct), std::end(direct), mo.direct_ns);
+  EXPECT_FALSE(cpu::direct_calls_pay(mo, 1, 2));  // 2 x 2.0 us against one direct 2-row 3.3
+  EXPECT_FALSE(cpu::direct_calls_pay(mo, 2, 2));  // 2 x 3.3 against the native 4-row 5.0
+  mo.direct_ns[1] = 2400;                         // 2 x 2.4 = 4.8 < 5.0
+  EXPECT_TRUE(cpu::direct_calls_pay(mo, 2, 2));
+  mo.direct_ns[1] = 2600;  // 5.2 > 5.0
+  EXPECT_FALSE(cpu::direct_calls_pay(mo, 2, 2));
+  mo.direct_ns[0] = 1000;  // 2 x 1.0 < the direct 2-row 2.6
+  EXPECT_TRUE(cpu::direct_calls_pay(mo, 1, 2));
+  EXPECT_FALSE(cpu::direct_calls_pay(mo, 1, 1));  // one call: nothing to compare
+  EXPECT_FALSE(cpu::direct_calls_pay(mo, 3, 2));  // 3 rows do not take the direct kernel
+  mo.usable = false;                              // no native kernel, or a pin
+  EXPECT_FALSE(cpu::direct_calls_pay(mo, 1, 2));
+}
+
+// The bits a rank sends its group are this process's verdicts, read back per dtype and m.
+TEST(FewRowsModel, MaskHoldsEachVerdict) {
+  for (const int64_t calls : {2, 3, 8}) {
+    const uint32_t mask = cpu::direct_calls_mask(calls);
+    for (const DType t : {DType::kFloat16, DType::kBFloat16}) {
+      for (int64_t m = 1; m <= cpu::kDirectCallsRows; ++m)
+        EXPECT_EQ(cpu::direct_calls_pay(mask, t, m),
+                  cpu::direct_calls_pay(cpu::few_rows_model(t), m, calls))
+            << commfuse::dtype_name(t) << " m=" << m << " calls=" << calls;
+      EXPECT_FALSE(cpu::direct_calls_pay(~0u, t, 0));
+      EXPECT_FALSE(cpu::direct_calls_pay(~0u, t, cpu::kDirectCallsRows + 1));
+      EXPECT_TRUE(cpu::direct_calls_pay(~0u, t, cpu::kDirectCallsRows));
+    }
+    EXPECT_FALSE(cpu::direct_calls_pay(~0u, DType::kFloat32, 1));
+  }
+  // Each dtype's bits are its own.
+  EXPECT_TRUE(cpu::direct_calls_pay(1u, DType::kFloat16, 1));
+  EXPECT_FALSE(cpu::direct_calls_pay(1u, DType::kBFloat16, 1));
+  EXPECT_TRUE(cpu::direct_calls_pay(1u << 8, DType::kBFloat16, 1));
+}
+
 TEST_P(SmallMTyped, DirectKernelEveryLayout) {
   const DType t = GetParam();
   uint32_t seed = 700;

@@ -74,7 +74,7 @@ void ShmTransport::refuse(const char* op, const std::string& why) {
 
 ShmTransport::ShmTransport(int rank, std::vector<Segment> segments,
                            std::vector<PeerProcess> processes, size_t slot_bytes,
-                           bool oversubscribed, CmaSupport cma)
+                           bool oversubscribed, CmaSupport cma, uint32_t direct_calls_mask)
     : rank_(rank),
       size_(static_cast<int>(segments.size())),
       segments_(std::move(segments)),
@@ -93,6 +93,7 @@ ShmTransport::ShmTransport(int rank, std::vector<Segment> segments,
         const int cores = cpu::online_cores();
         return (size_ + cores - 1) / cores;
       }()),
+      direct_calls_mask_(direct_calls_mask),
       cma_(std::move(cma)),
       // Read once: the plain path of every call then costs one comparison.
       algo_forced_(

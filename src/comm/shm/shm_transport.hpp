@@ -25,6 +25,7 @@
 #include "comm/shm/segment.hpp"
 #include "comm/transport.hpp"
 #include "core/error.hpp"
+#include "kernels/cpu/half_gemm_model.hpp"
 
 namespace commfuse::comm::shm {
 
@@ -70,13 +71,17 @@ class ShmTransport final : public Transport {
  public:
   // segments[r] is rank r's region (this rank's own one created by it, the others opened).
   ShmTransport(int rank, std::vector<Segment> segments, std::vector<PeerProcess> processes,
-               size_t slot_bytes, bool oversubscribed, CmaSupport cma);
+               size_t slot_bytes, bool oversubscribed, CmaSupport cma, uint32_t direct_calls_mask);
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* name() const override { return "shm"; }
   // One host: every rank divides the same world size by the same core count.
   int ranks_per_core() const override { return ranks_per_core_; }
+  // Rank 0's bits (comm_create.cpp), 0 where ranks share cores.
+  bool direct_calls_pay(DType t, int64_t m) const override {
+    return kernels::cpu::direct_calls_pay(direct_calls_mask_, t, m);
+  }
   void barrier() override;
   void broadcast(void* buf, uint64_t count, DType dtype, int root) override;
   void all_gather(const void* src, void* dst, uint64_t count, DType dtype) override;
@@ -160,6 +165,7 @@ class ShmTransport final : public Transport {
   PeerSet peers_;
   size_t slot_bytes_;
   int ranks_per_core_ = 1;
+  uint32_t direct_calls_mask_ = 0;
   CmaSupport cma_;
   bool algo_forced_ = false;  // COMMFUSE_ALGO names one of this transport's collectives
   // all_to_all's and all_reduce's algorithm while measure_shared_cores times each (empty:

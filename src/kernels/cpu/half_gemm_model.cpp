@@ -33,7 +33,7 @@ constexpr double kWidenMargin = 0.85;
 constexpr int64_t kFewK = 512, kFewN = 512;
 constexpr int kFewRuns = 5;
 
-void measure_few_rows(DType t, HalfGemmModel& m) {
+void measure_few_rows(DType t, FewRowsModel& m) {
   const uint16_t one = t == DType::kFloat16 ? 0x3c00 : 0x3f80;
   const int64_t most = kFewRows[std::size(kFewRows) - 1];
   std::vector<uint16_t> a(static_cast<size_t>(most * kFewK), one), b(kFewK * kFewN, one),
@@ -46,11 +46,11 @@ void measure_few_rows(DType t, HalfGemmModel& m) {
     const auto native = plan_matmul(d);
     d.half_path = HalfPath::kWidened;  // few rows: the direct kernel (small_m_gemm.hpp)
     const auto direct = plan_matmul(d);
-    m.native_few_ns[i] =
+    m.native_ns[i] =
         best_probe_ns([&] { matmul(*native, a.data(), b.data(), nullptr, c.data()); }, kFewRuns);
-    m.direct_few_ns[i] =
+    m.direct_ns[i] =
         best_probe_ns([&] { matmul(*direct, a.data(), b.data(), nullptr, c.data()); }, kFewRuns);
-    winning = winning && m.direct_few_ns[i] < kWidenMargin * m.native_few_ns[i];
+    winning = winning && m.direct_ns[i] < kWidenMargin * m.native_ns[i];
     if (winning) m.direct_rows = kFewRows[i];
   }
 }
@@ -90,6 +90,16 @@ HalfGemmModel measure(DType t) {
       },
       kProbeRuns);
   m.widen_ns_per_element = widen_ns / static_cast<double>(b16.size());
+  return m;
+}
+
+FewRowsModel measure_few(DType t) {
+  FewRowsModel m;
+  MatmulDesc d = dense_matmul_desc(kFewRows[0], kFewK, kFewN, t);
+  d.half_path = HalfPath::kNative;
+  const bool native = !widens_inputs(*plan_matmul(d));  // else no kernel to beat
+  if (!native || params::get_string("COMMFUSE_HALF_GEMM") != "auto") return m;
+  m.usable = true;
   measure_few_rows(t, m);
   return m;
 }
@@ -107,6 +117,15 @@ const HalfGemmModel& half_gemm_model(DType t) {
     measured = true;
   });
   if (measured && log::verbose_level() >= 1) log::verbose(describe_half_gemm_model(t));
+  return model[i];
+}
+
+const FewRowsModel& few_rows_model(DType t) {
+  CF_ASSERT(t == DType::kFloat16 || t == DType::kBFloat16);
+  static std::once_flag once[2];
+  static FewRowsModel model[2];
+  const int i = t == DType::kFloat16 ? 0 : 1;
+  std::call_once(once[i], [&] { model[i] = measure_few(t); });
   return model[i];
 }
 
@@ -128,9 +147,16 @@ Estimate estimate(const HalfGemmModel& mo, int64_t m, int64_t k, int64_t n, bool
 
 }  // namespace
 
+namespace {
+
+bool direct_pays(const FewRowsModel& mo, int64_t m) {
+  return mo.usable && m >= 1 && m <= mo.direct_rows;
+}
+
+}  // namespace
+
 bool direct_pays(DType t, int64_t m) {
-  const HalfGemmModel& mo = half_gemm_model(t);
-  return mo.native && mo.forced.empty() && m >= 1 && m <= mo.direct_rows;
+  return direct_pays(few_rows_model(t), m);
 }
 
 bool widening_pays(DType t, int64_t m, int64_t k, int64_t n, bool narrow_c) {
@@ -152,12 +178,33 @@ size_t few_slot(int64_t m) {
 
 }  // namespace
 
-bool direct_calls_pay(DType t, int64_t m, int64_t calls) {
-  if (calls < 2 || !direct_pays(t, m)) return false;
-  const HalfGemmModel& mo = half_gemm_model(t);
+bool direct_calls_pay(const FewRowsModel& mo, int64_t m, int64_t calls) {
+  if (calls < 2 || !direct_pays(mo, m)) return false;
   const size_t each = few_slot(m), all = few_slot(m * calls);
-  const double one_call = direct_pays(t, m * calls) ? mo.direct_few_ns[all] : mo.native_few_ns[all];
-  return static_cast<double>(calls) * mo.direct_few_ns[each] < one_call;
+  const double one_call = direct_pays(mo, m * calls) ? mo.direct_ns[all] : mo.native_ns[all];
+  return static_cast<double>(calls) * mo.direct_ns[each] < one_call;
+}
+
+namespace {
+
+int direct_calls_bit(DType t, int64_t m) {
+  return (t == DType::kFloat16 ? 0 : 8) + static_cast<int>(m) - 1;
+}
+
+}  // namespace
+
+uint32_t direct_calls_mask(int64_t calls) {
+  uint32_t mask = 0;
+  for (const DType t : {DType::kFloat16, DType::kBFloat16})
+    for (int64_t m = 1; m <= kDirectCallsRows; ++m)
+      if (direct_calls_pay(few_rows_model(t), m, calls)) mask |= 1u << direct_calls_bit(t, m);
+  return mask;
+}
+
+bool direct_calls_pay(uint32_t mask, DType t, int64_t m) {
+  if (m < 1 || m > kDirectCallsRows || (t != DType::kFloat16 && t != DType::kBFloat16))
+    return false;
+  return (mask >> direct_calls_bit(t, m) & 1u) != 0;
 }
 
 std::string describe_half_gemm_model(DType t) {
@@ -172,12 +219,13 @@ std::string describe_half_gemm_model(DType t) {
                               kProbeK, "x", kProbeN, " probe) -> at k = n = 4096:");
   for (const int64_t m : {16, 256, 2048})
     s += detail::cat(" m=", m, " ", widening_pays(t, m, 4096, 4096, true) ? "widened" : "native");
+  const FewRowsModel& few = few_rows_model(t);
   s += detail::cat("; few rows of ", kFewK, "x", kFewN, " (native / direct us):");
   for (size_t i = 0; i < std::size(kFewRows); ++i)
-    s += detail::cat(" m=", kFewRows[i], " ", mo.native_few_ns[i] / 1e3, " / ",
-                     mo.direct_few_ns[i] / 1e3);
+    s +=
+        detail::cat(" m=", kFewRows[i], " ", few.native_ns[i] / 1e3, " / ", few.direct_ns[i] / 1e3);
   s += detail::cat(" -> direct ",
-                   mo.direct_rows > 0 ? detail::cat("up to m=", mo.direct_rows) : "never");
+                   few.direct_rows > 0 ? detail::cat("up to m=", few.direct_rows) : "never");
   return s;
 }
 

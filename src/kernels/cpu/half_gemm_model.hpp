@@ -22,22 +22,32 @@ struct HalfGemmModel {
   double native_macs_per_ns = 0;    // its rate on the probe (multiply-adds per ns)
   double f32_macs_per_ns = 0;       // the fp32 kernel's rate on the same probe
   double widen_ns_per_element = 0;  // converting one 16-bit element to fp32
-  // Few rows: up to how many the direct kernel (small_m_gemm.hpp, b read in place) beats the
-  // native kernel here (0: never). oneDNN's kernels copy b into their blocked layout on
-  // every call, which a few rows cannot amortize: on an AMX Xeon 2x256x256 bf16 ran 5.9 us
-  // native, 3.9 us direct.
-  int64_t direct_rows = 0;
-  double native_few_ns[4] = {};  // the few-rows probe at kFewRows rows, native
-  double direct_few_ns[4] = {};  // and direct
-  std::string forced;            // COMMFUSE_HALF_GEMM when not "auto"
+  std::string forced;               // COMMFUSE_HALF_GEMM when not "auto"
+};
+
+// Few rows: up to how many the direct kernel (small_m_gemm.hpp, b read in place) beats the
+// native kernel here. oneDNN's kernels copy b into their blocked layout on every call, which
+// a few rows cannot amortize: on an AMX Xeon 2x256x256 bf16 ran 5.9 us native, 3.9 us
+// direct. Measured apart from HalfGemmModel, which takes 12-40 ms on the AMX Xeon, because a
+// communicator's rank 0 measures it at set-up (comm_create.cpp): 4-5 ms there, 9-27 ms
+// with oneDNN's first initialization, which a process's first GEMM pays anyway.
+struct FewRowsModel {
+  bool usable = false;       // a native kernel to beat and no COMMFUSE_HALF_GEMM pin
+  int64_t direct_rows = 0;   // the direct kernel up to this many rows (0: never)
+  double native_ns[4] = {};  // the probe at kFewRows rows, native
+  double direct_ns[4] = {};  // and direct
 };
 
 // The model for dtype t (float16 or bfloat16): measured on first use (a 128x1024x1024 GEMM
-// on each kernel, best of 3, then the few-rows probe: 1, 2, 4, 8 rows of 512x512, best of
-// 5, each with this process's compute threads; about 20 ms in all), unless
+// on each kernel, best of 3, with this process's compute threads; about 20 ms in all), unless
 // COMMFUSE_HALF_GEMM pins the choice. Thread-safe. Must not be called with the matmul plan
 // cache's lock held (it plans its probes through plan_matmul).
 const HalfGemmModel& half_gemm_model(DType t);
+
+// The few-rows model for dtype t: measured on first use (1, 2, 4, 8 rows of 512x512 on each
+// kernel, best of 5; a few ms), not where there is no native kernel or COMMFUSE_HALF_GEMM
+// pins the choice (usable false). Thread-safe; the plan cache's lock as above.
+const FewRowsModel& few_rows_model(DType t);
 
 // Whether an m x k x n GEMM of dtype t is expected faster widened: its fp32 time plus the
 // widening of a, b (and c when narrow) is under 0.85x the native time (a margin so that
@@ -51,12 +61,23 @@ bool widening_pays(DType t, int64_t m, int64_t k, int64_t n, bool narrow_c);
 bool direct_pays(DType t, int64_t m);
 
 // Whether `calls` direct calls of m rows each are expected faster than one call of m * calls
-// rows (direct or native, as direct_pays says for that many), from the few-rows probe (each
-// count at the probe count at or above it; beyond the last, the last). False unless m rows
-// take the direct kernel and calls >= 2. The direct kernel reads each b value once for every
-// row of a call, so calls that could be one usually lose: with the AMX Xeon's 16-lane
-// kernel, two 1-row calls of 256 x 256 took 2 x 2.1 us, one 2-row call 3.3 us.
-bool direct_calls_pay(DType t, int64_t m, int64_t calls);
+// rows (direct or native, as the model's direct_rows says for that many), from a few-rows
+// model (each count at the probe count at or above it; beyond the last, the last). False
+// unless m rows take the direct kernel and calls >= 2. The direct kernel reads each b value
+// once for every row of a call, so calls that could be one usually lose: with the AMX Xeon's
+// 16-lane kernel, two 1-row calls of 256 x 256 took 2 x 2.1 us, one 2-row call 3.3 us. A
+// pure function of the model, so that ranks deciding an algorithm from one rank's model
+// decide alike.
+bool direct_calls_pay(const FewRowsModel& model, int64_t m, int64_t calls);
+
+// direct_calls_pay of this process's few-rows models for float16 and bfloat16 at every m of
+// 1..kDirectCallsRows, `calls` calls each, as bits (bit 8·d + m - 1, d 0 for float16 and 1
+// for bfloat16): what one rank sends its group so that every rank decides from the same
+// measurement. Measures both models (a few ms each where a native kernel exists).
+inline constexpr int64_t kDirectCallsRows = 8;
+uint32_t direct_calls_mask(int64_t calls);
+// The bit of such a mask for m rows of t (false beyond kDirectCallsRows).
+bool direct_calls_pay(uint32_t mask, DType t, int64_t m);
 
 // One line for `commfuse info` / COMMFUSE_VERBOSE: the rates and the choice at a few shapes.
 std::string describe_half_gemm_model(DType t);

@@ -393,9 +393,11 @@ void validate(const MatmulDesc& d) {
 
 std::shared_ptr<const MatmulPlan> plan_matmul(const MatmulDesc& desc) {
   validate(desc);
-  // Measured outside the lock: the model plans its probes through here.
-  if (desc.a_dtype != DType::kFloat32 && desc.half_path == HalfPath::kAuto && desc.m > 0)
+  // Measured outside the lock: the models plan their probes through here.
+  if (desc.a_dtype != DType::kFloat32 && desc.half_path == HalfPath::kAuto && desc.m > 0) {
     half_gemm_model(desc.a_dtype);
+    few_rows_model(desc.a_dtype);
+  }
   if (desc.a_dtype == DType::kFloat32 && desc.provider == GemmProvider::kAuto && desc.m > 0)
     openblas_pays(desc.m, desc.k, desc.n, compute_threads());
   const int threads = compute_threads();

@@ -69,21 +69,18 @@ AllGatherMatmulPlanData plan_quantized(AllGatherMatmulPlanData plan) {
 // 256 bf16, W = 2: 6.3-6.6 us on arrival against 6.9-7.0 staged and 6.8-7.0 unfused (a
 // native 2-row call). Not with more ranks than cores (W = 3 and 4 on 2 cores: 19
 // and 25 us against 15 and 16 unfused: a rank computing holds the core a peer needs).
-// Only where the model expects R calls of m rows faster than one call of the R·m gathered
-// rows (half_gemm_model.hpp: direct_calls_pay): with the 16-lane direct kernel the AMX Xeon
+// Only where R calls of m rows are expected faster than one call of the R·m gathered rows
+// (half_gemm_model.hpp: direct_calls_pay): with the 16-lane direct kernel the AMX Xeon
 // runs one 2-row call in 3.3 us against 2 x 2.1 us, and on arrival then lost (1 row per
 // rank, k = n = 256, W = 2: 5.3-5.4 us against 4.3-4.4 unfused; 2 rows per rank, on arrival
-// against the native 4-row call: 8.3-8.4 against 7.6-7.7).
-// What every rank can tell of direct_blocks (ranks_per_core 0: not known, several hosts:
-// not assumed to be a core each); the rest is this process's timing model.
-bool may_take_direct(const AllGatherMatmulProblem& p, int ranks_per_core) {
-  return ranks_per_core == 1 && p.m >= 1 &&
-         (p.dtype == DType::kFloat16 || p.dtype == DType::kBFloat16);
-}
-
-bool direct_blocks(const AllGatherMatmulProblem& p, int ranks_per_core) {
-  return may_take_direct(p, ranks_per_core) &&
-         kernels::cpu::direct_calls_pay(p.dtype, p.m, p.world_size);
+// against the native 4-row call: 8.3-8.4 against 7.6-7.7). By rank 0's few-rows model,
+// which the transport holds for the group (measured at set-up, only with a core per rank):
+// the algorithm list reads this (stages_every_row), so every rank must decide alike, and
+// each process's own timing does not (two runs on the AMX Xeon measured the direct kernel
+// faster up to 1 and up to 2 rows).
+bool direct_blocks(const AllGatherMatmulProblem& p, const comm::Transport& t) {
+  static_assert(kMinBlockRows - 1 <= kernels::cpu::kDirectCallsRows);
+  return p.m >= 1 && p.m < kMinBlockRows && t.direct_calls_pay(p.dtype, p.m);
 }
 
 // x2's element count is an int64 (validated); its size as fp32 may not be.
@@ -100,16 +97,11 @@ int64_t fused_gemm_rows(const AllGatherMatmulProblem& p, bool direct) {
   return std::max<int64_t>(1, std::min(p.m * p.world_size, kMaxGemmRows));
 }
 
-// Whether fused_gemm_rows stages every row for one GEMM after the last block, decided from
-// what every rank shares (shapes, dtype, ranks per core), as an algorithm choice must be:
-// where small 16-bit blocks may take the direct kernel on arrival, this process's timing
-// model decides (direct_blocks), which the ranks need not share, so no rule there (the tiny
-// bf16 shape with a core per rank: fused 1.036-1.058x its composition, README).
-bool stages_every_row(const AllGatherMatmulProblem& p, int ranks_per_core) {
+// Whether fused_gemm_rows stages every row for one GEMM after the last block (`direct`:
+// direct_blocks, which every rank decides alike, as an algorithm choice must be).
+bool stages_every_row(const AllGatherMatmulProblem& p, bool direct) {
   if (p.world_size < 2 || p.m * p.world_size > kMaxGemmRows) return false;
-  if (!x2_stays_cached(p)) return true;    // always staged
-  if (p.m >= kMinBlockRows) return false;  // each block on arrival
-  return !may_take_direct(p, ranks_per_core);
+  return !x2_stays_cached(p) || (p.m < kMinBlockRows && !direct);
 }
 
 }  // namespace
@@ -125,7 +117,8 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
   // 751 us; at W = 4 (32-row blocks) fused 387 us, unfused 428 us; the 64 x 1024 x 256 bf16
   // blocks at W = 8 fused 16.1 ms, unfused 17.2 ms. A property of the scheduling, not the ISA.
   AlgorithmEntry fused{"fused", ""};
-  const int per_core = find_comm(p.group).impl().transport().ranks_per_core();
+  const comm::Transport& transport = find_comm(p.group).impl().transport();
+  const int per_core = transport.ranks_per_core();
   // m·k·n < limit, as m·k <= (limit - 1) / n: m·k is x1's element count (an int64), the
   // product with n may not be.
   if (per_core >= kCrowdedRanksPerCore && p.m * p.k <= (kCrowdedMinBlockMacs - 1) / p.n)
@@ -135,7 +128,6 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
   // stream takes two, more than its overlap can hide. W = 2 over TCP, bf16 (AMX Xeon, polled
   // inline): 1 row × 256 × 256 fused 17.6 us, unfused 11.0; 8 rows × 1024 × 256 61.5 / 39.8.
   // (shm has no such round: one_round_bytes 0, which an empty x1 must not match.)
-  const comm::Transport& transport = find_comm(p.group).impl().transport();
   const uint64_t one_round = transport.one_round_bytes();
   const uint64_t block_bytes = dtype_storage_bytes(p.dtype, static_cast<size_t>(p.m * p.k));
   if (fused.not_preferred.empty() && p.world_size > 1 && one_round > 0 && block_bytes <= one_round)
@@ -147,10 +139,11 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
   // fixed costs per call the all_gather does not pay. W = 2 on shm, AMX Xeon, op fused / op
   // unfused (forced): level within the runs' spread where the rule applies (fp32 1 row ×
   // 256 × 256 3.9-4.0 / 3.9 us; bf16 2-8 KiB blocks, 2 × 512 × 256 to 1 × 4096 × 256; the
-  // decode 8 × 4096 × 4096 and prefill 1024 × 4096 × 4096 shapes); bf16 1 × 256 × 256, a
-  // shape it cannot decide (stages_every_row), 5.0 / 4.7 us.
+  // decode 8 × 4096 × 4096 and prefill 1024 × 4096 × 4096 shapes; bf16 1 × 256 × 256
+  // where the direct kernel's two calls do not pay, 5.0 / 4.7 us).
   const int64_t rows = p.m * p.world_size;
-  if (fused.not_preferred.empty() && !p.quant.quantized() && stages_every_row(p, per_core))
+  const bool direct = direct_blocks(p, transport);
+  if (fused.not_preferred.empty() && !p.quant.quantized() && stages_every_row(p, direct))
     fused.not_preferred = detail::cat("it would stage all ", rows,
                                       " rows and multiply them in one GEMM after the last block "
                                       "arrives: nothing to overlap");
@@ -170,7 +163,6 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
   plan.gemm.b = p.x2;
   plan.gemm.bias = p.bias;
   plan.gemm.c_dtype = p.dtype;
-  const bool direct = p.m < kMinBlockRows && direct_blocks(p, per_core);
   plan.gemm_rows =
       plan.schedule == AllGatherMatmulSchedule::kUnfused ? rows : fused_gemm_rows(p, direct);
   // Staged (or unfused): few GEMMs of up to gemm_rows rows, so few rows may take the direct
