@@ -21,6 +21,7 @@
 #include "core/params.hpp"
 #include "kernels/cpu/copy.hpp"
 #include "kernels/cpu/half_gemm_model.hpp"
+#include "kernels/cpu/threads.hpp"
 
 namespace commfuse::comm {
 
@@ -74,6 +75,20 @@ size_t slot_bytes_param() {
   return static_cast<size_t>(v);
 }
 
+// kernels::cpu::set_local_ranks for a scope (restored on the way out, a throw included).
+class LocalRanksDuring {
+ public:
+  explicit LocalRanksDuring(int n) : before_(kernels::cpu::local_ranks()) {
+    kernels::cpu::set_local_ranks(n);
+  }
+  ~LocalRanksDuring() { kernels::cpu::set_local_ranks(before_); }
+  LocalRanksDuring(const LocalRanksDuring&) = delete;
+  LocalRanksDuring& operator=(const LocalRanksDuring&) = delete;
+
+ private:
+  int before_;
+};
+
 // What the group decides from measurements, alike on every rank.
 struct GroupVerdicts {
   shm::CmaSupport cma;
@@ -99,8 +114,13 @@ GroupVerdicts agree_on_measures(int rank, const std::vector<RankRecord>& recs,
   // choose different algorithms for one call): every rank uses those.
   if (rank == 0) {
     const auto ranks = static_cast<int64_t>(recs.size());
-    const uint32_t direct_calls =
-        oversubscribed || ranks < 2 ? 0 : kernels::cpu::direct_calls_mask(ranks);
+    uint32_t direct_calls = 0;
+    if (!oversubscribed && ranks > 1) {
+      // Timed with the compute threads the ops will run with (each rank its share of the
+      // cores, as CommImpl sets after set-up) and so with the thread's CPU clock.
+      const LocalRanksDuring local(static_cast<int>(ranks));
+      direct_calls = kernels::cpu::direct_calls_mask(ranks);
+    }
     mine = detail::cat(shm::cma_crossover_bytes(oversubscribed, sync_us), " ", direct_calls, " ",
                        mine);
   }
@@ -227,7 +247,7 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
                                     sync_us >= 0 ? detail::cat(sync_us, " us") : std::string("no")),
                   ")")
             : "unavailable (" + cma.unavailable + "): the slots carry all",
-        oversubscribed
+        oversubscribed || world_size < 2
             ? std::string()
             : detail::cat("; rank 0's few-rows model: ", world_size,
                           " direct-kernel calls of m 16-bit rows beat one call of the ",

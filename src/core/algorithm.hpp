@@ -8,9 +8,10 @@
 //
 // Every rank must choose the same algorithm (they run different collectives otherwise), so
 // applicability depends only on what every rank of the group knows alike: the descriptor,
-// the world size, the transport and the CPU ISA level — never on a timing taken by one
-// process. COMMFUSE_ALGO must be the same on every rank (a mismatch is reported by the
-// transport as a mismatched collective, not a hang).
+// the world size, the transport (with the timings one rank took and sent every rank at
+// set-up: the CMA crossover, the shared-cores probes, the few-rows GEMM verdicts) and the CPU
+// ISA level — never on a timing taken by this process alone. COMMFUSE_ALGO must be the same on
+// every rank (a mismatch is reported by the transport as a mismatched collective, not a hang).
 #pragma once
 
 #include <functional>

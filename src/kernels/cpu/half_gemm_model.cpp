@@ -95,7 +95,9 @@ HalfGemmModel measure(DType t) {
 
 FewRowsModel measure_few(DType t) {
   FewRowsModel m;
-  MatmulDesc d = dense_matmul_desc(kFewRows[0], kFewK, kFewN, t);
+  // Asked at kProbeM rows, as measure() does: a native plan of few rows falls back to the
+  // direct kernel, not to widening, where there is no native kernel.
+  MatmulDesc d = dense_matmul_desc(kProbeM, kFewK, kFewN, t);
   d.half_path = HalfPath::kNative;
   const bool native = !widens_inputs(*plan_matmul(d));  // else no kernel to beat
   if (!native || params::get_string("COMMFUSE_HALF_GEMM") != "auto") return m;
