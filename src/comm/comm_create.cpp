@@ -93,13 +93,14 @@ class LocalRanksDuring {
 struct GroupVerdicts {
   shm::CmaSupport cma;
   // Rank 0's kernels::cpu::direct_calls_mask for R calls (Transport::direct_calls_pay); 0
-  // where ranks share cores, where no plan reads it.
+  // where ranks share cores or W = 1 (not measured: no plan takes the direct kernel there).
   uint32_t direct_calls = 0;
 };
 
 // CMA between the group's ranks (comm/shm/cma.hpp): each rank reads every peer's probe
 // word, and the group uses CMA only if every rank could read every peer — decided from the
-// same records on every rank, so every rank chooses the same algorithm for a call.
+// same records on every rank, so every rank chooses the same algorithm for a call. With it,
+// rank 0's measured verdicts (GroupVerdicts).
 GroupVerdicts agree_on_measures(int rank, const std::vector<RankRecord>& recs,
                                 const SetupAllGather& all_gather, bool oversubscribed,
                                 double sync_us) {
@@ -147,7 +148,9 @@ std::string describe_direct_calls(uint32_t mask) {
     for (int64_t m = 1; m <= kernels::cpu::kDirectCallsRows; ++m)
       if (kernels::cpu::direct_calls_pay(mask, t, m))
         where += detail::cat(where.empty() ? "" : ", ", dtype_name(t), " m=", m);
-  return where.empty() ? "nowhere" : "at " + where;
+  // No bit also where nothing was timed (no native 16-bit kernel, or COMMFUSE_HALF_GEMM pins).
+  return where.empty() ? "nowhere (or not timed: no native 16-bit kernel, or a pin)"
+                       : "at " + where;
 }
 
 }  // namespace
@@ -158,6 +161,9 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
                                           const SetupAllGather& all_gather,
                                           const SetupBarrier& barrier) {
   const size_t slot_bytes = slot_bytes_param();
+  // Rank 0 reads it during set-up (agree_on_measures): read here on every rank first, so that
+  // a bad value fails every rank alike rather than rank 0 alone mid-exchange.
+  params::get_string("COMMFUSE_HALF_GEMM");
   shm::Segment own = shm::Segment::create(shm::region_bytes(slot_bytes));
   // COMMFUSE_FAULT=<rank>:comm_init:0:kill — killed before its peers learn the name, which
   // only a launcher that knows its pid can remove (tests/multirank/run_init_kill.sh).

@@ -10,6 +10,8 @@
 // all_gather_matmul, R·k for the reducing ops) plus the bias add.
 #include "numerics.hpp"
 
+#include "comm/comm_impl.hpp"
+#include "comm/transport.hpp"
 #include "core/cpu_features.hpp"
 #include "ops/common/packed_weight.hpp"
 #include "ops/common/plan_cache.hpp"
@@ -17,6 +19,7 @@
 #include <commfuse/commfuse.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -548,13 +551,27 @@ void check_algorithms(commfuse::Comm& comm) {
     EXPECT(fused_ranks == 0 || fused_ranks == R,
            "all_gather_matmul 1 row/rank x 256 x 256 bf16: %d of %d ranks chose fused", fused_ranks,
            R);
-    const char* pin = std::getenv("COMMFUSE_HALF_GEMM");
-    const bool measured =
-        (pin == nullptr || std::string(pin) == "auto") && R <= commfuse::cpu::online_cores();
-    EXPECT(measured || tiny_got == "unfused",
-           "all_gather_matmul 1 row/rank x 256 x 256 bf16: schedule %s, expected unfused (no "
-           "few-rows model measured: COMMFUSE_HALF_GEMM=%s, %d ranks)",
-           tiny_got.c_str(), pin != nullptr ? pin : "(unset)", R);
+    // The verdict bits themselves: the same on every rank, and none where nothing is timed.
+    int32_t bits = 0;
+    for (const DType bt : {DType::kFloat16, DType::kBFloat16})
+      for (int64_t bm = 1; bm <= 8; ++bm)
+        bits = bits * 2 + (comm.impl().transport().direct_calls_pay(bt, bm) ? 1 : 0);
+    // The sum is R times this rank's bits on every rank only if they are all the same (a rank
+    // whose bits differ from the mean fails).
+    int32_t sum = 0;
+    comm.all_reduce(&bits, &sum, 1, DType::kInt32);
+    EXPECT(sum == bits * R,
+           "the few-rows verdict bits differ between ranks (this rank 0x%x, sum %d over %d ranks)",
+           static_cast<unsigned>(bits), sum, R);
+    std::string pin =
+        std::getenv("COMMFUSE_HALF_GEMM") != nullptr ? std::getenv("COMMFUSE_HALF_GEMM") : "auto";
+    std::transform(pin.begin(), pin.end(), pin.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    const bool timed = pin == "auto" && R <= commfuse::cpu::online_cores();
+    EXPECT(timed || (tiny_got == "unfused" && bits == 0),
+           "all_gather_matmul 1 row/rank x 256 x 256 bf16: schedule %s, verdict bits 0x%x; "
+           "expected unfused and none (no few-rows model timed: COMMFUSE_HALF_GEMM=%s, %d ranks)",
+           tiny_got.c_str(), static_cast<unsigned>(bits), pin.c_str(), R);
   }
 }
 

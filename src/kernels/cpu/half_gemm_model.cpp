@@ -147,10 +147,6 @@ Estimate estimate(const HalfGemmModel& mo, int64_t m, int64_t k, int64_t n, bool
           macs / mo.f32_macs_per_ns + converted * mo.widen_ns_per_element};
 }
 
-}  // namespace
-
-namespace {
-
 bool direct_pays(const FewRowsModel& mo, int64_t m) {
   return mo.usable && m >= 1 && m <= mo.direct_rows;
 }
@@ -178,6 +174,10 @@ size_t few_slot(int64_t m) {
   return i;
 }
 
+int direct_calls_bit(DType t, int64_t m) {
+  return (t == DType::kFloat16 ? 0 : 8) + static_cast<int>(m) - 1;
+}
+
 }  // namespace
 
 bool direct_calls_pay(const FewRowsModel& mo, int64_t m, int64_t calls) {
@@ -187,19 +187,13 @@ bool direct_calls_pay(const FewRowsModel& mo, int64_t m, int64_t calls) {
   return static_cast<double>(calls) * mo.direct_ns[each] < one_call;
 }
 
-namespace {
-
-int direct_calls_bit(DType t, int64_t m) {
-  return (t == DType::kFloat16 ? 0 : 8) + static_cast<int>(m) - 1;
-}
-
-}  // namespace
-
 uint32_t direct_calls_mask(int64_t calls) {
   uint32_t mask = 0;
-  for (const DType t : {DType::kFloat16, DType::kBFloat16})
+  for (const DType t : {DType::kFloat16, DType::kBFloat16}) {
+    const FewRowsModel now = measure_few(t);
     for (int64_t m = 1; m <= kDirectCallsRows; ++m)
-      if (direct_calls_pay(few_rows_model(t), m, calls)) mask |= 1u << direct_calls_bit(t, m);
+      if (direct_calls_pay(now, m, calls)) mask |= 1u << direct_calls_bit(t, m);
+  }
   return mask;
 }
 

@@ -70,11 +70,15 @@ bool direct_pays(DType t, int64_t m);
 // decide alike.
 bool direct_calls_pay(const FewRowsModel& model, int64_t m, int64_t calls);
 
-// direct_calls_pay of this process's few-rows models for float16 and bfloat16 at every m of
-// 1..kDirectCallsRows, `calls` calls each, as bits (bit 8·d + m - 1, d 0 for float16 and 1
-// for bfloat16): what one rank sends its group so that every rank decides from the same
-// measurement. Measures both models (a few ms each where a native kernel exists).
+// The row counts direct_calls_mask holds a verdict for (1..kDirectCallsRows).
 inline constexpr int64_t kDirectCallsRows = 8;
+
+// direct_calls_pay of few-rows models for float16 and bfloat16 measured now, with the
+// calling thread's compute threads (not few_rows_model's, which this process may have timed
+// with another thread count), at every m of 1..kDirectCallsRows, `calls` calls each, as bits
+// (bit 8·d + m - 1, d 0 for float16 and 1 for bfloat16): what one rank sends its group so
+// that every rank decides from the same measurement. A few ms for each dtype with a native
+// kernel; the plan cache's lock as for few_rows_model.
 uint32_t direct_calls_mask(int64_t calls);
 // The bit of such a mask for m rows of t (false beyond kDirectCallsRows).
 bool direct_calls_pay(uint32_t mask, DType t, int64_t m);
