@@ -13,13 +13,14 @@
 #include "comm/comm_impl.hpp"
 #include "comm/transport.hpp"
 #include "core/cpu_features.hpp"
+#include "core/params.hpp"
+#include "kernels/cpu/half_gemm_model.hpp"
 #include "ops/common/packed_weight.hpp"
 #include "ops/common/plan_cache.hpp"
 
 #include <commfuse/commfuse.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -554,7 +555,7 @@ void check_algorithms(commfuse::Comm& comm) {
     // The verdict bits themselves: the same on every rank, and none where nothing is timed.
     int32_t bits = 0;
     for (const DType bt : {DType::kFloat16, DType::kBFloat16})
-      for (int64_t bm = 1; bm <= 8; ++bm)
+      for (int64_t bm = 1; bm <= commfuse::kernels::cpu::kDirectCallsRows; ++bm)
         bits = bits * 2 + (comm.impl().transport().direct_calls_pay(bt, bm) ? 1 : 0);
     // The sum is R times this rank's bits on every rank only if they are all the same (a rank
     // whose bits differ from the mean fails).
@@ -563,10 +564,8 @@ void check_algorithms(commfuse::Comm& comm) {
     EXPECT(sum == bits * R,
            "the few-rows verdict bits differ between ranks (this rank 0x%x, sum %d over %d ranks)",
            static_cast<unsigned>(bits), sum, R);
-    std::string pin =
-        std::getenv("COMMFUSE_HALF_GEMM") != nullptr ? std::getenv("COMMFUSE_HALF_GEMM") : "auto";
-    std::transform(pin.begin(), pin.end(), pin.begin(),
-                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    // As the library reads it (validated, any case).
+    const std::string pin = commfuse::params::get_string("COMMFUSE_HALF_GEMM");
     const bool timed = pin == "auto" && R <= commfuse::cpu::online_cores();
     EXPECT(timed || (tiny_got == "unfused" && bits == 0),
            "all_gather_matmul 1 row/rank x 256 x 256 bf16: schedule %s, verdict bits 0x%x; "

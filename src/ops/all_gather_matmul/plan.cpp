@@ -88,20 +88,25 @@ bool x2_stays_cached(const AllGatherMatmulProblem& p) {
   return p.k * p.n <= kCachedX2Bytes / 4;
 }
 
-// The fused schedule's GEMM size (float rows): 1 = each arriving block on its own, where x2
-// stays in cache and blocks are big enough for a GEMM each (or `direct`: direct_blocks for
-// blocks under kMinBlockRows); otherwise the arriving rows are staged and multiplied in
-// GEMMs of up to this many rows.
+// Whether the fused schedule multiplies each arriving block on its own: x2 stays in cache
+// and blocks are big enough for a GEMM each (or `direct`: direct_blocks for blocks under
+// kMinBlockRows).
+bool on_arrival(const AllGatherMatmulProblem& p, bool direct) {
+  return x2_stays_cached(p) && (p.m >= kMinBlockRows || direct);
+}
+
+// The fused schedule's GEMM size (float rows): 1 = each arriving block on its own
+// (on_arrival); otherwise the arriving rows are staged and multiplied in GEMMs of up to this
+// many rows.
 int64_t fused_gemm_rows(const AllGatherMatmulProblem& p, bool direct) {
-  if (x2_stays_cached(p) && (p.m >= kMinBlockRows || direct)) return 1;
+  if (on_arrival(p, direct)) return 1;
   return std::max<int64_t>(1, std::min(p.m * p.world_size, kMaxGemmRows));
 }
 
 // Whether fused_gemm_rows stages every row for one GEMM after the last block (`direct`:
 // direct_blocks, which every rank decides alike, as an algorithm choice must be).
 bool stages_every_row(const AllGatherMatmulProblem& p, bool direct) {
-  if (p.world_size < 2 || p.m * p.world_size > kMaxGemmRows) return false;
-  return !x2_stays_cached(p) || (p.m < kMinBlockRows && !direct);
+  return p.world_size >= 2 && p.m * p.world_size <= kMaxGemmRows && !on_arrival(p, direct);
 }
 
 }  // namespace
