@@ -131,13 +131,18 @@ commfuseStatus_t commfuseAllToAll(const void* sendbuf, void* recvbuf, uint64_t c
  * Tensors are descriptors of caller-owned memory. Each operator has two calls:
  *   XxxGetWorkspaceSize(inputs..., outputs..., &workspaceSize, &executor)
  *     validates every argument on this rank before any communication (an invalid one
- *     returns its status here, and aborts the group so that peers already waiting fail at
- *     once naming this rank) and creates an executor;
+ *     returns its status here, and is told to the group, so that peers already waiting
+ *     fail the call at once naming this rank; the communicator stays usable) and creates an
+ *     executor;
  *   Xxx(workspace, workspaceSize, executor, stream)
  *     runs it. The executor is consumed by this call, successful or not (as aclnn's is);
  *     an executor that will not be run is freed with commfuseDestroyOpExecutor. Running or
- *     destroying a consumed executor again is PARAM_INVALID on this rank (an executor is an
- *     opaque handle, never reused, not a pointer to dereference).
+ *     destroying a consumed executor again is PARAM_INVALID on this rank; running one made
+ *     for another operator is PARAM_INVALID told to the group.
+ * Every handle (communicator, tensor descriptor, int array, packed weight, executor) is an
+ * opaque number, never reused, not a pointer to dereference: one already destroyed (or
+ * consumed), or never returned by commfuse, is PARAM_INVALID naming the argument, and
+ * destroying NULL does nothing.
  * The tensors' memory must stay valid until the second call returns; the descriptors
  * themselves may be destroyed right after the first call. workspace must be 4-byte aligned
  * and hold workspaceSize bytes (null when 0). stream is for GPU builds; pass NULL on CPU.
@@ -191,16 +196,16 @@ commfuseStatus_t commfuseSetTensorDevice(commfuseTensor_t* tensor, commfuseDevic
  * packed (commfusePackedWeightIsPacked says 0) and the ops read x2 as given. */
 typedef struct commfusePackedWeight commfusePackedWeight_t;
 commfusePackedWeight_t* commfuseCreatePackedWeight(const commfuseTensor_t* x2, int64_t rows);
-/* 1 when a packed form was made, 0 when not, -1 for NULL. */
+/* 1 when a packed form was made, 0 when not, -1 for NULL or a destroyed handle. */
 int commfusePackedWeightIsPacked(const commfusePackedWeight_t* packed);
 commfuseStatus_t commfuseDestroyPackedWeight(const commfusePackedWeight_t* packed);
 /* Attaches packed (NULL: detaches) to the x2 descriptor: AllGatherMatmul, MatmulReduceScatter
  * and MatmulAllReduce (and their V2 forms), AlltoAllMatmul and AlltoAllQuantMatmul (A16W8, A16W4),
  * given this descriptor as x2 read the packed form (the C++ options' packed_x2). The descriptor
  * must describe the tensor packed (same data, dtype, shape, strides: else GetWorkspaceSize returns
- * PARAM_INVALID naming packed_x2), whose memory must not change while the packed form is used; the
- * packed weight must stay alive until the executors made with it have run, and be detached (NULL)
- * from every descriptor, or the descriptors destroyed, before it is destroyed. Not supported with
+ * PARAM_INVALID naming packed_x2), whose memory must not change while the packed form is used. The
+ * descriptors it is attached to, and the executors planned with them, keep the packed form alive:
+ * its handle may be destroyed at any time. Not supported with
  * fp8 / HiFloat8 x2, AlltoAllQuantMatmul A4W4 or CUDA tensors: PARAM_INVALID at GetWorkspaceSize.
  */
 commfuseStatus_t commfuseSetTensorPackedWeight(commfuseTensor_t* x2,

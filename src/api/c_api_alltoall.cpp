@@ -19,26 +19,20 @@ namespace {
 
 using commfuse::TensorView;
 using commfuse::api::guarded;
+using commfuse::api::optional_tensor_view;
+using commfuse::api::tensor_or_null;
+using commfuse::api::tensor_view;
 
-TensorView view_of(const commfuseTensor_t* t) {
-  return t != nullptr ? t->view : TensorView{};
+commfuse::api::HandleTable<commfuseIntArray>& int_arrays() {
+  static auto* const table = new commfuse::api::HandleTable<commfuseIntArray>;
+  return *table;
 }
 
-std::optional<TensorView> optional_view(const commfuseTensor_t* t) {
-  if (t == nullptr) return std::nullopt;
-  return t->view;
-}
-
-std::optional<std::vector<int64_t>> optional_array(const commfuseIntArray_t* a) {
+std::optional<std::vector<int64_t>> optional_array(const commfuseIntArray_t* a, const char* fn,
+                                                   const char* arg) {
   if (a == nullptr) return std::nullopt;
-  return a->values;
-}
-
-void check_outputs(const char* fn, uint64_t* workspace_size, commfuseOpExecutor_t** executor) {
-  CF_CHECK_NOTNULL(workspace_size, fn, ": workspaceSize (output) is null");
-  CF_CHECK_NOTNULL(executor, fn, ": executor (output) is null");
-  *executor = nullptr;
-  *workspace_size = 0;
+  return commfuse::api::live_handle(int_arrays(), a, fn, arg, "int array", "commfuseCreateIntArray")
+      ->values;
 }
 
 }  // namespace
@@ -51,15 +45,21 @@ commfuseIntArray_t* commfuseCreateIntArray(const int64_t* value, uint64_t size) 
     CF_CHECK_ARG(size <= 64, "commfuseCreateIntArray: size is ", size, " (at most 64)");
     if (size > 0)
       CF_CHECK_NOTNULL(value, "commfuseCreateIntArray: value is null (size ", size, ")");
-    auto a = std::make_unique<commfuseIntArray>();
+    auto a = std::make_shared<commfuseIntArray>();
     if (size > 0) a->values.assign(value, value + size);
-    out = a.release();
+    out = int_arrays().add<commfuseIntArray_t>(std::move(a));
   });
   return out;
 }
 
 commfuseStatus_t commfuseDestroyIntArray(const commfuseIntArray_t* array) {
-  return guarded("commfuseDestroyIntArray", [&] { delete array; });
+  constexpr const char* fn = "commfuseDestroyIntArray";
+  return guarded(fn, [&] {
+    if (array == nullptr) return;
+    CF_CHECK_ARG(int_arrays().take(array) != nullptr, fn,
+                 ": array is not a live int array (already destroyed, or not one that "
+                 "commfuseCreateIntArray returned)");
+  });
 }
 
 commfuseStatus_t commfuseAlltoAllQuantMatmulGetWorkspaceSize(
@@ -74,15 +74,23 @@ commfuseStatus_t commfuseAlltoAllQuantMatmulGetWorkspaceSize(
     commfuseOpExecutor_t** executor) {
   constexpr const char* fn = "commfuseAlltoAllQuantMatmulGetWorkspaceSize";
   return guarded(fn, [&] {
-    check_outputs(fn, workspaceSize, executor);
-    CF_CHECK_NOTNULL(group, "alltoall_quant_matmul: group is null");
+    constexpr const char* op = "alltoall_quant_matmul";
     commfuse::AlltoAllQuantMatmulOptions o;
-    o.bias = optional_view(biasOptional);
-    o.x1_scale = optional_view(x1ScaleOptional);
-    o.comm_scale = optional_view(commScaleOptional);
-    o.x1_offset = optional_view(x1OffsetOptional);
-    o.x2_offset = optional_view(x2OffsetOptional);
-    o.all_to_all_axes = optional_array(alltoAllAxesOptional);
+    commfuse::api::WeightArg x2a;
+    TensorView x1v, x2sv, outv, a2av;
+    commfuse::api::before_plan(op, group, workspaceSize, executor, [&] {
+      x1v = tensor_view(x1, fn, "x1");
+      x2a = commfuse::api::weight_arg(x2, fn, "x2");
+      x2sv = tensor_view(x2Scale, fn, "x2Scale");
+      outv = tensor_view(output, fn, "output");
+      a2av = tensor_view(alltoAllOutOptional, fn, "alltoAllOutOptional");
+      o.bias = optional_tensor_view(biasOptional, fn, "biasOptional");
+      o.x1_scale = optional_tensor_view(x1ScaleOptional, fn, "x1ScaleOptional");
+      o.comm_scale = optional_tensor_view(commScaleOptional, fn, "commScaleOptional");
+      o.x1_offset = optional_tensor_view(x1OffsetOptional, fn, "x1OffsetOptional");
+      o.x2_offset = optional_tensor_view(x2OffsetOptional, fn, "x2OffsetOptional");
+      o.all_to_all_axes = optional_array(alltoAllAxesOptional, fn, "alltoAllAxesOptional");
+    });
     o.x1_quant_mode = x1QuantMode;
     o.x2_quant_mode = x2QuantMode;
     o.comm_quant_mode = commQuantMode;
@@ -91,12 +99,10 @@ commfuseStatus_t commfuseAlltoAllQuantMatmulGetWorkspaceSize(
     o.group_size = groupSize;
     o.transpose_x1 = transposeX1 != 0;
     o.transpose_x2 = transposeX2 != 0;
-    o.packed_x2 = x2 != nullptr ? x2->packed : nullptr;
-    auto plan = std::make_unique<commfuse::AlltoAllQuantMatmulPlan>(
-        view_of(x1), view_of(x2), view_of(x2Scale), group, view_of(output),
-        view_of(alltoAllOutOptional), o);
-    *executor =
-        commfuse::api::make_executor("alltoall_quant_matmul", std::move(plan), workspaceSize);
+    o.packed_x2 = x2a.packed.get();
+    auto plan = std::make_unique<commfuse::AlltoAllQuantMatmulPlan>(x1v, x2a.view, x2sv, group,
+                                                                    outv, a2av, o);
+    *executor = commfuse::api::make_executor(op, std::move(plan), workspaceSize, x2a.packed);
   });
 }
 
@@ -116,17 +122,23 @@ commfuseStatus_t commfuseAlltoAllMatmulGetWorkspaceSize(
     uint64_t* workspaceSize, commfuseOpExecutor_t** executor) {
   constexpr const char* fn = "commfuseAlltoAllMatmulGetWorkspaceSize";
   return guarded(fn, [&] {
-    check_outputs(fn, workspaceSize, executor);
-    CF_CHECK_NOTNULL(group, "alltoall_matmul: group is null");
+    constexpr const char* op = "alltoall_matmul";
     commfuse::AlltoAllMatmulOptions o;
-    o.bias = optional_view(biasOptional);
-    o.all_to_all_axes = optional_array(alltoAllAxesOptional);
+    commfuse::api::WeightArg x2a;
+    TensorView x1v, outv, a2av;
+    commfuse::api::before_plan(op, group, workspaceSize, executor, [&] {
+      x1v = tensor_view(x1, fn, "x1");
+      x2a = commfuse::api::weight_arg(x2, fn, "x2");
+      outv = tensor_view(output, fn, "output");
+      a2av = tensor_view(alltoAllOutOptional, fn, "alltoAllOutOptional");
+      o.bias = optional_tensor_view(biasOptional, fn, "biasOptional");
+      o.all_to_all_axes = optional_array(alltoAllAxesOptional, fn, "alltoAllAxesOptional");
+    });
     o.transpose_x1 = transposeX1 != 0;
     o.transpose_x2 = transposeX2 != 0;
-    o.packed_x2 = x2 != nullptr ? x2->packed : nullptr;
-    auto plan = std::make_unique<commfuse::AlltoAllMatmulPlan>(
-        view_of(x1), view_of(x2), group, view_of(output), view_of(alltoAllOutOptional), o);
-    *executor = commfuse::api::make_executor("alltoall_matmul", std::move(plan), workspaceSize);
+    o.packed_x2 = x2a.packed.get();
+    auto plan = std::make_unique<commfuse::AlltoAllMatmulPlan>(x1v, x2a.view, group, outv, a2av, o);
+    *executor = commfuse::api::make_executor(op, std::move(plan), workspaceSize, x2a.packed);
   });
 }
 

@@ -6,21 +6,23 @@
 #include <memory>
 
 #include "api/c_api_guard.hpp"
+#include "api/c_api_handles.hpp"
 #include "core/error.hpp"
-
-// The opaque C handle is the C++ communicator.
-struct commfuseComm {
-  std::unique_ptr<commfuse::Comm> comm;
-};
 
 namespace {
 
 using commfuse::api::guarded;
 
-commfuse::Comm& get(commfuseComm_t c, const char* fn) {
-  CF_CHECK_NOTNULL(c, fn, ": comm is null");
-  CF_CHECK_NOTNULL(c->comm.get(), fn, ": comm was destroyed");
-  return *c->comm;
+// The handles' table (c_api_handles.hpp); the C type commfuseComm is never defined.
+commfuse::api::HandleTable<commfuse::Comm>& comms() {
+  static auto* const table = new commfuse::api::HandleTable<commfuse::Comm>;
+  return *table;
+}
+
+// Shared: a destroy from another thread cannot free the communicator under a call on it.
+std::shared_ptr<commfuse::Comm> get(commfuseComm_t c, const char* fn) {
+  return commfuse::api::live_handle(comms(), c, fn, "comm", "communicator",
+                                    "commfuseCommInitRank or commfuseCommInitFromEnv");
 }
 
 commfuse::DType dt(commfuseDataType t) {
@@ -37,9 +39,8 @@ commfuseStatus_t commfuseCommInitRank(int rank, int worldSize, const char* initM
     CF_CHECK_NOTNULL(comm, "commfuseCommInitRank: comm (output) is null");
     CF_CHECK_NOTNULL(initMethod, "commfuseCommInitRank: initMethod is null");
     *comm = nullptr;
-    auto handle = std::make_unique<commfuseComm>();
-    handle->comm = std::make_unique<commfuse::Comm>(rank, worldSize, initMethod);
-    *comm = handle.release();
+    *comm =
+        comms().add<commfuseComm>(std::make_shared<commfuse::Comm>(rank, worldSize, initMethod));
   });
 }
 
@@ -47,20 +48,26 @@ commfuseStatus_t commfuseCommInitFromEnv(commfuseComm_t* comm) {
   return guarded("commfuseCommInitFromEnv", [&] {
     CF_CHECK_NOTNULL(comm, "commfuseCommInitFromEnv: comm (output) is null");
     *comm = nullptr;
-    auto handle = std::make_unique<commfuseComm>();
-    handle->comm = commfuse::Comm::from_env();
-    *comm = handle.release();
+    *comm = comms().add<commfuseComm>(std::shared_ptr<commfuse::Comm>(commfuse::Comm::from_env()));
   });
 }
 
 commfuseStatus_t commfuseCommDestroy(commfuseComm_t comm) {
-  return guarded("commfuseCommDestroy", [&] { delete comm; });
+  constexpr const char* fn = "commfuseCommDestroy";
+  return guarded(fn, [&] {
+    if (comm == nullptr) return;
+    // The communicator goes when the last call on it (another thread's) returns.
+    CF_CHECK_ARG(comms().take(comm) != nullptr, fn,
+                 ": comm is not a live communicator (already destroyed, or not one that "
+                 "commfuseCommInitRank or commfuseCommInitFromEnv returned)");
+  });
 }
 
 commfuseStatus_t commfuseCommGetName(commfuseComm_t comm, char* name) {
   return guarded("commfuseCommGetName", [&] {
     CF_CHECK_NOTNULL(name, "commfuseCommGetName: name is null");
-    const std::string& n = get(comm, "commfuseCommGetName").name();
+    const auto c = get(comm, "commfuseCommGetName");
+    const std::string& n = c->name();
     CF_ASSERT(n.size() < COMMFUSE_COMM_NAME_MAX);
     std::memcpy(name, n.c_str(), n.size() + 1);
   });
@@ -69,23 +76,22 @@ commfuseStatus_t commfuseCommGetName(commfuseComm_t comm, char* name) {
 commfuseStatus_t commfuseCommRank(commfuseComm_t comm, int* rank) {
   return guarded("commfuseCommRank", [&] {
     CF_CHECK_NOTNULL(rank, "commfuseCommRank: rank is null");
-    *rank = get(comm, "commfuseCommRank").rank();
+    *rank = get(comm, "commfuseCommRank")->rank();
   });
 }
 
 commfuseStatus_t commfuseCommSize(commfuseComm_t comm, int* worldSize) {
   return guarded("commfuseCommSize", [&] {
     CF_CHECK_NOTNULL(worldSize, "commfuseCommSize: worldSize is null");
-    *worldSize = get(comm, "commfuseCommSize").world_size();
+    *worldSize = get(comm, "commfuseCommSize")->world_size();
   });
 }
 
 commfuseStatus_t commfuseCommIsUsable(commfuseComm_t comm, int* usable) {
   return guarded("commfuseCommIsUsable", [&] {
     CF_CHECK_NOTNULL(usable, "commfuseCommIsUsable: usable is null");
-    const commfuse::Comm& c = get(comm, "commfuseCommIsUsable");
     // One reading: an abort from another thread may come between two.
-    const std::string failure = c.failure();
+    const std::string failure = get(comm, "commfuseCommIsUsable")->failure();
     *usable = failure.empty() ? 1 : 0;
     if (!failure.empty()) commfuse::api::last_error() = failure;
   });
@@ -93,44 +99,44 @@ commfuseStatus_t commfuseCommIsUsable(commfuseComm_t comm, int* usable) {
 
 commfuseStatus_t commfuseCommAbort(commfuseComm_t comm) {
   return guarded("commfuseCommAbort",
-                 [&] { get(comm, "commfuseCommAbort").abort("commfuseCommAbort"); });
+                 [&] { get(comm, "commfuseCommAbort")->abort("commfuseCommAbort"); });
 }
 
 commfuseStatus_t commfuseBarrier(commfuseComm_t comm) {
-  return guarded("commfuseBarrier", [&] { get(comm, "commfuseBarrier").barrier(); });
+  return guarded("commfuseBarrier", [&] { get(comm, "commfuseBarrier")->barrier(); });
 }
 
 commfuseStatus_t commfuseBroadcast(void* buf, uint64_t count, commfuseDataType dtype, int root,
                                    commfuseComm_t comm) {
   return guarded("commfuseBroadcast",
-                 [&] { get(comm, "commfuseBroadcast").broadcast(buf, count, dt(dtype), root); });
+                 [&] { get(comm, "commfuseBroadcast")->broadcast(buf, count, dt(dtype), root); });
 }
 
 commfuseStatus_t commfuseAllGather(const void* sendbuf, void* recvbuf, uint64_t sendCount,
                                    commfuseDataType dtype, commfuseComm_t comm) {
   return guarded("commfuseAllGather", [&] {
-    get(comm, "commfuseAllGather").all_gather(sendbuf, recvbuf, sendCount, dt(dtype));
+    get(comm, "commfuseAllGather")->all_gather(sendbuf, recvbuf, sendCount, dt(dtype));
   });
 }
 
 commfuseStatus_t commfuseReduceScatter(const void* sendbuf, void* recvbuf, uint64_t recvCount,
                                        commfuseDataType dtype, commfuseComm_t comm) {
   return guarded("commfuseReduceScatter", [&] {
-    get(comm, "commfuseReduceScatter").reduce_scatter(sendbuf, recvbuf, recvCount, dt(dtype));
+    get(comm, "commfuseReduceScatter")->reduce_scatter(sendbuf, recvbuf, recvCount, dt(dtype));
   });
 }
 
 commfuseStatus_t commfuseAllReduce(const void* sendbuf, void* recvbuf, uint64_t count,
                                    commfuseDataType dtype, commfuseComm_t comm) {
   return guarded("commfuseAllReduce", [&] {
-    get(comm, "commfuseAllReduce").all_reduce(sendbuf, recvbuf, count, dt(dtype));
+    get(comm, "commfuseAllReduce")->all_reduce(sendbuf, recvbuf, count, dt(dtype));
   });
 }
 
 commfuseStatus_t commfuseAllToAll(const void* sendbuf, void* recvbuf, uint64_t countPerPeer,
                                   commfuseDataType dtype, commfuseComm_t comm) {
   return guarded("commfuseAllToAll", [&] {
-    get(comm, "commfuseAllToAll").all_to_all(sendbuf, recvbuf, countPerPeer, dt(dtype));
+    get(comm, "commfuseAllToAll")->all_to_all(sendbuf, recvbuf, countPerPeer, dt(dtype));
   });
 }
 

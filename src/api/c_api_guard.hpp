@@ -12,22 +12,39 @@ namespace commfuse::api {
 
 std::string& last_error();
 
+// Sets the last-error message; under memory so short that the message cannot be copied,
+// a fixed one that needs no allocation (short-string storage), never an exception.
+inline void set_last_error(const char* fn, const char* what, const char* detail) noexcept {
+  try {
+    std::string& e = last_error();
+    e.clear();
+    if (fn != nullptr)
+      e.append(fn).append(": ").append(what);
+    else
+      e.append(what);
+    if (detail != nullptr) e.append(detail);
+  } catch (...) {
+    last_error().clear();
+    last_error().append("out of memory");  // 13 bytes: stored in place, nothing allocated
+  }
+}
+
 template <typename F>
 commfuseStatus_t guarded(const char* fn, F&& body) {
   try {
     body();
     return COMMFUSE_SUCCESS;
   } catch (const commfuse::Error& e) {
-    last_error() = e.what();
+    set_last_error(nullptr, e.what(), nullptr);
     return static_cast<commfuseStatus_t>(e.code());
   } catch (const std::bad_alloc&) {
-    last_error() = std::string(fn) + ": out of memory";
+    set_last_error(fn, "out of memory", nullptr);
     return COMMFUSE_RUNTIME_ERROR;
   } catch (const std::exception& e) {
-    last_error() = std::string(fn) + ": internal error: " + e.what();
+    set_last_error(fn, "internal error: ", e.what());
     return COMMFUSE_INNER;
   } catch (...) {
-    last_error() = std::string(fn) + ": internal error: unknown exception";
+    set_last_error(fn, "internal error: unknown exception", nullptr);
     return COMMFUSE_INNER;
   }
 }

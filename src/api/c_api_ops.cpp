@@ -19,22 +19,9 @@ namespace {
 
 using commfuse::TensorView;
 using commfuse::api::guarded;
-
-TensorView view_of(const commfuseTensor_t* t) {
-  return t != nullptr ? t->view : TensorView{};
-}
-
-std::optional<TensorView> optional_view(const commfuseTensor_t* t) {
-  if (t == nullptr) return std::nullopt;
-  return t->view;
-}
-
-void check_outputs(const char* fn, uint64_t* workspace_size, commfuseOpExecutor_t** executor) {
-  CF_CHECK_NOTNULL(workspace_size, fn, ": workspaceSize (output) is null");
-  CF_CHECK_NOTNULL(executor, fn, ": executor (output) is null");
-  *executor = nullptr;
-  *workspace_size = 0;
-}
+using commfuse::api::optional_tensor_view;
+using commfuse::api::tensor_or_null;
+using commfuse::api::tensor_view;
 
 // streamMode has no meaning on CPU; 1 is the only value CANN defines, so ported code passes
 // it and anything else is a mistake worth reporting. Checked after the plan (which found the
@@ -66,24 +53,30 @@ commfuseStatus_t all_gather_matmul_plan(const char* fn, const commfuseTensor_t* 
                                         const commfuseTensor_t* output,
                                         const commfuseTensor_t* gatherOut, uint64_t* workspaceSize,
                                         commfuseOpExecutor_t** executor) {
+  constexpr const char* op = "all_gather_matmul";
   return guarded(fn, [&] {
-    check_outputs(fn, workspaceSize, executor);
-    CF_CHECK_NOTNULL(group, "all_gather_matmul: group is null");
     commfuse::AllGatherMatmulOptions o;
-    o.bias = optional_view(bias);
-    o.x1_scale = optional_view(x1Scale);
-    o.x2_scale = optional_view(x2Scale);
-    o.packed_x2 = x2 != nullptr ? x2->packed : nullptr;
+    commfuse::api::WeightArg x2a;
+    TensorView x1v, outv, gatherv;
+    commfuse::api::before_plan(op, group, workspaceSize, executor, [&] {
+      x1v = tensor_view(x1, fn, "x1");
+      x2a = commfuse::api::weight_arg(x2, fn, "x2");
+      outv = tensor_view(output, fn, "output");
+      gatherv = tensor_view(gatherOut, fn, "gatherOut");
+      o.bias = optional_tensor_view(bias, fn, "bias");
+      o.x1_scale = optional_tensor_view(x1Scale, fn, "x1Scale");
+      o.x2_scale = optional_tensor_view(x2Scale, fn, "x2Scale");
+    });
+    o.packed_x2 = x2a.packed.get();
     o.gather_index = gatherIndex;
     // No gather_out, or torch's empty (0,) tensor: the gathered rows are not returned.
-    o.gather_output =
-        gatherOut != nullptr && !(gatherOut->view.ndim == 1 && gatherOut->view.shape[0] == 0);
+    o.gather_output = gatherOut != nullptr && !(gatherv.ndim == 1 && gatherv.shape[0] == 0);
     o.comm_turn = commTurn;
-    const int world = group_size("all_gather_matmul", group);
-    auto plan = std::make_unique<commfuse::AllGatherMatmulPlan>(
-        view_of(x1), view_of(x2), group, world, view_of(output), view_of(gatherOut), o);
-    check_stream_mode("all_gather_matmul", group, streamMode);
-    *executor = commfuse::api::make_executor("all_gather_matmul", std::move(plan), workspaceSize);
+    const int world = group_size(op, group);
+    auto plan = std::make_unique<commfuse::AllGatherMatmulPlan>(x1v, x2a.view, group, world, outv,
+                                                                gatherv, o);
+    check_stream_mode(op, group, streamMode);
+    *executor = commfuse::api::make_executor(op, std::move(plan), workspaceSize, x2a.packed);
   });
 }
 
@@ -97,28 +90,37 @@ commfuseStatus_t matmul_reduce_plan(const char* fn, bool all_reduce, const commf
                                     commfuseOpExecutor_t** executor) {
   const char* op = all_reduce ? "matmul_all_reduce" : "matmul_reduce_scatter";
   return guarded(fn, [&] {
-    check_outputs(fn, workspaceSize, executor);
-    CF_CHECK_NOTNULL(group, op, ": group is null");
-    CF_CHECK_NOTNULL(reduceOp, op, ": reduceOp is null");
     commfuse::MatmulReduceOptions o;
+    commfuse::api::WeightArg x2a;
+    TensorView x1v, outv;
+    commfuse::api::before_plan(op, group, workspaceSize, executor, [&] {
+      CF_CHECK_NOTNULL(reduceOp, "reduceOp is null");
+      x1v = tensor_view(x1, fn, "x1");
+      x2a = commfuse::api::weight_arg(x2, fn, "x2");
+      outv = tensor_view(output, fn, "output");
+      o.bias = optional_tensor_view(bias, fn, "bias");
+      o.x1_scale = optional_tensor_view(x1Scale, fn, "x1Scale");
+      o.x2_scale = optional_tensor_view(x2Scale, fn, "x2Scale");
+    });
     o.reduce_op = reduceOp;
-    o.bias = optional_view(bias);
-    o.x1_scale = optional_view(x1Scale);
-    o.x2_scale = optional_view(x2Scale);
     o.comm_turn = commTurn;
-    o.packed_x2 = x2 != nullptr ? x2->packed : nullptr;
-    if (all_reduce) {
-      auto plan = std::make_unique<commfuse::MatmulAllReducePlan>(view_of(x1), view_of(x2), group,
-                                                                  view_of(output), o);
-      check_stream_mode(op, group, streamMode);
-      *executor = commfuse::api::make_executor(op, std::move(plan), workspaceSize);
-      return;
-    }
-    const int world = group_size(op, group);
-    auto plan = std::make_unique<commfuse::MatmulReduceScatterPlan>(view_of(x1), view_of(x2), group,
-                                                                    world, view_of(output), o);
+    o.packed_x2 = x2a.packed.get();
+    std::unique_ptr<commfuse::Plan> plan;
+    if (all_reduce)
+      plan = std::make_unique<commfuse::MatmulAllReducePlan>(x1v, x2a.view, group, outv, o);
+    else
+      plan = std::make_unique<commfuse::MatmulReduceScatterPlan>(x1v, x2a.view, group,
+                                                                 group_size(op, group), outv, o);
     check_stream_mode(op, group, streamMode);
-    *executor = commfuse::api::make_executor(op, std::move(plan), workspaceSize);
+    *executor = commfuse::api::make_executor(op, std::move(plan), workspaceSize, x2a.packed);
+  });
+}
+
+// An op's second call (Xxx or XxxV2, fn): runs and frees its executor.
+commfuseStatus_t run_op(const char* fn, const char* op, void* workspace, uint64_t workspace_size,
+                        commfuseOpExecutor_t* executor, void* stream) {
+  return guarded(fn, [&] {
+    commfuse::api::run_executor(fn, op, executor, workspace, workspace_size, stream);
   });
 }
 
@@ -136,7 +138,7 @@ commfuseTensor_t* commfuseCreateTensor(const int64_t* shape, uint64_t ndim, cons
     CF_CHECK_ARG(commfuse::detail::dtype_is_valid(static_cast<commfuse::DType>(dtype)),
                  "commfuseCreateTensor: dtype value ", static_cast<int>(dtype),
                  " is not a commfuse dtype");
-    auto t = std::make_unique<commfuseTensor>();
+    auto t = std::make_shared<commfuseTensor>();
     TensorView& v = t->view;
     v.data = data;
     v.dtype = static_cast<commfuse::DType>(dtype);
@@ -154,27 +156,34 @@ commfuseTensor_t* commfuseCreateTensor(const int64_t* shape, uint64_t ndim, cons
       v.strides[i] = strides != nullptr ? strides[i] : contiguous;
       contiguous *= v.shape[i];
     }
-    out = t.release();
+    out = commfuse::api::tensors().add<commfuseTensor_t>(std::move(t));
   });
   return out;
 }
 
 commfuseStatus_t commfuseDestroyTensor(const commfuseTensor_t* tensor) {
-  return guarded("commfuseDestroyTensor", [&] { delete tensor; });
+  constexpr const char* fn = "commfuseDestroyTensor";
+  return guarded(fn, [&] {
+    if (tensor == nullptr) return;
+    CF_CHECK_ARG(commfuse::api::tensors().take(tensor) != nullptr, fn,
+                 ": tensor is not a live tensor descriptor (already destroyed, or not one that "
+                 "commfuseCreateTensor returned)");
+  });
 }
 
 commfuseStatus_t commfuseSetTensorDevice(commfuseTensor_t* tensor, commfuseDeviceType type,
                                          int index) {
   constexpr const char* fn = "commfuseSetTensorDevice";
   return guarded(fn, [&] {
-    CF_CHECK_NOTNULL(tensor, fn, ": tensor is null");
+    const auto t = commfuse::api::tensor_or_null(tensor, fn, "tensor");
+    CF_CHECK_NOTNULL(t, fn, ": tensor is null");
     CF_CHECK_ARG(type == COMMFUSE_DEVICE_CPU || type == COMMFUSE_DEVICE_CUDA, fn, ": type ",
                  static_cast<int>(type),
                  " is not COMMFUSE_DEVICE_CPU (0) or COMMFUSE_DEVICE_CUDA (1)");
     CF_CHECK_ARG(type == COMMFUSE_DEVICE_CUDA ? index >= 0 : index == 0, fn, ": index ", index,
                  type == COMMFUSE_DEVICE_CUDA ? " is negative (a CUDA device ordinal)"
                                               : " must be 0 for COMMFUSE_DEVICE_CPU");
-    tensor->view.device = {static_cast<commfuse::DeviceType>(type), index};
+    t->view.device = {static_cast<commfuse::DeviceType>(type), index};
   });
 }
 
@@ -201,16 +210,14 @@ commfuseStatus_t commfuseAllGatherMatmulV2GetWorkspaceSize(
 
 commfuseStatus_t commfuseAllGatherMatmulV2(void* workspace, uint64_t workspaceSize,
                                            commfuseOpExecutor_t* executor, void* stream) {
-  return commfuseAllGatherMatmul(workspace, workspaceSize, executor, stream);
+  return run_op("commfuseAllGatherMatmulV2", "all_gather_matmul", workspace, workspaceSize,
+                executor, stream);
 }
 
 commfuseStatus_t commfuseAllGatherMatmul(void* workspace, uint64_t workspaceSize,
                                          commfuseOpExecutor_t* executor, void* stream) {
-  constexpr const char* fn = "commfuseAllGatherMatmul";
-  return guarded(fn, [&] {
-    commfuse::api::run_executor(fn, "all_gather_matmul", executor, workspace, workspaceSize,
-                                stream);
-  });
+  return run_op("commfuseAllGatherMatmul", "all_gather_matmul", workspace, workspaceSize, executor,
+                stream);
 }
 
 commfuseStatus_t commfuseMatmulReduceScatterGetWorkspaceSize(
@@ -234,16 +241,14 @@ commfuseStatus_t commfuseMatmulReduceScatterV2GetWorkspaceSize(
 
 commfuseStatus_t commfuseMatmulReduceScatterV2(void* workspace, uint64_t workspaceSize,
                                                commfuseOpExecutor_t* executor, void* stream) {
-  return commfuseMatmulReduceScatter(workspace, workspaceSize, executor, stream);
+  return run_op("commfuseMatmulReduceScatterV2", "matmul_reduce_scatter", workspace, workspaceSize,
+                executor, stream);
 }
 
 commfuseStatus_t commfuseMatmulReduceScatter(void* workspace, uint64_t workspaceSize,
                                              commfuseOpExecutor_t* executor, void* stream) {
-  constexpr const char* fn = "commfuseMatmulReduceScatter";
-  return guarded(fn, [&] {
-    commfuse::api::run_executor(fn, "matmul_reduce_scatter", executor, workspace, workspaceSize,
-                                stream);
-  });
+  return run_op("commfuseMatmulReduceScatter", "matmul_reduce_scatter", workspace, workspaceSize,
+                executor, stream);
 }
 
 commfuseStatus_t commfuseMatmulAllReduceGetWorkspaceSize(
@@ -267,24 +272,14 @@ commfuseStatus_t commfuseMatmulAllReduceV2GetWorkspaceSize(
 
 commfuseStatus_t commfuseMatmulAllReduceV2(void* workspace, uint64_t workspaceSize,
                                            commfuseOpExecutor_t* executor, void* stream) {
-  return commfuseMatmulAllReduce(workspace, workspaceSize, executor, stream);
+  return run_op("commfuseMatmulAllReduceV2", "matmul_all_reduce", workspace, workspaceSize,
+                executor, stream);
 }
 
 commfuseStatus_t commfuseMatmulAllReduce(void* workspace, uint64_t workspaceSize,
                                          commfuseOpExecutor_t* executor, void* stream) {
-  constexpr const char* fn = "commfuseMatmulAllReduce";
-  return guarded(fn, [&] {
-    commfuse::api::run_executor(fn, "matmul_all_reduce", executor, workspace, workspaceSize,
-                                stream);
-  });
+  return run_op("commfuseMatmulAllReduce", "matmul_all_reduce", workspace, workspaceSize, executor,
+                stream);
 }
 
 }  // extern "C"
-
-namespace commfuse::api {
-
-TensorView tensor_view(const commfuseTensor_t* t) {
-  return view_of(t);
-}
-
-}  // namespace commfuse::api

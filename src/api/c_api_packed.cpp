@@ -1,5 +1,6 @@
 // C entry points of commfuse::PackedWeight (commfuse.h): create, query, attach to an x2
-// descriptor, destroy.
+// descriptor, destroy. A packed weight attached to a descriptor stays alive while the
+// descriptor, or an executor planned from it, holds it, whenever its handle is destroyed.
 #include <commfuse/commfuse.h>
 #include <commfuse/commfuse.hpp>
 
@@ -7,35 +8,61 @@
 
 #include "api/c_api_executor.hpp"
 #include "api/c_api_guard.hpp"
+#include "api/c_api_handles.hpp"
 #include "core/error.hpp"
 
-struct commfusePackedWeight {
-  commfuse::PackedWeight packed;
-};
+struct commfusePackedWeight;  // the handle's C type; the table holds the PackedWeight itself
+
+namespace {
 
 using commfuse::api::guarded;
 
+commfuse::api::HandleTable<const commfuse::PackedWeight>& packed_weights() {
+  static auto* const table = new commfuse::api::HandleTable<const commfuse::PackedWeight>;
+  return *table;
+}
+
+std::shared_ptr<const commfuse::PackedWeight> live_packed(const commfusePackedWeight_t* packed,
+                                                          const char* fn) {
+  return commfuse::api::live_handle(packed_weights(), packed, fn, "packed", "packed weight",
+                                    "commfuseCreatePackedWeight");
+}
+
+}  // namespace
+
 commfusePackedWeight_t* commfuseCreatePackedWeight(const commfuseTensor_t* x2, int64_t rows) {
+  constexpr const char* fn = "commfuseCreatePackedWeight";
   commfusePackedWeight_t* out = nullptr;
-  guarded("commfuseCreatePackedWeight", [&] {
-    CF_CHECK_NOTNULL(x2, "commfuseCreatePackedWeight: x2 is null");
-    out = new commfusePackedWeight{commfuse::PackedWeight(x2->view, rows)};
+  guarded(fn, [&] {
+    const auto d = commfuse::api::tensor_or_null(x2, fn, "x2");
+    CF_CHECK_NOTNULL(d, fn, ": x2 is null");
+    out = packed_weights().add<commfusePackedWeight_t>(
+        std::make_shared<const commfuse::PackedWeight>(d->view, rows));
   });
   return out;
 }
 
 int commfusePackedWeightIsPacked(const commfusePackedWeight_t* packed) {
-  return packed == nullptr ? -1 : packed->packed.packed() ? 1 : 0;
+  const auto p = packed_weights().find(packed);
+  return p == nullptr ? -1 : p->packed() ? 1 : 0;
 }
 
 commfuseStatus_t commfuseDestroyPackedWeight(const commfusePackedWeight_t* packed) {
-  return guarded("commfuseDestroyPackedWeight", [&] { delete packed; });
+  constexpr const char* fn = "commfuseDestroyPackedWeight";
+  return guarded(fn, [&] {
+    if (packed == nullptr) return;
+    CF_CHECK_ARG(packed_weights().take(packed) != nullptr, fn,
+                 ": packed is not a live packed weight (already destroyed, or not one that "
+                 "commfuseCreatePackedWeight returned)");
+  });
 }
 
 commfuseStatus_t commfuseSetTensorPackedWeight(commfuseTensor_t* x2,
                                                const commfusePackedWeight_t* packed) {
-  return guarded("commfuseSetTensorPackedWeight", [&] {
-    CF_CHECK_NOTNULL(x2, "commfuseSetTensorPackedWeight: x2 is null");
-    x2->packed = packed != nullptr ? &packed->packed : nullptr;
+  constexpr const char* fn = "commfuseSetTensorPackedWeight";
+  return guarded(fn, [&] {
+    const auto d = commfuse::api::tensor_or_null(x2, fn, "x2");
+    CF_CHECK_NOTNULL(d, fn, ": x2 is null");
+    d->packed = packed != nullptr ? live_packed(packed, fn) : nullptr;
   });
 }

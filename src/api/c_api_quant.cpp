@@ -20,14 +20,14 @@ commfuseStatus_t plan_quant(const char* fn, const char* op, const commfuseTensor
                             const commfuseTensor_t* output, uint64_t* workspaceSize,
                             commfuseOpExecutor_t** executor) {
   return guarded(fn, [&] {
-    CF_CHECK_NOTNULL(workspaceSize, fn, ": workspaceSize (output) is null");
-    CF_CHECK_NOTNULL(executor, fn, ": executor (output) is null");
-    *executor = nullptr;
-    *workspaceSize = 0;
-    CF_CHECK_NOTNULL(group, op, ": group is null");
-    CF_CHECK_NOTNULL(reduceOp, op, ": reduceOp is null");
-    auto plan = std::make_unique<OpPlanT>(tensor_view(x), tensor_view(scales), group, reduceOp,
-                                          tensor_view(output));
+    commfuse::TensorView xv, sv, outv;
+    commfuse::api::before_plan(op, group, workspaceSize, executor, [&] {
+      CF_CHECK_NOTNULL(reduceOp, "reduceOp is null");
+      xv = tensor_view(x, fn, "x");
+      sv = tensor_view(scales, fn, "scales");
+      outv = tensor_view(output, fn, "output");
+    });
+    auto plan = std::make_unique<OpPlanT>(xv, sv, group, reduceOp, outv);
     *executor = commfuse::api::make_executor(op, std::move(plan), workspaceSize);
   });
 }
@@ -79,7 +79,9 @@ commfuseStatus_t commfuseQuantize(const commfuseTensor_t* x, const char* mode, i
                                   const commfuseTensor_t* q, const commfuseTensor_t* scales) {
   return guarded("commfuseQuantize", [&] {
     CF_CHECK_NOTNULL(mode, "quantize: mode is null");
-    commfuse::quantize(tensor_view(x), mode, tensor_view(q), tensor_view(scales), groupSize);
+    constexpr const char* fn = "commfuseQuantize";
+    commfuse::quantize(tensor_view(x, fn, "x"), mode, tensor_view(q, fn, "q"),
+                       tensor_view(scales, fn, "scales"), groupSize);
   });
 }
 
@@ -88,7 +90,9 @@ commfuseStatus_t commfuseDequantize(const commfuseTensor_t* q, const commfuseTen
                                     const commfuseTensor_t* output) {
   return guarded("commfuseDequantize", [&] {
     CF_CHECK_NOTNULL(mode, "dequantize: mode is null");
-    commfuse::dequantize(tensor_view(q), tensor_view(scales), mode, tensor_view(output), groupSize);
+    constexpr const char* fn = "commfuseDequantize";
+    commfuse::dequantize(tensor_view(q, fn, "q"), tensor_view(scales, fn, "scales"), mode,
+                         tensor_view(output, fn, "output"), groupSize);
   });
 }
 

@@ -91,9 +91,10 @@ bool fits_a_buffer(DType dtype, size_t elements) {
 
 // Checks shared by every collective; `what` names the op for messages. blocks:
 // count-element blocks in the call's larger buffer (all_gather's dst, reduce_scatter's
-// src, all_to_all's: R; else 1).
+// src, all_to_all's: R; else 1). src_name, dst_name: the buffers' names in messages.
 void check_buffers(comm::CommImpl& c, const char* what, const void* src, const void* dst,
-                   size_t count, DType dtype, bool needs_sum, int blocks = 1) {
+                   size_t count, DType dtype, bool needs_sum, int blocks = 1,
+                   const char* src_name = "src", const char* dst_name = "dst") {
   const int r = c.rank();
   if (!valid_dtype(dtype))
     c.reject(Status::kParamInvalid,
@@ -120,10 +121,10 @@ void check_buffers(comm::CommImpl& c, const char* what, const void* src, const v
                                                 " must be even (two elements per byte)"));
   if (count > 0 && src == nullptr)
     c.reject(Status::kParamNullptr,
-             detail::cat(what, "(rank ", r, "): src is null (count ", count, ")"));
+             detail::cat(what, "(rank ", r, "): ", src_name, " is null (count ", count, ")"));
   if (count > 0 && dst == nullptr)
     c.reject(Status::kParamNullptr,
-             detail::cat(what, "(rank ", r, "): dst is null (count ", count, ")"));
+             detail::cat(what, "(rank ", r, "): ", dst_name, " is null (count ", count, ")"));
 }
 
 }  // namespace
@@ -180,7 +181,7 @@ void Comm::barrier() {
 
 void Comm::broadcast(void* buf, size_t count, DType dtype, int root) {
   const comm::CommImpl::Entered entered(*impl_, "broadcast");
-  check_buffers(*impl_, "broadcast", buf, buf, count, dtype, false);
+  check_buffers(*impl_, "broadcast", buf, buf, count, dtype, false, 1, "buf", "buf");
   if (root < 0 || root >= world_size())
     impl_->reject(Status::kParamInvalid, detail::cat("broadcast(rank ", rank(), "): root ", root,
                                                      " is not in [0, ", world_size(), ")"));

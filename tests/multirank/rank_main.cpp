@@ -637,6 +637,14 @@ int case_c_api(commfuse::Comm& cpp_comm) {
     EXPECT(false, "destroyed comm still registered");
   } catch (const commfuse::InvalidArgument&) {
   }
+  // The dead handle is refused, never read or freed again.
+  int stale_rank = -1;
+  EXPECT(commfuseCommRank(comm, &stale_rank) == COMMFUSE_PARAM_INVALID &&
+             std::strstr(commfuseGetLastErrorMessage(), "comm is not a live communicator"),
+         "rank of a destroyed comm: %s", commfuseGetLastErrorMessage());
+  EXPECT(commfuseCommDestroy(comm) == COMMFUSE_PARAM_INVALID, "comm destroyed twice: %s",
+         commfuseGetLastErrorMessage());
+  EXPECT(commfuseCommDestroy(nullptr) == COMMFUSE_SUCCESS, "destroy(NULL)");
   return 0;
 }
 

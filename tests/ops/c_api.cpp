@@ -3,6 +3,7 @@
 #include <commfuse/commfuse.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "numerics.hpp"
@@ -235,9 +236,19 @@ int case_c_api(commfuse::Comm& comm) {
     EXPECT(commfuseCreatePackedWeight(cx2.get(), bad_rows) == nullptr &&
                std::string(commfuseGetLastErrorMessage()).find("rows is -1") != std::string::npos,
            "rows -1: %s", commfuseGetLastErrorMessage());
-    EXPECT(commfuseSetTensorPackedWeight(cx2.get(), nullptr) == COMMFUSE_SUCCESS, "%s",
-           commfuseGetLastErrorMessage());
+    // The descriptor holds the packed form: its handle may go first, and the op still
+    // reads it (the same bits); the dead handle is refused, never read.
     EXPECT(commfuseDestroyPackedWeight(pw) == COMMFUSE_SUCCESS, "%s",
+           commfuseGetLastErrorMessage());
+    all_gather_c_vs_cpp("all_gather_matmul with packed x2 after its handle was destroyed", &cpp_pw);
+    EXPECT(commfusePackedWeightIsPacked(pw) == -1, "IsPacked(destroyed) is not -1");
+    EXPECT(commfuseDestroyPackedWeight(pw) == COMMFUSE_PARAM_INVALID &&
+               std::strstr(commfuseGetLastErrorMessage(), "not a live packed weight") != nullptr,
+           "packed weight destroyed twice: %s", commfuseGetLastErrorMessage());
+    EXPECT(commfuseSetTensorPackedWeight(cx2.get(), pw) == COMMFUSE_PARAM_INVALID &&
+               std::strstr(commfuseGetLastErrorMessage(), "packed is not a live") != nullptr,
+           "destroyed packed weight attached: %s", commfuseGetLastErrorMessage());
+    EXPECT(commfuseSetTensorPackedWeight(cx2.get(), nullptr) == COMMFUSE_SUCCESS, "%s",
            commfuseGetLastErrorMessage());
   }
   return 0;

@@ -515,7 +515,104 @@ void reject_c_api(commfuse::Comm& comm, Buffers& b, const std::string& rank) {
            {consumed});
   expect_c("c destroyed executor run", commfuseMatmulAllReduce(nullptr, 0, e, nullptr),
            COMMFUSE_PARAM_INVALID, {consumed});
+  // Handles are numbers looked up, not addresses: a destroyed descriptor, or a handle of
+  // another kind, is refused naming the argument; destroying one twice is refused too.
+  commfuseTensor_t* dead = commfuseCreateTensor(s_x1, 2, nullptr, f16, b.i());
+  EXPECT(commfuseDestroyTensor(dead) == COMMFUSE_SUCCESS, "%s", commfuseGetLastErrorMessage());
+  const char* not_live = "is not a live tensor descriptor";
+  expect_c("c tensor destroyed twice", commfuseDestroyTensor(dead), COMMFUSE_PARAM_INVALID,
+           {"commfuseDestroyTensor", not_live});
+  op = "matmul_all_reduce";
+  expect_c(
+      "c destroyed x1",
+      commfuseMatmulAllReduceGetWorkspaceSize(dead, x2, nullptr, gn, "sum", 0, 1, mar_out, &ws, &e),
+      COMMFUSE_PARAM_INVALID, {op, rank.c_str(), "x1 ", not_live});
+  const int64_t axes[] = {-1, -2};
+  commfuseIntArray_t* arr = commfuseCreateIntArray(axes, 2);
+  expect_c("c int array as bias",
+           commfuseMatmulAllReduceGetWorkspaceSize(x1, x2,
+                                                   reinterpret_cast<const commfuseTensor_t*>(arr),
+                                                   gn, "sum", 0, 1, mar_out, &ws, &e),
+           COMMFUSE_PARAM_INVALID, {op, rank.c_str(), "bias ", not_live});
+  EXPECT(commfuseDestroyIntArray(arr) == COMMFUSE_SUCCESS, "%s", commfuseGetLastErrorMessage());
+  expect_c("c int array destroyed twice", commfuseDestroyIntArray(arr), COMMFUSE_PARAM_INVALID,
+           {"commfuseDestroyIntArray", "is not a live int array"});
+  expect_c("c set device of a destroyed tensor",
+           commfuseSetTensorDevice(dead, COMMFUSE_DEVICE_CPU, 0), COMMFUSE_PARAM_INVALID,
+           {"commfuseSetTensorDevice", "tensor ", not_live});
+  EXPECT(commfuseDestroyTensor(nullptr) == COMMFUSE_SUCCESS, "destroy(NULL)");
+  EXPECT(e == nullptr, "an executor was returned with an error");
   for (commfuseTensor_t* t : {x1, x2, bad_x2, out, g, mar_out}) commfuseDestroyTensor(t);
+}
+
+// The C layer's own checks of one rank's call (before its plan) and an executor run as
+// another op are told to the group like the plan's rejections: rank 1 gets the status, the
+// peers, already executing matmul_all_reduce, fail at once naming rank 1, and the
+// communicator stays usable.
+void reject_peer_c_api(commfuse::Comm& comm) {
+  const int R = comm.world_size(), me = comm.rank();
+  const auto f16 = COMMFUSE_FLOAT16;
+  std::vector<uint8_t> in(1 << 12, 0), out(static_cast<size_t>(kM * kN) * 2, 0);
+  std::vector<uint8_t> workspace(1 << 16);
+  const int64_t s_x1[] = {kM, kK}, s_x2[] = {kK, kN}, s_out[] = {kM, kN};
+  commfuseTensor_t* x1 = commfuseCreateTensor(s_x1, 2, nullptr, f16, in.data());
+  commfuseTensor_t* x2 = commfuseCreateTensor(s_x2, 2, nullptr, f16, in.data());
+  commfuseTensor_t* o = commfuseCreateTensor(s_out, 2, nullptr, f16, out.data());
+  commfuseTensor_t* dead = commfuseCreateTensor(s_x1, 2, nullptr, f16, in.data());
+  commfuseDestroyTensor(dead);
+  const std::string group = comm.name();
+  const char* gn = group.c_str();
+  struct Mistake {
+    const char* what;
+    commfuseStatus_t code;
+    const char* needle;
+  };
+  const Mistake mistakes[] = {
+      {"null workspaceSize", COMMFUSE_PARAM_NULLPTR,
+       "matmul_all_reduce(rank 1): workspaceSize (output) is null"},
+      {"null reduceOp", COMMFUSE_PARAM_NULLPTR, "matmul_all_reduce(rank 1): reduceOp is null"},
+      {"destroyed x1", COMMFUSE_PARAM_INVALID, "x1 is not a live tensor descriptor"},
+      {"executor run as another op", COMMFUSE_PARAM_INVALID, "made for matmul_all_reduce"},
+  };
+  for (const Mistake& m : mistakes) {
+    const std::string what = m.what;
+    const bool wrong = me == 1;
+    uint64_t ws = 0;
+    commfuseOpExecutor_t* e = nullptr;
+    commfuseStatus_t got = COMMFUSE_SUCCESS;
+    if (wrong && what == "null workspaceSize")
+      got =
+          commfuseMatmulAllReduceGetWorkspaceSize(x1, x2, nullptr, gn, "sum", 0, 1, o, nullptr, &e);
+    else if (wrong && what == "null reduceOp")
+      got = commfuseMatmulAllReduceGetWorkspaceSize(x1, x2, nullptr, gn, nullptr, 0, 1, o, &ws, &e);
+    else if (wrong && what == "destroyed x1")
+      got = commfuseMatmulAllReduceGetWorkspaceSize(dead, x2, nullptr, gn, "sum", 0, 1, o, &ws, &e);
+    else
+      got = commfuseMatmulAllReduceGetWorkspaceSize(x1, x2, nullptr, gn, "sum", 0, 1, o, &ws, &e);
+    if (got == COMMFUSE_SUCCESS) {
+      EXPECT(ws <= workspace.size(), "%s: workspace %llu", m.what,
+             static_cast<unsigned long long>(ws));
+      got = wrong ? commfuseMatmulReduceScatter(workspace.data(), ws, e, nullptr)
+                  : commfuseMatmulAllReduce(workspace.data(), ws, e, nullptr);
+    }
+    const char* msg = commfuseGetLastErrorMessage();
+    if (wrong) {
+      EXPECT(got == m.code, "rank 1, %s: status %d, expected %d: %s", m.what, static_cast<int>(got),
+             static_cast<int>(m.code), msg);
+      EXPECT(std::strstr(msg, m.needle) != nullptr, "rank 1, %s: '%s' lacks '%s'", m.what, msg,
+             m.needle);
+    } else {
+      EXPECT(got == COMMFUSE_RUNTIME_ERROR && std::strstr(msg, "rank 1") != nullptr,
+             "rank %d, %s: status %d, not RUNTIME_ERROR naming rank 1: %s", me, m.what,
+             static_cast<int>(got), msg);
+    }
+    std::printf("rank %d, %s: got expected status %d: %s\n", me, m.what, static_cast<int>(got),
+                msg);
+  }
+  std::vector<float> one(4, 1.0f), sum(4);
+  comm.all_reduce(one.data(), sum.data(), one.size(), DType::kFloat32);
+  EXPECT(sum[3] == static_cast<float>(R), "all_reduce after the failed calls gave %g", sum[3]);
+  for (commfuseTensor_t* t : {x1, x2, o}) commfuseDestroyTensor(t);
 }
 
 }  // namespace
@@ -677,6 +774,7 @@ int case_reject_peer(commfuse::Comm& comm) {
   std::vector<float> one(4, 1.0f), sum(4);
   comm.all_reduce(one.data(), sum.data(), one.size(), DType::kFloat32);
   EXPECT(sum[3] == static_cast<float>(R), "all_reduce after the failed call gave %g", sum[3]);
+  reject_peer_c_api(comm);
   return 0;
 }
 

@@ -106,6 +106,7 @@ std::pair<uintptr_t, uintptr_t> byte_span(const TensorView& t) {
   uint64_t last = 0;  // offset of the last element, in elements
   for (int i = 0; i < t.ndim; ++i) {
     if (t.shape[i] <= 0) return {begin, begin};
+    if (t.shape[i] == 1) continue;  // its stride, never stepped, may be anything (INT64_MIN)
     last += static_cast<uint64_t>(t.shape[i] - 1) * static_cast<uint64_t>(std::abs(t.strides[i]));
   }
   return {begin, begin + dtype_storage_bytes(t.dtype, last + 1)};
