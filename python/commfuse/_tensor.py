@@ -31,6 +31,7 @@ Outputs are never copied: an ``out=`` array must be dense and writable.
 from __future__ import annotations
 
 import operator
+import sys
 from types import TracebackType
 from typing import Any, Optional, Sequence
 
@@ -57,7 +58,13 @@ _FAST_NAMES = frozenset(name for name, _ in _FAST.values())
 
 
 def is_torch(x: Any) -> bool:
-    return type(x).__module__.split(".", 1)[0] == "torch"
+    """Whether x is a torch.Tensor, a subclass defined outside torch included (its stream
+    and its results' type follow torch's rules). torch is not imported here: a tensor in
+    hand means it already is."""
+    if type(x).__module__.split(".", 1)[0] == "torch":
+        return True
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
 
 
 def _numpy_ref(x: np.ndarray, name: Optional[str], contiguous: bool,
@@ -75,6 +82,11 @@ def _numpy_ref(x: np.ndarray, name: Optional[str], contiguous: bool,
         if output:
             raise InvalidArgument(f"array has non-native byte order ({x.dtype})")
         x = x.astype(x.dtype.newbyteorder("="))
+    if any(st % x.itemsize for st in x.strides):  # a field of a record array, say
+        if output:  # DLPack (and the buffer protocol here) count strides in elements
+            raise InvalidArgument(f"array strides {x.strides} (bytes) are not multiples of "
+                                  f"its itemsize {x.itemsize}")
+        x = np.ascontiguousarray(x)
     if contiguous and not output and not x.flags.c_contiguous:
         x = np.ascontiguousarray(x)
     if x.dtype not in _NUMPY_OWN:  # ml_dtypes formats: the same memory as unsigned codes
@@ -109,8 +121,11 @@ def _fast_numpy_ref(x: Any, contiguous: bool, output: bool) -> Optional[_commfus
     if contiguous and not output and not flags.c_contiguous:
         return None
     own, unsigned = fast
-    return _commfuse.TensorRef(x if unsigned is None else x.view(unsigned), own,
-                               read_only=not flags.writeable)
+    try:  # anything unusual (strides not in whole elements) takes the general path
+        return _commfuse.TensorRef(x if unsigned is None else x.view(unsigned), own,
+                                   read_only=not flags.writeable)
+    except Exception:
+        return None
 
 
 def fast_matmul_inputs(x1: Any, x2: Any, bias: Any) -> Optional[tuple[Any, Any, Any]]:
@@ -134,7 +149,10 @@ def fast_output(out: Any, shape: tuple[int, ...], like: np.ndarray) -> Optional[
     dtype when out is None, else out itself when it is a numpy array of like's dtype and the
     expected shape (anything else: None, the general path). Never raises."""
     if out is None:
-        out = np.empty(shape, like.dtype)
+        try:  # out of memory: the general path raises it, telling the group
+            out = np.empty(shape, like.dtype)
+        except Exception:
+            return None
     elif type(out) is not np.ndarray or out.dtype != like.dtype or out.shape != shape:
         return None
     ref = _fast_numpy_ref(out, False, True)
@@ -161,6 +179,8 @@ def tensor_ref(x: Any, dtype: Optional[npt.DTypeLike] = None, *, contiguous: boo
     return _numpy_ref(np.asarray(x), name, contiguous, output)
 
 
+# Formats no array library has a dtype for: held as uint8 codes (int4: two per byte).
+_RAW_CODES = ("hifloat8", "int4")
 # commfuse name -> torch attribute name of the same dtype (the torch spelling of each).
 _TORCH_NAME = {name: t.split(".", 1)[1] for t, name in TORCH_DTYPES.items()}
 
@@ -180,6 +200,8 @@ def empty(shape: Sequence[int], name: str, like: Any = None) -> Any:
         if TORCH_DTYPES.get(str(like.dtype)) == name:
             return torch.empty(shape, dtype=like.dtype, device=like.device)
         torch_dtype = getattr(torch, _TORCH_NAME.get(name, ""), None)  # float8: torch >= 2.1
+        if name in _RAW_CODES:  # no torch dtype: the codes as bytes, on like's device
+            torch_dtype = torch.uint8
         if isinstance(torch_dtype, torch.dtype):
             return torch.empty(shape, dtype=torch_dtype, device=like.device)
     # int4 results are packed bytes, two elements per byte (as libcommfuse writes them).
@@ -244,7 +266,9 @@ class Args:
     """Prepares one call's arguments; an Error raised inside the ``with`` block gets the
     ``fn(rank r): `` prefix and is told to the group (when it exists) as this rank's
     rejection of the call, so peers already waiting in the op fail at once naming this rank
-    and the communicator stays usable, as for errors found in C++."""
+    and the communicator stays usable, as for errors found in C++. Any other exception
+    (TypeError, MemoryError, KeyboardInterrupt, ...) is told to the group the same way and
+    propagates unchanged."""
 
     def __init__(self, fn: str, group: Optional[str]) -> None:
         # group None: a local (not collective) function; errors get the ``fn: `` prefix.
@@ -263,6 +287,9 @@ class Args:
             message = f"{self.fn}(rank {self.rank}): {exc.message}"
             _commfuse.reject_group(self.group, message)
             raise type(exc)(message, exc.code) from None
+        if exc is not None and self.group is not None:
+            _commfuse.reject_group(self.group, f"{self.fn}(rank {self.rank}): "
+                                   f"{type(exc).__name__}: {exc}")
         return False
 
     def input(self, x: Any, what: str, dtype: Optional[npt.DTypeLike] = None, *,
@@ -290,8 +317,9 @@ class Args:
                 if ref is not None:
                     return out, ref
         array = empty(shape, name, like) if out is None else out
-        raw = isinstance(array, np.ndarray) and array.dtype.kind == "u" and name not in (
-            "int8", "int32", "int64")
+        raw = (isinstance(array, np.ndarray) and array.dtype.kind == "u" and name not in (
+            "int8", "int32", "int64")) or (name in _RAW_CODES and is_torch(array) and
+                                          str(array.dtype) == "torch.uint8")
         try:
             ref = tensor_ref(array, name if raw else None, output=True, fn=self.fn)
         except Error as e:

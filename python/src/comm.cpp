@@ -67,10 +67,14 @@ class PyComm {
 };
 
 // "all_gather(rank 1): " + message, rejected through the communicator (CommImpl::reject).
+// Called with the GIL, which telling the peers (a wait for them, bounded) gives up, so that
+// the rank's other Python threads (a watchdog's abort()) run meanwhile.
 template <typename... Args>
 [[noreturn]] void reject(Comm& c, const char* op, Args&&... args) {
-  c.impl().reject(Status::kParamInvalid,
-                  detail::cat(op, "(rank ", c.rank(), "): ", std::forward<Args>(args)...));
+  const std::string message =
+      detail::cat(op, "(rank ", c.rank(), "): ", std::forward<Args>(args)...);
+  nb::gil_scoped_release release;
+  c.impl().reject(Status::kParamInvalid, message);
 }
 
 bool overlap(const TensorRef& a, const TensorRef& b) {

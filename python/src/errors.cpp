@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstring>
 #include <exception>
 
 #include "bindings.hpp"
@@ -52,7 +53,14 @@ void translate(const std::exception_ptr& p, void*) {
                    e.what());
       return;
     }
-    PyObject* exc = PyObject_CallFunction(cls, "si", e.what(), static_cast<int>(e.code()));
+    // "replace": a reason cut to the transport's fixed message size may end inside a
+    // multi-byte character (an abort's), which must not turn the error into a decode error.
+    const char* what = e.what();
+    PyObject* message =
+        PyUnicode_DecodeUTF8(what, static_cast<Py_ssize_t>(std::strlen(what)), "replace");
+    if (message == nullptr) return;  // that error stands
+    PyObject* exc = PyObject_CallFunction(cls, "Oi", message, static_cast<int>(e.code()));
+    Py_DECREF(message);
     if (exc == nullptr) return;  // constructing the exception failed: that error stands
     PyErr_SetObject(cls, exc);
     Py_DECREF(exc);

@@ -188,7 +188,11 @@ TensorRef make_tensor_ref(AnyArray array, std::optional<std::string_view> dtype,
 }
 
 [[noreturn]] void reject_in_group(std::string_view group, Status code, const std::string& message) {
-  ops::tell_peers_rejected(group, message.c_str());  // no such group: only this rank learns
+  {
+    // Called with the GIL; telling waits for the peers (bounded): other threads run.
+    nb::gil_scoped_release release;
+    ops::tell_peers_rejected(group, message.c_str());  // no such group: only this rank learns
+  }
   detail::throw_status(code, message);
 }
 
@@ -267,6 +271,7 @@ void bind_tensor_ref(nb::module_& m) {
         // the call fail it naming this rank; the communicator stays usable).
         try {
           const HeldComm held = hold_group("reject_group", group);
+          nb::gil_scoped_release release;  // telling waits for the peers (bounded)
           ops::tell_peers_rejected(group, message.c_str());
         } catch (const Error&) {  // destroyed: no peers to tell
         }

@@ -247,6 +247,10 @@ def _rejection_body(rank, case):
                                                   None if bad else R)
         elif case == "broadcast_root_huge":
             op = lambda: comm.broadcast(np.ones(4, F32), root=2**40 if bad else 0)
+        elif case == "record_field_out":  # strides not in whole float32 elements
+            rec = np.zeros((2, 4), [("w", F32), ("p", np.uint8)])
+            op = lambda: commfuse.mm_all_reduce_base(x, w, comm.name,
+                                                     out=rec["w"] if bad else None)
         elif case == "none_input":  # SPEC §0: a required tensor that is null: PARAM_NULLPTR
             op = lambda: commfuse.mm_all_reduce_base(None if bad else x, w, comm.name)
         outcome = _outcome(op)
@@ -285,6 +289,8 @@ REJECTIONS = {
     "comm_turn_huge": r"all_gather_base_mm\(rank 1\): comm_turn is 1180591620717411303424, "
                       r"outside the 64-bit signed range",
     "a2a_world_size_none": r"alltoall_matmul\(rank 1\): world_size must be an integer",
+    "record_field_out": r"mm_all_reduce_base\(rank 1\): out: array strides \(20, 5\) \(bytes\) "
+                        r"are not multiples of its itemsize 4",
     "broadcast_root_huge": r"broadcast\(rank 1\): root is 1099511627776, outside the 32-bit",
 }
 
@@ -311,6 +317,43 @@ def test_rejection_fails_the_call_not_the_group(case):
         assert usable and after == [3.0] * 4, (usable, after)
 
 
+class _Unconvertible:
+    """An argument whose conversion raises an exception that is not a commfuse.Error."""
+
+    def __array__(self, *args, **kwargs):
+        raise ValueError("cannot be an array")
+
+
+def _foreign_exception_body(rank):
+    """Rank 1's argument raises ValueError while the call's arguments are prepared: it
+    propagates as it is, and rank 0, already in the op, fails at once naming rank 1."""
+    with commfuse.init() as comm:
+        x = np.ones((2, 8), F32)
+        w = np.ones((8, 4), F32)
+        try:
+            commfuse.mm_all_reduce_base(_Unconvertible() if rank == 1 else x, w, comm.name)
+            got = None
+        except ValueError as e:
+            got = ("ValueError", str(e))
+        except commfuse.Error as e:
+            got = (type(e).__name__, e.message)
+        # An input field of a record array (strides not in whole elements) is copied.
+        rec = np.zeros((8, 4), [("w", F32), ("p", np.uint8)])
+        rec["w"] = 1
+        y = commfuse.mm_all_reduce_base(x, rec["w"], comm.name)
+        return got, comm.usable, y.tolist()
+
+
+def test_a_foreign_exception_fails_the_peers_too():
+    outcomes = run(_foreign_exception_body, 2)
+    assert outcomes[1][0] == ("ValueError", "cannot be an array"), outcomes[1]
+    name, message = outcomes[0][0]
+    assert name == "RuntimeFailure" and "rank 1 rejected" in message, message
+    assert "ValueError: cannot be an array" in message, message
+    for _, usable, y in outcomes:
+        assert usable and y == [[16.0] * 4] * 2, (usable, y)
+
+
 def _abort_body(rank):
     with commfuse.init() as comm:
         x = np.ones(4, F32)
@@ -320,6 +363,21 @@ def _abort_body(rank):
             comm.abort("test")
         aborted = _outcome(lambda: comm.all_reduce(x))
         return mismatch, usable_after_mismatch, comm.usable, comm.failure, aborted
+
+
+def _long_abort_body(rank):
+    """An abort reason longer than the transport's message, in 3-byte characters: cut
+    inside one, it still reaches the peer as a RuntimeFailure (the cut character replaced)."""
+    with commfuse.init() as comm:
+        if rank == 1:
+            comm.abort("节点超时：" * 60)
+        return _outcome(lambda: comm.all_reduce(np.ones(4, F32)))
+
+
+def test_a_long_non_ascii_abort_reason_stays_a_runtime_failure():
+    for rank, got in enumerate(run(_long_abort_body, 2)):
+        assert got is not None and got[:2] == ("RuntimeFailure", 361001), (rank, got)
+        assert "节点超时：节点超时" in got[2], (rank, got[2][:200])
 
 
 def _watchdog_body(rank):

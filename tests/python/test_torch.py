@@ -294,6 +294,35 @@ def test_quantized_matmul_with_torch_tensors(torch, world_size):
     assert run(_quant_matmul_body, world_size) == [True] * world_size
 
 
+def _hifloat8_body(rank):
+    """HiFloat8 codes in torch uint8 tensors: the op's results are torch tensors too,
+    gather_out the codes themselves (uint8: torch has no HiFloat8 dtype)."""
+    import torch
+
+    with commfuse.init() as comm:
+        R = comm.world_size
+        vals = [small_ints(60 + s, (2, 8)) for s in range(R)]
+        w = small_ints(70 + rank, (8, 3))
+        x1 = torch.from_numpy(commfuse.convert(vals[rank].astype(np.float32), "hifloat8"))
+        x2 = torch.from_numpy(commfuse.convert(w.astype(np.float32), "hifloat8"))
+        s2 = torch.ones(3, dtype=torch.float32)
+        output, gather_out = commfuse.all_gather_base_mm(x1, x2, comm.name, R, x2_scale=s2,
+                                                         x1_dtype="hifloat8",
+                                                         x2_dtype="hifloat8")
+        assert isinstance(output, torch.Tensor) and output.dtype == torch.bfloat16
+        assert isinstance(gather_out, torch.Tensor) and gather_out.dtype == torch.uint8
+        want_codes = np.concatenate(
+            [commfuse.convert(v.astype(np.float32), "hifloat8") for v in vals])
+        assert np.array_equal(gather_out.numpy(), want_codes)
+        assert np.array_equal(_np(output), np.concatenate(vals) @ w)  # small, exact in bf16
+        return True
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_hifloat8_codes_in_torch_tensors(torch, world_size):
+    assert run(_hifloat8_body, world_size) == [True] * world_size
+
+
 def _bits(a):
     return np.ascontiguousarray(a).view(np.uint8)
 
