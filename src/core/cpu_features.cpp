@@ -1,6 +1,9 @@
 #include "core/cpu_features.hpp"
 
+#include <sched.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <array>
 #include <cctype>
@@ -204,6 +207,14 @@ std::string model_name() {
 int online_cores() {
   const long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? static_cast<int>(n) : 1;
+}
+
+int allowed_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return online_cores();
+  const int n = CPU_COUNT(&set);  // a mask beyond 1024 CPUs reads as an error above
+  return n > 0 ? std::min(n, online_cores()) : online_cores();
 }
 
 size_t l2_cache_bytes() {

@@ -69,6 +69,9 @@ std::string describe(const Features& f);
 // The CPU's brand string (cpuid), e.g. "AMD EPYC 9R45"; "unknown" where there is none.
 std::string model_name();
 int online_cores();
+// The cores this process may run on (its affinity mask: mpirun --bind-to, taskset, a
+// cpuset), at most online_cores(); online_cores() where the mask cannot be read.
+int allowed_cores();
 // One core's L2 cache in bytes (sysconf; 1 MiB where the system does not say): the working
 // set a kernel keeps a chunk within.
 size_t l2_cache_bytes();

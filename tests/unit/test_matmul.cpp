@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/cpu_features.hpp"
 #include "kernels/cpu/f32_gemm_model.hpp"
 #include "kernels/cpu/half_gemm_model.hpp"
 #include "kernels/cpu/matmul.hpp"
@@ -764,29 +765,45 @@ TEST(Matmul, NullPointersNameTheArgument) {
 }
 
 TEST(ComputeThreads, OverrideElseCoresPerLocalRank) {
-  EXPECT_EQ(cpu::compute_threads_for(3, 16, 4), 3);
-  EXPECT_EQ(cpu::compute_threads_for(0, 16, 4), 4);
-  EXPECT_EQ(cpu::compute_threads_for(0, 16, 3), 5);
-  EXPECT_EQ(cpu::compute_threads_for(0, 2, 8), 1);
-  EXPECT_EQ(cpu::compute_threads_for(0, 2, 0), 2);
+  EXPECT_EQ(cpu::compute_threads_for(3, 16, 4, 16), 3);
+  EXPECT_EQ(cpu::compute_threads_for(0, 16, 4, 16), 4);
+  EXPECT_EQ(cpu::compute_threads_for(0, 16, 3, 16), 5);
+  EXPECT_EQ(cpu::compute_threads_for(0, 2, 8, 2), 1);
+  EXPECT_EQ(cpu::compute_threads_for(0, 2, 0, 2), 2);
   const int before = cpu::local_ranks();
   cpu::set_local_ranks(0);
   EXPECT_EQ(cpu::local_ranks(), 1);
   cpu::set_local_ranks(before);
   EXPECT_GE(cpu::compute_threads(), 1);
+  EXPECT_LE(cpu::compute_threads(), commfuse::cpu::allowed_cores());
+}
+
+// A process bound to fewer cores than its share (mpirun's default --bind-to core for 2
+// ranks, taskset, a cpuset) runs no more threads than its mask holds; one bound to a larger
+// set that other ranks share still takes only its share.
+TEST(ComputeThreads, NeverMoreThanTheAffinityMaskHolds) {
+  EXPECT_EQ(cpu::compute_threads_for(0, 2, 1, 1), 1);     // one rank bound to one of 2
+  EXPECT_EQ(cpu::compute_threads_for(0, 64, 2, 1), 1);    // 2 ranks, one core each, of 64
+  EXPECT_EQ(cpu::compute_threads_for(0, 64, 2, 32), 32);  // a socket each
+  EXPECT_EQ(cpu::compute_threads_for(0, 64, 8, 32), 8);   // 4 ranks per socket
+  EXPECT_EQ(cpu::compute_threads_for(6, 64, 2, 1), 6);    // COMMFUSE_NUM_THREADS still wins
+  EXPECT_GE(commfuse::cpu::allowed_cores(), 1);
+  EXPECT_LE(commfuse::cpu::allowed_cores(), commfuse::cpu::online_cores());
 }
 
 // A core is left free (for MPI's progress thread) only where the ranks' compute threads
-// do not take every core.
+// do not take every core, and one this process may run on.
 TEST(ComputeThreads, CoreLeftFreeOnlyWhereTheRanksThreadsDoNotTakeEveryCore) {
-  EXPECT_FALSE(cpu::core_left_free(0, 2, 2));   // 2 ranks x 1 thread on 2 cores
-  EXPECT_FALSE(cpu::core_left_free(0, 16, 4));  // 4 x 4
-  EXPECT_TRUE(cpu::core_left_free(0, 16, 3));   // 3 x 5 = 15
-  EXPECT_FALSE(cpu::core_left_free(0, 2, 1));   // 1 x 2
-  EXPECT_TRUE(cpu::core_left_free(1, 2, 1));    // COMMFUSE_NUM_THREADS=1, one rank
-  EXPECT_TRUE(cpu::core_left_free(3, 16, 4));   // 4 x 3 = 12
-  EXPECT_FALSE(cpu::core_left_free(0, 2, 3));   // more ranks than cores: 3 x 1
-  EXPECT_FALSE(cpu::core_left_free(8, 16, 2));  // 2 x 8
+  EXPECT_FALSE(cpu::core_left_free(0, 2, 2, 2));    // 2 ranks x 1 thread on 2 cores
+  EXPECT_FALSE(cpu::core_left_free(0, 16, 4, 16));  // 4 x 4
+  EXPECT_TRUE(cpu::core_left_free(0, 16, 3, 16));   // 3 x 5 = 15
+  EXPECT_FALSE(cpu::core_left_free(0, 2, 1, 2));    // 1 x 2
+  EXPECT_TRUE(cpu::core_left_free(1, 2, 1, 2));     // COMMFUSE_NUM_THREADS=1, one rank
+  EXPECT_TRUE(cpu::core_left_free(3, 16, 4, 16));   // 4 x 3 = 12
+  EXPECT_FALSE(cpu::core_left_free(0, 2, 3, 2));    // more ranks than cores: 3 x 1
+  EXPECT_FALSE(cpu::core_left_free(8, 16, 2, 16));  // 2 x 8
+  EXPECT_FALSE(cpu::core_left_free(0, 2, 1, 1));    // bound to one core: none free in it
+  EXPECT_FALSE(cpu::core_left_free(0, 2, 2, 1));    // mpirun's 2 ranks, a core each
 }
 
 }  // namespace

@@ -79,8 +79,12 @@ int cmd_info(int argc, char** argv) {
     }
   }
   std::printf("  oneDNN            %s\n", kernels::cpu::onednn_version().c_str());
-  std::printf("  CPU               %s, %d cores online\n", cpu::model_name().c_str(),
-              cpu::online_cores());
+  const int allowed = cpu::allowed_cores();
+  std::printf("  CPU               %s, %d cores online%s\n", cpu::model_name().c_str(),
+              cpu::online_cores(),
+              allowed < cpu::online_cores()
+                  ? detail::cat(" (", allowed, " in this process's affinity mask)").c_str()
+                  : "");
   std::printf(
       "  CPU features      AVX2 %s, AVX-512 %s, AVX512-BF16 %s, VNNI %s (avx512 %s, avx %s)\n",
       yn(f.avx2), yn(f.avx512f), yn(f.avx512_bf16), yn(f.avx512_vnni || f.avx_vnni),

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "comm/mpi/mpi_requests.hpp"
+#include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu/threads.hpp"
 
@@ -64,7 +65,7 @@ bool use_progress_thread(std::string_view mode, int local_ranks, int cores, int 
   if (mode != "auto") return mode == "on";
   // Never with more ranks than cores either (a 3-rank stream test on 2 cores: 0.7 s inline,
   // 6-14 s threaded).
-  return kernels::cpu::core_left_free(override_threads, cores, local_ranks);
+  return kernels::cpu::core_left_free(override_threads, cores, local_ranks, cpu::allowed_cores());
 }
 
 bool mpi_allows_any_thread() {

@@ -23,14 +23,15 @@ int local_ranks() {
   return g_local_ranks.load(std::memory_order_relaxed);
 }
 
-int compute_threads_for(int override_threads, int cores, int local) {
+int compute_threads_for(int override_threads, int cores, int local, int allowed) {
   if (override_threads > 0) return override_threads;
-  return std::max(1, cores / std::max(1, local));
+  return std::max(1, std::min(allowed, cores / std::max(1, local)));
 }
 
-bool core_left_free(int override_threads, int cores, int local_ranks) {
+bool core_left_free(int override_threads, int cores, int local_ranks, int allowed) {
   const int64_t local = std::max(1, local_ranks);
-  return local * compute_threads_for(override_threads, cores, local_ranks) < cores;
+  const int threads = compute_threads_for(override_threads, cores, local_ranks, allowed);
+  return local * threads < cores && threads < allowed;
 }
 
 int compute_threads() {
@@ -38,7 +39,8 @@ int compute_threads() {
   // initializer throws, the next call reads (and reports) the value again.
   static const int override_threads = params::num_threads_override();
   static const int cores = commfuse::cpu::online_cores();
-  return compute_threads_for(override_threads, cores, local_ranks());
+  static const int allowed = commfuse::cpu::allowed_cores();
+  return compute_threads_for(override_threads, cores, local_ranks(), allowed);
 }
 
 namespace {

@@ -9,16 +9,19 @@ namespace commfuse::kernels::cpu {
 void set_local_ranks(int local_ranks);
 int local_ranks();
 
-// The rule itself: override if > 0, else max(1, cores / local_ranks).
-int compute_threads_for(int override_threads, int cores, int local_ranks);
+// The rule itself: override if > 0, else max(1, min(allowed, cores / local_ranks)):
+// the host's cores shared by its ranks, but never more threads than this process may run
+// on (allowed: its affinity mask; a rank that mpirun bound to one core of many runs one
+// thread, not cores / local_ranks of them time-sharing it).
+int compute_threads_for(int override_threads, int cores, int local_ranks, int allowed);
 
-// Whether local_ranks ranks, each with compute_threads_for(override_threads, cores,
-// local_ranks) threads, leave one of the host's cores free (for a thread that polls a
-// transport beside the computation).
-bool core_left_free(int override_threads, int cores, int local_ranks);
+// Whether local_ranks ranks, each with compute_threads_for(...) threads, leave one of the
+// host's cores free, and one this process may run on (for a thread that polls a transport
+// beside the computation).
+bool core_left_free(int override_threads, int cores, int local_ranks, int allowed);
 
-// compute_threads_for(COMMFUSE_NUM_THREADS, online cores, local_ranks()). The variable
-// is read once (the environment is fixed at start); an invalid value throws
+// compute_threads_for(COMMFUSE_NUM_THREADS, online cores, local_ranks(), allowed cores).
+// The variable and the mask are read once (fixed at start); an invalid value throws
 // InvalidArgument naming it.
 int compute_threads();
 
