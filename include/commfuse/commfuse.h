@@ -142,7 +142,9 @@ commfuseStatus_t commfuseAllToAll(const void* sendbuf, void* recvbuf, uint64_t c
  * Every handle (communicator, tensor descriptor, int array, packed weight, executor) is an
  * opaque number, never reused, not a pointer to dereference: one already destroyed (or
  * consumed), or never returned by commfuse, is PARAM_INVALID naming the argument, and
- * destroying NULL does nothing.
+ * destroying NULL does nothing. Any thread may use any handle, but a tensor descriptor being
+ * changed (commfuseSetTensorDevice, commfuseSetTensorPackedWeight) must not be read by
+ * another thread's call meanwhile.
  * The tensors' memory must stay valid until the second call returns; the descriptors
  * themselves may be destroyed right after the first call. workspace must be 4-byte aligned
  * and hold workspaceSize bytes (null when 0). stream is for GPU builds; pass NULL on CPU.

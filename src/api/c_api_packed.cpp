@@ -43,8 +43,12 @@ commfusePackedWeight_t* commfuseCreatePackedWeight(const commfuseTensor_t* x2, i
 }
 
 int commfusePackedWeightIsPacked(const commfusePackedWeight_t* packed) {
-  const auto p = packed_weights().find(packed);
-  return p == nullptr ? -1 : p->packed() ? 1 : 0;
+  int answer = -1;  // also where the table's first use cannot allocate: nothing crosses C
+  guarded("commfusePackedWeightIsPacked", [&] {
+    const auto p = packed_weights().find(packed);
+    if (p != nullptr) answer = p->packed() ? 1 : 0;
+  });
+  return answer;
 }
 
 commfuseStatus_t commfuseDestroyPackedWeight(const commfusePackedWeight_t* packed) {

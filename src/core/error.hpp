@@ -3,8 +3,10 @@
 
 #include <commfuse/commfuse.hpp>
 
+#include <cstddef>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace commfuse::detail {
@@ -18,6 +20,11 @@ std::string cat(Args&&... args) {
 }
 
 [[noreturn]] void throw_status(Status code, const std::string& message);
+
+// Copies message into the fixed field dst[cap] (a wire descriptor's reason), NUL-terminated
+// and cut, where it does not fit, at a UTF-8 character boundary, so that what the peers
+// read (and Python decodes) stays valid UTF-8.
+void copy_message(char* dst, size_t cap, std::string_view message);
 
 }  // namespace commfuse::detail
 

@@ -188,7 +188,7 @@ std::vector<OpCase> op_cases(commfuse::Comm& comm, Buffers& b, Buffers& h16, Buf
                  std::memcpy(b.out.data(), b.a.data(), 96 * 4);
                  comm.broadcast(m == Mode::kBad ? nullptr : b.out.data(), count(m), F32, 0);
                },
-               "src is null", "count"});
+               "buf is null", "count"});
   return v;
 }
 

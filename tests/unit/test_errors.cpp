@@ -69,6 +69,20 @@ TEST(Errors, LastErrorIsPerThread) {
   EXPECT_EQ(other, "");
 }
 
+// A reason cut to a wire descriptor's field stays valid UTF-8: never half a character.
+TEST(Errors, CopyMessageCutsAtACharacterBoundary) {
+  char field[8];
+  commfuse::detail::copy_message(field, sizeof field, "abc");
+  EXPECT_STREQ(field, "abc");
+  commfuse::detail::copy_message(field, sizeof field, "abcdefghij");
+  EXPECT_STREQ(field, "abcdefg");
+  // "ab" + two 3-byte characters (8 bytes): 7 fit, the second character would be cut.
+  commfuse::detail::copy_message(field, sizeof field, "ab\xe8\x8a\x82\xe7\x82\xb9");
+  EXPECT_STREQ(field, "ab\xe8\x8a\x82");
+  commfuse::detail::copy_message(field, 1, "abc");
+  EXPECT_STREQ(field, "");
+}
+
 TEST(Errors, VersionString) {
   EXPECT_STREQ(commfuseGetVersion(), "0.1.0");
   EXPECT_STREQ(commfuse::version(), "0.1.0");

@@ -19,6 +19,7 @@
 #include "kernels/cpu/int_matmul.hpp"
 #include "kernels/cpu/onednn_info.hpp"
 #include "kernels/cpu/openblas.hpp"
+#include "kernels/cpu/threads.hpp"
 #include "kernels/cuda/runtime_info.hpp"
 
 namespace commfuse::cli {
@@ -79,7 +80,7 @@ int cmd_info(int argc, char** argv) {
     }
   }
   std::printf("  oneDNN            %s\n", kernels::cpu::onednn_version().c_str());
-  const int allowed = cpu::allowed_cores();
+  const int allowed = kernels::cpu::allowed_compute_cores();
   std::printf("  CPU               %s, %d cores online%s\n", cpu::model_name().c_str(),
               cpu::online_cores(),
               allowed < cpu::online_cores()

@@ -65,7 +65,8 @@ bool use_progress_thread(std::string_view mode, int local_ranks, int cores, int 
   if (mode != "auto") return mode == "on";
   // Never with more ranks than cores either (a 3-rank stream test on 2 cores: 0.7 s inline,
   // 6-14 s threaded).
-  return kernels::cpu::core_left_free(override_threads, cores, local_ranks, cpu::allowed_cores());
+  return kernels::cpu::core_left_free(override_threads, cores, local_ranks,
+                                      kernels::cpu::allowed_compute_cores());
 }
 
 bool mpi_allows_any_thread() {

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <utility>
@@ -221,7 +220,7 @@ void MpiTransport::tell_peers_failed(int timeout_s) {
   WireDesc mine{};
   mine.op = 0;
   mine.op_seq = op_seq_ + 1;
-  std::snprintf(mine.reason, sizeof(mine.reason), "%s", failure_.reason().c_str());
+  detail::copy_message(mine.reason, sizeof(mine.reason), failure_.reason());
   try {
     exchange_descriptors(mine, "abort", WaitRules{timeout_s, waits_.oversubscribed});
   } catch (const Error& e) {
@@ -262,7 +261,7 @@ void MpiTransport::reject(const std::string& reason) {
   ++op_seq_;
   WireDesc mine{};
   fill_wire(mine, kRejectedOp, CollDesc{}, op_seq_);
-  std::snprintf(mine.reason, sizeof(mine.reason), "%s", reason.c_str());
+  detail::copy_message(mine.reason, sizeof(mine.reason), reason);
   try {
     exchange_descriptors(mine, "reject", waits_);
     for (int r = 0; r < size_; ++r)

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -121,7 +120,7 @@ void PeerSet::abort(const std::string& reason) {
   std::lock_guard<std::mutex> lock(abort_mu_);
   Control& c = mine();
   if (c.aborted.load() != 0) return;
-  std::snprintf(c.reason, sizeof(c.reason), "%s", reason.c_str());
+  detail::copy_message(c.reason, sizeof(c.reason), reason);
   c.aborted_call.store(call, std::memory_order_relaxed);
   c.aborted.store(1, std::memory_order_seq_cst);
   // Wake everyone sleeping on us so they see the abort now, not at their next timeout.

@@ -1,7 +1,6 @@
 #include "comm/shm/shm_transport.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <new>
 
@@ -62,7 +61,7 @@ void ShmTransport::publish_rejection(const char* op, const std::string& reason) 
   // in step for the next call (later steps wait for "at least" a phase).
   const uint32_t s = begin_step(op);
   Control::Desc& d = write_descriptor(kRejectedOp, CollDesc{});
-  std::snprintf(d.reason, sizeof d.reason, "%s", reason.c_str());
+  detail::copy_message(d.reason, sizeof d.reason, reason);
   peers_.publish(3 * s + 1);
 }
 

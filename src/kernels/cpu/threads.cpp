@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <set>
+#include <vector>
 
 #include "core/cpu_features.hpp"
 #include "core/params.hpp"
@@ -34,13 +36,28 @@ bool core_left_free(int override_threads, int cores, int local_ranks, int allowe
   return local * threads < cores && threads < allowed;
 }
 
+int allowed_compute_cores() {
+  static const int allowed = [] {
+    const int online = commfuse::cpu::online_cores();
+    if (omp_get_proc_bind() == omp_proc_bind_false) return commfuse::cpu::allowed_cores();
+    std::set<int> procs;
+    for (int p = 0; p < omp_get_num_places(); ++p) {
+      std::vector<int> ids(static_cast<size_t>(std::max(0, omp_get_place_num_procs(p))));
+      omp_get_place_proc_ids(p, ids.data());
+      procs.insert(ids.begin(), ids.end());
+    }
+    if (procs.empty()) return online;  // binding without places: nothing to cap by
+    return std::max(1, std::min(static_cast<int>(procs.size()), online));
+  }();
+  return allowed;
+}
+
 int compute_threads() {
   // Cached: this runs on every GEMM call and reading a parameter allocates. If the
   // initializer throws, the next call reads (and reports) the value again.
   static const int override_threads = params::num_threads_override();
   static const int cores = commfuse::cpu::online_cores();
-  static const int allowed = commfuse::cpu::allowed_cores();
-  return compute_threads_for(override_threads, cores, local_ranks(), allowed);
+  return compute_threads_for(override_threads, cores, local_ranks(), allowed_compute_cores());
 }
 
 namespace {

@@ -20,7 +20,14 @@ int compute_threads_for(int override_threads, int cores, int local_ranks, int al
 // beside the computation).
 bool core_left_free(int override_threads, int cores, int local_ranks, int allowed);
 
-// compute_threads_for(COMMFUSE_NUM_THREADS, online cores, local_ranks(), allowed cores).
+// The cores this process's compute threads may run on: its affinity mask
+// (cpu::allowed_cores), or where OpenMP binds threads (OMP_PROC_BIND / OMP_PLACES) the union
+// of OpenMP's places: libgomp then pins the initial thread to the first place before main,
+// so that thread's own mask shows one place, not what the process was given.
+int allowed_compute_cores();
+
+// compute_threads_for(COMMFUSE_NUM_THREADS, online cores, local_ranks(),
+// allowed_compute_cores()).
 // The variable and the mask are read once (fixed at start); an invalid value throws
 // InvalidArgument naming it.
 int compute_threads();
