@@ -53,12 +53,9 @@ commfuseIntArray_t* commfuseCreateIntArray(const int64_t* value, uint64_t size) 
 }
 
 commfuseStatus_t commfuseDestroyIntArray(const commfuseIntArray_t* array) {
-  constexpr const char* fn = "commfuseDestroyIntArray";
-  return guarded(fn, [&] {
-    if (array == nullptr) return;
-    CF_CHECK_ARG(int_arrays().take(array) != nullptr, fn,
-                 ": array is not a live int array (already destroyed, or not one that "
-                 "commfuseCreateIntArray returned)");
+  return guarded("commfuseDestroyIntArray", [&] {
+    commfuse::api::destroy_handle(int_arrays(), array, "commfuseDestroyIntArray", "array",
+                                  "int array", "commfuseCreateIntArray");
   });
 }
 

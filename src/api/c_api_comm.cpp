@@ -13,6 +13,8 @@ namespace {
 
 using commfuse::api::guarded;
 
+constexpr const char* kMadeBy = "commfuseCommInitRank or commfuseCommInitFromEnv";
+
 // The handles' table (c_api_handles.hpp); the C type commfuseComm is never defined.
 commfuse::api::HandleTable<commfuse::Comm>& comms() {
   static auto* const table = new commfuse::api::HandleTable<commfuse::Comm>;
@@ -21,8 +23,7 @@ commfuse::api::HandleTable<commfuse::Comm>& comms() {
 
 // Shared: a destroy from another thread cannot free the communicator under a call on it.
 std::shared_ptr<commfuse::Comm> get(commfuseComm_t c, const char* fn) {
-  return commfuse::api::live_handle(comms(), c, fn, "comm", "communicator",
-                                    "commfuseCommInitRank or commfuseCommInitFromEnv");
+  return commfuse::api::live_handle(comms(), c, fn, "comm", "communicator", kMadeBy);
 }
 
 commfuse::DType dt(commfuseDataType t) {
@@ -53,13 +54,10 @@ commfuseStatus_t commfuseCommInitFromEnv(commfuseComm_t* comm) {
 }
 
 commfuseStatus_t commfuseCommDestroy(commfuseComm_t comm) {
-  constexpr const char* fn = "commfuseCommDestroy";
-  return guarded(fn, [&] {
-    if (comm == nullptr) return;
-    // The communicator goes when the last call on it (another thread's) returns.
-    CF_CHECK_ARG(comms().take(comm) != nullptr, fn,
-                 ": comm is not a live communicator (already destroyed, or not one that "
-                 "commfuseCommInitRank or commfuseCommInitFromEnv returned)");
+  // The communicator goes when the last call on it (another thread's) returns.
+  return guarded("commfuseCommDestroy", [&] {
+    commfuse::api::destroy_handle(comms(), comm, "commfuseCommDestroy", "comm", "communicator",
+                                  kMadeBy);
   });
 }
 

@@ -66,4 +66,14 @@ std::shared_ptr<T> live_handle(const HandleTable<T>& table, const void* handle, 
   return object;
 }
 
+// Destroys the object behind handle (null: nothing to do); PARAM_INVALID "<where>: <arg> is
+// not a live <kind> (...)" for a handle that is not live (destroyed already, say).
+template <typename T>
+void destroy_handle(HandleTable<T>& table, const void* handle, const char* where, const char* arg,
+                    const char* kind, const char* made_by) {
+  if (handle == nullptr) return;
+  CF_CHECK_ARG(table.take(handle) != nullptr, where, ": ", arg, " is not a live ", kind,
+               " (destroyed, or not one that ", made_by, " returned)");
+}
+
 }  // namespace commfuse::api

@@ -162,12 +162,9 @@ commfuseTensor_t* commfuseCreateTensor(const int64_t* shape, uint64_t ndim, cons
 }
 
 commfuseStatus_t commfuseDestroyTensor(const commfuseTensor_t* tensor) {
-  constexpr const char* fn = "commfuseDestroyTensor";
-  return guarded(fn, [&] {
-    if (tensor == nullptr) return;
-    CF_CHECK_ARG(commfuse::api::tensors().take(tensor) != nullptr, fn,
-                 ": tensor is not a live tensor descriptor (already destroyed, or not one that "
-                 "commfuseCreateTensor returned)");
+  return guarded("commfuseDestroyTensor", [&] {
+    commfuse::api::destroy_handle(commfuse::api::tensors(), tensor, "commfuseDestroyTensor",
+                                  "tensor", "tensor descriptor", "commfuseCreateTensor");
   });
 }
 

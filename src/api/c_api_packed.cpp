@@ -52,12 +52,9 @@ int commfusePackedWeightIsPacked(const commfusePackedWeight_t* packed) {
 }
 
 commfuseStatus_t commfuseDestroyPackedWeight(const commfusePackedWeight_t* packed) {
-  constexpr const char* fn = "commfuseDestroyPackedWeight";
-  return guarded(fn, [&] {
-    if (packed == nullptr) return;
-    CF_CHECK_ARG(packed_weights().take(packed) != nullptr, fn,
-                 ": packed is not a live packed weight (already destroyed, or not one that "
-                 "commfuseCreatePackedWeight returned)");
+  return guarded("commfuseDestroyPackedWeight", [&] {
+    commfuse::api::destroy_handle(packed_weights(), packed, "commfuseDestroyPackedWeight", "packed",
+                                  "packed weight", "commfuseCreatePackedWeight");
   });
 }
 
