@@ -196,6 +196,13 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
                                          " has COMMFUSE_SHM_SLOT_BYTES=", recs[r].slot_bytes,
                                          " but rank ", rank, " has ", slot_bytes));
     }
+    // all_to_all and reduce_scatter split a slot into a chunk of at least 64 bytes per rank.
+    if (slot_bytes < size_t{64} * static_cast<size_t>(world_size))
+      detail::throw_status(
+          Status::kParamInvalid,
+          detail::cat("comm init(rank ", rank, "): COMMFUSE_SHM_SLOT_BYTES=", slot_bytes,
+                      " is too small for ", world_size, " ranks (at least 64 bytes per rank: ",
+                      size_t{64} * static_cast<size_t>(world_size), ")"));
     for (int r = 0; r < world_size; ++r) {
       procs.push_back({static_cast<pid_t>(recs[r].pid), recs[r].start_time});
       if (r == rank)
@@ -212,7 +219,11 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
       if (r != rank) shm::Segment::unlink_name(recs[r].shm_name);
     throw;
   }
+  // Every name, not only this rank's: a rank killed in the barrier, after its peers had its
+  // frame, leaves its own behind otherwise (unlinking a removed name does nothing).
   segments[rank].unlink();
+  for (int r = 0; r < world_size; ++r)
+    if (r != rank) shm::Segment::unlink_name(recs[r].shm_name);
   const bool oversubscribed = world_size > cpu::online_cores();
   // Before any slot carries data (the probe uses their first words as scratch).
   const double sync_us = oversubscribed ? -1 : shm::measure_rank_sync_us(rank, segments);

@@ -399,6 +399,15 @@ void plan_huge_shapes(commfuse::Comm& comm, const std::string& rank) {
       R, TensorView(address(kOutputs), kF16, {kM * R, n1}), TensorView(), no_gather);
   EXPECT(accepted.description().find("all_gather_matmul") != std::string::npos, "%s",
          accepted.description().c_str());
+  // matmul_reduce_scatter's fp32 partial product (m·n in the workspace: R times its output's
+  // elements, each twice as wide) past the largest buffer, while x1, x2 and output fit.
+  const int64_t n3 = (int64_t{1} << 31) - 1, m3 = R * (int64_t{1} << 30);
+  expect_error("mrs partial product overflow", Status::kParamInvalid,
+               {"matmul_reduce_scatter", rank.c_str(), "fp32 partial product"}, [&] {
+                 commfuse::MatmulReduceScatterPlan p(
+                     TensorView(address(0), kF16, {m3, 1}), TensorView(address(0), kF16, {1, n3}),
+                     comm.name(), R, TensorView(address(kOutputs), kF16, {m3 / R, n3}));
+               });
   if (R < 3) return;  // fp16 rows (at most 2^62 - 1) times R = 2 still fit
   const int64_t m = (int64_t{1} << 62) - 1;
   expect_error("agm m·R overflow", Status::kParamInvalid,

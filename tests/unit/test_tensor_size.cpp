@@ -71,6 +71,35 @@ TEST(TensorSize, NumelSaturatesAndSizeFitsSaysSo) {
   EXPECT_FALSE(commfuse::ops::size_fits_int64(v));
 }
 
+// quantize / dequantize check a view's size before walking its strides (a view whose
+// dims multiply past 2^63 overflowed there, and its rows were then read past the buffer).
+TEST(TensorSize, QuantizeRejectsMoreThanInt64Bytes) {
+  int dummy = 0;           // never read: the call is rejected first
+  commfuse::TensorView x;  // fields set directly, as a C++ caller may: (2^62, 4, 128) float32
+  x.data = &dummy;
+  x.dtype = commfuse::DType::kFloat32;
+  x.ndim = 3;
+  x.shape[0] = kBig;
+  x.shape[1] = 4;
+  x.shape[2] = 128;
+  x.strides[0] = 512;
+  x.strides[1] = 128;
+  x.strides[2] = 1;
+  commfuse::TensorView q = x;
+  q.dtype = commfuse::DType::kInt8;
+  commfuse::TensorView scales = x;
+  scales.shape[2] = 1;
+  scales.strides[0] = 4;
+  scales.strides[1] = 1;
+  try {
+    commfuse::quantize(x, "per_token_group", q, scales, 128);
+    FAIL() << "accepted";
+  } catch (const commfuse::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("holds more than 2^63 - 1 bytes"), std::string::npos)
+        << e.what();
+  }
+}
+
 // commfuse.h: callers may pass any int as a dtype or status; in C++ a value outside an
 // enum's range is undefined behaviour, and negative ints were outside commfuseDataType's
 // until it got a MIN enumerator (UBSan's -fsanitize=enum reported the fuzzers' -1).

@@ -156,6 +156,11 @@ void PeerSet::fail_reading(int peer, int err, const char* op) {
                            "'s data with process_vm_readv failed: ", std::strerror(err)));
 }
 
+void PeerSet::check_read_intact(int peer, const char* op) {
+  if (failed_in_call(of(peer)))
+    fail_waiting(op, 0, detail::cat("rank ", peer, " failed: ", of(peer).reason));
+}
+
 void PeerSet::check_peers(int peer, uint32_t target, const char* op) {
   for (int r = 0; r < size(); ++r) {
     if (r == rank_) continue;

@@ -105,6 +105,10 @@ class PeerSet {
   // A CMA read of peer's memory failed with errno err: aborts naming why (the peer failed,
   // died, or the kernel refused) and throws RUNTIME_ERROR.
   [[noreturn]] void fail_reading(int peer, int err, const char* op);
+  // After a read of peer's memory that no later wait of this call checks (a non-root's CMA
+  // broadcast read): fails the call (RUNTIME_ERROR naming peer) if peer failed during it, as
+  // it may then have reused that memory while this rank read it.
+  void check_read_intact(int peer, const char* op);
 
  private:
   [[noreturn]] void fail_waiting(const char* op, uint32_t target, const std::string& why);

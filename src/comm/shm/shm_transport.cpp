@@ -243,7 +243,11 @@ void ShmTransport::broadcast(void* buf, uint64_t count, DType dtype, int root) {
     auto* p = static_cast<uint8_t*>(buf);
     if (desc.algo == CollAlgo::kCma) {
       cma_call(desc, op, buf, rank_ == root, [&] {
-        if (rank_ != root) read_peer(root, 0, p, total, op);
+        if (rank_ == root) return;
+        read_peer(root, 0, p, total, op);
+        // The root waits for this read (cma_call), but this rank waits for nothing after
+        // it: a root that failed meanwhile (an abort ended its wait) may have refilled buf.
+        peers_.check_read_intact(root, op);
       });
       return;
     }

@@ -1,6 +1,7 @@
 #include "ops/common/matmul_reduce.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 
@@ -56,6 +57,15 @@ MatmulReduceProblem validate_matmul_operands(const OpContext& ctx, const TensorV
     ctx.invalid("x2 dim 0 is ", x2.shape[0], " but x1 dim 2 is ", p.k, " (k must match)");
   p.x2 = check_x2(ctx, x2, p.dtype, p.k);
   p.n = p.x2.n;
+  // The fp32 partial product (m·n, in the workspace) is R times matmul_reduce_scatter's
+  // output and twice a 16-bit output: neither check bounds it.
+  int64_t partial = 0;
+  if (__builtin_mul_overflow(p.m, p.n, &partial) ||
+      partial > PTRDIFF_MAX / static_cast<int64_t>(sizeof(float)) - p.n)
+    ctx.invalid("x1 has m = ", p.m, " rows and x2 n = ", p.n,
+                " columns: the fp32 partial product of m·n elements exceeds the largest "
+                "buffer (",
+                PTRDIFF_MAX, " bytes)");
   p.quant =
       check_quant_scales(ctx, p.dtype, x2.dtype, p.m, p.n, options.x1_scale, options.x2_scale);
   // An int32 bias belongs to A8W8 all_gather_matmul only (SPEC §6): here the bias is added

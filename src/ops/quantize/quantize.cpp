@@ -19,6 +19,7 @@
 #include "core/error.hpp"
 #include "core/simd.hpp"
 #include "kernels/cpu/dequant.hpp"
+#include "ops/common/tensor_size.hpp"
 #include "ops/quantize/per_token.hpp"
 
 namespace commfuse {
@@ -63,6 +64,8 @@ void check_dense(const char* fn, const char* name, const TensorView& t) {
     CF_CHECK_ARG(t.shape[i] > 0, fn, ": ", name, " dim ", i, " is ", t.shape[i], " (shape ",
                  shape_of(t), "): empty tensors are not accepted");
   CF_CHECK_NOTNULL(t.data, fn, ": ", name, " data is null (shape ", shape_of(t), ")");
+  CF_CHECK_ARG(ops::size_fits_int64(t), fn, ": ", name, " shape ", shape_of(t),
+               " holds more than 2^63 - 1 bytes");
   CF_CHECK_ARG(t.device.type == DeviceType::kCpu && t.device.index == 0, fn, ": ", name, " is on ",
                device_name(t.device), ": not supported (", fn, " takes host tensors only)");
   int64_t expect = 1;
