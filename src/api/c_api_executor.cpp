@@ -15,8 +15,10 @@
 // One planned op (GetWorkspaceSize's output). `op` says which Xxx call may run it.
 struct commfuseOpExecutor {
   const char* op = nullptr;
+  // What the plan reads and the caller may destroy (a packed weight): declared before the
+  // plan, so that it is released after it.
+  std::shared_ptr<const void> keep;
   std::unique_ptr<commfuse::Plan> plan;
-  std::shared_ptr<const void> keep;  // what the plan reads and the caller may destroy
 };
 
 namespace commfuse::api {
