@@ -1,9 +1,7 @@
 // The C API's executors (aclnn shape): made by each op's XxxGetWorkspaceSize, run and freed
-// by its Xxx, or freed unrun by commfuseDestroyOpExecutor; and the tensor descriptors they
-// are planned from.
+// by its Xxx, or freed unrun by commfuseDestroyOpExecutor.
 #include "api/c_api_executor.hpp"
 
-#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -42,40 +40,6 @@ std::shared_ptr<commfuseOpExecutor> take_executor(const char* fn,
 }
 
 }  // namespace
-
-uint64_t next_handle_id() {
-  static std::atomic<uint64_t> last{0};
-  return last.fetch_add(1, std::memory_order_relaxed) + 1;
-}
-
-HandleTable<commfuseTensor>& tensors() {
-  static auto* const table = new HandleTable<commfuseTensor>;
-  return *table;
-}
-
-std::shared_ptr<commfuseTensor> tensor_or_null(const commfuseTensor_t* t, const char* where,
-                                               const char* arg) {
-  if (t == nullptr) return nullptr;
-  return live_handle(tensors(), t, where, arg, "tensor descriptor", "commfuseCreateTensor");
-}
-
-TensorView tensor_view(const commfuseTensor_t* t, const char* where, const char* arg) {
-  const auto d = tensor_or_null(t, where, arg);
-  return d != nullptr ? d->view : TensorView{};
-}
-
-std::optional<TensorView> optional_tensor_view(const commfuseTensor_t* t, const char* where,
-                                               const char* arg) {
-  const auto d = tensor_or_null(t, where, arg);
-  if (d == nullptr) return std::nullopt;
-  return d->view;
-}
-
-WeightArg weight_arg(const commfuseTensor_t* t, const char* where, const char* arg) {
-  const auto d = tensor_or_null(t, where, arg);
-  if (d == nullptr) return {};
-  return {d->view, d->packed};
-}
 
 commfuseOpExecutor_t* make_executor(const char* op, std::unique_ptr<Plan> plan,
                                     uint64_t* workspace_size, std::shared_ptr<const void> keep) {

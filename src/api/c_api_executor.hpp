@@ -1,6 +1,6 @@
-// What each op's C entry points need: the tensor descriptors (defined here for all of them)
-// and the executor (c_api_executor.cpp), which holds any op's plan as a commfuse::Plan, so
-// each op's C file needs no change there. Both are handles (c_api_handles.hpp).
+// What each op's C entry points need: the tensor descriptors (c_api_tensor.hpp) and the
+// executor (c_api_executor.cpp), which holds any op's plan as a commfuse::Plan, so each op's
+// C file needs no change there. Both are handles (c_api_handles.hpp).
 #pragma once
 
 #include <commfuse/commfuse.h>
@@ -9,38 +9,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <optional>
 
 #include "api/c_api_handles.hpp"
+#include "api/c_api_tensor.hpp"
 #include "core/error.hpp"
 #include "ops/common/op_context.hpp"
 
-// The C tensor descriptor: a TensorView, and the packed form of the tensor when it is an x2
-// with one attached (commfuseSetTensorPackedWeight), kept alive while attached.
-struct commfuseTensor {
-  commfuse::TensorView view;
-  std::shared_ptr<const commfuse::PackedWeight> packed;
-};
-
 namespace commfuse::api {
-
-HandleTable<commfuseTensor>& tensors();
-
-// The descriptor behind t (an argument named arg of the call `where`); null for null (an
-// optional argument left out); PARAM_INVALID naming arg if t is not a live descriptor.
-std::shared_ptr<commfuseTensor> tensor_or_null(const commfuseTensor_t* t, const char* where,
-                                               const char* arg);
-// Its view; absent (ndim 0) for null, which the op rejects where the tensor is required.
-TensorView tensor_view(const commfuseTensor_t* t, const char* where, const char* arg);
-std::optional<TensorView> optional_tensor_view(const commfuseTensor_t* t, const char* where,
-                                               const char* arg);
-// An x2 argument: its view (absent for null) and the packed form attached to it (null: none),
-// which the executor planned from it keeps alive.
-struct WeightArg {
-  TensorView view;
-  std::shared_ptr<const PackedWeight> packed;
-};
-WeightArg weight_arg(const commfuseTensor_t* t, const char* where, const char* arg);
 
 // The C layer's own checks of an XxxGetWorkspaceSize call, before its plan: group not null
 // (this rank's alone to report), then the output pointers (cleared) and body (the

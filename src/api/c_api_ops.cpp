@@ -172,8 +172,7 @@ commfuseStatus_t commfuseSetTensorDevice(commfuseTensor_t* tensor, commfuseDevic
                                          int index) {
   constexpr const char* fn = "commfuseSetTensorDevice";
   return guarded(fn, [&] {
-    const auto t = commfuse::api::tensor_or_null(tensor, fn, "tensor");
-    CF_CHECK_NOTNULL(t, fn, ": tensor is null");
+    const auto t = commfuse::api::live_tensor(tensor, fn, "tensor");
     CF_CHECK_ARG(type == COMMFUSE_DEVICE_CPU || type == COMMFUSE_DEVICE_CUDA, fn, ": type ",
                  static_cast<int>(type),
                  " is not COMMFUSE_DEVICE_CPU (0) or COMMFUSE_DEVICE_CUDA (1)");

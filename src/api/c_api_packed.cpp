@@ -34,8 +34,7 @@ commfusePackedWeight_t* commfuseCreatePackedWeight(const commfuseTensor_t* x2, i
   constexpr const char* fn = "commfuseCreatePackedWeight";
   commfusePackedWeight_t* out = nullptr;
   guarded(fn, [&] {
-    const auto d = commfuse::api::tensor_or_null(x2, fn, "x2");
-    CF_CHECK_NOTNULL(d, fn, ": x2 is null");
+    const auto d = commfuse::api::live_tensor(x2, fn, "x2");
     out = packed_weights().add<commfusePackedWeight_t>(
         std::make_shared<const commfuse::PackedWeight>(d->view, rows));
   });
@@ -62,8 +61,7 @@ commfuseStatus_t commfuseSetTensorPackedWeight(commfuseTensor_t* x2,
                                                const commfusePackedWeight_t* packed) {
   constexpr const char* fn = "commfuseSetTensorPackedWeight";
   return guarded(fn, [&] {
-    const auto d = commfuse::api::tensor_or_null(x2, fn, "x2");
-    CF_CHECK_NOTNULL(d, fn, ": x2 is null");
+    const auto d = commfuse::api::live_tensor(x2, fn, "x2");
     d->packed = packed != nullptr ? live_packed(packed, fn) : nullptr;
   });
 }
