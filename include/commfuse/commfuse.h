@@ -137,8 +137,9 @@ commfuseStatus_t commfuseAllToAll(const void* sendbuf, void* recvbuf, uint64_t c
  *   Xxx(workspace, workspaceSize, executor, stream)
  *     runs it. The executor is consumed by this call, successful or not (as aclnn's is);
  *     an executor that will not be run is freed with commfuseDestroyOpExecutor. Running or
- *     destroying a consumed executor again is PARAM_INVALID on this rank; running one made
- *     for another operator is PARAM_INVALID told to the group.
+ *     destroying a consumed executor again is PARAM_INVALID; running a consumed one (of the
+ *     last 4096 consumed) or one made for another operator is PARAM_INVALID told to the
+ *     group (the peers fail their call naming this rank instead of waiting for it).
  * Every handle (communicator, tensor descriptor, int array, packed weight, executor) is an
  * opaque number, never reused, not a pointer to dereference: one already destroyed (or
  * consumed), or never returned by commfuse, is PARAM_INVALID naming the argument, and

@@ -4,7 +4,11 @@
 
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
 
 #include "api/c_api_guard.hpp"
 #include "core/error.hpp"
@@ -27,35 +31,91 @@ HandleTable<commfuseOpExecutor>& executors() {
   return *table;
 }
 
-// The executor behind handle, out of the table (running it consumes it): freed whatever
-// happens next.
+// Executors already run or destroyed, by handle, with whose call each was: running one again
+// (a retry after an error, a loop that reuses it) is PARAM_INVALID told to the peers, which
+// are in that call and would otherwise wait out their timeout. Bounded, oldest forgotten
+// first (an older one fails on this rank only, as a pointer never returned does).
+class SpentExecutors {
+ public:
+  void add(const void* handle, ops::CallOwner owner) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (order_.size() == kRemembered) {
+      owners_.erase(order_.front());
+      order_.pop_front();
+    }
+    const auto id = reinterpret_cast<uintptr_t>(handle);
+    order_.push_back(id);
+    owners_.insert_or_assign(id, std::move(owner));
+  }
+  std::optional<ops::CallOwner> find(const void* handle) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = owners_.find(reinterpret_cast<uintptr_t>(handle));
+    if (it == owners_.end()) return std::nullopt;
+    return it->second;
+  }
+
+ private:
+  static constexpr size_t kRemembered = 4096;
+  mutable std::mutex mutex_;
+  std::unordered_map<uintptr_t, ops::CallOwner> owners_;
+  std::deque<uintptr_t> order_;
+};
+
+SpentExecutors& spent() {
+  static auto* const spent = new SpentExecutors;
+  return *spent;
+}
+
+// The executor behind handle, out of the table (running or destroying it consumes it): freed
+// whatever happens next. in_call: for Xxx, whose peers are in the call (a spent executor's
+// error is told to them); commfuseDestroyOpExecutor is no call.
 std::shared_ptr<commfuseOpExecutor> take_executor(const char* fn,
-                                                  const commfuseOpExecutor_t* handle) {
+                                                  const commfuseOpExecutor_t* handle,
+                                                  bool in_call) {
   CF_CHECK_NOTNULL(handle, fn, ": executor is null");
   std::shared_ptr<commfuseOpExecutor> e = executors().take(handle);
-  CF_CHECK_ARG(e != nullptr, fn,
-               ": executor is not one that GetWorkspaceSize returned, or it was already run or "
-               "destroyed (running it consumes it)");
-  return e;
+  if (e != nullptr) {
+    spent().add(handle, ops::PlanAccess::impl(*e->plan).owner());
+    return e;
+  }
+  if (in_call) {
+    if (const std::optional<ops::CallOwner> owner = spent().find(handle))
+      owner->reject(Status::kParamInvalid,
+                    detail::cat(fn,
+                                ": executor was already run or destroyed (running it "
+                                "consumes it; make another with GetWorkspaceSize)"));
+  }
+  detail::throw_status(Status::kParamInvalid,
+                       detail::cat(fn,
+                                   ": executor is not one that GetWorkspaceSize returned, or it "
+                                   "was already run or destroyed (running it consumes it)"));
 }
 
 }  // namespace
 
 commfuseOpExecutor_t* make_executor(const char* op, std::unique_ptr<Plan> plan,
                                     uint64_t* workspace_size, std::shared_ptr<const void> keep) {
-  auto e = std::make_shared<commfuseOpExecutor>();
-  e->op = op;
-  e->keep = std::move(keep);
-  const uint64_t bytes = plan->workspace_size();
-  e->plan = std::move(plan);
-  commfuseOpExecutor_t* handle = executors().add<commfuseOpExecutor_t>(std::move(e));
-  *workspace_size = bytes;
-  return handle;
+  // Held outside the try, so that the plan outlives a failed add and can fail the call on
+  // the peers (which are in it: GetWorkspaceSize is part of the call).
+  std::shared_ptr<commfuseOpExecutor> e;
+  try {
+    e = std::make_shared<commfuseOpExecutor>();
+    e->op = op;
+    e->keep = std::move(keep);
+    e->plan = std::move(plan);
+    commfuseOpExecutor_t* handle = executors().add<commfuseOpExecutor_t>(e);
+    *workspace_size = e->plan->workspace_size();
+    return handle;
+  } catch (const std::bad_alloc&) {
+    const Plan& planned = e != nullptr && e->plan != nullptr ? *e->plan : *plan;
+    ops::PlanAccess::impl(planned).reject(Status::kRuntimeError,
+                                          "out of memory making the executor");
+  }
 }
 
 void run_executor(const char* fn, const char* op, commfuseOpExecutor_t* executor, void* workspace,
                   uint64_t workspace_size, void* stream) {
-  const std::shared_ptr<commfuseOpExecutor> e = take_executor(fn, executor);
+  const std::shared_ptr<commfuseOpExecutor> e = take_executor(fn, executor, true);
   // The peers are in this call (or the executor's): they fail it naming this rank, and
   // the communicator stays usable.
   if (std::strcmp(e->op, op) != 0)
@@ -69,6 +129,6 @@ void run_executor(const char* fn, const char* op, commfuseOpExecutor_t* executor
 extern "C" commfuseStatus_t commfuseDestroyOpExecutor(commfuseOpExecutor_t* executor) {
   constexpr const char* fn = "commfuseDestroyOpExecutor";
   return commfuse::api::guarded(fn, [&] {
-    if (executor != nullptr) commfuse::api::take_executor(fn, executor);  // freed here
+    if (executor != nullptr) commfuse::api::take_executor(fn, executor, false);  // freed here
   });
 }

@@ -43,8 +43,9 @@ commfuseOpExecutor_t* make_executor(const char* op, std::unique_ptr<Plan> plan,
 
 // Takes ownership of executor (it is freed whatever happens), checks that it was made for
 // `op` and runs it (a plan over CUDA tensors on `stream`). An executor already run or
-// destroyed, or a pointer GetWorkspaceSize never returned, is PARAM_INVALID; one made for
-// another op is PARAM_INVALID told to the peers (they fail the call naming this rank).
+// destroyed (of the last 4096), or one made for another op, is PARAM_INVALID told to the
+// peers (they fail the call naming this rank); a pointer GetWorkspaceSize never returned is
+// PARAM_INVALID on this rank alone (no group to tell).
 void run_executor(const char* fn, const char* op, commfuseOpExecutor_t* executor, void* workspace,
                   uint64_t workspace_size, void* stream);
 

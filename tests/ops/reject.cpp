@@ -554,8 +554,9 @@ void reject_c_api(commfuse::Comm& comm, Buffers& b, const std::string& rank) {
   for (commfuseTensor_t* t : {x1, x2, bad_x2, out, g, mar_out}) commfuseDestroyTensor(t);
 }
 
-// The C layer's own checks of one rank's call (before its plan) and an executor run as
-// another op are told to the group like the plan's rejections: rank 1 gets the status, the
+// The C layer's own checks of one rank's call (before its plan), an executor run as
+// another op, and a spent executor (run, or destroyed, before) are told to the group like
+// the plan's rejections: rank 1 gets the status, the
 // peers, already executing matmul_all_reduce, fail at once naming rank 1, and the
 // communicator stays usable.
 void reject_peer_c_api(commfuse::Comm& comm) {
@@ -582,7 +583,10 @@ void reject_peer_c_api(commfuse::Comm& comm) {
       {"null reduceOp", COMMFUSE_PARAM_NULLPTR, "matmul_all_reduce(rank 1): reduceOp is null"},
       {"destroyed x1", COMMFUSE_PARAM_INVALID, "x1 is not a live tensor descriptor"},
       {"executor run as another op", COMMFUSE_PARAM_INVALID, "made for matmul_all_reduce"},
+      {"executor run again", COMMFUSE_PARAM_INVALID, "already run or destroyed"},
+      {"destroyed executor run", COMMFUSE_PARAM_INVALID, "already run or destroyed"},
   };
+  commfuseOpExecutor_t* ran = nullptr;  // rank 1's executor of "run as another op"
   for (const Mistake& m : mistakes) {
     const std::string what = m.what;
     const bool wrong = me == 1;
@@ -601,8 +605,20 @@ void reject_peer_c_api(commfuse::Comm& comm) {
     if (got == COMMFUSE_SUCCESS) {
       EXPECT(ws <= workspace.size(), "%s: workspace %llu", m.what,
              static_cast<unsigned long long>(ws));
-      got = wrong ? commfuseMatmulReduceScatter(workspace.data(), ws, e, nullptr)
-                  : commfuseMatmulAllReduce(workspace.data(), ws, e, nullptr);
+      // A spent executor's own call is over: the peers, in this one, must still hear of it.
+      if (wrong && what == "executor run again") {
+        commfuseDestroyOpExecutor(e);
+        e = ran;
+      } else if (wrong && what == "destroyed executor run") {
+        EXPECT(commfuseDestroyOpExecutor(e) == COMMFUSE_SUCCESS, "destroy: %s",
+               commfuseGetLastErrorMessage());
+      }
+      if (wrong && what == "executor run as another op") {
+        ran = e;
+        got = commfuseMatmulReduceScatter(workspace.data(), ws, e, nullptr);
+      } else {
+        got = commfuseMatmulAllReduce(workspace.data(), ws, e, nullptr);
+      }
     }
     const char* msg = commfuseGetLastErrorMessage();
     if (wrong) {

@@ -52,6 +52,17 @@ std::string op_and_rank(const char* op, std::string_view group);
 [[noreturn]] void reject_call(const char* op, std::string_view group, int rank, Status code,
                               const std::string& why);
 
+// Whose call a plan is (its op, and this rank of its group): what fails the call on every
+// rank (reject_call) once the plan itself is gone, e.g. a C executor already run.
+struct CallOwner {
+  const char* op = nullptr;
+  std::string group;
+  int rank = 0;
+  [[noreturn]] void reject(Status code, const std::string& why) const {
+    reject_call(op, group, rank, code, why);
+  }
+};
+
 // The plan step of an operator (validation and planning, before anything is sent): any
 // error it throws is this rank's rejection of the call, told to the peers before it
 // propagates, so that a bad argument on one rank neither hangs the others nor breaks the

@@ -34,7 +34,8 @@ class PlanImpl {
   // communicator stays usable) and this rank throws code with `why`, prefixed with the op
   // and rank. For what goes wrong on one rank between plan and execute: the one-call
   // functions' workspace allocation.
-  [[noreturn]] virtual void reject(Status code, const std::string& why) const = 0;
+  [[noreturn]] void reject(Status code, const std::string& why) const { owner().reject(code, why); }
+  virtual CallOwner owner() const = 0;
 };
 
 // What the library (not its users) reaches inside a commfuse::Plan.
@@ -89,8 +90,8 @@ class OpPlan final : public PlanImpl {
   void execute(void* workspace, size_t workspace_bytes, void* stream) const override {
     execute_plan(data_, workspace, workspace_bytes, stream);
   }
-  [[noreturn]] void reject(Status code, const std::string& why) const override {
-    reject_call(data_.signature.op, data_.problem.group, data_.problem.rank, code, why);
+  CallOwner owner() const override {
+    return {data_.signature.op, data_.problem.group, data_.problem.rank};
   }
   const Data& data() const { return data_; }
 
