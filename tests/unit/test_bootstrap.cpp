@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +22,7 @@
 #include "comm/bootstrap/bootstrap.hpp"
 #include "comm/bootstrap/host_identity.hpp"
 #include "comm/bootstrap/init_method.hpp"
+#include "comm/bootstrap/wire.hpp"
 
 using commfuse::Status;
 using commfuse::comm::Bootstrap;
@@ -573,4 +576,74 @@ TEST(Bootstrap, RankZeroProcessThatDiesIsNamedOnEveryRank) {
         << o.message;
   }
   EXPECT_LT(seconds_since(t0), 4.0);
+}
+
+// ---- frames ----
+
+namespace {
+
+// A frame header as the wire carries it (little-endian magic, type, seq, length).
+std::string frame_header(commfuse::comm::wire::FrameType type, uint32_t seq, uint64_t length) {
+  std::string h;
+  auto put = [&](uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) h.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
+  put(commfuse::comm::wire::kMagic, 4);
+  put(static_cast<uint32_t>(type), 4);
+  put(seq, 4);
+  put(length, 8);
+  return h;
+}
+
+long max_rss_kib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
+}  // namespace
+
+TEST(BootstrapFrames, APayloadArrivingInPiecesIsReadWhole) {
+  using namespace commfuse::comm;
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  ASSERT_EQ(fcntl(fds[0], F_SETFL, O_NONBLOCK), 0);
+  const std::string payload = blob_for(3, 200000);  // past the reader's first 64 KiB
+  const std::string bytes = frame_header(wire::FrameType::kAllGather, 7, payload.size()) + payload;
+  wire::FrameReader reader;
+  int err = 0;
+  for (size_t at = 0; at < bytes.size(); at += 4099) {
+    const size_t n = std::min<size_t>(4099, bytes.size() - at);
+    ASSERT_EQ(send(fds[1], bytes.data() + at, n, 0), static_cast<ssize_t>(n));
+    const net::Io io = reader.feed(fds[0], &err);
+    ASSERT_EQ(io, at + n == bytes.size() ? net::Io::kOk : net::Io::kWouldBlock) << at;
+  }
+  ASSERT_TRUE(reader.done());
+  const wire::Frame f = reader.take();
+  EXPECT_EQ(f.type, wire::FrameType::kAllGather);
+  EXPECT_EQ(f.seq, 7u);
+  EXPECT_TRUE(f.payload == payload);
+  close(fds[0]);
+  close(fds[1]);
+}
+
+// A peer's header claims a 1 GiB payload and sends 100 bytes: rank 0 holds about what
+// arrived, not a zero-filled gigabyte (it did: resized to the length before reading).
+TEST(BootstrapFrames, AHugeLengthCostsOnlyTheBytesSent) {
+  using namespace commfuse::comm;
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  ASSERT_EQ(fcntl(fds[0], F_SETFL, O_NONBLOCK), 0);
+  const std::string bytes =
+      frame_header(wire::FrameType::kAllGather, 1, uint64_t{1} << 30) + std::string(100, 'x');
+  ASSERT_EQ(send(fds[1], bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
+  const long before = max_rss_kib();
+  wire::FrameReader reader;
+  int err = 0;
+  EXPECT_EQ(reader.feed(fds[0], &err), net::Io::kWouldBlock);
+  EXPECT_FALSE(reader.done());
+  EXPECT_LT(max_rss_kib() - before, 64 << 10) << "KiB of peak memory grown reading 100 bytes";
+  close(fds[1]);
+  EXPECT_EQ(reader.feed(fds[0], &err), net::Io::kClosed);
+  close(fds[0]);
 }

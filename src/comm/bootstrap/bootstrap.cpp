@@ -1,5 +1,7 @@
 #include "comm/bootstrap/bootstrap.hpp"
 
+#include <new>
+
 #include "comm/bootstrap/bootstrap_internal.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -73,7 +75,17 @@ std::vector<std::string> Bootstrap::collective(wire::FrameType op, const std::st
   check_usable();
   ++seq_;
   if (world_size_ == 1) return {blob};
-  return rank_ == 0 ? root_collective(op, blob) : peer_collective(op, blob);
+  try {
+    return rank_ == 0 ? root_collective(op, blob) : peer_collective(op, blob);
+  } catch (const std::bad_alloc&) {
+    // Out of memory holding the blobs: a RuntimeFailure naming this rank, and the group told
+    // as for any failure (rank 0 sends every peer why; a peer's closed connection is named
+    // on rank 0), not a bare bad_alloc that leaves the peers reading a silent connection.
+    const std::string why =
+        detail::cat(who(), ": out of memory during ", wire::frame_name(op), " #", seq_);
+    if (rank_ == 0) root_fail(Status::kRuntimeError, why);
+    peer_fail(Status::kRuntimeError, why);
+  }
 }
 
 std::vector<std::string> Bootstrap::all_gather(const std::string& blob) {

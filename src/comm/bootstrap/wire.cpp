@@ -1,5 +1,6 @@
 #include "comm/bootstrap/wire.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace commfuse::comm::wire {
@@ -81,14 +82,20 @@ net::Io FrameReader::feed(int fd, int* err) {
       }
       frame_.type = static_cast<FrameType>(type);
       frame_.seq = get_u32(header_ + 8);
-      frame_.payload.resize(static_cast<size_t>(length));
+      length_ = length;
     } else {
+      // The buffer grows with the bytes that arrived (doubling from 64 KiB), never to the
+      // header's length at once: a corrupt or hostile length costs rank 0 what the peer
+      // actually sends, not gigabytes zero-filled before the first payload byte.
+      if (payload_got_ == frame_.payload.size())
+        frame_.payload.resize(static_cast<size_t>(
+            std::min<uint64_t>(length_, std::max<uint64_t>(2 * payload_got_, 64 << 10))));
       io = net::recv_some(fd, frame_.payload.data() + payload_got_,
                           frame_.payload.size() - payload_got_, &got, err);
       if (io != net::Io::kOk) return io;
       payload_got_ += got;
     }
-    done_ = header_got_ == kHeaderBytes && payload_got_ == frame_.payload.size();
+    done_ = header_got_ == kHeaderBytes && payload_got_ == length_;
   }
   return net::Io::kOk;
 }
@@ -97,6 +104,7 @@ Frame FrameReader::take() {
   Frame f = std::move(frame_);
   frame_ = Frame();
   header_got_ = payload_got_ = 0;
+  length_ = 0;
   done_ = false;
   return f;
 }

@@ -56,6 +56,7 @@ class FrameReader {
   char header_[kHeaderBytes] = {};
   size_t header_got_ = 0;
   size_t payload_got_ = 0;
+  uint64_t length_ = 0;  // the header's payload length
   bool done_ = false;
   Frame frame_;
 };
