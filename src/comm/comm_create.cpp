@@ -161,9 +161,11 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
                                           const SetupAllGather& all_gather,
                                           const SetupBarrier& barrier) {
   const size_t slot_bytes = slot_bytes_param();
-  // Rank 0 reads it during set-up (agree_on_measures): read here on every rank first, so that
-  // a bad value fails every rank alike rather than rank 0 alone mid-exchange.
+  // Rank 0 reads them during set-up (agree_on_measures, timing with the compute threads):
+  // read here on every rank first, so that a bad value fails every rank alike, naming the
+  // variable, rather than rank 0 alone mid-exchange (its peers saw a lost connection).
   params::get_string("COMMFUSE_HALF_GEMM");
+  params::num_threads_override();
   shm::Segment own = shm::Segment::create(shm::region_bytes(slot_bytes));
   // COMMFUSE_FAULT=<rank>:comm_init:0:kill — killed before its peers learn the name, which
   // only a launcher that knows its pid can remove (tests/multirank/run_init_kill.sh).
