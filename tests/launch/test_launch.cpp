@@ -206,20 +206,22 @@ TEST(Launch, RankKilledBySignal) {
 }
 
 // Ranks 1 and 2 ignore SIGTERM (and say so with a file before rank 0 fails, or SIGTERM could
-// arrive before the trap is set): they must be SIGKILLed once the grace period is over.
+// arrive before the trap is set): they must be SIGKILLed once the grace period is over, the
+// second one (--help: the grace before SIGTERM, and again before SIGKILL; it was 2 s).
 TEST(Launch, RankIgnoringSigtermIsKilledAfterTheGracePeriod) {
   TempDir dir;
   const std::string d = dir.path();
   const auto r = run(launch(
-      {"-n", "3", "--grace", "1", "sh", "-c",
+      {"-n", "3", "--grace", "2.5", "sh", "-c",
        "trap '' TERM; if [ $RANK = 0 ]; then while [ ! -e " + d + "/r1 ] || [ ! -e " + d +
            "/r2 ]; do sleep 0.02; done; exit 1; fi; touch " + d + "/r$RANK; exec sleep 30"}));
   ASSERT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("ranks 1,2 still running after the 1 s grace period; sending SIGKILL"),
+  EXPECT_NE(r.err.find("ranks 1,2 still running after the 2.5 s grace period; sending SIGKILL"),
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("ranks 1,2: killed by signal 9 (SIGKILL)"), std::string::npos) << r.err;
+  EXPECT_GE(r.seconds, 4.9) << "SIGKILL came before two grace periods";
   EXPECT_LT(r.seconds, 20);
 }
 
@@ -250,6 +252,27 @@ TEST(Launch, ForwardsSigtermToTheRanks) {
       << r.err;
   EXPECT_LT(r.seconds, 20);
   for (pid_t pid : pids) EXPECT_TRUE(process_dead(pid)) << pid;
+}
+
+// A rank's own child that ignores SIGINT (as `&` makes it in sh) outlived the launch: the
+// launcher signalled the rank alone. It is ended with the launch now.
+TEST(Launch, WhatARankStartedEndsWithAStoppedLaunch) {
+  TempDir dir;
+  const std::string d = dir.path();
+  Subprocess launcher(launch({"-n", "2", "--grace", "1", "sh", "-c",
+                              "sleep 30 & echo $! > " + d + "/c$RANK; echo $$ ready; wait"}));
+  const auto pids = ready_pids(launcher.wait_for_stdout_lines(2, 20));
+  ASSERT_EQ(pids.size(), 2u);
+  ::kill(launcher.pid(), SIGINT);
+  const auto r = launcher.finish();
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 128 + SIGINT) << r.err;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::ifstream f(d + "/c" + std::to_string(rank));
+    pid_t child = 0;
+    ASSERT_TRUE(f >> child) << "rank " << rank << " wrote no child pid";
+    EXPECT_TRUE(process_dead(child)) << "rank " << rank << "'s child " << child << " outlived it";
+  }
 }
 
 TEST(Launch, RanksDieWithTheLauncher) {
@@ -286,6 +309,8 @@ TEST(Launch, UsageErrorsExitTwo) {
       {"-n", "2", "--bogus", "true"},
       {"-n", "2", "--grace", "-1", "true"},
       {"-n", "2", "--port", "70000", "true"},
+      {"-n", "2147483647", "true"},  // was std::bad_alloc, SIGABRT
+      {"-n", "65537", "true"},
   };
   for (const auto& args : bad) {
     const auto r = run(launch(args));

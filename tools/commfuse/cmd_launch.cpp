@@ -14,6 +14,9 @@
 namespace commfuse::cli {
 namespace {
 
+// Processes on one host: past this a typo (-n 2147483647) would fork until the system
+// refuses, or fail allocating the launcher's table, instead of a usage error.
+constexpr int kMaxLaunchRanks = 65536;
 constexpr const char* kUsage = "usage: commfuse launch -n W [options] [--] program [args...]\n";
 
 constexpr const char* kHelp =
@@ -22,9 +25,12 @@ constexpr const char* kHelp =
     "LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and MASTER_PORT set (init_method env://).\n"
     "Each output line is prefixed with \"[rank r] \"; when a rank fails, the others get\n"
     "SIGTERM, then SIGKILL after the grace period. SIGINT/SIGTERM are forwarded to the ranks.\n"
+    "A launch stopped so (or by a failure) also kills what the ranks started and left behind.\n"
+    "A line longer than 1 MiB is forwarded in 1 MiB pieces, each prefixed (--no-prefix\n"
+    "passes the output through whole).\n"
     "\n"
     "options:\n"
-    "  -n, --nprocs W   number of ranks (required, at least 1)\n"
+    "  -n, --nprocs W   number of ranks (required, 1 to 65536)\n"
     "  --grace S        after a rank fails, seconds the others get to exit by themselves\n"
     "                   before SIGTERM, and again before SIGKILL (default 5, at most 1e7)\n"
     "  --port P         MASTER_PORT (default: a free port on 127.0.0.1)\n"
@@ -88,10 +94,10 @@ int cmd_launch(int argc, char** argv) {
     std::optional<std::string_view> v;
     try {  // the values: strictly numbers in range (cli_args.hpp), or a usage error
       if ((v = option_value(argc, argv, i, "--nprocs", &missing))) {
-        opts.nprocs = parse_int("--nprocs", *v, 1);
+        opts.nprocs = parse_int("--nprocs", *v, 1, kMaxLaunchRanks);
         have_n = true;
       } else if ((v = option_value(argc, argv, i, "-n", &missing))) {
-        opts.nprocs = parse_int("-n", *v, 1);
+        opts.nprocs = parse_int("-n", *v, 1, kMaxLaunchRanks);
         have_n = true;
       } else if ((v = option_value(argc, argv, i, "--grace", &missing))) {
         opts.grace_s = parse_real("--grace", *v, 0);

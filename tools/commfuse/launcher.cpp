@@ -23,6 +23,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <optional>
 #include <random>
 #include <string>
@@ -42,8 +43,6 @@ using detail::cat;
 
 constexpr const char* kMasterAddr = "127.0.0.1";
 constexpr int kHandledSignals[] = {SIGINT, SIGTERM, SIGCHLD};
-// How long ranks asked to stop with SIGTERM get before SIGKILL.
-constexpr std::chrono::seconds kTermToKill{2};
 
 std::string errno_text(int e) {
   return std::strerror(e);
@@ -123,6 +122,15 @@ class SignalScope {
   struct sigaction old_[std::size(kHandledSignals)]{};
   struct sigaction old_pipe_ {};
 };
+
+// The launcher's child processes now (it is single-threaded: its one task's list); empty
+// where the kernel does not list them.
+std::vector<pid_t> own_children() {
+  std::ifstream in(cat("/proc/self/task/", ::getpid(), "/children"));
+  std::vector<pid_t> pids;
+  for (pid_t pid; in >> pid;) pids.push_back(pid);
+  return pids;
+}
 
 // Blocks the handled signals around fork() so that none runs our handler in the child before
 // it has restored the caller's dispositions; they stay pending and are delivered afterwards.
@@ -230,6 +238,9 @@ class Launcher {
   }
 
   int run() {
+    // Orphaned descendants of the ranks become the launcher's children, which kill_orphans
+    // ends when the launch is stopped (Linux only; elsewhere they outlive it, as before).
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
     const int port = opts_.port != 0 ? opts_.port : pick_free_port();
     for (int r = 0; r < opts_.nprocs && !stopping(); ++r) spawn(r, port);
     while (count_running() > 0) {
@@ -239,6 +250,8 @@ class Launcher {
       if (kill_at_ && Clock::now() >= *kill_at_) escalate();
       wait_for_events();
     }
+    // A launch that was stopped (a failure, a signal) ends what its ranks started too.
+    if (first_failure_ || interrupted_by_ || start_error_) kill_orphans();
     // Every rank has exited. Whatever it wrote is already in its pipe; a descendant that
     // still holds the pipe open must not keep the launcher alive, so take what is there.
     for (auto& r : ranks_) {
@@ -256,6 +269,24 @@ class Launcher {
   size_t count_running() const {
     return static_cast<size_t>(
         std::count_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running; }));
+  }
+
+  // What the ranks started and left behind (`sh -c 'worker & wait'` stopped by a signal, a
+  // dataloader): the launcher is their subreaper (run), so they are its children now. Each is
+  // killed and reaped, and so are theirs, which become the launcher's as their parent dies.
+  // The ranks' process groups are left alone: a rank that reads the terminal (a debugger)
+  // must stay in the foreground group.
+  void kill_orphans() {
+    for (int round = 0; round < 64; ++round) {
+      const std::vector<pid_t> orphans = own_children();
+      if (orphans.empty()) return;
+      for (const pid_t pid : orphans) ::kill(pid, SIGKILL);
+      for (const pid_t pid : orphans) {
+        int status = 0;
+        while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+      }
+    }
   }
 
   void signal_running(int sig) {
@@ -367,7 +398,7 @@ class Launcher {
     if (left.empty()) return;
     say(cat(left.size() == 1 ? "rank " : "ranks ", rank_list(left), " still running after the ",
             std::chrono::duration<double>(grace_).count(), " s grace period; sending SIGTERM"));
-    kill_at_ = Clock::now() + kTermToKill;
+    kill_at_ = Clock::now() + grace_;  // --help: the grace again before SIGKILL
     signal_running(SIGTERM);
   }
 

@@ -3,6 +3,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <new>
 #include <string>
 #include <string_view>
 
@@ -71,6 +73,12 @@ int main(int argc, char** argv) {
   } catch (const commfuse::Error& e) {
     std::fprintf(stderr, "commfuse %s: error %d (%s): %s\n", argv[1], static_cast<int>(e.code()),
                  commfuse::status_name(e.code()), e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {  // a message, not std::terminate's SIGABRT
+    std::fprintf(stderr, "commfuse %s: out of memory\n", argv[1]);
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "commfuse %s: internal error: %s\n", argv[1], e.what());
     return 1;
   }
   std::fprintf(stderr, "commfuse: unknown command '%s'\n\n", argv[1]);
