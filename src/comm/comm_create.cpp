@@ -295,7 +295,22 @@ std::unique_ptr<CommImpl> create_tcp_comm(const InitMethod& im) {
 
 std::unique_ptr<CommImpl> create_mpi_comm(int rank, int world_size);  // comm/mpi
 
+namespace {
+
+// Read leniently where they are used (kernel dispatch and logging, where nothing may throw:
+// a bad value is logged and falls back to no cap, "warn", no verbose lines). A communicator
+// is where every process of a job passes first, so a bad value fails here on every rank,
+// naming the variable, instead of a mistyped ISA cap running uncapped.
+void check_lenient_params() {
+  cpu::isa_level_from_name(params::get_string("COMMFUSE_MAX_CPU_ISA"));
+  params::get_string("COMMFUSE_LOG");
+  params::get_int("COMMFUSE_VERBOSE");
+}
+
+}  // namespace
+
 std::unique_ptr<CommImpl> create_comm(int rank, int world_size, std::string_view init_method) {
+  check_lenient_params();
   const InitMethod im = parse_init_method(init_method, rank, world_size);
   if (im.kind == InitKind::kMpi) return create_mpi_comm(rank, world_size);
   log::set_rank(im.rank);

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <string>
 
 namespace {
@@ -43,6 +44,28 @@ TEST(CommInit, SingleRankCommWorksAndIsFoundByName) {
   float x[3] = {1, 2, 3}, y[3] = {};
   c.all_reduce(x, y, 3, commfuse::DType::kFloat32);
   EXPECT_EQ(y[2], 3.0f);
+}
+
+// Kernel dispatch and logging read these leniently (a warning, then no cap, "warn", quiet):
+// a communicator refuses them, naming the variable, so a mistyped cap cannot run uncapped.
+TEST(CommInit, BadProcessWideSettingsAreRefused) {
+  const char* bad[][2] = {
+      {"COMMFUSE_MAX_CPU_ISA", "avx3"}, {"COMMFUSE_LOG", "loud"}, {"COMMFUSE_VERBOSE", "yes"}};
+  for (const auto& [name, value] : bad) {
+    const char* old = std::getenv(name);
+    const std::string saved = old != nullptr ? old : "";
+    setenv(name, value, 1);
+    try {
+      commfuse::Comm c(0, 1, "tcp://127.0.0.1:" + std::to_string(free_port()));
+      ADD_FAILURE() << name << "=" << value << " was accepted";
+    } catch (const commfuse::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+    if (old != nullptr)
+      setenv(name, saved.c_str(), 1);
+    else
+      unsetenv(name);
+  }
 }
 
 TEST(CommInit, UnknownGroupNameIsParamInvalid) {
