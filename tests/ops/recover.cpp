@@ -303,12 +303,28 @@ int case_fault(commfuse::Comm& comm) {
   if (c == nullptr) return 1;
   // all_reduce: enough data for several shm steps, so a fault at piece 1 or 2 hits mid-call.
   std::vector<float> big(8192, 1.0f), big_out(big.size());
+  // COMMFUSE_TEST_BIG_PIECES: all_gather_matmul with 16 MiB per rank (comm_turn 2), far past
+  // MPI's eager limit, so a stalled sender leaves the survivors' receives matched and
+  // unfinished (their clean-up waited on them forever; 2 MiB per rank did not show it).
+  const bool big_pieces = std::getenv("COMMFUSE_TEST_BIG_PIECES") != nullptr;
+  const int64_t big_m = 4096, big_k = 1024, big_n = 8;
+  std::vector<float> bx1(big_pieces ? big_m * big_k : 0, 1.0f), bx2(big_k * big_n, 0.5f),
+      bout(big_pieces ? big_m * comm.world_size() * big_n : 0);
   for (int i = 0; i < 20; ++i) {
     try {
-      if (std::string(op) == "all_reduce")
+      if (std::string(op) == "all_reduce") {
         comm.all_reduce(big.data(), big_out.data(), big.size(), DType::kFloat32);
-      else
+      } else if (big_pieces) {
+        commfuse::AllGatherMatmulOptions o;
+        o.comm_turn = 2;
+        o.gather_output = false;
+        commfuse::all_gather_matmul(
+            TensorView(bx1.data(), DType::kFloat32, {big_m, big_k}),
+            TensorView(bx2.data(), DType::kFloat32, {big_k, big_n}), comm.name(), comm.world_size(),
+            TensorView(bout.data(), DType::kFloat32, {big_m * comm.world_size(), big_n}), {}, o);
+      } else {
         c->call(Mode::kGood);
+      }
     } catch (const commfuse::RuntimeFailure& e) {
       // The test script counts these lines: every survivor must print one.
       std::printf("rank %d: got expected error: %s\n", comm.rank(), e.what());

@@ -16,6 +16,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr uint64_t kMaxMessage = uint64_t{1} << 30;  // MPI counts are int
+// How long an abandoned pipeline waits for receives MPI matched but could not cancel.
+constexpr std::chrono::seconds kAbandonGrace{1};
 
 void post(MPI_Comm comm, int tag, const Pipeline::Transfer& t, bool is_recv,
           std::vector<MPI_Request>& out, const char* op, int rank) {
@@ -87,15 +89,31 @@ Pipeline::Pipeline(MPI_Comm comm, int tag, int rank, const char* op, const WaitR
 Pipeline::~Pipeline() {
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
-  // A pipeline abandoned by an exception: late data must not land in freed buffers.
+  // A pipeline abandoned by an exception: late data must not land in freed buffers. A
+  // receive not yet matched is cancelled at once. One MPI already matched cannot be: it ends
+  // only when its sender sends the rest (a large message's rendezvous), which a stalled peer
+  // never does, so waiting for it (MPI_Wait) hung the survivor forever after its timeout. It
+  // gets kAbandonGrace, then is released to finish in the background (docs/reliability.md:
+  // a failed call's output may still be written while that peer lives).
+  std::vector<MPI_Request> left;
   for (auto& p : pieces_)
     for (auto& r : p->recv_reqs)
       if (r != MPI_REQUEST_NULL) {
-        // A receive already matched cannot be cancelled: waiting (local once cancel was
-        // requested) makes sure it has finished writing before the buffer goes away.
         MPI_Cancel(&r);
-        MPI_Wait(&r, MPI_STATUS_IGNORE);
+        left.push_back(r);
+        r = MPI_REQUEST_NULL;
       }
+  const auto until = Clock::now() + kAbandonGrace;
+  while (!left.empty()) {
+    std::erase_if(left, [](MPI_Request& r) {
+      int done = 0;
+      return MPI_Test(&r, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || done != 0;
+    });
+    if (left.empty() || Clock::now() >= until) break;
+    sched_yield();
+  }
+  if (!left.empty()) note_peer_unresponsive();
+  for (auto& r : left) MPI_Request_free(&r);
   for (auto& r : send_reqs_)
     if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
 }
