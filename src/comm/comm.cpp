@@ -63,8 +63,22 @@ CommImpl::Entered::~Entered() {
 }
 
 void CommImpl::reject(Status code, const std::string& message) {
-  transport_->reject(message);
+  tell_rejected(message);
   detail::throw_status(code, message);
+}
+
+void CommImpl::tell_rejected(const std::string& message) {
+  const std::thread::id me = std::this_thread::get_id();
+  std::thread::id none;
+  if (caller_.compare_exchange_strong(none, me, std::memory_order_acquire)) {
+    struct Leave {
+      std::atomic<std::thread::id>& caller;
+      ~Leave() { caller.store(std::thread::id(), std::memory_order_release); }
+    } leave{caller_};
+    transport_->reject(message);
+  } else if (none == me) {
+    transport_->reject(message);  // within this thread's own call (a collective's checks)
+  }
 }
 
 }  // namespace comm

@@ -28,6 +28,10 @@ class CommImpl {
   // inside the call fail it at once naming this rank (Transport::reject) instead of waiting
   // for the deadline, and the communicator stays usable on every rank. Throws `code`.
   [[noreturn]] void reject(Status code, const std::string& message);
+  // reject's telling alone, held like a call: while another thread is in a call on this
+  // communicator nothing is sent (this thread's call would have been refused, and its
+  // rejection took the place of that call's next collective, failing it on every rank).
+  void tell_rejected(const std::string& message);
 
   // The thread inside a call — a collective, or an operator with all its collectives — for
   // as long as it lives: a second thread meanwhile is refused (throw_busy) instead of

@@ -404,6 +404,27 @@ std::thread refused_barrier(commfuse::Comm& c, std::chrono::milliseconds delay,
   });
 }
 
+// A thread that plans a call with a bad argument after `delay`, while the calling thread is
+// in `during`: the error is its own, and nothing reaches the peers (its rejection took the
+// place of the operator's next collective, failing the operator on every rank).
+std::thread refused_bad_plan(commfuse::Comm& c, std::chrono::milliseconds delay,
+                             const char* during) {
+  return std::thread([&c, delay, during] {
+    std::this_thread::sleep_for(delay);
+    std::vector<float> a(8), b(8), o(4);
+    try {
+      commfuse::MatmulAllReducePlan bad(commfuse::TensorView(a.data(), DType::kFloat32, {2, 4}),
+                                        commfuse::TensorView(b.data(), DType::kFloat32, {3, 2}),
+                                        c.name(),
+                                        commfuse::TensorView(o.data(), DType::kFloat32, {2, 2}));
+      EXPECT(false, "rank %d: a plan with x2 of 3 rows for k = 4 was accepted during %s", c.rank(),
+             during);
+    } catch (const commfuse::InvalidArgument& e) {
+      std::printf("rank %d: got expected PARAM_INVALID: %s\n", c.rank(), e.what());
+    }
+  });
+}
+
 // A second thread calling into a communicator while the first is in a call (which waits for
 // a late rank 1) is refused with RUNTIME_ERROR on that thread alone; the first call and the
 // communicator are unaffected.
@@ -434,6 +455,16 @@ int case_two_threads(commfuse::Comm& c) {
   std::vector<uint8_t> workspace(plan.workspace_size());
   if (c.rank() == 0)
     second = refused_barrier(c, std::chrono::milliseconds(30), "all_gather_matmul");
+  plan.execute(workspace.data(), workspace.size());
+  if (second.joinable()) second.join();
+  EXPECT(out[0] == static_cast<float>(k) && out.back() == out[0], "rank %d: output %g", c.rank(),
+         out[0]);
+  EXPECT(c.usable(), "rank %d: unusable: %s", c.rank(), c.failure().c_str());
+  c.barrier();
+  // A bad plan from the second thread meanwhile: refused there, the operator unaffected.
+  std::fill(out.begin(), out.end(), 0.0f);
+  if (c.rank() == 0)
+    second = refused_bad_plan(c, std::chrono::milliseconds(30), "all_gather_matmul");
   plan.execute(workspace.data(), workspace.size());
   if (second.joinable()) second.join();
   EXPECT(out[0] == static_cast<float>(k) && out.back() == out[0], "rank %d: output %g", c.rank(),

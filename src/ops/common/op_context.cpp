@@ -17,7 +17,7 @@ OpContext::OpContext(const char* op, std::string_view group) : op_(op) {
 void tell_peers_rejected(std::string_view group, const char* message) {
   if (group.data() == nullptr) return;
   try {
-    find_comm(group).impl().transport().reject(message);
+    find_comm(group).impl().tell_rejected(message);
   } catch (const Error&) {  // no such group: no peers to tell
   }
 }

@@ -43,8 +43,9 @@ class OpContext {
 };
 
 // Tells the peers of the communicator named `group` (if there is one) that this rank
-// rejected its call (Transport::reject): those already inside the call fail it naming this
-// rank, and the communicator stays usable. Never throws.
+// rejected its call (CommImpl::tell_rejected): those already inside the call fail it naming
+// this rank, and the communicator stays usable. Nothing is sent while another thread of this
+// rank is in a call on it. Never throws.
 void tell_peers_rejected(std::string_view group, const char* message);
 // "op(rank r)" for this rank of group, or "op" where there is no such group.
 std::string op_and_rank(const char* op, std::string_view group);
