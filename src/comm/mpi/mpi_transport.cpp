@@ -66,7 +66,10 @@ MpiTransport::MpiTransport(MPI_Comm comm, bool oversubscribed, bool progress_thr
   MPI_Comm_size(comm_, &size_);
   descs_.resize(static_cast<size_t>(size_));
   const size_t R = static_cast<size_t>(size_);
-  inline_bytes_ = std::min(kInlineMessageBytes, kInboxBytes / R / 64 * 64) - kDescHeaderBytes;
+  // No inline data where a rank's share of the inbox does not hold the header (R >= 21846
+  // wrapped this to ~2^64, every transfer "fit" and overflowed the outbox).
+  const size_t share = std::min(kInlineMessageBytes, kInboxBytes / R / 64 * 64);
+  inline_bytes_ = share > kDescHeaderBytes ? share - kDescHeaderBytes : 0;
   inbox_stride_ = (std::max(sizeof(WireDesc), kDescHeaderBytes + inline_bytes_) + 63) / 64 * 64;
   inbox_.resize(inbox_stride_ * R);
 }
