@@ -78,13 +78,48 @@ void ensure_mpi_initialized() {
   std::atexit(finalize_at_exit);
 }
 
+// One nonblocking set-up collective: its request and every buffer it reads or writes, on the
+// heap. A timeout abandons them: MPI forbids freeing or cancelling the request (MPI-3.1
+// §5.12) and may still complete it later, reading and writing these buffers after the
+// caller is gone. (Kept reachable from a list, so that leak checkers see no leak.)
+template <typename T>
+class SetUpCollective {
+ public:
+  explicit SetUpCollective(T data = {}) : state_(new State{std::move(data)}) {}
+  ~SetUpCollective() { delete state_; }
+  SetUpCollective(const SetUpCollective&) = delete;
+  SetUpCollective& operator=(const SetUpCollective&) = delete;
+  T& data() { return state_->data; }
+  MPI_Request* request() { return &state_->requests[0]; }
+  void wait(int rank, int timeout_s) {
+    try {
+      mpi::wait_all(state_->requests, kOp, rank, timeout_s, false);
+    } catch (...) {
+      static std::mutex mu;
+      static auto* const abandoned = new std::vector<std::unique_ptr<State>>;
+      const std::lock_guard<std::mutex> lock(mu);
+      abandoned->emplace_back(std::exchange(state_, nullptr));
+      throw;
+    }
+  }
+
+ private:
+  struct State {
+    T data;
+    std::vector<MPI_Request> requests{MPI_REQUEST_NULL};
+  };
+  State* state_;
+};
+
 // Our duplicate of MPI_COMM_WORLD until a transport takes it.
 class OwnedComm {
  public:
   OwnedComm(int rank, int timeout_s) {
-    std::vector<MPI_Request> req(1);
-    mpi::check(MPI_Comm_idup(MPI_COMM_WORLD, &comm_, &req[0]), "MPI_Comm_idup", kOp, rank);
-    mpi::wait_all(req, kOp, rank, timeout_s, false);
+    SetUpCollective<MPI_Comm> dup(MPI_COMM_NULL);
+    mpi::check(MPI_Comm_idup(MPI_COMM_WORLD, &dup.data(), dup.request()), "MPI_Comm_idup", kOp,
+               rank);
+    dup.wait(rank, timeout_s);
+    comm_ = dup.data();
     // Errors come back as codes (turned into RUNTIME_ERROR) instead of killing the job.
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   }
@@ -105,31 +140,40 @@ std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine, 
                                         int timeout_s) {
   int size = 0;
   MPI_Comm_size(comm, &size);
-  int len = static_cast<int>(mine.size());
-  std::vector<int> lens(size), displs(size);
-  std::vector<MPI_Request> req(1);
-  mpi::check(MPI_Iallgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm, &req[0]),
+  struct Lengths {
+    int mine = 0;
+    std::vector<int> all;
+  };
+  SetUpCollective<Lengths> lengths({static_cast<int>(mine.size()), std::vector<int>(size)});
+  Lengths& n = lengths.data();
+  mpi::check(MPI_Iallgather(&n.mine, 1, MPI_INT, n.all.data(), 1, MPI_INT, comm, lengths.request()),
              "MPI_Iallgather", kOp, rank);
-  mpi::wait_all(req, kOp, rank, timeout_s, false);
+  lengths.wait(rank, timeout_s);
+  struct Blobs {
+    std::string mine, all;
+    std::vector<int> lens, displs;
+  };
+  SetUpCollective<Blobs> blobs({mine, {}, n.all, std::vector<int>(size)});
+  Blobs& b = blobs.data();
   int total = 0;
   for (int r = 0; r < size; ++r) {
-    displs[r] = total;
-    total += lens[r];
+    b.displs[r] = total;
+    total += b.lens[r];
   }
-  std::string all(static_cast<size_t>(total), '\0');
-  mpi::check(MPI_Iallgatherv(mine.data(), len, MPI_BYTE, all.data(), lens.data(), displs.data(),
-                             MPI_BYTE, comm, &req[0]),
+  b.all.assign(static_cast<size_t>(total), '\0');
+  mpi::check(MPI_Iallgatherv(b.mine.data(), n.mine, MPI_BYTE, b.all.data(), b.lens.data(),
+                             b.displs.data(), MPI_BYTE, comm, blobs.request()),
              "MPI_Iallgatherv", kOp, rank);
-  mpi::wait_all(req, kOp, rank, timeout_s, false);
+  blobs.wait(rank, timeout_s);
   std::vector<std::string> out;
-  for (int r = 0; r < size; ++r) out.push_back(all.substr(displs[r], lens[r]));
+  for (int r = 0; r < size; ++r) out.push_back(b.all.substr(b.displs[r], b.lens[r]));
   return out;
 }
 
 void barrier(MPI_Comm comm, int rank, int timeout_s) {
-  std::vector<MPI_Request> req(1);
-  mpi::check(MPI_Ibarrier(comm, &req[0]), "MPI_Ibarrier", kOp, rank);
-  mpi::wait_all(req, kOp, rank, timeout_s, false);
+  SetUpCollective<int> b;
+  mpi::check(MPI_Ibarrier(comm, b.request()), "MPI_Ibarrier", kOp, rank);
+  b.wait(rank, timeout_s);
 }
 
 // What each rank tells the others before anything is built. A rank whose own checks
@@ -215,11 +259,12 @@ std::unique_ptr<CommImpl> create_mpi_comm(int rank, int world_size) {
         [&] { barrier(c, me, timeout_s); });
   }
 
-  uint64_t group_id = 0;
-  if (me == 0) group_id = std::random_device{}() * 4294967296ull + std::random_device{}();
-  std::vector<MPI_Request> req(1);
-  mpi::check(MPI_Ibcast(&group_id, 1, MPI_UINT64_T, 0, comm.get(), &req[0]), "MPI_Ibcast", kOp, me);
-  mpi::wait_all(req, kOp, me, timeout_s, false);
+  SetUpCollective<uint64_t> id(0);
+  if (me == 0) id.data() = std::random_device{}() * 4294967296ull + std::random_device{}();
+  mpi::check(MPI_Ibcast(&id.data(), 1, MPI_UINT64_T, 0, comm.get(), id.request()), "MPI_Ibcast",
+             kOp, me);
+  id.wait(me, timeout_s);
+  const uint64_t group_id = id.data();
   char name[64];
   std::snprintf(name, sizeof(name), "commfuse-%016llx-w%d",
                 static_cast<unsigned long long>(group_id), size);

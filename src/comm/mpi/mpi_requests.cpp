@@ -125,9 +125,8 @@ void wait_all(std::vector<MPI_Request>& requests, const char* op, int rank, int 
   if (poll(requests.data(), requests.size(), WaitRules{timeout_s, oversubscribed}, op, rank) ==
       Polled::kDone)
     return;
-  // Collective requests cannot be cancelled; the communicator is abandoned with them.
-  for (auto& r : requests)
-    if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+  // Nonblocking collectives' requests may be neither cancelled nor freed (MPI-3.1 §5.12):
+  // left to the caller, which abandons them with their buffers (mpi_comm.cpp).
   note_peer_unresponsive();
   detail::throw_status(Status::kRuntimeError,
                        detail::cat(op, "(rank ", rank, "): timed out after ", timeout_s,

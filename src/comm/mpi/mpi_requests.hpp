@@ -39,7 +39,9 @@ bool peer_unresponsive();
 void check(int rc, const char* call, const char* op, int rank);
 
 // Waits for requests that carry no peer to blame (set-up collectives): RUNTIME_ERROR
-// naming op and rank after timeout_s seconds without any of them completing.
+// naming op and rank after timeout_s seconds without any of them completing. The requests
+// left unfinished then are the caller's to abandon, with every buffer they use (MPI may
+// still complete them; it forbids freeing or cancelling a nonblocking collective's).
 void wait_all(std::vector<MPI_Request>& requests, const char* op, int rank, int timeout_s,
               bool oversubscribed);
 
