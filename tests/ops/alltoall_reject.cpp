@@ -53,6 +53,16 @@ int case_alltoall_reject(commfuse::Comm& comm) {
     expect_reject(rank, what, code, needles, [&] { a.plan(); });
   };
   const Status INV = Status::kParamInvalid, NUL = Status::kParamNullptr;
+  // R*H past the exact int32 sum of A16W8 (132104 products of 127 x 128): the sum would
+  // wrap. Real buffers (a check that let it through would read them, not crash).
+  {
+    const int64_t hb = 132105 / R + 1, kb = hb * R;
+    std::vector<uint8_t> x1(static_cast<size_t>(bs * hb * 2)), x2(static_cast<size_t>(kb * n));
+    q("A16W8 R*H past int32", INV, {"R*H is", "only up to 132104"}, [&](QArgs& a) {
+      a.x1 = TensorView(x1.data(), F16, {bs, hb});
+      a.x2 = TensorView(x2.data(), I8, {kb, n});
+    });
+  }
   // Combinations.
   q("A16 with x1QuantMode 3", INV, {"unsupported combination", "x1QuantMode 3"},
     [](QArgs& a) { a.o.x1_quant_mode = 3; });

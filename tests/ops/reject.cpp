@@ -281,6 +281,30 @@ void reject_quant_all_gather_matmul(commfuse::Comm& comm, Buffers& b, const std:
         rop, inv, {rop, rank.c_str(), "x1_scale shape is (3,)"},
         rwith([sc](ReduceArgs& r) { r.opt.x1_scale = TensorView(sc, DType::kFloat32, {3}); }));
   }
+  // A8W8 k past the exact int32 sum (131071 products of 128 x 128): the sum would wrap.
+  // The buffers are real (a check that let it through would read them, not crash).
+  {
+    const int64_t k = 131072;
+    std::vector<int8_t> x1(static_cast<size_t>(kM * R * k)), x2(static_cast<size_t>(k * kN));
+    std::vector<int8_t> g(static_cast<size_t>(kM * R * k));
+    AgmArgs a = ok;
+    a.x1 = TensorView(x1.data(), i8, {kM, k});
+    a.x2 = TensorView(x2.data(), i8, {k, kN});
+    a.gather_out = TensorView(g.data(), i8, {kM * R, k});
+    expect_error("q A8W8 k past int32", inv,
+                 {op, rank.c_str(), "x1 dim 1 (k) is 131072", "only up to 131071"},
+                 [a] { a.plan(); });
+    ReduceArgs r = rs;
+    r.x1 = TensorView(x1.data(), i8, {kM * R, k});
+    r.x2 = TensorView(x2.data(), i8, {k, kN});
+    expect_error("q A8W8 reduce k past int32", inv,
+                 {"matmul_reduce_scatter", rank.c_str(), "(k) is 131072", "only up to 131071"},
+                 [r] { r.plan_rs(); });
+    a.x1 = TensorView(x1.data(), i8, {kM, k - 1});  // the largest k: accepted
+    a.x2 = TensorView(x2.data(), i8, {k - 1, kN});
+    a.gather_out = TensorView(g.data(), i8, {kM * R, k - 1});
+    a.plan();
+  }
   // Accepted: A8W8 with a per-token x1 scale over all rows, FP8 into float32.
   ReduceArgs a8 = rs;
   a8.opt.x1_scale = TensorView(sc, f32, {kM * R});

@@ -40,6 +40,8 @@ AllGatherMatmulProblem validate_all_gather_matmul(const TensorView& x1, const Te
   p.n = p.x2.n;
   p.quant =
       check_quant_scales(ctx, p.dtype, x2.dtype, p.m, p.n, options.x1_scale, options.x2_scale);
+  if (p.quant.mode == QuantMatmulMode::kA8W8)
+    check_int32_accumulation(ctx, "x1 dim 1 (k)", p.k, 128, 128, "int8 x int8");
   p.bias = check_matmul_bias(ctx, options.bias, p.dtype, p.n, p.quant, /*allow_int32=*/true);
   int64_t rows = 0;  // m·R: x1's rows fit an int64, R times them may not
   if (__builtin_mul_overflow(p.m, p.world_size, &rows))

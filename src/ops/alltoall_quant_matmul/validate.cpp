@@ -114,6 +114,14 @@ AlltoAllQuantMatmulProblem validate_alltoall_quant_matmul(
                 " = ", k, o.transpose_x2 ? " (transposeX2: x2 is (N, R*H))" : "");
   if (x2.dtype == DType::kInt4 && x2.shape[1] % 2 != 0)
     ctx.invalid("x2 dim 1 is ", x2.shape[1], " but an int4 x2 needs an even last dim");
+  // The activations are quantized to [-127, 127] (A16W8) or [-7, 7] (A16W4); A4W4 sums each
+  // source rank's H rows on their own (one token scale each).
+  if (p.combo == QuantCombo::kA16W8)
+    check_int32_accumulation(ctx, "R*H", k, 127, 128, "int8 activation x int8 weight");
+  else if (p.combo == QuantCombo::kA16W4)
+    check_int32_accumulation(ctx, "R*H", k, 7, 8, "int4 activation x int4 weight");
+  else
+    check_int32_accumulation(ctx, "x1 dim 1 (H)", p.h, 8, 8, "int4 x int4");
   p.x2 = x2.data;
   p.x1 = x1.data;
   if (o.packed_x2 != nullptr) {

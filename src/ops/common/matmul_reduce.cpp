@@ -68,6 +68,8 @@ MatmulReduceProblem validate_matmul_operands(const OpContext& ctx, const TensorV
                 PTRDIFF_MAX, " bytes)");
   p.quant =
       check_quant_scales(ctx, p.dtype, x2.dtype, p.m, p.n, options.x1_scale, options.x2_scale);
+  if (p.quant.mode == QuantMatmulMode::kA8W8)
+    check_int32_accumulation(ctx, "x1's last dim (k)", p.k, 128, 128, "int8 x int8");
   // An int32 bias belongs to A8W8 all_gather_matmul only (SPEC §6): here the bias is added
   // once to the rank-order fp32 sum.
   p.bias = check_matmul_bias(ctx, options.bias, p.dtype, p.n, p.quant, /*allow_int32=*/false);

@@ -1,5 +1,7 @@
 #include "ops/common/quant_operands.hpp"
 
+#include <cstdint>
+
 namespace commfuse::ops {
 namespace {
 
@@ -135,6 +137,15 @@ QuantScales check_quant_scales(const OpContext& ctx, DType x1_dtype, DType x2_dt
     q.x1_scale = static_cast<const float*>(s1.data);
   }
   return q;
+}
+
+void check_int32_accumulation(const OpContext& ctx, const char* what, int64_t k, int64_t a_max,
+                              int64_t b_max, const char* operands) {
+  const int64_t limit = INT32_MAX / (a_max * b_max);
+  if (k > limit)
+    ctx.invalid(what, " is ", k, " but ", operands, " products (up to ", a_max, " x ", b_max,
+                ") sum exactly in int32 only up to ", limit,
+                " of them; a longer sum could wrap (not supported)");
 }
 
 BiasArg check_matmul_bias(const OpContext& ctx, const std::optional<TensorView>& bias,

@@ -44,6 +44,13 @@ QuantScales check_quant_scales(const OpContext& ctx, DType x1_dtype, DType x2_dt
                                int64_t n, const std::optional<TensorView>& x1_scale,
                                const std::optional<TensorView>& x2_scale);
 
+// An integer GEMM's int32 sum is exact (SPEC §3, §6: "int32, exact") only while k products
+// of the operands' largest magnitudes fit it: k · a_max · b_max <= 2^31 - 1 (A8W8 k <= 131071,
+// A16W8 R·H <= 132104). Beyond, every kernel's sum would wrap silently (a sign flip, no
+// error): PARAM_INVALID naming `what` (the dimension, e.g. "x1 dim 1 (k)") and the limit.
+void check_int32_accumulation(const OpContext& ctx, const char* what, int64_t k, int64_t a_max,
+                              int64_t b_max, const char* operands);
+
 // The bias: outside quantized mode check_bias's rule; in it fp32, bf16 or fp16 (n,), or —
 // where allow_int32 (A8W8 all_gather_matmul) — int32 (n,), returned in q.bias_int.
 BiasArg check_matmul_bias(const OpContext& ctx, const std::optional<TensorView>& bias,
