@@ -9,6 +9,7 @@
 
 #include "comm/comm_impl.hpp"
 #include "core/error.hpp"
+#include "core/simd.hpp"
 #include "core/trace.hpp"
 #include "kernels/cpu/reduce.hpp"
 #include "kernels/cpu/threads.hpp"
@@ -210,12 +211,14 @@ void Comm::all_gather(const void* src, void* dst, size_t count, DType dtype) {
 
 void Comm::reduce_scatter(const void* src, void* dst, size_t count, DType dtype) {
   const comm::CommImpl::Entered entered(*impl_, "reduce_scatter");
+  const simd::ToNearest nearest;  // the sums round to nearest even on every rank alike
   check_buffers(*impl_, "reduce_scatter", src, dst, count, dtype, true, world_size());
   impl_->transport().reduce_scatter(src, dst, count, dtype);
 }
 
 void Comm::all_reduce(const void* src, void* dst, size_t count, DType dtype) {
   const comm::CommImpl::Entered entered(*impl_, "all_reduce");
+  const simd::ToNearest nearest;  // the sums round to nearest even on every rank alike
   check_buffers(*impl_, "all_reduce", src, dst, count, dtype, true);
   impl_->transport().all_reduce(src, dst, count, dtype);
 }

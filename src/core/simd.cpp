@@ -1,5 +1,11 @@
-// The build-flag probe of core/simd.hpp (multiply_add_as_built).
+// The build-flag probe of core/simd.hpp (multiply_add_as_built), and its rounding-mode guard.
 #include "core/simd.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#else
+#include <cfenv>
+#endif
 
 namespace commfuse::simd {
 
@@ -8,6 +14,26 @@ namespace commfuse::simd {
 __attribute__((target("avx2,fma"), noinline)) static float multiply_add_fma_target(float a, float b,
                                                                                    float c) {
   return a * b + c;
+}
+#endif
+
+#if defined(__x86_64__) || defined(__i386__)
+// MXCSR's rounding-control bits (13-14): 00 is round to nearest even. Read directly, since
+// fegetround reads the x87 control word, which _MM_SET_ROUNDING_MODE leaves alone.
+constexpr unsigned kRoundingBits = 0x6000;
+ToNearest::ToNearest() : saved_(_mm_getcsr()), changed_((saved_ & kRoundingBits) != 0) {
+  if (changed_) _mm_setcsr(saved_ & ~kRoundingBits);
+}
+ToNearest::~ToNearest() {
+  if (changed_) _mm_setcsr(saved_);
+}
+#else
+ToNearest::ToNearest()
+    : saved_(static_cast<unsigned>(std::fegetround())), changed_(saved_ != FE_TONEAREST) {
+  if (changed_) std::fesetround(FE_TONEAREST);
+}
+ToNearest::~ToNearest() {
+  if (changed_) std::fesetround(static_cast<int>(saved_));
 }
 #endif
 

@@ -65,6 +65,23 @@
 
 namespace commfuse::simd {
 
+// Round to nearest (ties to even) for the vector and scalar float arithmetic of its scope,
+// whatever the thread's mode, restored after: loops that round with std::nearbyint (which
+// vectorizes; __builtin_roundevenf does not, in GCC 12) follow MXCSR, so a host program's
+// fesetround(FE_UPWARD) turned 2.5 into 3 (SPEC §1, §3: round half to even, an exact function
+// of the input bits). One MXCSR read per scope, a write only where another mode was set.
+class ToNearest {
+ public:
+  ToNearest();
+  ~ToNearest();
+  ToNearest(const ToNearest&) = delete;
+  ToNearest& operator=(const ToNearest&) = delete;
+
+ private:
+  unsigned saved_ = 0;
+  bool changed_ = false;
+};
+
 // a * b + c as the library compiles it for a target with FMA (AVX2 + FMA), where the CPU has
 // one, else in baseline code: the product rounded, then the sum, unless the build lets the
 // compiler contract them into one FMA (it must not: -ffp-contract=off, above). For the test

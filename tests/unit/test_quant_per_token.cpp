@@ -7,6 +7,9 @@
 // oneDNN's non-VNNI int8 kernel saturate, and with k longer than one exact fp32 block.
 #include <gtest/gtest.h>
 
+#include <commfuse/commfuse.hpp>
+
+#include <cfenv>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -79,6 +82,58 @@ TEST(QuantPerToken, TiesRoundHalfToEven) {
     const std::vector<int8_t> want = {static_cast<int8_t>(Q), 0, 2, 2, 0, -2, -2, 4};
     EXPECT_EQ(q, want);
     expect_same(v, Q);
+  }
+}
+
+// The ties go to even whatever rounding mode the host program set (std::nearbyint follows
+// it: under FE_UPWARD 2.5 became 3), and the program's mode is left as it was.
+TEST(QuantPerToken, TiesRoundHalfToEvenInAnyRoundingMode) {
+  for (const int mode : {FE_UPWARD, FE_DOWNWARD, FE_TOWARDZERO}) {
+    ASSERT_EQ(std::fesetround(mode), 0);
+    std::vector<float> v = {127.0f, 0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 3.5f};
+    std::vector<int8_t> q(v.size());
+    cpu::quantize_row_per_token(v.data(), v.size(), 127, q.data());
+    std::vector<int8_t> c8(v.size());
+    std::vector<int32_t> c32(v.size());
+    std::vector<int64_t> c64(v.size());
+    commfuse::convert(v.data(), commfuse::DType::kFloat32, c8.data(), commfuse::DType::kInt8,
+                      v.size());
+    commfuse::convert(v.data(), commfuse::DType::kFloat32, c32.data(), commfuse::DType::kInt32,
+                      v.size());
+    commfuse::convert(v.data(), commfuse::DType::kFloat32, c64.data(), commfuse::DType::kInt64,
+                      v.size());
+    EXPECT_EQ(std::fegetround(), mode) << "the caller's rounding mode was not restored";
+    std::fesetround(FE_TONEAREST);
+    const std::vector<int8_t> want = {127, 0, 2, 2, 0, -2, -2, 4};
+    EXPECT_EQ(q, want) << "quantize_row_per_token, mode " << mode;
+    EXPECT_EQ(c8, want) << "convert to int8, mode " << mode;
+    EXPECT_EQ(c32, std::vector<int32_t>(want.begin(), want.end())) << "int32, mode " << mode;
+    EXPECT_EQ(c64, std::vector<int64_t>(want.begin(), want.end())) << "int64, mode " << mode;
+  }
+}
+
+// The same for the quantize API's fp32 arithmetic (code times scale, rounded once): the
+// dequantized values of a directed mode were the product rounded up (or down).
+TEST(QuantPerToken, DequantizeIsTheSameInAnyRoundingMode) {
+  const int64_t rows = 4, h = 64;
+  std::vector<int8_t> q(rows * h);
+  std::vector<float> scales(rows);
+  for (int64_t i = 0; i < rows * h; ++i) q[i] = static_cast<int8_t>((i * 37) % 255 - 127);
+  for (int64_t r = 0; r < rows; ++r) scales[r] = 0.1f + 0.013f * static_cast<float>(r);
+  auto dequant = [&] {
+    std::vector<float> out(rows * h);
+    commfuse::dequantize(commfuse::TensorView(q.data(), commfuse::DType::kInt8, {rows, h}),
+                         commfuse::TensorView(scales.data(), commfuse::DType::kFloat32, {rows}),
+                         "per_token",
+                         commfuse::TensorView(out.data(), commfuse::DType::kFloat32, {rows, h}));
+    return out;
+  };
+  const std::vector<float> nearest = dequant();
+  for (const int mode : {FE_UPWARD, FE_DOWNWARD, FE_TOWARDZERO}) {
+    ASSERT_EQ(std::fesetround(mode), 0);
+    const std::vector<float> got = dequant();
+    std::fesetround(FE_TONEAREST);
+    EXPECT_TRUE(got == nearest) << "mode " << mode;
   }
 }
 

@@ -15,7 +15,8 @@ CF_SIMD_KERNEL(float, abs_max, (const float* v, size_t count), (v, count)) {
   return simd::lane_max(count, [v](size_t i) { return std::fabs(v[i]); });
 }
 
-CF_SIMD_KERNEL_AVX512(float, quantize_row_with_amax,
+namespace {
+CF_SIMD_KERNEL_AVX512(float, quantize_row_in_mode,
                       (const float* v, size_t count, float amax, int qmax, int8_t* q),
                       (v, count, amax, qmax, q)) {
   if (!(amax > 0.0f)) {  // all-zero row (SPEC §3: zeros with s = 0, where CANN gives NaN)
@@ -25,13 +26,19 @@ CF_SIMD_KERNEL_AVX512(float, quantize_row_with_amax,
   const float qf = static_cast<float>(qmax);
   const float inv = qf / amax;
   for (size_t i = 0; i < count; ++i) {
-    float t = std::nearbyint(v[i] * inv);  // round half to even in the default mode
+    float t = std::nearbyint(v[i] * inv);  // half to even: the caller's ToNearest
     t = t > qf ? qf : t;
     t = t < -qf ? -qf : t;
     t = t == t ? t : 0.0f;  // NaN -> 0
     q[i] = static_cast<int8_t>(t);
   }
   return amax / qf;
+}
+}  // namespace
+
+float quantize_row_with_amax(const float* v, size_t count, float amax, int qmax, int8_t* q) {
+  const simd::ToNearest nearest;  // std::nearbyint follows the thread's mode
+  return quantize_row_in_mode(v, count, amax, qmax, q);
 }
 
 float quantize_row_per_token(const float* v, size_t count, int qmax, int8_t* q) {

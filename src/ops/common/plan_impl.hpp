@@ -17,6 +17,7 @@
 
 #include "comm/call_check.hpp"
 #include "core/log.hpp"
+#include "core/simd.hpp"
 #include "ops/common/op_context.hpp"
 
 namespace commfuse::ops {
@@ -65,6 +66,9 @@ void execute_plan(const Data& d, void* workspace, size_t workspace_bytes, void* 
   auto run = [&, c = &c, ws = ws](const comm::CallSignature& signature) {
     const comm::CommImpl::Entered entered(*c, d.signature.op);
     const comm::CallScope call(signature);
+    // SPEC's fp32 arithmetic rounds to nearest even, on every rank alike, whatever mode the
+    // calling thread set.
+    const simd::ToNearest nearest;
     if constexpr (requires { d.stream; })
       run_schedule(d, *c, ws, stream != nullptr ? stream : d.stream);
     else
