@@ -425,6 +425,38 @@ std::thread refused_bad_plan(commfuse::Comm& c, std::chrono::milliseconds delay,
   });
 }
 
+// MPI at MPI_THREAD_SERIALIZED (as commfuse initializes it): rank 0's second thread calls on a
+// second MPI communicator while its first thread is in a call on the first (waiting for a
+// late rank 1). Two threads in MPI at once would be undefined behaviour: the second is
+// refused, naming the thread level; the first call completes, and both communicators stay
+// usable (the refused call was never counted).
+int case_two_comms_threads(commfuse::Comm& c) {
+  auto c2 = second_comm(c);
+  std::vector<float> x(256, 1.0f), y(x.size());
+  c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
+  if (c.rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(1));
+  std::thread second;
+  if (c.rank() == 0)
+    second = std::thread([&c2] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      try {
+        c2->barrier();
+        EXPECT(false, "rank 0: a barrier on the second communicator ran during an all_reduce");
+      } catch (const commfuse::RuntimeFailure& e) {
+        EXPECT(std::strstr(e.what(), "MPI_THREAD_MULTIPLE") != nullptr, "rank 0: %s", e.what());
+        std::printf("rank 0: got expected RUNTIME_ERROR: %s\n", e.what());
+      }
+    });
+  std::fill(y.begin(), y.end(), 0.0f);
+  c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
+  if (second.joinable()) second.join();
+  EXPECT(y[0] == static_cast<float>(c.world_size()), "rank %d: sum %g", c.rank(), y[0]);
+  c2->barrier();
+  EXPECT(c.usable() && c2->usable(), "rank %d: unusable: %s / %s", c.rank(), c.failure().c_str(),
+         c2->failure().c_str());
+  return 0;
+}
+
 // A second thread calling into a communicator while the first is in a call (which waits for
 // a late rank 1) is refused with RUNTIME_ERROR on that thread alone; the first call and the
 // communicator are unaffected.
@@ -690,7 +722,7 @@ int main(int argc, char** argv) {
       {"dtype_reject", case_dtype_reject}, {"late_rank", case_late_rank},
       {"abort_thread", case_abort_thread}, {"abort_stream", case_abort_stream},
       {"abort_idle", case_abort_idle},     {"stage_oom", case_stage_oom},
-      {"two_threads", case_two_threads},
+      {"two_threads", case_two_threads},   {"two_comms_threads", case_two_comms_threads},
   };
   if (argc != 2 || !cases.count(argv[1])) {
     std::fprintf(stderr, "usage: %s <case>\n", argv[0]);

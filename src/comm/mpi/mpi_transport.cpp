@@ -5,11 +5,13 @@
 #include <cstddef>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <utility>
 
 #include "comm/fault.hpp"
 #include "comm/mpi/mpi_pipeline.hpp"
 #include "comm/mpi/mpi_requests.hpp"
+#include "comm/mpi/mpi_thread_gate.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
@@ -107,6 +109,7 @@ void MpiTransport::run(const CollDesc& desc, Body&& body) {
 template <typename Body>
 void MpiTransport::run(const CollDesc& desc, const InlineSend& data, Body&& body) {
   const char* op = coll_op_name(desc.op);
+  const MpiThreadGate gate(op, rank_);  // refused before anything is counted
   if (!enter_call()) {
     check_usable(op, rank_, failure_);
     throw_busy(op, rank_);
@@ -255,6 +258,14 @@ void MpiTransport::abort(const std::string& reason) {
 }
 
 void MpiTransport::reject(const std::string& reason) {
+  // Another thread of this process in MPI (below MPI_THREAD_MULTIPLE): nothing can be sent;
+  // the peers fail the call at their deadline.
+  std::optional<MpiThreadGate> gate;
+  try {
+    gate.emplace("reject", rank_);
+  } catch (const Error&) {
+    return;
+  }
   // Unusable (closed by an abort, too): the peers have been told already, or will be.
   if (!enter_call()) return;
   // The descriptor exchange of the call the peers are making, with a "rejected" descriptor:
