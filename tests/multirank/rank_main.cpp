@@ -542,6 +542,16 @@ int case_stage_oom(commfuse::Comm& c) {
   for (int q = 0; q < R; ++q)
     EXPECT(x[q * 1024 + 5] == q * 100000 + c.rank() * 1024 + 5, "rank %d: block %d: %d", c.rank(),
            q, x[q * 1024 + 5]);
+  // all_gather whose source is a peer's block of the output (rank 1's: block 0), 4 MiB: over
+  // MPI block 0 arrived over the source while it was still being sent (rank 0 got its own
+  // values back as rank 1's); now sent from a copy.
+  const size_t n = size_t{1} << 20;
+  std::vector<float> g(static_cast<size_t>(R) * n, -1.0f), own(n, 100.0f + c.rank());
+  if (c.rank() == 1) std::fill(g.begin(), g.begin() + static_cast<std::ptrdiff_t>(n), 101.0f);
+  c.all_gather(c.rank() == 1 ? g.data() : own.data(), g.data(), n, DType::kFloat32);
+  for (int q = 0; q < R; ++q)
+    EXPECT(g[q * n] == 100.0f + q && g[q * n + n - 1] == 100.0f + q,
+           "rank %d: all_gather block %d: %g ... %g", c.rank(), q, g[q * n], g[q * n + n - 1]);
   return 0;
 }
 

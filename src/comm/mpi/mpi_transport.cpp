@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstring>
 #include <deque>
+#include <new>
 #include <optional>
 #include <utility>
 
@@ -94,6 +95,23 @@ uint8_t* MpiTransport::stream_buffer(size_t bytes) {
     stream_cap_ = bytes;
   }
   return stream_buf_.get();
+}
+
+const void* MpiTransport::staged_source(const char* op, const void* src, size_t src_bytes,
+                                        const void* dst, size_t dst_bytes, const void* own,
+                                        std::unique_ptr<uint8_t[]>& staged) {
+  if (src == own || !ranges_overlap(src, src_bytes, dst, dst_bytes)) return src;
+  staged.reset(new (std::nothrow) uint8_t[src_bytes]);
+  if (!staged) {
+    const std::string why =
+        detail::cat(op, "(rank ", rank_, "): out of memory allocating ", src_bytes,
+                    " bytes to stage the source of an in-place call (blocks "
+                    "arrive in the destination while it is sent)");
+    reject(why);
+    detail::throw_status(Status::kRuntimeError, why);
+  }
+  kernels::cpu::copy(staged.get(), src, src_bytes);
+  return staged.get();
 }
 
 uint8_t* MpiTransport::scratch(size_t bytes) {
@@ -331,6 +349,12 @@ void MpiTransport::all_gather(const void* src, void* dst, uint64_t count, DType 
   const bool small = fits_inline(bytes);
   const InlineSend data =
       small ? InlineSend{static_cast<const uint8_t*>(src), bytes, 0} : InlineSend{};
+  // A source inside a peer's block of dst is overwritten by that block while it is still
+  // being sent: sent from a copy (at its own block it only receives itself).
+  std::unique_ptr<uint8_t[]> staged;
+  if (!small)
+    src = staged_source("all_gather", src, bytes, dst, size_ * bytes,
+                        static_cast<uint8_t*>(dst) + rank_ * bytes, staged);
   run(CollDesc{CollOp::kAllGather, dtype, count, -1}, data, [&](const char* op) {
     if (bytes == 0) return;
     auto* out = static_cast<uint8_t*>(dst);
@@ -354,6 +378,10 @@ void MpiTransport::all_to_all(const void* src, void* dst, uint64_t count, DType 
   const bool small = fits_inline(bytes);
   const InlineSend data =
       small ? InlineSend{static_cast<const uint8_t*>(src), bytes, bytes} : InlineSend{};
+  // In place, a block may arrive before this rank's block for that peer has gone out.
+  std::unique_ptr<uint8_t[]> staged;
+  if (!small)
+    src = staged_source("all_to_all", src, size_ * bytes, dst, size_ * bytes, nullptr, staged);
   run(CollDesc{CollOp::kAllToAll, dtype, count, -1}, data, [&](const char* op) {
     if (bytes == 0) return;
     const auto* in = static_cast<const uint8_t*>(src);
@@ -361,12 +389,6 @@ void MpiTransport::all_to_all(const void* src, void* dst, uint64_t count, DType 
     if (small) {  // the blocks for the peers went with the descriptors: in place is safe
       gather_inline(in + rank_ * bytes, out, bytes);
       return;
-    }
-    // In place, a block may arrive before this rank's block for that peer has gone out.
-    std::vector<uint8_t> staged;
-    if (ranges_overlap(src, size_ * bytes, dst, size_ * bytes)) {
-      staged.assign(in, in + size_ * bytes);
-      in = staged.data();
     }
     Batch b(comm_, kDataTag, rank_, op, waits_);
     for (int i = 1; i < size_; ++i) {

@@ -112,6 +112,13 @@ class MpiTransport final : public Transport {
   void all_reduce_large(const uint8_t* src, uint8_t* dst, uint64_t count, DType dtype,
                         const char* op);
   uint8_t* scratch(size_t bytes);
+  // A private copy of src where it overlaps dst other than as this rank's own block `own`
+  // (null: anywhere): an in-place call sends from it, since blocks arrive in dst while src
+  // is still being sent. Made before the call's descriptors go out, so that a failed
+  // allocation is this rank's rejection of the call (the peers fail it naming this rank; the
+  // communicator stays usable). Returns src itself where there is no overlap.
+  const void* staged_source(const char* op, const void* src, size_t src_bytes, const void* dst,
+                            size_t dst_bytes, const void* own, std::unique_ptr<uint8_t[]>& staged);
   // The streams' staging: grows, never shrinks, never zeroed (a fresh 32 MiB buffer per
   // call measured ~20 ms of page faults and memset at a prefill shape).
   uint8_t* stream_buffer(size_t bytes);
