@@ -140,6 +140,16 @@ void check_buffers(comm::CommImpl& c, const char* what, const void* src, const v
   if (count > 0 && dst == nullptr)
     c.reject(Status::kParamNullptr,
              detail::cat(what, "(rank ", r, "): ", dst_name, " is null (count ", count, ")"));
+  // The sums read src while writing dst: in place (dst == src) is defined, a partial overlap
+  // is not (it gave wrong sums on both transports).
+  if (needs_sum && count > 0 && src != dst) {
+    const size_t bytes = dtype_storage_bytes(dtype, count);
+    if (comm::ranges_overlap(src, bytes * static_cast<size_t>(blocks), dst, bytes))
+      c.reject(Status::kParamInvalid,
+               detail::cat(what, "(rank ", r, "): ", dst_name, " overlaps ", src_name,
+                           " without being it (in place, pass dst == src; else the buffers must "
+                           "not overlap)"));
+  }
 }
 
 }  // namespace

@@ -664,6 +664,38 @@ int case_bad_arg(commfuse::Comm& c) {
              y[0]);
     }
   }
+  // A reducing call whose dst overlaps src without being it, on rank 1: PARAM_INVALID there,
+  // RUNTIME_ERROR naming rank 1 on its peers (the sums came out wrong, on shm and MPI).
+  std::vector<float> z(2 * x.size(), 1.0f);
+  const size_t half = x.size() / 2, per = x.size() / static_cast<size_t>(c.world_size());
+  const std::pair<const char*, std::function<void()>> overlapping[] = {
+      {"all_reduce",
+       [&] {
+         c.all_reduce(z.data(), z.data() + (c.rank() == 1 ? half : x.size()), x.size(),
+                      DType::kFloat32);
+       }},
+      {"reduce_scatter",
+       [&] {
+         c.reduce_scatter(z.data(), z.data() + (c.rank() == 1 ? 1 : x.size()), per,
+                          DType::kFloat32);
+       }},
+  };
+  for (const auto& [op, call] : overlapping) {
+    try {
+      call();
+      EXPECT(c.world_size() == 1, "%s with dst inside src on rank 1: no error", op);
+    } catch (const commfuse::InvalidArgument& e) {
+      EXPECT(c.rank() == 1 && std::strstr(e.what(), "overlaps src without being it") != nullptr,
+             "rank %d: %s", c.rank(), e.what());
+      std::printf("rank %d: got expected PARAM_INVALID: %s\n", c.rank(), e.what());
+    } catch (const commfuse::RuntimeFailure& e) {
+      EXPECT(c.rank() != 1 && std::strstr(e.what(), "rank 1") != nullptr, "rank %d: %s", c.rank(),
+             e.what());
+    }
+  }
+  std::fill(y.begin(), y.end(), 0.0f);
+  c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
+  EXPECT(y[0] == static_cast<float>(c.world_size()), "the all_reduce after them gave %g", y[0]);
   return 0;
 }
 
