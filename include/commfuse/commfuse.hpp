@@ -146,6 +146,9 @@ class Comm {
   // learn of it over MPI). A call from a second thread while one is in flight is refused.
   void abort(std::string_view reason = {});
 
+  // count is per rank block (all_gather's src, reduce_scatter's dst, each all_to_all block).
+  // In place: src == dst (all_gather: src anywhere in dst, which is staged where needed); the
+  // reducing calls take no other overlap of dst with src (PARAM_INVALID).
   void barrier();
   void broadcast(void* buf, size_t count, DType dtype, int root);
   void all_gather(const void* src, void* dst, size_t count, DType dtype);
