@@ -260,6 +260,16 @@ TEST(InitMethod, UnknownFormsListTheAcceptedOnes) {
 
 // ---- host identity ----
 
+TEST(BootstrapHostIdentity, ALineBreakInTheOverrideIsRefused) {
+  ScopedEnv two_lines("COMMFUSE_HOST_ID", "node-a\nnode-b");
+  try {
+    commfuse::comm::host_identity();
+    ADD_FAILURE() << "accepted a host id with a line break";
+  } catch (const commfuse::InvalidArgument& e) {
+    EXPECT_TRUE(contains(e.what(), "COMMFUSE_HOST_ID")) << e.what();
+  }
+}
+
 TEST(BootstrapHostIdentity, StableAndOverridable) {
   {
     ScopedEnv unset("COMMFUSE_HOST_ID", nullptr);

@@ -4,12 +4,19 @@
 
 #include <fstream>
 
+#include "core/error.hpp"
 #include "core/params.hpp"
 
 namespace commfuse::comm {
 
 std::string host_identity() {
-  if (std::string id = params::get_string("COMMFUSE_HOST_ID"); !id.empty()) return id;
+  if (std::string id = params::get_string("COMMFUSE_HOST_ID"); !id.empty()) {
+    // The set-up records are lines: a line break inside would misread every record after it
+    // ("malformed set-up record" on every rank, naming nothing).
+    CF_CHECK_ARG(id.find_first_of("\r\n") == std::string::npos,
+                 "COMMFUSE_HOST_ID must be one line (it holds a line break)");
+    return id;
+  }
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
   std::string boot_id;
