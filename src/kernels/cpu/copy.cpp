@@ -164,8 +164,10 @@ void copy(void* dst, const void* src, size_t n) {
     std::memmove(dst, src, n);
     return;
   }
-  // Non-temporal stores for the largest copies.
-  if (n >= nontemporal_copy_bytes())
+  // Non-temporal stores for the largest copies (never under the loop's 128 bytes: a
+  // COMMFUSE_NONTEMPORAL_BYTES below that sent 1-127-byte copies to a loop that wrote past
+  // them).
+  if (n >= 128 && n >= nontemporal_copy_bytes())
     copy_loop(dst, src, n, true);
   else
     cached_copy(dst, src, n);
