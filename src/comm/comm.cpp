@@ -221,14 +221,14 @@ void Comm::all_gather(const void* src, void* dst, size_t count, DType dtype) {
 
 void Comm::reduce_scatter(const void* src, void* dst, size_t count, DType dtype) {
   const comm::CommImpl::Entered entered(*impl_, "reduce_scatter");
-  const simd::ToNearest nearest;  // the sums round to nearest even on every rank alike
+  const simd::StandardFloatMode fp_mode;  // the sums round to nearest even on every rank alike
   check_buffers(*impl_, "reduce_scatter", src, dst, count, dtype, true, world_size());
   impl_->transport().reduce_scatter(src, dst, count, dtype);
 }
 
 void Comm::all_reduce(const void* src, void* dst, size_t count, DType dtype) {
   const comm::CommImpl::Entered entered(*impl_, "all_reduce");
-  const simd::ToNearest nearest;  // the sums round to nearest even on every rank alike
+  const simd::StandardFloatMode fp_mode;  // the sums round to nearest even on every rank alike
   check_buffers(*impl_, "all_reduce", src, dst, count, dtype, true);
   impl_->transport().all_reduce(src, dst, count, dtype);
 }

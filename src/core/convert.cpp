@@ -266,7 +266,7 @@ void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_
     for (size_t i = 0; i < count; ++i) set_int(dst, dst_dtype, i, int_at(src, src_dtype, i));
     return;
   }
-  const simd::ToNearest nearest;  // integer targets round half to even in any mode
+  const simd::StandardFloatMode fp_mode;  // integer targets round half to even in any mode
   float block[kBlock];
   for (size_t off = 0; off < count; off += kBlock) {
     const size_t n = std::min(kBlock, count - off);

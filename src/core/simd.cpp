@@ -18,21 +18,22 @@ __attribute__((target("avx2,fma"), noinline)) static float multiply_add_fma_targ
 #endif
 
 #if defined(__x86_64__) || defined(__i386__)
-// MXCSR's rounding-control bits (13-14): 00 is round to nearest even. Read directly, since
-// fegetround reads the x87 control word, which _MM_SET_ROUNDING_MODE leaves alone.
-constexpr unsigned kRoundingBits = 0x6000;
-ToNearest::ToNearest() : saved_(_mm_getcsr()), changed_((saved_ & kRoundingBits) != 0) {
-  if (changed_) _mm_setcsr(saved_ & ~kRoundingBits);
+// MXCSR's rounding control (bits 13-14: 00 is round to nearest even), flush-to-zero (bit 15)
+// and denormals-are-zero (bit 6). Read directly, since fegetround reads the x87 control
+// word, which _MM_SET_ROUNDING_MODE leaves alone.
+constexpr unsigned kModeBits = 0x6000 | 0x8000 | 0x0040;
+StandardFloatMode::StandardFloatMode() : saved_(_mm_getcsr()), changed_((saved_ & kModeBits) != 0) {
+  if (changed_) _mm_setcsr(saved_ & ~kModeBits);
 }
-ToNearest::~ToNearest() {
+StandardFloatMode::~StandardFloatMode() {
   if (changed_) _mm_setcsr(saved_);
 }
 #else
-ToNearest::ToNearest()
+StandardFloatMode::StandardFloatMode()
     : saved_(static_cast<unsigned>(std::fegetround())), changed_(saved_ != FE_TONEAREST) {
   if (changed_) std::fesetround(FE_TONEAREST);
 }
-ToNearest::~ToNearest() {
+StandardFloatMode::~StandardFloatMode() {
   if (changed_) std::fesetround(static_cast<int>(saved_));
 }
 #endif

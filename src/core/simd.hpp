@@ -65,17 +65,19 @@
 
 namespace commfuse::simd {
 
-// Round to nearest (ties to even) for the vector and scalar float arithmetic of its scope,
-// whatever the thread's mode, restored after: loops that round with std::nearbyint (which
+// IEEE's default floating-point mode for the vector and scalar float arithmetic of its scope,
+// whatever the thread set, restored after: round to nearest, ties to even, and subnormals
+// kept (no flush-to-zero, no denormals-are-zero). Loops that round with std::nearbyint (which
 // vectorizes; __builtin_roundevenf does not, in GCC 12) follow MXCSR, so a host program's
-// fesetround(FE_UPWARD) turned 2.5 into 3 (SPEC §1, §3: round half to even, an exact function
-// of the input bits). One MXCSR read per scope, a write only where another mode was set.
-class ToNearest {
+// fesetround(FE_UPWARD) turned 2.5 into 3; and torch.set_flush_denormal(True) (FTZ + DAZ)
+// turned an MX scale of 2^-127 into 0 (SPEC §1, §3: exact functions of the input bits). One
+// MXCSR read per scope, a write only where another mode was set.
+class StandardFloatMode {
  public:
-  ToNearest();
-  ~ToNearest();
-  ToNearest(const ToNearest&) = delete;
-  ToNearest& operator=(const ToNearest&) = delete;
+  StandardFloatMode();
+  ~StandardFloatMode();
+  StandardFloatMode(const StandardFloatMode&) = delete;
+  StandardFloatMode& operator=(const StandardFloatMode&) = delete;
 
  private:
   unsigned saved_ = 0;

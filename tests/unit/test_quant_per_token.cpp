@@ -9,6 +9,10 @@
 
 #include <commfuse/commfuse.hpp>
 
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+
 #include <cfenv>
 #include <cmath>
 #include <cstdint>
@@ -136,6 +140,26 @@ TEST(QuantPerToken, DequantizeIsTheSameInAnyRoundingMode) {
     EXPECT_TRUE(got == nearest) << "mode " << mode;
   }
 }
+
+#if defined(__x86_64__)
+// A caller's flush-to-zero and denormals-are-zero (torch.set_flush_denormal(True)) do not
+// change results either: the MX scale code 0x00 is 2^-127, a subnormal fp32, which DAZ read
+// as 0 (e4m3 448 times it is 1.75 * 2^-119, a normal float). The caller's MXCSR is restored.
+TEST(QuantPerToken, DequantizeKeepsSubnormalScalesUnderFtzAndDaz) {
+  std::vector<uint8_t> q(64, 0x7E), scales(2, 0x00);
+  std::vector<float> out(64, -1.0f);
+  const unsigned saved = _mm_getcsr();
+  _mm_setcsr(saved | 0x8040);  // FTZ (bit 15) and DAZ (bit 6)
+  commfuse::dequantize(commfuse::TensorView(q.data(), commfuse::DType::kFloat8E4M3FN, {1, 64}),
+                       commfuse::TensorView(scales.data(), commfuse::DType::kFloat8E8M0, {1, 1, 2}),
+                       "mx", commfuse::TensorView(out.data(), commfuse::DType::kFloat32, {1, 64}));
+  const unsigned after = _mm_getcsr();
+  _mm_setcsr(saved);
+  EXPECT_EQ(after & 0x8040, 0x8040u) << "the caller's FTZ/DAZ were not restored";
+  EXPECT_EQ(out[0], std::ldexp(1.75f, -119));
+  EXPECT_EQ(out[63], std::ldexp(1.75f, -119));
+}
+#endif
 
 TEST(QuantPerToken, ZeroRowGivesZerosAndScaleZero) {
   std::vector<float> v(33, 0.0f);

@@ -26,7 +26,7 @@ CF_SIMD_KERNEL_AVX512(float, quantize_row_in_mode,
   const float qf = static_cast<float>(qmax);
   const float inv = qf / amax;
   for (size_t i = 0; i < count; ++i) {
-    float t = std::nearbyint(v[i] * inv);  // half to even: the caller's ToNearest
+    float t = std::nearbyint(v[i] * inv);  // half to even: the caller's StandardFloatMode
     t = t > qf ? qf : t;
     t = t < -qf ? -qf : t;
     t = t == t ? t : 0.0f;  // NaN -> 0
@@ -37,7 +37,7 @@ CF_SIMD_KERNEL_AVX512(float, quantize_row_in_mode,
 }  // namespace
 
 float quantize_row_with_amax(const float* v, size_t count, float amax, int qmax, int8_t* q) {
-  const simd::ToNearest nearest;  // std::nearbyint follows the thread's mode
+  const simd::StandardFloatMode fp_mode;  // std::nearbyint follows the thread's mode
   return quantize_row_in_mode(v, count, amax, qmax, q);
 }
 

@@ -68,7 +68,7 @@ void execute_plan(const Data& d, void* workspace, size_t workspace_bytes, void* 
     const comm::CallScope call(signature);
     // SPEC's fp32 arithmetic rounds to nearest even, on every rank alike, whatever mode the
     // calling thread set.
-    const simd::ToNearest nearest;
+    const simd::StandardFloatMode fp_mode;
     if constexpr (requires { d.stream; })
       run_schedule(d, *c, ws, stream != nullptr ? stream : d.stream);
     else

@@ -174,7 +174,7 @@ CF_SIMD_KERNEL_AVX512(void, scale_by, (float* v, int64_t n, float p), (v, n, p))
 void quantize(const TensorView& x, std::string_view mode, const TensorView& q,
               const TensorView& scales, int64_t group_size) {
   constexpr const char* fn = "quantize";
-  const simd::ToNearest nearest;  // SPEC §5's fp32 arithmetic, whatever the caller's mode
+  const simd::StandardFloatMode fp_mode;  // SPEC §5's fp32 arithmetic, whatever the caller's mode
   if (parse_mode(fn, mode, group_size) == Mode::kPerToken) {
     check_dense(fn, "x", x);
     check_dense(fn, "q", q);
@@ -224,7 +224,7 @@ void quantize(const TensorView& x, std::string_view mode, const TensorView& q,
 void dequantize(const TensorView& q, const TensorView& scales, std::string_view mode,
                 const TensorView& output, int64_t group_size) {
   constexpr const char* fn = "dequantize";
-  const simd::ToNearest nearest;  // SPEC §5's fp32 arithmetic, whatever the caller's mode
+  const simd::StandardFloatMode fp_mode;  // SPEC §5's fp32 arithmetic, whatever the caller's mode
   if (parse_mode(fn, mode, group_size) == Mode::kPerToken) {
     check_dense(fn, "q", q);
     check_dense(fn, "scales", scales);
