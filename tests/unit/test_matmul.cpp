@@ -636,6 +636,21 @@ TEST(MatmulF32Provider, EveryProviderEveryLayoutIsExact) {
         }
 }
 
+// A stride past 32 bits (x2 of one row, any row stride: a legal view) with OpenBLAS pinned:
+// cblas_sgemm cannot take it, so oneDNN runs it (it was an internal error at execute).
+TEST(MatmulF32Provider, StridesPastInt32RunOnOneDnn) {
+  MatmulDesc d = cpu::dense_matmul_desc(2, 1, 7, DType::kFloat32, false);
+  d.ldb = int64_t{1} << 40;  // only row 0 of b exists, and k = 1 reads only it
+  d.provider = cpu::GemmProvider::kOpenBlas;
+  const std::string text = cpu::describe(*cpu::plan_matmul(d));
+  EXPECT_EQ(text.find("openblas"), std::string::npos) << text;
+  const float a[2] = {2.0f, -3.0f}, b[7] = {1, 2, 3, 4, 5, 6, 7};
+  float c[14] = {};
+  cpu::matmul(d, a, b, nullptr, c);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 7; ++j) EXPECT_EQ(c[i * 7 + j], a[i] * b[j]) << i << "," << j;
+}
+
 // The model and the plans agree: an fp32 GEMM runs on OpenBLAS exactly where the model says
 // it pays for its class of shape; the model's line names what it measured.
 TEST(MatmulF32Provider, PlansFollowTheMachineModel) {

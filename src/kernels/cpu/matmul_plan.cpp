@@ -176,6 +176,11 @@ void plan_small_m(const MatmulDesc& d, MatmulPlan& plan) {
 
 // fp32 on OpenBLAS: forced, or the machine model's choice (measured before the lock).
 bool use_openblas(const MatmulDesc& d, int threads) {
+  // cblas_sgemm takes int dimensions and strides; a legal view can pass a larger stride
+  // (x2 of one row with any row stride): oneDNN's are 64-bit, even where OpenBLAS is pinned
+  // (it was an internal error at execute).
+  for (const int64_t v : {d.m, d.n, d.k, d.lda, d.ldb, d.ldc})
+    if (v > INT32_MAX) return false;
   switch (d.provider) {
     case GemmProvider::kOneDnn:
       return false;
