@@ -403,9 +403,12 @@ std::shared_ptr<const MatmulPlan> plan_matmul(const MatmulDesc& desc) {
     half_gemm_model(desc.a_dtype);
     few_rows_model(desc.a_dtype);
   }
-  if (desc.a_dtype == DType::kFloat32 && desc.provider == GemmProvider::kAuto && desc.m > 0)
-    openblas_pays(desc.m, desc.k, desc.n, compute_threads());
+  // One read of the thread count: the model measured above must be the one create_plan
+  // asks about under the lock (a count changed in between by another thread's communicator
+  // set-up would start the measurement there, which plans its probes through this lock).
   const int threads = compute_threads();
+  if (desc.a_dtype == DType::kFloat32 && desc.provider == GemmProvider::kAuto && desc.m > 0)
+    openblas_pays(desc.m, desc.k, desc.n, threads);
   PlanCache& cache = plan_cache();
   // Creation happens under the lock: it is rare, and two threads asking for the same new
   // plan then JIT it once.
