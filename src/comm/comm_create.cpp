@@ -165,6 +165,7 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
   // read here on every rank first, so that a bad value fails every rank alike, naming the
   // variable, rather than rank 0 alone mid-exchange (its peers saw a lost connection).
   params::get_string("COMMFUSE_HALF_GEMM");
+  params::get_string("COMMFUSE_DETERMINISTIC");
   params::num_threads_override();
   shm::Segment own = shm::Segment::create(shm::region_bytes(slot_bytes));
   // COMMFUSE_FAULT=<rank>:comm_init:0:kill — killed before its peers learn the name, which

@@ -10,7 +10,7 @@
 namespace commfuse::params {
 namespace {
 
-constexpr std::array<Param, 20> kParams{{
+constexpr std::array<Param, 21> kParams{{
     {"COMMFUSE_LOG", Kind::kChoice, "warn", "error|warn|info|debug",
      "log level; lines go to stderr prefixed host:pid:rank"},
     {"COMMFUSE_TIMEOUT_S", Kind::kInt, "300", "",
@@ -44,6 +44,10 @@ constexpr std::array<Param, 20> kParams{{
      "x2 packed once per call into the native GEMM's blocked layout (16-bit, and int8 for "
      "oneDNN's s8 kernel): auto = when the call multiplies it several times or in blocks of "
      "64+ rows (int8 packed by oneDNN's reorder: several calls only); always or never pins it"},
+    {"COMMFUSE_DETERMINISTIC", Kind::kChoice, "0", "0|1",
+     "1: no kernel chosen by timing (COMMFUSE_F32_GEMM and COMMFUSE_HALF_GEMM auto become onednn "
+     "and native), so a rerun gives the same bits; 0: the faster kernel, as measured once per "
+     "process"},
     {"COMMFUSE_F32_GEMM", Kind::kChoice, "auto", "auto|onednn|openblas",
      "fp32 GEMMs: auto = oneDNN or OpenBLAS (when libopenblas.so.0 loads), whichever a once-per-"
      "process measurement says is faster; onednn or openblas pins it"},
@@ -127,6 +131,12 @@ int timeout_seconds() {
   const int64_t v = get_int("COMMFUSE_TIMEOUT_S");
   CF_CHECK_ARG(v >= 1 && v <= 86400, "COMMFUSE_TIMEOUT_S=", v, " must be in [1, 86400]");
   return static_cast<int>(v);
+}
+
+std::string kernel_pin(std::string_view env, const char* fixed) {
+  std::string v = get_string(env);
+  if (v == "auto" && get_string("COMMFUSE_DETERMINISTIC") == "1") v = fixed;
+  return v;
 }
 
 int num_threads_override() {

@@ -30,5 +30,10 @@ int64_t get_int(std::string_view env);
 // Readers for the parameters used across layers.
 int timeout_seconds();       // COMMFUSE_TIMEOUT_S
 int num_threads_override();  // COMMFUSE_NUM_THREADS (0 = automatic)
+// A kernel choice made by a once-per-process timing (COMMFUSE_F32_GEMM, COMMFUSE_HALF_GEMM):
+// the variable's value, except that "auto" becomes `fixed` under COMMFUSE_DETERMINISTIC=1.
+// A timing near a crossover can pick the other kernel on a rerun, and the kernels sum k in
+// different orders: pinned, a rerun gives the same bits (SPEC §0).
+std::string kernel_pin(std::string_view env, const char* fixed);
 
 }  // namespace commfuse::params

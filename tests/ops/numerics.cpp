@@ -565,7 +565,7 @@ void check_algorithms(commfuse::Comm& comm) {
            "the few-rows verdict bits differ between ranks (this rank 0x%x, sum %d over %d ranks)",
            static_cast<unsigned>(bits), sum, R);
     // As the library reads it (validated, any case).
-    const std::string pin = commfuse::params::get_string("COMMFUSE_HALF_GEMM");
+    const std::string pin = commfuse::params::kernel_pin("COMMFUSE_HALF_GEMM", "native");
     const bool timed = pin == "auto" && R <= commfuse::cpu::online_cores();
     EXPECT(timed || (tiny_got == "unfused" && bits == 0),
            "all_gather_matmul 1 row/rank x 256 x 256 bf16: schedule %s, verdict bits 0x%x; "

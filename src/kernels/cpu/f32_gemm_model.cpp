@@ -52,7 +52,7 @@ std::pair<double, double> rates(const Probe& p) {
 // COMMFUSE_F32_GEMM, read once: openblas_pays runs on every fp32 plan lookup, and reading a
 // parameter allocates.
 const std::string& pinned() {
-  static const std::string pin = params::get_string("COMMFUSE_F32_GEMM");
+  static const std::string pin = params::kernel_pin("COMMFUSE_F32_GEMM", "onednn");
   return pin;
 }
 
@@ -122,7 +122,8 @@ std::string describe_f32_gemm_model() {
     return detail::cat("float32 GEMM: oneDNN (OpenBLAS unavailable: ", mo.openblas_unavailable,
                        ")");
   if (!mo.forced.empty())
-    return detail::cat("float32 GEMM: ", mo.forced, " (COMMFUSE_F32_GEMM=", mo.forced, ")");
+    return detail::cat("float32 GEMM: ", mo.forced,
+                       " (pinned: COMMFUSE_F32_GEMM, or COMMFUSE_DETERMINISTIC=1)");
   auto cls = [&](const char* name, const Probe& p, double onednn, double openblas) {
     if (onednn == 0) return detail::cat(name, " ", p.m, "x", p.k, "x", p.n, " not measured yet");
     return detail::cat(

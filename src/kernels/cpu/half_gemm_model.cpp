@@ -61,7 +61,7 @@ HalfGemmModel measure(DType t) {
   native_desc.half_path = HalfPath::kNative;
   const auto native = plan_matmul(native_desc);
   m.native = !widens_inputs(*native);  // kNative falls back to widening where none exists
-  const std::string pin = params::get_string("COMMFUSE_HALF_GEMM");
+  const std::string pin = params::kernel_pin("COMMFUSE_HALF_GEMM", "native");
   if (pin != "auto") m.forced = pin;
   if (!m.native || !m.forced.empty()) return m;
 
@@ -100,7 +100,7 @@ FewRowsModel measure_few(DType t) {
   MatmulDesc d = dense_matmul_desc(kProbeM, kFewK, kFewN, t);
   d.half_path = HalfPath::kNative;
   const bool native = !widens_inputs(*plan_matmul(d));  // else no kernel to beat
-  if (!native || params::get_string("COMMFUSE_HALF_GEMM") != "auto") return m;
+  if (!native || params::kernel_pin("COMMFUSE_HALF_GEMM", "native") != "auto") return m;
   m.usable = true;
   measure_few_rows(t, m);
   return m;
@@ -208,7 +208,8 @@ std::string describe_half_gemm_model(DType t) {
   const char* name = t == DType::kFloat16 ? "float16" : "bfloat16";
   if (!mo.native) return detail::cat(name, " GEMM: no native oneDNN kernel here, widened to fp32");
   if (!mo.forced.empty())
-    return detail::cat(name, " GEMM: ", mo.forced, " (COMMFUSE_HALF_GEMM=", mo.forced, ")");
+    return detail::cat(name, " GEMM: ", mo.forced,
+                       " (pinned: COMMFUSE_HALF_GEMM, or COMMFUSE_DETERMINISTIC=1)");
   std::string s = detail::cat(name, " GEMM: native ", mo.native_macs_per_ns * 2, " GFLOP/s, fp32 ",
                               mo.f32_macs_per_ns * 2, " GFLOP/s, widening ",
                               1.0 / mo.widen_ns_per_element, " G elements/s (", kProbeM, "x",
