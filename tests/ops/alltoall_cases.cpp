@@ -288,8 +288,10 @@ void run_quant_case(commfuse::Comm& comm, const QCase& c, uint64_t tag, bool via
   }
 }
 
+// view_t: x2 transposed as a view (SPEC §0: an (n, k) buffer viewed as (k, n)) instead of
+// transposeX2 over the buffer; the same call.
 void run_float_case(commfuse::Comm& comm, DType t, Bias bk, bool transposed, bool a2a_out,
-                    int64_t rows, uint64_t tag, bool packed = false) {
+                    int64_t rows, uint64_t tag, bool packed = false, bool view_t = false) {
   const int R = comm.world_size(), me = comm.rank();
   const int64_t h = 12, n = 10, bs = rows * R, k = h * R;
   auto x1_of = [&](int s) {
@@ -315,8 +317,10 @@ void run_float_case(commfuse::Comm& comm, DType t, Bias bk, bool transposed, boo
                        {transposed ? n : k, transposed ? k : n});
   std::optional<commfuse::PackedWeight> pw;  // from x2's (R*H, N) view
   if (packed) o.packed_x2 = &pw.emplace(transposed ? x2v.t() : x2v, rows);
-  commfuse::alltoall_matmul(TensorView(const_cast<uint8_t*>(x1.data()), t, {bs, h}), x2v,
-                            comm.name(), TensorView(out.data(), t, {rows, n}),
+  if (view_t) o.transpose_x2 = false;
+  commfuse::alltoall_matmul(TensorView(const_cast<uint8_t*>(x1.data()), t, {bs, h}),
+                            view_t ? x2v.t() : x2v, comm.name(),
+                            TensorView(out.data(), t, {rows, n}),
                             a2a_out ? TensorView(a2a.data(), t, {rows, k}) : TensorView(), o);
   // Integer inputs: exact fp32 sums, so bitwise equal to the exactly rounded reference.
   std::vector<std::vector<double>> xs;
@@ -341,8 +345,9 @@ void run_float_case(commfuse::Comm& comm, DType t, Bias bk, bool transposed, boo
     }
   }
   const std::string what = std::string("alltoall_matmul ") + std::string(commfuse::dtype_name(t)) +
-                           (transposed ? " x2^T" : "") + (a2a_out ? " a2a_out" : "") + " rows " +
-                           std::to_string(rows) + (packed ? " packed_x2" : "");
+                           (transposed ? (view_t ? " x2 transposed view" : " x2^T") : "") +
+                           (a2a_out ? " a2a_out" : "") + " rows " + std::to_string(rows) +
+                           (packed ? " packed_x2" : "");
   EXPECT(out == round_to(ref, t), "%s: output not bitwise equal to the rounded reference",
          what.c_str());
   if (a2a_out) EXPECT(a2a == want_a2a, "%s: alltoAllOut differs", what.c_str());
@@ -602,6 +607,8 @@ int case_alltoall_numerics(commfuse::Comm& comm) {
       ++idx;
     }
   if (R <= 4) run_float_case(comm, DType::kBFloat16, Bias::kX1, false, true, 300, tag++);
+  // x2 as a transposed view (it was refused: "x2 must be row-major contiguous").
+  run_float_case(comm, DType::kFloat32, Bias::kF32, true, false, 5, tag++, false, true);
   // x2 packed ahead (PackedWeight): every dtype, plain and transposed, few and many rows.
   for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
     for (bool tr : {false, true}) {

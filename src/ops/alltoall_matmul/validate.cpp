@@ -5,10 +5,13 @@
 
 namespace commfuse::ops {
 
-AlltoAllMatmulProblem validate_alltoall_matmul(const TensorView& x1, const TensorView& x2,
+AlltoAllMatmulProblem validate_alltoall_matmul(const TensorView& x1, const TensorView& x2_view,
                                                std::string_view group, const TensorView& output,
                                                const TensorView& all_to_all_out,
                                                const AlltoAllMatmulOptions& o) {
+  // A transposed view of x2 (SPEC §0) is transposeX2 over the buffer it views.
+  bool x2_transposed = o.transpose_x2;
+  const TensorView x2 = as_dense_x2(x2_view, &x2_transposed);
   const OpContext ctx(kAlltoAllMatmulOp, group);
   const Device device = check_devices(ctx, {{"x1", &x1},
                                             {"x2", &x2},
@@ -39,15 +42,15 @@ AlltoAllMatmulProblem validate_alltoall_matmul(const TensorView& x1, const Tenso
   check_same_dtype(ctx, "x2", x2, "x1", p.dtype);
   if (x2.numel() == 0) ctx.invalid("x2 is empty (shape ", shape_str(x2), ")");
   check_contiguous(ctx, "x2", x2);
-  p.x2_transposed = o.transpose_x2;
-  const int64_t x2_k = o.transpose_x2 ? x2.shape[1] : x2.shape[0];
-  p.n = o.transpose_x2 ? x2.shape[0] : x2.shape[1];
+  p.x2_transposed = x2_transposed;
+  const int64_t x2_k = x2_transposed ? x2.shape[1] : x2.shape[0];
+  p.n = x2_transposed ? x2.shape[0] : x2.shape[1];
   if (x2_k != k)
-    ctx.invalid("x2 dim ", o.transpose_x2 ? 1 : 0, " is ", x2_k, " but must be R*H = ", R, "*", p.h,
-                " = ", k, o.transpose_x2 ? " (transposeX2: x2 is (N, R*H))" : "");
+    ctx.invalid("x2 dim ", x2_transposed ? 1 : 0, " is ", x2_k, " but must be R*H = ", R, "*", p.h,
+                " = ", k, x2_transposed ? " (transposeX2: x2 is (N, R*H))" : "");
   p.x1 = x1.data;
   p.x2 = x2.data;
-  p.packed_x2 = check_alltoall_packed_x2(ctx, o.packed_x2, x2, o.transpose_x2, device);
+  p.packed_x2 = check_alltoall_packed_x2(ctx, o.packed_x2, x2, x2_transposed, device);
   p.bias = check_bias(ctx, o.bias, p.dtype, p.n);
   check_present(ctx, "output", output);
   check_same_dtype(ctx, "output", output, "x1", p.dtype);

@@ -50,9 +50,12 @@ const char* combo_name(QuantCombo c) {
 }
 
 AlltoAllQuantMatmulProblem validate_alltoall_quant_matmul(
-    const TensorView& x1, const TensorView& x2, const TensorView& x2_scale, std::string_view group,
-    const TensorView& output, const TensorView& all_to_all_out,
+    const TensorView& x1, const TensorView& x2_view, const TensorView& x2_scale,
+    std::string_view group, const TensorView& output, const TensorView& all_to_all_out,
     const AlltoAllQuantMatmulOptions& o) {
+  // A transposed view of x2 (SPEC §0) is transposeX2 over the buffer it views.
+  bool x2_transposed = o.transpose_x2;
+  const TensorView x2 = as_dense_x2(x2_view, &x2_transposed);
   const OpContext ctx(kAlltoAllQuantMatmulOp, group);
   const Device device = check_devices(ctx, {{"x1", &x1},
                                             {"x2", &x2},
@@ -106,12 +109,12 @@ AlltoAllQuantMatmulProblem validate_alltoall_quant_matmul(
 
   if (x2.numel() == 0) ctx.invalid("x2 is empty (shape ", shape_str(x2), ")");
   check_contiguous(ctx, "x2", x2);
-  p.x2_transposed = o.transpose_x2;
-  const int64_t x2_k = o.transpose_x2 ? x2.shape[1] : x2.shape[0];
-  p.n = o.transpose_x2 ? x2.shape[0] : x2.shape[1];
+  p.x2_transposed = x2_transposed;
+  const int64_t x2_k = x2_transposed ? x2.shape[1] : x2.shape[0];
+  p.n = x2_transposed ? x2.shape[0] : x2.shape[1];
   if (x2_k != k)
-    ctx.invalid("x2 dim ", o.transpose_x2 ? 1 : 0, " is ", x2_k, " but must be R*H = ", R, "*", p.h,
-                " = ", k, o.transpose_x2 ? " (transposeX2: x2 is (N, R*H))" : "");
+    ctx.invalid("x2 dim ", x2_transposed ? 1 : 0, " is ", x2_k, " but must be R*H = ", R, "*", p.h,
+                " = ", k, x2_transposed ? " (transposeX2: x2 is (N, R*H))" : "");
   if (x2.dtype == DType::kInt4 && x2.shape[1] % 2 != 0)
     ctx.invalid("x2 dim 1 is ", x2.shape[1], " but an int4 x2 needs an even last dim");
   // The activations are quantized to [-127, 127] (A16W8) or [-7, 7] (A16W4); A4W4 sums each
@@ -131,7 +134,7 @@ AlltoAllQuantMatmulProblem validate_alltoall_quant_matmul(
       ctx.invalid(
           "packed_x2 with A4W4 is not supported (its GEMMs read x2 per source rank's "
           "H rows; A16W8 and A16W4 take it)");
-    p.packed_x2 = check_alltoall_packed_x2(ctx, o.packed_x2, x2, o.transpose_x2, device);
+    p.packed_x2 = check_alltoall_packed_x2(ctx, o.packed_x2, x2, x2_transposed, device);
   }
 
   check_present(ctx, "x2Scale", x2_scale);

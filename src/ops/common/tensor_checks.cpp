@@ -161,6 +161,14 @@ WeightLayout check_x2(const OpContext& ctx, const TensorView& x2, DType x1_dtype
   return w;
 }
 
+TensorView as_dense_x2(const TensorView& x2, bool* transposed) {
+  if (x2.ndim != 2 || x2.dtype == DType::kInt4 || x2.strides[0] != 1 ||
+      x2.strides[1] != x2.shape[0] || (x2.strides[1] == 1 && x2.strides[0] == x2.shape[1]))
+    return x2;
+  *transposed = !*transposed;
+  return x2.t();
+}
+
 bool weight_layout(const TensorView& x2, WeightLayout& w) {
   const int64_t k = x2.shape[0], s0 = x2.strides[0], s1 = x2.strides[1];
   w.n = x2.shape[1];

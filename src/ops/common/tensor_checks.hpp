@@ -40,6 +40,11 @@ void check_same_dtype(const OpContext& ctx, const char* name, const TensorView& 
 void check_ndim(const OpContext& ctx, const char* name, const TensorView& t, int ndim);
 // Row-major dense (x1 may not be a transposed view, SPEC §0; outputs are written densely).
 void check_contiguous(const OpContext& ctx, const char* name, const TensorView& t);
+// SPEC §0: x2 may be passed transposed, an (n, k) buffer viewed as (k, n). For the ops that
+// read a dense x2 (the alltoall ops): such a view (2-D, strides (1, rows), not int4) as the
+// dense buffer it views, with *transposed flipped (transposeX2 over that buffer); any other
+// view as it is.
+TensorView as_dense_x2(const TensorView& x2, bool* transposed);
 // shape == want; `meaning` spells the expected shape in the op's terms, e.g. "(m·R, n)".
 void check_shape(const OpContext& ctx, const char* name, const TensorView& t,
                  std::initializer_list<int64_t> want, const char* meaning);
