@@ -19,6 +19,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
+#include "core/simd.hpp"
 #include "kernels/cpu/copy.hpp"
 #include "kernels/cpu/half_gemm_model.hpp"
 #include "kernels/cpu/threads.hpp"
@@ -296,8 +297,6 @@ std::unique_ptr<CommImpl> create_tcp_comm(const InitMethod& im) {
 
 std::unique_ptr<CommImpl> create_mpi_comm(int rank, int world_size);  // comm/mpi
 
-namespace {
-
 // Read leniently where they are used (kernel dispatch and logging, where nothing may throw:
 // a bad value is logged and falls back to no cap, "warn", no verbose lines). A communicator
 // is where every process of a job passes first, so a bad value fails here on every rank,
@@ -308,12 +307,15 @@ void check_lenient_params() {
   params::get_int("COMMFUSE_VERBOSE");
 }
 
-}  // namespace
-
 std::unique_ptr<CommImpl> create_comm(int rank, int world_size, std::string_view init_method) {
-  check_lenient_params();
+  // Set-up's timings (rank 0's few-rows model) may start the OpenMP pool, whose threads keep
+  // the mode they are created in: IEEE defaults, whatever the caller set.
+  const simd::StandardFloatMode fp_mode;
   const InitMethod im = parse_init_method(init_method, rank, world_size);
+  // Over MPI inside create_mpi_comm's set-up exchange, so that a bad value on some ranks fails
+  // every rank at once (here it left the others waiting out their timeout).
   if (im.kind == InitKind::kMpi) return create_mpi_comm(rank, world_size);
+  check_lenient_params();
   log::set_rank(im.rank);
   return create_tcp_comm(im);
 }

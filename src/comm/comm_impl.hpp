@@ -70,6 +70,10 @@ class CommImpl {
 // Creates the communicator: bootstrap, transport selection, shm mapping.
 std::unique_ptr<CommImpl> create_comm(int rank, int world_size, std::string_view init_method);
 
+// COMMFUSE_MAX_CPU_ISA, COMMFUSE_LOG and COMMFUSE_VERBOSE, which kernel dispatch and logging
+// read leniently: InvalidArgument naming the variable (every init method checks them).
+void check_lenient_params();
+
 // Which init method Comm::from_env uses: "mpi" under mpirun (no RANK set), else "env://".
 std::string init_method_from_env();
 

@@ -28,7 +28,7 @@ StandardFloatMode::StandardFloatMode() : saved_(_mm_getcsr()), changed_((saved_ 
 StandardFloatMode::~StandardFloatMode() {
   if (changed_) _mm_setcsr(saved_);
 }
-#else
+#else  // rounding only: other architectures' flush-to-zero bits are left as they are
 StandardFloatMode::StandardFloatMode()
     : saved_(static_cast<unsigned>(std::fegetround())), changed_(saved_ != FE_TONEAREST) {
   if (changed_) std::fesetround(FE_TONEAREST);

@@ -275,6 +275,21 @@ TEST(Launch, WhatARankStartedEndsWithAStoppedLaunch) {
   }
 }
 
+// A rank's child that outlives its parent shell is adopted by the launcher (its subreaper) and
+// reaped when it exits, not left a zombie while the launch goes on.
+TEST(Launch, AnAdoptedOrphanIsReapedWhenItExits) {
+  TempDir dir;
+  const std::string f = dir.path() + "/orphan";
+  const auto r = run(launch(
+      {"-n", "1", "sh", "-c",
+       "sh -c 'sleep 0.3 & echo $! > " + f + ".tmp; mv " + f + ".tmp " + f + "' ; while [ ! -e " +
+           f + " ]; do sleep 0.02; done; p=$(cat " + f +
+           "); i=0; while [ $i -lt 250 ] && [ -e /proc/$p ]; do sleep 0.02; i=$((i+1)); done; "
+           "if [ -e /proc/$p ]; then echo \"orphan $p: $(cut -d' ' -f3 /proc/$p/stat)\"; "
+           "exit 1; fi"}));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+}
+
 TEST(Launch, RanksDieWithTheLauncher) {
   Subprocess launcher(launch({"-n", "3", "sh", "-c", "echo $$ ready; exec sleep 30"}));
   const auto pids = ready_pids(launcher.wait_for_stdout_lines(3, 20));

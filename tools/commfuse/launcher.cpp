@@ -460,6 +460,20 @@ class Launcher {
                      n, n == 1 ? "" : "s", i);
       if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) fail(static_cast<int>(i));
     }
+    // Orphans the launcher adopted as their subreaper (run), reaped as they exit so that none
+    // stays a zombie for the whole launch. A rank that exited just now is the loop above's,
+    // at the next event (its SIGCHLD is pending).
+    for (;;) {
+      siginfo_t info{};
+      if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) break;
+      const pid_t pid = info.si_pid;
+      if (std::any_of(ranks_.begin(), ranks_.end(),
+                      [pid](const Rank& r) { return r.running && r.pid == pid; }))
+        break;
+      int status = 0;
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
   }
 
   // Sleeps until output arrives, a signal comes in (SIGCHLD included) or the grace period ends.

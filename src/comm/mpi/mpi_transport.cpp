@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstring>
 #include <deque>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <utility>
@@ -87,6 +88,16 @@ MpiTransport::~MpiTransport() {
   int s = kUntold;
   if (state_.compare_exchange_strong(s, kClosed, std::memory_order_acq_rel)) tell_peers_failed(1);
   MPI_Comm_free(&comm_);
+  // Receives released unfinished after a failure (Pipeline, Batch::cancel) may still land in
+  // the transport's buffers while the stalled peer lives: those are kept (reachable, so leak
+  // checkers stay quiet), not freed under MPI.
+  if (peer_unresponsive()) {
+    static std::mutex mu;
+    static auto* const kept =
+        new std::vector<std::pair<std::unique_ptr<uint8_t[]>, std::vector<uint8_t>>>;
+    const std::lock_guard<std::mutex> lock(mu);
+    kept->emplace_back(std::move(stream_buf_), std::move(scratch_));
+  }
 }
 
 uint8_t* MpiTransport::stream_buffer(size_t bytes) {

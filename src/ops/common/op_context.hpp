@@ -11,6 +11,7 @@
 #include "comm/call_check.hpp"
 #include "comm/comm_impl.hpp"
 #include "core/error.hpp"
+#include "core/simd.hpp"
 
 namespace commfuse::ops {
 
@@ -72,6 +73,9 @@ struct CallOwner {
 // the op and the rank).
 template <typename F>
 auto plan_or_reject(const char* op, std::string_view group, F&& plan) {
+  // The plan step's timings (GEMM models) may start the OpenMP pool, whose threads keep the
+  // mode they are created in: IEEE defaults, whatever the caller set.
+  const simd::StandardFloatMode fp_mode;
   try {
     return plan();
   } catch (const Error& e) {
