@@ -17,7 +17,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr uint64_t kMaxMessage = uint64_t{1} << 30;  // MPI counts are int
 // How long an abandoned pipeline waits for receives MPI matched but could not cancel.
-constexpr std::chrono::seconds kAbandonGrace{1};
+constexpr std::chrono::milliseconds kAbandonGrace{100};
 
 void post(MPI_Comm comm, int tag, const Pipeline::Transfer& t, bool is_recv,
           std::vector<MPI_Request>& out, const char* op, int rank) {
@@ -48,8 +48,7 @@ bool test_all(std::vector<MPI_Request>& reqs, bool* progressed, const char* op, 
 
 }  // namespace
 
-namespace {
-int thread_level() {
+int mpi_thread_level() {
   static const int provided = [] {
     int level = MPI_THREAD_SINGLE;
     MPI_Query_thread(&level);
@@ -57,10 +56,9 @@ int thread_level() {
   }();
   return provided;
 }
-}  // namespace
 
 bool mpi_allows_progress_thread() {
-  return thread_level() >= MPI_THREAD_SERIALIZED;
+  return mpi_thread_level() >= MPI_THREAD_SERIALIZED;
 }
 
 bool use_progress_thread(std::string_view mode, int local_ranks, int cores, int override_threads) {
@@ -72,7 +70,7 @@ bool use_progress_thread(std::string_view mode, int local_ranks, int cores, int 
 }
 
 bool mpi_allows_any_thread() {
-  return thread_level() >= MPI_THREAD_MULTIPLE;
+  return mpi_thread_level() >= MPI_THREAD_MULTIPLE;
 }
 
 Pipeline::Pipeline(MPI_Comm comm, int tag, int rank, const char* op, const WaitRules& rules,
