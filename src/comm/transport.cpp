@@ -1,7 +1,10 @@
 #include "comm/transport.hpp"
 
+#include <new>
+
 #include "comm/call_check.hpp"
 #include "core/error.hpp"
+#include "kernels/cpu/copy.hpp"
 #include "kernels/cpu/reduce.hpp"
 
 namespace commfuse::comm {
@@ -45,6 +48,15 @@ std::string describe(const CollDesc& d) {
 bool ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
   return a_bytes != 0 && b_bytes != 0 && x < y + b_bytes && y < x + a_bytes;
+}
+
+const void* copy_if_overlapping(const void* src, size_t src_bytes, const void* dst,
+                                size_t dst_bytes, std::unique_ptr<uint8_t[]>& staged) {
+  if (!ranges_overlap(src, src_bytes, dst, dst_bytes)) return src;
+  staged.reset(new (std::nothrow) uint8_t[src_bytes]);
+  if (!staged) return nullptr;
+  kernels::cpu::copy(staged.get(), src, src_bytes);
+  return staged.get();
 }
 
 const char* coll_algo_name(CollAlgo a) {

@@ -81,7 +81,7 @@ void ensure_mpi_initialized() {
 // One nonblocking set-up collective: its request and every buffer it reads or writes, on the
 // heap. A timeout abandons them: MPI forbids freeing or cancelling the request (MPI-3.1
 // §5.12) and may still complete it later, reading and writing these buffers after the
-// caller is gone. (Kept reachable from a list, so that leak checkers see no leak.)
+// caller is gone (mpi::keep_until_exit).
 template <typename T>
 class SetUpCollective {
  public:
@@ -95,10 +95,7 @@ class SetUpCollective {
     try {
       mpi::wait_all(state_->requests, kOp, rank, timeout_s, false);
     } catch (...) {
-      static std::mutex mu;
-      static auto* const abandoned = new std::vector<std::unique_ptr<State>>;
-      const std::lock_guard<std::mutex> lock(mu);
-      abandoned->emplace_back(std::exchange(state_, nullptr));
+      mpi::keep_until_exit(std::shared_ptr<State>(std::exchange(state_, nullptr)));
       throw;
     }
   }

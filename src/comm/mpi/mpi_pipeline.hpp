@@ -82,6 +82,8 @@ class Pipeline {
   std::thread thread_;
 };
 
+// MPI's thread level (MPI_THREAD_SINGLE .. MPI_THREAD_MULTIPLE; queried once).
+int mpi_thread_level();
 // Whether MPI lets a progress thread make the calls (queried once).
 bool mpi_allows_progress_thread();
 // Whether streams get a progress thread, given COMMFUSE_MPI_PROGRESS_THREAD (mode) and

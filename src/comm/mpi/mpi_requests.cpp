@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/small_vector.hpp"
@@ -108,6 +110,13 @@ void note_peer_unresponsive() {
 
 bool peer_unresponsive() {
   return g_peer_unresponsive.load();
+}
+
+void keep_until_exit(std::shared_ptr<void> memory) {
+  static std::mutex mu;
+  static auto* const kept = new std::vector<std::shared_ptr<void>>;
+  const std::lock_guard<std::mutex> lock(mu);
+  kept->push_back(std::move(memory));
 }
 
 void check(int rc, const char* call, const char* op, int rank) {

@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,10 @@ struct WaitRules {
 // it forever (measured with a stalled peer), so mpi_comm.cpp then skips it; mpirun, seeing
 // a process exit without finalizing, ends the job and reports it.
 void note_peer_unresponsive();
+// Keeps `memory` until the process exits: what MPI may still read or write after a failure
+// (an abandoned request's buffers) must not be freed. Kept reachable, so that leak checkers
+// report nothing.
+void keep_until_exit(std::shared_ptr<void> memory);
 bool peer_unresponsive();
 
 // Throws RUNTIME_ERROR "<op>(rank <rank>): <call> failed: <MPI's message>" unless rc is

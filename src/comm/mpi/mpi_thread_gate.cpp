@@ -16,8 +16,7 @@ std::atomic<std::thread::id> g_in_mpi{};  // the thread in a call over MPI, or n
 thread_local int t_depth = 0;             // this thread's calls inside one another
 
 const char* thread_level_name() {
-  int level = MPI_THREAD_SINGLE;
-  MPI_Query_thread(&level);
+  const int level = mpi_thread_level();
   return level == MPI_THREAD_SINGLE     ? "MPI_THREAD_SINGLE"
          : level == MPI_THREAD_FUNNELED ? "MPI_THREAD_FUNNELED"
                                         : "MPI_THREAD_SERIALIZED";

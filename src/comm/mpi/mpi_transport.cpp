@@ -5,8 +5,6 @@
 #include <cstddef>
 #include <cstring>
 #include <deque>
-#include <mutex>
-#include <new>
 #include <optional>
 #include <utility>
 
@@ -89,14 +87,10 @@ MpiTransport::~MpiTransport() {
   if (state_.compare_exchange_strong(s, kClosed, std::memory_order_acq_rel)) tell_peers_failed(1);
   MPI_Comm_free(&comm_);
   // Receives released unfinished after a failure (Pipeline, Batch::cancel) may still land in
-  // the transport's buffers while the stalled peer lives: those are kept (reachable, so leak
-  // checkers stay quiet), not freed under MPI.
+  // the transport's buffers while the stalled peer lives: those are kept, not freed under MPI.
   if (peer_unresponsive()) {
-    static std::mutex mu;
-    static auto* const kept =
-        new std::vector<std::pair<std::unique_ptr<uint8_t[]>, std::vector<uint8_t>>>;
-    const std::lock_guard<std::mutex> lock(mu);
-    kept->emplace_back(std::move(stream_buf_), std::move(scratch_));
+    keep_until_exit(std::shared_ptr<uint8_t[]>(std::move(stream_buf_)));
+    keep_until_exit(std::make_shared<std::vector<uint8_t>>(std::move(scratch_)));
   }
 }
 
@@ -111,9 +105,9 @@ uint8_t* MpiTransport::stream_buffer(size_t bytes) {
 const void* MpiTransport::staged_source(const char* op, const void* src, size_t src_bytes,
                                         const void* dst, size_t dst_bytes, const void* own,
                                         std::unique_ptr<uint8_t[]>& staged) {
-  if (src == own || !ranges_overlap(src, src_bytes, dst, dst_bytes)) return src;
-  staged.reset(new (std::nothrow) uint8_t[src_bytes]);
-  if (!staged) {
+  if (src == own) return src;
+  const void* from = copy_if_overlapping(src, src_bytes, dst, dst_bytes, staged);
+  if (from == nullptr) {
     const std::string why =
         detail::cat(op, "(rank ", rank_, "): out of memory allocating ", src_bytes,
                     " bytes to stage the source of an in-place call (blocks "
@@ -121,8 +115,7 @@ const void* MpiTransport::staged_source(const char* op, const void* src, size_t 
     reject(why);
     detail::throw_status(Status::kRuntimeError, why);
   }
-  kernels::cpu::copy(staged.get(), src, src_bytes);
-  return staged.get();
+  return from;
 }
 
 uint8_t* MpiTransport::scratch(size_t bytes) {

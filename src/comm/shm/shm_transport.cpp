@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <new>
 
 #include "comm/shm/cma.hpp"
 #include "core/algorithm.hpp"
@@ -44,14 +43,12 @@ void slice(uint64_t n, int parts, int q, uint64_t* off, uint64_t* len) {
 const void* ShmTransport::cma_source(const char* op, const void* src, size_t src_bytes,
                                      const void* dst, size_t dst_bytes,
                                      std::unique_ptr<uint8_t[]>& staged) {
-  if (!ranges_overlap(src, src_bytes, dst, dst_bytes)) return src;
-  staged.reset(new (std::nothrow) uint8_t[src_bytes]);
-  if (!staged)  // before the first step: the call fails, not the group
+  const void* from = copy_if_overlapping(src, src_bytes, dst, dst_bytes, staged);
+  if (from == nullptr)  // before the first step: the call fails, not the group
     refuse(op, detail::cat("out of memory allocating ", src_bytes,
                            " bytes to stage the source of an in-place call (its peers read it "
                            "while this rank writes the destination)"));
-  copy_bytes(staged.get(), src, src_bytes);
-  return staged.get();
+  return from;
 }
 
 void ShmTransport::publish_rejection(const char* op, const std::string& reason) {
