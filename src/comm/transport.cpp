@@ -50,13 +50,14 @@ bool ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes
   return a_bytes != 0 && b_bytes != 0 && x < y + b_bytes && y < x + a_bytes;
 }
 
-const void* copy_if_overlapping(const void* src, size_t src_bytes, const void* dst,
-                                size_t dst_bytes, std::unique_ptr<uint8_t[]>& staged) {
-  if (!ranges_overlap(src, src_bytes, dst, dst_bytes)) return src;
+bool copy_if_overlapping(const void** src, size_t src_bytes, const void* dst, size_t dst_bytes,
+                         std::unique_ptr<uint8_t[]>& staged) {
+  if (!ranges_overlap(*src, src_bytes, dst, dst_bytes)) return true;
   staged.reset(new (std::nothrow) uint8_t[src_bytes]);
-  if (!staged) return nullptr;
-  kernels::cpu::copy(staged.get(), src, src_bytes);
-  return staged.get();
+  if (!staged) return false;
+  kernels::cpu::copy(staged.get(), *src, src_bytes);
+  *src = staged.get();
+  return true;
 }
 
 const char* coll_algo_name(CollAlgo a) {

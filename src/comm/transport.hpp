@@ -184,11 +184,11 @@ using PieceDriver = std::function<void(PieceChannel&)>;
 void check_usable(const char* op, int rank, const Failure& failure);
 // Whether two byte ranges share a byte (empty ranges never do): an in-place call.
 bool ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes);
-// The source an in-place call reads while it writes dst: a private copy of src in `staged`
-// where the two overlap, src itself where they do not, null where the copy cannot be
-// allocated (the caller refuses the call, before it starts).
-const void* copy_if_overlapping(const void* src, size_t src_bytes, const void* dst,
-                                size_t dst_bytes, std::unique_ptr<uint8_t[]>& staged);
+// The source an in-place call reads while it writes dst: where the two overlap, *src becomes
+// a private copy held in `staged`; elsewhere it stays (null for an empty call). False where the
+// copy cannot be allocated (the caller refuses the call, before it starts).
+bool copy_if_overlapping(const void** src, size_t src_bytes, const void* dst, size_t dst_bytes,
+                         std::unique_ptr<uint8_t[]>& staged);
 void check_reducible(const char* op, int rank, DType dtype);
 // RUNTIME_ERROR: another thread is in a call on this communicator (its calls come from one
 // thread at a time; docs/reliability.md, Threads).

@@ -106,8 +106,8 @@ const void* MpiTransport::staged_source(const char* op, const void* src, size_t 
                                         const void* dst, size_t dst_bytes, const void* own,
                                         std::unique_ptr<uint8_t[]>& staged) {
   if (src == own) return src;
-  const void* from = copy_if_overlapping(src, src_bytes, dst, dst_bytes, staged);
-  if (from == nullptr) {
+  const void* from = src;
+  if (!copy_if_overlapping(&from, src_bytes, dst, dst_bytes, staged)) {
     const std::string why =
         detail::cat(op, "(rank ", rank_, "): out of memory allocating ", src_bytes,
                     " bytes to stage the source of an in-place call (blocks "

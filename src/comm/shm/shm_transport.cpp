@@ -43,8 +43,9 @@ void slice(uint64_t n, int parts, int q, uint64_t* off, uint64_t* len) {
 const void* ShmTransport::cma_source(const char* op, const void* src, size_t src_bytes,
                                      const void* dst, size_t dst_bytes,
                                      std::unique_ptr<uint8_t[]>& staged) {
-  const void* from = copy_if_overlapping(src, src_bytes, dst, dst_bytes, staged);
-  if (from == nullptr)  // before the first step: the call fails, not the group
+  const void* from = src;
+  // Refused before the first step: the call fails, not the group.
+  if (!copy_if_overlapping(&from, src_bytes, dst, dst_bytes, staged))
     refuse(op, detail::cat("out of memory allocating ", src_bytes,
                            " bytes to stage the source of an in-place call (its peers read it "
                            "while this rank writes the destination)"));
