@@ -9,6 +9,7 @@
 // and g = (terms + 2)·2^-24 bounds fp32 accumulation of `terms` products (k for
 // all_gather_matmul, R·k for the reducing ops) plus the bias add.
 #include "numerics.hpp"
+#include "reference_gemm.hpp"
 
 #include "comm/comm_impl.hpp"
 #include "comm/transport.hpp"
@@ -58,11 +59,14 @@ struct Operands {
   DType bias_dtype = DType::kFloat32;
 };
 
-Operands make_operands(const Case& c, int rank, uint64_t tag, int64_t m, int64_t k, int64_t n) {
+// x1_only: a peer's rows for a reference, without the weights and bias it does not need.
+Operands make_operands(const Case& c, int rank, uint64_t tag, int64_t m, int64_t k, int64_t n,
+                       bool x1_only = false) {
   Operands o;
   const uint64_t seed = tag * 1000 + static_cast<uint64_t>(rank) * 10;
   o.x1 = encode(values(seed + 1, static_cast<size_t>(m * k), c.random), c.dtype);
   o.x1d = decode(o.x1, c.dtype);
+  if (x1_only) return o;
   // Each rank its own weights (SPEC §2: x2 is per-rank).
   std::vector<float> w = values(seed + 2, static_cast<size_t>(k * n), c.random);  // (k, n)
   std::vector<float> stored = w;
@@ -161,7 +165,7 @@ void check_agm(const commfuse::Comm& comm, const Case& c, uint64_t tag, int64_t 
   std::vector<uint8_t> want_gather;
   std::vector<double> gathered;
   for (int s = 0; s < R; ++s) {
-    const Operands o_s = make_operands(c, s, tag, m, k, n);
+    const Operands o_s = make_operands(c, s, tag, m, k, n, /*x1_only=*/true);
     want_gather.insert(want_gather.end(), o_s.x1.begin(), o_s.x1.end());
     gathered.insert(gathered.end(), o_s.x1d.begin(), o_s.x1d.end());
   }
@@ -171,16 +175,10 @@ void check_agm(const commfuse::Comm& comm, const Case& c, uint64_t tag, int64_t 
   std::vector<double> ref(static_cast<size_t>(m * R * n)), sum_abs(ref.size());
   for (int64_t i = 0; i < m * R; ++i)
     for (int64_t j = 0; j < n; ++j) {
-      double acc = a.mine.biasd.empty() ? 0.0 : a.mine.biasd[j];
-      double abs = std::fabs(acc);
-      for (int64_t t = 0; t < k; ++t) {
-        const double p = gathered[i * k + t] * a.mine.x2d[t * n + j];
-        acc += p;
-        abs += std::fabs(p);
-      }
-      ref[i * n + j] = acc;
-      sum_abs[i * n + j] = abs;
+      ref[i * n + j] = a.mine.biasd.empty() ? 0.0 : a.mine.biasd[j];
+      sum_abs[i * n + j] = std::fabs(ref[i * n + j]);
     }
+  reference_gemm(gathered.data(), a.mine.x2d.data(), m * R, k, n, ref.data(), sum_abs.data());
   compare(c, "all_gather_matmul", a.output, ref, sum_abs, static_cast<int>(k));
 }
 
@@ -201,13 +199,7 @@ void reduce_reference(const Case& c, int R, uint64_t tag, int64_t m, int64_t k, 
   sum_abs.assign(ref.size(), 0.0);
   for (int s = 0; s < R; ++s) {
     const Operands o = make_operands(c, s, tag, m, k, n);
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j)
-        for (int64_t t = 0; t < k; ++t) {
-          const double p = o.x1d[i * k + t] * o.x2d[t * n + j];
-          ref[i * n + j] += p;
-          sum_abs[i * n + j] += std::fabs(p);
-        }
+    reference_gemm(o.x1d.data(), o.x2d.data(), m, k, n, ref.data(), sum_abs.data());
     if (s == 0 && !o.biasd.empty())
       for (int64_t i = 0; i < m; ++i)
         for (int64_t j = 0; j < n; ++j) {

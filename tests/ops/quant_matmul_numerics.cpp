@@ -14,6 +14,7 @@
 #include <string>
 
 #include "numerics.hpp"
+#include "reference_gemm.hpp"
 
 #include "ops/common/packed_weight.hpp"
 #include "ops/common/plan_cache.hpp"
@@ -71,12 +72,19 @@ struct QOperands {
   std::vector<double> biasd;
 };
 
-QOperands make(const QCase& c, int rank, uint64_t tag, int64_t m, int64_t k, int64_t n) {
+// x1_only: a peer's rows and their scales for a reference, without its weights and bias.
+QOperands make(const QCase& c, int rank, uint64_t tag, int64_t m, int64_t k, int64_t n,
+               bool x1_only = false) {
   QOperands o;
   const uint64_t seed = tag * 1000 + static_cast<uint64_t>(rank) * 10;
   o.x1f = c.full_int8 ? full_int8_values(seed + 1, static_cast<size_t>(m * k))
                       : values(seed + 1, static_cast<size_t>(m * k), false);
   o.x1 = codes(o.x1f, c.a);
+  const size_t s1_len = c.s1 == ScaleShape::kAbsent   ? 0
+                        : c.s1 == ScaleShape::kTensor ? 1
+                                                      : static_cast<size_t>(m);
+  for (size_t i = 0; i < s1_len; ++i) o.s1.push_back(pow2_scale(seed + 3, i));
+  if (x1_only) return o;
   o.x2f = c.full_int8 ? full_int8_values(seed + 2, static_cast<size_t>(k * n))
                       : values(seed + 2, static_cast<size_t>(k * n), false);
   std::vector<float> stored = o.x2f;
@@ -84,10 +92,6 @@ QOperands make(const QCase& c, int rank, uint64_t tag, int64_t m, int64_t k, int
     for (int64_t i = 0; i < k; ++i)
       for (int64_t j = 0; j < n; ++j) stored[j * k + i] = o.x2f[i * n + j];
   o.x2 = codes(stored, c.b);
-  const size_t s1_len = c.s1 == ScaleShape::kAbsent   ? 0
-                        : c.s1 == ScaleShape::kTensor ? 1
-                                                      : static_cast<size_t>(m);
-  for (size_t i = 0; i < s1_len; ++i) o.s1.push_back(pow2_scale(seed + 3, i));
   const size_t s2_len = c.s2 == ScaleShape::kTensor ? 1 : static_cast<size_t>(n);
   for (size_t j = 0; j < s2_len; ++j) o.s2.push_back(pow2_scale(seed + 4, j));
   if (c.bias != DType::kInt8) {
@@ -178,13 +182,13 @@ void q_check(const commfuse::Comm& comm, const QCase& c, uint64_t tag, int64_t m
   std::vector<uint8_t> want_gather;
   std::vector<double> ref(static_cast<size_t>(m * R * n));
   for (int s = 0; s < R; ++s) {
-    const QOperands os = make(c, s, tag, m, k, n);
+    const QOperands os = make(c, s, tag, m, k, n, /*x1_only=*/true);
     want_gather.insert(want_gather.end(), os.x1.begin(), os.x1.end());
+    std::vector<double> sums(static_cast<size_t>(m * n), 0.0);
+    reference_gemm(os.x1f.data(), mine.x2f.data(), m, k, n, sums.data());
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
-        double acc = 0;
-        for (int64_t t = 0; t < k; ++t)
-          acc += static_cast<double>(os.x1f[i * k + t]) * mine.x2f[t * n + j];
+        double acc = sums[static_cast<size_t>(i * n + j)];
         if (c.bias == DType::kInt32) acc += mine.biasd[j];
         const double s1 = os.s1.empty() ? 1.0 : os.s1[os.s1.size() == 1 ? 0 : i];
         const double s2 = mine.s2[mine.s2.size() == 1 ? 0 : j];
@@ -267,11 +271,11 @@ void run_reduce_case(commfuse::Comm& comm, const QCase& c, uint64_t tag, int64_t
   std::vector<double> ref(static_cast<size_t>(m * n), 0.0);
   for (int s = 0; s < R; ++s) {
     const QOperands os = make(c, s, tag, m, k, n);
+    std::vector<double> sums(static_cast<size_t>(m * n), 0.0);
+    reference_gemm(os.x1f.data(), os.x2f.data(), m, k, n, sums.data());
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
-        double acc = 0;
-        for (int64_t t = 0; t < k; ++t)
-          acc += static_cast<double>(os.x1f[i * k + t]) * os.x2f[t * n + j];
+        const double acc = sums[static_cast<size_t>(i * n + j)];
         const double s1 = os.s1.empty() ? 1.0 : os.s1[os.s1.size() == 1 ? 0 : i];
         const double s2 = os.s2[os.s2.size() == 1 ? 0 : j];
         ref[static_cast<size_t>(i * n + j)] += acc * (s1 * s2);
