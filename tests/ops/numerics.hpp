@@ -20,12 +20,11 @@ int case_reject_peer(commfuse::Comm& comm);  // reject.cpp: rank 1 wrong, others
 // alltoall_cases.cpp / alltoall_reject.cpp (SPEC §3)
 int case_alltoall_numerics(commfuse::Comm& comm);
 int case_alltoall_reject(commfuse::Comm& comm);
-int case_device_reject(commfuse::Comm& comm);
-int case_device_numerics(commfuse::Comm& comm);  // device_numerics.cpp: host vs CUDA, bitwise  //
-                                                 // device_reject.cpp: device tensors' checks
+int case_device_reject(commfuse::Comm& comm);    // device_reject.cpp: device tensors' checks
+int case_device_numerics(commfuse::Comm& comm);  // device_numerics.cpp: host vs CUDA, bitwise
 int case_recover(commfuse::Comm& comm);  // recover.cpp: a rejected call never kills the group
-int case_fault(commfuse::Comm& comm);
-int case_soak(commfuse::Comm& comm);  // soak.cpp: COMMFUSE_SOAK_OPS mixed calls, RSS and /dev/shm
-                                      // flat    // recover.cpp: COMMFUSE_FAULT kills a rank mid-op
+int case_fault(commfuse::Comm& comm);    // recover.cpp: COMMFUSE_FAULT kills a rank mid-op
+// soak.cpp: COMMFUSE_SOAK_OPS mixed calls, RSS and /dev/shm flat
+int case_soak(commfuse::Comm& comm);
 
 }  // namespace optest

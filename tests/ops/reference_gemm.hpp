@@ -11,11 +11,13 @@ namespace optest {
 //
 // Not instrumented by the sanitizers: checking every load of these m·R·n·k loops (every rank
 // computes every rank's rows) was half of the ASan numerics tests' time, and the loops index
-// only vectors their callers size. The loops run i, t, j, so b is read row by row and the
-// inner loop vectorizes; the sums are the same as in the i, j, t order.
+// only vectors their callers size. The loops run i, t, j, so b is read row by row; the sums
+// are the same as in the i, j, t order.
 template <typename A, typename B>
-__attribute__((no_sanitize("address", "undefined"))) void reference_gemm(
-    const A* a, const B* b, int64_t m, int64_t k, int64_t n, double* acc, double* abs = nullptr) {
+__attribute__((no_sanitize("address", "undefined"))) void reference_gemm(const A* a, const B* b,
+                                                                         int64_t m, int64_t k,
+                                                                         int64_t n, double* acc,
+                                                                         double* abs = nullptr) {
   for (int64_t i = 0; i < m; ++i) {
     double* __restrict__ row = acc + i * n;
     double* __restrict__ row_abs = abs == nullptr ? nullptr : abs + i * n;
