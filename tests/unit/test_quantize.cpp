@@ -258,6 +258,30 @@ TEST(Quantize, Rejections) {
                              TensorView(x.data(), DType::kInt32, {1, 256}));
       },
       "output dtype is int32");
+  // Outputs sharing bytes with an input: dequantize's output starting inside q was read back
+  // as codes after it had been written (wrong values, silently).
+  std::vector<uint8_t> buf(4096);
+  std::vector<float> s4(4, 1.0f);
+  const TensorView q4(buf.data(), DType::kInt8, {4, 128}), s4v(s4.data(), DType::kFloat32, {4, 1});
+  for (const char* mode : {"per_token_group", "per_token"})
+    expect_invalid(
+        [&] {
+          commfuse::dequantize(q4, s4v, mode,
+                               TensorView(buf.data() + 128, DType::kFloat32, {4, 128}));
+        },
+        "dequantize: output and q share memory");
+  expect_invalid(
+      [&] {
+        commfuse::quantize(TensorView(buf.data(), DType::kFloat32, {4, 128}), "per_token_group",
+                           TensorView(buf.data() + 1024, DType::kInt8, {4, 128}), s4v);
+      },
+      "quantize: q and x share memory");
+  expect_invalid(
+      [&] {
+        commfuse::quantize(xv, "per_token_group", qv,
+                           TensorView(q.data() + 8, DType::kFloat32, {1, 2}));
+      },
+      "quantize: scales and q share memory");
   try {
     commfuse::quantize(TensorView(), "mx", qv, sv);
     ADD_FAILURE() << "null x accepted";

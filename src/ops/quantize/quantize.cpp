@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -57,6 +58,21 @@ Mode parse_mode(const char* fn, std::string_view mode, int64_t group_size) {
   return m;
 }
 
+// An output sharing bytes with an input (or with the other output) is PARAM_INVALID naming
+// both: rows are converted one at a time, so a shared byte can be written before it is read
+// (a dequantize output starting inside q gave wrong values, silently). Dense tensors only.
+void check_apart(const char* fn, const char* out_name, const TensorView& out, const char* in_name,
+                 const TensorView& in) {
+  auto span = [](const TensorView& t) {
+    const auto* begin = static_cast<const uint8_t*>(t.data);
+    return std::pair{begin, begin + dtype_storage_bytes(t.dtype, static_cast<size_t>(t.numel()))};
+  };
+  const auto [o0, o1] = span(out);
+  const auto [i0, i1] = span(in);
+  CF_CHECK_ARG(!(o0 < i1 && i0 < o1), fn, ": ", out_name, " and ", in_name, " share memory (",
+               out_name, " is written while ", in_name, " is read: pass separate buffers)");
+}
+
 void check_dense(const char* fn, const char* name, const TensorView& t) {
   CF_CHECK_NOTNULL(t.present() ? &t : nullptr, fn, ": ", name, " is null");
   CF_CHECK_ARG(t.ndim <= TensorView::kMaxDims, fn, ": ", name, " has ", t.ndim, " dims");
@@ -75,6 +91,14 @@ void check_dense(const char* fn, const char* name, const TensorView& t) {
                  t.strides[i], ", expected ", expect, ")");
     expect *= t.shape[i];
   }
+}
+
+// quantize's outputs apart from x and from each other (after check_dense or check_layout).
+void check_outputs_apart(const char* fn, const TensorView& x, const TensorView& q,
+                         const TensorView& scales) {
+  check_apart(fn, "q", q, "x", x);
+  check_apart(fn, "scales", scales, "x", x);
+  check_apart(fn, "scales", scales, "q", q);
 }
 
 struct Layout {
@@ -179,10 +203,12 @@ void quantize(const TensorView& x, std::string_view mode, const TensorView& q,
     check_dense(fn, "x", x);
     check_dense(fn, "q", q);
     check_dense(fn, "scales", scales);
+    check_outputs_apart(fn, x, q, scales);
     ops::quantize_per_token(fn, x, q, scales);
     return;
   }
   const Layout l = check_layout(fn, parse_mode(fn, mode, group_size), "x", x, q, scales);
+  check_outputs_apart(fn, x, q, scales);
   const int64_t g = kernels::cpu::scale_group(l.kind());
   const size_t xes = static_cast<size_t>(dtype_bits(x.dtype) / 8);
   const auto* xs = static_cast<const uint8_t*>(x.data);
@@ -229,10 +255,14 @@ void dequantize(const TensorView& q, const TensorView& scales, std::string_view 
     check_dense(fn, "q", q);
     check_dense(fn, "scales", scales);
     check_dense(fn, "output", output);
+    check_apart(fn, "output", output, "q", q);
+    check_apart(fn, "output", output, "scales", scales);
     ops::dequantize_per_token(fn, q, scales, output);
     return;
   }
   const Layout l = check_layout(fn, parse_mode(fn, mode, group_size), "output", output, q, scales);
+  check_apart(fn, "output", output, "q", q);
+  check_apart(fn, "output", output, "scales", scales);
   const int64_t sb = kernels::cpu::scale_row_bytes(l.kind(), l.h);
   const size_t oes = static_cast<size_t>(dtype_bits(output.dtype) / 8);
   std::vector<float> acc(static_cast<size_t>(l.h));
