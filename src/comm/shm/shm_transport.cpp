@@ -40,9 +40,9 @@ void slice(uint64_t n, int parts, int q, uint64_t* off, uint64_t* len) {
 
 }  // namespace
 
-const void* ShmTransport::cma_source(const char* op, const void* src, size_t src_bytes,
-                                     const void* dst, size_t dst_bytes,
-                                     std::unique_ptr<uint8_t[]>& staged) {
+const void* ShmTransport::staged_source(const char* op, const void* src, size_t src_bytes,
+                                        const void* dst, size_t dst_bytes,
+                                        std::unique_ptr<uint8_t[]>& staged) {
   const void* from = src;
   // Refused before the first step: the call fails, not the group.
   if (!copy_if_overlapping(&from, src_bytes, dst, dst_bytes, staged))
@@ -265,16 +265,18 @@ void ShmTransport::all_gather(const void* src, void* dst, uint64_t count, DType 
   const size_t per_rank = dtype_storage_bytes(dtype, count);
   desc.algo = choose_copy(desc.op, per_rank);
   run(desc, [&](const char* op) {
-    const auto* in = static_cast<const uint8_t*>(src);
     auto* out = static_cast<uint8_t*>(dst);
+    // In place (src is this rank's block of dst) needs no copy: no rank writes that block.
+    // A source elsewhere in dst is staged, on both paths: the slot steps read it piece by
+    // piece while the peers' blocks land over it.
+    std::unique_ptr<uint8_t[]> staged;
+    const auto* in = static_cast<const uint8_t*>(
+        src == out + rank_ * per_rank
+            ? src
+            : staged_source(op, src, per_rank, dst, size_ * per_rank, staged));
     if (desc.algo == CollAlgo::kCma) {
-      // In place (src is this rank's block of dst) needs no copy: no rank writes that block.
-      std::unique_ptr<uint8_t[]> staged;
-      const void* mine = in == out + rank_ * per_rank
-                             ? src
-                             : cma_source(op, src, per_rank, dst, size_ * per_rank, staged);
-      cma_call(desc, op, mine, true, [&] {
-        copy_bytes(out + rank_ * per_rank, mine, per_rank);
+      cma_call(desc, op, in, true, [&] {
+        copy_bytes(out + rank_ * per_rank, in, per_rank);
         for (int i = 1; i < size_; ++i) {
           const int q = (rank_ + i) % size_;
           read_peer(q, 0, out + q * per_rank, per_rank, op);
@@ -300,11 +302,11 @@ void ShmTransport::all_to_all(const void* src, void* dst, uint64_t count, DType 
   const size_t per_peer = dtype_storage_bytes(dtype, count);
   desc.algo = choose_copy(desc.op, per_peer);
   run(desc, [&](const char* op) {
+    std::unique_ptr<uint8_t[]> staged;
     if (desc.algo == CollAlgo::kCma) {
       auto* out = static_cast<uint8_t*>(dst);
-      std::unique_ptr<uint8_t[]> staged;
       const auto* mine = static_cast<const uint8_t*>(
-          cma_source(op, src, size_ * per_peer, dst, size_ * per_peer, staged));
+          staged_source(op, src, size_ * per_peer, dst, size_ * per_peer, staged));
       cma_call(desc, op, mine, true, [&] {
         copy_bytes(out + rank_ * per_peer, mine + rank_ * per_peer, per_peer);
         for (int i = 1; i < size_; ++i) {
@@ -315,7 +317,10 @@ void ShmTransport::all_to_all(const void* src, void* dst, uint64_t count, DType 
       return;
     }
     const size_t chunk = std::max<size_t>(64, (slot_bytes_ / size_) & ~size_t{63});
-    const auto* in = static_cast<const uint8_t*>(src);
+    // In place (src == dst) needs no copy: each step writes back only the chunks it has just
+    // read. Any other overlap is staged: a step's blocks would land on chunks still unread.
+    const auto* in = static_cast<const uint8_t*>(
+        src == dst ? src : staged_source(op, src, size_ * per_peer, dst, size_ * per_peer, staged));
     auto* out = static_cast<uint8_t*>(dst);
     for_each_step(op, per_peer, chunk, [&](uint32_t s, uint64_t off, uint64_t n, bool first) {
       uint8_t* mine = slot(rank_, s);

@@ -132,11 +132,12 @@ class ShmTransport final : public Transport {
   template <typename Body>
   void cma_call(const CollDesc& desc, const char* op, const void* mine, bool read_by_peers,
                 Body&& body);
-  // With CMA the peers read this rank's source while it writes its destination: where the
-  // two overlap (an in-place call), they read a private copy (staged) instead. Before the
-  // call's first step: a copy that cannot be allocated refuses the call (refuse).
-  const void* cma_source(const char* op, const void* src, size_t src_bytes, const void* dst,
-                         size_t dst_bytes, std::unique_ptr<uint8_t[]>& staged);
+  // The source a call reads while it writes its destination: where the two overlap (an
+  // in-place call), a private copy (staged), which the CMA peers read and the slot steps copy
+  // piece by piece while blocks land in dst. Before the call's first step: a copy that cannot
+  // be allocated refuses the call (refuse).
+  const void* staged_source(const char* op, const void* src, size_t src_bytes, const void* dst,
+                            size_t dst_bytes, std::unique_ptr<uint8_t[]>& staged);
   // This rank cannot take part in the call it is in, before its first step: that step with a
   // "rejected" descriptor (as reject), then CallFailed; the peers fail the call naming this
   // rank, and the transport stays usable.
