@@ -2,6 +2,8 @@
 // communication), the name registry, and dispatch to the transport.
 #include <commfuse/commfuse.hpp>
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -35,7 +37,32 @@ struct LastLookup {
 };
 thread_local LastLookup t_last_lookup;
 
+// Bumped in every child fork() makes. A communicator belongs to the process that created it:
+// a child calling on its parent's (the same shared control block) published steps for the
+// parent's rank, so the parent's next call failed on one rank and "succeeded" on another.
+// Compared on every call, so a relaxed load, not a getpid() system call.
+std::atomic<uint64_t> g_fork_generation{0};
+
+void count_fork() {
+  g_fork_generation.fetch_add(1, std::memory_order_relaxed);
+}
+
+uint64_t fork_generation() {
+  static const bool registered = (pthread_atfork(nullptr, nullptr, count_fork), true);
+  (void)registered;
+  return g_fork_generation.load(std::memory_order_relaxed);
+}
+
 }  // namespace
+
+void check_not_forked(const CommImpl& c, const char* op) {
+  if (c.fork_generation() == g_fork_generation.load(std::memory_order_relaxed)) return;
+  detail::throw_status(
+      Status::kParamInvalid,
+      detail::cat(op, "(rank ", c.rank(),
+                  "): this process is a fork() child of the process that "
+                  "created the communicator, which stays that process's: create one of its own"));
+}
 
 CommImpl::CommImpl(int rank, int world_size, int local_ranks, std::string name,
                    std::unique_ptr<Transport> transport)
@@ -43,13 +70,15 @@ CommImpl::CommImpl(int rank, int world_size, int local_ranks, std::string name,
       world_size_(world_size),
       local_ranks_(local_ranks),
       name_(std::move(name)),
-      transport_(std::move(transport)) {
+      transport_(std::move(transport)),
+      fork_generation_(comm::fork_generation()) {
   // Ranks on one host share its cores: the compute kernels take their share.
   kernels::cpu::set_local_ranks(local_ranks);
   trace::set_rank(rank);  // COMMFUSE_TRACE: this process's track is named by its rank
 }
 
 CommImpl::Entered::Entered(CommImpl& c, const char* op) {
+  check_not_forked(c, op);
   const std::thread::id me = std::this_thread::get_id();
   std::thread::id none;
   if (c.caller_.compare_exchange_strong(none, me, std::memory_order_acquire)) {
@@ -195,6 +224,7 @@ std::string Comm::failure() const {
 }
 
 void Comm::abort(std::string_view reason) {
+  comm::check_not_forked(*impl_, "abort");
   impl_->transport().abort(detail::cat("rank ", rank(), " aborted the communicator: ",
                                        reason.empty() ? std::string_view("Comm::abort") : reason));
 }

@@ -5,6 +5,7 @@
 #include <commfuse/commfuse.hpp>
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
@@ -56,6 +57,8 @@ class CommImpl {
   };
   Attachment* attachment() const { return attachment_.get(); }
   void attach(std::unique_ptr<Attachment> a) { attachment_ = std::move(a); }
+  // How many fork()s the process had made when this was created (check_not_forked).
+  uint64_t fork_generation() const { return fork_generation_; }
 
  private:
   int rank_;
@@ -65,7 +68,12 @@ class CommImpl {
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Attachment> attachment_;  // after transport_: destroyed before it
   std::atomic<std::thread::id> caller_{};   // Entered: the thread in a call, or none
+  uint64_t fork_generation_;
 };
+
+// PARAM_INVALID naming op when this process is a fork() child of c's creator: every call
+// (Entered) and abort check it, so a child never touches its parent's transport.
+void check_not_forked(const CommImpl& c, const char* op);
 
 // Creates the communicator: bootstrap, transport selection, shm mapping.
 std::unique_ptr<CommImpl> create_comm(int rank, int world_size, std::string_view init_method);
