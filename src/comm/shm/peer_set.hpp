@@ -133,6 +133,7 @@ class PeerSet {
   std::mutex abort_mu_;  // one abort writes this rank's reason
   std::vector<Control*> controls_;
   std::vector<PeerProcess> processes_;
+  std::vector<uint8_t> watched_;  // per rank: its process is visible here (see the constructor)
   int spin_iters_;
   int yield_iters_;
   std::chrono::microseconds yield_for_;  // Wait::kPeerCopy: yield at least this long
