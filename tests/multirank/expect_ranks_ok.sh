@@ -7,8 +7,14 @@ set -u
 case_name=$1 ranks=$2
 shift 2
 out=$(mktemp)
+# Each listed rank, after its OK line, waits for the others' (rank_main.cpp,
+# wait_for_listed_ranks), so that the first rank to exit does not end the job before the
+# others have printed theirs.
+CF_OK_DIR=$(mktemp -d) CF_OK_RANKS=$ranks
+export CF_OK_DIR CF_OK_RANKS
 "$@" >"$out" 2>&1
 rc=$?
+rm -rf "$CF_OK_DIR"
 cat "$out"
 fail() { echo "FAIL: $*"; rm -f "$out"; exit 1; }
 grep -q 'FAILED' "$out" && fail "a rank failed a check"

@@ -5,11 +5,13 @@
 //
 //   commfuse_rank_tests collectives | many_ops | kill_peer | mismatch | bad_arg | c_api |
 //                       streams | stream_mismatch | dtype_reject | late_rank | abort_thread |
-//                       abort_stream | abort_idle | stage_oom | two_threads
+//                       abort_stream | abort_idle | stage_oom | two_threads |
+//                       two_comms_threads | fork_child | slow_peer | stage_overlap
 #include <commfuse/commfuse.h>
 #include <commfuse/commfuse.hpp>
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -500,6 +502,8 @@ int case_two_threads(commfuse::Comm& c) {
   return 0;
 }
 
+int case_stage_overlap(commfuse::Comm& c);
+
 // An in-place CMA all_to_all / all_gather on rank 1 whose private copy of the source (the
 // peers read it while rank 1 writes its destination) cannot be allocated: 2^48 bytes, more
 // than the address space. Rank 1 fails with "out of memory", its peers fail naming it, and
@@ -529,6 +533,13 @@ int case_stage_oom(commfuse::Comm& c) {
     }
     EXPECT(c.usable(), "rank %d: unusable after %s: %s", c.rank(), op, c.failure().c_str());
   }
+  return case_stage_overlap(c);
+}
+
+// In-place and overlapping sources of the copying collectives, on whichever path the test
+// forces (stage_oom's impossible buffers are for the paths that stage before any copy).
+int case_stage_overlap(commfuse::Comm& c) {
+  const int R = c.world_size();
   // The next in-place call stages and works.
   std::vector<int32_t> x(static_cast<size_t>(R) * 1024);
   for (size_t i = 0; i < x.size(); ++i) x[i] = c.rank() * 100000 + static_cast<int32_t>(i);
@@ -546,6 +557,87 @@ int case_stage_oom(commfuse::Comm& c) {
   for (int q = 0; q < R; ++q)
     EXPECT(g[q * n] == 100.0f + q && g[q * n + n - 1] == 100.0f + q,
            "rank %d: all_gather block %d: %g ... %g", c.rank(), q, g[q * n], g[q * n + n - 1]);
+  // Sources inside dst at no block boundary, each block 12 MiB (several 4 MiB slot steps):
+  // shm's slot steps wrote arriving blocks over source bytes they had still to read (all of a
+  // W = 3 all_gather's 8 MiB blocks wrong); now staged on every path.
+  const size_t big = size_t{3} << 20;
+  std::vector<float> h(static_cast<size_t>(R + 1) * big + 1000);
+  float* src = h.data() + static_cast<size_t>((c.rank() + 1) % R) * big + 1000;
+  std::fill(src, src + big, 200.0f + c.rank());
+  c.all_gather(src, h.data(), big, DType::kFloat32);
+  for (int q = 0; q < R; ++q)
+    for (const size_t i : {size_t{0}, size_t{1000}, big / 2, big - 1})
+      EXPECT(h[q * big + i] == 200.0f + q, "rank %d: overlapping all_gather block %d [%zu]: %g",
+             c.rank(), q, i, h[q * big + i]);
+  std::vector<int32_t> a(static_cast<size_t>(R + 1) * big);
+  int32_t* a_src = a.data() + 1000;  // dst is a.data()
+  for (int q = 0; q < R; ++q)
+    std::fill(a_src + q * big, a_src + (q + 1) * big, c.rank() * 1000 + q);
+  c.all_to_all(a_src, a.data(), big, DType::kInt32);
+  for (int q = 0; q < R; ++q)
+    for (const size_t i : {size_t{0}, big / 2, big - 1})
+      EXPECT(a[q * big + i] == q * 1000 + c.rank(),
+             "rank %d: overlapping all_to_all block %d [%zu]: %d", c.rank(), q, i, a[q * big + i]);
+  return 0;
+}
+
+// Rank 0 arrives 300 ms late at each of three all_reduces: its peers wait past their spin
+// phase, where they look whether rank 0's process lives. run_pid_namespace.sh runs it with
+// rank 1 in a pid namespace of its own, where neither can see the other's pid: not a death
+// (each wait failed "rank 0 (pid ...) exited or was killed").
+int case_slow_peer(commfuse::Comm& c) {
+  for (int i = 0; i < 3; ++i) {
+    if (c.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::vector<float> x(1024, static_cast<float>(c.rank() + 1)), y(x.size());
+    c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
+    const float want = static_cast<float>(c.world_size() * (c.world_size() + 1) / 2);
+    EXPECT(y[0] == want && y[1023] == want, "rank %d: all_reduce %d: %g", c.rank(), i, y[0]);
+  }
+  EXPECT(c.usable(), "rank %d: unusable: %s", c.rank(), c.failure().c_str());
+  return 0;
+}
+
+// fork(): the child of rank 0 calls on its parent's communicator (a barrier, an all_reduce,
+// abort): each is PARAM_INVALID in the child, nothing reaches the peers, and the parent's
+// group goes on. Before, the child's barrier was taken as rank 0's step: rank 0's next
+// all_reduce "succeeded" with rank 1's leftovers while rank 1's failed.
+int case_fork_child(commfuse::Comm& c) {
+  c.barrier();
+  if (c.rank() == 0) {
+    const pid_t child = fork();
+    if (child == 0) {
+      int refused = 0;
+      std::vector<float> x(64, 1.0f), y(x.size());
+      const std::function<void()> calls[] = {
+          [&] { c.barrier(); },
+          [&] { c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32); },
+          [&] { c.abort("from the child"); }};
+      for (const auto& call : calls) {
+        try {
+          call();
+        } catch (const commfuse::InvalidArgument& e) {
+          refused += std::strstr(e.what(), "fork() child") != nullptr;
+          std::printf("child of rank 0: got expected PARAM_INVALID: %s\n", e.what());
+        } catch (const commfuse::Error& e) {
+          std::printf("child of rank 0: FAILED: %s\n", e.what());
+        }
+      }
+      std::fflush(stdout);
+      _exit(refused == 3 ? 0 : 1);
+    }
+    int status = 0;
+    EXPECT(child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) &&
+               WEXITSTATUS(status) == 0,
+           "rank 0: the forked child's calls were not all refused (status %d)", status);
+  }
+  for (int i = 0; i < 3; ++i) {
+    std::vector<float> x(1024, static_cast<float>(c.rank() + 1)), y(x.size());
+    c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
+    const float want = static_cast<float>(c.world_size() * (c.world_size() + 1) / 2);
+    EXPECT(y[0] == want && y[1023] == want, "rank %d: all_reduce %d after the fork: %g", c.rank(),
+           i, y[0]);
+  }
+  EXPECT(c.usable(), "rank %d: unusable after the fork: %s", c.rank(), c.failure().c_str());
   return 0;
 }
 
@@ -747,18 +839,55 @@ int case_c_api(commfuse::Comm& cpp_comm) {
   return 0;
 }
 
+// expect_ranks_ok.sh's jobs end when the first rank exits: a rank that skips MPI_Finalize
+// (its communicator failed) makes mpirun kill the others, maybe before they print their OK
+// line. There CF_OK_DIR and CF_OK_RANKS are set: each rank, once its line is out, leaves a
+// file in CF_OK_DIR and waits (up to 20 s) for the files of every rank in CF_OK_RANKS.
+void wait_for_listed_ranks(int rank) {
+  const char* dir = std::getenv("CF_OK_DIR");
+  const char* ranks = std::getenv("CF_OK_RANKS");
+  if (dir == nullptr || ranks == nullptr) return;
+  const std::string mine = std::string(dir) + "/ok." + std::to_string(rank);
+  if (FILE* f = std::fopen(mine.c_str(), "w")) std::fclose(f);
+  std::vector<std::string> wanted;
+  for (const char* p = ranks; *p != '\0';) {
+    const char* end = std::strchr(p, ',');
+    const std::string r = end ? std::string(p, end) : std::string(p);
+    wanted.push_back(std::string(dir) + "/ok." + r);
+    p = end ? end + 1 : p + r.size();
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (std::all_of(wanted.begin(), wanted.end(),
+                    [](const std::string& f) { return access(f.c_str(), F_OK) == 0; }))
+      return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::map<std::string, std::function<int(commfuse::Comm&)>> cases = {
-      {"collectives", case_collectives},   {"many_ops", case_many_ops},
-      {"kill_peer", case_kill_peer},       {"mismatch", case_mismatch},
-      {"bad_arg", case_bad_arg},           {"c_api", case_c_api},
-      {"streams", case_streams},           {"stream_mismatch", case_stream_mismatch},
-      {"dtype_reject", case_dtype_reject}, {"late_rank", case_late_rank},
-      {"abort_thread", case_abort_thread}, {"abort_stream", case_abort_stream},
-      {"abort_idle", case_abort_idle},     {"stage_oom", case_stage_oom},
-      {"two_threads", case_two_threads},   {"two_comms_threads", case_two_comms_threads},
+      {"collectives", case_collectives},
+      {"many_ops", case_many_ops},
+      {"kill_peer", case_kill_peer},
+      {"mismatch", case_mismatch},
+      {"bad_arg", case_bad_arg},
+      {"c_api", case_c_api},
+      {"streams", case_streams},
+      {"stream_mismatch", case_stream_mismatch},
+      {"dtype_reject", case_dtype_reject},
+      {"late_rank", case_late_rank},
+      {"abort_thread", case_abort_thread},
+      {"abort_stream", case_abort_stream},
+      {"abort_idle", case_abort_idle},
+      {"stage_oom", case_stage_oom},
+      {"two_threads", case_two_threads},
+      {"two_comms_threads", case_two_comms_threads},
+      {"fork_child", case_fork_child},
+      {"slow_peer", case_slow_peer},
+      {"stage_overlap", case_stage_overlap},
   };
   if (argc != 2 || !cases.count(argv[1])) {
     std::fprintf(stderr, "usage: %s <case>\n", argv[0]);
@@ -772,6 +901,7 @@ int main(int argc, char** argv) {
       std::printf("rank %d: %s OK (world %d, transport %s)\n", comm->rank(), argv[1],
                   comm->world_size(), comm->transport_name());
     std::fflush(stdout);  // mpirun may end the job before exit flushes (abort_thread)
+    if (g_failures == 0 && rc == 0) wait_for_listed_ranks(comm->rank());
   } catch (const commfuse::Error& e) {
     std::fprintf(stderr, "unexpected error %d: %s\n", static_cast<int>(e.code()), e.what());
     return 1;
