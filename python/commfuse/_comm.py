@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _commfuse
-from ._errors import InvalidArgument
+from ._errors import InvalidArgument, NullPointerError
 from ._tensor import Args, as_int
 
 
@@ -162,6 +162,8 @@ class Communicator:
         ``x`` must be dense and writable on every rank."""
         with self._args("broadcast") as a:
             root = as_int(root, "root", 32)
+            if x is None:  # SPEC §0: a required tensor that is null
+                raise NullPointerError("x is None (a required tensor)")
             try:
                 from ._tensor import tensor_ref
                 buf = tensor_ref(x, dtype, output=True, fn="broadcast")

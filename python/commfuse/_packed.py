@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _commfuse
 from ._dtypes import INT4
-from ._errors import InvalidArgument
+from ._errors import Error, InvalidArgument, NullPointerError
 from ._tensor import as_int, tensor_ref
 
 
@@ -65,7 +65,12 @@ class PackedWeight:
             raise InvalidArgument(
                 f"PackedWeight: x2 must be 2-D (the (n, k) buffer with transpose_x2) but has "
                 f"shape {tuple(getattr(x2, 'shape', ()))}")
-        ref = tensor_ref(x2, x2_dtype, fn="PackedWeight")
+        if x2 is None:
+            raise NullPointerError("PackedWeight: x2 is None (a required tensor)")
+        try:
+            ref = tensor_ref(x2, x2_dtype, fn="PackedWeight")
+        except Error as e:
+            raise type(e)(f"PackedWeight: x2: {e.message}", e.code) from None
         try:
             rows = as_int(rows, "rows")
         except InvalidArgument as e:

@@ -72,16 +72,16 @@ def _numpy_ref(x: np.ndarray, name: Optional[str], contiguous: bool,
     if x.dtype == INT4:
         raise InvalidArgument("int4 tensors are packed two per byte: pass "
                               "commfuse.pack_int4(x) with dtype='int4'")
+    if not x.dtype.isnative:  # first: the format of '>f4' is float32's
+        if output:
+            raise InvalidArgument(f"array has non-native byte order ({x.dtype})")
+        x = x.astype(x.dtype.newbyteorder("="))
     if name is None:
         name = format_of(x.dtype)
         if name is None:
             hint = ("raw codes need dtype= (e.g. dtype='hifloat8')" if x.dtype.kind == "u"
                     else "supported: " + ", ".join(n for n in NUMPY_DTYPES if n != "hifloat8"))
             raise InvalidArgument(f"array dtype {x.dtype} is not a commfuse format; {hint}")
-    if not x.dtype.isnative:
-        if output:
-            raise InvalidArgument(f"array has non-native byte order ({x.dtype})")
-        x = x.astype(x.dtype.newbyteorder("="))
     if any(st % x.itemsize for st in x.strides):  # a field of a record array, say
         if output:  # DLPack (and the buffer protocol here) count strides in elements
             raise InvalidArgument(f"array strides {x.strides} (bytes) are not multiples of "
@@ -90,6 +90,10 @@ def _numpy_ref(x: np.ndarray, name: Optional[str], contiguous: bool,
     if contiguous and not output and not x.flags.c_contiguous:
         x = np.ascontiguousarray(x)
     if x.dtype not in _NUMPY_OWN:  # ml_dtypes formats: the same memory as unsigned codes
+        own = format_of(x.dtype)
+        if own != name:  # as unsigned codes, C++ would take them for codes of `name`
+            raise InvalidArgument(f"an array of {own or x.dtype} cannot hold {name} (needs "
+                                  f"{name} or raw uint{8 * x.itemsize} codes)")
         x = x.view(_UINT_OF_SIZE[x.dtype.itemsize])
     return _commfuse.TensorRef(x, name, read_only=not x.flags.writeable)
 
@@ -105,6 +109,9 @@ def _torch_ref(x: Any, name: Optional[str], contiguous: bool,
         x = x.contiguous()
     # element_size(), not dtype.itemsize: torch.dtype has itemsize only from torch 2.1.
     if x.element_size() == 1 and x.dtype not in (torch.int8, torch.uint8):
+        if own != name:  # as uint8, C++ would take them for codes of `name`
+            raise InvalidArgument(f"a tensor of {own or x.dtype} cannot hold {name} (needs "
+                                  f"{name} or raw uint8 codes)")
         x = x.view(torch.uint8)  # float8: DLPack exporters may not support it
     return _commfuse.TensorRef(x.detach(), name)
 
@@ -126,6 +133,17 @@ def _fast_numpy_ref(x: Any, contiguous: bool, output: bool) -> Optional[_commfus
                                    read_only=not flags.writeable)
     except Exception:
         return None
+
+
+def dense_or_transposed(x: Any) -> bool:
+    """Whether a 2-D weight is dense or the transposed view of a dense array: the operators
+    read both in place (and a PackedWeight made from the view matches it), so such an x2 is
+    not copied. Arrays other than numpy and torch go as they are (libcommfuse checks)."""
+    if isinstance(x, np.ndarray):
+        return x.ndim == 2 and (x.flags.c_contiguous or x.flags.f_contiguous)
+    if is_torch(x):
+        return x.dim() == 2 and (x.is_contiguous() or x.t().is_contiguous())
+    return True
 
 
 def fast_matmul_inputs(x1: Any, x2: Any, bias: Any) -> Optional[tuple[Any, Any, Any]]:
@@ -173,6 +191,15 @@ def tensor_ref(x: Any, dtype: Optional[npt.DTypeLike] = None, *, contiguous: boo
     if is_torch(x):
         return _torch_ref(x, name, contiguous, output)
     if hasattr(x, "__dlpack__"):
+        if output and x.__dlpack_device__()[0] != _KDL_CUDA:
+            # Through numpy, which keeps DLPack's read-only flag: an immutable buffer (bytes,
+            # JAX) was written in place. CUDA outputs are torch tensors (empty()).
+            try:
+                host = np.from_dlpack(x)
+            except (BufferError, TypeError, RuntimeError):  # a dtype numpy cannot import
+                host = None
+            if host is not None:
+                return _numpy_ref(host, name, contiguous, output)
         return _commfuse.TensorRef(x, name)
     if output:
         raise InvalidArgument(f"an output must be an array, got {type(x).__name__}")

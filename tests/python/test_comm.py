@@ -217,6 +217,29 @@ def test_array_dtypes_name_the_data_movement_dtypes():
     # Still not commfuse dtypes: named in the message.
     with pytest.raises(commfuse.InvalidArgument, match="uint32 is not a commfuse format"):
         tensor_ref(np.zeros(3, np.uint32))
+    # A big-endian input is its format, copied to native order (was "dtype >f4 is not a
+    # commfuse format"); as an output it cannot be written in place.
+    big = tensor_ref(np.ones(3, ">f4"))
+    assert big.dtype == "float32" and big.shape == (3,)
+    with pytest.raises(commfuse.InvalidArgument, match="non-native byte order"):
+        tensor_ref(np.ones(3, ">f4"), output=True)
+
+
+@pytest.mark.parametrize("dt, other", [(ml_dtypes.bfloat16, "float16"),
+                                       (ml_dtypes.float8_e4m3fn, "float8_e5m2"),
+                                       (ml_dtypes.float8_e4m3fn, "hifloat8"),
+                                       (ml_dtypes.float8_e5m2, "int8")])
+def test_a_format_array_is_not_codes_of_another(dt, other):
+    # ml_dtypes arrays travel as unsigned views: dtype= naming another format of the same
+    # width read bfloat16 ones as float16 (1.0 summed to 1.875) and e4m3 as e5m2, silently.
+    from commfuse._tensor import tensor_ref
+
+    x = np.ones(4, dt)
+    with pytest.raises(commfuse.InvalidArgument, match=f"cannot hold {other}"):
+        tensor_ref(x, other)
+    assert tensor_ref(x, commfuse._dtypes.format_of(x.dtype)).dtype == commfuse._dtypes.format_of(
+        x.dtype)
+    assert tensor_ref(x.view(np.uint8 if x.itemsize == 1 else np.uint16), other).dtype == other
 
 
 def _destroy_while_in_use_body(rank):

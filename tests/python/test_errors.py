@@ -253,6 +253,8 @@ def _rejection_body(rank, case):
                                                      out=rec["w"] if bad else None)
         elif case == "none_input":  # SPEC §0: a required tensor that is null: PARAM_NULLPTR
             op = lambda: commfuse.mm_all_reduce_base(None if bad else x, w, comm.name)
+        elif case == "none_broadcast":
+            op = lambda: comm.broadcast(None if bad else np.ones(4, F32))
         outcome = _outcome(op)
         return outcome, comm.usable, comm.all_reduce(np.full(4, rank + 1, F32)).tolist()
 
@@ -298,6 +300,7 @@ REJECTIONS = {
 # Rejections whose status is PARAM_NULLPTR rather than PARAM_INVALID.
 NULL_REJECTIONS = {
     "none_input": r"mm_all_reduce_base\(rank 1\): x1 is None \(a required tensor\)",
+    "none_broadcast": r"broadcast\(rank 1\): x is None \(a required tensor\)",
 }
 
 

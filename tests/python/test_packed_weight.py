@@ -84,6 +84,10 @@ def test_packed_x2_of_another_array_is_rejected(world_size):
 
 
 def test_bad_weights_are_rejected():
+    with pytest.raises(commfuse.NullPointerError, match="PackedWeight: x2 is None"):
+        commfuse.PackedWeight(None)
+    with pytest.raises(commfuse.InvalidArgument, match="PackedWeight: x2: array dtype float64"):
+        commfuse.PackedWeight(np.ones((4, 4)))
     with pytest.raises(commfuse.InvalidArgument, match="PackedWeight: x2 must be 2-D"):
         commfuse.PackedWeight(np.ones((2, 3, 4), np.float32))
     with pytest.raises(commfuse.InvalidArgument, match="fp8 and HiFloat8 x2 are not supported"):
@@ -148,10 +152,11 @@ def _int8_body(rank):
             xa = np.ascontiguousarray(wa.T) if transposed else wa
             pa = commfuse.PackedWeight(xa.T if transposed else xa, BS // R)
             act = g.standard_normal((BS, H)).astype(ml_dtypes.bfloat16)
-            want, _ = commfuse.alltoall_quant_matmul(act, xa, s2, comm, R, transpose_x2=transposed)
+            want_q, _ = commfuse.alltoall_quant_matmul(act, xa, s2, comm, R,
+                                                      transpose_x2=transposed)
             got, _ = commfuse.alltoall_quant_matmul(act, xa, s2, comm, R, transpose_x2=transposed,
                                                     packed_x2=pa)
-            np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+            np.testing.assert_array_equal(got.view(np.uint16), want_q.view(np.uint16))
             with pytest.raises(commfuse.InvalidArgument, match="packed from another x2"):
                 commfuse.alltoall_quant_matmul(act, xa, s2, comm, R, transpose_x2=transposed,
                                                packed_x2=commfuse.PackedWeight(xa.copy()))
@@ -178,6 +183,14 @@ def _int8_body(rank):
             got, _ = commfuse.alltoall_matmul(act, xb, comm, R, transpose_x2=transposed,
                                               packed_x2=pb)
             np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+            if transposed:
+                # x2 as the transposed view itself (no transpose_x2): passed as it is, so the
+                # PackedWeight of that view matches (the wrapper copied it: "packed from
+                # another x2").
+                got, _ = commfuse.alltoall_matmul(act, xb.T, comm, R, packed_x2=pb)
+                np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+                got, _ = commfuse.alltoall_quant_matmul(act, xa.T, s2, comm, R, packed_x2=pa)
+                np.testing.assert_array_equal(got.view(np.uint16), want_q.view(np.uint16))
         return True
 
 

@@ -11,7 +11,7 @@ from .. import _commfuse
 from .._convert import pack_int4, unpack_int4
 from .._dtypes import INT4, canonical
 from .._errors import InvalidArgument
-from .._tensor import Args, as_int
+from .._tensor import Args, as_int, dense_or_transposed
 
 
 def maybe_int4_input(a: Args, x: Any, what: str,
@@ -29,7 +29,9 @@ def maybe_int4_input(a: Args, x: Any, what: str,
             raise InvalidArgument(f"{what}: int4 shape {x.shape} needs an even last dim "
                                   "(two elements per byte)")
         return a.input(pack_int4(x), what, "int4", contiguous=True), True
-    return a.input(x, what, dtype, contiguous=True), False
+    # x2 in place where it is dense or a transposed view (dense_or_transposed); x1 dense.
+    dense = what == "x2" and dense_or_transposed(x)
+    return a.input(x, what, dtype, contiguous=not dense), False
 
 
 def dtype_arg(dtype: npt.DTypeLike, what: str) -> str:

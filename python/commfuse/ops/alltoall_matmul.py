@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 from .. import _commfuse
 from .._packed import PackedWeight, native_packed
-from .._tensor import Args, dim, group_name, stream_of
+from .._tensor import Args, dense_or_transposed, dim, group_name, stream_of
 from ._quant_common import check_world_size
 
 
@@ -50,7 +50,7 @@ def alltoall_matmul(x1: Any, x2: Any, hcom: Any, world_size: int, *, bias: Any =
     with Args("alltoall_matmul", group) as a:
         r = check_world_size(a, world_size)
         x1r = a.input(x1, "x1", contiguous=True)
-        x2r = a.input(x2, "x2", contiguous=True)
+        x2r = a.input(x2, "x2", contiguous=not dense_or_transposed(x2))
         biasr = a.optional(bias, "bias", contiguous=True)
         n = dim(x2r, 0) if transpose_x2 else dim(x2r, 1)
         rows = dim(x1r, 0) // r
