@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import commfuse
-from ranks import WORLD_SIZES, run
+from ranks import WORLD_SIZES, DLPackOnly, run
 
 # Data movement takes every dtype: (numpy dtype, dtype= for raw codes).
 MOVE_DTYPES = [(np.float32, None), (np.float16, None), (ml_dtypes.bfloat16, None),
@@ -129,25 +129,11 @@ def _data(seed, shape, dt):
     return _codes(seed, shape, dt)
 
 
-class _DLPackOnly:
-    """An array reachable only through DLPack, as a non-numpy tensor library hands it over."""
-
-    def __init__(self, a):
-        self._a = a
-        self.shape, self.ndim = a.shape, a.ndim
-
-    def __dlpack__(self, **kw):
-        return self._a.__dlpack__(**kw)
-
-    def __dlpack_device__(self):
-        return self._a.__dlpack_device__()
-
-
 def _data_movement_body(rank):
     with commfuse.init() as comm:
         R = comm.world_size
         for i, dt in enumerate(DATA_MOVEMENT_DTYPES):
-            for wrap in (lambda a: a, _DLPackOnly):
+            for wrap in (lambda a: a, DLPackOnly):
                 xs = [_data(10 * i + s, (5, 3), dt) for s in range(R)]
                 got = comm.all_gather(wrap(xs[rank]))
                 assert got.dtype == np.dtype(dt) and got.shape == (5 * R, 3), (dt, got.dtype)
@@ -207,7 +193,7 @@ def test_array_dtypes_name_the_data_movement_dtypes():
     for dt, name in [(np.uint8, "uint8"), (np.int16, "int16"), (np.uint16, "uint16"),
                      (np.bool_, "bool")]:
         assert tensor_ref(np.zeros(3, dt)).dtype == name
-        assert tensor_ref(_DLPackOnly(np.zeros(3, dt))).dtype == name
+        assert tensor_ref(DLPackOnly(np.zeros(3, dt))).dtype == name
         assert commfuse._commfuse.TensorRef(np.zeros(3, dt)).dtype == name
     # A uint8 array is uint8 unless dtype= names the format its codes are in.
     codes = np.zeros((2, 4), np.uint8)

@@ -10,7 +10,7 @@ import pytest
 import commfuse
 from commfuse import _commfuse
 from commfuse._tensor import Args, tensor_ref
-from ranks import run
+from ranks import DLPackOnly, run
 
 
 def ptr(a):
@@ -109,31 +109,17 @@ def test_operators_write_into_out_buffers():
     assert "output must be row-major contiguous" in got[0][1] or "output" in got[1][1]
 
 
-class _DLPackOnly:
-    """An array reachable only through DLPack (as another library's tensor is)."""
-
-    def __init__(self, a):
-        self._a = a
-        self.shape, self.ndim = a.shape, a.ndim
-
-    def __dlpack__(self, **kw):
-        return self._a.__dlpack__(**kw)
-
-    def __dlpack_device__(self):
-        return self._a.__dlpack_device__()
-
-
 def _read_only_dlpack_out_body(rank):
     with commfuse.init() as comm:
         frozen = bytes(16)  # immutable: written in place through DLPack before
         try:
-            out = _DLPackOnly(np.frombuffer(frozen, np.float32))
+            out = DLPackOnly(np.frombuffer(frozen, np.float32))
             comm.all_reduce(np.ones(4, np.float32), out=out)
             outcome = "accepted"
         except commfuse.InvalidArgument as e:
             outcome = str(e)
         writable = np.zeros(4, np.float32)
-        comm.all_reduce(np.ones(4, np.float32), out=_DLPackOnly(writable))
+        comm.all_reduce(np.ones(4, np.float32), out=DLPackOnly(writable))
         return outcome, frozen == bytes(16), writable.tolist()
 
 
@@ -141,5 +127,5 @@ def test_a_read_only_dlpack_output_is_refused():
     outcome, intact, written = run(_read_only_dlpack_out_body, 1)[0]
     assert "read-only" in outcome and intact, outcome
     assert written == [1.0] * 4  # a writable one is written in place
-    ro = tensor_ref(_DLPackOnly(np.frombuffer(bytes(8), np.float32)), output=True)
+    ro = tensor_ref(DLPackOnly(np.frombuffer(bytes(8), np.float32)), output=True)
     assert ro.read_only
