@@ -199,8 +199,14 @@ void PeerSet::check_peers(int peer, uint32_t target, const char* op) {
 // this one) does not fail this one.
 bool PeerSet::arrived(Control& c, int peer, uint32_t target, const char* op) {
   if (!reached(c.progress.load(std::memory_order_acquire), target)) return false;
-  if (failed_in_call(c))
+  if (failed_in_call(c)) {
+    // This rank's own abort (a watchdog's, meanwhile) first: the peer's failure may be its
+    // echo of it, and the aborting rank's call is promised to fail with its own reason (seen:
+    // "rank 2 failed: ... rank 1 failed: rank 1 aborted the communicator: watchdog").
+    const Control& me = mine();
+    if (me.aborted.load(std::memory_order_acquire) != 0) fail_waiting(op, target, me.reason);
     fail_waiting(op, target, detail::cat("rank ", peer, " failed: ", c.reason));
+  }
   return true;
 }
 
