@@ -114,21 +114,22 @@ std::pair<uintptr_t, uintptr_t> byte_span(const TensorView& t) {
 
 }  // namespace
 
+bool share_bytes(const TensorView& a, const TensorView& b) {
+  const auto [a0, a1] = byte_span(a);
+  const auto [b0, b1] = byte_span(b);
+  return a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1;
+}
+
 void check_disjoint(const OpContext& ctx, std::initializer_list<NamedTensor> outputs,
                     std::initializer_list<NamedTensor> inputs) {
-  auto overlap = [](const TensorView& a, const TensorView& b) {
-    const auto [a0, a1] = byte_span(a);
-    const auto [b0, b1] = byte_span(b);
-    return a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1;
-  };
   for (auto o = outputs.begin(); o != outputs.end(); ++o) {
     if (o->t == nullptr) continue;
     for (const NamedTensor& in : inputs)
-      if (in.t != nullptr && overlap(*o->t, *in.t))
+      if (in.t != nullptr && share_bytes(*o->t, *in.t))
         ctx.invalid(o->name, " and ", in.name, " share memory (", o->name, " is written while ",
                     in.name, " is read: pass separate buffers)");
     for (auto other = std::next(o); other != outputs.end(); ++other)
-      if (other->t != nullptr && overlap(*o->t, *other->t))
+      if (other->t != nullptr && share_bytes(*o->t, *other->t))
         ctx.invalid(o->name, " and ", other->name, " share memory (pass separate buffers)");
   }
 }

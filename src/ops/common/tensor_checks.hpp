@@ -57,6 +57,9 @@ void check_shape(const OpContext& ctx, const char* name, const TensorView& t,
 // pointer) and tensors without elements overlap nothing. Reads no tensor data.
 void check_disjoint(const OpContext& ctx, std::initializer_list<NamedTensor> outputs,
                     std::initializer_list<NamedTensor> inputs);
+// Whether two tensors' element spans share a byte (strided spans from first to last
+// element; a tensor without elements shares none). check_disjoint's test; reads no data.
+bool share_bytes(const TensorView& a, const TensorView& b);
 
 struct PackedWeightImpl;
 

@@ -14,12 +14,12 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
 #include "core/simd.hpp"
 #include "kernels/cpu/dequant.hpp"
+#include "ops/common/tensor_checks.hpp"
 #include "ops/common/tensor_size.hpp"
 #include "ops/quantize/per_token.hpp"
 
@@ -60,16 +60,10 @@ Mode parse_mode(const char* fn, std::string_view mode, int64_t group_size) {
 
 // An output sharing bytes with an input (or with the other output) is PARAM_INVALID naming
 // both: rows are converted one at a time, so a shared byte can be written before it is read
-// (a dequantize output starting inside q gave wrong values, silently). Dense tensors only.
+// (a dequantize output starting inside q gave wrong values, silently). After check_dense.
 void check_apart(const char* fn, const char* out_name, const TensorView& out, const char* in_name,
                  const TensorView& in) {
-  auto span = [](const TensorView& t) {
-    const auto* begin = static_cast<const uint8_t*>(t.data);
-    return std::pair{begin, begin + dtype_storage_bytes(t.dtype, static_cast<size_t>(t.numel()))};
-  };
-  const auto [o0, o1] = span(out);
-  const auto [i0, i1] = span(in);
-  CF_CHECK_ARG(!(o0 < i1 && i0 < o1), fn, ": ", out_name, " and ", in_name, " share memory (",
+  CF_CHECK_ARG(!ops::share_bytes(out, in), fn, ": ", out_name, " and ", in_name, " share memory (",
                out_name, " is written while ", in_name, " is read: pass separate buffers)");
 }
 
