@@ -585,15 +585,22 @@ int case_stage_overlap(commfuse::Comm& c) {
 // phase, where they look whether rank 0's process lives. run_pid_namespace.sh runs it with
 // rank 1 in a pid namespace of its own, where neither can see the other's pid: not a death
 // (each wait failed "rank 0 (pid ...) exited or was killed").
-int case_slow_peer(commfuse::Comm& c) {
+// Three all_reduces of rank + 1 (rank 0 late_ms late at each) give their sum, and the
+// communicator stays usable; `when` names the moment in the messages.
+void expect_three_sums(commfuse::Comm& c, int late_ms, const char* when) {
   for (int i = 0; i < 3; ++i) {
-    if (c.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    if (c.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(late_ms));
     std::vector<float> x(1024, static_cast<float>(c.rank() + 1)), y(x.size());
     c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
     const float want = static_cast<float>(c.world_size() * (c.world_size() + 1) / 2);
-    EXPECT(y[0] == want && y[1023] == want, "rank %d: all_reduce %d: %g", c.rank(), i, y[0]);
+    EXPECT(y[0] == want && y[1023] == want, "rank %d: all_reduce %d %s: %g", c.rank(), i, when,
+           y[0]);
   }
-  EXPECT(c.usable(), "rank %d: unusable: %s", c.rank(), c.failure().c_str());
+  EXPECT(c.usable(), "rank %d: unusable %s: %s", c.rank(), when, c.failure().c_str());
+}
+
+int case_slow_peer(commfuse::Comm& c) {
+  expect_three_sums(c, 300, "with rank 0 late");
   return 0;
 }
 
@@ -630,14 +637,7 @@ int case_fork_child(commfuse::Comm& c) {
                WEXITSTATUS(status) == 0,
            "rank 0: the forked child's calls were not all refused (status %d)", status);
   }
-  for (int i = 0; i < 3; ++i) {
-    std::vector<float> x(1024, static_cast<float>(c.rank() + 1)), y(x.size());
-    c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
-    const float want = static_cast<float>(c.world_size() * (c.world_size() + 1) / 2);
-    EXPECT(y[0] == want && y[1023] == want, "rank %d: all_reduce %d after the fork: %g", c.rank(),
-           i, y[0]);
-  }
-  EXPECT(c.usable(), "rank %d: unusable after the fork: %s", c.rank(), c.failure().c_str());
+  expect_three_sums(c, 0, "after the fork");
   return 0;
 }
 
