@@ -167,6 +167,18 @@ class Comm {
 // throws InvalidArgument.
 Comm& find_comm(std::string_view name);
 
+// Lets the host program end a call that waits for its peers (Python's Ctrl-C). The check
+// runs on the waiting thread once a wait has lasted 100 ms, then every 100 ms of it; a
+// non-null answer says why (e.g. "KeyboardInterrupt", copied at once): that call fails with
+// RuntimeFailure "<op>(rank r): interrupted (<why>) while waiting for ..." and the
+// communicator becomes unusable, as after a timeout. Over shared memory the peers' waits for
+// this rank then fail at once naming it; over MPI they learn at their deadline (mpirun
+// passes Ctrl-C to every rank). A call computing, not waiting, is not interrupted. One
+// check per process, any thread may set it; nullptr removes it. The Python package installs
+// one that runs Python's signal handlers and ends the wait when one raises.
+using InterruptCheck = const char* (*)();
+void set_interrupt_check(InterruptCheck check);
+
 // ---- Fused operators (SPEC §2) ----
 
 // A non-owning view of a tensor: element pointer, dtype, shape and strides in elements.

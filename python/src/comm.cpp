@@ -21,6 +21,7 @@
 #include "comm/comm_impl.hpp"
 #include "comm_hold.hpp"
 #include "core/error.hpp"
+#include "interrupt.hpp"
 #include "tensor_ref.hpp"
 
 namespace nb = nanobind;
@@ -32,7 +33,7 @@ class PyComm {
  public:
   PyComm(int rank, int world_size, const std::string& init_method) {
     {
-      nb::gil_scoped_release release;  // waits for the peers
+      Released release;  // waits for the peers
       comm_ = std::make_shared<Comm>(rank, world_size, init_method);
     }
     register_comm(comm_);
@@ -57,7 +58,7 @@ class PyComm {
       forget_comm(comm_->name());
       last = std::move(comm_);
     }
-    nb::gil_scoped_release release;
+    Released release;
     last.reset();  // frees it unless a call in another thread still holds it
   }
 
@@ -73,7 +74,7 @@ template <typename... Args>
 [[noreturn]] void reject(Comm& c, const char* op, Args&&... args) {
   const std::string message =
       detail::cat(op, "(rank ", c.rank(), "): ", std::forward<Args>(args)...);
-  nb::gil_scoped_release release;
+  Released release;
   c.impl().reject(Status::kParamInvalid, message);
 }
 
@@ -151,7 +152,7 @@ void bind_comm(nb::module_& m) {
           [](PyComm& p, const std::string& reason) {
             const HeldComm held = p.get("abort");
             Comm& c = *held;
-            nb::gil_scoped_release release;  // MPI: waits (bounded) to tell the peers
+            Released release;  // MPI: waits (bounded) to tell the peers
             c.abort(reason);
           },
           nb::arg("reason") = "",
@@ -163,7 +164,7 @@ void bind_comm(nb::module_& m) {
           [](PyComm& p) {
             const HeldComm held = p.get("barrier");
             Comm& c = *held;
-            nb::gil_scoped_release release;
+            Released release;
             c.barrier();
           },
           "Wait until every rank has called barrier().")
@@ -176,7 +177,7 @@ void bind_comm(nb::module_& m) {
             if (!buf.contiguous()) reject(c, "broadcast", "x must be row-major contiguous");
             if (buf.read_only) reject(c, "broadcast", "x is read-only");
             const auto count = static_cast<size_t>(buf.view.numel());
-            nb::gil_scoped_release release;
+            Released release;
             c.broadcast(buf.view.data, count, buf.view.dtype, root);
           },
           nb::arg("buf"), nb::arg("root"), "buf (every rank) = buf of rank root, in place.")
@@ -187,7 +188,7 @@ void bind_comm(nb::module_& m) {
             Comm& c = *held;
             const int64_t n = src.view.numel();
             check_pair(c, "all_gather", src, dst, n, n * c.world_size(), false);
-            nb::gil_scoped_release release;
+            Released release;
             c.all_gather(src.view.data, dst.view.data, static_cast<size_t>(n), src.view.dtype);
           },
           nb::arg("src"), nb::arg("dst"), "dst (R·n elements) = rank-order concat of every src.")
@@ -198,7 +199,7 @@ void bind_comm(nb::module_& m) {
             Comm& c = *held;
             const int64_t n = src.view.numel();
             check_pair(c, "all_reduce", src, dst, n, n, true);
-            nb::gil_scoped_release release;
+            Released release;
             c.all_reduce(src.view.data, dst.view.data, static_cast<size_t>(n), src.view.dtype);
           },
           nb::arg("src"), nb::arg("dst"), "dst = rank-order sum of every src (src may be dst).")
@@ -209,7 +210,7 @@ void bind_comm(nb::module_& m) {
             Comm& c = *held;
             const int64_t n = block_count(c, "reduce_scatter", src);
             check_pair(c, "reduce_scatter", src, dst, n * c.world_size(), n, false);
-            nb::gil_scoped_release release;
+            Released release;
             c.reduce_scatter(src.view.data, dst.view.data, static_cast<size_t>(n), src.view.dtype);
           },
           nb::arg("src"), nb::arg("dst"),
@@ -221,7 +222,7 @@ void bind_comm(nb::module_& m) {
             Comm& c = *held;
             const int64_t n = block_count(c, "all_to_all", src);
             check_pair(c, "all_to_all", src, dst, n * c.world_size(), n * c.world_size(), false);
-            nb::gil_scoped_release release;
+            Released release;
             c.all_to_all(src.view.data, dst.view.data, static_cast<size_t>(n), src.view.dtype);
           },
           nb::arg("src"), nb::arg("dst"),

@@ -10,6 +10,7 @@
 #include <exception>
 
 #include "bindings.hpp"
+#include "interrupt.hpp"
 
 namespace nb = nanobind;
 
@@ -47,6 +48,9 @@ void translate(const std::exception_ptr& p, void*) {
   try {
     std::rethrow_exception(p);
   } catch (const commfuse::Error& e) {
+    // A signal handler raised while the call waited (KeyboardInterrupt): that is what the
+    // caller meant, and what it catches; the library's message goes along as a note.
+    if (restore_interrupt(e.what())) return;
     PyObject* cls = error_class(e.code());
     if (cls == nullptr) {  // _commfuse imported on its own, without the package
       PyErr_Format(PyExc_RuntimeError, "commfuse error %d: %s", static_cast<int>(e.code()),

@@ -4,10 +4,12 @@
 // commfuse/_tensor.py from numpy arrays (ml_dtypes formats as same-width unsigned views)
 // or DLPack tensors, so numpy's dtype zoo stays on the Python side and every rule about
 // shapes, dtypes and values stays in libcommfuse. Every call that waits on peers or
-// computes releases the GIL.
+// computes releases the GIL, and a signal handler that raises meanwhile (Ctrl-C) ends its
+// waits (interrupt.hpp).
 #include <commfuse/commfuse.hpp>
 
 #include "bindings.hpp"
+#include "interrupt.hpp"
 
 namespace nb = nanobind;
 
@@ -27,4 +29,5 @@ NB_MODULE(_commfuse, m) {
   bind_quant_all_reduce(m);
   bind_quant_reduce_scatter(m);
   bind_quantize(m);
+  install_interrupt_check();  // Ctrl-C ends a call's wait (interrupt.hpp)
 }

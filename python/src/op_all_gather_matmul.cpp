@@ -12,6 +12,7 @@
 
 #include "bindings.hpp"
 #include "comm_hold.hpp"
+#include "interrupt.hpp"
 #include "tensor_ref.hpp"
 
 namespace nb = nanobind;
@@ -38,7 +39,7 @@ void bind_all_gather_matmul(nb::module_& m) {
         if (x2_scale != nullptr) options.x2_scale = x2_scale->view;
         options.stream = reinterpret_cast<void*>(stream);  // CUDA arrays: a cudaStream_t
         options.packed_x2 = packed_or_null(packed_x2);
-        nb::gil_scoped_release release;
+        Released release;
         all_gather_matmul(x1.view, x2.view, group, world_size, output.view,
                           view_or_absent(gather_out), options);
       },

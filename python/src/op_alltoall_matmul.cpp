@@ -10,6 +10,7 @@
 
 #include "bindings.hpp"
 #include "comm_hold.hpp"
+#include "interrupt.hpp"
 #include "tensor_ref.hpp"
 
 namespace nb = nanobind;
@@ -32,7 +33,7 @@ void bind_alltoall_matmul(nb::module_& m) {
         options.transpose_x2 = transpose_x2;
         options.stream = reinterpret_cast<void*>(stream);  // CUDA arrays: a cudaStream_t
         options.packed_x2 = packed_or_null(packed_x2);
-        nb::gil_scoped_release release;
+        Released release;
         alltoall_matmul(x1.view, x2.view, group, output.view, view_or_absent(all_to_all_out),
                         options);
       },

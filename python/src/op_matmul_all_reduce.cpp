@@ -10,6 +10,7 @@
 
 #include "bindings.hpp"
 #include "comm_hold.hpp"
+#include "interrupt.hpp"
 #include "tensor_ref.hpp"
 
 namespace nb = nanobind;
@@ -33,7 +34,7 @@ void bind_matmul_all_reduce(nb::module_& m) {
         if (x2_scale != nullptr) options.x2_scale = x2_scale->view;
         options.stream = reinterpret_cast<void*>(stream);  // CUDA arrays: a cudaStream_t
         options.packed_x2 = packed_or_null(packed_x2);
-        nb::gil_scoped_release release;
+        Released release;
         matmul_all_reduce(x1.view, x2.view, group, output.view, options);
       },
       nb::arg("x1"), nb::arg("x2"), nb::arg("group"), nb::arg("output"), nb::arg("reduce_op"),

@@ -10,6 +10,7 @@
 
 #include "bindings.hpp"
 #include "comm_hold.hpp"
+#include "interrupt.hpp"
 #include "tensor_ref.hpp"
 
 namespace nb = nanobind;
@@ -23,7 +24,7 @@ void bind_quant_all_reduce(nb::module_& m) {
          const TensorRef& output, const std::string& reduce_op, uintptr_t stream) {
         const HeldComm held = hold_group("quant_all_reduce", group);
         check_output("quant_all_reduce", group, "output", output);
-        nb::gil_scoped_release release;
+        Released release;
         quant_all_reduce(x.view, scales.view, group, output.view, reduce_op,
                          reinterpret_cast<void*>(stream));  // CUDA arrays: a cudaStream_t
       },

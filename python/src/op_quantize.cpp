@@ -9,6 +9,7 @@
 #include <string>
 
 #include "bindings.hpp"
+#include "interrupt.hpp"
 #include "tensor_ref.hpp"
 
 namespace nb = nanobind;
@@ -32,7 +33,7 @@ void bind_quantize(nb::module_& m) {
          int64_t group_size) {
         check_local_output("quantize", "q", q);
         check_local_output("quantize", "scales", scales);
-        nb::gil_scoped_release release;
+        Released release;
         quantize(x.view, mode, q.view, scales.view, group_size);
       },
       nb::arg("x"), nb::arg("mode"), nb::arg("q"), nb::arg("scales"), nb::arg("group_size"),
@@ -42,7 +43,7 @@ void bind_quantize(nb::module_& m) {
       [](const TensorRef& q, const TensorRef& scales, const std::string& mode,
          const TensorRef& output, int64_t group_size) {
         check_local_output("dequantize", "output", output);
-        nb::gil_scoped_release release;
+        Released release;
         dequantize(q.view, scales.view, mode, output.view, group_size);
       },
       nb::arg("q"), nb::arg("scales"), nb::arg("mode"), nb::arg("output"), nb::arg("group_size"),

@@ -10,6 +10,7 @@
 #include <new>
 
 #include "bindings.hpp"
+#include "interrupt.hpp"
 #include "tensor_ref.hpp"
 
 namespace nb = nanobind;
@@ -24,7 +25,7 @@ void bind_packed_weight(nb::module_& m) {
           "__init__",
           [](PyPackedWeight* self, const TensorRef& x2, int64_t rows, bool transposed) {
             // Packing a large x2 takes tens of ms: other Python threads run meanwhile.
-            nb::gil_scoped_release release;
+            Released release;
             new (self) PyPackedWeight{x2, PackedWeight(transposed ? x2.view.t() : x2.view, rows)};
           },
           nb::arg("x2"), nb::arg("rows"), nb::arg("transposed") = false,

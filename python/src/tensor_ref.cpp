@@ -16,6 +16,7 @@
 #include "comm/comm_impl.hpp"
 #include "comm_hold.hpp"
 #include "core/error.hpp"
+#include "interrupt.hpp"
 #include "ops/common/op_context.hpp"
 
 namespace nb = nanobind;
@@ -190,7 +191,7 @@ TensorRef make_tensor_ref(AnyArray array, std::optional<std::string_view> dtype,
 [[noreturn]] void reject_in_group(std::string_view group, Status code, const std::string& message) {
   {
     // Called with the GIL; telling waits for the peers (bounded): other threads run.
-    nb::gil_scoped_release release;
+    Released release;
     ops::tell_peers_rejected(group, message.c_str());  // no such group: only this rank learns
   }
   detail::throw_status(code, message);
@@ -271,7 +272,7 @@ void bind_tensor_ref(nb::module_& m) {
         // the call fail it naming this rank; the communicator stays usable).
         try {
           const HeldComm held = hold_group("reject_group", group);
-          nb::gil_scoped_release release;  // telling waits for the peers (bounded)
+          Released release;  // telling waits for the peers (bounded)
           ops::tell_peers_rejected(group, message.c_str());
         } catch (const Error&) {  // destroyed: no peers to tell
         }

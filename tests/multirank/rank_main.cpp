@@ -6,7 +6,8 @@
 //   commfuse_rank_tests collectives | many_ops | kill_peer | mismatch | bad_arg | c_api |
 //                       streams | stream_mismatch | dtype_reject | late_rank | abort_thread |
 //                       abort_stream | abort_idle | stage_oom | two_threads |
-//                       two_comms_threads | fork_child | slow_peer | stage_overlap
+//                       two_comms_threads | fork_child | slow_peer | stage_overlap |
+//                       interrupt_thread | interrupt_stream
 #include <commfuse/commfuse.h>
 #include <commfuse/commfuse.hpp>
 
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -300,7 +302,16 @@ int case_late_rank(commfuse::Comm& c) {
 // gather stream). Over MPI the test stalls rank 1 before its second piece instead
 // (COMMFUSE_FAULT=1:all_gather_matmul:1:stall), so that its peers wait inside the stream's
 // pipeline (threaded at W = 2, inline polling at W = 3), past the descriptor exchange.
-int abort_while_waiting(commfuse::Comm& c, bool stream) {
+// interrupt_thread / interrupt_stream: the same with the host's interrupt check
+// (commfuse::set_interrupt_check, as the Python package's Ctrl-C) instead of the watchdog:
+// it answers "Ctrl-C test" from 300 ms on, and the waiting call fails "interrupted (Ctrl-C
+// test) while waiting for ...".
+std::atomic<bool> g_interrupt{false};
+const char* test_interrupt_check() {
+  return g_interrupt.load() ? "Ctrl-C test" : nullptr;
+}
+
+int abort_while_waiting(commfuse::Comm& c, bool stream, bool interrupt) {
   using Clock = std::chrono::steady_clock;
   std::vector<float> x(256, 1.0f), y(x.size());
   const int64_t R = c.world_size();
@@ -321,11 +332,16 @@ int abort_while_waiting(commfuse::Comm& c, bool stream) {
   const bool mpi = std::strcmp(c.transport_name(), "mpi") == 0;
   const bool late = c.rank() == 1;
   const bool watched = mpi ? !late : c.rank() == 0;
+  const char* const reason = interrupt ? "interrupted (Ctrl-C test) while waiting" : "watchdog";
   std::thread watchdog;
+  if (watched && interrupt) commfuse::set_interrupt_check(test_interrupt_check);
   if (watched)
-    watchdog = std::thread([&c] {
+    watchdog = std::thread([&c, interrupt] {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      c.abort("watchdog");
+      if (interrupt)
+        g_interrupt.store(true);
+      else
+        c.abort("watchdog");
     });
   if (late && !fault) std::this_thread::sleep_for(std::chrono::seconds(4));
   const auto start = Clock::now();
@@ -336,7 +352,7 @@ int abort_while_waiting(commfuse::Comm& c, bool stream) {
     failed = true;
     const double s = std::chrono::duration<double>(Clock::now() - start).count();
     std::printf("rank %d: got expected RUNTIME_ERROR after %.2f s: %s\n", c.rank(), s, e.what());
-    const char* want = watched ? "watchdog" : "rank 0";
+    const char* want = watched ? reason : "rank 0";
     EXPECT(std::strstr(e.what(), want) != nullptr, "rank %d: '%s' lacks '%s'", c.rank(), e.what(),
            want);
     // The late rank arrives 3.7 s after the abort: a call that waited for it took longer.
@@ -345,24 +361,33 @@ int abort_while_waiting(commfuse::Comm& c, bool stream) {
   if (watchdog.joinable()) watchdog.join();
   EXPECT(failed || (mpi && late), "rank %d: the all_reduce succeeded", c.rank());
   if (watched) {
-    EXPECT(!c.usable() && c.failure().find("watchdog") != std::string::npos,
+    EXPECT(!c.usable() && c.failure().find(reason) != std::string::npos,
            "rank %d: usable %d, failure '%s'", c.rank(), c.usable(), c.failure().c_str());
     try {
       c.barrier();
       EXPECT(false, "rank %d: a call after the abort succeeded", c.rank());
     } catch (const commfuse::RuntimeFailure& e) {
-      EXPECT(std::strstr(e.what(), "watchdog") != nullptr, "rank %d: %s", c.rank(), e.what());
+      EXPECT(std::strstr(e.what(), reason) != nullptr, "rank %d: %s", c.rank(), e.what());
     }
   }
+  commfuse::set_interrupt_check(nullptr);
   return 0;
 }
 
 int case_abort_thread(commfuse::Comm& c) {
-  return abort_while_waiting(c, false);
+  return abort_while_waiting(c, false, false);
 }
 
 int case_abort_stream(commfuse::Comm& c) {
-  return abort_while_waiting(c, true);
+  return abort_while_waiting(c, true, false);
+}
+
+int case_interrupt_thread(commfuse::Comm& c) {
+  return abort_while_waiting(c, false, true);
+}
+
+int case_interrupt_stream(commfuse::Comm& c) {
+  return abort_while_waiting(c, true, true);
 }
 
 // abort() from another thread between calls: rank 0's next call fails with its reason, and
@@ -881,6 +906,8 @@ int main(int argc, char** argv) {
       {"late_rank", case_late_rank},
       {"abort_thread", case_abort_thread},
       {"abort_stream", case_abort_stream},
+      {"interrupt_thread", case_interrupt_thread},
+      {"interrupt_stream", case_interrupt_stream},
       {"abort_idle", case_abort_idle},
       {"stage_oom", case_stage_oom},
       {"two_threads", case_two_threads},

@@ -412,6 +412,59 @@ def test_abort_from_another_thread_ends_the_call_in_flight():
     assert late[:2] == ("RuntimeFailure", 361001) and "rank 0" in late[2], late
 
 
+def _ctrl_c_body(rank, handler_raises):
+    import os
+    import signal
+    import threading
+    import time
+    with commfuse.init() as comm:
+        x = np.ones(4, F32)
+        comm.all_reduce(x)  # every rank is set up
+        if rank == 1:  # late: rank 0's call waits for it when Ctrl-C comes
+            time.sleep(4 if handler_raises else 1.5)
+            return _outcome(lambda: comm.all_reduce(x)), 0.0, comm.usable, comm.failure, None
+        hits = []
+        if not handler_raises:
+            signal.signal(signal.SIGINT, lambda signum, frame: hits.append(signum))
+        ctrl_c = threading.Timer(0.3, os.kill, args=(os.getpid(), signal.SIGINT))
+        ctrl_c.start()
+        start = time.monotonic()
+        try:
+            y = comm.all_reduce(x)
+            outcome = ("returned", y.tolist(), hits)
+        except KeyboardInterrupt as e:
+            outcome = ("KeyboardInterrupt", getattr(e, "__notes__", []), hits)
+        elapsed = time.monotonic() - start
+        ctrl_c.join()
+        return outcome, elapsed, comm.usable, comm.failure, None
+
+
+def test_ctrl_c_ends_a_call_waiting_for_a_late_peer():
+    # Python runs signal handlers only between bytecodes: without the library's interrupt
+    # check the call (GIL released) would wait for the late peer (4 s here; by default up to
+    # COMMFUSE_TIMEOUT_S, 300 s) before KeyboardInterrupt. With it, KeyboardInterrupt comes
+    # within the check's 100 ms period, the communicator is unusable, and the late peer's
+    # call fails at once naming rank 0 and why.
+    (mine, elapsed, usable, failure, _), (late, _, _, _, _) = run(_ctrl_c_body, 2, True)
+    assert mine[0] == "KeyboardInterrupt", mine
+    assert any("all_reduce(rank 0): interrupted (KeyboardInterrupt) while waiting for rank 1"
+               in note for note in mine[1]), mine
+    assert elapsed < 3.0, elapsed
+    assert not usable and "interrupted (KeyboardInterrupt)" in failure, failure
+    assert late[:2] == ("RuntimeFailure", 361001), late
+    assert "rank 0 failed" in late[2] and "KeyboardInterrupt" in late[2], late
+
+
+def test_a_signal_handler_that_does_not_raise_leaves_the_call_waiting():
+    # The check runs Python's handler; one that returns normally ends nothing: the call
+    # completes when the late peer comes, with the right sum, and the group stays usable.
+    (mine, _, usable, failure, _), (late, _, late_usable, _, _) = run(_ctrl_c_body, 2, False)
+    assert mine[0] == "returned" and mine[1] == [2.0] * 4, mine
+    assert mine[2] == [2], mine  # the handler ran once (SIGINT is 2)
+    assert usable and failure == "", failure
+    assert late is None and late_usable, late
+
+
 def test_mismatch_keeps_the_group_and_abort_ends_it():
     outcomes = run(_abort_body, 2)
     for rank, (mismatch, usable_after, usable, failure, aborted) in enumerate(outcomes):

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "comm/interrupt.hpp"
 #include "comm/mpi/mpi_requests.hpp"
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
@@ -227,15 +228,19 @@ void Pipeline::thread_main() {
 }
 
 std::string Pipeline::missing(size_t piece) const {
+  return detail::cat(op_, "(rank ", rank_, "): timed out after ", rules_.timeout_s,
+                     " s (COMMFUSE_TIMEOUT_S) ", missing_what(piece, true));
+}
+
+std::string Pipeline::missing_what(size_t piece, bool own_requests) const {
   std::string s;
   int n = 0;
   const Piece& p = *pieces_[piece];
+  // The requests are the progress thread's while it runs: then every sender of the piece.
   for (size_t i = 0; i < p.recvs.size(); ++i)
-    if (i < p.recv_reqs.size() && p.recv_reqs[i] != MPI_REQUEST_NULL)
+    if (!own_requests || (i < p.recv_reqs.size() && p.recv_reqs[i] != MPI_REQUEST_NULL))
       s += detail::cat(n++ == 0 ? "" : ", ", p.recvs[i].peer);
-  return detail::cat(op_, "(rank ", rank_, "): timed out after ", rules_.timeout_s,
-                     " s (COMMFUSE_TIMEOUT_S) waiting for ", n == 1 ? "rank " : "ranks ",
-                     n == 0 ? "?" : s);
+  return detail::cat("waiting for ", n == 1 ? "rank " : "ranks ", n == 0 ? "?" : s);
 }
 
 std::string Pipeline::stop_reason() const {
@@ -253,7 +258,11 @@ void Pipeline::wait(size_t piece) {
   Piece& p = *pieces_[piece];
   auto last = Clock::now();
   int polls = 0;
+  InterruptPoll interrupt;
   while (!p.arrived.load(std::memory_order_acquire)) {
+    if (const std::string why = interrupt.poll(); !why.empty())
+      fail(detail::cat(op_, "(rank ", rank_,
+                       "): ", interrupted_message(why, missing_what(piece, !threaded_))));
     if (threaded_) {
       if (failed_.load(std::memory_order_acquire)) fail(failure_);
       if (++polls > 64)
@@ -285,9 +294,14 @@ void Pipeline::finish() {
   }
   auto last = Clock::now();
   int polls = 0;
+  InterruptPoll interrupt;
   while (!std::all_of(send_reqs_.begin(), send_reqs_.end(),
                       [](MPI_Request r) { return r == MPI_REQUEST_NULL; })) {
     if (step()) last = Clock::now();
+    if (const std::string why = interrupt.poll(); !why.empty())
+      fail(detail::cat(op_, "(rank ", rank_, "): ",
+                       interrupted_message(why, detail::cat("waiting for the peers to take rank ",
+                                                            rank_, "'s data"))));
     if (stopped()) fail(stop_reason());
     if (Clock::now() - last > std::chrono::seconds(rules_.timeout_s))
       fail(detail::cat(op_, "(rank ", rank_, "): timed out after ", rules_.timeout_s,

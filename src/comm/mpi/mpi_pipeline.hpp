@@ -63,6 +63,9 @@ class Pipeline {
   std::string stop_reason() const;
   void back_off(int polls) const;  // between unproductive polls (inline mode)
   std::string missing(size_t piece) const;
+  // "waiting for rank(s) ..." of piece: those whose data has not come where own_requests
+  // (the calling thread polls them), else every sender of the piece.
+  std::string missing_what(size_t piece, bool own_requests) const;
 
   MPI_Comm comm_;
   int tag_;

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/interrupt.hpp"
 #include "core/error.hpp"
 #include "core/small_vector.hpp"
 
@@ -61,16 +62,19 @@ class Pacer {
   Clock::duration yield_for_;
 };
 
-enum class Polled { kDone, kTimedOut, kStopped };
+enum class Polled { kDone, kTimedOut, kStopped, kInterrupted };
 
 // Polls count requests until every one is complete (kDone), timeout_s seconds pass without
-// any completing (kTimedOut), or rules.stop records a failure (kStopped); the unfinished
+// any completing (kTimedOut), rules.stop records a failure (kStopped), or the host's
+// interrupt check answers (kInterrupted, its answer in *why); the unfinished
 // requests are then left as they are. The clock (and the stop) is read every 64 idle polls
 // only, not per poll nor per completion: at 64 B over TCP a call polls for a few
 // microseconds and reads no clock. The timeout is counted from the first such reading
 // after the last completion (64 polls late at most).
-Polled poll(MPI_Request* requests, size_t count, const WaitRules& rules, const char* op, int rank) {
+Polled poll(MPI_Request* requests, size_t count, const WaitRules& rules, const char* op, int rank,
+            std::string* why) {
   if (count == 0) return Polled::kDone;
+  InterruptPoll interrupt;
   SmallVector<int, 32> done(count);
   Pacer pacer(rules.oversubscribed);
   const auto timeout = std::chrono::seconds(rules.timeout_s);
@@ -87,6 +91,7 @@ Polled poll(MPI_Request* requests, size_t count, const WaitRules& rules, const c
     } else if ((++idle & 63u) == 0) {
       if (rules.stop != nullptr && rules.stop->failed()) return Polled::kStopped;
       const auto now = Clock::now();
+      if (*why = interrupt.poll(now); !why->empty()) return Polled::kInterrupted;
       if (!timing) {
         idle_since = now;
         timing = true;
@@ -131,12 +136,17 @@ void check(int rc, const char* call, const char* op, int rank) {
 
 void wait_all(std::vector<MPI_Request>& requests, const char* op, int rank, int timeout_s,
               bool oversubscribed) {
-  if (poll(requests.data(), requests.size(), WaitRules{timeout_s, oversubscribed}, op, rank) ==
-      Polled::kDone)
-    return;
+  std::string why;
+  const Polled polled =
+      poll(requests.data(), requests.size(), WaitRules{timeout_s, oversubscribed}, op, rank, &why);
+  if (polled == Polled::kDone) return;
   // Nonblocking collectives' requests may be neither cancelled nor freed (MPI-3.1 §5.12):
   // left to the caller, which abandons them with their buffers (mpi_comm.cpp).
   note_peer_unresponsive();
+  if (polled == Polled::kInterrupted)
+    detail::throw_status(Status::kRuntimeError,
+                         detail::cat(op, "(rank ", rank, "): ",
+                                     interrupted_message(why, "waiting for the other ranks")));
   detail::throw_status(Status::kRuntimeError,
                        detail::cat(op, "(rank ", rank, "): timed out after ", timeout_s,
                                    " s (COMMFUSE_TIMEOUT_S) waiting for the other ranks"));
@@ -175,7 +185,8 @@ void Batch::post(int peer, void* buf, size_t bytes, bool is_recv) {
 }
 
 void Batch::wait() {
-  const Polled polled = poll(requests_.data(), requests_.size(), rules_, op_, rank_);
+  std::string why;
+  const Polled polled = poll(requests_.data(), requests_.size(), rules_, op_, rank_, &why);
   if (polled == Polled::kDone) {
     requests_.clear();
     peer_.clear();
@@ -187,6 +198,11 @@ void Batch::wait() {
   if (polled == Polled::kStopped)
     detail::throw_status(Status::kRuntimeError,
                          detail::cat(op_, "(rank ", rank_, "): ", rules_.stop->reason()));
+  if (polled == Polled::kInterrupted)
+    detail::throw_status(
+        Status::kRuntimeError,
+        detail::cat(op_, "(rank ", rank_,
+                    "): ", interrupted_message(why, detail::cat("waiting for ", missing_peers()))));
   detail::throw_status(Status::kRuntimeError,
                        detail::cat(op_, "(rank ", rank_, "): timed out after ", rules_.timeout_s,
                                    " s (COMMFUSE_TIMEOUT_S) waiting for ", missing_peers()));

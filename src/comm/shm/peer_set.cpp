@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "comm/interrupt.hpp"
 #include "core/error.hpp"
 #include "core/params.hpp"
 
@@ -238,6 +239,7 @@ void PeerSet::wait(int peer, uint32_t target, const char* op, Wait how) {
   const auto deadline = start + timeout_;
   auto next_check = start;
   const Control& me = mine();
+  InterruptPoll interrupt;
   while (true) {
     const uint32_t seen = c.progress.load(std::memory_order_acquire);
     if (arrived(c, peer, target, op)) return;
@@ -249,6 +251,9 @@ void PeerSet::wait(int peer, uint32_t target, const char* op, Wait how) {
       check_peers(peer, target, op);
       next_check = now + std::chrono::milliseconds(100);
     }
+    if (const std::string why = interrupt.poll(now); !why.empty())
+      fail_waiting(op, target,
+                   interrupted_message(why, detail::cat("waiting for ", missing_ranks(target))));
     if (now >= deadline)
       fail_waiting(op, target,
                    detail::cat("timed out after ", timeout_.count(),
