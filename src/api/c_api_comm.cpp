@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 
+#include "api/c_api_groups.hpp"
 #include "api/c_api_guard.hpp"
 #include "api/c_api_handles.hpp"
 #include "core/error.hpp"
@@ -40,8 +41,9 @@ commfuseStatus_t commfuseCommInitRank(int rank, int worldSize, const char* initM
     CF_CHECK_NOTNULL(comm, "commfuseCommInitRank: comm (output) is null");
     CF_CHECK_NOTNULL(initMethod, "commfuseCommInitRank: initMethod is null");
     *comm = nullptr;
-    *comm =
-        comms().add<commfuseComm>(std::make_shared<commfuse::Comm>(rank, worldSize, initMethod));
+    const auto made = std::make_shared<commfuse::Comm>(rank, worldSize, initMethod);
+    commfuse::api::register_c_group(made);
+    *comm = comms().add<commfuseComm>(made);
   });
 }
 
@@ -49,15 +51,19 @@ commfuseStatus_t commfuseCommInitFromEnv(commfuseComm_t* comm) {
   return guarded("commfuseCommInitFromEnv", [&] {
     CF_CHECK_NOTNULL(comm, "commfuseCommInitFromEnv: comm (output) is null");
     *comm = nullptr;
-    *comm = comms().add<commfuseComm>(std::shared_ptr<commfuse::Comm>(commfuse::Comm::from_env()));
+    const auto made = std::shared_ptr<commfuse::Comm>(commfuse::Comm::from_env());
+    commfuse::api::register_c_group(made);
+    *comm = comms().add<commfuseComm>(made);
   });
 }
 
 commfuseStatus_t commfuseCommDestroy(commfuseComm_t comm) {
-  // The communicator goes when the last call on it (another thread's) returns.
+  // The communicator goes when the last call on it (another thread's: a collective holds
+  // its handle's, an operator its group's, c_api_groups.hpp) returns.
   return guarded("commfuseCommDestroy", [&] {
-    commfuse::api::destroy_handle(comms(), comm, "commfuseCommDestroy", "comm", "communicator",
-                                  kMadeBy);
+    const auto last = commfuse::api::destroy_handle(comms(), comm, "commfuseCommDestroy", "comm",
+                                                    "communicator", kMadeBy);
+    if (last != nullptr) commfuse::api::forget_c_group(last->name());
   });
 }
 

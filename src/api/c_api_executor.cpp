@@ -116,6 +116,8 @@ commfuseOpExecutor_t* make_executor(const char* op, std::unique_ptr<Plan> plan,
 void run_executor(const char* fn, const char* op, commfuseOpExecutor_t* executor, void* workspace,
                   uint64_t workspace_size, void* stream) {
   const std::shared_ptr<commfuseOpExecutor> e = take_executor(fn, executor, true);
+  const std::shared_ptr<Comm> held =
+      hold_c_group(op, ops::PlanAccess::impl(*e->plan).owner().group);
   // The peers are in this call (or the executor's): they fail it naming this rank, and
   // the communicator stays usable.
   if (std::strcmp(e->op, op) != 0)

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "api/c_api_groups.hpp"
 #include "api/c_api_handles.hpp"
 #include "api/c_api_tensor.hpp"
 #include "core/error.hpp"
@@ -21,10 +22,15 @@ namespace commfuse::api {
 // (this rank's alone to report), then the output pointers (cleared) and body (the
 // descriptors' look-ups) under plan_or_reject, so that peers already in the call fail it
 // naming this rank, as they do for the plan's own rejections.
+// The group's communicator, where the C API made it, is held for the whole step.
 template <typename F>
 void before_plan(const char* op, const char* group, uint64_t* workspace_size,
                  commfuseOpExecutor_t** executor, F&& body) {
+  // The outputs cleared first, whatever fails (a caller may test the executor for null).
+  if (executor != nullptr) *executor = nullptr;
+  if (workspace_size != nullptr) *workspace_size = 0;
   CF_CHECK_NOTNULL(group, op, ": group is null");
+  const std::shared_ptr<Comm> held = hold_c_group(op, group);
   ops::plan_or_reject(op, group, [&] {
     CF_CHECK_NOTNULL(workspace_size, "workspaceSize (output) is null");
     CF_CHECK_NOTNULL(executor, "executor (output) is null");
@@ -45,7 +51,8 @@ commfuseOpExecutor_t* make_executor(const char* op, std::unique_ptr<Plan> plan,
 // `op` and runs it (a plan over CUDA tensors on `stream`). An executor already run or
 // destroyed (of the last 4096), or one made for another op, is PARAM_INVALID told to the
 // peers (they fail the call naming this rank); a pointer GetWorkspaceSize never returned is
-// PARAM_INVALID on this rank alone (no group to tell).
+// PARAM_INVALID on this rank alone (no group to tell), as is a group destroyed since (through
+// the C API; one the C API made is held for the call).
 void run_executor(const char* fn, const char* op, commfuseOpExecutor_t* executor, void* workspace,
                   uint64_t workspace_size, void* stream);
 

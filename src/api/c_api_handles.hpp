@@ -66,14 +66,17 @@ std::shared_ptr<T> live_handle(const HandleTable<T>& table, const void* handle, 
   return object;
 }
 
-// Destroys the object behind handle (null: nothing to do); PARAM_INVALID "<where>: <arg> is
+// Destroys the object behind handle (null: nothing to do): returns it, freed when the
+// caller drops it (unless a call in flight still holds it); PARAM_INVALID "<where>: <arg> is
 // not a live <kind> (...)" for a handle that is not live (destroyed already, say).
 template <typename T>
-void destroy_handle(HandleTable<T>& table, const void* handle, const char* where, const char* arg,
-                    const char* kind, const char* made_by) {
-  if (handle == nullptr) return;
-  CF_CHECK_ARG(table.take(handle) != nullptr, where, ": ", arg, " is not a live ", kind,
+std::shared_ptr<T> destroy_handle(HandleTable<T>& table, const void* handle, const char* where,
+                                  const char* arg, const char* kind, const char* made_by) {
+  if (handle == nullptr) return nullptr;
+  std::shared_ptr<T> object = table.take(handle);
+  CF_CHECK_ARG(object != nullptr, where, ": ", arg, " is not a live ", kind,
                " (destroyed, or not one that ", made_by, " returned)");
+  return object;
 }
 
 }  // namespace commfuse::api

@@ -8,8 +8,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace {
 
@@ -102,4 +106,68 @@ TEST(CommInit, BadArgumentOnSingleRankComm) {
   EXPECT_NE(c.failure().find("aborted the communicator: test"), std::string::npos) << c.failure();
   EXPECT_THROW(c.broadcast(x, 2, commfuse::DType::kFloat32, 0), commfuse::RuntimeFailure)
       << "an aborted communicator refuses calls";
+}
+
+// commfuseCommDestroy from another thread (a watchdog's) while an operator runs on that
+// communicator: the operator names its group, not the handle, and used to find the
+// communicator with no hold on it, so the destroy freed it under the call (ASan:
+// heap-use-after-free in CommImpl::transport; release: a crash). Now the call holds it: it
+// completes (or, should the destroy come first, is refused naming the group), the
+// communicator goes when it returns, and a later call naming the group is refused.
+TEST(CommInit, CApiDestroyDuringAnOperatorWaitsForIt) {
+  commfuseComm_t comm = nullptr;
+  const std::string init = "tcp://127.0.0.1:" + std::to_string(free_port());
+  ASSERT_EQ(commfuseCommInitRank(0, 1, init.c_str(), &comm), COMMFUSE_SUCCESS)
+      << commfuseGetLastErrorMessage();
+  char name[COMMFUSE_COMM_NAME_MAX];
+  ASSERT_EQ(commfuseCommGetName(comm, name), COMMFUSE_SUCCESS);
+  const int64_t m = 2048, k = 2048, n = 2048;  // about 17 GFLOP: 0.1 s or more
+  std::vector<float> x1(m * k, 1.0f), x2(k * n, 1.0f), out(m * n, 0.0f);
+  auto tensor = [](int64_t rows, int64_t cols, float* data) {
+    const int64_t shape[] = {rows, cols};
+    return commfuseCreateTensor(shape, 2, nullptr, COMMFUSE_FLOAT32, data);
+  };
+  commfuseTensor_t* t1 = tensor(m, k, x1.data());
+  commfuseTensor_t* t2 = tensor(k, n, x2.data());
+  commfuseTensor_t* to = tensor(m, n, out.data());
+  uint64_t ws = 0;
+  commfuseOpExecutor_t* ex = nullptr;
+  ASSERT_EQ(
+      commfuseMatmulAllReduceGetWorkspaceSize(t1, t2, nullptr, name, "sum", 0, 1, to, &ws, &ex),
+      COMMFUSE_SUCCESS)
+      << commfuseGetLastErrorMessage();
+  std::vector<char> workspace(ws + 64);
+  std::thread watchdog([comm] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(commfuseCommDestroy(comm), COMMFUSE_SUCCESS) << commfuseGetLastErrorMessage();
+  });
+  const commfuseStatus_t st = commfuseMatmulAllReduce(workspace.data(), ws, ex, nullptr);
+  const std::string message = st == COMMFUSE_SUCCESS ? "" : commfuseGetLastErrorMessage();
+  watchdog.join();
+  if (st == COMMFUSE_SUCCESS) {
+    EXPECT_EQ(out[0], static_cast<float>(k));
+    EXPECT_EQ(out[m * n - 1], static_cast<float>(k));
+  } else {
+    EXPECT_EQ(st, COMMFUSE_PARAM_INVALID) << message;
+    EXPECT_NE(message.find("was destroyed"), std::string::npos) << message;
+  }
+  ex = nullptr;
+  EXPECT_EQ(
+      commfuseMatmulAllReduceGetWorkspaceSize(t1, t2, nullptr, name, "sum", 0, 1, to, &ws, &ex),
+      COMMFUSE_PARAM_INVALID);
+  const std::string later = commfuseGetLastErrorMessage();
+  EXPECT_NE(later.find(std::string("group '") + name + "' was destroyed"), std::string::npos)
+      << later;
+  EXPECT_EQ(ex, nullptr);
+  // A null group: the outputs are cleared all the same (they were left as they were).
+  ex = reinterpret_cast<commfuseOpExecutor_t*>(uintptr_t{0xdead});
+  ws = 7;
+  EXPECT_EQ(commfuseMatmulAllReduceGetWorkspaceSize(t1, t2, nullptr, nullptr, "sum", 0, 1, to, &ws,
+                                                    &ex),
+            COMMFUSE_PARAM_NULLPTR);
+  EXPECT_EQ(ex, nullptr);
+  EXPECT_EQ(ws, 0u);
+  commfuseDestroyTensor(t1);
+  commfuseDestroyTensor(t2);
+  commfuseDestroyTensor(to);
 }
