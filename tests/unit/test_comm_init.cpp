@@ -162,9 +162,9 @@ TEST(CommInit, CApiDestroyDuringAnOperatorWaitsForIt) {
   // A null group: the outputs are cleared all the same (they were left as they were).
   ex = reinterpret_cast<commfuseOpExecutor_t*>(uintptr_t{0xdead});
   ws = 7;
-  EXPECT_EQ(commfuseMatmulAllReduceGetWorkspaceSize(t1, t2, nullptr, nullptr, "sum", 0, 1, to, &ws,
-                                                    &ex),
-            COMMFUSE_PARAM_NULLPTR);
+  EXPECT_EQ(
+      commfuseMatmulAllReduceGetWorkspaceSize(t1, t2, nullptr, nullptr, "sum", 0, 1, to, &ws, &ex),
+      COMMFUSE_PARAM_NULLPTR);
   EXPECT_EQ(ex, nullptr);
   EXPECT_EQ(ws, 0u);
   commfuseDestroyTensor(t1);
