@@ -268,7 +268,9 @@ class PackedWeight {
   // x2: (k, n) row-major, or a transposed (n, k) buffer, float32 / float16 / bfloat16 /
   // int8, or int4 (dense: no padding between rows). rows: the rows a call's GEMM usually takes at
   // once (all_gather_matmul: m·R; the reducing ops: m; the alltoall ops: BS/R), which picks
-  // oneDNN's layout; 0: 256. A GEMM whose plan reads another layout reads x2 as given.
+  // oneDNN's layout; 0: 256; more than one GEMM call multiplies (oneDNN's 32-bit sizes:
+  // (2^31 - 1) / max(k, n)): that many. A GEMM whose plan reads another layout reads x2 as
+  // given.
   explicit PackedWeight(const TensorView& x2, int64_t rows = 0);
   ~PackedWeight();
   PackedWeight(PackedWeight&&) noexcept;

@@ -228,3 +228,24 @@ TEST(PackedB, PackingPolicyFollowsCallsAndThePin) {
 }
 
 }  // namespace
+
+// rows only picks the layout: a hint past what any GEMM call multiplies (oneDNN's 32-bit
+// sizes) packs as for the largest call, where it crashed inside oneDNN (SIGFPE at 2^37 rows
+// of a 64 x 64 int8 x2), for every x2 dtype that packs.
+TEST(PackedB, HugeRowsHintPacksAsTheLargestCall) {
+  const int64_t k = 64, n = 64;
+  const int64_t largest = ((int64_t{1} << 31) - 1) / k;
+  std::vector<int8_t> b8(k * n, 3);
+  std::vector<uint16_t> b16(k * n, 0x3f80);  // bfloat16 1.0
+  const commfuse::TensorView x8(b8.data(), commfuse::DType::kInt8, {k, n});
+  const commfuse::TensorView x16(b16.data(), commfuse::DType::kBFloat16, {k, n});
+  for (const commfuse::TensorView& x2 : {x8, x16}) {
+    const commfuse::PackedWeight as_largest(x2, largest);
+    for (const int64_t rows : {int64_t{1} << 37, int64_t{1} << 40, INT64_MAX}) {
+      const commfuse::PackedWeight w(x2, rows);
+      EXPECT_EQ(w.packed(), as_largest.packed()) << rows;
+      EXPECT_EQ(w.packed_bytes(), as_largest.packed_bytes()) << rows;
+      EXPECT_EQ(w.description(), as_largest.description()) << rows;
+    }
+  }
+}

@@ -1,5 +1,6 @@
 #include "ops/common/packed_weight.hpp"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -99,14 +100,19 @@ std::unique_ptr<PackedWeightImpl> pack_weight(const TensorView& x2, int64_t rows
                          detail::cat("PackedWeight: rows is ", rows, " but must be >= 0 (0: 256)"));
   auto w = std::make_unique<PackedWeightImpl>();
   describe_source(*w, x2);
+  // rows only picks the layout, and no operator's GEMM call multiplies more rows than
+  // oneDNN's 32-bit sizes allow with this x2 (m·k and m·n): beyond that, that many. Passed on
+  // as given, a huge rows (2^37 with a 64 x 64 int8 x2) crashed inside oneDNN (SIGFPE).
+  constexpr int64_t kInt32Max = (int64_t{1} << 31) - 1;
+  rows = rows > 0 ? std::min(rows, kInt32Max / std::max<int64_t>({1, w->k, w->n})) : 256;
   if (w->dtype == DType::kInt8) {
-    prepare_int8(*w, static_cast<const int8_t*>(x2.data), rows > 0 ? rows : 256, 128);
+    prepare_int8(*w, static_cast<const int8_t*>(x2.data), rows, 128);
     return w;
   }
   if (w->dtype == DType::kInt4) {
     std::vector<int8_t> unpacked(static_cast<size_t>(w->k * w->n));
     unpack_int4(static_cast<const uint8_t*>(x2.data), unpacked.data(), unpacked.size());
-    prepare_int8(*w, unpacked.data(), rows > 0 ? rows : 256, 8);
+    prepare_int8(*w, unpacked.data(), rows, 8);
     return w;
   }
   if (w->dtype == DType::kFloat32) {
@@ -115,8 +121,7 @@ std::unique_ptr<PackedWeightImpl> pack_weight(const TensorView& x2, int64_t rows
   }
   // The layout the plan of a row-major x2 asks for; the packed bytes do not depend on how
   // the source was laid out.
-  kernels::cpu::MatmulDesc d =
-      kernels::cpu::dense_matmul_desc(rows > 0 ? rows : 256, w->k, w->n, w->dtype);
+  kernels::cpu::MatmulDesc d = kernels::cpu::dense_matmul_desc(rows, w->k, w->n, w->dtype);
   w->layout = kernels::cpu::layout_for(d);
   if (!w->layout) {
     // Its plan says why: no native 16-bit kernel (widened), the direct small-m kernel, ...
