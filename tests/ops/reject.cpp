@@ -122,6 +122,14 @@ void reject_all_gather_matmul(commfuse::Comm& comm, Buffers& b, const std::strin
   expect_error("agm x2 strides", inv, {op, rank.c_str(), "x2 strides"}, with([&](AgmArgs& a) {
                  a.x2 = TensorView(b.i(), kF16, {kK, kN}, {2 * kN, 2});
                }));
+  // Strides whose span passes 2^63 bytes: (k - 1)·2^62 elements wrapped to a few bytes, so
+  // the call was planned (and the GEMM's row addresses wrapped).
+  expect_error("agm x2 strides span", inv,
+               {op, rank.c_str(), "x2 strides (4611686018427387904, 1) for shape",
+                "span more than 2^63 - 1 bytes"},
+               with([&](AgmArgs& a) {
+                 a.x2 = TensorView(b.i(), kF16, {kK, kN}, {int64_t{1} << 62, 1});
+               }));
   expect_error("agm output shape", inv, {op, rank.c_str(), "output shape is", "(m·R, n)"},
                with([&](AgmArgs& a) {
                  a.output = TensorView(b.o(), kF16, {kM, kN + 1});

@@ -115,3 +115,21 @@ TEST(TensorSize, NegativeDTypeValuesAreRejectedNotUndefined) {
 }
 
 }  // namespace
+
+// The bytes a tensor's strides span, not only its element count, must fit an int64.
+TEST(TensorSize, SpanFitsInt64FollowsTheStrides) {
+  using commfuse::DType;
+  using commfuse::TensorView;
+  alignas(8) static float x[1];
+  const int64_t big = int64_t{1} << 62;
+  EXPECT_TRUE(commfuse::ops::span_fits_int64(TensorView(x, DType::kFloat32, {5, 4}, {4, 1})));
+  // 4 rows of 2^62 elements: 2^64 elements, wrapped to 0 in uint64 arithmetic.
+  EXPECT_FALSE(commfuse::ops::span_fits_int64(TensorView(x, DType::kInt8, {5, 4}, {big, 1})));
+  // 2 rows of 2^62 float32: 2^64 + bytes.
+  EXPECT_FALSE(commfuse::ops::span_fits_int64(TensorView(x, DType::kFloat32, {2, 4}, {big, 1})));
+  EXPECT_TRUE(commfuse::ops::span_fits_int64(TensorView(x, DType::kInt8, {2, 4}, {big, 1})));
+  // Negative strides count by size; a dim of 1 is never stepped, nor an empty tensor's.
+  EXPECT_FALSE(commfuse::ops::span_fits_int64(TensorView(x, DType::kInt8, {3, 4}, {-big, 1})));
+  EXPECT_TRUE(commfuse::ops::span_fits_int64(TensorView(x, DType::kInt8, {1, 4}, {INT64_MIN, 1})));
+  EXPECT_TRUE(commfuse::ops::span_fits_int64(TensorView(x, DType::kInt8, {0, 4}, {big, big})));
+}

@@ -59,6 +59,12 @@ void check_present(const OpContext& ctx, const char* name, const TensorView& t) 
   if (!size_fits_int64(t))
     ctx.invalid(name, " shape ", shape_str(t), " holds more than 2^63 - 1 bytes of ",
                 dtype_name(t.dtype));
+  if (!span_fits_int64(t)) {
+    std::string strides;
+    for (int i = 0; i < t.ndim; ++i) strides += detail::cat(i ? ", " : "", t.strides[i]);
+    ctx.invalid(name, " strides (", strides, ") for shape ", shape_str(t),
+                " span more than 2^63 - 1 bytes of ", dtype_name(t.dtype));
+  }
   if (t.data == nullptr && t.numel() > 0)
     ctx.reject(Status::kParamNullptr, name, " data is null (shape ", shape_str(t), ")");
 }

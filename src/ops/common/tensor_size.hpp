@@ -12,5 +12,10 @@ namespace commfuse::ops {
 // then numel(), every contiguous stride and every byte count of t fit in an int64. t's dims
 // must be non-negative; an unknown dtype counts as one byte per element.
 bool size_fits_int64(const TensorView& t);
+// The same for the bytes its strides span (to its last element, strides of any sign; a dim
+// of size 1 is never stepped): every element's byte offset then fits an int64. A stride
+// of 2^62 in a 5-row x2 spanned 2^64 + a few bytes, which wrapped to a few bytes, so the
+// call was planned and its GEMM's row addresses wrapped too.
+bool span_fits_int64(const TensorView& t);
 
 }  // namespace commfuse::ops

@@ -1,6 +1,7 @@
 // commfuse::TensorView: the public non-owning tensor descriptor.
 #include <commfuse/commfuse.hpp>
 
+#include <cstdlib>
 #include <utility>
 
 #include "core/dtype_valid.hpp"
@@ -69,6 +70,21 @@ bool size_fits_int64(const TensorView& t) {
   for (int i = 0; i < t.ndim; ++i)
     if (t.shape[i] > 0 && __builtin_mul_overflow(elements, t.shape[i], &elements)) return false;
   return elements <= INT64_MAX / (bits >= 8 ? bits / 8 : 1);
+}
+
+bool span_fits_int64(const TensorView& t) {
+  const int bits = detail::dtype_is_valid(t.dtype) ? dtype_bits(t.dtype) : 8;
+  int64_t last = 0;  // the last element's offset, in elements
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] == 0) return true;  // no element
+    if (t.shape[i] == 1) continue;
+    if (t.strides[i] == INT64_MIN) return false;
+    int64_t step = 0;
+    if (__builtin_mul_overflow(t.shape[i] - 1, std::abs(t.strides[i]), &step) ||
+        __builtin_add_overflow(last, step, &last))
+      return false;
+  }
+  return last < INT64_MAX / (bits >= 8 ? bits / 8 : 1);
 }
 
 }  // namespace ops
