@@ -440,6 +440,15 @@ void plan_huge_shapes(commfuse::Comm& comm, const std::string& rank) {
                      TensorView(address(0), kF16, {m3, 1}), TensorView(address(0), kF16, {1, n3}),
                      comm.name(), R, TensorView(address(kOutputs), kF16, {m3 / R, n3}));
                });
+  // matmul_all_reduce unfused keeps the collective's fp32 result next to the partial: an
+  // m·n whose partial alone fits made the workspace size wrap (68 bytes reported).
+  const int64_t m4 = 768614336404564649, n4 = 3;  // m4·n4·4 = 2^63 - 4 bytes
+  expect_error("mar workspace overflow", Status::kParamInvalid,
+               {"matmul_all_reduce", rank.c_str(), "twice the fp32 partial product"}, [&] {
+                 commfuse::MatmulAllReducePlan p(TensorView(address(0), kF16, {m4, 2}),
+                                                 TensorView(address(0), kF16, {2, n4}), comm.name(),
+                                                 TensorView(address(kOutputs), kF16, {m4, n4}));
+               });
   if (R < 3) return;  // fp16 rows (at most 2^62 - 1) times R = 2 still fit
   const int64_t m = (int64_t{1} << 62) - 1;
   expect_error("agm m·R overflow", Status::kParamInvalid,

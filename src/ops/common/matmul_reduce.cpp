@@ -58,12 +58,14 @@ MatmulReduceProblem validate_matmul_operands(const OpContext& ctx, const TensorV
   p.x2 = check_x2(ctx, x2, p.dtype, p.k);
   p.n = p.x2.n;
   // The fp32 partial product (m·n, in the workspace) is R times matmul_reduce_scatter's
-  // output and twice a 16-bit output: neither check bounds it.
+  // output and twice a 16-bit output: neither check bounds it. Twice over: the unfused
+  // schedules keep the collective's fp32 result next to it, and the workspace size, their
+  // sum plus the GEMM's, must not wrap (it did: 68 bytes reported for 1.8e19 needed).
   int64_t partial = 0;
   if (__builtin_mul_overflow(p.m, p.n, &partial) ||
-      partial > PTRDIFF_MAX / static_cast<int64_t>(sizeof(float)) - p.n)
+      partial > PTRDIFF_MAX / static_cast<int64_t>(2 * sizeof(float)) - p.n)
     ctx.invalid("x1 has m = ", p.m, " rows and x2 n = ", p.n,
-                " columns: the fp32 partial product of m·n elements exceeds the largest "
+                " columns: twice the fp32 partial product of m·n elements exceeds the largest "
                 "buffer (",
                 PTRDIFF_MAX, " bytes)");
   p.quant =
