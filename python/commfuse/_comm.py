@@ -38,6 +38,9 @@ class Communicator:
 
     def __init__(self, impl: _commfuse.Comm) -> None:
         self._impl = impl
+        # Kept: an operator given this Communicator after destroy() then fails naming itself
+        # and the group ("<op>: group '...' ... destroyed"), not "name: ... destroyed".
+        self._name = impl.name
 
     @property
     def rank(self) -> int:
@@ -51,8 +54,9 @@ class Communicator:
 
     @property
     def name(self) -> str:
-        """The ``hcom`` string operators take, e.g. ``"commfuse-1f2e...-w8"``."""
-        return self._impl.name
+        """The ``hcom`` string operators take, e.g. ``"commfuse-1f2e...-w8"`` (also after
+        :meth:`destroy`)."""
+        return self._name
 
     @property
     def transport(self) -> str:

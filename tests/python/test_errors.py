@@ -465,6 +465,49 @@ def test_a_signal_handler_that_does_not_raise_leaves_the_call_waiting():
     assert late is None and late_usable, late
 
 
+def _bad_flag_body(rank):
+    with commfuse.init() as comm:
+        x, w = np.ones((2, 4), F32), np.ones((4, 4), F32)
+        flag = np.array([1, 0]) if rank == 1 else True  # bool() of it raises ValueError
+        try:
+            commfuse.all_gather_base_mm(x, w, comm.name, 2, gather_output=flag)
+            got = None
+        except commfuse.Error as e:
+            got = (type(e).__name__, e.message)
+        except ValueError as e:
+            got = ("ValueError", str(e))
+        y, _ = commfuse.all_gather_base_mm(x, w, comm.name, 2, gather_output=False)
+        return got, comm.usable, y.tolist()
+
+
+def test_a_bad_flag_on_one_rank_fails_its_peers_at_once():
+    # The per-call fast path judged gather_output with bool() outside Args: the ValueError
+    # stayed on rank 1 and rank 0 waited for it until COMMFUSE_TIMEOUT_S.
+    (got0, usable0, y0), (got1, usable1, y1) = run(_bad_flag_body, 2)
+    assert got1[0] == "ValueError" and "ambiguous" in got1[1], got1
+    assert got0[0] == "RuntimeFailure" and "rank 1 rejected the call" in got0[1], got0
+    assert "gather_output" in got0[1] or "ambiguous" in got0[1], got0
+    assert usable0 and usable1 and y0 == y1 == [[4.0] * 4] * 4, (y0, y1)
+
+
+def _destroyed_hcom_body(rank):
+    comm = commfuse.init()
+    name = comm.name
+    comm.destroy()
+    try:
+        commfuse.all_gather_base_mm(np.ones((2, 4), F32), np.ones((4, 4), F32), comm, 1)
+    except commfuse.Error as e:
+        return type(e).__name__, e.message, name
+    return None, "", name
+
+
+def test_a_destroyed_communicator_as_hcom_names_the_op_and_the_group():
+    kind, message, name = run(_destroyed_hcom_body, 1)[0]
+    assert kind == "InvalidArgument", (kind, message)
+    assert message.startswith("all_gather_matmul: group '" + name + "'"), message
+    assert "destroyed" in message, message
+
+
 def test_mismatch_keeps_the_group_and_abort_ends_it():
     outcomes = run(_abort_body, 2)
     for rank, (mismatch, usable_after, usable, failure, aborted) in enumerate(outcomes):

@@ -71,8 +71,10 @@ def all_gather_base_mm(input: Any, x2: Any, hcom: Any, world_size: int, *, bias:
         x1_dtype is None and x2_dtype is None and \
         (packed_x2 is None or type(packed_x2) is PackedWeight)
     refs = fast_matmul_inputs(input, x2, bias) if plain else None
+    # Flags too are plain here: any other value is judged inside Args, where an exception
+    # (bool() of an array) is told to the peers instead of leaving them waiting.
     if refs is not None and input.ndim == 2 and small_ints(world_size, gather_index, comm_turn) \
-            and (group_size := _commfuse.group_info(group)[1]) > 0:  # else: unknown group
+            and type(gather_output) is bool and (group_size := _commfuse.group_info(group)[1]) > 0:  # else: unknown group
         rows = input.shape[0] * group_size
         o = fast_output(out, (rows, x2.shape[1]), input)
         g = fast_output(gather_out, (rows, input.shape[1]) if gather_output else (0,), input)
