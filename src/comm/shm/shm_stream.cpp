@@ -124,7 +124,7 @@ void ShmTransport::open_gather_stream(const GatherStream& gs, const PieceDriver&
     CollDesc desc{CollOp::kGatherStream, DType::kInt8, gs.bytes, -1, piece};
     desc.algo = CollAlgo::kCma;
     run(desc, [&](const char* op) {
-      if (!gs.land && gs.bytes > 0) scratch_.resize(std::max<size_t>(scratch_.size(), piece));
+      if (!gs.land && gs.bytes > 0) grow_scratch(op, piece);
       CmaGatherChannel ch(*this, gs, desc, op);
       cma_call(desc, op, gs.source, true, [&] { drive(ch); });
     });
@@ -160,7 +160,7 @@ void ShmTransport::open_all_to_all_stream(const AllToAllStream& as, const PieceD
     CollDesc desc{CollOp::kAllToAllStream, DType::kInt8, as.bytes, -1, piece};
     desc.algo = CollAlgo::kCma;
     run(desc, [&](const char* op) {
-      scratch_.resize(std::max<size_t>(scratch_.size(), static_cast<size_t>(size_) * piece));
+      grow_scratch(op, static_cast<size_t>(size_) * piece);
       CmaAllToAllChannel ch(*this, as, desc, op);
       cma_call(desc, op, as.source, true, [&] { drive(ch); });
     });

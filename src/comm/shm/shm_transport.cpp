@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "comm/shm/cma.hpp"
 #include "core/algorithm.hpp"
@@ -50,6 +51,16 @@ const void* ShmTransport::staged_source(const char* op, const void* src, size_t 
                            " bytes to stage the source of an in-place call (its peers read it "
                            "while this rank writes the destination)"));
   return from;
+}
+
+void ShmTransport::grow_scratch(const char* op, size_t bytes) {
+  if (scratch_.size() >= bytes) return;
+  try {
+    scratch_.resize(bytes);
+  } catch (const std::bad_alloc&) {
+    refuse(op, detail::cat("out of memory allocating ", bytes,
+                           " bytes of scratch for the stream's pieces"));
+  }
 }
 
 void ShmTransport::publish_rejection(const char* op, const std::string& reason) {

@@ -144,6 +144,9 @@ class ShmTransport final : public Transport {
   [[noreturn]] void refuse(const char* op, const std::string& why);
   // The first step of a call with this rank's "rejected" descriptor carrying reason.
   void publish_rejection(const char* op, const std::string& reason);
+  // Grows scratch_ to at least bytes, before the call's first step: out of memory refuses
+  // the call (refuse), where it used to fail the group.
+  void grow_scratch(const char* op, size_t bytes);
   // The streams' channels (shm_stream.cpp): through the slots, and gather_stream with CMA
   // (each peer's pieces read from its source with read_peer, into the op's landing place or
   // scratch_: one copy where the slots take two).
