@@ -158,7 +158,10 @@ class SpawnContext:
         On the first failure the others get ``grace`` seconds to finish (a peer of a failed
         rank fails by itself within about 0.1 s), then are terminated, and the failure is
         raised: :class:`ProcessRaisedException` (with the child's traceback and rank) or
-        :class:`ProcessExitedException`.
+        :class:`ProcessExitedException`. Past ``timeout`` seconds (None: no limit) the
+        processes still running are terminated and :class:`TimeoutError` is raised, where
+        torch's ``SpawnContext.join`` returns False and leaves them running (this one returns
+        the results instead of True).
         """
         user_deadline = None if timeout is None else time.monotonic() + timeout
         grace_deadline: Optional[float] = None
