@@ -9,7 +9,7 @@
 namespace commfuse {
 namespace {
 std::atomic<InterruptCheck> g_check{nullptr};
-constexpr auto kPeriod = std::chrono::milliseconds(100);
+constexpr auto kPeriod = std::chrono::milliseconds(comm::kInterruptSliceMs);
 }  // namespace
 
 void set_interrupt_check(InterruptCheck check) {

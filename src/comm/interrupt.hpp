@@ -10,6 +10,9 @@
 
 namespace commfuse::comm {
 
+// How long a wait blocked in the kernel (poll, sleep) may go before it polls the check.
+inline constexpr int kInterruptSliceMs = 100;
+
 // One wait's polling of the check: once the wait has lasted 100 ms, then every 100 ms.
 class InterruptPoll {
  public:

@@ -465,6 +465,40 @@ def test_a_signal_handler_that_does_not_raise_leaves_the_call_waiting():
     assert late is None and late_usable, late
 
 
+def _ctrl_c_in_init_body(_, rank, port):
+    import os
+    import signal
+    import threading
+    import time
+    ctrl_c = threading.Timer(0.3, os.kill, args=(os.getpid(), signal.SIGINT))
+    ctrl_c.start()
+    start = time.monotonic()
+    try:
+        commfuse.init(rank, 2, f"tcp://127.0.0.1:{port}")
+        outcome = ("returned", [])
+    except KeyboardInterrupt as e:
+        outcome = ("KeyboardInterrupt", getattr(e, "__notes__", []))
+    elapsed = time.monotonic() - start
+    ctrl_c.join()
+    return outcome, elapsed
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_ctrl_c_ends_init_waiting_for_a_missing_rank(rank):
+    # Rank 0 alone waits for rank 1 to connect, rank 1 alone retries reaching rank 0: both
+    # waited until COMMFUSE_TIMEOUT_S with Ctrl-C pressed; the bootstrap's waits now poll the
+    # interrupt check too.
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (outcome, elapsed), = run(_ctrl_c_in_init_body, 1, rank, port)
+    assert outcome[0] == "KeyboardInterrupt", outcome
+    want = "to connect" if rank == 0 else "trying to reach rank 0"
+    assert any("interrupted (KeyboardInterrupt)" in n and want in n for n in outcome[1]), outcome
+    assert elapsed < 3.0, elapsed
+
+
 def _bad_flag_body(rank):
     with commfuse.init() as comm:
         x, w = np.ones((2, 4), F32), np.ones((4, 4), F32)

@@ -5,6 +5,7 @@
 
 #include "comm/bootstrap/bootstrap.hpp"
 #include "comm/bootstrap/bootstrap_internal.hpp"
+#include "comm/interrupt.hpp"
 #include "core/error.hpp"
 
 namespace commfuse::comm {
@@ -28,9 +29,15 @@ void Bootstrap::peer_join() {
   // Rank 0 may start later than we do: retry, backing off so a slow start costs few attempts.
   std::chrono::milliseconds backoff{10};
   std::string last_error;
+  comm::InterruptPoll interrupt;  // Ctrl-C while rank 0 is not there (not started)
   for (;;) {
     root_ = net::connect_tcp(host_, port_, connect_by, &last_error);
     if (root_.valid()) break;
+    if (const std::string why = interrupt.poll(); !why.empty())
+      peer_fail(Status::kRuntimeError,
+                detail::cat(who(), ": ",
+                            comm::interrupted_message(
+                                why, detail::cat("trying to reach rank 0 at ", where))));
     if (connect_by.expired())
       peer_fail(Status::kRuntimeError,
                 detail::cat(who(), ": could not reach rank 0 at ", where, " within ", timeout_s_,

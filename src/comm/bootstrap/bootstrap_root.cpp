@@ -8,6 +8,7 @@
 
 #include "comm/bootstrap/bootstrap.hpp"
 #include "comm/bootstrap/bootstrap_internal.hpp"
+#include "comm/interrupt.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 
@@ -128,7 +129,14 @@ void Bootstrap::root_accept() {
     told.push_back(std::move(fd));
   };
 
+  auto missing = [&] {
+    std::vector<int> ranks;
+    for (int r = 1; r < world_size_; ++r)
+      if (!peers_[static_cast<size_t>(r)].valid()) ranks.push_back(r);
+    return boot::rank_list(ranks);
+  };
   std::vector<Pending> pending;
+  comm::InterruptPoll interrupt;  // Ctrl-C while peers are missing (a rank not started)
   for (;;) {
     if (!verdict && joined == world_size_ - 1) break;
     // Everyone that could be in this group has heard the verdict (or stopped coming).
@@ -138,9 +146,19 @@ void Bootstrap::root_accept() {
     std::vector<pollfd> pfds{{listener.get(), POLLIN, 0}};
     for (const auto& p : pending) pfds.push_back({p.fd.get(), POLLIN, 0});
     const net::Deadline wait_until = verdict ? linger : deadline;
-    if (poll(pfds.data(), pfds.size(), wait_until.remaining_ms()) < 0 && errno != EINTR)
+    if (poll(pfds.data(), pfds.size(),
+             std::min(wait_until.remaining_ms(), comm::kInterruptSliceMs)) < 0 &&
+        errno != EINTR)
       detail::throw_status(Status::kRuntimeError,
                            detail::cat(who(), ": poll failed: ", net::errno_text(errno)));
+    if (!verdict)
+      if (const std::string why = interrupt.poll(); !why.empty()) {
+        listener.reset();
+        root_fail(Status::kRuntimeError,
+                  detail::cat(who(), ": ",
+                              comm::interrupted_message(
+                                  why, detail::cat("waiting for ", missing(), " to connect"))));
+      }
     // Pending entries first: their indices in pfds are only valid before we add new ones.
     for (size_t i = 1; i < pfds.size(); ++i) {
       if (pfds[i].revents == 0) continue;
@@ -169,13 +187,9 @@ void Bootstrap::root_accept() {
     drain_and_close(&told, net::Deadline::after(kErrorGrace));
     root_fail(verdict->first, verdict->second);
   }
-  if (joined < world_size_ - 1) {
-    std::vector<int> missing;
-    for (int r = 1; r < world_size_; ++r)
-      if (!peers_[static_cast<size_t>(r)].valid()) missing.push_back(r);
-    root_fail(Status::kRuntimeError, detail::cat(who(), ": ", boot::rank_list(missing),
-                                                 " did not connect within ", timeout_s_, " s"));
-  }
+  if (joined < world_size_ - 1)
+    root_fail(Status::kRuntimeError,
+              detail::cat(who(), ": ", missing(), " did not connect within ", timeout_s_, " s"));
   for (int r = 1; r < world_size_; ++r) {
     int err = 0;
     const net::Io io = wire::send_frame(peers_[static_cast<size_t>(r)].get(),
@@ -197,10 +211,21 @@ std::vector<std::string> Bootstrap::root_collective(wire::FrameType op, const st
   for (int r = 1; r < world_size_; ++r) waiting.push_back(r);
 
   // Read from all peers at once: a rank that died is noticed at once, whatever its number.
+  comm::InterruptPoll interrupt;
   while (!waiting.empty()) {
     std::vector<pollfd> pfds;
     for (int r : waiting) pfds.push_back({peers_[static_cast<size_t>(r)].get(), POLLIN, 0});
-    const int n = poll(pfds.data(), pfds.size(), deadline.remaining_ms());
+    const int n =
+        poll(pfds.data(), pfds.size(), std::min(deadline.remaining_ms(), comm::kInterruptSliceMs));
+    if (n == 0 && !deadline.expired()) {
+      if (const std::string why = interrupt.poll(); !why.empty())
+        root_fail(Status::kRuntimeError,
+                  detail::cat(who(), ": ",
+                              comm::interrupted_message(
+                                  why, detail::cat("waiting for ", boot::rank_list(waiting), " at ",
+                                                   op_name, " #", seq_))));
+      continue;
+    }
     if (n < 0 && errno != EINTR)
       root_fail(Status::kRuntimeError,
                 detail::cat(who(), ": poll failed: ", net::errno_text(errno)));

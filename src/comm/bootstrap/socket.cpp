@@ -7,10 +7,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
 #include <memory>
+
+#include "comm/interrupt.hpp"
+#include "core/error.hpp"
 
 namespace commfuse::comm::net {
 namespace {
@@ -60,14 +64,20 @@ bool is_self_connected(int fd) {
   return buf;
 }
 
-// Waits for events on one fd until the deadline; returns the revents (0 on timeout).
+// Waits for events on one fd until the deadline; returns the revents (0 on timeout). In
+// slices of 100 ms, between which the host's interrupt check (Ctrl-C) may end the wait:
+// RUNTIME_ERROR "interrupted (<why>) while waiting on a socket".
 short poll_one(int fd, short events, Deadline deadline) {
+  comm::InterruptPoll interrupt;
   for (;;) {
     pollfd p{fd, events, 0};
-    const int rc = poll(&p, 1, deadline.remaining_ms());
+    const int rc = poll(&p, 1, std::min(deadline.remaining_ms(), comm::kInterruptSliceMs));
     if (rc > 0) return p.revents;
-    if (rc == 0) return 0;
-    if (errno != EINTR) return POLLERR;
+    if (rc < 0 && errno != EINTR) return POLLERR;
+    if (deadline.expired()) return 0;
+    if (const std::string why = interrupt.poll(); !why.empty())
+      detail::throw_status(Status::kRuntimeError,
+                           comm::interrupted_message(why, "waiting on a socket"));
   }
 }
 
