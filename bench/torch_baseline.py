@@ -58,8 +58,10 @@ def _setup(op: str, rank: int, args: argparse.Namespace, dist, torch, commfuse, 
 
         def compare():
             err = (out_cf - deq).abs().max().item()
-            # Different summation orders (gloo's ring vs rank order): rounding only.
-            return err, int(err > 1e-5 * max(deq.abs().max().item(), 1.0))
+            # Different summation orders (gloo's ring vs rank order): rounding only. Written
+            # `not (err <= tol)` so that a NaN anywhere (torch's max propagates it) counts as
+            # wrong: `err > tol` is False for NaN.
+            return err, int(not (err <= 1e-5 * max(deq.abs().max().item(), 1.0)))
 
         return torch_way, commfuse_way, compare, "dequantize, then all_reduce float32"
 
@@ -89,7 +91,7 @@ def _setup(op: str, rank: int, args: argparse.Namespace, dist, torch, commfuse, 
         def compare():
             err = (out_cf.float() - out_torch.float()).abs().max().item()
             scale = out_torch.float().abs().max().item()
-            return err, int(not torch.equal(gather_cf, gathered)) + int(err > 1e-2 * max(scale, 1.0))
+            return err, int(not torch.equal(gather_cf, gathered)) + int(not (err <= 1e-2 * max(scale, 1.0)))
 
         return torch_way, commfuse_way, compare, ("all_gather, then matmul" if dtype == torch.float32
                                                   else "all_gather (the bits as float16: gloo "
@@ -128,7 +130,8 @@ def _setup(op: str, rank: int, args: argparse.Namespace, dist, torch, commfuse, 
         err = (out_cf.float() - mine.float()).abs().max().item()
         scale = mine.float().abs().max().item()
         # bf16 outputs: torch rounds each partial product to bf16 before summing them.
-        return err, int(err > (3e-2 if dtype == torch.bfloat16 else 1e-3) * max(scale, 1.0))
+        tol = (3e-2 if dtype == torch.bfloat16 else 1e-3) * max(scale, 1.0)
+        return err, int(not (err <= tol))
 
     return torch_way, commfuse_way, compare, desc
 

@@ -11,9 +11,12 @@
 
 namespace commfuse::cli {
 
+// The middle value; for an even count the mean of the two middle ones (v[size / 2] alone
+// would report the upper of them, biasing two-round runs towards the slower round).
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  const size_t h = v.size() / 2;
+  return v.size() % 2 != 0 ? v[h] : (v[h - 1] + v[h]) / 2;
 }
 
 // Mean over the R ranks of MPI_COMM_WORLD of a per-rank value.
