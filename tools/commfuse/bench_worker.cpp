@@ -1,5 +1,6 @@
 // One rank of `commfuse bench <collective>`: for each size, times commfuse's collective and
-// OpenMPI's equivalent in alternating rounds in the same process, checks commfuse's result,
+// OpenMPI's equivalent in alternating rounds in the same process, checks commfuse's result
+// (bitwise, against a locally computed reference and OpenMPI's result where it has one),
 // and rank 0 prints nccl-tests' columns plus the MPI time and the ratio.
 #include <mpi.h>
 
@@ -54,7 +55,33 @@ MPI_Datatype mpi_sum_type(DType t) {
   }
 }
 
-// Mean over ranks of a per-rank value.
+// Rank r's input element i: a small integer, so that every sum over ranks (|sum| <= 4 R) is
+// exact in every dtype the check runs on and any rank can compute any rank's input.
+int input_value(int r, uint64_t i) {
+  return static_cast<int>((static_cast<uint64_t>(r) * 7 + i) % 9) - 4;
+}
+
+// What this rank's receive buffer must hold, computed locally from every rank's input (the
+// reference for every dtype: OpenMPI cannot sum fp16/bf16, so its result alone would leave
+// those unchecked).
+std::vector<float> expected_output(const std::string& op, const Plan& p, int rank, int R) {
+  std::vector<float> want(p.recv_count);
+  for (uint64_t j = 0; j < p.recv_count; ++j) {
+    int v = 0;
+    if (op == "all-reduce" || op == "reduce-scatter") {
+      const uint64_t i = op == "all-reduce" ? j : static_cast<uint64_t>(rank) * p.recv_count + j;
+      for (int r = 0; r < R; ++r) v += input_value(r, i);
+    } else if (op == "all-gather") {
+      v = input_value(static_cast<int>(j / p.count), j % p.count);
+    } else {  // all-to-all: block s came from rank s, its block for this rank
+      const uint64_t per = p.count / static_cast<uint64_t>(R);
+      v = input_value(static_cast<int>(j / per), static_cast<uint64_t>(rank) * per + j % per);
+    }
+    want[j] = static_cast<float>(v);
+  }
+  return want;
+}
+
 }  // namespace
 
 int cmd_bench_worker(int argc, char** argv) {
@@ -116,7 +143,7 @@ int cmd_bench_worker(int argc, char** argv) {
       // Small integers: every sum is exact, so the check is bitwise.
       std::vector<float> init_vals(p.count);
       for (uint64_t i = 0; i < p.count; ++i)
-        init_vals[i] = static_cast<float>(static_cast<int>((rank * 7 + i) % 9) - 4);
+        init_vals[i] = static_cast<float>(input_value(rank, i));
       Bytes src(p.count * es), dst(p.recv_count * es), mpi_dst(p.recv_count * es);
       convert(init_vals.data(), DType::kFloat32, src.data(), t, p.count);
 
@@ -166,12 +193,15 @@ int cmd_bench_worker(int argc, char** argv) {
         cf_t.push_back(time_us(cf, iters));
         if (mpi) mpi_t.push_back(time_us(mpi, iters));
       }
-      // Check commfuse's last result against MPI's where MPI can compute it, else a local sum.
+      // Check commfuse's last result bitwise against the local reference (every dtype), and
+      // against MPI's where MPI can compute it; an element counts once if either differs.
+      const std::vector<float> want = expected_output(o.op, p, rank, R);
+      Bytes ref(p.recv_count * es);
+      convert(want.data(), DType::kFloat32, ref.data(), t, p.recv_count);
       uint64_t wrong = 0;
-      if (mpi) {
-        for (uint64_t i = 0; i < p.recv_count * es; i += es)
-          wrong += std::memcmp(dst.data() + i, mpi_dst.data() + i, es) != 0;
-      }
+      for (uint64_t i = 0; i < p.recv_count * es; i += es)
+        wrong += std::memcmp(dst.data() + i, ref.data() + i, es) != 0 ||
+                 (mpi && std::memcmp(dst.data() + i, mpi_dst.data() + i, es) != 0);
       uint64_t total_wrong = 0;
       MPI_Allreduce(&wrong, &total_wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
       const double cf_us = mean_over_ranks(median(cf_t), R);
