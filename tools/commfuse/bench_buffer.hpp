@@ -34,7 +34,8 @@ using Bytes = std::vector<uint8_t, Aligned64<uint8_t>>;
 
 // A plan's workspace as the one-call functions get theirs (ops/common/call_workspace.hpp:
 // huge pages offered from 2 MiB): where it holds x2 packed per call, the baselines' GEMM
-// reads its packed copy from the same kind of memory (bench_gemm.hpp).
+// reads its packed copy from the same kind of memory (bench_gemm.hpp), and the unfused
+// compositions' fp32 partials live in it as the fused ops' partials do (bench_fused.cpp).
 class Workspace {
  public:
   void resize(size_t bytes) {
@@ -42,6 +43,10 @@ class Workspace {
     memory_ = std::shared_ptr<void>(m.data, [m](void*) { ops::release_memory(m); });
   }
   void* data() const { return memory_.get(); }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(memory_.get());
+  }
 
  private:
   std::shared_ptr<void> memory_;

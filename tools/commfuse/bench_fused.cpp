@@ -3,6 +3,9 @@
 // (commfuse's collective, then the same oneDNN GEMM), the same with OpenMPI's collective,
 // and the GEMM alone on the same work. Exposed communication = (fused - gemm) /
 // (unfused - gemm): 0 means the collective is completely hidden, 1 means not at all.
+// Results are checked outside the timed loop (#wrong; exit 1 when nonzero): sampled rows
+// against a float64 reference, every element of the variants against each other, and
+// all-gather-matmul's gather_out bitwise.
 #include <mpi.h>
 
 #include <commfuse/commfuse.hpp>
@@ -10,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -24,27 +28,179 @@
 namespace commfuse::cli {
 namespace {
 
-Bytes random_matrix(size_t count, DType t, uint32_t seed) {
+// The values of random_matrix(count, t, seed) before they are rounded to t.
+std::vector<float> random_values(size_t count, uint32_t seed) {
   std::vector<float> v(count);
   uint32_t x = seed * 2654435761u + 1;
   for (auto& f : v) {
     x = x * 1664525u + 1013904223u;
     f = static_cast<float>(static_cast<int>(x >> 9) % 2001 - 1000) / 1000.0f;
   }
+  return v;
+}
+
+// A rank's operand: any rank can recompute any rank's (the float64 reference does).
+Bytes random_matrix(size_t count, DType t, uint32_t seed) {
+  const std::vector<float> v = random_values(count, seed);
   Bytes out(dtype_storage_bytes(t, count));
   convert(v.data(), DType::kFloat32, out.data(), t, count);
   return out;
 }
 
-// Largest |a - b| over two matrices of dtype t (the fused and unfused outputs).
-double max_diff(const Bytes& a, const Bytes& b, DType t) {
-  const size_t count = a.size() / dtype_storage_bytes(t, 1);
-  std::vector<float> fa(count), fb(count);
-  convert(a.data(), t, fa.data(), DType::kFloat32, count);
-  convert(b.data(), t, fb.data(), DType::kFloat32, count);
-  double d = 0;
-  for (size_t i = 0; i < count; ++i) d = std::max(d, std::fabs(double(fa[i]) - double(fb[i])));
-  return d;
+// random_matrix's values as the dtype holds them (rounded to t), in fp32.
+std::vector<float> matrix_values(size_t count, DType t, uint32_t seed) {
+  const Bytes b = random_matrix(count, t, seed);
+  std::vector<float> v(count);
+  convert(b.data(), t, v.data(), DType::kFloat32, count);
+  return v;
+}
+
+std::vector<float> as_float(const Bytes& b, DType t) {
+  const size_t count = b.size() / dtype_storage_bytes(t, 1);
+  std::vector<float> v(count);
+  convert(b.data(), t, v.data(), DType::kFloat32, count);
+  return v;
+}
+
+// A JSON number, or null for inf/NaN (JSON has neither).
+std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.6g", v);
+  return b;
+}
+
+double unit_roundoff(DType t) {
+  return t == DType::kFloat32   ? std::ldexp(1.0, -24)
+         : t == DType::kFloat16 ? std::ldexp(1.0, -11)
+                                : std::ldexp(1.0, -8);  // bfloat16
+}
+
+// What a check found: elements outside tolerance (NaN included) and the largest |difference|
+// (NaN when any difference is NaN: std::max(d, NaN) would keep d and hide it).
+struct Check {
+  uint64_t wrong = 0;
+  double max_diff = 0;
+  void add(double diff, double tol) {
+    wrong += !(diff <= tol);
+    if (std::isnan(diff) || std::isnan(max_diff))
+      max_diff = NAN;
+    else
+      max_diff = std::max(max_diff, diff);
+  }
+};
+
+// The float64 reference of some output rows: what every element of those rows must be, and
+// the tolerance each gets.
+struct Reference {
+  std::vector<int64_t> rows;  // output rows of this rank
+  std::vector<double> value;  // rows.size() x n
+  std::vector<double> tol;    // rows.size() x n
+  double acc_tol = 0;         // the largest accumulation part of tol (see check_against)
+};
+
+// Output rows to check against float64: the first and last, 8 spread over the output, and
+// (all-gather-matmul) each rank's block's first and last row, where the fused schedule's
+// pieces meet.
+std::vector<int64_t> sample_rows(int64_t out_rows, int64_t block, int R) {
+  std::vector<int64_t> rows;
+  for (int i = 0; i < 8; ++i) rows.push_back(i * (out_rows - 1) / 7);
+  if (block > 0)
+    for (int r = 0; r < R; ++r) {
+      rows.push_back(r * block);
+      rows.push_back((r + 1) * block - 1);
+    }
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  return rows;
+}
+
+// The reference of `rows` from the inputs every rank builds (recomputed here in float64, so
+// independent of the GEMM kernels and collectives the fused and unfused variants share).
+// Tolerance per element: the output's rounding (u |ref|), the reducing ops' partials perhaps
+// rounded to the dtype before the sum (u sum_r |partial_r|), and fp32 accumulation over
+// k terms (k 2^-24 sum |a b|: the worst-case bound, whatever order a kernel sums in); twice
+// that for slack.
+Reference float64_reference(const std::string& op, DType t, int rank, int R, int64_t m_global,
+                            int64_t k, int64_t n, int64_t out_rows, const Bytes& x2_local) {
+  const bool agm = op == "all-gather-matmul";
+  const int64_t m = m_global / R;
+  Reference ref;
+  ref.rows = sample_rows(out_rows, agm ? m : 0, R);
+  const size_t cells = ref.rows.size() * static_cast<size_t>(n);
+  std::vector<double> sum(cells, 0.0), mag(cells, 0.0), partial_abs(cells, 0.0);
+  auto accumulate = [&](const std::vector<float>& x1, int64_t x1_row, const std::vector<float>& x2,
+                        size_t s) {
+    std::vector<double> part(static_cast<size_t>(n), 0.0), part_mag(part.size(), 0.0);
+    for (int64_t i = 0; i < k; ++i) {
+      const double a = x1[static_cast<size_t>(x1_row * k + i)];
+      const float* b = &x2[static_cast<size_t>(i * n)];
+      for (int64_t j = 0; j < n; ++j) {
+        part[static_cast<size_t>(j)] += a * b[j];
+        part_mag[static_cast<size_t>(j)] += std::fabs(a * b[j]);
+      }
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      const size_t c = s * static_cast<size_t>(n) + static_cast<size_t>(j);
+      sum[c] += part[static_cast<size_t>(j)];
+      mag[c] += part_mag[static_cast<size_t>(j)];
+      partial_abs[c] += std::fabs(part[static_cast<size_t>(j)]);
+    }
+  };
+  if (agm) {  // row g of the output: row g % m of rank g / m's x1, times this rank's x2
+    const std::vector<float> x2 = as_float(x2_local, t);
+    std::vector<std::vector<float>> x1(static_cast<size_t>(R));
+    for (size_t s = 0; s < ref.rows.size(); ++s) {
+      const int owner = static_cast<int>(ref.rows[s] / m);
+      auto& a = x1[static_cast<size_t>(owner)];
+      if (a.empty()) a = matrix_values(static_cast<size_t>(m * k), t, 1 + owner);
+      accumulate(a, ref.rows[s] % m, x2, s);
+    }
+  } else {  // the sum over ranks of x1_r (m_global, k) times x2_r (k, n), rows of this rank
+    const int64_t row0 = op == "matmul-reduce-scatter" ? rank * out_rows : 0;
+    for (int r = 0; r < R; ++r) {
+      const std::vector<float> x1 = matrix_values(static_cast<size_t>(m_global * k), t, 1 + r);
+      const std::vector<float> x2 = matrix_values(static_cast<size_t>(k * n), t, 100 + r);
+      for (size_t s = 0; s < ref.rows.size(); ++s) accumulate(x1, row0 + ref.rows[s], x2, s);
+    }
+  }
+  const double u = unit_roundoff(t);
+  const double k_total = static_cast<double>(agm ? k : k * R);
+  ref.value = sum;
+  ref.tol.resize(cells);
+  for (size_t c = 0; c < cells; ++c) {
+    const double acc =
+        2 * ((agm ? 0.0 : u * partial_abs[c]) + k_total * std::ldexp(1.0, -24) * mag[c]);
+    ref.tol[c] = 2 * u * std::fabs(sum[c]) + acc;
+    ref.acc_tol = std::max(ref.acc_tol, acc);
+  }
+  return ref;
+}
+
+// The sampled rows of `out` (dtype t, n columns) against the reference.
+Check check_rows(const Bytes& out, DType t, int64_t n, const Reference& ref) {
+  const std::vector<float> got = as_float(out, t);
+  Check c;
+  for (size_t s = 0; s < ref.rows.size(); ++s)
+    for (int64_t j = 0; j < n; ++j) {
+      const size_t i = s * static_cast<size_t>(n) + static_cast<size_t>(j);
+      c.add(std::fabs(got[static_cast<size_t>(ref.rows[s] * n + j)] - ref.value[i]), ref.tol[i]);
+    }
+  return c;
+}
+
+// Every element of two variants' outputs against each other: both within the reference's
+// bound of the true value, so within twice it of each other (the accumulation part taken
+// as the sampled rows' largest: the inputs are alike in every row).
+Check check_pair(const Bytes& a, const Bytes& b, DType t, const Reference& ref) {
+  const std::vector<float> fa = as_float(a, t), fb = as_float(b, t);
+  const double u = unit_roundoff(t);
+  Check c;
+  for (size_t i = 0; i < fa.size(); ++i) {
+    const double big = std::max(std::fabs(double(fa[i])), std::fabs(double(fb[i])));
+    c.add(std::fabs(double(fa[i]) - double(fb[i])), 4 * u * big + 2 * ref.acc_tol);
+  }
+  return c;
 }
 
 struct Case {
@@ -83,10 +239,19 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
                            : o.op == "matmul-reduce-scatter" ? m
                                                              : o.m;
   Bytes out(static_cast<size_t>(out_rows * n) * es), out_unfused(out.size()), out_mpi(out.size());
+  // The fused op's gather_out apart from the composition's, so that it can be checked.
   Bytes gathered(o.op == "all-gather-matmul" ? static_cast<size_t>(o.m * k) * es : 0),
-      gathered_mpi(gathered.size());
-  std::vector<float> partial(o.op == "all-gather-matmul" ? 0 : static_cast<size_t>(o.m * n)),
-      reduced(static_cast<size_t>(out_rows * n));
+      gathered_u(gathered.size()), gathered_mpi(gathered.size());
+  // The compositions' fp32 partial and reduced sum in the memory the fused op's partial
+  // lives in (its Workspace: 64-byte aligned, huge pages offered), not std::vector's 16-byte
+  // aligned 4 KiB pages, so that the comparison times the schedules, not the allocators.
+  Workspace partial_mem, reduced_mem;
+  if (o.op != "all-gather-matmul") {
+    partial_mem.resize(static_cast<size_t>(o.m * n) * sizeof(float));
+    reduced_mem.resize(static_cast<size_t>(out_rows * n) * sizeof(float));
+  }
+  float* const partial = partial_mem.as<float>();
+  float* const reduced = reduced_mem.as<float>();
   const TensorView x2v(x2.data(), t, {k, n});
   Case c;
   c.fused_out = &out;
@@ -99,6 +264,7 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
   const void* prepacked_b = packed ? x2.data() : nullptr;
   Workspace workspace;
   Bytes gemm_out;
+  std::string schedule, plan_description;  // the algorithm the fused op's plan chose
   if (o.op == "all-gather-matmul") {
     AllGatherMatmulOptions opt;
     opt.comm_turn = o.comm_turn;
@@ -107,6 +273,8 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
         TensorView(x1.data(), t, {m, k}), x2v, name, R, TensorView(out.data(), t, {o.m, n}),
         TensorView(gathered.data(), t, {o.m, k}), opt);
     workspace.resize(plan->workspace_size());
+    schedule = plan->schedule_name();
+    plan_description = plan->description();
     c.fused = [&, plan] { plan->execute(workspace.data(), plan->workspace_size()); };
     c.call = [&, x2v, opt] {
       all_gather_matmul(TensorView(x1.data(), t, {m, k}), x2v, name, R,
@@ -114,10 +282,10 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
                         TensorView(gathered.data(), t, {o.m, k}), opt);
     };
     const BenchGemm gemm(kernels::cpu::dense_matmul_desc(o.m, k, n, t), prepacked_b);
-    c.gemm = [&, gemm] { gemm(gathered.data(), x2.data(), out_unfused.data()); };
+    c.gemm = [&, gemm] { gemm(gathered_u.data(), x2.data(), out_unfused.data()); };
     c.unfused = [&, gemm] {
-      comm.all_gather(x1.data(), gathered.data(), static_cast<uint64_t>(m * k), t);
-      gemm(gathered.data(), x2.data(), out_unfused.data());
+      comm.all_gather(x1.data(), gathered_u.data(), static_cast<uint64_t>(m * k), t);
+      gemm(gathered_u.data(), x2.data(), out_unfused.data());
     };
     c.unfused_mpi = [&, gemm] {
       MPI_Allgather(x1.data(), static_cast<int>(m * k * es), MPI_BYTE, gathered_mpi.data(),
@@ -136,11 +304,15 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
     if (rs) {
       auto plan = std::make_shared<MatmulReduceScatterPlan>(x1v, x2v, name, R, outv, opt);
       workspace.resize(plan->workspace_size());
+      schedule = plan->schedule_name();
+      plan_description = plan->description();
       c.fused = [&, plan] { plan->execute(workspace.data(), plan->workspace_size()); };
       c.call = [&, x1v, x2v, outv, opt] { matmul_reduce_scatter(x1v, x2v, name, R, outv, opt); };
     } else {
       auto plan = std::make_shared<MatmulAllReducePlan>(x1v, x2v, name, outv, opt);
       workspace.resize(plan->workspace_size());
+      schedule = plan->schedule_name();
+      plan_description = plan->description();
       c.fused = [&, plan] { plan->execute(workspace.data(), plan->workspace_size()); };
       c.call = [&, x1v, x2v, outv, opt] { matmul_all_reduce(x1v, x2v, name, outv, opt); };
     }
@@ -153,31 +325,55 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
     gemm_out.resize(static_cast<size_t>(o.m * n) * es);
     c.gemm = [&, gemm] { gemm(x1.data(), x2.data(), gemm_out.data()); };
     c.unfused = [&, gemm32, rs, reduced_count] {
-      gemm32(x1.data(), x2.data(), partial.data());
+      gemm32(x1.data(), x2.data(), partial);
       if (rs)
-        comm.reduce_scatter(partial.data(), reduced.data(), reduced_count, DType::kFloat32);
+        comm.reduce_scatter(partial, reduced, reduced_count, DType::kFloat32);
       else
-        comm.all_reduce(partial.data(), reduced.data(), reduced_count, DType::kFloat32);
-      convert(reduced.data(), DType::kFloat32, out_unfused.data(), t, reduced_count);
+        comm.all_reduce(partial, reduced, reduced_count, DType::kFloat32);
+      convert(reduced, DType::kFloat32, out_unfused.data(), t, reduced_count);
     };
     c.unfused_mpi = [&, gemm32, rs, reduced_count] {
-      gemm32(x1.data(), x2.data(), partial.data());
+      gemm32(x1.data(), x2.data(), partial);
       if (rs)
-        MPI_Reduce_scatter_block(partial.data(), reduced.data(), static_cast<int>(reduced_count),
-                                 MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Reduce_scatter_block(partial, reduced, static_cast<int>(reduced_count), MPI_FLOAT,
+                                 MPI_SUM, MPI_COMM_WORLD);
       else
-        MPI_Allreduce(partial.data(), reduced.data(), static_cast<int>(reduced_count), MPI_FLOAT,
-                      MPI_SUM, MPI_COMM_WORLD);
-      convert(reduced.data(), DType::kFloat32, out_mpi.data(), t, reduced_count);
+        MPI_Allreduce(partial, reduced, static_cast<int>(reduced_count), MPI_FLOAT, MPI_SUM,
+                      MPI_COMM_WORLD);
+      convert(reduced, DType::kFloat32, out_mpi.data(), t, reduced_count);
     };
     c.flops = 2.0 * static_cast<double>(o.m) * k * n;
   }
 
   // One of each to warm up (plans, pages), and to size the rounds: ~0.3 s of each variant.
+  // Checked outside the timed loop, before the one-call function writes the same `out`:
+  // the fused output's sampled rows against float64 (fused and unfused share the GEMM
+  // kernels, so agreeing with each other alone would not show a wrong kernel), every element
+  // of the fused, unfused and OpenMPI variants' outputs against each other, and
+  // all-gather-matmul's gather_out bitwise against every rank's x1.
   c.fused();
   c.unfused();
-  const double diff = max_diff(out, out_unfused, t);
   c.unfused_mpi();
+  const Reference ref = float64_reference(o.op, t, rank, R, o.m, k, n, out_rows, x2);
+  const Check vs_ref = check_rows(out, t, n, ref),
+              vs_unfused = check_pair(out, out_unfused, t, ref),
+              mpi_vs_unfused = check_pair(out_mpi, out_unfused, t, ref);
+  uint64_t gather_wrong = 0;
+  if (o.op == "all-gather-matmul") {
+    const size_t block = static_cast<size_t>(m * k) * es;
+    for (int r = 0; r < R; ++r) {
+      const Bytes want = random_matrix(static_cast<size_t>(m * k), t, 1 + r);
+      for (size_t i = 0; i < block; i += es)
+        gather_wrong += std::memcmp(gathered.data() + static_cast<size_t>(r) * block + i,
+                                    want.data() + i, es) != 0;
+    }
+  }
+  // Each check's wrong elements summed over ranks; max |fused - unfused| (NaN wins) over ranks.
+  uint64_t wrong[4] = {vs_ref.wrong, vs_unfused.wrong, mpi_vs_unfused.wrong, gather_wrong},
+           all_wrong[4] = {};
+  MPI_Allreduce(wrong, all_wrong, 4, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  const uint64_t total_wrong = all_wrong[0] + all_wrong[1] + all_wrong[2] + all_wrong[3];
+  const double diff = std::isnan(vs_unfused.max_diff) ? INFINITY : vs_unfused.max_diff;
   c.call();
   // The slowest variant sizes the rounds (the GEMM alone is the fastest; at the tiny shape
   // it is a fraction of a call that also communicates).
@@ -200,7 +396,7 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
   const double fused = mean_over_ranks(median(ft), R), unfused = mean_over_ranks(median(ut), R),
                unfused_mpi = mean_over_ranks(median(mt), R), gemm = mean_over_ranks(median(gt), R),
                call = mean_over_ranks(median(ct), R);
-  double worst_diff = 0;
+  double worst_diff = 0;  // +inf: a NaN difference somewhere (MPI_MAX would not carry NaN)
   MPI_Allreduce(&diff, &worst_diff, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   const double exposed = unfused > gemm ? (fused - gemm) / (unfused - gemm) : NAN;
   if (rank == 0) {
@@ -213,22 +409,33 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
         static_cast<long long>(o.op == "all-gather-matmul" ? o.m : o.m), static_cast<long long>(k),
         static_cast<long long>(n), o.rounds, iters);
     std::printf(
-        "# unfused = commfuse %s then the same oneDNN GEMM; unfused_mpi = OpenMPI's; "
+        "# unfused = %s; unfused_mpi = the same with OpenMPI's collective; "
         "gemm = the GEMM alone on the same work\n",
-        o.op == "all-gather-matmul" ? "all_gather" : "reduce collective (fp32)");
+        o.op == "all-gather-matmul"
+            ? "commfuse all_gather, then the same oneDNN GEMM"
+            : "the same oneDNN GEMM (fp32 partial), then commfuse's fp32 reduce collective");
+    // Which algorithm the fused op ran: where its list chose "unfused", the fused column
+    // times the library's own composition, not fusion.
+    std::printf("# fused op's schedule: %s (%s)\n", schedule.c_str(), plan_description.c_str());
     if (packed)
       std::printf("# --packed-x2 1: every variant's x2 packed once, before the timed calls: %s\n",
                   packed->description().c_str());
-    std::printf("%12s %12s %14s %12s %9s %10s %10s %9s %12s\n", "fused(us)", "unfused(us)",
+    std::printf("%12s %12s %14s %12s %9s %10s %10s %9s %12s %7s\n", "fused(us)", "unfused(us)",
                 "unfused_mpi(us)", "gemm(us)", "TFLOP/s", "speedup", "vs_mpi", "fused/gemm",
-                "exposed_comm");
-    std::printf("%12.1f %12.1f %14.1f %12.1f %9.3f %9.2fx %9.2fx %9.3f %12.2f\n", fused, unfused,
-                unfused_mpi, gemm, c.flops / fused / 1e6, unfused / fused, unfused_mpi / fused,
-                fused / gemm, exposed);
+                "exposed_comm", "#wrong");
+    std::printf("%12.1f %12.1f %14.1f %12.1f %9.3f %9.2fx %9.2fx %9.3f %12.2f %7llu\n", fused,
+                unfused, unfused_mpi, gemm, c.flops / fused / 1e6, unfused / fused,
+                unfused_mpi / fused, fused / gemm, exposed,
+                static_cast<unsigned long long>(total_wrong));
     std::printf(
         "# max |fused - unfused| = %.3g (oneDNN's fp32 summation order may differ by "
-        "block shape)\n",
-        worst_diff);
+        "block shape; inf: a NaN)\n"
+        "# #wrong (all ranks): %llu of %zu sampled rows' elements vs float64, %llu fused vs "
+        "unfused, %llu OpenMPI variant vs unfused, %llu gather_out elements\n",
+        worst_diff, static_cast<unsigned long long>(all_wrong[0]), ref.rows.size() * n * R,
+        static_cast<unsigned long long>(all_wrong[1]),
+        static_cast<unsigned long long>(all_wrong[2]),
+        static_cast<unsigned long long>(all_wrong[3]));
     std::printf("# the one-call C++ function (plan + workspace + execute each call): %.1f us\n\n",
                 call);
     if (json)
@@ -236,14 +443,17 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
                    "{\"op\":\"%s\",\"transport\":\"%s\",\"world_size\":%d,\"dtype\":\"%s\","
                    "\"m\":%lld,\"k\":%lld,\"n\":%lld,\"comm_turn\":%lld,\"fused_us\":%.3f,"
                    "\"unfused_us\":%.3f,\"unfused_mpi_us\":%.3f,\"gemm_alone_us\":%.3f,"
-                   "\"call_us\":%.3f,\"tflops\":%.4f,\"exposed_comm\":%s,\"max_diff\":%.6g}\n",
+                   "\"call_us\":%.3f,\"tflops\":%.4f,\"exposed_comm\":%s,\"max_diff\":%s,"
+                   "\"wrong\":%llu,\"schedule\":\"%s\"}\n",
                    o.op.c_str(), comm.transport_name(), R, o.dtype.c_str(),
                    static_cast<long long>(o.m), static_cast<long long>(o.k),
                    static_cast<long long>(o.n), static_cast<long long>(o.comm_turn), fused, unfused,
                    unfused_mpi, gemm, call, c.flops / fused / 1e6,
-                   std::isfinite(exposed) ? std::to_string(exposed).c_str() : "null", worst_diff);
+                   std::isfinite(exposed) ? std::to_string(exposed).c_str() : "null",
+                   json_number(worst_diff).c_str(), static_cast<unsigned long long>(total_wrong),
+                   schedule.c_str());
   }
-  return 0;
+  return total_wrong == 0 ? 0 : 1;
 }
 
 }  // namespace commfuse::cli
