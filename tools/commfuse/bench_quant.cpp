@@ -148,32 +148,37 @@ int run_quant_bench(int rank, int R, const BenchOptions& o) {
       t_f32.push_back(time_us(cf_f32, iters));
     }
 
-    // Check the first rows of this rank's output against a float64 sum of every rank's
-    // dequantized input (recomputed here), within fp32 accumulation + output rounding.
+    // Check every row of this rank's output against a float64 sum of every rank's
+    // dequantized input (recomputed here, in chunks of rows to bound the memory), within
+    // fp32 accumulation + output rounding; outside the timed loop.
     uint64_t wrong = 0;
     {
-      const int64_t check_rows = std::min<int64_t>(out_rows, 4);
       const int64_t row0 = rs ? rank * out_rows : 0;
-      std::vector<double> sum(static_cast<size_t>(check_rows * kH), 0.0), mag(sum.size(), 0.0);
-      std::vector<float> deq(sum.size());
-      for (int r = 0; r < R; ++r) {
-        const Quantized qr = quantize_rows(r, row0, check_rows, xt, mx);
-        dequantize(TensorView(qr.codes.data(), xt, {check_rows, kH}),
-                   scales_view(qr, mx, check_rows), mx ? "mx" : "per_token_group",
-                   TensorView(deq.data(), DType::kFloat32, {check_rows, kH}));
-        for (size_t i = 0; i < sum.size(); ++i) {
-          sum[i] += deq[i];
-          mag[i] += std::fabs(deq[i]);
-        }
-      }
-      std::vector<float> got(sum.size());
-      convert(out.data(), ot, got.data(), DType::kFloat32, got.size());
       const double u = ot == DType::kFloat32   ? std::ldexp(1.0, -24)
                        : ot == DType::kFloat16 ? std::ldexp(1.0, -11)
                                                : std::ldexp(1.0, -8);
-      for (size_t i = 0; i < sum.size(); ++i)
-        wrong += !(std::fabs(got[i] - sum[i]) <=
-                   R * std::ldexp(1.0, -24) * mag[i] + u * std::fabs(sum[i]) * 1.01 + 1e-30);
+      constexpr int64_t kChunk = 256;
+      for (int64_t c0 = 0; c0 < out_rows; c0 += kChunk) {
+        const int64_t cr = std::min(kChunk, out_rows - c0);
+        std::vector<double> sum(static_cast<size_t>(cr * kH), 0.0), mag(sum.size(), 0.0);
+        std::vector<float> deq(sum.size());
+        for (int r = 0; r < R; ++r) {
+          const Quantized qr = quantize_rows(r, row0 + c0, cr, xt, mx);
+          dequantize(TensorView(qr.codes.data(), xt, {cr, kH}), scales_view(qr, mx, cr),
+                     mx ? "mx" : "per_token_group",
+                     TensorView(deq.data(), DType::kFloat32, {cr, kH}));
+          for (size_t i = 0; i < sum.size(); ++i) {
+            sum[i] += deq[i];
+            mag[i] += std::fabs(deq[i]);
+          }
+        }
+        std::vector<float> got(sum.size());
+        convert(out.data() + static_cast<size_t>(c0 * kH) * oes, ot, got.data(), DType::kFloat32,
+                got.size());
+        for (size_t i = 0; i < sum.size(); ++i)
+          wrong += !(std::fabs(got[i] - sum[i]) <=
+                     R * std::ldexp(1.0, -24) * mag[i] + u * std::fabs(sum[i]) * 1.01 + 1e-30);
+      }
     }
     uint64_t total_wrong = 0;
     MPI_Allreduce(&wrong, &total_wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
