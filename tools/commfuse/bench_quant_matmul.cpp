@@ -49,17 +49,18 @@ struct Variant {
   std::vector<double> times;
 };
 
-// One planned op with what running it needs: its workspace size and description.
+// One planned op with what running it needs: its workspace size, the algorithm its list
+// chose and its description.
 struct Planned {
   std::function<void(void* workspace)> run;
   size_t workspace = 0;
-  std::string description;
+  std::string schedule, description;
 };
 
 template <typename Plan>
 Planned planned(std::shared_ptr<Plan> p) {
   return {[p](void* w) { p->execute(w, p->workspace_size()); }, p->workspace_size(),
-          p->description()};
+          p->schedule_name(), p->description()};
 }
 
 // The benchmark's op on one dtype's operands: x1 (x1_rows, k), x2 (k, n), output
@@ -194,13 +195,13 @@ int run_quant_matmul_bench(const BenchOptions& o, Comm& comm, FILE* json) {
         "# commfuse bench %s (quantized, SPEC §6): %d ranks, transport %s, x1/x2 %s, output "
         "bfloat16, m=%lld (global) k=%lld n=%lld comm_turn %lld; median of %d rounds x %d\n"
         "# quant_unfused = the op's unfused algorithm (%s); bf16_* = the bfloat16 op at the "
-        "same shape\n# plan: %s\n",
+        "same shape\n# plan (schedule %s): %s\n",
         o.op.c_str(), R, comm.transport_name(), o.dtype.c_str(), static_cast<long long>(o.m),
         static_cast<long long>(o.k), static_cast<long long>(n), static_cast<long long>(o.comm_turn),
         o.rounds, iters,
         agm ? "row scales and codes all-gathered, then the same quantized GEMM"
             : "the dequantized fp32 partial, then the fp32 collective",
-        qf.description.c_str());
+        qf.schedule.c_str(), qf.description.c_str());
     std::printf("%16s %16s %14s %16s %14s %14s\n", "quant_fused(us)", "quant_unfused(us)",
                 "bf16_fused(us)", "bf16_unfused(us)", "fusion_speedup", "vs_bf16_fused");
     std::printf("%16.1f %16.1f %14.1f %16.1f %13.2fx %13.2fx\n", t[0], t[1], t[2], t[3],
@@ -214,11 +215,13 @@ int run_quant_matmul_bench(const BenchOptions& o, Comm& comm, FILE* json) {
                    "{\"op\":\"%s\",\"transport\":\"%s\",\"world_size\":%d,"
                    "\"dtype\":\"%s\",\"m\":%lld,\"k\":%lld,\"n\":%lld,\"comm_turn\":%lld,"
                    "\"fused_us\":%.3f,\"unfused_us\":%.3f,\"bf16_fused_us\":%.3f,"
-                   "\"bf16_unfused_us\":%.3f,\"bitwise_equal\":%s,\"agree\":%s}\n",
+                   "\"bf16_unfused_us\":%.3f,\"bitwise_equal\":%s,\"agree\":%s,"
+                   "\"schedule\":\"%s\",\"bf16_schedule\":\"%s\"}\n",
                    o.op.c_str(), comm.transport_name(), R, o.dtype.c_str(),
                    static_cast<long long>(o.m), static_cast<long long>(o.k),
                    static_cast<long long>(n), static_cast<long long>(o.comm_turn), t[0], t[1], t[2],
-                   t[3], all_bitwise ? "true" : "false", all_same ? "true" : "false");
+                   t[3], all_bitwise ? "true" : "false", all_same ? "true" : "false",
+                   qf.schedule.c_str(), bf.schedule.c_str());
   }
   return all_same ? 0 : 1;
 }
