@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench_buffer.hpp"
+#include "bench_check.hpp"
 #include "bench_gemm.hpp"
 #include "bench_options.hpp"
 #include "bench_timing.hpp"
@@ -55,65 +56,14 @@ std::vector<float> matrix_values(size_t count, DType t, uint32_t seed) {
   return v;
 }
 
-std::vector<float> as_float(const Bytes& b, DType t) {
-  const size_t count = b.size() / dtype_storage_bytes(t, 1);
-  std::vector<float> v(count);
-  convert(b.data(), t, v.data(), DType::kFloat32, count);
-  return v;
-}
-
-// A JSON number, or null for inf/NaN (JSON has neither).
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char b[32];
-  std::snprintf(b, sizeof(b), "%.6g", v);
-  return b;
-}
-
-double unit_roundoff(DType t) {
-  return t == DType::kFloat32   ? std::ldexp(1.0, -24)
-         : t == DType::kFloat16 ? std::ldexp(1.0, -11)
-                                : std::ldexp(1.0, -8);  // bfloat16
-}
-
-// What a check found: elements outside tolerance (NaN included) and the largest |difference|
-// (NaN when any difference is NaN: std::max(d, NaN) would keep d and hide it).
-struct Check {
-  uint64_t wrong = 0;
-  double max_diff = 0;
-  void add(double diff, double tol) {
-    wrong += !(diff <= tol);
-    if (std::isnan(diff) || std::isnan(max_diff))
-      max_diff = NAN;
-    else
-      max_diff = std::max(max_diff, diff);
-  }
-};
-
 // The float64 reference of some output rows: what every element of those rows must be, and
 // the tolerance each gets.
 struct Reference {
   std::vector<int64_t> rows;  // output rows of this rank
   std::vector<double> value;  // rows.size() x n
   std::vector<double> tol;    // rows.size() x n
-  double acc_tol = 0;         // the largest accumulation part of tol (see check_against)
+  double acc_tol = 0;         // the largest accumulation part of tol (check_pair)
 };
-
-// Output rows to check against float64: the first and last, 8 spread over the output, and
-// (all-gather-matmul) each rank's block's first and last row, where the fused schedule's
-// pieces meet.
-std::vector<int64_t> sample_rows(int64_t out_rows, int64_t block, int R) {
-  std::vector<int64_t> rows;
-  for (int i = 0; i < 8; ++i) rows.push_back(i * (out_rows - 1) / 7);
-  if (block > 0)
-    for (int r = 0; r < R; ++r) {
-      rows.push_back(r * block);
-      rows.push_back((r + 1) * block - 1);
-    }
-  std::sort(rows.begin(), rows.end());
-  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-  return rows;
-}
 
 // The reference of `rows` from the inputs every rank builds (recomputed here in float64, so
 // independent of the GEMM kernels and collectives the fused and unfused variants share).
@@ -186,20 +136,6 @@ Check check_rows(const Bytes& out, DType t, int64_t n, const Reference& ref) {
       const size_t i = s * static_cast<size_t>(n) + static_cast<size_t>(j);
       c.add(std::fabs(got[static_cast<size_t>(ref.rows[s] * n + j)] - ref.value[i]), ref.tol[i]);
     }
-  return c;
-}
-
-// Every element of two variants' outputs against each other: both within the reference's
-// bound of the true value, so within twice it of each other (the accumulation part taken
-// as the sampled rows' largest: the inputs are alike in every row).
-Check check_pair(const Bytes& a, const Bytes& b, DType t, const Reference& ref) {
-  const std::vector<float> fa = as_float(a, t), fb = as_float(b, t);
-  const double u = unit_roundoff(t);
-  Check c;
-  for (size_t i = 0; i < fa.size(); ++i) {
-    const double big = std::max(std::fabs(double(fa[i])), std::fabs(double(fb[i])));
-    c.add(std::fabs(double(fa[i]) - double(fb[i])), 4 * u * big + 2 * ref.acc_tol);
-  }
   return c;
 }
 
@@ -356,8 +292,8 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
   c.unfused_mpi();
   const Reference ref = float64_reference(o.op, t, rank, R, o.m, k, n, out_rows, x2);
   const Check vs_ref = check_rows(out, t, n, ref),
-              vs_unfused = check_pair(out, out_unfused, t, ref),
-              mpi_vs_unfused = check_pair(out_mpi, out_unfused, t, ref);
+              vs_unfused = check_pair(out, out_unfused, t, ref.acc_tol),
+              mpi_vs_unfused = check_pair(out_mpi, out_unfused, t, ref.acc_tol);
   uint64_t gather_wrong = 0;
   if (o.op == "all-gather-matmul") {
     const size_t block = static_cast<size_t>(m * k) * es;
