@@ -7,7 +7,11 @@
 //   (b) the unquantized path: all_to_all + permute + one bf16/fp16 GEMM (oneDNN).
 // Rounds alternate the three; the median per variant is reported (mean over ranks).
 // #wrong counts output elements where the fused op and pipeline (a) differ (they compute the
-// same quantization and the same integer GEMM, so they must agree bit for bit).
+// same quantization and the same integer GEMM, so they must agree bit for bit), where the
+// fused op's sampled rows leave a float64 reference computed from the bench's own inputs
+// (alltoall_quant_matmul: by more than the dynamic quantization's error bound), and
+// (alltoall-matmul) where the fused op and path (b) differ by more than fp32 accumulation
+// and output rounding allow.
 #include <mpi.h>
 
 #include <commfuse/commfuse.hpp>
@@ -24,6 +28,7 @@
 
 #include "algo_scope.hpp"
 #include "bench_buffer.hpp"
+#include "bench_check.hpp"
 #include "bench_gemm.hpp"
 #include "bench_options.hpp"
 #include "bench_timing.hpp"
@@ -39,6 +44,64 @@ uint32_t hash(uint64_t i) {
   uint64_t z = i * 0x9E3779B97F4A7C15ull + 0x94D049BB133111EBull;
   z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
   return static_cast<uint32_t>(z >> 32);
+}
+
+// Rank `rank`'s x1 values (bs, h) as the bench builds them, as its dtype holds them.
+std::vector<float> x1_values(int rank, int64_t bs, int64_t h, bool a4w4, DType x1t) {
+  std::vector<float> xf(static_cast<size_t>(bs * h));
+  for (size_t i = 0; i < xf.size(); ++i)
+    xf[i] = a4w4 ? static_cast<float>(static_cast<int>(hash(i + rank * 7777) % 16) - 8)
+                 : (static_cast<float>(hash(i + rank * 7777) % 2001) - 1000.0f) / 500.0f;
+  Bytes b(dtype_storage_bytes(x1t, xf.size()));
+  convert(xf.data(), DType::kFloat32, b.data(), x1t, xf.size());
+  convert(b.data(), x1t, xf.data(), DType::kFloat32, xf.size());
+  return xf;
+}
+
+// The fused op's sampled output rows against float64 from the bench's inputs: row i of rank
+// `me` is sum_s x1_s[me * rows + i, :] (rank s's row, H columns) times x2's rows s*H.., the
+// all-to-all's permute. Quantized: times the token scale (A4W4) and x2's scale, with the
+// dynamic per-token quantization of A16 to [-qmax, qmax] (127 A16W8, 7 A16W4: |error| <=
+// amax / (2 qmax) per element, taken as amax / qmax over the whole row) in the tolerance; plus
+// output rounding and fp32 accumulation (k 2^-24 sum |a b|), twice over for slack. acc_tol: the
+// largest accumulation part, for check_pair.
+Check check_reference(const Bytes& out, DType out_t, int me, int R, int64_t bs, int64_t h,
+                      int64_t n, const std::vector<int8_t>& w, bool quant, bool a4w4, bool w4,
+                      DType x1t, float token_scale, float x2_scale, double* acc_tol) {
+  const int64_t rows = bs / R, k = h * R;
+  std::vector<std::vector<float>> x1(static_cast<size_t>(R));
+  for (int s = 0; s < R; ++s) x1[static_cast<size_t>(s)] = x1_values(s, bs, h, a4w4, x1t);
+  const std::vector<float> got = as_float(out, out_t);
+  const double u = unit_roundoff(out_t), scale = quant ? double(x2_scale) : 1.0;
+  Check c;
+  *acc_tol = 0;
+  for (int64_t i : sample_rows(rows, 0, R)) {
+    std::vector<double> sum(static_cast<size_t>(n), 0.0), mag(sum.size(), 0.0),
+        wabs(sum.size(), 0.0);
+    double amax = 0;
+    for (int s = 0; s < R; ++s)
+      for (int64_t col = 0; col < h; ++col) {
+        double a = x1[static_cast<size_t>(s)][static_cast<size_t>((me * rows + i) * h + col)];
+        if (a4w4) a *= token_scale;
+        amax = std::max(amax, std::fabs(a));
+        const int8_t* wr = &w[static_cast<size_t>((s * h + col) * n)];
+        for (int64_t j = 0; j < n; ++j) {
+          const double p = a * wr[j] * scale;
+          sum[static_cast<size_t>(j)] += p;
+          mag[static_cast<size_t>(j)] += std::fabs(p);
+          wabs[static_cast<size_t>(j)] += std::abs(wr[j]) * scale;
+        }
+      }
+    const double qerr = quant && !a4w4 ? amax / (w4 ? 7 : 127) : 0.0;
+    for (int64_t j = 0; j < n; ++j) {
+      const size_t e = static_cast<size_t>(j);
+      const double acc = 2 * static_cast<double>(k) * std::ldexp(1.0, -24) * mag[e];
+      *acc_tol = std::max(*acc_tol, acc);
+      c.add(std::fabs(got[static_cast<size_t>(i * n + j)] - sum[e]),
+            2 * u * std::fabs(sum[e]) + acc + wabs[e] * qerr);
+    }
+  }
+  return c;
 }
 
 }  // namespace
@@ -152,10 +215,18 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
   }
   const auto times = time_rounds({&fused, &unfused, &half_path}, iters, o.rounds);
   const std::vector<double>&tf = times[0], &tu = times[1], &th = times[2];
+  // The last timed call's outputs, checked outside the timed loop.
   uint64_t wrong = 0, total_wrong = 0;
   if (unfused)
     for (size_t i = 0; i < out_fused.size(); i += hes)
       wrong += std::memcmp(out_fused.data() + i, out_unfused.data() + i, hes) != 0;
+  double acc_tol = 0;
+  wrong += check_reference(out_fused, half, me, R, o.bs, h, n, w, quant, a4w4, w4, x1t, token[0],
+                           x2_scale[0], &acc_tol)
+               .wrong;
+  // alltoall-matmul computes what path (b) does (the same bf16/fp16 GEMM but for its
+  // blocking): every element within accumulation and rounding of it.
+  if (!quant && half_path) wrong += check_pair(out_fused, out_half, half, acc_tol).wrong;
   MPI_Allreduce(&wrong, &total_wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
   const double f_us = mean_over_ranks(median(tf), R);
   const double u_us = unfused ? mean_over_ranks(median(tu), R) : 0;
