@@ -163,7 +163,7 @@ def grid(quick: bool) -> list[Case]:
                      ("matmul_reduce_scatter", "float32"), ("matmul_all_reduce", "float32"),
                      ("quant_all_reduce", "int8")]
     for op, dt in torch_ops:
-        qm, qk = (tm * 2, tk) if op == "quant_all_reduce" else (tm, tk)  # 8 / 32 Mi elements
+        qm, qk = (tm * 2, tk) if op == "quant_all_reduce" else (tm, tk)  # 4 / 16 Mi elements
         add("torch", f"{op} {dt} W=2", "--op", op, "--nprocs", 2, "--m", qm, "--k", qk,
             "--n", tn, "--dtype", "float32" if dt == "int8" else dt, "--rounds", 3)
 
@@ -285,6 +285,17 @@ def _summarize(row: dict) -> str:
     return json.dumps(row)[:100]
 
 
+def publish_decision(quick: bool, no_publish: bool, only, skip, failed: list) -> tuple[bool, str]:
+    """Whether a run refreshes the committed report, and if not why. A run with a failed case
+    never does: its report would miss that case's numbers (or show rows a wrong result
+    wrote) under the committed report's name."""
+    if quick or no_publish or only is not None or skip:
+        return False, "not a full run (QUICK, --no-publish, --only or --skip)"
+    if failed:
+        return False, f"{len(failed)} case(s) FAILED (meta.json 'failed', REPORT.md)"
+    return True, ""
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="small grid, one repetition (~3 min)")
@@ -347,7 +358,15 @@ def main() -> int:
     total = len(cases) * reps + (1 if chosen("trace") else 0)
     prog = Progress(total)
     rows_path = out / "rows.jsonl"
-    failures = 0
+    # Every failed case (nonzero exit, timeout, no rows), recorded in meta.json as it happens
+    # so that the report lists it even when the run is interrupted.
+    failed: list[dict] = []
+
+    def record_failure(c_section: str, c_name: str, rep: int, rc: int, err: str) -> None:
+        failed.append({"section": c_section, "case": c_name, "rep": rep, "exit": rc,
+                       "error": err.strip().splitlines()[-1] if err.strip() else ""})
+        meta["failed"] = failed
+        (out / "meta.json").write_text(json.dumps(meta, indent=1))
     netns_env: dict[str, str] = {}
     netns_rate: Optional[str] = None
     try:
@@ -389,19 +408,24 @@ def main() -> int:
                         rows = [json.loads(x) for x in open(jpath) if x.strip()]
                         os.unlink(jpath)
                     if rc != 0 or not rows:
-                        failures += 1
+                        # The rows it wrote are kept (marked failed): a benchmark that found a
+                        # wrong result exits 1 after writing its row, whose #wrong says so.
+                        record_failure(c.section, c.name, rep, rc,
+                                       err if err.strip() else "no rows written")
                         prog.end(f"{c.section}: {c.name}: FAILED (exit {rc}): "
-                                 f"{err.strip().splitlines()[-1] if err.strip() else ''}")
-                        continue
+                                 f"{failed[-1]['error']}")
                     for row in rows:
                         row.update(case=c.name, section=c.section, rep=rep, **c.annotate)
+                        if rc != 0:
+                            row["failed"] = True
                         if c.rate:
                             row.update(netns_rate=c.rate,
                                        netns_qdisc=netns_env.get("CF_NETNS_QDISC"))
                         rows_file.write(json.dumps(row) + "\n")
                     rows_file.flush()
-                    prog.end(f"{c.section}: {c.name}: {summarize(rows[-1])}  "
-                             f"[{time.monotonic() - t0:.0f} s]")
+                    if rc == 0 and rows:
+                        prog.end(f"{c.section}: {c.name}: {summarize(rows[-1])}  "
+                                 f"[{time.monotonic() - t0:.0f} s]")
             if chosen("trace"):
                 # Over TCP, where the pieces take long enough to see them arrive and be
                 # worked on while the next is in flight.
@@ -418,7 +442,9 @@ def main() -> int:
                         # runs the unfused all_gather, which has none.
                         env=dict(os.environ, COMMFUSE_ALGO="all_gather_matmul:fused"))
                 ok = r.returncode == 0 and tr.exists()
-                failures += 0 if ok else 1
+                if not ok:
+                    record_failure("trace", "all-gather-matmul bf16 W=2 tcp", 0, r.returncode,
+                                   r.stderr or "no trace written")
                 meta["trace"] = tcfg if ok else None
                 (out / "meta.json").write_text(json.dumps(meta, indent=1))
                 prog.end(f"trace: {'written to ' + str(tr) if ok else 'FAILED: ' + r.stderr[-200:]}")
@@ -427,12 +453,17 @@ def main() -> int:
             run([str(REPO / "bench" / "netns.sh"), "down"], 60)
 
     print(f"# rows: {rows_path}")
-    rc = 1 if failures else 0
+    for f in failed:
+        print(f"# FAILED: {f['section']}: {f['case']} (rep {f['rep'] + 1}, exit {f['exit']}): "
+              f"{f['error']}")
+    rc = 1 if failed else 0
+    publish, why_not = publish_decision(a.quick, a.no_publish, only, skip, failed)
+    if failed and why_not:
+        print(f"# not published: {why_not}")
     if not has_module("matplotlib"):
         print(f"# report not written: {sys.executable} has no matplotlib "
               "(scripts/install-bench-deps.sh)")
         return 1
-    publish = not a.quick and not a.no_publish and only is None and not skip
     cmd = [sys.executable, str(REPO / "bench" / "report.py"), str(out)]
     if publish:
         cmd.append("--publish")
