@@ -58,6 +58,19 @@ def ms(us):
     return "n/a" if us is None else (f"{us / 1e3:.2f}" if us >= 100 else f"{us / 1e3:.4f}")
 
 
+def schedule_of(rows, key="schedule"):
+    """The schedule a case's rows ran (rows of older runs have none: None); several if the
+    repetitions differ."""
+    names = list(dict.fromkeys(r[key] for r in rows if r.get(key)))
+    return "/".join(names) or None
+
+
+def agree_of(rows):
+    if not any("agree" in r for r in rows):
+        return "?"
+    return "yes" if all(r.get("agree") for r in rows) else "**NO**"
+
+
 def size(b):
     for unit, s in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
         if b >= s and b % s == 0:
@@ -152,6 +165,11 @@ class Report:
                            f"{t['threads']} thread(s) per rank (as commfuse)")
         for s, why in m.get("skipped", {}).items():
             self.md.append(f"- **Skipped**: section {s}: {why}")
+        # Failed cases (bench/run.py's meta.json): a nonzero exit (a wrong result included:
+        # the benchmarks exit 1 after writing a row whose #wrong says so), a timeout or no rows.
+        for f in m.get("failed", []):
+            self.md.append(f"- **FAILED**: {f['section']}: {f['case']} (repetition {f['rep'] + 1}, "
+                           f"exit {f['exit']}): {f['error']}")
         self.md += ["", "Regenerate: `" + m["command"] + "` (rows in `bench/results/<time>/rows.jsonl`; "
                     "`bench/report.py DIR` redraws this from them).", ""]
 
@@ -165,9 +183,13 @@ class Report:
                     "(unfused - GEMM): 0 = communication fully hidden, 1 = not at all. "
                     "comm share = (unfused - GEMM) / unfused: the most overlap can save. Cases marked avx2 "
                     "ran with COMMFUSE_MAX_CPU_ISA=avx2: the kernels a CPU without AVX-512, VNNI "
-                    "or AMX gets (16-bit operands widened to fp32), on this CPU.", "",
-                    "| case | transport | m, k, n | fused ms | unfused ms | GEMM ms | fused / unfused (range) | fused / GEMM | exposed comm | comm share | fused / (OpenMPI + GEMM) |",
-                    "|---|---|---|---|---|---|---|---|---|---|---|"]
+                    "or AMX gets (16-bit operands widened to fp32), on this CPU. schedule = the "
+                    "algorithm the op's list chose; where it is unfused, the fused column times "
+                    "the library's own unfused composition, and the case is left out of the "
+                    "statements on fusion below. #wrong: elements off a float64 reference or "
+                    "the other variants (`commfuse bench` exits 1 on any).", "",
+                    "| case | transport | m, k, n | fused ms | unfused ms | GEMM ms | fused / unfused (range) | fused / GEMM | exposed comm | comm share | fused / (OpenMPI + GEMM) | schedule | #wrong |",
+                    "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         table = []
         for case, rs in self.by_case(rows).items():
             f, u, g = (med(r[k] for r in rs) for k in ("fused_us", "unfused_us", "gemm_alone_us"))
@@ -178,16 +200,23 @@ class Report:
             vs_mpi = med(r["fused_us"] / r["unfused_mpi_us"] for r in rs if r.get("unfused_mpi_us"))
             share = (u - g) / u if u and g is not None else None
             r0 = rs[0]
+            sched = schedule_of(rs)
+            wrong = sum(r.get("wrong", 0) for r in rs) if any("wrong" in r for r in rs) else None
             table.append(dict(case=case, ratio=ratio, lo=lo, hi=hi, rg=rg, ex=ex, share=share,
-                              f=f, u=u, g=g, transport=r0["transport"], w=r0["world_size"]))
+                              f=f, u=u, g=g, transport=r0["transport"], w=r0["world_size"],
+                              schedule=sched))
             self.md.append(
                 f"| {case} | {r0['transport']} | {r0['m']}, {r0['k']}, {r0['n']} | {ms(f)} | {ms(u)} "
                 f"| {ms(g)} | **{ratio:.3f}** ({lo:.3f}-{hi:.3f}) | {rg:.3f} | {fmt(ex, 2)} "
-                f"| {fmt(share, 2)} | {fmt(vs_mpi)} |")
+                f"| {fmt(share, 2)} | {fmt(vs_mpi)} | {sched or '?'} | {'?' if wrong is None else wrong} |")
         self.md.append("")
-        wins = [t for t in table if t["hi"] < 1.0]
-        level = [t for t in table if t["hi"] >= 1.0 and t["lo"] <= 1.0]
-        losses = [t for t in table if t["lo"] > 1.0]
+        # A case whose list chose the unfused algorithm compares the composition with itself:
+        # no statement on fusion (win, loss, exposed communication) is made from it.
+        ran_unfused = [t for t in table if t["schedule"] == "unfused"]
+        fused_rows = [t for t in table if t["schedule"] != "unfused"]
+        wins = [t for t in fused_rows if t["hi"] < 1.0]
+        level = [t for t in fused_rows if t["hi"] >= 1.0 and t["lo"] <= 1.0]
+        losses = [t for t in fused_rows if t["lo"] > 1.0]
         self.md.append("**Where fused beats unfused**: " + (", ".join(
             f"{t['case']} ({(1 - t['ratio']) * 100:.0f}% less time)" for t in wins) or "nowhere") +
             " (every repetition faster).")
@@ -198,6 +227,11 @@ class Report:
         self.md.append("**Where fused is slower in every repetition**: " + (", ".join(
             f"{t['case']} ({t['ratio']:.3f})" for t in losses) or "none") + ".")
         self.md.append("")
+        if ran_unfused:
+            self.md.append("**Ran unfused** (the op's algorithm list chose its unfused "
+                           "composition; not counted above): " +
+                           ", ".join(f"{t['case']} ({t['ratio']:.3f})" for t in ran_unfused) + ".")
+            self.md.append("")
         why = []
         cores = self.cores()
         for t in level + losses:
@@ -247,8 +281,11 @@ class Report:
         self.save(fig, "fused_vs_unfused.png", "fused / unfused and fused / GEMM alone per case")
         # Plot: exposed communication.
         fig, ax = plt.subplots(figsize=(10, 0.35 * len(table) + 1.6))
-        ax.barh(list(ys), [t["ex"] if t["ex"] is not None else 0 for t in table], color="#d9822b")
-        ax.set_yticks(list(ys), [t["case"] for t in table], fontsize=8)
+        # Exposed communication means nothing where the op ran unfused: no bar.
+        ax.barh(list(ys), [t["ex"] if t["ex"] is not None and t["schedule"] != "unfused" else 0
+                           for t in table], color="#d9822b")
+        ax.set_yticks(list(ys), [t["case"] + (" (ran unfused)" if t["schedule"] == "unfused" else "")
+                                 for t in table], fontsize=8)
         ax.invert_yaxis()
         ax.axvline(0, color="k", lw=0.8)
         ax.axvline(1, color="k", lw=0.8, ls=":")
@@ -290,8 +327,8 @@ class Report:
             top = max(r["bytes"] for r in rs)
             self.md += [f"{case}: no OpenMPI column (it cannot sum bfloat16); commfuse busbw "
                         f"{med(r['busbw_gbs'] for r in rs if r['bytes'] == top):.2f} GB/s at "
-                        f"{size(top)} B, #wrong {sum(r['wrong'] for r in rs)} (checked against a "
-                        "float64 sum).", ""]
+                        f"{size(top)} B, #wrong {sum(r['wrong'] for r in rs)} (checked bitwise "
+                        "against the exact sum of every rank's input, computed locally).", ""]
         shm = [c for c in groups if "tcp" not in c and "bf16" not in c]
         ops = list(dict.fromkeys(c.split()[0] for c in shm))
         fig, axes = plt.subplots(1, len(ops), figsize=(4 * len(ops), 3.6), squeeze=False)
@@ -362,8 +399,8 @@ class Report:
         self.md += ["## Quantized matmul operators (SPEC §6) vs the bf16 operator", "",
                     "quant fused = the quantized op; quant unfused = gather the codes and "
                     "scales, then the same GEMM; bf16 = the bfloat16 op on the same shape.", "",
-                    "| case | transport | m, k, n | quant fused ms | quant unfused ms | bf16 fused ms | quant / bf16 | fused / unfused |",
-                    "|---|---|---|---|---|---|---|---|"]
+                    "| case | transport | m, k, n | quant fused ms | quant unfused ms | bf16 fused ms | quant / bf16 | fused / unfused | schedule (bf16) | outputs agree |",
+                    "|---|---|---|---|---|---|---|---|---|---|"]
         bars = []
         for case, rs in self.by_case(rows).items():
             f, u, b = (med(r[k] for r in rs) for k in ("fused_us", "unfused_us", "bf16_fused_us"))
@@ -371,7 +408,9 @@ class Report:
             bars.append((case, f, u, b))
             self.md.append(f"| {case} | {r0['transport']} | {r0['m']}, {r0['k']}, {r0['n']} | {ms(f)} "
                            f"| {ms(u)} | {ms(b)} | **{med(r['fused_us'] / r['bf16_fused_us'] for r in rs):.3f}** "
-                           f"| {med(r['fused_us'] / r['unfused_us'] for r in rs):.3f} |")
+                           f"| {med(r['fused_us'] / r['unfused_us'] for r in rs):.3f} "
+                           f"| {schedule_of(rs) or '?'} ({schedule_of(rs, 'bf16_schedule') or '?'}) "
+                           f"| {agree_of(rs)} |")
         self.md.append("")
         self.grouped_barh([b[0] for b in bars],
                           [([b[3] / b[3] for b in bars], "bf16 fused", "#b0b0b0"),
@@ -537,6 +576,7 @@ class Report:
     def answers(self, fused_table):
         """The questions the report exists to answer, in numbers, at the top."""
         out = ["## Answers", ""]
+        fused_table = [t for t in fused_table or [] if t["schedule"] != "unfused"]
         if fused_table:
             best = min(fused_table, key=lambda t: t["ratio"])
             worst = max(fused_table, key=lambda t: t["ratio"])
@@ -647,6 +687,11 @@ def main() -> int:
     table = rep.write()
     print(f"# report: {rep.dir / 'REPORT.md'} with {len(rep.plots)} plots "
           f"({', '.join(n for n, _ in rep.plots)})")
+    failed = rep.meta.get("failed", [])
+    if a.publish and failed:
+        print(f"# not published: {len(failed)} case(s) FAILED (listed in {rep.dir / 'REPORT.md'}); "
+              "the committed report stays as it was", file=sys.stderr)
+        return 1
     if a.publish:
         publish(rep, table)
         print(f"# published: bench/REPORT.md, bench/report/ ({len(rep.plots)} plots), README.md")
