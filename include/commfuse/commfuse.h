@@ -347,11 +347,16 @@ commfuseStatus_t commfuseQuantReduceScatter(void* workspace, uint64_t workspaceS
                                             commfuseOpExecutor_t* executor, void* stream);
 
 /* Quantize x (float32/float16/bfloat16, last dim H) into q (x's shape, its dtype picks the
- * format) and scales, in the layouts the ops take. mode "per_token_group" or "mx";
- * groupSize 0 = the mode's (128 / 32). Local, not collective. */
+ * format) and scales, in the layouts the ops take. mode "per_token_group" (q int8, hifloat8,
+ * float8_e4m3fn, float8_e5m2; float32 scales, group 128), "mx" (q float8_e4m3fn or
+ * float8_e5m2; float8_e8m0 scales (..., H/64, 2), group 32) or "per_token" (x at least 2-D;
+ * q int8 or int4, packed in pairs along H; float32 scales, one per row: x's leading dims;
+ * SPEC.md §3's quantizer, alltoall_quant_matmul's). groupSize 0 = the mode's (128 / 32;
+ * per_token takes only 0). Local, not collective. */
 commfuseStatus_t commfuseQuantize(const commfuseTensor_t* x, const char* mode, int64_t groupSize,
                                   const commfuseTensor_t* q, const commfuseTensor_t* scales);
-/* output (q's shape, float32/float16/bfloat16) = q * scale, the map the ops apply. */
+/* output (q's shape, float32/float16/bfloat16) = q * scale, the map the ops apply; mode and
+ * groupSize as for commfuseQuantize ("per_token_group", "mx" or "per_token"). */
 commfuseStatus_t commfuseDequantize(const commfuseTensor_t* q, const commfuseTensor_t* scales,
                                     const char* mode, int64_t groupSize,
                                     const commfuseTensor_t* output);

@@ -27,7 +27,14 @@ def load(name):
     spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "bench" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
+    # report.py puts the source tree's python/ first on sys.path (for commfuse.trace when
+    # run from a checkout): kept, it made later tests' spawned ranks import the unbuilt
+    # package from there (test_trace: "cannot import name '_commfuse'").
+    saved = list(sys.path)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path[:] = saved
     return module
 
 

@@ -73,8 +73,10 @@ def all_gather_base_mm(input: Any, x2: Any, hcom: Any, world_size: int, *, bias:
     refs = fast_matmul_inputs(input, x2, bias) if plain else None
     # Flags too are plain here: any other value is judged inside Args, where an exception
     # (bool() of an array) is told to the peers instead of leaving them waiting.
+    # An unknown group (group_info's size 0) takes the general path too.
     if refs is not None and input.ndim == 2 and small_ints(world_size, gather_index, comm_turn) \
-            and type(gather_output) is bool and (group_size := _commfuse.group_info(group)[1]) > 0:  # else: unknown group
+            and type(gather_output) is bool \
+            and (group_size := _commfuse.group_info(group)[1]) > 0:
         rows = input.shape[0] * group_size
         o = fast_output(out, (rows, x2.shape[1]), input)
         g = fast_output(gather_out, (rows, input.shape[1]) if gather_output else (0,), input)

@@ -25,11 +25,14 @@ def alltoall_matmul(x1: Any, x2: Any, hcom: Any, world_size: int, *, bias: Any =
 
     Args:
         x1: this rank's (BS, H) activations, float16, bfloat16 or float32; BS % R == 0.
-        x2: this rank's weight (R*H, N) in x1's dtype, or (N, R*H) with ``transpose_x2``.
+        x2: this rank's weight (R*H, N) in x1's dtype, or (N, R*H) with ``transpose_x2``
+            (as CANN); either form may also be a transposed view (``w.T`` of a dense
+            (N, R*H) ``w`` is read in place, the same call as ``w`` with
+            ``transpose_x2=True``).
         hcom: the communicator's name or the Communicator.
         world_size: the group's size R (must match it).
         bias: optional (N,), x1's dtype or float32.
-        transpose_x2: x2 is stored (N, R*H).
+        transpose_x2: x2 is given (N, R*H) (CANN's transposeX2).
         return_alltoall_out: also return ``permuted``.
         out: optional (BS/R, N) buffer for the output, written in place and returned.
         alltoall_out: optional (BS/R, R*H) buffer for ``permuted``; implies

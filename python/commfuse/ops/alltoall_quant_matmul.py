@@ -44,9 +44,11 @@ def alltoall_quant_matmul(x1: Any, x2: Any, x2_scale: Any, hcom: Any, world_size
         x1: this rank's (BS, H) activations; BS a multiple of R. float16 / bfloat16, or int4
             (A4W4): an ``ml_dtypes.int4`` array (packed by the library: a copy), or packed
             uint8 bytes (BS, H/2) with ``x1_dtype="int4"``.
-        x2: this rank's weight, (R*H, N), or (N, R*H) with ``transpose_x2=True`` (as CANN).
-            int8, or int4 (``ml_dtypes.int4``, packed by the library; or packed uint8 bytes
-            with ``x2_dtype="int4"``, packed along the last dim).
+        x2: this rank's weight, (R*H, N), or (N, R*H) with ``transpose_x2=True`` (as CANN);
+            either form may also be a transposed view (``w.T`` of a dense (N, R*H) ``w``:
+            the same call as ``w`` with ``transpose_x2=True``, int8 read in place). int8, or int4
+            (``ml_dtypes.int4``, packed by the library; or packed uint8 bytes with
+            ``x2_dtype="int4"``, packed along the last dim, which must be dense).
         x2_scale: float32 (N,), per output channel.
         hcom: the communicator's name (``comm.name``) or the Communicator.
         world_size: the group's size R (must match it).
@@ -56,7 +58,7 @@ def alltoall_quant_matmul(x1: Any, x2: Any, x2_scale: Any, hcom: Any, world_size
             per-token scale of each local row.
         x1_quant_mode: 7 (dynamic per token) for A16, 3 (static per token) for A4W4.
         x2_quant_mode: 2 (per channel).
-        transpose_x2: x2 is stored (N, R*H).
+        transpose_x2: x2 is given (N, R*H) (CANN's transposeX2).
         return_alltoall_out: also return ``permuted`` (before quantization).
         output_dtype: dtype of a new output: x1's dtype by default (A4W4: bfloat16 unless
             given as float16). Ignored when ``out`` is given.

@@ -22,7 +22,11 @@ def mm_all_reduce_base(x1: Any, x2: Any, hcom: Any, *, reduce_op: str = "sum", b
     """Multiply locally and sum the products over ranks: ``Σ_s x1_s @ x2_s + bias``.
 
     float32 accumulation, rank-order sum, bias added once, one rounding: every rank gets
-    the same bits (when every rank passes the same bias).
+    the same bits. Every rank must pass the same bias, or none: a host bias is part of the
+    call's signature, as a digest of its values, so ranks that differ (other values, or a
+    bias on one rank and none on another) fail the call on every rank with RuntimeFailure
+    naming the bias, and the communicator stays usable. (CUDA biases are compared as
+    present or not only.)
 
     CUDA tensors run on their GPU, queued on torch's current stream (the rules: the
     ``commfuse`` package docstring).
@@ -36,7 +40,7 @@ def mm_all_reduce_base(x1: Any, x2: Any, hcom: Any, *, reduce_op: str = "sum", b
         hcom: the communicator's name or the Communicator.
         reduce_op: "sum" (the only defined value).
         bias: optional (n,), x1's dtype or float32 (quantized x1: float32, bfloat16 or
-            float16).
+            float16); the same on every rank.
         x1_scale: quantized x1 only (SPEC §6), optional float32 (1,), or for A8W8 (m,) /
             (m, 1) per token over x1's rows. Absent: 1.
         x2_scale: quantized x1 only, required float32 (1,) or (n,) (A8W8 also (1, n)). Each
@@ -54,7 +58,10 @@ def mm_all_reduce_base(x1: Any, x2: Any, hcom: Any, *, reduce_op: str = "sum", b
 
     Raises:
         InvalidArgument: wrong dtype or shape, reduce_op.
-        RuntimeFailure: a peer failed or timed out.
+        RuntimeFailure: a peer failed or timed out; or the ranks passed different biases
+            (``rank 1 passed bias (a digest of its values) <digest or none>, rank 0 passed
+            <...> (every rank must pass the same bias (a digest of its values))``), on
+            every rank; the communicator stays usable.
     """
     group = hcom if type(hcom) is str else group_name(hcom)
     plain = x1_scale is None and x2_scale is None and output_dtype is None and \

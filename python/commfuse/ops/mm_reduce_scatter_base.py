@@ -23,7 +23,11 @@ def mm_reduce_scatter_base(input: Any, x2: Any, hcom: Any, world_size: int, *,
     """Multiply locally, sum the products over ranks, keep this rank's block of rows.
 
     Rank r gets rows [r·m/R, (r+1)·m/R) of ``Σ_s input_s @ x2_s``, plus ``bias`` added once
-    (not R times); float32 accumulation and rank-order sum, one rounding.
+    (not R times); float32 accumulation and rank-order sum, one rounding. Every rank must
+    pass the same bias, or none: a host bias is part of the call's signature, as a digest of
+    its values, so ranks that differ (other values, or a bias on one rank and none on
+    another) fail the call on every rank with RuntimeFailure naming the bias, and the
+    communicator stays usable. (CUDA biases are compared as present or not only.)
 
     CUDA tensors run on their GPU, queued on torch's current stream (the rules: the
     ``commfuse`` package docstring).
@@ -38,7 +42,7 @@ def mm_reduce_scatter_base(input: Any, x2: Any, hcom: Any, world_size: int, *,
         world_size: the group's size R (must match it).
         reduce_op: "sum" (the only defined value).
         bias: optional (n,), input's dtype or float32 (quantized input: float32, bfloat16 or
-            float16).
+            float16); the same on every rank.
         x1_scale: quantized input only (SPEC §6), optional float32 (1,), or for A8W8 (m,) /
             (m, 1) per token over input's rows. Absent: 1.
         x2_scale: quantized input only, required float32 (1,) or (n,) (A8W8 also (1, n)). Each
@@ -56,7 +60,10 @@ def mm_reduce_scatter_base(input: Any, x2: Any, hcom: Any, world_size: int, *,
 
     Raises:
         InvalidArgument: wrong dtype or shape, m not a multiple of R, reduce_op, world_size.
-        RuntimeFailure: a peer failed or timed out.
+        RuntimeFailure: a peer failed or timed out; or the ranks passed different biases
+            (``rank 1 passed bias (a digest of its values) <digest or none>, rank 0 passed
+            <...> (every rank must pass the same bias (a digest of its values))``), on
+            every rank; the communicator stays usable.
     """
     group = hcom if type(hcom) is str else group_name(hcom)
     plain = x1_scale is None and x2_scale is None and output_dtype is None and \

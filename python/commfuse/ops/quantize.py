@@ -45,8 +45,9 @@ def quantize(x: Any, dtype: npt.DTypeLike, mode: str,
         group_size: None (or the mode's own: 128 / 32).
 
     Returns:
-        ``(q, scales)``: q of x's shape (HiFloat8: uint8 codes); scales float32
-        (…, H/128) or ``ml_dtypes.float8_e8m0fnu`` (…, H/64, 2).
+        ``(q, scales)``: q of x's shape (HiFloat8: uint8 codes; int4: packed uint8
+        (…, H/2)); scales float32 (…, H/128), ``ml_dtypes.float8_e8m0fnu`` (…, H/64, 2),
+        or per_token float32 of x's leading dims.
 
     Raises:
         InvalidArgument: unknown or unsupported mode / dtype, H not a multiple of the
@@ -74,12 +75,14 @@ def dequantize(q: Any, scales: Any, mode: str, output_dtype: npt.DTypeLike = np.
 
     Args:
         q: codes, (…, H): int8, float8_e4m3fn, float8_e5m2, or HiFloat8 uint8 codes with
-            ``dtype="hifloat8"``.
-        scales: as :func:`quantize` returns them for ``mode``.
-        mode: "per_token_group" or "mx".
+            ``dtype="hifloat8"``; per_token: int8, or int4 as the packed uint8 bytes
+            (…, H/2) :func:`quantize` returns, with ``dtype="int4"``.
+        scales: as :func:`quantize` returns them for ``mode`` (per_token: float32, one
+            per row, q's leading dims).
+        mode: "per_token_group", "mx" or "per_token".
         output_dtype: float32, float16 or bfloat16. Ignored when ``out`` is given.
-        group_size: None (or the mode's own).
-        dtype: format of q when it holds raw codes ("hifloat8").
+        group_size: None (or the mode's own; per_token: None or 0).
+        dtype: format of q when it holds raw codes ("hifloat8", "int4").
         out: optional buffer of q's shape, written in place and returned.
 
     Returns:

@@ -163,8 +163,8 @@ PlanKey plan_key(const char* op, const MatmulReduceProblem& p) {
   return key;
 }
 
-int add_bias_field(const MatmulReduceProblem& p, comm::CallSignature& s) {
-  s.add("bias (a digest of its values)", p.bias.data != nullptr ? 1 : 0,
+int add_bias_field(const MatmulReduceProblem& p, comm::CallSignature& s, bool digest) {
+  s.add(digest ? "bias (a digest of its values)" : "bias", p.bias.data != nullptr ? 1 : 0,
         [](int64_t v) -> const char* { return v == 0 ? "none" : nullptr; });
   return p.bias.data != nullptr ? s.nfields - 1 : -1;
 }

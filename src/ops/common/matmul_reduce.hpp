@@ -51,8 +51,9 @@ MatmulReduceProblem validate_matmul_operands(const OpContext& ctx, const TensorV
 // differ (SPEC §2: bitwise identical on all ranks). So the signature every rank compares
 // gets a bias field: 0 when absent (fixed at plan time), else a digest of the values, which
 // may change between calls of one plan: add_bias_field returns its index for execute to set
-// (call_field_value; plan_impl.hpp), -1 when absent.
-int add_bias_field(const MatmulReduceProblem& p, comm::CallSignature& s);
+// (call_field_value; plan_impl.hpp), -1 when absent. A device bias (digest: false) is
+// compared as present or not: its values are in device memory.
+int add_bias_field(const MatmulReduceProblem& p, comm::CallSignature& s, bool digest = true);
 int64_t call_field_value(const MatmulReduceProblem& p);
 
 // The output apart from every input (tensor_checks.hpp check_disjoint).

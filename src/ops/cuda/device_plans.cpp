@@ -395,6 +395,9 @@ std::unique_ptr<PlanImpl> plan_matmul_reduce(const char* op, MatmulReduceProblem
   MatmulReduceDevicePlan d;
   d.schedule = check_matmul_call(ctx, p, {"gather_out", nullptr, p.dtype});
   d.signature = matmul_signature(op, p, d.schedule);
+  // Present or not on every rank alike (lost when the host plans' digest became a
+  // per-call field, which device plans do not set).
+  add_bias_field(p, d.signature, /*digest=*/false);
   d.problem = std::move(p);
   d.all_reduce = all_reduce;
   d.stream = stream;
