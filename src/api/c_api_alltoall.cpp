@@ -75,7 +75,7 @@ commfuseStatus_t commfuseAlltoAllQuantMatmulGetWorkspaceSize(
     commfuse::AlltoAllQuantMatmulOptions o;
     commfuse::api::WeightArg x2a;
     TensorView x1v, x2sv, outv, a2av;
-    commfuse::api::before_plan(op, group, workspaceSize, executor, [&] {
+    const auto held = commfuse::api::before_plan(op, group, workspaceSize, executor, [&] {
       x1v = tensor_view(x1, fn, "x1");
       x2a = commfuse::api::weight_arg(x2, fn, "x2");
       x2sv = tensor_view(x2Scale, fn, "x2Scale");
@@ -123,7 +123,7 @@ commfuseStatus_t commfuseAlltoAllMatmulGetWorkspaceSize(
     commfuse::AlltoAllMatmulOptions o;
     commfuse::api::WeightArg x2a;
     TensorView x1v, outv, a2av;
-    commfuse::api::before_plan(op, group, workspaceSize, executor, [&] {
+    const auto held = commfuse::api::before_plan(op, group, workspaceSize, executor, [&] {
       x1v = tensor_view(x1, fn, "x1");
       x2a = commfuse::api::weight_arg(x2, fn, "x2");
       outv = tensor_view(output, fn, "output");

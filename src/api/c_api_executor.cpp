@@ -79,11 +79,14 @@ std::shared_ptr<commfuseOpExecutor> take_executor(const char* fn,
     return e;
   }
   if (in_call) {
-    if (const std::optional<ops::CallOwner> owner = spent().find(handle))
+    if (const std::optional<ops::CallOwner> owner = spent().find(handle)) {
+      // Telling the peers reaches the communicator by name: held meanwhile (c_api_groups).
+      const std::shared_ptr<Comm> held = hold_c_group(owner->op, owner->group);
       owner->reject(Status::kParamInvalid,
                     detail::cat(fn,
                                 ": executor was already run or destroyed (running it "
                                 "consumes it; make another with GetWorkspaceSize)"));
+    }
   }
   detail::throw_status(Status::kParamInvalid,
                        detail::cat(fn,

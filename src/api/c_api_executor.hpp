@@ -22,10 +22,13 @@ namespace commfuse::api {
 // (this rank's alone to report), then the output pointers (cleared) and body (the
 // descriptors' look-ups) under plan_or_reject, so that peers already in the call fail it
 // naming this rank, as they do for the plan's own rejections.
-// The group's communicator, where the C API made it, is held for the whole step.
+// Returns the group's communicator where the C API made it (else null), for the caller to
+// hold until its GetWorkspaceSize returns: its plan, rejections and make_executor reach the
+// communicator by name, and a destroy from another thread must not free it meanwhile.
 template <typename F>
-void before_plan(const char* op, const char* group, uint64_t* workspace_size,
-                 commfuseOpExecutor_t** executor, F&& body) {
+[[nodiscard]] std::shared_ptr<Comm> before_plan(const char* op, const char* group,
+                                                uint64_t* workspace_size,
+                                                commfuseOpExecutor_t** executor, F&& body) {
   // The outputs cleared first, whatever fails (a caller may test the executor for null).
   if (executor != nullptr) *executor = nullptr;
   if (workspace_size != nullptr) *workspace_size = 0;
@@ -38,6 +41,7 @@ void before_plan(const char* op, const char* group, uint64_t* workspace_size,
     *workspace_size = 0;
     body();
   });
+  return held;
 }
 
 // A new executor for `op` (a string literal) owning the op's plan (commfuse::Plan, the one

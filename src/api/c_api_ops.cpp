@@ -58,7 +58,7 @@ commfuseStatus_t all_gather_matmul_plan(const char* fn, const commfuseTensor_t* 
     commfuse::AllGatherMatmulOptions o;
     commfuse::api::WeightArg x2a;
     TensorView x1v, outv, gatherv;
-    commfuse::api::before_plan(op, group, workspaceSize, executor, [&] {
+    const auto held = commfuse::api::before_plan(op, group, workspaceSize, executor, [&] {
       x1v = tensor_view(x1, fn, "x1");
       x2a = commfuse::api::weight_arg(x2, fn, "x2");
       outv = tensor_view(output, fn, "output");
@@ -93,7 +93,7 @@ commfuseStatus_t matmul_reduce_plan(const char* fn, bool all_reduce, const commf
     commfuse::MatmulReduceOptions o;
     commfuse::api::WeightArg x2a;
     TensorView x1v, outv;
-    commfuse::api::before_plan(op, group, workspaceSize, executor, [&] {
+    const auto held = commfuse::api::before_plan(op, group, workspaceSize, executor, [&] {
       CF_CHECK_NOTNULL(reduceOp, "reduceOp is null");
       x1v = tensor_view(x1, fn, "x1");
       x2a = commfuse::api::weight_arg(x2, fn, "x2");

@@ -21,7 +21,7 @@ commfuseStatus_t plan_quant(const char* fn, const char* op, const commfuseTensor
                             commfuseOpExecutor_t** executor) {
   return guarded(fn, [&] {
     commfuse::TensorView xv, sv, outv;
-    commfuse::api::before_plan(op, group, workspaceSize, executor, [&] {
+    const auto held = commfuse::api::before_plan(op, group, workspaceSize, executor, [&] {
       CF_CHECK_NOTNULL(reduceOp, "reduceOp is null");
       xv = tensor_view(x, fn, "x");
       sv = tensor_view(scales, fn, "scales");

@@ -499,6 +499,55 @@ def test_ctrl_c_ends_init_waiting_for_a_missing_rank(rank):
     assert elapsed < 3.0, elapsed
 
 
+def _ctrl_c_outside_the_bindings_body(rank, port):
+    import ctypes
+    import os
+    import signal
+    import threading
+    import time
+    # The library the package loaded (by its soname: no path search), called through ctypes:
+    # a wait outside the package's bindings, where nothing would raise a handler's exception.
+    lib = ctypes.CDLL("libcommfuse.so.0")
+    lib.commfuseAllReduce.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64,
+                                      ctypes.c_int, ctypes.c_void_p]
+    lib.commfuseCommInitRank.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p,
+                                         ctypes.POINTER(ctypes.c_void_p)]
+    comm = ctypes.c_void_p()
+    assert lib.commfuseCommInitRank(rank, 2, f"tcp://127.0.0.1:{port}".encode(),
+                                    ctypes.byref(comm)) == 0
+    x, y = np.ones(4, F32), np.zeros(4, F32)
+    assert lib.commfuseAllReduce(x.ctypes.data, y.ctypes.data, 4, 0, comm) == 0
+    if rank == 1:  # late by 1.5 s for rank 0's second call
+        time.sleep(1.5)
+        return lib.commfuseAllReduce(x.ctypes.data, y.ctypes.data, 4, 0, comm), None
+    threading.Timer(0.3, os.kill, args=(os.getpid(), signal.SIGINT)).start()
+    try:
+        rc = lib.commfuseAllReduce(x.ctypes.data, y.ctypes.data, 4, 0, comm)
+        first = ("returned", rc)
+    except KeyboardInterrupt:  # Python's, when the call returned
+        first = ("KeyboardInterrupt", None)
+    # A later call through the package must not raise a leftover of it.
+    with commfuse.init(0, 1, f"tcp://127.0.0.1:{port + 1}") as c1:
+        later = c1.all_reduce(np.ones(2, F32)).tolist()
+    return first, later
+
+
+def test_ctrl_c_during_a_call_outside_the_bindings_stays_pythons():
+    # The check is process-wide, but only calls made through the package's bindings run
+    # Python's handlers from a wait: here the ctypes call completes when rank 1 comes, Python
+    # raises KeyboardInterrupt as it returns (its usual rule), and nothing is left pending
+    # (before: the call failed "interrupted", no KeyboardInterrupt came, and the next,
+    # successful call raised it).
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (first, later), (late_rc, _) = run(_ctrl_c_outside_the_bindings_body, 2, port)
+    assert first == ("KeyboardInterrupt", None), first
+    assert later == [1.0, 1.0], later
+    assert late_rc == 0, late_rc
+
+
 def _bad_flag_body(rank):
     with commfuse.init() as comm:
         x, w = np.ones((2, 4), F32), np.ones((4, 4), F32)

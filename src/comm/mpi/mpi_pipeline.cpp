@@ -224,7 +224,11 @@ void Pipeline::thread_main() {
     failure_ = detail::cat(op_, "(rank ", rank_, "): progress thread failed");
     failed_.store(true, std::memory_order_release);
   }
-  done_.store(true, std::memory_order_release);
+  {
+    const std::lock_guard<std::mutex> lock(done_mu_);
+    done_.store(true, std::memory_order_release);
+  }
+  done_cv_.notify_all();
 }
 
 std::string Pipeline::missing(size_t piece) const {
@@ -288,6 +292,23 @@ void Pipeline::wait(size_t piece) {
 
 void Pipeline::finish() {
   if (threaded_) {
+    // The thread owns the deadline; this rank's own sends not taken by a late peer would
+    // keep it waiting that long, so Ctrl-C is polled meanwhile (as by the inline waits).
+    InterruptPoll interrupt;
+    {
+      std::unique_lock<std::mutex> lock(done_mu_);
+      while (!done_.load(std::memory_order_acquire)) {
+        done_cv_.wait_for(lock, std::chrono::milliseconds(kInterruptSliceMs));
+        if (done_.load(std::memory_order_acquire)) break;
+        if (const std::string why = interrupt.poll(); !why.empty()) {
+          lock.unlock();
+          fail(detail::cat(
+              op_, "(rank ", rank_, "): ",
+              interrupted_message(
+                  why, detail::cat("waiting for the peers to take rank ", rank_, "'s data"))));
+        }
+      }
+    }
     thread_.join();
     if (failed_.load()) detail::throw_status(Status::kRuntimeError, failure_);
     return;

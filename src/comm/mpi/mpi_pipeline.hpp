@@ -9,6 +9,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -80,6 +81,9 @@ class Pipeline {
   std::mutex mu_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> done_{false};
+  // finish() waits on it (not join() alone) so that the host's interrupt check is polled.
+  std::mutex done_mu_;
+  std::condition_variable done_cv_;
   std::atomic<bool> failed_{false};
   std::string failure_;  // set before failed_ (release)
   std::thread thread_;
