@@ -6,6 +6,7 @@
 #include <cstring>
 #include <thread>
 
+#include "comm/interrupt.hpp"
 #include "core/error.hpp"
 #include "core/shared_library.hpp"
 
@@ -106,6 +107,7 @@ void NcclGather::abort() {
 
 void NcclGather::settle(const char* what) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s_);
+  InterruptPoll interrupt;  // Ctrl-C (the host's check), as every other wait for the peers
   for (;;) {
     ncclResult_t state = ncclSuccess;
     const ncclResult_t r = api().async_error(static_cast<ncclComm_t>(comm_), &state);
@@ -120,6 +122,13 @@ void NcclGather::settle(const char* what) {
       detail::throw_status(Status::kRuntimeError,
                            detail::cat("NCCL (rank ", rank_, "): ", what, " did not finish within ",
                                        timeout_s_, " s (a peer did not take part?)"));
+    }
+    if (const std::string why = interrupt.poll(); !why.empty()) {
+      abort();
+      detail::throw_status(
+          Status::kRuntimeError,
+          detail::cat("NCCL (rank ", rank_,
+                      "): ", interrupted_message(why, detail::cat("waiting for ", what))));
     }
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
