@@ -308,7 +308,7 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
   uint64_t wrong[4] = {vs_ref.wrong, vs_unfused.wrong, mpi_vs_unfused.wrong, gather_wrong},
            all_wrong[4] = {};
   MPI_Allreduce(wrong, all_wrong, 4, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-  const uint64_t total_wrong = all_wrong[0] + all_wrong[1] + all_wrong[2] + all_wrong[3];
+  uint64_t total_wrong = all_wrong[0] + all_wrong[1] + all_wrong[2] + all_wrong[3];
   const double diff = std::isnan(vs_unfused.max_diff) ? INFINITY : vs_unfused.max_diff;
   c.call();
   // The slowest variant sizes the rounds (the GEMM alone is the fastest; at the tiny shape
@@ -329,6 +329,11 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
     gt.push_back(warm_time_us(c.gemm, iters));
     ct.push_back(warm_time_us(c.call, iters));
   }
+  // The timed calls' results too: the last one (the one-call function) wrote `out` again.
+  const uint64_t late_wrong_mine = check_rows(out, t, n, ref).wrong;
+  uint64_t late_wrong = 0;
+  MPI_Allreduce(&late_wrong_mine, &late_wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  total_wrong += late_wrong;
   const double fused = mean_over_ranks(median(ft), R), unfused = mean_over_ranks(median(ut), R),
                unfused_mpi = mean_over_ranks(median(mt), R), gemm = mean_over_ranks(median(gt), R),
                call = mean_over_ranks(median(ct), R);
@@ -367,11 +372,12 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
         "# max |fused - unfused| = %.3g (oneDNN's fp32 summation order may differ by "
         "block shape; inf: a NaN)\n"
         "# #wrong (all ranks): %llu of %zu sampled rows' elements vs float64, %llu fused vs "
-        "unfused, %llu OpenMPI variant vs unfused, %llu gather_out elements\n",
+        "unfused, %llu OpenMPI variant vs unfused, %llu gather_out elements, %llu sampled "
+        "elements of the last timed call's output vs float64\n",
         worst_diff, static_cast<unsigned long long>(all_wrong[0]), ref.rows.size() * n * R,
         static_cast<unsigned long long>(all_wrong[1]),
         static_cast<unsigned long long>(all_wrong[2]),
-        static_cast<unsigned long long>(all_wrong[3]));
+        static_cast<unsigned long long>(all_wrong[3]), static_cast<unsigned long long>(late_wrong));
     std::printf("# the one-call C++ function (plan + workspace + execute each call): %.1f us\n\n",
                 call);
     if (json)
