@@ -4,7 +4,7 @@ PYTHON ?= python3
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)
 
-.PHONY: bench all install-deps build demo test test-release test-asan test-python test-tsan soak install \
+.PHONY: bench all install-deps build demo test test-release test-asan test-python test-wheel test-tsan soak install \
 	format clean fuzz fuzz-smoke fuzz-build
 
 all: build
@@ -22,7 +22,7 @@ build: install-deps
 demo: build
 	./build/bin/commfuse demo
 
-test: test-release test-asan test-python
+test: test-release test-asan test-python test-wheel
 
 # The C++ suite natively, then again with commfuse's kernel choices (and oneDNN's, via the
 # same cap) held to AVX2, so one machine checks the paths of older CPUs too (less the tests
@@ -59,6 +59,11 @@ test-tsan: install-deps
 	    commfuse_ops_rank_tests commfuse_quant_rank_tests
 	TSAN_OPTIONS=suppressions=$(CURDIR)/tests/multirank/tsan.supp \
 	    ctest --preset tsan -j $(JOBS) -R '$(TSAN_TESTS)'
+
+# `pip install .` from this tree into a fresh venv, then two ranks from the installed
+# package (scripts/check-wheel.sh; about 2 minutes, the library built once more).
+test-wheel: install-deps
+	PYTHON=$(PYTHON) scripts/check-wheel.sh
 
 # PYTHONPATH: test this tree's build/python, whatever the .pth file points at.
 # The tests marked `torch` run in a second pytest pass, with an interpreter that has torch:
