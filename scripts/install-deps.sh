@@ -12,6 +12,7 @@ APT_PACKAGES=(
   libopenmpi-dev openmpi-bin       # MPI transport for multi-machine runs
   libgtest-dev libgmock-dev        # unit tests
   libbenchmark-dev                 # micro-benchmarks in bench/
+  python3-venv                     # make test's wheel check installs into a fresh venv
 )
 # FUZZ=1 (make fuzz, make fuzz-smoke): clang with libFuzzer and clang's OpenMP runtime.
 if [[ ${FUZZ:-0} == 1 ]]; then
