@@ -321,22 +321,22 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
       o.iters > 0 ? o.iters : std::clamp(static_cast<int>(3e5 / std::max(est, 1.0)), 1, 100000);
   // Every rank must run the same number of iterations (they are collective): rank 0 decides.
   MPI_Bcast(&iters, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  std::vector<double> ft, ut, mt, gt, ct;
-  for (int r = 0; r < o.rounds; ++r) {
-    ft.push_back(warm_time_us(c.fused, iters));
-    ut.push_back(warm_time_us(c.unfused, iters));
-    mt.push_back(warm_time_us(c.unfused_mpi, iters));
-    gt.push_back(warm_time_us(c.gemm, iters));
-    ct.push_back(warm_time_us(c.call, iters));
-  }
-  // The timed calls' results too: the last one (the one-call function) wrote `out` again.
+  // The variant that starts each round rotates (time_rounds): in a fixed order one variant
+  // always followed the same other, whose buffers it found in cache or thrashed.
+  const std::vector<std::vector<double>> times =
+      time_rounds({&c.fused, &c.unfused, &c.unfused_mpi, &c.gemm, &c.call}, iters, o.rounds);
+  enum { kFused, kUnfused, kUnfusedMpi, kGemm, kCall };
+  // The timed calls' results too: `out` holds the last timed call's of the fused plan or
+  // the one-call function (both write it; the other variants have buffers of their own).
   const uint64_t late_wrong_mine = check_rows(out, t, n, ref).wrong;
   uint64_t late_wrong = 0;
   MPI_Allreduce(&late_wrong_mine, &late_wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
   total_wrong += late_wrong;
-  const double fused = mean_over_ranks(median(ft), R), unfused = mean_over_ranks(median(ut), R),
-               unfused_mpi = mean_over_ranks(median(mt), R), gemm = mean_over_ranks(median(gt), R),
-               call = mean_over_ranks(median(ct), R);
+  const double fused = mean_over_ranks(median(times[kFused]), R),
+               unfused = mean_over_ranks(median(times[kUnfused]), R),
+               unfused_mpi = mean_over_ranks(median(times[kUnfusedMpi]), R),
+               gemm = mean_over_ranks(median(times[kGemm]), R),
+               call = mean_over_ranks(median(times[kCall]), R);
   double worst_diff = 0;  // +inf: a NaN difference somewhere (MPI_MAX would not carry NaN)
   MPI_Allreduce(&diff, &worst_diff, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   const double exposed = unfused > gemm ? (fused - gemm) / (unfused - gemm) : NAN;
