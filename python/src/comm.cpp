@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 
+#include "api/held_comms.hpp"
 #include "bindings.hpp"
 #include "comm/comm_impl.hpp"
 #include "comm_hold.hpp"
@@ -36,7 +37,7 @@ class PyComm {
       Released release;  // waits for the peers
       comm_ = std::make_shared<Comm>(rank, world_size, init_method);
     }
-    register_comm(comm_);
+    api::register_held_comm(comm_);  // operators by group name hold it (comm_hold.hpp)
   }
 
   // The communicator, held for one call: a destroy() meanwhile (another thread) frees it
@@ -55,7 +56,7 @@ class PyComm {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (comm_ == nullptr) return;
-      forget_comm(comm_->name());
+      api::forget_held_comm(comm_->name());
       last = std::move(comm_);
     }
     Released release;

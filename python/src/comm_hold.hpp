@@ -29,10 +29,6 @@ class HeldComm {
   std::shared_ptr<Comm> comm_;
 };
 
-// Registers comm (just made by _commfuse.Comm) under its name.
-void register_comm(const std::shared_ptr<Comm>& comm);
-// Marks the communicator named `name` destroyed: holding it fails from now on.
-void forget_comm(const std::string& name);
 // The communicator `group` names, kept alive while the result is; null for a group not made
 // from Python (the library's own lookup then applies). InvalidArgument naming op once it was
 // destroyed.

@@ -5,9 +5,9 @@
 #include <cstring>
 #include <memory>
 
-#include "api/c_api_groups.hpp"
 #include "api/c_api_guard.hpp"
 #include "api/c_api_handles.hpp"
+#include "api/held_comms.hpp"
 #include "core/error.hpp"
 
 namespace {
@@ -42,7 +42,7 @@ commfuseStatus_t commfuseCommInitRank(int rank, int worldSize, const char* initM
     CF_CHECK_NOTNULL(initMethod, "commfuseCommInitRank: initMethod is null");
     *comm = nullptr;
     const auto made = std::make_shared<commfuse::Comm>(rank, worldSize, initMethod);
-    commfuse::api::register_c_group(made);
+    commfuse::api::register_held_comm(made);
     *comm = comms().add<commfuseComm>(made);
   });
 }
@@ -52,18 +52,18 @@ commfuseStatus_t commfuseCommInitFromEnv(commfuseComm_t* comm) {
     CF_CHECK_NOTNULL(comm, "commfuseCommInitFromEnv: comm (output) is null");
     *comm = nullptr;
     const auto made = std::shared_ptr<commfuse::Comm>(commfuse::Comm::from_env());
-    commfuse::api::register_c_group(made);
+    commfuse::api::register_held_comm(made);
     *comm = comms().add<commfuseComm>(made);
   });
 }
 
 commfuseStatus_t commfuseCommDestroy(commfuseComm_t comm) {
   // The communicator goes when the last call on it (another thread's: a collective holds
-  // its handle's, an operator its group's, c_api_groups.hpp) returns.
+  // its handle's, an operator its group's, held_comms.hpp) returns.
   return guarded("commfuseCommDestroy", [&] {
     const auto last = commfuse::api::destroy_handle(comms(), comm, "commfuseCommDestroy", "comm",
                                                     "communicator", kMadeBy);
-    if (last != nullptr) commfuse::api::forget_c_group(last->name());
+    if (last != nullptr) commfuse::api::forget_held_comm(last->name());
   });
 }
 

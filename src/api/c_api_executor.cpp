@@ -80,7 +80,7 @@ std::shared_ptr<commfuseOpExecutor> take_executor(const char* fn,
   }
   if (in_call) {
     if (const std::optional<ops::CallOwner> owner = spent().find(handle)) {
-      // Telling the peers reaches the communicator by name: held meanwhile (c_api_groups).
+      // Telling the peers reaches the communicator by name: held meanwhile (held_comms.hpp).
       const std::shared_ptr<Comm> held = hold_c_group(owner->op, owner->group);
       owner->reject(Status::kParamInvalid,
                     detail::cat(fn,

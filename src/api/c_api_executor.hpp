@@ -9,14 +9,24 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 
-#include "api/c_api_groups.hpp"
 #include "api/c_api_handles.hpp"
 #include "api/c_api_tensor.hpp"
+#include "api/held_comms.hpp"
 #include "core/error.hpp"
 #include "ops/common/op_context.hpp"
 
 namespace commfuse::api {
+
+// The C-made communicator `group` names, kept alive while the result is (held_comms.hpp);
+// null for a group the C API did not make. PARAM_INVALID "<op>: group '<name>' was destroyed
+// (commfuseCommDestroy)" once destroyed.
+inline std::shared_ptr<Comm> hold_c_group(const char* op, std::string_view group) {
+  HeldLookup h = find_held_comm(group);
+  CF_CHECK_ARG(!h.destroyed, op, ": group '", group, "' was destroyed (commfuseCommDestroy)");
+  return std::move(h.comm);
+}
 
 // The C layer's own checks of an XxxGetWorkspaceSize call, before its plan: group not null
 // (this rank's alone to report), then the output pointers (cleared) and body (the
