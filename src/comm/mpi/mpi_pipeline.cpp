@@ -203,11 +203,7 @@ void Pipeline::thread_main() {
         // with everything received, say our data was not taken).
         size_t i = 0;
         while (i < pieces_.size() && pieces_[i]->arrived.load()) ++i;
-        failure_ = i < pieces_.size()
-                       ? missing(i)
-                       : detail::cat(op_, "(rank ", rank_, "): timed out after ", rules_.timeout_s,
-                                     " s (COMMFUSE_TIMEOUT_S) waiting for the peers to take rank ",
-                                     rank_, "'s data");
+        failure_ = timed_out(i < pieces_.size() ? missing_what(i, true) : untaken());
         failed_.store(true, std::memory_order_release);
         break;
       }
@@ -231,9 +227,17 @@ void Pipeline::thread_main() {
   done_cv_.notify_all();
 }
 
-std::string Pipeline::missing(size_t piece) const {
+std::string Pipeline::timed_out(const std::string& waiting) const {
   return detail::cat(op_, "(rank ", rank_, "): timed out after ", rules_.timeout_s,
-                     " s (COMMFUSE_TIMEOUT_S) ", missing_what(piece, true));
+                     " s (COMMFUSE_TIMEOUT_S) ", waiting);
+}
+
+std::string Pipeline::interrupted(const std::string& why, const std::string& waiting) const {
+  return detail::cat(op_, "(rank ", rank_, "): ", interrupted_message(why, waiting));
+}
+
+std::string Pipeline::untaken() const {
+  return detail::cat("waiting for the peers to take rank ", rank_, "'s data");
 }
 
 std::string Pipeline::missing_what(size_t piece, bool own_requests) const {
@@ -265,8 +269,7 @@ void Pipeline::wait(size_t piece) {
   InterruptPoll interrupt;
   while (!p.arrived.load(std::memory_order_acquire)) {
     if (const std::string why = interrupt.poll(); !why.empty())
-      fail(detail::cat(op_, "(rank ", rank_,
-                       "): ", interrupted_message(why, missing_what(piece, !threaded_))));
+      fail(interrupted(why, missing_what(piece, !threaded_)));
     if (threaded_) {
       if (failed_.load(std::memory_order_acquire)) fail(failure_);
       if (++polls > 64)
@@ -284,7 +287,8 @@ void Pipeline::wait(size_t piece) {
     } else {
       if (step()) last = Clock::now();
       if (stopped()) fail(stop_reason());
-      if (Clock::now() - last > std::chrono::seconds(rules_.timeout_s)) fail(missing(piece));
+      if (Clock::now() - last > std::chrono::seconds(rules_.timeout_s))
+        fail(timed_out(missing_what(piece, true)));
       back_off(++polls);
     }
   }
@@ -302,10 +306,7 @@ void Pipeline::finish() {
         if (done_.load(std::memory_order_acquire)) break;
         if (const std::string why = interrupt.poll(); !why.empty()) {
           lock.unlock();
-          fail(detail::cat(
-              op_, "(rank ", rank_, "): ",
-              interrupted_message(
-                  why, detail::cat("waiting for the peers to take rank ", rank_, "'s data"))));
+          fail(interrupted(why, untaken()));
         }
       }
     }
@@ -319,15 +320,9 @@ void Pipeline::finish() {
   while (!std::all_of(send_reqs_.begin(), send_reqs_.end(),
                       [](MPI_Request r) { return r == MPI_REQUEST_NULL; })) {
     if (step()) last = Clock::now();
-    if (const std::string why = interrupt.poll(); !why.empty())
-      fail(detail::cat(op_, "(rank ", rank_, "): ",
-                       interrupted_message(why, detail::cat("waiting for the peers to take rank ",
-                                                            rank_, "'s data"))));
+    if (const std::string why = interrupt.poll(); !why.empty()) fail(interrupted(why, untaken()));
     if (stopped()) fail(stop_reason());
-    if (Clock::now() - last > std::chrono::seconds(rules_.timeout_s))
-      fail(detail::cat(op_, "(rank ", rank_, "): timed out after ", rules_.timeout_s,
-                       " s (COMMFUSE_TIMEOUT_S) waiting for the peers to take rank ", rank_,
-                       "'s data"));
+    if (Clock::now() - last > std::chrono::seconds(rules_.timeout_s)) fail(timed_out(untaken()));
     back_off(++polls);
   }
 }

@@ -63,7 +63,11 @@ class Pipeline {
   bool stopped() const { return rules_.stop != nullptr && rules_.stop->failed(); }
   std::string stop_reason() const;
   void back_off(int polls) const;  // between unproductive polls (inline mode)
-  std::string missing(size_t piece) const;
+  // "<op>(rank r): timed out after ... <waiting>" / "<op>(rank r): interrupted (<why>) while
+  // <waiting>", where waiting is missing_what's or untaken's.
+  std::string timed_out(const std::string& waiting) const;
+  std::string interrupted(const std::string& why, const std::string& waiting) const;
+  std::string untaken() const;  // "waiting for the peers to take rank r's data"
   // "waiting for rank(s) ..." of piece: those whose data has not come where own_requests
   // (the calling thread polls them), else every sender of the piece.
   std::string missing_what(size_t piece, bool own_requests) const;
