@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bench_buffer.hpp"
+#include "roundoff.hpp"
 
 namespace commfuse::cli {
 
@@ -28,12 +29,6 @@ inline std::string json_number(double v) {
   char b[32];
   std::snprintf(b, sizeof(b), "%.6g", v);
   return b;
-}
-
-inline double unit_roundoff(DType t) {
-  return t == DType::kFloat32   ? std::ldexp(1.0, -24)
-         : t == DType::kFloat16 ? std::ldexp(1.0, -11)
-                                : std::ldexp(1.0, -8);  // bfloat16
 }
 
 // What a check found: elements outside tolerance (NaN included) and the largest |difference|

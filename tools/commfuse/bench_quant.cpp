@@ -20,6 +20,7 @@
 #include "bench_quant.hpp"
 #include "bench_timing.hpp"
 #include "core/error.hpp"
+#include "roundoff.hpp"
 
 namespace commfuse::cli {
 namespace {
@@ -154,9 +155,7 @@ int run_quant_bench(int rank, int R, const BenchOptions& o) {
     uint64_t wrong = 0;
     {
       const int64_t row0 = rs ? rank * out_rows : 0;
-      const double u = ot == DType::kFloat32   ? std::ldexp(1.0, -24)
-                       : ot == DType::kFloat16 ? std::ldexp(1.0, -11)
-                                               : std::ldexp(1.0, -8);
+      const double u = unit_roundoff(ot);
       constexpr int64_t kChunk = 256;
       for (int64_t c0 = 0; c0 < out_rows; c0 += kChunk) {
         const int64_t cr = std::min(kChunk, out_rows - c0);

@@ -15,6 +15,7 @@
 #include "demo_timing.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "launcher.hpp"
+#include "roundoff.hpp"
 
 namespace commfuse::cli {
 namespace {
@@ -43,12 +44,6 @@ std::vector<uint8_t> make(uint64_t seed, size_t count, DType t) {
   std::vector<uint8_t> out(count * static_cast<size_t>(dtype_bits(t) / 8));
   convert(f.data(), DType::kFloat32, out.data(), t, count);
   return out;
-}
-
-double unit_roundoff(DType t) {
-  return t == DType::kFloat16    ? std::ldexp(1.0, -11)
-         : t == DType::kBFloat16 ? std::ldexp(1.0, -8)
-                                 : std::ldexp(1.0, -24);
 }
 
 struct CaseResult {
