@@ -7,7 +7,10 @@
 
 #include <array>
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -221,6 +224,47 @@ size_t l2_cache_bytes() {
   static const size_t bytes = [] {
     const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
     return l2 > 0 ? static_cast<size_t>(l2) : size_t{1} << 20;
+  }();
+  return bytes;
+}
+
+namespace {
+
+// The size of the highest-level data or unified cache cpu0 has, from sysfs (what lscpu
+// shows): 0 where sysfs does not say. "32768K" style, as the kernel writes it.
+size_t sysfs_llc_bytes() {
+  size_t best = 0;
+  int best_level = 0;
+  for (int i = 0; i < 16; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size");
+    int level = 0;
+    std::string type, size;
+    if (!(level_file >> level) || !(type_file >> type) || !(size_file >> size)) break;
+    if (type == "Instruction" || level < best_level) continue;
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(size.c_str(), &end, 10);
+    const size_t scale = *end == 'K'   ? 1024
+                         : *end == 'M' ? size_t{1} << 20
+                         : *end == 'G' ? size_t{1} << 30
+                                       : 1;
+    if (v == 0) continue;
+    best = static_cast<size_t>(v) * scale;
+    best_level = level;
+  }
+  return best;
+}
+
+}  // namespace
+
+size_t llc_bytes() {
+  // sysfs first: glibc's sysconf can report the whole package's L3 rather than the slice
+  // these cores share (an AMD EPYC Zen 4 VM: 320 MiB, where sysfs and lscpu say 32 MiB).
+  static const size_t bytes = [] {
+    if (const size_t b = sysfs_llc_bytes(); b > 0) return b;
+    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return llc > 0 ? static_cast<size_t>(llc) : size_t{0};
   }();
   return bytes;
 }

@@ -75,5 +75,8 @@ int allowed_cores();
 // One core's L2 cache in bytes (sysconf; 1 MiB where the system does not say): the working
 // set a kernel keeps a chunk within.
 size_t l2_cache_bytes();
+// The last-level cache in bytes (sysconf's L3, else its L2; 0 where the system says neither),
+// shared by the cores this process sees.
+size_t llc_bytes();
 
 }  // namespace commfuse::cpu

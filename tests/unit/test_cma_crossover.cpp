@@ -67,6 +67,26 @@ TEST(SharedCores, TakeTheCrossoverThatLosesLeastOverTheProbedSizes) {
     EXPECT_LT(kSharedCoreAllReduceBytes[i - 1], kSharedCoreAllReduceBytes[i]);
 }
 
+// Where the slots won at every probed size, all_to_all turns to CMA where the group's slot
+// copies (source, destination and slot of every rank) outgrow the last-level cache: later
+// with a larger cache, sooner with more ranks, never at or under a probed size, at most 4 MiB.
+TEST(SharedCores, SlotsSpillWhereTheGroupsCopiesOutgrowTheCache) {
+  constexpr uint64_t MiB = uint64_t{1} << 20;
+  const uint64_t largest_probe = kSharedCoreA2aBytes[std::size(kSharedCoreA2aBytes) - 1];
+  // 32 MiB: W = 4 from 2 MiB saved (3 x 4 x 2 MiB x 4/3 = 32 MiB), W = 8 from 32 x 7/192 MiB.
+  EXPECT_EQ(slots_spill_bytes(4, 32 * MiB), 2 * MiB);
+  EXPECT_EQ(slots_spill_bytes(8, 32 * MiB), 32 * MiB * 7 / 192);
+  EXPECT_LT(slots_spill_bytes(8, 32 * MiB), slots_spill_bytes(4, 32 * MiB));
+  EXPECT_LT(slots_spill_bytes(3, 16 * MiB), slots_spill_bytes(3, 32 * MiB));
+  for (int w : {2, 3, 4, 8, 64})
+    for (uint64_t llc : {uint64_t{0}, MiB, 32 * MiB, 1024 * MiB}) {
+      const uint64_t b = slots_spill_bytes(w, llc);
+      EXPECT_GT(b, largest_probe) << w << " ranks, " << llc;
+      EXPECT_LE(b, 4 * MiB) << w << " ranks, " << llc;
+    }
+  EXPECT_EQ(slots_spill_bytes(4, 0), 4 * MiB);  // unknown cache: the old fixed size
+}
+
 // Two "ranks" as two threads over two real segments: rank 0 gets a positive time (or -1 if
 // the threads never ran on two cores at once), rank 1 returns -1, both within their bounds,
 // and ranks past 1 do not take part.

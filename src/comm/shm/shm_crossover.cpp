@@ -16,6 +16,7 @@
 
 #include "comm/call_check.hpp"
 #include "comm/shm/shm_transport.hpp"
+#include "core/cpu_features.hpp"
 #include "core/log.hpp"
 #include "core/trace.hpp"
 
@@ -47,6 +48,17 @@ uint64_t best_crossover_size(const uint64_t* sizes, const double* first_us, cons
       least = l;
     }
   return best == n ? never : sizes[best];
+}
+
+uint64_t slots_spill_bytes(int world, uint64_t llc_bytes) {
+  constexpr uint64_t kCap = uint64_t{4} << 20;
+  // The slots won at the largest probed size, so never at or under it.
+  constexpr uint64_t kFloor = 2 * kSharedCoreA2aBytes[std::size(kSharedCoreA2aBytes) - 1];
+  if (world < 2 || llc_bytes == 0) return kCap;
+  const auto w = static_cast<uint64_t>(world);
+  // 3 · W · (saved · W / (W - 1)) >= llc, as saved >= llc · (W - 1) / (3 · W²) (llc is at
+  // most a few GiB, so llc · (W - 1) fits for any group size).
+  return std::clamp(llc_bytes * (w - 1) / (3 * w * w), kFloor, kCap);
 }
 
 namespace {
@@ -119,8 +131,8 @@ void ShmTransport::measure_shared_cores(bool time_all_to_all, bool time_all_redu
         [&](size_t i) { all_to_all(src.data(), dst.data(), block(i), DType::kInt8); }, barrier_fn,
         slots_us, cma_us);
     a2a_probe_.reset();
-    decided[0] =
-        best_crossover_size(kSharedCoreA2aBytes, slots_us, cma_us, kA2a, uint64_t{4} << 20);
+    decided[0] = best_crossover_size(kSharedCoreA2aBytes, slots_us, cma_us, kA2a,
+                                     slots_spill_bytes(size_, cpu::llc_bytes()));
     log_line = describe_times("all_to_all slots / cma us at", kSharedCoreA2aBytes, slots_us, cma_us,
                               kA2a) +
                "; ";
@@ -157,7 +169,8 @@ void ShmTransport::measure_shared_cores(bool time_all_to_all, bool time_all_redu
         "shm, ranks sharing cores, timed at set-up (",
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
         " ms): ", log_line, " -> all_to_all with CMA from ", decided[0],
-        " bytes saved, all_reduce two-shot ",
+        " bytes saved (where the slots win every probe: as the group's slot copies outgrow the ",
+        cpu::llc_bytes(), "-byte last-level cache), all_reduce two-shot ",
         decided[1] == 0        ? std::string("by the fixed rule")
         : decided[1] == kNever ? std::string("never")
                                : detail::cat("from ", decided[1], "-byte steps")));

@@ -1,7 +1,5 @@
 #include "kernels/cpu/copy.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -72,12 +70,8 @@ void copy_sse2(void* dst, const void* src, size_t n, bool nontemporal) {
 #endif  // CF_COPY_X86
 
 size_t compute_nontemporal_bytes() {
-  long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
-  const size_t share = llc > 0
-                           ? static_cast<size_t>(llc) /
-                                 static_cast<size_t>(std::max(1, ::commfuse::cpu::online_cores()))
-                           : 0;
+  const size_t share = ::commfuse::cpu::llc_bytes() /
+                       static_cast<size_t>(std::max(1, ::commfuse::cpu::online_cores()));
   return std::clamp<size_t>(share, size_t{1} << 20, size_t{16} << 20);
 }
 
