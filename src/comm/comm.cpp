@@ -65,7 +65,7 @@ void check_not_forked(const CommImpl& c, const char* op) {
 }
 
 CommImpl::CommImpl(int rank, int world_size, int local_ranks, std::string name,
-                   std::unique_ptr<Transport> transport)
+                   std::unique_ptr<Transport> transport, int host_cores)
     : rank_(rank),
       world_size_(world_size),
       local_ranks_(local_ranks),
@@ -73,7 +73,7 @@ CommImpl::CommImpl(int rank, int world_size, int local_ranks, std::string name,
       transport_(std::move(transport)),
       fork_generation_(comm::fork_generation()) {
   // Ranks on one host share its cores: the compute kernels take their share.
-  kernels::cpu::set_local_ranks(local_ranks);
+  kernels::cpu::set_local_ranks(local_ranks, host_cores);
   trace::set_rank(rank);  // COMMFUSE_TRACE: this process's track is named by its rank
 }
 

@@ -45,6 +45,7 @@ struct RankRecord {
   uint64_t slot_bytes = 0;
   uint64_t group_id = 0;     // rank 0's random id names the communicator
   uint64_t cma_address = 0;  // where peers find this process's CMA probe word
+  std::string cpus;          // kernels::cpu::compute_cpu_list(), "-" where unknown
 
   std::string encode() const {
     std::ostringstream os;
@@ -54,14 +55,17 @@ struct RankRecord {
        << shm_name << '\n'
        << slot_bytes << '\n'
        << group_id << '\n'
-       << cma_address << '\n';
+       << cma_address << '\n'
+       << (cpus.empty() ? "-" : cpus) << '\n';
     return os.str();
   }
   static RankRecord decode(const std::string& s, int from_rank) {
     RankRecord r;
     std::istringstream is(s);
     std::getline(is, r.host);
-    is >> r.pid >> r.start_time >> r.shm_name >> r.slot_bytes >> r.group_id >> r.cma_address;
+    is >> r.pid >> r.start_time >> r.shm_name >> r.slot_bytes >> r.group_id >> r.cma_address >>
+        r.cpus;
+    if (r.cpus == "-") r.cpus.clear();
     if (is.fail())
       detail::throw_status(Status::kRuntimeError,
                            detail::cat("comm init: malformed set-up record from rank ", from_rank));
@@ -79,16 +83,26 @@ size_t slot_bytes_param() {
 // kernels::cpu::set_local_ranks for a scope (restored on the way out, a throw included).
 class LocalRanksDuring {
  public:
-  explicit LocalRanksDuring(int n) : before_(kernels::cpu::local_ranks()) {
-    kernels::cpu::set_local_ranks(n);
+  LocalRanksDuring(int n, int host_cores)
+      : before_(kernels::cpu::local_ranks()), before_cores_(kernels::cpu::host_cores()) {
+    kernels::cpu::set_local_ranks(n, host_cores);
   }
-  ~LocalRanksDuring() { kernels::cpu::set_local_ranks(before_); }
+  ~LocalRanksDuring() { kernels::cpu::set_local_ranks(before_, before_cores_); }
   LocalRanksDuring(const LocalRanksDuring&) = delete;
   LocalRanksDuring& operator=(const LocalRanksDuring&) = delete;
 
  private:
-  int before_;
+  int before_, before_cores_;
 };
+
+// The number of CPUs in the union of the ranks' compute CPU sets (one host's ranks), at most
+// the online cores; the online cores where a rank could not read its set.
+int group_cores(const std::vector<RankRecord>& recs) {
+  std::vector<std::string> lists;
+  for (const RankRecord& r : recs) lists.push_back(r.cpus);
+  const int n = kernels::cpu::cpus_in_union(lists);
+  return n > 0 ? std::min(n, cpu::online_cores()) : cpu::online_cores();
+}
 
 // What the group decides from measurements, alike on every rank.
 struct GroupVerdicts {
@@ -104,7 +118,7 @@ struct GroupVerdicts {
 // rank 0's measured verdicts (GroupVerdicts).
 GroupVerdicts agree_on_measures(int rank, const std::vector<RankRecord>& recs,
                                 const SetupAllGather& all_gather, bool oversubscribed,
-                                double sync_us) {
+                                double sync_us, int host_cores) {
   std::string mine = "ok";
   for (int r = 0; r < static_cast<int>(recs.size()) && mine == "ok"; ++r) {
     if (r == rank) continue;
@@ -120,7 +134,7 @@ GroupVerdicts agree_on_measures(int rank, const std::vector<RankRecord>& recs,
     if (!oversubscribed && ranks > 1) {
       // Timed with the compute threads the ops will run with (each rank its share of the
       // cores, as CommImpl sets after set-up) and so with the thread's CPU clock.
-      const LocalRanksDuring local(static_cast<int>(ranks));
+      const LocalRanksDuring local(static_cast<int>(ranks), host_cores);
       direct_calls = kernels::cpu::direct_calls_mask(ranks);
     }
     mine = detail::cat(shm::cma_crossover_bytes(oversubscribed, sync_us), " ", direct_calls, " ",
@@ -180,6 +194,7 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
   mine.shm_name = own.name();
   mine.slot_bytes = slot_bytes;
   mine.cma_address = shm::cma_probe_address();
+  mine.cpus = kernels::cpu::compute_cpu_list();
   if (rank == 0) mine.group_id = std::random_device{}() * 4294967296ull + std::random_device{}();
 
   const auto blobs = all_gather(mine.encode());
@@ -228,10 +243,14 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
   segments[rank].unlink();
   for (int r = 0; r < world_size; ++r)
     if (r != rank) shm::Segment::unlink_name(recs[r].shm_name);
-  const bool oversubscribed = world_size > cpu::online_cores();
+  // The cores the group may run on: the union of its ranks' CPU sets (ranks confined
+  // together to a cpuset share its cores however many are online), else the online cores.
+  const int host_cores = group_cores(recs);
+  const bool oversubscribed = world_size > host_cores;
   // Before any slot carries data (the probe uses their first words as scratch).
   const double sync_us = oversubscribed ? -1 : shm::measure_rank_sync_us(rank, segments);
-  GroupVerdicts verdicts = agree_on_measures(rank, recs, all_gather, oversubscribed, sync_us);
+  GroupVerdicts verdicts =
+      agree_on_measures(rank, recs, all_gather, oversubscribed, sync_us, host_cores);
   shm::CmaSupport& cma = verdicts.cma;
   barrier();  // peers must not see a half-initialised comm fail before this point
 
@@ -240,7 +259,7 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
                 static_cast<unsigned long long>(recs[0].group_id), world_size);
   auto transport_impl =
       std::make_unique<shm::ShmTransport>(rank, std::move(segments), std::move(procs), slot_bytes,
-                                          oversubscribed, cma, verdicts.direct_calls);
+                                          host_cores, cma, verdicts.direct_calls);
   // Sharing cores: all_to_all's CMA crossover and all_reduce's two-shot size from timing
   // both ways on the group (the cost models were 4-16x off there, shm_crossover.cpp); not
   // all_to_all where CMA is unavailable, or where COMMFUSE_ALGO pins it (a test setting:
@@ -273,7 +292,8 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
             : detail::cat("; rank 0's few-rows model: ", world_size,
                           " direct-kernel calls of m 16-bit rows beat one call of the ",
                           "gathered rows ", describe_direct_calls(verdicts.direct_calls))));
-  return std::make_unique<CommImpl>(rank, world_size, world_size, name, std::move(transport_impl));
+  return std::make_unique<CommImpl>(rank, world_size, world_size, name, std::move(transport_impl),
+                                    host_cores);
 }
 
 namespace {

@@ -16,8 +16,9 @@ namespace commfuse::comm {
 
 class CommImpl {
  public:
+  // host_cores: the cores this host's ranks may run on together (0: the online cores).
   CommImpl(int rank, int world_size, int local_ranks, std::string name,
-           std::unique_ptr<Transport> transport);
+           std::unique_ptr<Transport> transport, int host_cores = 0);
 
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }

@@ -811,6 +811,28 @@ TEST(ComputeThreads, NeverMoreThanTheAffinityMaskHolds) {
   EXPECT_LE(cpu::allowed_compute_cores(), commfuse::cpu::online_cores());
 }
 
+// The ranks of one host exchange their compute CPU sets as range lists; the union's size is
+// the cores they share (4 ranks confined to a 2-core cpuset of a 64-core host share 2 cores,
+// where 4 ranks bound to a core each have 4). A list that cannot be read gives 0: unknown.
+TEST(ComputeThreads, CpuListsOfTheRanksGiveTheCoresTheyShare) {
+  const std::string mine = cpu::compute_cpu_list();
+  ASSERT_FALSE(mine.empty());
+  EXPECT_EQ(cpu::cpus_in_union({mine}), cpu::allowed_compute_cores()) << mine;
+  EXPECT_EQ(cpu::cpus_in_union({mine, mine, mine}), cpu::allowed_compute_cores()) << mine;
+  EXPECT_EQ(cpu::cpus_in_union({"0-1", "0-1", "0-1", "0-1"}), 2);
+  EXPECT_EQ(cpu::cpus_in_union({"0", "1", "2", "3"}), 4);
+  EXPECT_EQ(cpu::cpus_in_union({"0-3,8", "2-5,63"}), 8);
+  for (const char* bad : {"", "-", "1-0", "0,", ",0", "0-", "a", "0 1", "99999"})
+    EXPECT_EQ(cpu::cpus_in_union({"0-1", bad}), 0) << '"' << bad << '"';
+  // The share of a confined group: 4 ranks on the 2 cores they share take a thread each.
+  const int ranks = cpu::local_ranks(), cores = cpu::host_cores();
+  cpu::set_local_ranks(4, 2);
+  EXPECT_EQ(cpu::host_cores(), 2);
+  cpu::set_local_ranks(4);
+  EXPECT_EQ(cpu::host_cores(), commfuse::cpu::online_cores());
+  cpu::set_local_ranks(ranks, cores);
+}
+
 // A core is left free (for MPI's progress thread) only where the ranks' compute threads
 // do not take every core, and one this process may run on.
 TEST(ComputeThreads, CoreLeftFreeOnlyWhereTheRanksThreadsDoNotTakeEveryCore) {

@@ -24,6 +24,7 @@
 #include "core/log.hpp"
 #include "core/params.hpp"
 #include "kernels/cpu/copy.hpp"
+#include "kernels/cpu/threads.hpp"
 #endif
 
 namespace commfuse::comm {
@@ -179,11 +180,12 @@ struct SetupRecord {
   int code = 0;           // Status of this rank's own checks
   std::string transport;  // its COMMFUSE_TRANSPORT: the choice must be the same everywhere
   std::string host;       // host_identity()
+  std::string cpus;       // kernels::cpu::compute_cpu_list() (may be empty)
   std::string error;      // its error message when code != 0
 
   std::string encode() const {
     std::ostringstream os;
-    os << code << '\n' << transport << '\n' << host << '\n' << error;
+    os << code << '\n' << transport << '\n' << host << '\n' << cpus << '\n' << error;
     return os.str();
   }
   static SetupRecord decode(const std::string& s) {
@@ -193,6 +195,7 @@ struct SetupRecord {
     std::getline(is, code);
     std::getline(is, r.transport);
     std::getline(is, r.host);
+    std::getline(is, r.cpus);
     std::getline(is, r.error, '\0');
     r.code = std::atoi(code.c_str());
     return r;
@@ -210,6 +213,7 @@ std::unique_ptr<CommImpl> create_mpi_comm(int rank, int world_size) {
 
   SetupRecord mine;
   mine.host = host_identity();
+  mine.cpus = kernels::cpu::compute_cpu_list();
   int timeout_s = 300;
   std::string progress_mode;
   int num_threads = 0;
@@ -240,12 +244,16 @@ std::unique_ptr<CommImpl> create_mpi_comm(int rank, int world_size) {
 
   std::set<std::string> hosts;
   int local_ranks = 0;
+  std::vector<std::string> local_cpus;  // this host's ranks' CPU sets
   for (int r = 0; r < size; ++r) {
     CF_CHECK_ARG(recs[r].transport == mine.transport, "comm init(rank ", me, "): rank ", r,
                  " has COMMFUSE_TRANSPORT=", recs[r].transport, " but rank ", me, " has ",
                  mine.transport);
     hosts.insert(recs[r].host);
-    local_ranks += recs[r].host == mine.host ? 1 : 0;
+    if (recs[r].host == mine.host) {
+      ++local_ranks;
+      local_cpus.push_back(recs[r].cpus);
+    }
   }
   CF_CHECK_ARG(mine.transport != "shm" || hosts.size() == 1, "comm init(rank ", me,
                "): COMMFUSE_TRANSPORT=shm but the ranks run on ", hosts.size(), " hosts");
@@ -267,7 +275,10 @@ std::unique_ptr<CommImpl> create_mpi_comm(int rank, int world_size) {
   std::snprintf(name, sizeof(name), "commfuse-%016llx-w%d",
                 static_cast<unsigned long long>(group_id), size);
 
-  const int cores = cpu::online_cores();
+  // The cores this host's ranks may run on together (the union of their CPU sets: ranks
+  // confined to one cpuset share it however many cores are online), else the online cores.
+  const int in_union = kernels::cpu::cpus_in_union(local_cpus);
+  const int cores = in_union > 0 ? std::min(in_union, cpu::online_cores()) : cpu::online_cores();
   const bool oversubscribed = local_ranks > cores;
   const bool progress_thread =
       mpi::use_progress_thread(progress_mode, local_ranks, cores, num_threads);
@@ -285,7 +296,7 @@ std::unique_ptr<CommImpl> create_mpi_comm(int rank, int world_size) {
            ": same-host ranks talk through MPI too (no shm within hosts yet)");
   return std::make_unique<CommImpl>(
       me, size, local_ranks, name,
-      std::make_unique<mpi::MpiTransport>(comm.release(), oversubscribed, progress_thread));
+      std::make_unique<mpi::MpiTransport>(comm.release(), oversubscribed, progress_thread), cores);
 }
 
 #else  // !COMMFUSE_HAVE_MPI

@@ -81,8 +81,8 @@ void ShmTransport::refuse(const char* op, const std::string& why) {
 }
 
 ShmTransport::ShmTransport(int rank, std::vector<Segment> segments,
-                           std::vector<PeerProcess> processes, size_t slot_bytes,
-                           bool oversubscribed, CmaSupport cma, uint32_t direct_calls_mask)
+                           std::vector<PeerProcess> processes, size_t slot_bytes, int host_cores,
+                           CmaSupport cma, uint32_t direct_calls_mask)
     : rank_(rank),
       size_(static_cast<int>(segments.size())),
       segments_(std::move(segments)),
@@ -93,14 +93,11 @@ ShmTransport::ShmTransport(int rank, std::vector<Segment> segments,
             for (auto& s : segments_) c.push_back(static_cast<Control*>(s.data()));
             return c;
           }(),
-          std::move(processes), oversubscribed),
+          std::move(processes), size_ > host_cores),
       slot_bytes_(slot_bytes),
-      ranks_per_core_([this] {
-        // Every rank of one host reads the same sysconf value (a core hot-plugged between
-        // ranks' set-up would make them disagree, reported as a mismatched collective).
-        const int cores = cpu::online_cores();
-        return (size_ + cores - 1) / cores;
-      }()),
+      // host_cores is the group's (comm_create: the union of the ranks' CPU sets), alike on
+      // every rank.
+      ranks_per_core_((size_ + std::max(1, host_cores) - 1) / std::max(1, host_cores)),
       direct_calls_mask_(direct_calls_mask),
       cma_(std::move(cma)),
       // Read once: the plain path of every call then costs one comparison.

@@ -2,11 +2,13 @@
 
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "core/cpu_features.hpp"
@@ -15,14 +17,90 @@
 namespace commfuse::kernels::cpu {
 namespace {
 std::atomic<int> g_local_ranks{1};
+std::atomic<int> g_host_cores{0};  // 0: the online cores
+
+// This process's compute CPUs (allowed_compute_cores' set), sorted; empty where unknown.
+std::vector<int> compute_cpu_ids() {
+  std::set<int> ids;
+  if (omp_get_proc_bind() != omp_proc_bind_false) {
+    for (int p = 0; p < omp_get_num_places(); ++p) {
+      std::vector<int> place(static_cast<size_t>(std::max(0, omp_get_place_num_procs(p))));
+      omp_get_place_proc_ids(p, place.data());
+      ids.insert(place.begin(), place.end());
+    }
+  }
+  if (ids.empty()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) return {};
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) ids.insert(c);
+  }
+  return {ids.begin(), ids.end()};
+}
+
+// "0-3,8" back into ids; false on anything else.
+bool parse_cpu_list(const std::string& list, std::set<int>& into) {
+  if (list.empty()) return false;
+  size_t i = 0;
+  auto number = [&](int& v) {
+    if (i >= list.size() || list[i] < '0' || list[i] > '9') return false;
+    v = 0;
+    while (i < list.size() && list[i] >= '0' && list[i] <= '9') {
+      v = v * 10 + (list[i++] - '0');
+      if (v >= CPU_SETSIZE) return false;
+    }
+    return true;
+  };
+  while (i < list.size()) {
+    int lo = 0, hi = 0;
+    if (!number(lo)) return false;
+    hi = lo;
+    if (i < list.size() && list[i] == '-') {
+      ++i;
+      if (!number(hi) || hi < lo) return false;
+    }
+    for (int c = lo; c <= hi; ++c) into.insert(c);
+    if (i < list.size() && list[i++] != ',') return false;
+    if (i == list.size() && list.back() == ',') return false;
+  }
+  return true;
+}
 }  // namespace
 
-void set_local_ranks(int n) {
+void set_local_ranks(int n, int host_cores) {
   g_local_ranks.store(std::max(1, n), std::memory_order_relaxed);
+  g_host_cores.store(std::max(0, host_cores), std::memory_order_relaxed);
 }
 
 int local_ranks() {
   return g_local_ranks.load(std::memory_order_relaxed);
+}
+
+int host_cores() {
+  const int set = g_host_cores.load(std::memory_order_relaxed);
+  return set > 0 ? set : commfuse::cpu::online_cores();
+}
+
+std::string compute_cpu_list() {
+  const std::vector<int> ids = compute_cpu_ids();
+  std::string out;
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i;
+    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += std::to_string(ids[i]);
+    if (j > i) out += '-' + std::to_string(ids[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+int cpus_in_union(const std::vector<std::string>& lists) {
+  std::set<int> all;
+  for (const std::string& l : lists)
+    if (!parse_cpu_list(l, all)) return 0;
+  return static_cast<int>(all.size());
 }
 
 int compute_threads_for(int override_threads, int cores, int local, int allowed) {
@@ -56,8 +134,8 @@ int compute_threads() {
   // Cached: this runs on every GEMM call and reading a parameter allocates. If the
   // initializer throws, the next call reads (and reports) the value again.
   static const int override_threads = params::num_threads_override();
-  static const int cores = commfuse::cpu::online_cores();
-  return compute_threads_for(override_threads, cores, local_ranks(), allowed_compute_cores());
+  return compute_threads_for(override_threads, host_cores(), local_ranks(),
+                             allowed_compute_cores());
 }
 
 namespace {

@@ -2,12 +2,29 @@
 // host share its cores, so each takes its share unless COMMFUSE_NUM_THREADS says otherwise.
 #pragma once
 
+#include <string>
+#include <vector>
+
 namespace commfuse::kernels::cpu {
 
-// The number of ranks of this process's communicator that run on this host. The
-// communicator layer sets it; until then it is 1. Values < 1 are treated as 1.
-void set_local_ranks(int local_ranks);
+// The number of ranks of this process's communicator that run on this host, and the cores
+// they may run on together (host_cores: the union of their compute_cpu_list()s; 0 = the
+// online cores). The communicator layer sets them; until then 1 and the online cores.
+// Values < 1 are treated as 1 (ranks) and as unknown (cores).
+void set_local_ranks(int local_ranks, int host_cores = 0);
 int local_ranks();
+// The cores this host's ranks share: set_local_ranks's host_cores, else the online cores.
+int host_cores();
+
+// The CPUs this process's compute threads may run on (allowed_compute_cores' set) as a
+// list of ranges, "0-3,8"; empty where it cannot be read. What the ranks of one host
+// exchange at set-up: ranks confined together (a container's or a job's cpuset) share
+// those cores however many the host has online, where ranks each bound to their own core
+// do not.
+std::string compute_cpu_list();
+// The number of CPUs in the union of such lists; 0 where any is empty or malformed (the
+// caller then falls back on the online cores).
+int cpus_in_union(const std::vector<std::string>& lists);
 
 // The rule itself: override if > 0, else max(1, min(allowed, cores / local_ranks)):
 // the host's cores shared by its ranks, but never more threads than this process may run
@@ -26,7 +43,7 @@ bool core_left_free(int override_threads, int cores, int local_ranks, int allowe
 // so that thread's own mask shows one place, not what the process was given.
 int allowed_compute_cores();
 
-// compute_threads_for(COMMFUSE_NUM_THREADS, online cores, local_ranks(),
+// compute_threads_for(COMMFUSE_NUM_THREADS, host_cores(), local_ranks(),
 // allowed_compute_cores()).
 // The variable and the mask are read once (fixed at start); an invalid value throws
 // InvalidArgument naming it.
