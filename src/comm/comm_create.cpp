@@ -84,7 +84,7 @@ size_t slot_bytes_param() {
 class LocalRanksDuring {
  public:
   LocalRanksDuring(int n, int host_cores)
-      : before_(kernels::cpu::local_ranks()), before_cores_(kernels::cpu::host_cores()) {
+      : before_(kernels::cpu::local_ranks()), before_cores_(kernels::cpu::host_cores_setting()) {
     kernels::cpu::set_local_ranks(n, host_cores);
   }
   ~LocalRanksDuring() { kernels::cpu::set_local_ranks(before_, before_cores_); }
@@ -95,13 +95,15 @@ class LocalRanksDuring {
   int before_, before_cores_;
 };
 
-// The number of CPUs in the union of the ranks' compute CPU sets (one host's ranks), at most
-// the online cores; the online cores where a rank could not read its set.
+// The number of CPUs in the union of the ranks' compute CPU sets (one host's ranks): the
+// same on every rank, from the same records (the union of real CPU ids needs no clamp to
+// the online count, which a container may show differently to each rank); the online cores
+// where a rank could not read its set.
 int group_cores(const std::vector<RankRecord>& recs) {
   std::vector<std::string> lists;
   for (const RankRecord& r : recs) lists.push_back(r.cpus);
   const int n = kernels::cpu::cpus_in_union(lists);
-  return n > 0 ? std::min(n, cpu::online_cores()) : cpu::online_cores();
+  return n > 0 ? n : cpu::online_cores();
 }
 
 // What the group decides from measurements, alike on every rank.

@@ -9,7 +9,9 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "core/error.hpp"
@@ -228,45 +230,79 @@ size_t l2_cache_bytes() {
   return bytes;
 }
 
-namespace {
+bool parse_cpu_list(const std::string& list, std::set<int>& into) {
+  if (list.empty()) return false;
+  size_t i = 0;
+  auto number = [&](int& v) {
+    if (i >= list.size() || list[i] < '0' || list[i] > '9') return false;
+    v = 0;
+    while (i < list.size() && list[i] >= '0' && list[i] <= '9') {
+      v = v * 10 + (list[i++] - '0');
+      if (v >= CPU_SETSIZE) return false;
+    }
+    return true;
+  };
+  while (i < list.size()) {
+    int lo = 0, hi = 0;
+    if (!number(lo)) return false;
+    hi = lo;
+    if (i < list.size() && list[i] == '-') {
+      ++i;
+      if (!number(hi) || hi < lo) return false;
+    }
+    for (int c = lo; c <= hi; ++c) into.insert(c);
+    if (i == list.size()) break;
+    if (list[i++] != ',' || i == list.size()) return false;  // "0,": a range must follow
+  }
+  return true;
+}
 
-// The size of the highest-level data or unified cache cpu0 has, from sysfs (what lscpu
-// shows): 0 where sysfs does not say. "32768K" style, as the kernel writes it.
-size_t sysfs_llc_bytes() {
-  size_t best = 0;
+CacheInfo read_last_level_cache(const std::string& cache_dir) {
+  CacheInfo best;
   int best_level = 0;
-  for (int i = 0; i < 16; ++i) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
-    std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size");
+  for (int i = 0; i < 64; ++i) {
+    const std::string dir = cache_dir + "/index" + std::to_string(i) + "/";
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) break;  // the indexes are numbered from 0
+    std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size"),
+        shared_file(dir + "shared_cpu_list");
     int level = 0;
-    std::string type, size;
-    if (!(level_file >> level) || !(type_file >> type) || !(size_file >> size)) break;
+    std::string type, size, shared;
+    // An index lacking a field (some ARM systems give no size) is skipped, not the end.
+    if (!(level_file >> level) || !(type_file >> type) || !(size_file >> size)) continue;
     if (type == "Instruction" || level < best_level) continue;
     char* end = nullptr;
     const unsigned long long v = std::strtoull(size.c_str(), &end, 10);
-    const size_t scale = *end == 'K'   ? 1024
+    const size_t scale = *end == 'K'   ? size_t{1} << 10
                          : *end == 'M' ? size_t{1} << 20
                          : *end == 'G' ? size_t{1} << 30
                                        : 1;
-    if (v == 0) continue;
-    best = static_cast<size_t>(v) * scale;
+    if (v == 0 || end == size.c_str() || v > (size_t{1} << 40) / scale) continue;
+    best.bytes = static_cast<size_t>(v) * scale;
+    std::set<int> cpus;
+    best.shared_cpus =
+        shared_file >> shared && parse_cpu_list(shared, cpus) ? static_cast<int>(cpus.size()) : 0;
     best_level = level;
   }
   return best;
 }
 
-}  // namespace
-
-size_t llc_bytes() {
-  // sysfs first: glibc's sysconf can report the whole package's L3 rather than the slice
-  // these cores share (an AMD EPYC Zen 4 VM: 320 MiB, where sysfs and lscpu say 32 MiB).
-  static const size_t bytes = [] {
-    if (const size_t b = sysfs_llc_bytes(); b > 0) return b;
+CacheInfo last_level_cache() {
+  // sysfs first: glibc's sysconf can report the whole package's L3 rather than the one these
+  // cores share (an AMD EPYC Zen 4 VM: 320 MiB, where sysfs and lscpu say 32 MiB).
+  static const CacheInfo info = [] {
+    if (const CacheInfo c = read_last_level_cache("/sys/devices/system/cpu/cpu0/cache");
+        c.bytes > 0)
+      return c;
     long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
     if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return llc > 0 ? static_cast<size_t>(llc) : size_t{0};
+    return CacheInfo{llc > 0 ? static_cast<size_t>(llc) : size_t{0}, 0};
   }();
-  return bytes;
+  return info;
+}
+
+size_t llc_bytes() {
+  return last_level_cache().bytes;
 }
 
 }  // namespace commfuse::cpu

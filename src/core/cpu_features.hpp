@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -75,8 +76,23 @@ int allowed_cores();
 // One core's L2 cache in bytes (sysconf; 1 MiB where the system does not say): the working
 // set a kernel keeps a chunk within.
 size_t l2_cache_bytes();
-// The last-level cache in bytes (sysconf's L3, else its L2; 0 where the system says neither),
-// shared by the cores this process sees.
-size_t llc_bytes();
+// A CPU list as the kernel writes one ("0-3,8") into `into`; false (into partly filled) on
+// anything else: empty, a trailing comma, a reversed range, an id of CPU_SETSIZE or more.
+bool parse_cpu_list(const std::string& list, std::set<int>& into);
+
+// The last-level cache: its size in bytes (0: unknown) and how many CPUs share it (0:
+// unknown).
+struct CacheInfo {
+  size_t bytes = 0;
+  int shared_cpus = 0;
+};
+// The highest-level data or unified cache under a sysfs cache directory
+// (<cache_dir>/index<i>/{level,type,size,shared_cpu_list}); indexes lacking a field are
+// skipped. {0, 0} where there is none.
+CacheInfo read_last_level_cache(const std::string& cache_dir);
+// cpu0's, read once: from sysfs (what lscpu shows), else sysconf's L3, else its L2 (sharing
+// unknown).
+CacheInfo last_level_cache();
+size_t llc_bytes();  // last_level_cache().bytes
 
 }  // namespace commfuse::cpu

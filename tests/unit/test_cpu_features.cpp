@@ -3,8 +3,12 @@
 // Run natively and again capped (tests/CMakeLists.txt), so both answers are checked.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "core/cpu_features.hpp"
@@ -118,30 +122,82 @@ TEST(CpuIsa, OneDnnIsCappedToMatchUnlessTheUserCappedIt) {
   EXPECT_FALSE(isa.empty());
 }
 
-// The last-level cache is the largest data or unified cache cpu0's sysfs lists (what lscpu
-// shows; glibc's sysconf reported an AMD EPYC Zen 4 VM's 32 MiB L3 as 320 MiB), never
-// smaller than one core's L2 where both are known.
-TEST(CpuCaches, LastLevelIsTheLargestLevelSysfsLists) {
-  using commfuse::cpu::l2_cache_bytes;
-  using commfuse::cpu::llc_bytes;
-  EXPECT_EQ(llc_bytes(), llc_bytes());  // decided once
-  if (llc_bytes() == 0) GTEST_SKIP() << "neither sysfs nor sysconf gives a cache size here";
-  EXPECT_GE(llc_bytes(), l2_cache_bytes());
-  int top = 0;
-  size_t top_bytes = 0;
-  for (int i = 0; i < 16; ++i) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
-    std::ifstream level(dir + "level"), type(dir + "type"), size(dir + "size");
-    int l = 0;
-    std::string t;
-    size_t kib = 0;
-    char unit = 0;
-    if (!(level >> l) || !(type >> t) || !(size >> kib >> unit)) break;
-    if (t == "Instruction" || l < top) continue;
-    ASSERT_EQ(unit, 'K') << dir << "size: this test reads the kernel's KiB form";
-    top = l;
-    top_bytes = kib << 10;
+// The last-level cache is the highest-level data or unified cache a sysfs cache directory
+// lists (what lscpu shows; glibc's sysconf reported an AMD EPYC Zen 4 VM's 32 MiB L3 as 320
+// MiB), with the CPUs that share it: read from fake directory trees here.
+namespace {
+void write_index(const std::filesystem::path& dir, int i, const char* level, const char* type,
+                 const char* size, const char* shared) {
+  const auto d = dir / ("index" + std::to_string(i));
+  std::filesystem::create_directories(d);
+  auto put = [&](const char* name, const char* v) {
+    if (v != nullptr) std::ofstream(d / name) << v << "\n";
+  };
+  put("level", level);
+  put("type", type);
+  put("size", size);
+  put("shared_cpu_list", shared);
+}
+}  // namespace
+
+TEST(CpuCaches, LastLevelIsTheHighestDataOrUnifiedCacheInSysfs) {
+  using commfuse::cpu::read_last_level_cache;
+  const auto root = std::filesystem::temp_directory_path() /
+                    ("commfuse-cache-test-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(root);
+  // Zen 4 style: L1d, L1i, L2 per core, one 32 MiB L3 over CPUs 0-1.
+  const auto zen = root / "zen";
+  write_index(zen, 0, "1", "Data", "32K", "0");
+  write_index(zen, 1, "1", "Instruction", "32K", "0");
+  write_index(zen, 2, "2", "Unified", "1024K", "0");
+  write_index(zen, 3, "3", "Unified", "32768K", "0-1");
+  auto c = read_last_level_cache(zen.string());
+  EXPECT_EQ(c.bytes, size_t{32} << 20);
+  EXPECT_EQ(c.shared_cpus, 2);
+  // A larger instruction cache does not count; M and G suffixes; a sharing list with gaps.
+  const auto big = root / "big";
+  write_index(big, 0, "1", "Data", "48K", "0,64");
+  write_index(big, 1, "2", "Unified", "2M", "0,64");
+  write_index(big, 2, "3", "Unified", "1G", "0-31,64-95");
+  write_index(big, 3, "4", "Instruction", "4G", "0-127");
+  c = read_last_level_cache(big.string());
+  EXPECT_EQ(c.bytes, size_t{1} << 30);
+  EXPECT_EQ(c.shared_cpus, 64);
+  // An index lacking its size (some ARM systems) is skipped, not the end of the list; a
+  // missing or malformed sharing list is unknown (0).
+  const auto arm = root / "arm";
+  write_index(arm, 0, "1", "Data", "64K", "0");
+  write_index(arm, 1, "2", "Unified", nullptr, "0-3");
+  write_index(arm, 2, "3", "Unified", "8192K", nullptr);
+  c = read_last_level_cache(arm.string());
+  EXPECT_EQ(c.bytes, size_t{8} << 20);
+  EXPECT_EQ(c.shared_cpus, 0);
+  write_index(arm, 2, "3", "Unified", "8192K", "0-");
+  EXPECT_EQ(read_last_level_cache(arm.string()).shared_cpus, 0);
+  // Nothing there, or only instruction caches: unknown.
+  EXPECT_EQ(read_last_level_cache((root / "none").string()).bytes, 0u);
+  const auto instr = root / "instr";
+  write_index(instr, 0, "1", "Instruction", "32K", "0");
+  EXPECT_EQ(read_last_level_cache(instr.string()).bytes, 0u);
+  std::filesystem::remove_all(root);
+
+  // This machine's: sysfs's where it has one, never smaller than an L2 sysfs also knows.
+  const auto mine = commfuse::cpu::last_level_cache();
+  const auto from_sysfs = read_last_level_cache("/sys/devices/system/cpu/cpu0/cache");
+  if (from_sysfs.bytes > 0) {
+    EXPECT_EQ(mine.bytes, from_sysfs.bytes);
+    EXPECT_EQ(mine.shared_cpus, from_sysfs.shared_cpus);
   }
-  if (top == 0) GTEST_SKIP() << "no cache sizes in sysfs: llc_bytes() is sysconf's";
-  EXPECT_EQ(llc_bytes(), top_bytes) << "level " << top;
+  EXPECT_EQ(commfuse::cpu::llc_bytes(), mine.bytes);
+}
+
+// The CPU lists the kernel writes (and the ranks exchange): ranges and single ids.
+TEST(CpuCaches, CpuListsParseAsTheKernelWritesThem) {
+  std::set<int> s;
+  EXPECT_TRUE(commfuse::cpu::parse_cpu_list("0-3,8,10-11", s));
+  EXPECT_EQ(s, (std::set<int>{0, 1, 2, 3, 8, 10, 11}));
+  for (const char* bad : {"", "-", "1-0", "0,", ",0", "0-", "a", "0 1", "0,,1", "0-1-2", "99999"}) {
+    std::set<int> t;
+    EXPECT_FALSE(commfuse::cpu::parse_cpu_list(bad, t)) << '"' << bad << '"';
+  }
 }

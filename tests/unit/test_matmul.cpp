@@ -786,10 +786,10 @@ TEST(ComputeThreads, OverrideElseCoresPerLocalRank) {
   EXPECT_EQ(cpu::compute_threads_for(0, 16, 3, 16), 5);
   EXPECT_EQ(cpu::compute_threads_for(0, 2, 8, 2), 1);
   EXPECT_EQ(cpu::compute_threads_for(0, 2, 0, 2), 2);
-  const int before = cpu::local_ranks();
-  cpu::set_local_ranks(0);
+  const int before = cpu::local_ranks(), before_cores = cpu::host_cores_setting();
+  cpu::set_local_ranks(0, 0);
   EXPECT_EQ(cpu::local_ranks(), 1);
-  cpu::set_local_ranks(before);
+  cpu::set_local_ranks(before, before_cores);
   EXPECT_GE(cpu::compute_threads(), 1);
   if (std::getenv("COMMFUSE_NUM_THREADS") == nullptr) {  // the override may exceed the mask
     EXPECT_LE(cpu::compute_threads(), cpu::allowed_compute_cores());
@@ -825,11 +825,15 @@ TEST(ComputeThreads, CpuListsOfTheRanksGiveTheCoresTheyShare) {
   for (const char* bad : {"", "-", "1-0", "0,", ",0", "0-", "a", "0 1", "99999"})
     EXPECT_EQ(cpu::cpus_in_union({"0-1", bad}), 0) << '"' << bad << '"';
   // The share of a confined group: 4 ranks on the 2 cores they share take a thread each.
-  const int ranks = cpu::local_ranks(), cores = cpu::host_cores();
+  const int ranks = cpu::local_ranks(), cores = cpu::host_cores_setting();
   cpu::set_local_ranks(4, 2);
+  EXPECT_EQ(cpu::local_ranks(), 4);
   EXPECT_EQ(cpu::host_cores(), 2);
-  cpu::set_local_ranks(4);
+  EXPECT_EQ(cpu::host_cores_setting(), 2);
+  EXPECT_EQ(cpu::compute_threads_for(0, cpu::host_cores(), cpu::local_ranks(), 2), 1);
+  cpu::set_local_ranks(4, 0);  // unknown: the online cores
   EXPECT_EQ(cpu::host_cores(), commfuse::cpu::online_cores());
+  EXPECT_EQ(cpu::host_cores_setting(), 0);
   cpu::set_local_ranks(ranks, cores);
 }
 

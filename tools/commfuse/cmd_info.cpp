@@ -91,8 +91,13 @@ int cmd_info(int argc, char** argv) {
       yn(f.avx2), yn(f.avx512f), yn(f.avx512_bf16), yn(f.avx512_vnni || f.avx_vnni),
       yn(f.avx512_vnni), yn(f.avx_vnni));
   std::printf("  CPU feature list  %s\n", cpu::describe(f).c_str());
-  std::printf("  CPU caches        L2 %zu KiB per core, last level %zu KiB (0: unknown)\n",
-              cpu::l2_cache_bytes() >> 10, cpu::llc_bytes() >> 10);
+  const cpu::CacheInfo llc = cpu::last_level_cache();
+  std::printf(
+      "  CPU caches        L2 %zu KiB per core, last level %s\n", cpu::l2_cache_bytes() >> 10,
+      llc.bytes == 0 ? "unknown"
+      : llc.shared_cpus > 0
+          ? detail::cat(llc.bytes >> 10, " KiB shared by ", llc.shared_cpus, " CPUs").c_str()
+          : detail::cat(llc.bytes >> 10, " KiB").c_str());
   const cpu::IsaLevel cap = cpu::max_isa();
   std::printf(
       "  CPU ISA           %s (detected %s%s)\n", cpu::isa_level_name(cpu::highest_level(f)),

@@ -278,7 +278,7 @@ std::unique_ptr<CommImpl> create_mpi_comm(int rank, int world_size) {
   // The cores this host's ranks may run on together (the union of their CPU sets: ranks
   // confined to one cpuset share it however many cores are online), else the online cores.
   const int in_union = kernels::cpu::cpus_in_union(local_cpus);
-  const int cores = in_union > 0 ? std::min(in_union, cpu::online_cores()) : cpu::online_cores();
+  const int cores = in_union > 0 ? in_union : cpu::online_cores();
   const bool oversubscribed = local_ranks > cores;
   const bool progress_thread =
       mpi::use_progress_thread(progress_mode, local_ranks, cores, num_threads);

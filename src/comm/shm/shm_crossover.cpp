@@ -131,10 +131,15 @@ void ShmTransport::measure_shared_cores(bool time_all_to_all, bool time_all_redu
         [&](size_t i) { all_to_all(src.data(), dst.data(), block(i), DType::kInt8); }, barrier_fn,
         slots_us, cma_us);
     a2a_probe_.reset();
-    decided[0] = best_crossover_size(kSharedCoreA2aBytes, slots_us, cma_us, kA2a,
-                                     slots_spill_bytes(size_, cpu::llc_bytes()));
+    const uint64_t spill = slots_spill_bytes(size_, cpu::llc_bytes());
+    decided[0] = best_crossover_size(kSharedCoreA2aBytes, slots_us, cma_us, kA2a, spill);
     log_line = describe_times("all_to_all slots / cma us at", kSharedCoreA2aBytes, slots_us, cma_us,
                               kA2a) +
+               (decided[0] == spill  // above every probe: the slots won them all
+                    ? detail::cat(" (the slots won every probe: CMA from where the group's slot "
+                                  "copies outgrow the ",
+                                  cpu::llc_bytes(), "-byte last-level cache)")
+                    : std::string()) +
                "; ";
   }
 
@@ -169,8 +174,7 @@ void ShmTransport::measure_shared_cores(bool time_all_to_all, bool time_all_redu
         "shm, ranks sharing cores, timed at set-up (",
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
         " ms): ", log_line, " -> all_to_all with CMA from ", decided[0],
-        " bytes saved (where the slots win every probe: as the group's slot copies outgrow the ",
-        cpu::llc_bytes(), "-byte last-level cache), all_reduce two-shot ",
+        " bytes saved, all_reduce two-shot ",
         decided[1] == 0        ? std::string("by the fixed rule")
         : decided[1] == kNever ? std::string("never")
                                : detail::cat("from ", decided[1], "-byte steps")));

@@ -69,9 +69,12 @@ void copy_sse2(void* dst, const void* src, size_t n, bool nontemporal) {
 
 #endif  // CF_COPY_X86
 
+// The last-level cache's share per CPU that shares it (sysfs says how many do; else the
+// online cores).
 size_t compute_nontemporal_bytes() {
-  const size_t share = ::commfuse::cpu::llc_bytes() /
-                       static_cast<size_t>(std::max(1, ::commfuse::cpu::online_cores()));
+  const ::commfuse::cpu::CacheInfo llc = ::commfuse::cpu::last_level_cache();
+  const int sharing = llc.shared_cpus > 0 ? llc.shared_cpus : ::commfuse::cpu::online_cores();
+  const size_t share = llc.bytes / static_cast<size_t>(std::max(1, sharing));
   return std::clamp<size_t>(share, size_t{1} << 20, size_t{16} << 20);
 }
 

@@ -16,8 +16,14 @@
 
 namespace commfuse::kernels::cpu {
 namespace {
-std::atomic<int> g_local_ranks{1};
-std::atomic<int> g_host_cores{0};  // 0: the online cores
+// The local ranks (low 32 bits) and host cores (high 32 bits, 0: the online cores) in one
+// word, so that a reader never sees one setting's ranks with another's cores.
+std::atomic<uint64_t> g_local_share{1};
+
+uint64_t pack_share(int ranks, int cores) {
+  return static_cast<uint64_t>(static_cast<uint32_t>(std::max(1, ranks))) |
+         static_cast<uint64_t>(static_cast<uint32_t>(std::max(0, cores))) << 32;
+}
 
 // This process's compute CPUs (allowed_compute_cores' set), sorted; empty where unknown.
 std::vector<int> compute_cpu_ids() {
@@ -39,47 +45,25 @@ std::vector<int> compute_cpu_ids() {
   return {ids.begin(), ids.end()};
 }
 
-// "0-3,8" back into ids; false on anything else.
-bool parse_cpu_list(const std::string& list, std::set<int>& into) {
-  if (list.empty()) return false;
-  size_t i = 0;
-  auto number = [&](int& v) {
-    if (i >= list.size() || list[i] < '0' || list[i] > '9') return false;
-    v = 0;
-    while (i < list.size() && list[i] >= '0' && list[i] <= '9') {
-      v = v * 10 + (list[i++] - '0');
-      if (v >= CPU_SETSIZE) return false;
-    }
-    return true;
-  };
-  while (i < list.size()) {
-    int lo = 0, hi = 0;
-    if (!number(lo)) return false;
-    hi = lo;
-    if (i < list.size() && list[i] == '-') {
-      ++i;
-      if (!number(hi) || hi < lo) return false;
-    }
-    for (int c = lo; c <= hi; ++c) into.insert(c);
-    if (i < list.size() && list[i++] != ',') return false;
-    if (i == list.size() && list.back() == ',') return false;
-  }
-  return true;
-}
 }  // namespace
 
 void set_local_ranks(int n, int host_cores) {
-  g_local_ranks.store(std::max(1, n), std::memory_order_relaxed);
-  g_host_cores.store(std::max(0, host_cores), std::memory_order_relaxed);
+  g_local_share.store(pack_share(n, host_cores), std::memory_order_relaxed);
 }
 
 int local_ranks() {
-  return g_local_ranks.load(std::memory_order_relaxed);
+  return static_cast<int>(g_local_share.load(std::memory_order_relaxed) & 0xffffffffu);
+}
+
+int host_cores_setting() {
+  return static_cast<int>(g_local_share.load(std::memory_order_relaxed) >> 32);
 }
 
 int host_cores() {
-  const int set = g_host_cores.load(std::memory_order_relaxed);
-  return set > 0 ? set : commfuse::cpu::online_cores();
+  // Cached: compute_threads() runs on every GEMM call, and sysconf reads sysfs each time.
+  static const int online = commfuse::cpu::online_cores();
+  const int set = host_cores_setting();
+  return set > 0 ? set : online;
 }
 
 std::string compute_cpu_list() {
@@ -99,7 +83,7 @@ std::string compute_cpu_list() {
 int cpus_in_union(const std::vector<std::string>& lists) {
   std::set<int> all;
   for (const std::string& l : lists)
-    if (!parse_cpu_list(l, all)) return 0;
+    if (!commfuse::cpu::parse_cpu_list(l, all)) return 0;
   return static_cast<int>(all.size());
 }
 

@@ -11,10 +11,12 @@ namespace commfuse::kernels::cpu {
 // they may run on together (host_cores: the union of their compute_cpu_list()s; 0 = the
 // online cores). The communicator layer sets them; until then 1 and the online cores.
 // Values < 1 are treated as 1 (ranks) and as unknown (cores).
-void set_local_ranks(int local_ranks, int host_cores = 0);
+void set_local_ranks(int local_ranks, int host_cores);
 int local_ranks();
 // The cores this host's ranks share: set_local_ranks's host_cores, else the online cores.
 int host_cores();
+// set_local_ranks's host_cores as set (0: unknown), to restore a setting as it was.
+int host_cores_setting();
 
 // The CPUs this process's compute threads may run on (allowed_compute_cores' set) as a
 // list of ranges, "0-3,8"; empty where it cannot be read. What the ranks of one host
