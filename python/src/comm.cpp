@@ -23,6 +23,7 @@
 #include "comm_hold.hpp"
 #include "core/error.hpp"
 #include "interrupt.hpp"
+#include "keep_alive.hpp"
 #include "tensor_ref.hpp"
 
 namespace nb = nanobind;
@@ -178,6 +179,7 @@ void bind_comm(nb::module_& m) {
             if (!buf.contiguous()) reject(c, "broadcast", "x must be row-major contiguous");
             if (buf.read_only) reject(c, "broadcast", "x is read-only");
             const auto count = static_cast<size_t>(buf.view.numel());
+            const KeepIfFailedOverMpi keep(&c, {&buf});
             Released release;
             c.broadcast(buf.view.data, count, buf.view.dtype, root);
           },
@@ -189,6 +191,7 @@ void bind_comm(nb::module_& m) {
             Comm& c = *held;
             const int64_t n = src.view.numel();
             check_pair(c, "all_gather", src, dst, n, n * c.world_size(), false);
+            const KeepIfFailedOverMpi keep(&c, {&src, &dst});
             Released release;
             c.all_gather(src.view.data, dst.view.data, static_cast<size_t>(n), src.view.dtype);
           },
@@ -200,6 +203,7 @@ void bind_comm(nb::module_& m) {
             Comm& c = *held;
             const int64_t n = src.view.numel();
             check_pair(c, "all_reduce", src, dst, n, n, true);
+            const KeepIfFailedOverMpi keep(&c, {&src, &dst});
             Released release;
             c.all_reduce(src.view.data, dst.view.data, static_cast<size_t>(n), src.view.dtype);
           },
@@ -211,6 +215,7 @@ void bind_comm(nb::module_& m) {
             Comm& c = *held;
             const int64_t n = block_count(c, "reduce_scatter", src);
             check_pair(c, "reduce_scatter", src, dst, n * c.world_size(), n, false);
+            const KeepIfFailedOverMpi keep(&c, {&src, &dst});
             Released release;
             c.reduce_scatter(src.view.data, dst.view.data, static_cast<size_t>(n), src.view.dtype);
           },
@@ -223,6 +228,7 @@ void bind_comm(nb::module_& m) {
             Comm& c = *held;
             const int64_t n = block_count(c, "all_to_all", src);
             check_pair(c, "all_to_all", src, dst, n * c.world_size(), n * c.world_size(), false);
+            const KeepIfFailedOverMpi keep(&c, {&src, &dst});
             Released release;
             c.all_to_all(src.view.data, dst.view.data, static_cast<size_t>(n), src.view.dtype);
           },

@@ -10,6 +10,7 @@
 
 #include "bindings.hpp"
 #include "interrupt.hpp"
+#include "keep_alive.hpp"
 
 namespace nb = nanobind;
 
@@ -30,4 +31,7 @@ NB_MODULE(_commfuse, m) {
   bind_quant_reduce_scatter(m);
   bind_quantize(m);
   install_interrupt_check();  // Ctrl-C ends a call's wait (interrupt.hpp)
+  m.def("_arrays_kept_after_failures", &arrays_kept_after_failures,
+        "How many arrays the bindings keep alive after calls that failed over MPI "
+        "(keep_alive.hpp); for the tests.");
 }

@@ -13,6 +13,7 @@
 #include "bindings.hpp"
 #include "comm_hold.hpp"
 #include "interrupt.hpp"
+#include "keep_alive.hpp"
 #include "tensor_ref.hpp"
 
 namespace nb = nanobind;
@@ -39,6 +40,9 @@ void bind_all_gather_matmul(nb::module_& m) {
         if (x2_scale != nullptr) options.x2_scale = x2_scale->view;
         options.stream = reinterpret_cast<void*>(stream);  // CUDA arrays: a cudaStream_t
         options.packed_x2 = packed_or_null(packed_x2);
+        const KeepIfFailedOverMpi keep(held ? &*held : nullptr,
+                                       {&x1, &x2, &output, gather_out, bias, x1_scale, x2_scale,
+                                        packed_x2 != nullptr ? &packed_x2->x2 : nullptr});
         Released release;
         all_gather_matmul(x1.view, x2.view, group, world_size, output.view,
                           view_or_absent(gather_out), options);

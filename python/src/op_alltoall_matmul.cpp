@@ -11,6 +11,7 @@
 #include "bindings.hpp"
 #include "comm_hold.hpp"
 #include "interrupt.hpp"
+#include "keep_alive.hpp"
 #include "tensor_ref.hpp"
 
 namespace nb = nanobind;
@@ -33,6 +34,9 @@ void bind_alltoall_matmul(nb::module_& m) {
         options.transpose_x2 = transpose_x2;
         options.stream = reinterpret_cast<void*>(stream);  // CUDA arrays: a cudaStream_t
         options.packed_x2 = packed_or_null(packed_x2);
+        const KeepIfFailedOverMpi keep(held ? &*held : nullptr,
+                                       {&x1, &x2, &output, all_to_all_out, bias,
+                                        packed_x2 != nullptr ? &packed_x2->x2 : nullptr});
         Released release;
         alltoall_matmul(x1.view, x2.view, group, output.view, view_or_absent(all_to_all_out),
                         options);

@@ -11,6 +11,7 @@
 #include "bindings.hpp"
 #include "comm_hold.hpp"
 #include "interrupt.hpp"
+#include "keep_alive.hpp"
 #include "tensor_ref.hpp"
 
 namespace nb = nanobind;
@@ -34,6 +35,9 @@ void bind_matmul_all_reduce(nb::module_& m) {
         if (x2_scale != nullptr) options.x2_scale = x2_scale->view;
         options.stream = reinterpret_cast<void*>(stream);  // CUDA arrays: a cudaStream_t
         options.packed_x2 = packed_or_null(packed_x2);
+        const KeepIfFailedOverMpi keep(held ? &*held : nullptr,
+                                       {&x1, &x2, &output, bias, x1_scale, x2_scale,
+                                        packed_x2 != nullptr ? &packed_x2->x2 : nullptr});
         Released release;
         matmul_all_reduce(x1.view, x2.view, group, output.view, options);
       },

@@ -11,6 +11,7 @@
 #include "bindings.hpp"
 #include "comm_hold.hpp"
 #include "interrupt.hpp"
+#include "keep_alive.hpp"
 #include "tensor_ref.hpp"
 
 namespace nb = nanobind;
@@ -24,6 +25,7 @@ void bind_quant_all_reduce(nb::module_& m) {
          const TensorRef& output, const std::string& reduce_op, uintptr_t stream) {
         const HeldComm held = hold_group("quant_all_reduce", group);
         check_output("quant_all_reduce", group, "output", output);
+        const KeepIfFailedOverMpi keep(held ? &*held : nullptr, {&x, &scales, &output});
         Released release;
         quant_all_reduce(x.view, scales.view, group, output.view, reduce_op,
                          reinterpret_cast<void*>(stream));  // CUDA arrays: a cudaStream_t

@@ -1,0 +1,86 @@
+"""A call that fails over MPI (a timeout here) keeps its arrays alive until the process ends:
+MPI may still complete a transfer into them if the late peer resumes (docs/reliability.md,
+"A failed call's buffers over MPI"), so freeing them would let it write into memory Python
+has reused. A call that succeeds, or one rejected while the communicator stays usable,
+keeps nothing."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+WORKER = r"""
+import gc, sys, time, weakref
+import numpy as np
+import commfuse
+from commfuse import _commfuse
+
+c = commfuse.init(init_method="mpi")
+assert c.transport == "mpi", c.transport
+n = 1 << 20  # 4 MiB of float32 a rank: past Open MPI's eager limit, so a matched receive
+
+def dropped(make_and_call):
+    # Runs a call on fresh arrays, drops them and says whether they were freed.
+    refs = make_and_call()
+    gc.collect()
+    return all(r() is None for r in refs)
+
+def ok_call():
+    src, dst = np.ones(n, np.float32), np.empty(2 * n, np.float32)
+    c.all_gather(src, dst)
+    assert (dst == 1).all()
+    return [weakref.ref(src), weakref.ref(dst)]
+
+print(c.rank, "ok call freed", dropped(ok_call), _commfuse._arrays_kept_after_failures(), flush=True)
+
+def rejected_call():
+    src, dst = np.ones(n, np.float32), np.empty(3, np.float32)  # dst too small, on every rank
+    try:
+        c.all_gather(src, dst)
+    except commfuse.InvalidArgument:
+        pass
+    return [weakref.ref(src), weakref.ref(dst)]
+
+print(c.rank, "rejected call freed", dropped(rejected_call), c.usable,
+      _commfuse._arrays_kept_after_failures(), flush=True)
+
+if c.rank == 1:
+    time.sleep(4)  # rank 0's call times out meanwhile (COMMFUSE_TIMEOUT_S=1)
+    sys.exit(0)
+
+def failed_call():
+    src, dst = np.ones(n, np.float32), np.empty(2 * n, np.float32)
+    try:
+        c.all_gather(src, dst)
+        print(0, "the call did not fail", flush=True)
+    except commfuse.RuntimeFailure as e:
+        print(0, "failed:", str(e).splitlines()[0], flush=True)
+    return [weakref.ref(src), weakref.ref(dst)]
+
+print(0, "failed call freed", dropped(failed_call), c.usable,
+      _commfuse._arrays_kept_after_failures(), flush=True)
+os._exit(0)  # not MPI_Finalize: the late peer's transfer may be pending
+"""
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed")
+def test_a_call_that_fails_over_mpi_keeps_its_arrays(tmp_path):
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER.replace("import gc, sys", "import gc, os, sys"))
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               COMMFUSE_TRANSPORT="mpi", COMMFUSE_TIMEOUT_S="1",
+               OMPI_MCA_orte_tmpdir_base=str(tmp_path))
+    proc = subprocess.run(
+        ["mpirun", "--oversubscribe", "--mca", "btl", "tcp,self", "-n", "2",
+         "-x", "COMMFUSE_TRANSPORT", "-x", "COMMFUSE_TIMEOUT_S", "-x", "PYTHONPATH",
+         sys.executable, str(script)],
+        capture_output=True, text=True, timeout=120, env=env)
+    out = proc.stdout + proc.stderr
+    for rank in (0, 1):
+        assert f"{rank} ok call freed True 0" in out, out
+        assert f"{rank} rejected call freed True True 0" in out, out
+    assert "0 failed: all_gather(rank 0): timed out" in out, out
+    # Two arrays kept (src and dst), the communicator unusable.
+    assert "0 failed call freed False False 2" in out, out
