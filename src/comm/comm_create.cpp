@@ -46,6 +46,7 @@ struct RankRecord {
   uint64_t group_id = 0;     // rank 0's random id names the communicator
   uint64_t cma_address = 0;  // where peers find this process's CMA probe word
   std::string cpus;          // kernels::cpu::compute_cpu_list(), "-" where unknown
+  std::string thread_cpus;   // kernels::cpu::calling_thread_cpu_list(), "-" where unknown
 
   std::string encode() const {
     std::ostringstream os;
@@ -56,7 +57,8 @@ struct RankRecord {
        << slot_bytes << '\n'
        << group_id << '\n'
        << cma_address << '\n'
-       << (cpus.empty() ? "-" : cpus) << '\n';
+       << (cpus.empty() ? "-" : cpus) << '\n'
+       << (thread_cpus.empty() ? "-" : thread_cpus) << '\n';
     return os.str();
   }
   static RankRecord decode(const std::string& s, int from_rank) {
@@ -64,8 +66,9 @@ struct RankRecord {
     std::istringstream is(s);
     std::getline(is, r.host);
     is >> r.pid >> r.start_time >> r.shm_name >> r.slot_bytes >> r.group_id >> r.cma_address >>
-        r.cpus;
+        r.cpus >> r.thread_cpus;
     if (r.cpus == "-") r.cpus.clear();
+    if (r.thread_cpus == "-") r.thread_cpus.clear();
     if (is.fail())
       detail::throw_status(Status::kRuntimeError,
                            detail::cat("comm init: malformed set-up record from rank ", from_rank));
@@ -99,12 +102,31 @@ class LocalRanksDuring {
 // same on every rank, from the same records (the union of real CPU ids needs no clamp to
 // the online count, which a container may show differently to each rank); the online cores
 // where a rank could not read its set.
-int group_cores(const std::vector<RankRecord>& recs) {
+int group_cores(const std::vector<RankRecord>& recs, std::string RankRecord::*list) {
   std::vector<std::string> lists;
-  for (const RankRecord& r : recs) lists.push_back(r.cpus);
+  for (const RankRecord& r : recs) lists.push_back(r.*list);
   const int n = kernels::cpu::cpus_in_union(lists);
   return n > 0 ? n : cpu::online_cores();
 }
+
+}  // namespace
+
+void warn_pinned_threads(int ranks, int waiting_cores) {
+  const char* bind = std::getenv("OMP_PROC_BIND");
+  const char* places = std::getenv("OMP_PLACES");
+  const bool omp = (bind != nullptr && *bind != '\0' && std::strcmp(bind, "false") != 0 &&
+                    std::strcmp(bind, "FALSE") != 0) ||
+                   (places != nullptr && *places != '\0');
+  CF_LOG(kWarn, "comm init: the ", ranks, " ranks here wait on ", waiting_cores, " CPU",
+         waiting_cores == 1 ? "" : "s", " of the ", cpu::online_cores(),
+         " online (their affinity masks), so they run as ranks sharing cores",
+         omp ? ": OMP_PROC_BIND / OMP_PLACES pin each OpenMP process's first thread to its "
+               "first place, and processes started from one (commfuse launch, spawn) inherit "
+               "that; unset them, or bind each rank to its own cores (mpirun --bind-to core)"
+             : "");
+}
+
+namespace {
 
 // What the group decides from measurements, alike on every rank.
 struct GroupVerdicts {
@@ -197,6 +219,7 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
   mine.slot_bytes = slot_bytes;
   mine.cma_address = shm::cma_probe_address();
   mine.cpus = kernels::cpu::compute_cpu_list();
+  mine.thread_cpus = kernels::cpu::calling_thread_cpu_list();
   if (rank == 0) mine.group_id = std::random_device{}() * 4294967296ull + std::random_device{}();
 
   const auto blobs = all_gather(mine.encode());
@@ -246,9 +269,14 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
   for (int r = 0; r < world_size; ++r)
     if (r != rank) shm::Segment::unlink_name(recs[r].shm_name);
   // The cores the group may run on: the union of its ranks' CPU sets (ranks confined
-  // together to a cpuset share its cores however many are online), else the online cores.
-  const int host_cores = group_cores(recs);
-  const bool oversubscribed = world_size > host_cores;
+  // together to a cpuset share its cores however many are online), else the online cores;
+  // and those its ranks' calling threads, which wait on the peers, run on (fewer where
+  // OMP_PROC_BIND pinned every rank's first thread to the first place).
+  const int host_cores = group_cores(recs, &RankRecord::cpus);
+  const int waiting_cores = std::min(host_cores, group_cores(recs, &RankRecord::thread_cpus));
+  const bool oversubscribed = world_size > waiting_cores;
+  if (rank == 0 && oversubscribed && world_size <= cpu::online_cores())
+    warn_pinned_threads(world_size, waiting_cores);
   // Before any slot carries data (the probe uses their first words as scratch).
   const double sync_us = oversubscribed ? -1 : shm::measure_rank_sync_us(rank, segments);
   GroupVerdicts verdicts =
@@ -261,7 +289,7 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
                 static_cast<unsigned long long>(recs[0].group_id), world_size);
   auto transport_impl =
       std::make_unique<shm::ShmTransport>(rank, std::move(segments), std::move(procs), slot_bytes,
-                                          host_cores, cma, verdicts.direct_calls);
+                                          waiting_cores, cma, verdicts.direct_calls);
   // Sharing cores: all_to_all's CMA crossover and all_reduce's two-shot size from timing
   // both ways on the group (the cost models were 4-16x off there, shm_crossover.cpp); not
   // all_to_all where CMA is unavailable, or where COMMFUSE_ALGO pins it (a test setting:

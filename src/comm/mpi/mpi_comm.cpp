@@ -37,6 +37,9 @@ using SetupBarrier = std::function<void()>;
 std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
                                           const SetupAllGather& all_gather,
                                           const SetupBarrier& barrier);
+// comm_create.cpp: the warning where affinity leaves a host's ranks fewer CPUs than ranks
+// although the host has enough online.
+void warn_pinned_threads(int ranks, int waiting_cores);
 
 namespace {
 
@@ -177,15 +180,21 @@ void barrier(MPI_Comm comm, int rank, int timeout_s) {
 // What each rank tells the others before anything is built. A rank whose own checks
 // failed still takes part, so that its peers fail at once naming it instead of waiting.
 struct SetupRecord {
-  int code = 0;           // Status of this rank's own checks
-  std::string transport;  // its COMMFUSE_TRANSPORT: the choice must be the same everywhere
-  std::string host;       // host_identity()
-  std::string cpus;       // kernels::cpu::compute_cpu_list() (may be empty)
-  std::string error;      // its error message when code != 0
+  int code = 0;             // Status of this rank's own checks
+  std::string transport;    // its COMMFUSE_TRANSPORT: the choice must be the same everywhere
+  std::string host;         // host_identity()
+  std::string cpus;         // kernels::cpu::compute_cpu_list() (may be empty)
+  std::string thread_cpus;  // kernels::cpu::calling_thread_cpu_list() (may be empty)
+  std::string error;        // its error message when code != 0
 
   std::string encode() const {
     std::ostringstream os;
-    os << code << '\n' << transport << '\n' << host << '\n' << cpus << '\n' << error;
+    os << code << '\n'
+       << transport << '\n'
+       << host << '\n'
+       << cpus << '\n'
+       << thread_cpus << '\n'
+       << error;
     return os.str();
   }
   static SetupRecord decode(const std::string& s) {
@@ -196,6 +205,7 @@ struct SetupRecord {
     std::getline(is, r.transport);
     std::getline(is, r.host);
     std::getline(is, r.cpus);
+    std::getline(is, r.thread_cpus);
     std::getline(is, r.error, '\0');
     r.code = std::atoi(code.c_str());
     return r;
@@ -214,6 +224,7 @@ std::unique_ptr<CommImpl> create_mpi_comm(int rank, int world_size) {
   SetupRecord mine;
   mine.host = host_identity();
   mine.cpus = kernels::cpu::compute_cpu_list();
+  mine.thread_cpus = kernels::cpu::calling_thread_cpu_list();
   int timeout_s = 300;
   std::string progress_mode;
   int num_threads = 0;
@@ -243,16 +254,18 @@ std::unique_ptr<CommImpl> create_mpi_comm(int rank, int world_size) {
                                                               " failed: ", recs[r].error));
 
   std::set<std::string> hosts;
-  int local_ranks = 0;
-  std::vector<std::string> local_cpus;  // this host's ranks' CPU sets
+  int local_ranks = 0, first_local = -1;
+  std::vector<std::string> local_cpus, local_thread_cpus;  // this host's ranks' CPU sets
   for (int r = 0; r < size; ++r) {
     CF_CHECK_ARG(recs[r].transport == mine.transport, "comm init(rank ", me, "): rank ", r,
                  " has COMMFUSE_TRANSPORT=", recs[r].transport, " but rank ", me, " has ",
                  mine.transport);
     hosts.insert(recs[r].host);
     if (recs[r].host == mine.host) {
+      if (first_local < 0) first_local = r;
       ++local_ranks;
       local_cpus.push_back(recs[r].cpus);
+      local_thread_cpus.push_back(recs[r].thread_cpus);
     }
   }
   CF_CHECK_ARG(mine.transport != "shm" || hosts.size() == 1, "comm init(rank ", me,
@@ -276,10 +289,17 @@ std::unique_ptr<CommImpl> create_mpi_comm(int rank, int world_size) {
                 static_cast<unsigned long long>(group_id), size);
 
   // The cores this host's ranks may run on together (the union of their CPU sets: ranks
-  // confined to one cpuset share it however many cores are online), else the online cores.
-  const int in_union = kernels::cpu::cpus_in_union(local_cpus);
-  const int cores = in_union > 0 ? in_union : cpu::online_cores();
-  const bool oversubscribed = local_ranks > cores;
+  // confined to one cpuset share it however many cores are online), else the online cores;
+  // and those their calling threads, which wait on the peers, run on (comm_create.cpp).
+  const auto cores_of = [](const std::vector<std::string>& lists) {
+    const int n = kernels::cpu::cpus_in_union(lists);
+    return n > 0 ? n : cpu::online_cores();
+  };
+  const int cores = cores_of(local_cpus);
+  const int waiting_cores = std::min(cores, cores_of(local_thread_cpus));
+  const bool oversubscribed = local_ranks > waiting_cores;
+  if (me == first_local && oversubscribed && local_ranks <= cpu::online_cores())
+    warn_pinned_threads(local_ranks, waiting_cores);  // once a host
   const bool progress_thread =
       mpi::use_progress_thread(progress_mode, local_ranks, cores, num_threads);
   CF_LOG(kInfo, "comm ", name, ": rank ", me, "/", size, " on mpi (", hosts.size(), " host",

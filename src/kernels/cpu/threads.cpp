@@ -25,6 +25,17 @@ uint64_t pack_share(int ranks, int cores) {
          static_cast<uint64_t>(static_cast<uint32_t>(std::max(0, cores))) << 32;
 }
 
+// The calling thread's affinity mask, sorted; empty where it cannot be read.
+std::vector<int> calling_thread_cpu_ids() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return {};
+  std::vector<int> ids;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) ids.push_back(c);
+  return ids;
+}
+
 // This process's compute CPUs (allowed_compute_cores' set), sorted; empty where unknown.
 std::vector<int> compute_cpu_ids() {
   std::set<int> ids;
@@ -35,14 +46,21 @@ std::vector<int> compute_cpu_ids() {
       ids.insert(place.begin(), place.end());
     }
   }
-  if (ids.empty()) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof(set), &set) != 0) return {};
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &set)) ids.insert(c);
-  }
+  if (ids.empty()) return calling_thread_cpu_ids();
   return {ids.begin(), ids.end()};
+}
+
+std::string format_cpu_list(const std::vector<int>& ids) {
+  std::string out;
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i;
+    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += std::to_string(ids[i]);
+    if (j > i) out += '-' + std::to_string(ids[j]);
+    i = j + 1;
+  }
+  return out;
 }
 
 }  // namespace
@@ -67,17 +85,11 @@ int host_cores() {
 }
 
 std::string compute_cpu_list() {
-  const std::vector<int> ids = compute_cpu_ids();
-  std::string out;
-  for (size_t i = 0; i < ids.size();) {
-    size_t j = i;
-    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
-    if (!out.empty()) out += ',';
-    out += std::to_string(ids[i]);
-    if (j > i) out += '-' + std::to_string(ids[j]);
-    i = j + 1;
-  }
-  return out;
+  return format_cpu_list(compute_cpu_ids());
+}
+
+std::string calling_thread_cpu_list() {
+  return format_cpu_list(calling_thread_cpu_ids());
 }
 
 int cpus_in_union(const std::vector<std::string>& lists) {

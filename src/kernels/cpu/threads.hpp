@@ -24,6 +24,11 @@ int host_cores_setting();
 // those cores however many the host has online, where ranks each bound to their own core
 // do not.
 std::string compute_cpu_list();
+// The calling thread's own CPU list, in the same form: where OpenMP binds threads
+// (OMP_PROC_BIND), libgomp pins each process's first thread to the first place before main,
+// so ranks that nothing else binds all wait (and communicate) on the same CPUs, whatever
+// their compute CPU sets.
+std::string calling_thread_cpu_list();
 // The number of CPUs in the union of such lists; 0 where any is empty or malformed (the
 // caller then falls back on the online cores).
 int cpus_in_union(const std::vector<std::string>& lists);
