@@ -20,7 +20,9 @@ std::vector<AnyArray>& kept() {
 
 KeepIfFailedOverMpi::KeepIfFailedOverMpi(const Comm* comm,
                                          std::initializer_list<const TensorRef*> arrays)
-    : comm_(comm), uncaught_(std::uncaught_exceptions()) {
+    : comm_(comm),
+      was_usable_(comm != nullptr && comm->usable()),
+      uncaught_(std::uncaught_exceptions()) {
   CF_ASSERT(arrays.size() <= arrays_.size());
   for (const TensorRef* t : arrays)
     if (t != nullptr) arrays_[count_++] = t;
@@ -28,8 +30,10 @@ KeepIfFailedOverMpi::KeepIfFailedOverMpi(const Comm* comm,
 
 KeepIfFailedOverMpi::~KeepIfFailedOverMpi() {
   if (comm_ == nullptr || std::uncaught_exceptions() <= uncaught_) return;  // it returned
-  // A rejected argument leaves the communicator usable: nothing was sent or posted.
-  if (std::strcmp(comm_->transport_name(), "mpi") != 0 || comm_->usable()) return;
+  // Only the call that made it unusable: a rejected argument leaves it usable (its transfers,
+  // if any, completed), and a call on a communicator already unusable fails before it posts
+  // anything (keeping its arrays too would grow without bound in a retry loop).
+  if (!was_usable_ || std::strcmp(comm_->transport_name(), "mpi") != 0 || comm_->usable()) return;
   try {
     for (size_t i = 0; i < count_; ++i) kept().push_back(arrays_[i]->array);
   } catch (...) {  // out of memory while unwinding: the caller's exception is the one to see

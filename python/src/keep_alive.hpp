@@ -17,7 +17,8 @@
 namespace commfuse::python {
 
 // Declare before the call's Released: it is then destroyed after it, with the GIL held.
-// Null arrays are skipped; so is a null comm (a group not made from Python).
+// Null arrays are skipped; so is a null comm (a group not made from Python). Keeps the
+// arrays only of the call that found the communicator usable and left it unusable.
 class KeepIfFailedOverMpi {
  public:
   KeepIfFailedOverMpi(const Comm* comm, std::initializer_list<const TensorRef*> arrays);
@@ -27,7 +28,8 @@ class KeepIfFailedOverMpi {
 
  private:
   const Comm* comm_;
-  std::array<const TensorRef*, 8> arrays_{};
+  bool was_usable_;
+  std::array<const TensorRef*, 12> arrays_{};
   size_t count_ = 0;
   int uncaught_;  // std::uncaught_exceptions() at construction: more at destruction = it threw
 };

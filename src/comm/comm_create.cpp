@@ -1,10 +1,12 @@
 // Creating a communicator: every rank contributes a small record (host, process, shm
 // region) through the bootstrap, then ranks on one host map each other's regions.
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
 #include <sstream>
+#include <string>
 
 #include "comm/bootstrap/bootstrap.hpp"
 #include "comm/bootstrap/host_identity.hpp"
@@ -112,11 +114,11 @@ int group_cores(const std::vector<RankRecord>& recs, std::string RankRecord::*li
 }  // namespace
 
 void warn_pinned_threads(int ranks, int waiting_cores) {
-  const char* bind = std::getenv("OMP_PROC_BIND");
+  // OpenMP binds where OMP_PROC_BIND is set to anything but false (any case), or OMP_PLACES is.
+  std::string bind = std::getenv("OMP_PROC_BIND") ? std::getenv("OMP_PROC_BIND") : "";
+  for (char& ch : bind) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   const char* places = std::getenv("OMP_PLACES");
-  const bool omp = (bind != nullptr && *bind != '\0' && std::strcmp(bind, "false") != 0 &&
-                    std::strcmp(bind, "FALSE") != 0) ||
-                   (places != nullptr && *places != '\0');
+  const bool omp = (!bind.empty() && bind != "false") || (places != nullptr && *places != '\0');
   CF_LOG(kWarn, "comm init: the ", ranks, " ranks here wait on ", waiting_cores, " CPU",
          waiting_cores == 1 ? "" : "s", " of the ", cpu::online_cores(),
          " online (their affinity masks), so they run as ranks sharing cores",

@@ -1,8 +1,9 @@
 """A call that fails over MPI (a timeout here) keeps its arrays alive until the process ends:
 MPI may still complete a transfer into them if the late peer resumes (docs/reliability.md,
 "A failed call's buffers over MPI"), so freeing them would let it write into memory Python
-has reused. A call that succeeds, or one rejected while the communicator stays usable,
-keeps nothing."""
+has reused. A call that succeeds, one rejected while the communicator stays usable, or one
+on a communicator already unusable keeps nothing. (What is checked is the keeping: the late
+peer here never sends.)"""
 
 import os
 import shutil
@@ -19,7 +20,7 @@ from commfuse import _commfuse
 
 c = commfuse.init(init_method="mpi")
 assert c.transport == "mpi", c.transport
-n = 1 << 20  # 4 MiB of float32 a rank: past Open MPI's eager limit, so a matched receive
+n = 1 << 20  # 4 MiB of float32 a rank
 
 def dropped(make_and_call):
     # Runs a call on fresh arrays, drops them and says whether they were freed.
@@ -47,7 +48,7 @@ print(c.rank, "rejected call freed", dropped(rejected_call), c.usable,
       _commfuse._arrays_kept_after_failures(), flush=True)
 
 if c.rank == 1:
-    time.sleep(4)  # rank 0's call times out meanwhile (COMMFUSE_TIMEOUT_S=1)
+    time.sleep(60)  # rank 0's call times out meanwhile; mpirun ends this rank when 0 exits
     sys.exit(0)
 
 def failed_call():
@@ -61,6 +62,17 @@ def failed_call():
 
 print(0, "failed call freed", dropped(failed_call), c.usable,
       _commfuse._arrays_kept_after_failures(), flush=True)
+
+def call_on_a_dead_comm():
+    src, dst = np.ones(n, np.float32), np.empty(2 * n, np.float32)
+    try:
+        c.all_gather(src, dst)
+    except commfuse.RuntimeFailure:
+        pass
+    return [weakref.ref(src), weakref.ref(dst)]
+
+print(0, "dead comm call freed", dropped(call_on_a_dead_comm),
+      _commfuse._arrays_kept_after_failures(), flush=True)
 os._exit(0)  # not MPI_Finalize: the late peer's transfer may be pending
 """
 
@@ -69,8 +81,10 @@ os._exit(0)  # not MPI_Finalize: the late peer's transfer may be pending
 def test_a_call_that_fails_over_mpi_keeps_its_arrays(tmp_path):
     script = tmp_path / "worker.py"
     script.write_text(WORKER.replace("import gc, sys", "import gc, os, sys"))
+    # The timeout bounds set-up and the calls that succeed too: 3 s leaves a loaded machine
+    # room, and rank 0's failing call ends after it.
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               COMMFUSE_TRANSPORT="mpi", COMMFUSE_TIMEOUT_S="1",
+               COMMFUSE_TRANSPORT="mpi", COMMFUSE_TIMEOUT_S="3",
                OMPI_MCA_orte_tmpdir_base=str(tmp_path))
     proc = subprocess.run(
         ["mpirun", "--oversubscribe", "--mca", "btl", "tcp,self", "-n", "2",
@@ -81,6 +95,8 @@ def test_a_call_that_fails_over_mpi_keeps_its_arrays(tmp_path):
     for rank in (0, 1):
         assert f"{rank} ok call freed True 0" in out, out
         assert f"{rank} rejected call freed True True 0" in out, out
-    assert "0 failed: all_gather(rank 0): timed out" in out, out
+    assert "0 failed: all_gather(rank 0): timed out after 3 s" in out, out
     # Two arrays kept (src and dst), the communicator unusable.
     assert "0 failed call freed False False 2" in out, out
+    # A later call on the unusable communicator fails before it posts anything: not kept.
+    assert "0 dead comm call freed True 2" in out, out

@@ -300,8 +300,10 @@ std::unique_ptr<CommImpl> create_mpi_comm(int rank, int world_size) {
   const bool oversubscribed = local_ranks > waiting_cores;
   if (me == first_local && oversubscribed && local_ranks <= cpu::online_cores())
     warn_pinned_threads(local_ranks, waiting_cores);  // once a host
+  // A progress thread needs a core the ranks' threads leave free, counted where they wait (a
+  // thread started from a pinned first thread inherits its mask).
   const bool progress_thread =
-      mpi::use_progress_thread(progress_mode, local_ranks, cores, num_threads);
+      mpi::use_progress_thread(progress_mode, local_ranks, waiting_cores, num_threads);
   CF_LOG(kInfo, "comm ", name, ": rank ", me, "/", size, " on mpi (", hosts.size(), " host",
          hosts.size() == 1 ? "" : "s", ", ", local_ranks, " ranks here",
          oversubscribed ? ", oversubscribed" : "",

@@ -95,8 +95,8 @@ ShmTransport::ShmTransport(int rank, std::vector<Segment> segments,
           }(),
           std::move(processes), size_ > host_cores),
       slot_bytes_(slot_bytes),
-      // host_cores is the group's (comm_create: the union of the ranks' CPU sets), alike on
-      // every rank.
+      // host_cores is the group's (comm_create: the cores its ranks wait on, from the union of
+      // their CPU sets and their calling threads'), alike on every rank.
       ranks_per_core_((size_ + std::max(1, host_cores) - 1) / std::max(1, host_cores)),
       direct_calls_mask_(direct_calls_mask),
       cma_(std::move(cma)),
