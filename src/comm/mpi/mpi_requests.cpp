@@ -184,6 +184,15 @@ void Batch::post(int peer, void* buf, size_t bytes, bool is_recv) {
   }
 }
 
+void Batch::progress() {
+  if (requests_.empty()) return;
+  SmallVector<int, 32> done(requests_.size());
+  int n_done = 0;
+  check(MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &n_done, done.data(),
+                     MPI_STATUSES_IGNORE),
+        "MPI_Testsome", op_, rank_);
+}
+
 void Batch::wait() {
   std::string why;
   const Polled polled = poll(requests_.data(), requests_.size(), rules_, op_, rank_, &why);

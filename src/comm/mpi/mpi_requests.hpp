@@ -75,6 +75,10 @@ class Batch {
   // batch is cancelled and RUNTIME_ERROR names the peers whose data did not arrive; the
   // same, giving the stop's reason, once rules.stop records a failure.
   void wait();
+  // Lets MPI move bytes once without waiting (Open MPI's TCP transport progresses only inside
+  // MPI calls): for the caller's own work between posting and wait(), so that the transfers
+  // go on meanwhile.
+  void progress();
 
  private:
   void post(int peer, void* buf, size_t bytes, bool is_recv);

@@ -348,6 +348,21 @@ void MpiTransport::broadcast(void* buf, uint64_t count, DType dtype, int root) {
   });
 }
 
+namespace {
+
+// This rank's own block, copied while the batch's transfers are under way: in pieces, with
+// a progress call after each, since Open MPI's TCP transport moves bytes only inside MPI
+// calls and a copy of megabytes in one go held the transfers back that long.
+void copy_progressing(Batch& b, uint8_t* dst, const uint8_t* src, size_t bytes) {
+  constexpr size_t kPiece = size_t{256} << 10;
+  for (size_t off = 0; off < bytes; off += kPiece) {
+    kernels::cpu::copy(dst + off, src + off, std::min(kPiece, bytes - off));
+    if (off + kPiece < bytes) b.progress();
+  }
+}
+
+}  // namespace
+
 void MpiTransport::all_gather(const void* src, void* dst, uint64_t count, DType dtype) {
   const size_t bytes = dtype_storage_bytes(dtype, count);
   const bool small = fits_inline(bytes);
@@ -372,7 +387,7 @@ void MpiTransport::all_gather(const void* src, void* dst, uint64_t count, DType 
       b.recv(q, out + q * bytes, bytes);
       b.send(q, src, bytes);
     }
-    kernels::cpu::copy(out + rank_ * bytes, src, bytes);
+    copy_progressing(b, out + rank_ * bytes, static_cast<const uint8_t*>(src), bytes);
     b.wait();
   });
 }
@@ -401,7 +416,7 @@ void MpiTransport::all_to_all(const void* src, void* dst, uint64_t count, DType 
       b.recv((rank_ - i + size_) % size_, out + ((rank_ - i + size_) % size_) * bytes, bytes);
       b.send((rank_ + i) % size_, in + ((rank_ + i) % size_) * bytes, bytes);
     }
-    kernels::cpu::copy(out + rank_ * bytes, in + rank_ * bytes, bytes);
+    copy_progressing(b, out + rank_ * bytes, in + rank_ * bytes, bytes);
     b.wait();
   });
 }
