@@ -1,6 +1,5 @@
 // Creating a communicator: every rank contributes a small record (host, process, shm
 // region) through the bootstrap, then ranks on one host map each other's regions.
-#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -13,6 +12,7 @@
 #include "comm/bootstrap/init_method.hpp"
 #include "comm/comm_impl.hpp"
 #include "comm/fault.hpp"
+#include "comm/host_cores.hpp"
 #include "comm/shm/cma.hpp"
 #include "comm/shm/shm_transport.hpp"
 #include "comm/shm/sync_probe.hpp"
@@ -99,36 +99,6 @@ class LocalRanksDuring {
  private:
   int before_, before_cores_;
 };
-
-// The number of CPUs in the union of the ranks' compute CPU sets (one host's ranks): the
-// same on every rank, from the same records (the union of real CPU ids needs no clamp to
-// the online count, which a container may show differently to each rank); the online cores
-// where a rank could not read its set.
-int group_cores(const std::vector<RankRecord>& recs, std::string RankRecord::*list) {
-  std::vector<std::string> lists;
-  for (const RankRecord& r : recs) lists.push_back(r.*list);
-  const int n = kernels::cpu::cpus_in_union(lists);
-  return n > 0 ? n : cpu::online_cores();
-}
-
-}  // namespace
-
-void warn_pinned_threads(int ranks, int waiting_cores) {
-  // OpenMP binds where OMP_PROC_BIND is set to anything but false (any case), or OMP_PLACES is.
-  std::string bind = std::getenv("OMP_PROC_BIND") ? std::getenv("OMP_PROC_BIND") : "";
-  for (char& ch : bind) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  const char* places = std::getenv("OMP_PLACES");
-  const bool omp = (!bind.empty() && bind != "false") || (places != nullptr && *places != '\0');
-  CF_LOG(kWarn, "comm init: the ", ranks, " ranks here wait on ", waiting_cores, " CPU",
-         waiting_cores == 1 ? "" : "s", " of the ", cpu::online_cores(),
-         " online (their affinity masks), so they run as ranks sharing cores",
-         omp ? ": OMP_PROC_BIND / OMP_PLACES pin each OpenMP process's first thread to its "
-               "first place, and processes started from one (commfuse launch, spawn) inherit "
-               "that; unset them, or bind each rank to its own cores (mpirun --bind-to core)"
-             : "");
-}
-
-namespace {
 
 // What the group decides from measurements, alike on every rank.
 struct GroupVerdicts {
@@ -274,11 +244,15 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
   // together to a cpuset share its cores however many are online), else the online cores;
   // and those its ranks' calling threads, which wait on the peers, run on (fewer where
   // OMP_PROC_BIND pinned every rank's first thread to the first place).
-  const int host_cores = group_cores(recs, &RankRecord::cpus);
-  const int waiting_cores = std::min(host_cores, group_cores(recs, &RankRecord::thread_cpus));
-  const bool oversubscribed = world_size > waiting_cores;
-  if (rank == 0 && oversubscribed && world_size <= cpu::online_cores())
-    warn_pinned_threads(world_size, waiting_cores);
+  std::vector<std::string> cpu_lists, thread_cpu_lists;
+  for (const RankRecord& r : recs) {
+    cpu_lists.push_back(r.cpus);
+    thread_cpu_lists.push_back(r.thread_cpus);
+  }
+  const HostCores cores = comm::host_cores(cpu_lists, thread_cpu_lists);
+  const int host_cores = cores.cores;
+  const bool oversubscribed = world_size > cores.waiting;
+  if (rank == 0) warn_if_affinity_short(world_size, cores);
   // Before any slot carries data (the probe uses their first words as scratch).
   const double sync_us = oversubscribed ? -1 : shm::measure_rank_sync_us(rank, segments);
   GroupVerdicts verdicts =
@@ -291,7 +265,7 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
                 static_cast<unsigned long long>(recs[0].group_id), world_size);
   auto transport_impl =
       std::make_unique<shm::ShmTransport>(rank, std::move(segments), std::move(procs), slot_bytes,
-                                          waiting_cores, cma, verdicts.direct_calls);
+                                          cores.waiting, cma, verdicts.direct_calls);
   // Sharing cores: all_to_all's CMA crossover and all_reduce's two-shot size from timing
   // both ways on the group (the cost models were 4-16x off there, shm_crossover.cpp); not
   // all_to_all where CMA is unavailable, or where COMMFUSE_ALGO pins it (a test setting:

@@ -257,6 +257,22 @@ bool parse_cpu_list(const std::string& list, std::set<int>& into) {
   return true;
 }
 
+std::string format_id_list(const std::vector<int>& sorted_ids) {
+  std::string out;
+  for (size_t i = 0; i < sorted_ids.size();) {
+    size_t j = i;
+    while (j + 1 < sorted_ids.size() && sorted_ids[j + 1] == sorted_ids[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += std::to_string(sorted_ids[i]);
+    if (j > i) {
+      out += j == i + 1 ? ',' : '-';
+      out += std::to_string(sorted_ids[j]);
+    }
+    i = j + 1;
+  }
+  return out;
+}
+
 CacheInfo read_last_level_cache(const std::string& cache_dir) {
   CacheInfo best;
   int best_level = 0;

@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace commfuse::cpu {
 
@@ -79,6 +80,9 @@ size_t l2_cache_bytes();
 // A CPU list as the kernel writes one ("0-3,8") into `into`; false (into partly filled) on
 // anything else: empty, a trailing comma, a reversed range, an id of CPU_SETSIZE or more.
 bool parse_cpu_list(const std::string& list, std::set<int>& into);
+// Sorted ids in that form, "0,2-5,7" (two in a row as "2,3"): the CPU lists the ranks
+// exchange, and the launcher's lists of ranks.
+std::string format_id_list(const std::vector<int>& sorted_ids);
 
 // The last-level cache: its size in bytes (0: unknown) and how many CPUs share it (0:
 // unknown).

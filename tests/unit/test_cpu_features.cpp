@@ -196,6 +196,12 @@ TEST(CpuCaches, CpuListsParseAsTheKernelWritesThem) {
   std::set<int> s;
   EXPECT_TRUE(commfuse::cpu::parse_cpu_list("0-3,8,10-11", s));
   EXPECT_EQ(s, (std::set<int>{0, 1, 2, 3, 8, 10, 11}));
+  EXPECT_EQ(commfuse::cpu::format_id_list({0, 1, 2, 3, 8, 10, 11}), "0-3,8,10,11");
+  std::set<int> back;
+  EXPECT_TRUE(
+      commfuse::cpu::parse_cpu_list(commfuse::cpu::format_id_list({0, 1, 2, 3, 8, 10, 11}), back));
+  EXPECT_EQ(back, s);
+  EXPECT_EQ(commfuse::cpu::format_id_list({}), "");
   for (const char* bad : {"", "-", "1-0", "0,", ",0", "0-", "a", "0 1", "0,,1", "0-1-2", "99999"}) {
     std::set<int> t;
     EXPECT_FALSE(commfuse::cpu::parse_cpu_list(bad, t)) << '"' << bad << '"';

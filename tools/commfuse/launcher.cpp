@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "comm/shm/segment.hpp"
+#include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "line_forwarder.hpp"
 
@@ -215,20 +216,6 @@ int exit_code_of(const Rank& r) {
   return 1;
 }
 
-// "0,2-5,7": ranks sharing an outcome in the summary line, compact for large worlds.
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string s;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!s.empty()) s += ",";
-    s += std::to_string(ranks[i]);
-    if (j > i) s += cat(j == i + 1 ? "," : "-", ranks[j]);
-    i = j + 1;
-  }
-  return s;
-}
-
 class Launcher {
  public:
   Launcher(const LaunchOptions& o, const std::vector<std::string>& argv)
@@ -396,8 +383,9 @@ class Launcher {
     for (size_t i = 0; i < ranks_.size(); ++i)
       if (ranks_[i].running) left.push_back(static_cast<int>(i));
     if (left.empty()) return;
-    say(cat(left.size() == 1 ? "rank " : "ranks ", rank_list(left), " still running after the ",
-            std::chrono::duration<double>(grace_).count(), " s grace period; sending SIGTERM"));
+    say(cat(left.size() == 1 ? "rank " : "ranks ", cpu::format_id_list(left),
+            " still running after the ", std::chrono::duration<double>(grace_).count(),
+            " s grace period; sending SIGTERM"));
     kill_at_ = Clock::now() + grace_;  // --help: the grace again before SIGKILL
     signal_running(SIGTERM);
   }
@@ -422,8 +410,9 @@ class Launcher {
     for (size_t i = 0; i < ranks_.size(); ++i)
       if (ranks_[i].running) left.push_back(static_cast<int>(i));
     if (left.empty()) return;
-    say(cat(left.size() == 1 ? "rank " : "ranks ", rank_list(left), " still running after the ",
-            std::chrono::duration<double>(grace_).count(), " s grace period; sending SIGKILL"));
+    say(cat(left.size() == 1 ? "rank " : "ranks ", cpu::format_id_list(left),
+            " still running after the ", std::chrono::duration<double>(grace_).count(),
+            " s grace period; sending SIGKILL"));
     signal_running(SIGKILL);
   }
 
@@ -528,7 +517,8 @@ class Launcher {
       it->second.push_back(static_cast<int>(i));
     }
     for (const auto& [what, ranks] : groups)
-      s += cat(ranks.size() == 1 ? "rank " : "ranks ", rank_list(ranks), ": ", what, "; ");
+      s +=
+          cat(ranks.size() == 1 ? "rank " : "ranks ", cpu::format_id_list(ranks), ": ", what, "; ");
     return s + cat("exit code ", code);
   }
 

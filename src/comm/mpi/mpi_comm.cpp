@@ -2,6 +2,7 @@
 // host use the shm transport (MPI only carries the set-up records); ranks on several
 // hosts, or any job with COMMFUSE_TRANSPORT=mpi, use the MPI transport.
 #include "comm/comm_impl.hpp"
+#include "comm/host_cores.hpp"
 #include "core/error.hpp"
 
 #if COMMFUSE_HAVE_MPI
@@ -37,9 +38,6 @@ using SetupBarrier = std::function<void()>;
 std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
                                           const SetupAllGather& all_gather,
                                           const SetupBarrier& barrier);
-// comm_create.cpp: the warning where affinity leaves a host's ranks fewer CPUs than ranks
-// although the host has enough online.
-void warn_pinned_threads(int ranks, int waiting_cores);
 
 namespace {
 
@@ -291,15 +289,10 @@ std::unique_ptr<CommImpl> create_mpi_comm(int rank, int world_size) {
   // The cores this host's ranks may run on together (the union of their CPU sets: ranks
   // confined to one cpuset share it however many cores are online), else the online cores;
   // and those their calling threads, which wait on the peers, run on (comm_create.cpp).
-  const auto cores_of = [](const std::vector<std::string>& lists) {
-    const int n = kernels::cpu::cpus_in_union(lists);
-    return n > 0 ? n : cpu::online_cores();
-  };
-  const int cores = cores_of(local_cpus);
-  const int waiting_cores = std::min(cores, cores_of(local_thread_cpus));
+  const HostCores host = host_cores(local_cpus, local_thread_cpus);
+  const int cores = host.cores, waiting_cores = host.waiting;
   const bool oversubscribed = local_ranks > waiting_cores;
-  if (me == first_local && oversubscribed && local_ranks <= cpu::online_cores())
-    warn_pinned_threads(local_ranks, waiting_cores);  // once a host
+  if (me == first_local) warn_if_affinity_short(local_ranks, host);  // once a host
   // A progress thread needs a core the ranks' threads leave free, counted where they wait (a
   // thread started from a pinned first thread inherits its mask).
   const bool progress_thread =

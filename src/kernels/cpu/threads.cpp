@@ -50,19 +50,6 @@ std::vector<int> compute_cpu_ids() {
   return {ids.begin(), ids.end()};
 }
 
-std::string format_cpu_list(const std::vector<int>& ids) {
-  std::string out;
-  for (size_t i = 0; i < ids.size();) {
-    size_t j = i;
-    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
-    if (!out.empty()) out += ',';
-    out += std::to_string(ids[i]);
-    if (j > i) out += '-' + std::to_string(ids[j]);
-    i = j + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 void set_local_ranks(int n, int host_cores) {
@@ -85,11 +72,11 @@ int host_cores() {
 }
 
 std::string compute_cpu_list() {
-  return format_cpu_list(compute_cpu_ids());
+  return commfuse::cpu::format_id_list(compute_cpu_ids());
 }
 
 std::string calling_thread_cpu_list() {
-  return format_cpu_list(calling_thread_cpu_ids());
+  return commfuse::cpu::format_id_list(calling_thread_cpu_ids());
 }
 
 int cpus_in_union(const std::vector<std::string>& lists) {
