@@ -61,15 +61,16 @@ inline constexpr uint64_t kSharedCoreAllReduceBytes[] = {uint64_t{4} << 10, uint
                                                          uint64_t{64} << 10, uint64_t{256} << 10};
 uint64_t best_crossover_size(const uint64_t* sizes, const double* first_us, const double* second_us,
                              size_t n, uint64_t never);
-// all_to_all's crossover to CMA where the slots won at every probed size: the bytes saved per
-// rank from which the group's slot copies no longer fit the last-level cache (llc_bytes; 0:
-// unknown), within twice the largest probed size and 4 MiB. Each of the `world` ranks then touches
-// its source, its destination and its slot, three buffers of its whole block set (saved · W / (W -
-// 1) bytes); past that the slots' two copies stream from memory where CMA's one does. The probes
-// stop at 512 KiB (each larger one would cost every shared-core group's set-up milliseconds).
-// Measured on the AMD EPYC (Zen 4, 32 MiB L3, 2 cores), all_to_all through the slots against CMA: W
-// = 4, 4 MiB per rank 1370-1429 / 850-1049 us (2 MiB: level); W = 8, 2 MiB per rank 1458-1658 /
-// 1082-1153 us (512 KiB: slots 150-175 / 232 us).
+// all_to_all's crossover to CMA where the slots won at every probed size: the bytes saved
+// per rank from which the group's slot copies no longer fit the last-level cache
+// (llc_bytes; 0: unknown), within twice the largest probed size and 4 MiB. Each of the
+// `world` ranks then touches its source, its destination and its slot, three buffers of
+// its whole block set (saved · W / (W - 1) bytes); past that the slots' two copies stream
+// from memory where CMA's one does. The probes stop at 512 KiB (each larger one would cost
+// every shared-core group's set-up milliseconds). Measured on the AMD EPYC (Zen 4, 32 MiB
+// L3, 2 cores), all_to_all through the slots against CMA: W = 4, 4 MiB per rank 1370-1429
+// against 850-1049 us (2 MiB: level); W = 8, 2 MiB per rank 1458-1658 against 1082-1153 us
+// (512 KiB: slots 150-175 against 232 us).
 uint64_t slots_spill_bytes(int world, uint64_t llc_bytes);
 
 // Bytes of one rank's region for a given slot size.
