@@ -666,6 +666,65 @@ int case_fork_child(commfuse::Comm& c) {
   return 0;
 }
 
+// Calls that fail at the descriptor check with blocks too large for a descriptor message:
+// over MPI those go right after it, before the check (EarlySend, mpi_transport.hpp), so the
+// failed call left them on the wire. Rank 1 disagrees each time (a count, the collective,
+// a barrier, a rejected argument); every rank must fail the call, stay usable, and then get
+// the right blocks from a matching all_to_all and all_gather, not the failed call's.
+// Blocks of n float32: 64 KiB go as two eager messages (left undrained, the next call
+// received them), 256 KiB by rendezvous (left undrained, the failed call's sends hung).
+void expect_large_mismatches_recovered(commfuse::Comm& c, size_t n) {
+  const int R = c.world_size();
+  const bool odd = c.rank() == 1;
+  std::vector<float> src(static_cast<size_t>(R) * (n + 64), -1.0f), dst(src.size());
+  const std::pair<const char*, std::function<void()>> calls[] = {
+      {"all_gather of another count",
+       [&] { c.all_gather(src.data(), dst.data(), odd ? n + 64 : n, DType::kFloat32); }},
+      {"all_gather against all_to_all",
+       [&] {
+         if (odd)
+           c.all_to_all(src.data(), dst.data(), n, DType::kFloat32);
+         else
+           c.all_gather(src.data(), dst.data(), n, DType::kFloat32);
+       }},
+      {"all_to_all against a barrier",
+       [&] {
+         if (odd)
+           c.barrier();
+         else
+           c.all_to_all(src.data(), dst.data(), n, DType::kFloat32);
+       }},
+      {"all_to_all with a null source on rank 1",
+       [&] { c.all_to_all(odd ? nullptr : src.data(), dst.data(), n, DType::kFloat32); }},
+  };
+  for (const auto& [what, call] : calls) {
+    try {
+      call();
+      EXPECT(false, "rank %d: %s: no error", c.rank(), what);
+    } catch (const commfuse::RuntimeFailure& e) {
+      EXPECT(
+          std::strstr(e.what(), "rank 1") != nullptr || std::strstr(e.what(), "rank 0") != nullptr,
+          "rank %d: %s: names no rank: %s", c.rank(), what, e.what());
+    } catch (const commfuse::Error& e) {  // rank 1's own rejection
+      EXPECT(odd, "rank %d: %s: %s", c.rank(), what, e.what());
+    }
+    EXPECT(c.usable(), "rank %d: unusable after %s: %s", c.rank(), what, c.failure().c_str());
+    for (int q = 0; q < R; ++q)
+      std::fill_n(src.begin() + static_cast<std::ptrdiff_t>(q * n), n,
+                  static_cast<float>(c.rank() * 100 + q));
+    c.all_to_all(src.data(), dst.data(), n, DType::kFloat32);
+    for (int q = 0; q < R; ++q)
+      EXPECT(dst[q * n] == q * 100 + c.rank() && dst[q * n + n - 1] == dst[q * n],
+             "rank %d: after %s, all_to_all block %d: %g ... %g", c.rank(), what, q, dst[q * n],
+             dst[q * n + n - 1]);
+    c.all_gather(src.data(), dst.data(), n, DType::kFloat32);
+    for (int q = 0; q < R; ++q)
+      EXPECT(dst[q * n] == q * 100 && dst[q * n + n - 1] == q * 100,
+             "rank %d: after %s, all_gather block %d: %g ... %g", c.rank(), what, q, dst[q * n],
+             dst[q * n + n - 1]);
+  }
+}
+
 // Rank 1 calls all_reduce with a different count, then (new comm) with a different dtype.
 int case_mismatch(commfuse::Comm& c) {
   std::vector<float> x(1024, 1.0f), y(x.size());
@@ -698,6 +757,7 @@ int case_mismatch(commfuse::Comm& c) {
   c.all_reduce(big.data(), big_out.data(), big.size(), DType::kFloat32);
   EXPECT(big_out[0] == static_cast<float>(c.world_size()) && big_out.back() == big_out[0],
          "sum after mismatch %g", big_out[0]);
+  for (const size_t n : {size_t{16384}, size_t{65536}}) expect_large_mismatches_recovered(c, n);
   // A fresh communicator, and this time rank 1 disagrees on the dtype.
   auto fresh = second_comm(c);
   try {

@@ -2,13 +2,14 @@
 // host when COMMFUSE_TRANSPORT=mpi). Every collective starts by exchanging a small
 // descriptor with every peer, so a mismatch or a peer that rejected its arguments is
 // reported on every rank before any data is used (small data travels in the descriptor
-// message, read only once every descriptor matched: InlineSend). Data moves with nonblocking sends
-// and receives, polled with a deadline (MPI's blocking calls cannot time out); point-to-point
-// rather than MPI's collectives because an unfinished receive names the missing peer, can
-// be cancelled, and needs no int-sized counts or datatypes for large strided blocks.
-// Sums use kernels::cpu::reduce_sum in rank order, so results are bitwise identical on
-// every rank and to the shm transport (MPI_Allreduce cannot sum bf16 and fixes no order).
-// docs/algorithms.md describes each collective's messages. Only built with MPI.
+// message, read only once every descriptor matched: InlineSend; all_gather's and
+// all_to_all's larger blocks go right after it, received once the descriptors matched:
+// EarlySend). Data moves with nonblocking sends and receives, polled with a deadline (MPI's
+// blocking calls cannot time out); point-to-point rather than MPI's collectives because an
+// unfinished receive names the missing peer, can be cancelled, and needs no int-sized counts or
+// datatypes for large strided blocks. Sums use kernels::cpu::reduce_sum in rank order, so results
+// are bitwise identical on every rank and to the shm transport (MPI_Allreduce cannot sum bf16 and
+// fixes no order). docs/algorithms.md describes each collective's messages. Only built with MPI.
 #pragma once
 
 #include <mpi.h>
@@ -35,9 +36,9 @@ struct WireDesc {
   uint64_t count;
   int32_t root;
   uint32_t op_seq;
-  uint64_t unit;  // streams: the piece size (CollDesc::piece)
-  uint32_t algo;  // CollDesc::algo
-  uint32_t reserved;
+  uint64_t unit;      // streams: the piece size (CollDesc::piece)
+  uint32_t algo;      // CollDesc::algo
+  uint32_t early;     // bytes sent to each peer right after this descriptor (EarlySend), or 0
   WireSignature sig;  // the user's call (comm/call_check.hpp)
   char reason[464];   // op 0 (failed) or kRejectedOp: why
 };
@@ -60,6 +61,19 @@ struct InlineSend {
 // Every rank keeps a receive buffer of this size per peer, so with many ranks it shrinks
 // to keep them within kInboxBytes (R = 64: 64 KiB each).
 inline constexpr size_t kInlineMessageBytes = kEagerMessageBytes;
+// A collective's blocks too large for the descriptor message, sent as their own messages
+// right after it instead of after every descriptor was checked, so that they are on the
+// way a round trip sooner. To peer q go `bytes` bytes at base + q * stride; base null:
+// nothing. The descriptor says how many (WireDesc::early): where the check fails the call
+// (CallFailed), every rank takes the announced blocks off the wire (drain_early) and the
+// communicator's next messages match as usual.
+struct EarlySend {
+  const uint8_t* base = nullptr;
+  size_t bytes = 0;
+  size_t stride = 0;
+};
+// The most bytes per peer an EarlySend carries (WireDesc::early's range).
+inline constexpr size_t kMaxEarlyBytes = UINT32_MAX;
 inline constexpr size_t kInboxBytes = size_t{4} << 20;
 
 class MpiTransport final : public Transport {
@@ -94,10 +108,18 @@ class MpiTransport final : public Transport {
   void run(const CollDesc& desc, Body&& body);
   template <typename Body>
   void run(const CollDesc& desc, const InlineSend& data, Body&& body);
+  // The body's receives must take early's blocks; run waits for their sends after it.
+  template <typename Body>
+  void run(const CollDesc& desc, const InlineSend& data, const EarlySend& early, Body&& body);
   // Sends mine (and data, when given) to every peer and receives theirs into descs_ (their
-  // data into the inbox, inline_data), waiting by rules.
+  // data into the inbox, inline_data), waiting by rules. early's blocks are posted on
+  // `sent` after the descriptors and not waited for here.
   void exchange_descriptors(const WireDesc& mine, const char* op, const WaitRules& rules,
-                            const InlineSend& data = {});
+                            const InlineSend& data = {}, const EarlySend& early = {},
+                            Batch* sent = nullptr);
+  // After a call failed at the descriptor check (or this rank rejected it): receives, and
+  // drops, the blocks each peer's descriptor says it sent early.
+  void drain_early(const char* op);
   // What peer q's descriptor message carried after the header (valid until the next call).
   const uint8_t* inline_data(int q) const;
   // Whether a block of this many bytes travels in the descriptor message.
