@@ -223,7 +223,10 @@ int allowed_cores() {
 }
 
 size_t l2_cache_bytes() {
+  // sysfs first, as for the last level (sysconf misread that on an AMD EPYC Zen 4 VM).
   static const size_t bytes = [] {
+    if (const CacheInfo c = read_cache("/sys/devices/system/cpu/cpu0/cache", 2); c.bytes > 0)
+      return c.bytes;
     const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
     return l2 > 0 ? static_cast<size_t>(l2) : size_t{1} << 20;
   }();
@@ -273,7 +276,7 @@ std::string format_id_list(const std::vector<int>& sorted_ids) {
   return out;
 }
 
-CacheInfo read_last_level_cache(const std::string& cache_dir) {
+CacheInfo read_cache(const std::string& cache_dir, int want_level) {
   CacheInfo best;
   int best_level = 0;
   for (int i = 0; i < 64; ++i) {
@@ -286,7 +289,8 @@ CacheInfo read_last_level_cache(const std::string& cache_dir) {
     std::string type, size, shared;
     // An index lacking a field (some ARM systems give no size) is skipped, not the end.
     if (!(level_file >> level) || !(type_file >> type) || !(size_file >> size)) continue;
-    if (type == "Instruction" || level < best_level) continue;
+    if (type == "Instruction" || (want_level > 0 ? level != want_level : level < best_level))
+      continue;
     char* end = nullptr;
     const unsigned long long v = std::strtoull(size.c_str(), &end, 10);
     const size_t scale = *end == 'K'   ? size_t{1} << 10
@@ -307,9 +311,7 @@ CacheInfo last_level_cache() {
   // sysfs first: glibc's sysconf can report the whole package's L3 rather than the one these
   // cores share (an AMD EPYC Zen 4 VM: 320 MiB, where sysfs and lscpu say 32 MiB).
   static const CacheInfo info = [] {
-    if (const CacheInfo c = read_last_level_cache("/sys/devices/system/cpu/cpu0/cache");
-        c.bytes > 0)
-      return c;
+    if (const CacheInfo c = read_cache("/sys/devices/system/cpu/cpu0/cache"); c.bytes > 0) return c;
     long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
     if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
     return CacheInfo{llc > 0 ? static_cast<size_t>(llc) : size_t{0}, 0};

@@ -74,8 +74,8 @@ int online_cores();
 // The cores this process may run on (its affinity mask: mpirun --bind-to, taskset, a
 // cpuset), at most online_cores(); online_cores() where the mask cannot be read.
 int allowed_cores();
-// One core's L2 cache in bytes (sysconf; 1 MiB where the system does not say): the working
-// set a kernel keeps a chunk within.
+// One core's L2 cache in bytes (sysfs, else sysconf; 1 MiB where the system does not say):
+// the working set a kernel keeps a chunk within.
 size_t l2_cache_bytes();
 // A CPU list as the kernel writes one ("0-3,8") into `into`; false (into partly filled) on
 // anything else: empty, a trailing comma, a reversed range, an id of CPU_SETSIZE or more.
@@ -90,10 +90,10 @@ struct CacheInfo {
   size_t bytes = 0;
   int shared_cpus = 0;
 };
-// The highest-level data or unified cache under a sysfs cache directory
-// (<cache_dir>/index<i>/{level,type,size,shared_cpu_list}); indexes lacking a field are
-// skipped. {0, 0} where there is none.
-CacheInfo read_last_level_cache(const std::string& cache_dir);
+// The data or unified cache of `level` under a sysfs cache directory
+// (<cache_dir>/index<i>/{level,type,size,shared_cpu_list}), level 0: the highest one there;
+// indexes lacking a field are skipped. {0, 0} where there is none.
+CacheInfo read_cache(const std::string& cache_dir, int level = 0);
 // cpu0's, read once: from sysfs (what lscpu shows), else sysconf's L3, else its L2 (sharing
 // unknown).
 CacheInfo last_level_cache();

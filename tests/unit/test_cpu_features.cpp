@@ -140,8 +140,8 @@ void write_index(const std::filesystem::path& dir, int i, const char* level, con
 }
 }  // namespace
 
-TEST(CpuCaches, LastLevelIsTheHighestDataOrUnifiedCacheInSysfs) {
-  using commfuse::cpu::read_last_level_cache;
+TEST(CpuCaches, SysfsGivesTheLastLevelAndTheL2) {
+  using commfuse::cpu::read_cache;
   const auto root = std::filesystem::temp_directory_path() /
                     ("commfuse-cache-test-" + std::to_string(::getpid()));
   std::filesystem::remove_all(root);
@@ -151,16 +151,21 @@ TEST(CpuCaches, LastLevelIsTheHighestDataOrUnifiedCacheInSysfs) {
   write_index(zen, 1, "1", "Instruction", "32K", "0");
   write_index(zen, 2, "2", "Unified", "1024K", "0");
   write_index(zen, 3, "3", "Unified", "32768K", "0-1");
-  auto c = read_last_level_cache(zen.string());
+  auto c = read_cache(zen.string());
   EXPECT_EQ(c.bytes, size_t{32} << 20);
   EXPECT_EQ(c.shared_cpus, 2);
+  // A level asked for by number (l2_cache_bytes): the L2, not the larger L3 after it.
+  c = read_cache(zen.string(), 2);
+  EXPECT_EQ(c.bytes, size_t{1} << 20);
+  EXPECT_EQ(c.shared_cpus, 1);
+  EXPECT_EQ(read_cache(zen.string(), 4).bytes, 0u);
   // A larger instruction cache does not count; M and G suffixes; a sharing list with gaps.
   const auto big = root / "big";
   write_index(big, 0, "1", "Data", "48K", "0,64");
   write_index(big, 1, "2", "Unified", "2M", "0,64");
   write_index(big, 2, "3", "Unified", "1G", "0-31,64-95");
   write_index(big, 3, "4", "Instruction", "4G", "0-127");
-  c = read_last_level_cache(big.string());
+  c = read_cache(big.string());
   EXPECT_EQ(c.bytes, size_t{1} << 30);
   EXPECT_EQ(c.shared_cpus, 64);
   // An index lacking its size (some ARM systems) is skipped, not the end of the list; a
@@ -169,26 +174,29 @@ TEST(CpuCaches, LastLevelIsTheHighestDataOrUnifiedCacheInSysfs) {
   write_index(arm, 0, "1", "Data", "64K", "0");
   write_index(arm, 1, "2", "Unified", nullptr, "0-3");
   write_index(arm, 2, "3", "Unified", "8192K", nullptr);
-  c = read_last_level_cache(arm.string());
+  c = read_cache(arm.string());
   EXPECT_EQ(c.bytes, size_t{8} << 20);
   EXPECT_EQ(c.shared_cpus, 0);
   write_index(arm, 2, "3", "Unified", "8192K", "0-");
-  EXPECT_EQ(read_last_level_cache(arm.string()).shared_cpus, 0);
+  EXPECT_EQ(read_cache(arm.string()).shared_cpus, 0);
   // Nothing there, or only instruction caches: unknown.
-  EXPECT_EQ(read_last_level_cache((root / "none").string()).bytes, 0u);
+  EXPECT_EQ(read_cache((root / "none").string()).bytes, 0u);
   const auto instr = root / "instr";
   write_index(instr, 0, "1", "Instruction", "32K", "0");
-  EXPECT_EQ(read_last_level_cache(instr.string()).bytes, 0u);
+  EXPECT_EQ(read_cache(instr.string()).bytes, 0u);
   std::filesystem::remove_all(root);
 
   // This machine's: sysfs's where it has one, never smaller than an L2 sysfs also knows.
   const auto mine = commfuse::cpu::last_level_cache();
-  const auto from_sysfs = read_last_level_cache("/sys/devices/system/cpu/cpu0/cache");
+  const auto from_sysfs = read_cache("/sys/devices/system/cpu/cpu0/cache");
   if (from_sysfs.bytes > 0) {
     EXPECT_EQ(mine.bytes, from_sysfs.bytes);
     EXPECT_EQ(mine.shared_cpus, from_sysfs.shared_cpus);
   }
   EXPECT_EQ(commfuse::cpu::llc_bytes(), mine.bytes);
+  if (const auto l2 = read_cache("/sys/devices/system/cpu/cpu0/cache", 2); l2.bytes > 0) {
+    EXPECT_EQ(commfuse::cpu::l2_cache_bytes(), l2.bytes);
+  }
 }
 
 // The CPU lists the kernel writes (and the ranks exchange): ranges and single ids.
