@@ -18,8 +18,17 @@ struct HostCores {
 HostCores host_cores(const std::vector<std::string>& cpu_lists,
                      const std::vector<std::string>& thread_cpu_lists);
 
-// Call on one rank a host: warns where `ranks` outnumber the CPUs they wait on although the
-// host has that many online (their affinity, not the host, leaves them short).
+// What a host's ranks could run on: its online CPUs, or its container's cpuset where that
+// allows fewer (cgroup: cpu::cgroup_cpus, 0 unknown).
+int cpus_available(int online, int cgroup);
+// Whether the ranks' masks leave them fewer CPUs to wait on than both their number and what
+// is available. Ranks in a 2-CPU container of a large host are not short (they warned at
+// every init when compared with the host's online CPUs).
+bool affinity_leaves_short(int ranks, int waiting, int available);
+
+// Call on one rank a host: warns where the ranks wait on fewer CPUs than both their number
+// and what the host has online (or their container's cpuset allows): their affinity, not
+// the host, leaves them short.
 void warn_if_affinity_short(int ranks, const HostCores& h);
 
 }  // namespace commfuse::comm

@@ -323,4 +323,42 @@ size_t llc_bytes() {
   return last_level_cache().bytes;
 }
 
+int read_cgroup_cpus(const std::string& proc_cgroup, const std::string& cgroup_root) {
+  std::ifstream in(proc_cgroup);
+  std::string line;
+  while (std::getline(in, line)) {
+    // "<id>:<controllers>:<path>"; cgroup v2's single line is "0::<path>".
+    const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1);
+    std::string path = line.substr(b + 1);
+    std::string base, file;
+    if (controllers.empty()) {
+      base = cgroup_root;
+      file = "cpuset.cpus.effective";
+    } else if (("," + controllers + ",").find(",cpuset,") != std::string::npos) {
+      base = cgroup_root + "/cpuset";
+      file = "cpuset.effective_cpus";
+    } else {
+      continue;
+    }
+    // v2 writes the file only where the cpuset controller is enabled: the nearest ancestor
+    // that has one holds the set.
+    while (true) {
+      std::ifstream f(base + path + "/" + file);
+      std::string list;
+      std::set<int> cpus;
+      if (f >> list && parse_cpu_list(list, cpus)) return static_cast<int>(cpus.size());
+      if (path.empty() || path == "/") break;
+      path = path.substr(0, path.find_last_of('/'));
+    }
+  }
+  return 0;
+}
+
+int cgroup_cpus() {
+  static const int n = read_cgroup_cpus("/proc/self/cgroup", "/sys/fs/cgroup");
+  return n;
+}
+
 }  // namespace commfuse::cpu

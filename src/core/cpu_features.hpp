@@ -99,4 +99,10 @@ CacheInfo read_cache(const std::string& cache_dir, int level = 0);
 CacheInfo last_level_cache();
 size_t llc_bytes();  // last_level_cache().bytes
 
+// How many CPUs this process's cgroup cpuset allows (a container's --cpuset-cpus), from the
+// cgroup paths in `proc_cgroup` (/proc/self/cgroup) under `cgroup_root` (/sys/fs/cgroup):
+// v2's cpuset.cpus.effective, else v1's cpuset.effective_cpus. 0 where neither says.
+int read_cgroup_cpus(const std::string& proc_cgroup, const std::string& cgroup_root);
+int cgroup_cpus();  // this process's, read once
+
 }  // namespace commfuse::cpu

@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 
+#include "comm/host_cores.hpp"
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu/onednn_info.hpp"
@@ -197,6 +198,51 @@ TEST(CpuCaches, SysfsGivesTheLastLevelAndTheL2) {
   if (const auto l2 = read_cache("/sys/devices/system/cpu/cpu0/cache", 2); l2.bytes > 0) {
     EXPECT_EQ(commfuse::cpu::l2_cache_bytes(), l2.bytes);
   }
+}
+
+// A container's cpuset (docker --cpuset-cpus) from the cgroup files, v2 and v1, on fake
+// trees: what the ranks' affinity is compared with before it warns (comm/host_cores.cpp).
+TEST(CpuCaches, CgroupCpusetIsReadFromV2OrV1) {
+  using commfuse::cpu::read_cgroup_cpus;
+  const auto root = std::filesystem::temp_directory_path() /
+                    ("commfuse-cgroup-test-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(root);
+  auto put = [](const std::filesystem::path& f, const char* text) {
+    std::filesystem::create_directories(f.parent_path());
+    std::ofstream(f) << text;
+  };
+  // v2: the container's group has cpuset.cpus.effective.
+  put(root / "v2/proc", "0::/docker/abc\n");
+  put(root / "v2/fs/docker/abc/cpuset.cpus.effective", "2-3,8\n");
+  EXPECT_EQ(read_cgroup_cpus((root / "v2/proc").string(), (root / "v2/fs").string()), 3);
+  // v2 without the controller at the leaf: the nearest ancestor's set.
+  put(root / "v2up/proc", "0::/a/b\n");
+  put(root / "v2up/fs/a/cpuset.cpus.effective", "0-5\n");
+  EXPECT_EQ(read_cgroup_cpus((root / "v2up/proc").string(), (root / "v2up/fs").string()), 6);
+  // v1 (this project's VMs): the cpuset hierarchy's effective_cpus; other controllers ignored.
+  put(root / "v1/proc", "4:memory:/x\n3:cpuset:/\n1:cpu,cpuacct:/\n0::/\n");
+  put(root / "v1/fs/cpuset/cpuset.effective_cpus", "0-1\n");
+  EXPECT_EQ(read_cgroup_cpus((root / "v1/proc").string(), (root / "v1/fs").string()), 2);
+  // Nothing readable, or a malformed list: unknown.
+  EXPECT_EQ(read_cgroup_cpus((root / "none").string(), (root / "none").string()), 0);
+  put(root / "bad/proc", "0::/\n");
+  put(root / "bad/fs/cpuset.cpus.effective", "0-\n");
+  EXPECT_EQ(read_cgroup_cpus((root / "bad/proc").string(), (root / "bad/fs").string()), 0);
+  std::filesystem::remove_all(root);
+  EXPECT_GE(commfuse::cpu::cgroup_cpus(), 0);
+
+  // The warning's rule: short only against what the container allows.
+  using commfuse::comm::affinity_leaves_short;
+  using commfuse::comm::cpus_available;
+  EXPECT_EQ(cpus_available(64, 2), 2);   // docker --cpuset-cpus=0-1 on a 64-CPU host
+  EXPECT_EQ(cpus_available(64, 0), 64);  // no cpuset known
+  EXPECT_EQ(cpus_available(2, 8), 2);
+  EXPECT_FALSE(affinity_leaves_short(4, 2, cpus_available(64, 2)));  // the container's 2 CPUs
+  EXPECT_TRUE(affinity_leaves_short(4, 2, cpus_available(64, 0)));
+  EXPECT_TRUE(affinity_leaves_short(2, 1, 2));  // OMP_PROC_BIND put both ranks on CPU 0
+  EXPECT_TRUE(affinity_leaves_short(4, 1, 2));  // and with more ranks than CPUs
+  EXPECT_FALSE(affinity_leaves_short(2, 2, 2));
+  EXPECT_FALSE(affinity_leaves_short(1, 1, 2));
 }
 
 // The CPU lists the kernel writes (and the ranks exchange): ranges and single ids.
