@@ -90,7 +90,7 @@ void fail_call(const char* op, int rank, const std::vector<PeerCall>& all) {
   for (int r = 0; r < size; ++r)
     if (r != rank && all[r].rejected)
       throw CallFailed(detail::cat(me, "rank ", r,
-                                   " rejected the call (nothing was sent; the "
+                                   " rejected the call (no data was delivered; the "
                                    "communicator stays usable): ",
                                    all[r].reason));
   // Ranks that made different numbers of calls have lost step: nothing after is trustworthy.

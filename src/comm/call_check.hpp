@@ -1,5 +1,6 @@
 // Which user call a collective belongs to, and the check every transport makes at a call's
-// first synchronization: every rank's descriptor is compared before any data moves, so a
+// first synchronization: every rank's descriptor is compared before any data is delivered
+// (MPI's early blocks may be on the wire: drained when the call fails), so a
 // rejection or a mismatch is seen by every rank at the same point and fails the call on
 // each of them alike — leaving the communicator usable (issue 14: argument errors are
 // local; only transport failures are fatal).
@@ -73,7 +74,7 @@ class CallScope {
 WireSignature wire_signature();
 
 // Thrown when every rank learns at the same synchronization that the call cannot proceed
-// (a peer rejected it, or the ranks' descriptors disagree): nothing was moved, so the
+// (a peer rejected it, or the ranks' descriptors disagree): nothing was delivered, so the
 // transport stays usable. A RuntimeFailure for the user.
 class CallFailed : public RuntimeFailure {
  public:

@@ -725,6 +725,45 @@ void expect_large_mismatches_recovered(commfuse::Comm& c, size_t n) {
   }
 }
 
+// On `t` (W >= 3), rank 1 aborts, rank 0 rejects its all_to_all (a null source), and the
+// other ranks make it with 256 KiB blocks, which over MPI go by rendezvous right after the
+// descriptor: every rank learns that rank 1 failed, and none waits on the others' early
+// blocks. Those ranks then stay out of MPI for 4 s, past t's 2 s deadline: rank 0 had
+// drained their blocks, so its rejection timed out and its communicator reported that
+// instead of rank 1's failure. The processes must also exit with those sends unmatched.
+void expect_reject_beside_failed_peer(commfuse::Comm& c, commfuse::Comm& t) {
+  if (c.world_size() < 3) return;
+  const size_t n = 65536;
+  std::vector<float> src(static_cast<size_t>(c.world_size()) * n, 1.0f), dst(src.size());
+  if (c.rank() == 1) {
+    t.abort("rank 1 stops");
+    EXPECT(!t.usable(), "rank 1: usable after abort");
+    return;
+  }
+  try {
+    t.all_to_all(c.rank() == 0 ? nullptr : src.data(), dst.data(), n, DType::kFloat32);
+    EXPECT(false, "rank %d: all_to_all beside a failed rank 1 succeeded", c.rank());
+  } catch (const commfuse::NullPointerError& e) {
+    EXPECT(c.rank() == 0, "rank %d: %s", c.rank(), e.what());
+  } catch (const commfuse::RuntimeFailure& e) {
+    EXPECT(c.rank() != 0, "rank 0: %s", e.what());
+    EXPECT(std::strstr(e.what(), "rank 1") != nullptr, "rank %d: names not rank 1: %s", c.rank(),
+           e.what());
+  }
+  if (c.rank() >= 2) std::this_thread::sleep_for(std::chrono::seconds(4));
+  // Told before the next call (over MPI by the descriptors the rejection exchanged; on
+  // shm at its next synchronization at the latest).
+  try {
+    t.barrier();
+    EXPECT(false, "rank %d: a barrier beside a failed rank 1 succeeded", c.rank());
+  } catch (const commfuse::RuntimeFailure& e) {
+    EXPECT(
+        std::strstr(e.what(), "rank 1") != nullptr && std::strstr(e.what(), "timed out") == nullptr,
+        "rank %d: %s", c.rank(), e.what());
+  }
+  EXPECT(!t.usable(), "rank %d: usable beside a failed rank 1", c.rank());
+}
+
 // Rank 1 calls all_reduce with a different count, then (new comm) with a different dtype.
 int case_mismatch(commfuse::Comm& c) {
   std::vector<float> x(1024, 1.0f), y(x.size());
@@ -760,6 +799,16 @@ int case_mismatch(commfuse::Comm& c) {
   for (const size_t n : {size_t{16384}, size_t{65536}}) expect_large_mismatches_recovered(c, n);
   // A fresh communicator, and this time rank 1 disagrees on the dtype.
   auto fresh = second_comm(c);
+  // Its waits give up after 2 s (the transport reads COMMFUSE_TIMEOUT_S when it is made).
+  const std::string timeout =
+      std::getenv("COMMFUSE_TIMEOUT_S") ? std::getenv("COMMFUSE_TIMEOUT_S") : "";
+  setenv("COMMFUSE_TIMEOUT_S", "2", 1);
+  auto third = second_comm(c);
+  if (timeout.empty())
+    unsetenv("COMMFUSE_TIMEOUT_S");
+  else
+    setenv("COMMFUSE_TIMEOUT_S", timeout.c_str(), 1);
+  expect_reject_beside_failed_peer(c, *third);
   try {
     fresh->all_gather(x.data(), y.data(), 64, c.rank() == 1 ? DType::kInt32 : DType::kFloat32);
     EXPECT(false, "no error for mismatched dtypes");

@@ -23,14 +23,18 @@ using Clock = std::chrono::steady_clock;
 // completes pieces (= shows progress) often.
 constexpr size_t kPieceBytes = size_t{64} << 20;
 
+}  // namespace
+
 // Up to twice the eager size, eager pieces: all_gather and all_to_all at 256 KiB over TCP,
 // W = 3-4 (blocks of 64-85 KiB), went from 0.66-0.83x of OpenMPI to 1.01-1.38x (AMX Xeon,
 // 2 runs). Larger messages keep the rendezvous: at 256 KiB blocks, four eager pieces were
 // slower (W = 4 all_gather of 1 MiB: 454-467 -> 500 us), the receiver buffering pieces
 // that arrive before its receive is posted.
-size_t piece_bytes(size_t bytes) {
+size_t message_piece_bytes(size_t bytes) {
   return bytes <= 2 * kEagerMessageBytes ? kEagerMessageBytes : kPieceBytes;
 }
+
+namespace {
 
 // Between polls: nothing at first (latency matters for small messages), then yield, then
 // short sleeps. With more ranks than cores the spinning phase is nearly skipped: a rank
@@ -168,20 +172,27 @@ void Batch::recv(int peer, void* buf, size_t bytes) {
   post(peer, buf, bytes, true);
 }
 
+void Batch::recv_piece(int peer, void* buf, size_t bytes) {
+  CF_ASSERT(bytes <= kPieceBytes);
+  post_one(peer, buf, static_cast<int>(bytes), true);
+}
+
 void Batch::post(int peer, void* buf, size_t bytes, bool is_recv) {
   auto* p = static_cast<unsigned char*>(buf);
-  const size_t piece = piece_bytes(bytes);
-  for (size_t off = 0; off < bytes; off += piece) {
-    const int n = static_cast<int>(std::min(piece, bytes - off));
-    MPI_Request req = MPI_REQUEST_NULL;
-    if (is_recv)
-      check(MPI_Irecv(p + off, n, MPI_BYTE, peer, tag_, comm_, &req), "MPI_Irecv", op_, rank_);
-    else
-      check(MPI_Isend(p + off, n, MPI_BYTE, peer, tag_, comm_, &req), "MPI_Isend", op_, rank_);
-    requests_.push_back(req);
-    peer_.push_back(peer);
-    is_recv_.push_back(is_recv);
-  }
+  const size_t piece = message_piece_bytes(bytes);
+  for (size_t off = 0; off < bytes; off += piece)
+    post_one(peer, p + off, static_cast<int>(std::min(piece, bytes - off)), is_recv);
+}
+
+void Batch::post_one(int peer, void* buf, int bytes, bool is_recv) {
+  MPI_Request req = MPI_REQUEST_NULL;
+  if (is_recv)
+    check(MPI_Irecv(buf, bytes, MPI_BYTE, peer, tag_, comm_, &req), "MPI_Irecv", op_, rank_);
+  else
+    check(MPI_Isend(buf, bytes, MPI_BYTE, peer, tag_, comm_, &req), "MPI_Isend", op_, rank_);
+  requests_.push_back(req);
+  peer_.push_back(peer);
+  is_recv_.push_back(is_recv);
 }
 
 void Batch::progress() {

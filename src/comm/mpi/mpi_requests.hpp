@@ -55,6 +55,9 @@ void wait_all(std::vector<MPI_Request>& requests, const char* op, int rank, int 
 // data moves.
 inline constexpr size_t kEagerMessageBytes = 64 * 1024 - 128;
 
+// The pieces Batch splits a transfer of `bytes` into: each this size, the last one less.
+size_t message_piece_bytes(size_t bytes);
+
 // A batch of point-to-point transfers of one tag that complete together. Messages are
 // split into pieces so that any byte count fits MPI's int counts, and one of up to twice
 // the eager size goes as two eager pieces, without a rendezvous; both sides split by the
@@ -70,6 +73,9 @@ class Batch {
 
   void send(int peer, const void* buf, size_t bytes);
   void recv(int peer, void* buf, size_t bytes);
+  // One piece of a peer's transfer, received on its own: bytes must be what
+  // message_piece_bytes gives that transfer (or its remainder).
+  void recv_piece(int peer, void* buf, size_t bytes);
   // Returns once every transfer completed. The deadline is timeout_s seconds without any
   // transfer completing (a large transfer on a slow link is not a hang); on expiry the
   // batch is cancelled and RUNTIME_ERROR names the peers whose data did not arrive; the
@@ -82,6 +88,7 @@ class Batch {
 
  private:
   void post(int peer, void* buf, size_t bytes, bool is_recv);
+  void post_one(int peer, void* buf, int bytes, bool is_recv);
   // Cancels unfinished receives, so late data cannot land in buffers the caller has freed,
   // and releases every request. (MPI cannot cancel sends; they finish in the background.)
   void cancel() noexcept;

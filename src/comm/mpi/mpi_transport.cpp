@@ -218,8 +218,7 @@ void MpiTransport::exchange_descriptors(const WireDesc& mine, const char* op,
       b.send(q, msg, kDescHeaderBytes + n);
     }
   }
-  // After the descriptors, so that a peer has its descriptor first and can post the
-  // receive before the blocks land (else Open MPI buffers them and copies once more).
+  // After the descriptors, so that the descriptors are not queued behind the blocks.
   if (sent != nullptr)
     for (int i = 1; i < size_; ++i) {
       const int q = (rank_ + i) % size_;
@@ -240,13 +239,19 @@ void MpiTransport::exchange_descriptors(const WireDesc& mine, const char* op,
 }
 
 void MpiTransport::drain_early(const char* op) {
-  // One peer at a time: pending receives must not share a buffer.
+  // Piece by piece (each its own message, split as the sender's Batch split it), one at a
+  // time into one bounded buffer: pending receives must not share a buffer, and a peer's
+  // 4 GiB of blocks must not need 4 GiB here.
   for (int i = 1; i < size_; ++i) {
     const int q = (rank_ + i) % size_;
     if (descs_[q].op == 0 || descs_[q].early == 0) continue;  // a failed rank sent nothing
-    Batch b(comm_, kDataTag, rank_, op, waits_);
-    b.recv(q, scratch(descs_[q].early), descs_[q].early);
-    b.wait();
+    const size_t bytes = descs_[q].early, piece = message_piece_bytes(bytes);
+    uint8_t* buf = scratch(std::min(bytes, piece));
+    for (size_t off = 0; off < bytes; off += piece) {
+      Batch b(comm_, kDataTag, rank_, op, waits_);
+      b.recv_piece(q, buf, std::min(piece, bytes - off));
+      b.wait();
+    }
   }
 }
 
@@ -329,23 +334,28 @@ void MpiTransport::reject(const std::string& reason) {
   // Unusable (closed by an abort, too): the peers have been told already, or will be.
   if (!enter_call()) return;
   // The descriptor exchange of the call the peers are making, with a "rejected" descriptor:
-  // they fail the call naming this rank, and nothing else is sent, so the next call's
-  // messages match as usual. This rank waits for their descriptors (the exchange is
-  // symmetric), which also tells it of a peer that failed meanwhile.
+  // they fail the call naming this rank, and nothing else is sent; the blocks they sent
+  // early are drained, so the next call's messages match as usual. This rank waits for
+  // their descriptors (the exchange is symmetric), which also tells it of a peer that
+  // failed meanwhile: then the call is fatal on every rank (fail_call checks for a failed
+  // peer first), and no rank drains.
   ++op_seq_;
   WireDesc mine{};
   fill_wire(mine, kRejectedOp, CollDesc{}, op_seq_);
   detail::copy_message(mine.reason, sizeof(mine.reason), reason);
   try {
     exchange_descriptors(mine, "reject", waits_);
-    drain_early("reject");
+    bool peer_failed = false;
     for (int r = 0; r < size_; ++r)
-      if (r != rank_ && descs_[r].op == 0)
+      if (r != rank_ && descs_[r].op == 0) {
+        peer_failed = true;
         failure_.set(
             detail::cat("rank ", r, " failed: ",
                         std::string_view(descs_[r].reason,
                                          strnlen(descs_[r].reason, sizeof descs_[r].reason))));
-  } catch (const Error& e) {
+      }
+    if (!peer_failed) drain_early("reject");
+  } catch (const std::exception& e) {  // bad_alloc too: never left in the call
     failure_.set(e.what());
     state_.store(kClosed, std::memory_order_release);
     CF_LOG(kWarn, "could not tell the peers that rank ", rank_, " rejected its call: ", e.what());
@@ -400,6 +410,23 @@ void copy_progressing(Batch& b, uint8_t* dst, const uint8_t* src, size_t bytes) 
   }
 }
 
+// The private copy an in-place call sends from (staged_source): kept until exit where the
+// call left the transport failed, because sends from it, which MPI cannot cancel, may still
+// be read (all_gather's and all_to_all's go before the descriptors are checked).
+class StagedSource {
+ public:
+  explicit StagedSource(const Failure& failure) : failure_(failure) {}
+  ~StagedSource() {
+    if (buf && failure_.failed()) keep_until_exit(std::shared_ptr<uint8_t[]>(std::move(buf)));
+  }
+  StagedSource(const StagedSource&) = delete;
+  StagedSource& operator=(const StagedSource&) = delete;
+  std::unique_ptr<uint8_t[]> buf;
+
+ private:
+  const Failure& failure_;
+};
+
 }  // namespace
 
 void MpiTransport::all_gather(const void* src, void* dst, uint64_t count, DType dtype) {
@@ -409,10 +436,10 @@ void MpiTransport::all_gather(const void* src, void* dst, uint64_t count, DType 
       small ? InlineSend{static_cast<const uint8_t*>(src), bytes, 0} : InlineSend{};
   // A source inside a peer's block of dst is overwritten by that block while it is still
   // being sent: sent from a copy (at its own block it only receives itself).
-  std::unique_ptr<uint8_t[]> staged;
+  StagedSource staged(failure_);
   if (!small)
     src = staged_source("all_gather", src, bytes, dst, size_ * bytes,
-                        static_cast<uint8_t*>(dst) + rank_ * bytes, staged);
+                        static_cast<uint8_t*>(dst) + rank_ * bytes, staged.buf);
   const EarlySend early = !small && bytes <= kMaxEarlyBytes && size_ > 1
                               ? EarlySend{static_cast<const uint8_t*>(src), bytes, 0}
                               : EarlySend{};
@@ -440,9 +467,9 @@ void MpiTransport::all_to_all(const void* src, void* dst, uint64_t count, DType 
   const InlineSend data =
       small ? InlineSend{static_cast<const uint8_t*>(src), bytes, bytes} : InlineSend{};
   // In place, a block may arrive before this rank's block for that peer has gone out.
-  std::unique_ptr<uint8_t[]> staged;
+  StagedSource staged(failure_);
   if (!small)
-    src = staged_source("all_to_all", src, size_ * bytes, dst, size_ * bytes, nullptr, staged);
+    src = staged_source("all_to_all", src, size_ * bytes, dst, size_ * bytes, nullptr, staged.buf);
   const EarlySend early = !small && bytes <= kMaxEarlyBytes && size_ > 1
                               ? EarlySend{static_cast<const uint8_t*>(src), bytes, bytes}
                               : EarlySend{};
