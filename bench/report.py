@@ -261,6 +261,11 @@ class Report:
                 why.append(f"{t['case']}: over TCP on 2 cores the transfer itself needs the CPU "
                            "(kernel copies, MPI progress) that the GEMM runs on, so little of it "
                            "can hide")
+            elif t["ex"] is not None and t["ex"] < 1 and t["share"] is not None:
+                why.append(f"{t['case']}: fused hides {fmt((1 - t['ex']) * 100, 0)}% of the "
+                           f"collective's {t['share'] * 100:.0f}% of the unfused time (exposed "
+                           f"comm {fmt(t['ex'], 2)}), less than the repetitions' spread "
+                           f"({t['lo']:.3f}-{t['hi']:.3f})")
             else:
                 why.append(f"{t['case']}: exposed comm {fmt(t['ex'], 2)} (> 1 is a net cost): "
                            "the fused schedule's own costs (per-piece synchronization, GEMMs "
