@@ -83,7 +83,7 @@ test-python: build
 # The benchmark report: every operator and collective over a grid of shapes, dtypes and
 # world sizes (shm, MPI/TCP, a rate-limited network between namespaces, PyTorch + gloo),
 # rows in bench/results/<time>/, then REPORT.md with plots there. A full run (19.5 minutes
-# on 2 cores) also refreshes the committed bench/REPORT.md, bench/report/ and the README's
+# on the 2-core AMX Xeon, 32.5 on the Zen 4 VM, whose GEMMs are slower) also refreshes the committed bench/REPORT.md, bench/report/ and the README's
 # performance section; QUICK=1 (about a minute after the build) a smaller grid, once.
 # BENCH_ARGS: more bench/run.py options (--only, --skip, --reps).
 QUICK ?=
