@@ -47,7 +47,7 @@ void warn_if_affinity_short(int ranks, const HostCores& h) {
   const bool omp = (!bind.empty() && bind != "false") || (places != nullptr && *places != '\0');
   CF_LOG(kWarn, "comm init: the ", ranks, " ranks here wait on ", h.waiting, " CPU",
          h.waiting == 1 ? "" : "s", " of the ", available,
-         cgroup > 0 && cgroup < cpu::online_cores() ? " their cpuset allows" : " online",
+         available < cpu::online_cores() ? " their cpuset allows" : " online",
          " (their affinity masks), so they run as ranks sharing cores",
          omp ? ": OMP_PROC_BIND / OMP_PLACES pin each OpenMP process's first thread to its "
                "first place, and processes started from one (commfuse launch, spawn) inherit "

@@ -25,6 +25,9 @@
 namespace commfuse::cpu {
 namespace {
 
+// cpu0's caches, as the kernel lists them (what lscpu reads).
+constexpr const char* kCpu0Caches = "/sys/devices/system/cpu/cpu0/cache";
+
 Features detect() {
   Features f;
 #if defined(__x86_64__)
@@ -225,8 +228,7 @@ int allowed_cores() {
 size_t l2_cache_bytes() {
   // sysfs first, as for the last level (sysconf misread that on an AMD EPYC Zen 4 VM).
   static const size_t bytes = [] {
-    if (const CacheInfo c = read_cache("/sys/devices/system/cpu/cpu0/cache", 2); c.bytes > 0)
-      return c.bytes;
+    if (const CacheInfo c = read_cache(kCpu0Caches, 2); c.bytes > 0) return c.bytes;
     const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
     return l2 > 0 ? static_cast<size_t>(l2) : size_t{1} << 20;
   }();
@@ -311,7 +313,7 @@ CacheInfo last_level_cache() {
   // sysfs first: glibc's sysconf can report the whole package's L3 rather than the one these
   // cores share (an AMD EPYC Zen 4 VM: 320 MiB, where sysfs and lscpu say 32 MiB).
   static const CacheInfo info = [] {
-    if (const CacheInfo c = read_cache("/sys/devices/system/cpu/cpu0/cache"); c.bytes > 0) return c;
+    if (const CacheInfo c = read_cache(kCpu0Caches); c.bytes > 0) return c;
     long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
     if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
     return CacheInfo{llc > 0 ? static_cast<size_t>(llc) : size_t{0}, 0};

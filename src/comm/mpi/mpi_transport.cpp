@@ -238,6 +238,11 @@ void MpiTransport::exchange_descriptors(const WireDesc& mine, const char* op,
   std::memcpy(&descs_[rank_], &mine, has_reason ? sizeof(WireDesc) : kDescHeaderBytes);
 }
 
+EarlySend MpiTransport::early_blocks(const void* src, size_t bytes, size_t stride) const {
+  if (size_ == 1 || bytes > kMaxEarlyBytes) return {};  // the body sends them
+  return {static_cast<const uint8_t*>(src), bytes, stride};
+}
+
 void MpiTransport::drain_early(const char* op) {
   // Piece by piece (each its own message, split as the sender's Batch split it), one at a
   // time into one bounded buffer: pending receives must not share a buffer, and a peer's
@@ -440,9 +445,7 @@ void MpiTransport::all_gather(const void* src, void* dst, uint64_t count, DType 
   if (!small)
     src = staged_source("all_gather", src, bytes, dst, size_ * bytes,
                         static_cast<uint8_t*>(dst) + rank_ * bytes, staged.buf);
-  const EarlySend early = !small && bytes <= kMaxEarlyBytes && size_ > 1
-                              ? EarlySend{static_cast<const uint8_t*>(src), bytes, 0}
-                              : EarlySend{};
+  const EarlySend early = small ? EarlySend{} : early_blocks(src, bytes, 0);
   run(CollDesc{CollOp::kAllGather, dtype, count, -1}, data, early, [&](const char* op) {
     if (bytes == 0) return;
     auto* out = static_cast<uint8_t*>(dst);
@@ -470,9 +473,7 @@ void MpiTransport::all_to_all(const void* src, void* dst, uint64_t count, DType 
   StagedSource staged(failure_);
   if (!small)
     src = staged_source("all_to_all", src, size_ * bytes, dst, size_ * bytes, nullptr, staged.buf);
-  const EarlySend early = !small && bytes <= kMaxEarlyBytes && size_ > 1
-                              ? EarlySend{static_cast<const uint8_t*>(src), bytes, bytes}
-                              : EarlySend{};
+  const EarlySend early = small ? EarlySend{} : early_blocks(src, bytes, bytes);
   run(CollDesc{CollOp::kAllToAll, dtype, count, -1}, data, early, [&](const char* op) {
     if (bytes == 0) return;
     const auto* in = static_cast<const uint8_t*>(src);

@@ -117,6 +117,9 @@ class MpiTransport final : public Transport {
   void exchange_descriptors(const WireDesc& mine, const char* op, const WaitRules& rules,
                             const InlineSend& data = {}, const EarlySend& early = {},
                             Batch* sent = nullptr);
+  // The blocks of a call too large for its descriptor message, bytes to each peer q at
+  // src + q * stride, to send early; none (the body sends them) alone or past WireDesc::early.
+  EarlySend early_blocks(const void* src, size_t bytes, size_t stride) const;
   // After a call failed at the descriptor check (or this rank rejected it): receives, and
   // drops, the blocks each peer's descriptor says it sent early.
   void drain_early(const char* op);
