@@ -88,9 +88,9 @@ size_t slot_bytes_param() {
 // kernels::cpu::set_local_ranks for a scope (restored on the way out, a throw included).
 class LocalRanksDuring {
  public:
-  LocalRanksDuring(int n, int host_cores)
+  LocalRanksDuring(int n, int cores)
       : before_(kernels::cpu::local_ranks()), before_cores_(kernels::cpu::host_cores_setting()) {
-    kernels::cpu::set_local_ranks(n, host_cores);
+    kernels::cpu::set_local_ranks(n, cores);
   }
   ~LocalRanksDuring() { kernels::cpu::set_local_ranks(before_, before_cores_); }
   LocalRanksDuring(const LocalRanksDuring&) = delete;
@@ -114,7 +114,7 @@ struct GroupVerdicts {
 // rank 0's measured verdicts (GroupVerdicts).
 GroupVerdicts agree_on_measures(int rank, const std::vector<RankRecord>& recs,
                                 const SetupAllGather& all_gather, bool oversubscribed,
-                                double sync_us, int host_cores) {
+                                double sync_us, int group_cores) {
   std::string mine = "ok";
   for (int r = 0; r < static_cast<int>(recs.size()) && mine == "ok"; ++r) {
     if (r == rank) continue;
@@ -130,7 +130,7 @@ GroupVerdicts agree_on_measures(int rank, const std::vector<RankRecord>& recs,
     if (!oversubscribed && ranks > 1) {
       // Timed with the compute threads the ops will run with (each rank its share of the
       // cores, as CommImpl sets after set-up) and so with the thread's CPU clock.
-      const LocalRanksDuring local(static_cast<int>(ranks), host_cores);
+      const LocalRanksDuring local(static_cast<int>(ranks), group_cores);
       direct_calls = kernels::cpu::direct_calls_mask(ranks);
     }
     mine = detail::cat(shm::cma_crossover_bytes(oversubscribed, sync_us), " ", direct_calls, " ",
@@ -250,13 +250,12 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
     thread_cpu_lists.push_back(r.thread_cpus);
   }
   const HostCores cores = comm::host_cores(cpu_lists, thread_cpu_lists);
-  const int host_cores = cores.cores;
   const bool oversubscribed = world_size > cores.waiting;
   if (rank == 0) warn_if_affinity_short(world_size, cores);
   // Before any slot carries data (the probe uses their first words as scratch).
   const double sync_us = oversubscribed ? -1 : shm::measure_rank_sync_us(rank, segments);
   GroupVerdicts verdicts =
-      agree_on_measures(rank, recs, all_gather, oversubscribed, sync_us, host_cores);
+      agree_on_measures(rank, recs, all_gather, oversubscribed, sync_us, cores.cores);
   shm::CmaSupport& cma = verdicts.cma;
   barrier();  // peers must not see a half-initialised comm fail before this point
 
@@ -299,7 +298,7 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
                           " direct-kernel calls of m 16-bit rows beat one call of the ",
                           "gathered rows ", describe_direct_calls(verdicts.direct_calls))));
   return std::make_unique<CommImpl>(rank, world_size, world_size, name, std::move(transport_impl),
-                                    host_cores);
+                                    cores.cores);
 }
 
 namespace {

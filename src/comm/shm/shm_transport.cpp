@@ -81,7 +81,7 @@ void ShmTransport::refuse(const char* op, const std::string& why) {
 }
 
 ShmTransport::ShmTransport(int rank, std::vector<Segment> segments,
-                           std::vector<PeerProcess> processes, size_t slot_bytes, int host_cores,
+                           std::vector<PeerProcess> processes, size_t slot_bytes, int waiting_cores,
                            CmaSupport cma, uint32_t direct_calls_mask)
     : rank_(rank),
       size_(static_cast<int>(segments.size())),
@@ -93,11 +93,11 @@ ShmTransport::ShmTransport(int rank, std::vector<Segment> segments,
             for (auto& s : segments_) c.push_back(static_cast<Control*>(s.data()));
             return c;
           }(),
-          std::move(processes), size_ > host_cores),
+          std::move(processes), size_ > waiting_cores),
       slot_bytes_(slot_bytes),
-      // host_cores is the group's (comm_create: the cores its ranks wait on, from the union of
-      // their CPU sets and their calling threads'), alike on every rank.
-      ranks_per_core_((size_ + std::max(1, host_cores) - 1) / std::max(1, host_cores)),
+      // waiting_cores is the group's (comm_create: the cores its ranks wait on, from the union
+      // of their CPU sets and their calling threads'), alike on every rank.
+      ranks_per_core_((size_ + std::max(1, waiting_cores) - 1) / std::max(1, waiting_cores)),
       direct_calls_mask_(direct_calls_mask),
       cma_(std::move(cma)),
       // Read once: the plain path of every call then costs one comparison.

@@ -82,7 +82,7 @@ class ShmTransport final : public Transport {
  public:
   // segments[r] is rank r's region (this rank's own one created by it, the others opened).
   ShmTransport(int rank, std::vector<Segment> segments, std::vector<PeerProcess> processes,
-               size_t slot_bytes, int host_cores, CmaSupport cma, uint32_t direct_calls_mask);
+               size_t slot_bytes, int waiting_cores, CmaSupport cma, uint32_t direct_calls_mask);
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
