@@ -582,6 +582,18 @@ int case_stage_overlap(commfuse::Comm& c) {
   for (int q = 0; q < R; ++q)
     EXPECT(g[q * n] == 100.0f + q && g[q * n + n - 1] == 100.0f + q,
            "rank %d: all_gather block %d: %g ... %g", c.rank(), q, g[q * n], g[q * n + n - 1]);
+  // A source that starts before dst and runs into it: a forward copy over itself would write
+  // its first elements again where its later ones were still to be read (at W = 1 the whole
+  // call is that one copy, comm::copy_alone).
+  std::vector<float> f(static_cast<size_t>(R) * n + 500);
+  for (size_t i = 0; i < n; ++i)
+    f[i] = static_cast<float>(c.rank() * 1000000 + static_cast<int>(i));
+  c.all_gather(f.data(), f.data() + 500, n, DType::kFloat32);
+  for (int q = 0; q < R; ++q)
+    for (const size_t i : {size_t{0}, size_t{499}, size_t{500}, n / 2, n - 1})
+      EXPECT(f[500 + q * n + i] == static_cast<float>(q * 1000000 + static_cast<int>(i)),
+             "rank %d: all_gather from before dst, block %d [%zu]: %g", c.rank(), q, i,
+             f[500 + q * n + i]);
   // Sources inside dst at no block boundary, each block 12 MiB (several 4 MiB slot steps):
   // shm's slot steps wrote arriving blocks over source bytes they had still to read (all of a
   // W = 3 all_gather's 8 MiB blocks wrong); now staged on every path.

@@ -53,6 +53,13 @@ const void* ShmTransport::staged_source(const char* op, const void* src, size_t 
   return from;
 }
 
+bool ShmTransport::alone(const char* op, const void* src, void* dst, size_t bytes) {
+  if (size_ != 1) return false;
+  fault_point(rank_, op, 0);
+  copy_alone(dst, src, bytes);
+  return true;
+}
+
 void ShmTransport::grow_scratch(const char* op, size_t bytes) {
   if (scratch_.size() >= bytes) return;
   try {
@@ -273,6 +280,7 @@ void ShmTransport::all_gather(const void* src, void* dst, uint64_t count, DType 
   const size_t per_rank = dtype_storage_bytes(dtype, count);
   desc.algo = choose_copy(desc.op, per_rank);
   run(desc, [&](const char* op) {
+    if (alone(op, src, dst, per_rank)) return;
     auto* out = static_cast<uint8_t*>(dst);
     // In place (src is this rank's block of dst) needs no copy: no rank writes that block.
     // A source elsewhere in dst is staged, on both paths: the slot steps read it piece by
@@ -310,6 +318,7 @@ void ShmTransport::all_to_all(const void* src, void* dst, uint64_t count, DType 
   const size_t per_peer = dtype_storage_bytes(dtype, count);
   desc.algo = choose_copy(desc.op, per_peer);
   run(desc, [&](const char* op) {
+    if (alone(op, src, dst, per_peer)) return;
     std::unique_ptr<uint8_t[]> staged;
     if (desc.algo == CollAlgo::kCma) {
       auto* out = static_cast<uint8_t*>(dst);
@@ -350,6 +359,7 @@ void ShmTransport::reduce_scatter(const void* src, void* dst, uint64_t count, DT
   check_reducible("reduce_scatter", rank_, dtype);
   run(desc, [&](const char* op) {
     const size_t es = elem_bytes(dtype);
+    if (alone(op, src, dst, count * es)) return;
     const uint64_t chunk = std::max<uint64_t>(1, slot_bytes_ / size_ / es);
     const auto* in = static_cast<const uint8_t*>(src);
     auto* out = static_cast<uint8_t*>(dst);
@@ -373,6 +383,7 @@ void ShmTransport::all_reduce(const void* src, void* dst, uint64_t count, DType 
   const uint64_t chunk = std::min(slot_bytes_, kReduceStepBytes) / es;
   desc.algo = choose_all_reduce(std::min(count, chunk) * es);
   run(desc, [&](const char* op) {
+    if (alone(op, src, dst, count * es)) return;
     const auto* in = static_cast<const uint8_t*>(src);
     auto* out = static_cast<uint8_t*>(dst);
     SmallVector<const void*, 16> parts(static_cast<size_t>(size_));
