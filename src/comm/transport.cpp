@@ -60,10 +60,6 @@ bool copy_if_overlapping(const void** src, size_t src_bytes, const void* dst, si
   return true;
 }
 
-void copy_alone(void* dst, const void* src, size_t bytes) {
-  if (src != dst) kernels::cpu::copy(dst, src, bytes);  // memmove semantics
-}
-
 const char* coll_algo_name(CollAlgo a) {
   switch (a) {
     case CollAlgo::kDefault:

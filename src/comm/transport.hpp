@@ -190,12 +190,6 @@ bool ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes
 bool copy_if_overlapping(const void** src, size_t src_bytes, const void* dst, size_t dst_bytes,
                          std::unique_ptr<uint8_t[]>& staged);
 void check_reducible(const char* op, int rank, DType dtype);
-// A collective's result on a group of one rank: its own data in dst (a gather or an exchange
-// with no peer moves only this rank's block; a sum over one rank is its one term, bit for
-// bit), copied once (nothing in place; overlapping ranges allowed, as by memmove). The
-// transports take it instead of their steps, which copied twice (through a slot or an
-// outbox) and ran the sum kernel over one input.
-void copy_alone(void* dst, const void* src, size_t bytes);
 // RUNTIME_ERROR: another thread is in a call on this communicator (its calls come from one
 // thread at a time; docs/reliability.md, Threads).
 [[noreturn]] void throw_busy(const char* op, int rank);
@@ -231,6 +225,11 @@ class Transport {
   virtual void barrier() = 0;
   // buf holds count elements of dtype; on return every rank has root's data.
   virtual void broadcast(void* buf, uint64_t count, DType dtype, int root) = 0;
+  // With one rank (R = 1) the four below are this rank's own data in dst (a gather or an
+  // exchange with no peer moves only its block; a sum over one rank is its one term, bit for
+  // bit): each transport copies src to dst once (kernels::cpu::copy: nothing in place,
+  // overlapping ranges as by memmove), not through its steps, which copied twice and ran the
+  // sum kernel over one input.
   // src: count elements; dst: R * count, rank s's block at [s * count, (s + 1) * count).
   virtual void all_gather(const void* src, void* dst, uint64_t count, DType dtype) = 0;
   // src: R * count elements, block s goes to rank s; dst: count elements = the rank-order sum

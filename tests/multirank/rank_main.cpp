@@ -584,7 +584,7 @@ int case_stage_overlap(commfuse::Comm& c) {
            "rank %d: all_gather block %d: %g ... %g", c.rank(), q, g[q * n], g[q * n + n - 1]);
   // A source that starts before dst and runs into it: a forward copy over itself would write
   // its first elements again where its later ones were still to be read (at W = 1 the whole
-  // call is that one copy, comm::copy_alone).
+  // call is that one copy).
   std::vector<float> f(static_cast<size_t>(R) * n + 500);
   for (size_t i = 0; i < n; ++i)
     f[i] = static_cast<float>(c.rank() * 1000000 + static_cast<int>(i));

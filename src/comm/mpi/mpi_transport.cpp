@@ -190,6 +190,10 @@ void MpiTransport::run_fn(const CollDesc& desc, const std::function<void(const c
   run(desc, body);
 }
 
+void MpiTransport::run_alone(const CollDesc& desc, void* dst, const void* src, size_t bytes) {
+  run(desc, [&](const char*) { kernels::cpu::copy(dst, src, bytes); });
+}
+
 void MpiTransport::exchange_descriptors(const WireDesc& mine, const char* op,
                                         const WaitRules& rules, const InlineSend& data,
                                         const EarlySend& early, Batch* sent) {
@@ -436,9 +440,7 @@ class StagedSource {
 
 void MpiTransport::all_gather(const void* src, void* dst, uint64_t count, DType dtype) {
   const size_t bytes = dtype_storage_bytes(dtype, count);
-  if (size_ == 1)
-    return run(CollDesc{CollOp::kAllGather, dtype, count, -1},
-               [&](const char*) { copy_alone(dst, src, bytes); });
+  if (size_ == 1) return run_alone(CollDesc{CollOp::kAllGather, dtype, count, -1}, dst, src, bytes);
   const bool small = fits_inline(bytes);
   const InlineSend data =
       small ? InlineSend{static_cast<const uint8_t*>(src), bytes, 0} : InlineSend{};
@@ -469,9 +471,7 @@ void MpiTransport::all_gather(const void* src, void* dst, uint64_t count, DType 
 
 void MpiTransport::all_to_all(const void* src, void* dst, uint64_t count, DType dtype) {
   const size_t bytes = dtype_storage_bytes(dtype, count);
-  if (size_ == 1)
-    return run(CollDesc{CollOp::kAllToAll, dtype, count, -1},
-               [&](const char*) { copy_alone(dst, src, bytes); });
+  if (size_ == 1) return run_alone(CollDesc{CollOp::kAllToAll, dtype, count, -1}, dst, src, bytes);
   const bool small = fits_inline(bytes);
   const InlineSend data =
       small ? InlineSend{static_cast<const uint8_t*>(src), bytes, bytes} : InlineSend{};
@@ -505,8 +505,7 @@ void MpiTransport::reduce_scatter(const void* src, void* dst, uint64_t count, DT
   check_reducible("reduce_scatter", rank_, dtype);
   const size_t es = elem_bytes(dtype);
   if (size_ == 1)
-    return run(CollDesc{CollOp::kReduceScatter, dtype, count, -1},
-               [&](const char*) { copy_alone(dst, src, count * es); });
+    return run_alone(CollDesc{CollOp::kReduceScatter, dtype, count, -1}, dst, src, count * es);
   const bool small = fits_inline(count * es);
   const InlineSend data =
       small ? InlineSend{static_cast<const uint8_t*>(src), count * es, count * es} : InlineSend{};
@@ -540,9 +539,7 @@ void MpiTransport::reduce_scatter(const void* src, void* dst, uint64_t count, DT
 void MpiTransport::all_reduce(const void* src, void* dst, uint64_t count, DType dtype) {
   check_reducible("all_reduce", rank_, dtype);
   const size_t es = elem_bytes(dtype), bytes = count * es;
-  if (size_ == 1)
-    return run(CollDesc{CollOp::kAllReduce, dtype, count, -1},
-               [&](const char*) { copy_alone(dst, src, bytes); });
+  if (size_ == 1) return run_alone(CollDesc{CollOp::kAllReduce, dtype, count, -1}, dst, src, bytes);
   const auto R = static_cast<uint64_t>(size_);
   // One shot (every rank sends its whole input to every peer: one round) where the input
   // fits a descriptor message; else two shots with the reduce-scatter in the descriptor

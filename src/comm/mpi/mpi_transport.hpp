@@ -117,6 +117,9 @@ class MpiTransport final : public Transport {
   void exchange_descriptors(const WireDesc& mine, const char* op, const WaitRules& rules,
                             const InlineSend& data = {}, const EarlySend& early = {},
                             Batch* sent = nullptr);
+  // One rank (W = 1): the call with no peers, src copied to dst (Transport: the whole result),
+  // without the outbox, staging or early blocks of the general path.
+  void run_alone(const CollDesc& desc, void* dst, const void* src, size_t bytes);
   // The blocks of a call too large for its descriptor message, bytes to each peer q at
   // src + q * stride, to send early; none (the body sends them) alone or past WireDesc::early.
   EarlySend early_blocks(const void* src, size_t bytes, size_t stride) const;

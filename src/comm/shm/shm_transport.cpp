@@ -56,7 +56,7 @@ const void* ShmTransport::staged_source(const char* op, const void* src, size_t 
 bool ShmTransport::alone(const char* op, const void* src, void* dst, size_t bytes) {
   if (size_ != 1) return false;
   fault_point(rank_, op, 0);
-  copy_alone(dst, src, bytes);
+  copy_bytes(dst, src, bytes);
   return true;
 }
 

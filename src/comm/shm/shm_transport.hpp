@@ -149,9 +149,9 @@ class ShmTransport final : public Transport {
   // be allocated refuses the call (refuse).
   const void* staged_source(const char* op, const void* src, size_t src_bytes, const void* dst,
                             size_t dst_bytes, std::unique_ptr<uint8_t[]>& staged);
-  // One rank (W = 1): comm::copy_alone, at the call's first piece (fault injection), and
-  // true; false where there are peers. Within run(), so that the call is numbered, refused
-  // or failed as any other.
+  // One rank (W = 1): src copied to dst at the call's first piece (fault injection), and
+  // true (Transport: the whole result); false where there are peers. Within run(), so that
+  // the call is numbered, refused or failed as any other.
   bool alone(const char* op, const void* src, void* dst, size_t bytes);
   // This rank cannot take part in the call it is in, before its first step: that step with a
   // "rejected" descriptor (as reject), then CallFailed; the peers fail the call naming this
