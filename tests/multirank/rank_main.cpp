@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "another_comm.hpp"
+#include "scoped_env.hpp"
 
 using commfuse::DType;
 
@@ -812,14 +813,10 @@ int case_mismatch(commfuse::Comm& c) {
   // A fresh communicator, and this time rank 1 disagrees on the dtype.
   auto fresh = second_comm(c);
   // Its waits give up after 2 s (the transport reads COMMFUSE_TIMEOUT_S when it is made).
-  const std::string timeout =
-      std::getenv("COMMFUSE_TIMEOUT_S") ? std::getenv("COMMFUSE_TIMEOUT_S") : "";
-  setenv("COMMFUSE_TIMEOUT_S", "2", 1);
-  auto third = second_comm(c);
-  if (timeout.empty())
-    unsetenv("COMMFUSE_TIMEOUT_S");
-  else
-    setenv("COMMFUSE_TIMEOUT_S", timeout.c_str(), 1);
+  auto third = [&] {
+    const commfuse::test::ScopedEnv timeout("COMMFUSE_TIMEOUT_S", "2");
+    return second_comm(c);
+  }();
   expect_reject_beside_failed_peer(c, *third);
   try {
     fresh->all_gather(x.data(), y.data(), 64, c.rank() == 1 ? DType::kInt32 : DType::kFloat32);

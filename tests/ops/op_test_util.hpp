@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "scoped_env.hpp"
+
 namespace optest {
 
 using commfuse::DType;
@@ -64,26 +66,9 @@ inline std::string forced_algo(const std::string& op) {
 
 // Sets COMMFUSE_ALGO for a scope (plans read it when they are built), then restores it.
 // Every rank must do the same, as with the variable itself.
-class ScopedAlgo {
+class ScopedAlgo : public commfuse::test::ScopedEnv {
  public:
-  explicit ScopedAlgo(const std::string& value) {
-    const char* old = std::getenv("COMMFUSE_ALGO");
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    setenv("COMMFUSE_ALGO", value.c_str(), 1);
-  }
-  ~ScopedAlgo() {
-    if (had_)
-      setenv("COMMFUSE_ALGO", old_.c_str(), 1);
-    else
-      unsetenv("COMMFUSE_ALGO");
-  }
-  ScopedAlgo(const ScopedAlgo&) = delete;
-  ScopedAlgo& operator=(const ScopedAlgo&) = delete;
-
- private:
-  bool had_ = false;
-  std::string old_;
+  explicit ScopedAlgo(const std::string& value) : ScopedEnv("COMMFUSE_ALGO", value) {}
 };
 
 inline uint32_t mix(uint64_t seed, uint64_t i) {

@@ -23,6 +23,7 @@
 #include "comm/bootstrap/host_identity.hpp"
 #include "comm/bootstrap/init_method.hpp"
 #include "comm/bootstrap/wire.hpp"
+#include "scoped_env.hpp"
 
 using commfuse::Status;
 using commfuse::comm::Bootstrap;
@@ -33,27 +34,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Sets an environment variable (nullptr: unsets it) for one test and restores it afterwards.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* key, const char* value) : key_(key) {
-    if (const char* old = std::getenv(key)) old_ = old, had_ = true;
-    if (value)
-      setenv(key, value, 1);
-    else
-      unsetenv(key);
-  }
-  ~ScopedEnv() {
-    if (had_)
-      setenv(key_.c_str(), old_.c_str(), 1);
-    else
-      unsetenv(key_.c_str());
-  }
-
- private:
-  std::string key_, old_;
-  bool had_ = false;
-};
+using commfuse::test::ScopedEnv;
 
 // A port that was free a moment ago: bind port 0 and ask which port the kernel chose.
 int free_port(int family = AF_INET) {
