@@ -3,6 +3,9 @@
 PYTHON ?= python3
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)
+# The tests labelled waits (tests/CMakeLists.txt) sleep through deadlines most of their time:
+# they run after the others, this many at once.
+WAIT_JOBS ?= $(shell echo $$(( 2 * $(JOBS) )))
 
 .PHONY: bench all install-deps build demo test test-release test-asan test-python test-wheel test-tsan soak install \
 	format clean fuzz fuzz-smoke fuzz-build
@@ -26,27 +29,29 @@ test: test-release test-asan test-python test-wheel
 
 # The C++ suite natively, then again with commfuse's kernel choices (and oneDNN's, via the
 # same cap) held to AVX2, so one machine checks the paths of older CPUs too (less the tests
-# labelled no_isa: fault injection, where no kernel choice is involved; and the W=8 repeats
-# labelled heavy, whose kernels the W=2..4 tests run too). On a CPU whose newest ISA is
+# labelled no_isa or waits: fault injection, aborts and mismatches, where no kernel choice is
+# involved; and the repeats labelled heavy, whose kernels the W=2..4 tests run too). On a CPU whose newest ISA is
 # AVX2 or older the cap changes nothing (`commfuse info` shows the same features), so the
 # rerun would repeat the first run exactly: it is skipped there, saying so. The SSE4.1
 # paths are tested on every CPU (unit_tests_isa_sse41).
 test-release: build
-	ctest --preset release -j $(JOBS)
+	ctest --preset release -j $(JOBS) -LE waits
+	ctest --preset release -j $(WAIT_JOBS) -L waits
 	@isa=$$(build/bin/commfuse info | sed -n 's/^  CPU ISA .*(detected \([a-z0-9_]*\).*/\1/p'); \
 	if [ "$$isa" = avx2 ] || [ "$$isa" = sse41 ]; then \
 	  echo "test-release: ISA-capped rerun skipped: this CPU's newest ISA is $$isa, so COMMFUSE_MAX_CPU_ISA=avx2 runs the same paths as the run above"; \
 	else \
 	  echo "test-release: again with COMMFUSE_MAX_CPU_ISA=avx2 (this CPU: $$isa)"; \
-	  COMMFUSE_MAX_CPU_ISA=avx2 ctest --preset release -j $(JOBS) -LE "no_isa|heavy"; \
+	  COMMFUSE_MAX_CPU_ISA=avx2 ctest --preset release -j $(JOBS) -LE "no_isa|heavy|waits"; \
 	fi
 
-# Under ASan + UBSan, less the tests labelled heavy (W=8 repeats of paths W=2..4 cover, see
-# tests/ops/CMakeLists.txt), plus the fuzz targets replaying their seed corpus.
+# Under ASan + UBSan, less the tests labelled heavy (repeats of paths the W=2..4 tests cover,
+# see tests/ops/CMakeLists.txt), plus the fuzz targets replaying their seed corpus.
 test-asan: install-deps
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan -j $(JOBS)
-	ctest --preset asan -j $(JOBS) -LE heavy
+	ctest --preset asan -j $(JOBS) -LE "heavy|waits"
+	ctest --preset asan -j $(WAIT_JOBS) -L waits -LE heavy
 
 # ThreadSanitizer over the multi-rank tests (shm, MPI with its progress thread, operators,
 # recovery, soak, fault injection). Not part of `make test`: the tsan build and run take
