@@ -37,11 +37,7 @@ void post(MPI_Comm comm, int tag, const Pipeline::Transfer& t, bool is_recv,
 // *progressed set if any completed in this call.
 bool test_all(std::vector<MPI_Request>& reqs, bool* progressed, const char* op, int rank) {
   if (reqs.empty()) return true;
-  std::vector<int> idx(reqs.size());
-  int n = 0;
-  check(
-      MPI_Testsome(static_cast<int>(reqs.size()), reqs.data(), &n, idx.data(), MPI_STATUSES_IGNORE),
-      "MPI_Testsome", op, rank);
+  const int n = test_some(reqs.data(), reqs.size(), op, rank);
   if (n == MPI_UNDEFINED) return true;
   if (n > 0) *progressed = true;
   return std::all_of(reqs.begin(), reqs.end(), [](MPI_Request r) { return r == MPI_REQUEST_NULL; });

@@ -79,16 +79,12 @@ Polled poll(MPI_Request* requests, size_t count, const WaitRules& rules, const c
             std::string* why) {
   if (count == 0) return Polled::kDone;
   InterruptPoll interrupt;
-  SmallVector<int, 32> done(count);
   Pacer pacer(rules.oversubscribed);
   const auto timeout = std::chrono::seconds(rules.timeout_s);
   Clock::time_point idle_since;
   bool timing = false;  // idle_since is set: no completion since it was read
   for (unsigned idle = 0;;) {
-    int n_done = 0;
-    check(
-        MPI_Testsome(static_cast<int>(count), requests, &n_done, done.data(), MPI_STATUSES_IGNORE),
-        "MPI_Testsome", op, rank);
+    const int n_done = test_some(requests, count, op, rank);
     if (n_done == MPI_UNDEFINED) return Polled::kDone;  // no active request left
     if (n_done > 0) {
       timing = false;
@@ -136,6 +132,14 @@ void check(int rc, const char* call, const char* op, int rank) {
   MPI_Error_string(rc, text, &len);
   detail::throw_status(Status::kRuntimeError,
                        detail::cat(op, "(rank ", rank, "): ", call, " failed: ", text));
+}
+
+int test_some(MPI_Request* requests, size_t count, const char* op, int rank) {
+  SmallVector<int, 32> done(count);  // which completed: not needed, but MPI writes them
+  int n_done = 0;
+  check(MPI_Testsome(static_cast<int>(count), requests, &n_done, done.data(), MPI_STATUSES_IGNORE),
+        "MPI_Testsome", op, rank);
+  return n_done;
 }
 
 void wait_all(std::vector<MPI_Request>& requests, const char* op, int rank, int timeout_s,
@@ -196,12 +200,7 @@ void Batch::post_one(int peer, void* buf, int bytes, bool is_recv) {
 }
 
 void Batch::progress() {
-  if (requests_.empty()) return;
-  SmallVector<int, 32> done(requests_.size());
-  int n_done = 0;
-  check(MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &n_done, done.data(),
-                     MPI_STATUSES_IGNORE),
-        "MPI_Testsome", op_, rank_);
+  if (!requests_.empty()) test_some(requests_.data(), requests_.size(), op_, rank_);
 }
 
 void Batch::wait() {
