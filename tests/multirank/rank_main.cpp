@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "another_comm.hpp"
-#include "scoped_env.hpp"
+#include "core/scoped_env.hpp"
 
 using commfuse::DType;
 
@@ -814,7 +814,7 @@ int case_mismatch(commfuse::Comm& c) {
   auto fresh = second_comm(c);
   // Its waits give up after 2 s (the transport reads COMMFUSE_TIMEOUT_S when it is made).
   auto third = [&] {
-    const commfuse::test::ScopedEnv timeout("COMMFUSE_TIMEOUT_S", "2");
+    const commfuse::detail::ScopedEnv timeout("COMMFUSE_TIMEOUT_S", "2");
     return second_comm(c);
   }();
   expect_reject_beside_failed_peer(c, *third);

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "scoped_env.hpp"
+#include "core/scoped_env.hpp"
 
 namespace optest {
 
@@ -66,7 +66,7 @@ inline std::string forced_algo(const std::string& op) {
 
 // Sets COMMFUSE_ALGO for a scope (plans read it when they are built), then restores it.
 // Every rank must do the same, as with the variable itself.
-class ScopedAlgo : public commfuse::test::ScopedEnv {
+class ScopedAlgo : public commfuse::detail::ScopedEnv {
  public:
   explicit ScopedAlgo(const std::string& value) : ScopedEnv("COMMFUSE_ALGO", value) {}
 };

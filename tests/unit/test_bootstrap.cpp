@@ -23,7 +23,7 @@
 #include "comm/bootstrap/host_identity.hpp"
 #include "comm/bootstrap/init_method.hpp"
 #include "comm/bootstrap/wire.hpp"
-#include "scoped_env.hpp"
+#include "core/scoped_env.hpp"
 
 using commfuse::Status;
 using commfuse::comm::Bootstrap;
@@ -34,7 +34,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-using commfuse::test::ScopedEnv;
+using commfuse::detail::ScopedEnv;
 
 // A port that was free a moment ago: bind port 0 and ask which port the kernel chose.
 int free_port(int family = AF_INET) {

@@ -2,24 +2,19 @@
 // the algorithm it is labelled with, whatever the caller's COMMFUSE_ALGO says.
 #pragma once
 
-#include <cstdlib>
 #include <string>
+
+#include "core/scoped_env.hpp"
 
 namespace commfuse::cli {
 
 // Builds a plan with COMMFUSE_ALGO=<op>:<algo> (plans read it when built) and restores the
-// caller's setting.
+// caller's setting, also when the build throws (a plan the next column builds must not run
+// this one's algorithm).
 template <typename Make>
 auto with_algorithm(const std::string& op_algo, Make&& make) {
-  const char* old = std::getenv("COMMFUSE_ALGO");
-  const std::string saved = old != nullptr ? old : "";
-  setenv("COMMFUSE_ALGO", op_algo.c_str(), 1);
-  auto plan = make();
-  if (old != nullptr)
-    setenv("COMMFUSE_ALGO", saved.c_str(), 1);
-  else
-    unsetenv("COMMFUSE_ALGO");
-  return plan;
+  const detail::ScopedEnv algo("COMMFUSE_ALGO", op_algo);
+  return make();
 }
 
 }  // namespace commfuse::cli

@@ -1,13 +1,15 @@
-// An environment variable set (or unset) for a scope and restored on the way out: for the
-// tests that change a parameter commfuse reads when it builds something (a plan reads
-// COMMFUSE_ALGO, a communicator COMMFUSE_TIMEOUT_S). Where ranks read it, every rank must
-// set the same, as with the variable itself.
+// An environment variable set (or unset) for a scope and restored on the way out, also when
+// the scope ends by an exception: for the CLI's benchmarks and demo, which build each plan
+// with the algorithm its column names (a plan reads COMMFUSE_ALGO when built), and for the
+// tests that change such a parameter (a communicator reads COMMFUSE_TIMEOUT_S). Where ranks
+// read it, every rank must set the same, as with the variable itself. Not thread-safe, as
+// setenv is not: for a process's set-up and its tests, never inside the library.
 #pragma once
 
 #include <cstdlib>
 #include <string>
 
-namespace commfuse::test {
+namespace commfuse::detail {
 
 class ScopedEnv {
  public:
@@ -37,4 +39,4 @@ class ScopedEnv {
   bool had_ = false;
 };
 
-}  // namespace commfuse::test
+}  // namespace commfuse::detail
