@@ -143,6 +143,8 @@ void ShmTransport::arrive(uint32_t s, bool first, const CollDesc& desc, const ch
 }
 
 CollAlgo ShmTransport::choose_copy(CollOp op, uint64_t bytes) {
+  // One rank copies once (alone()): no algorithm runs, so none is chosen, forced or printed.
+  if (size_ == 1) return CollAlgo::kDefault;
   if (a2a_probe_ && op == CollOp::kAllToAll) return *a2a_probe_;  // shm_crossover.cpp
   const bool cma = cma_.unavailable.empty();
   // CMA saves one copy of each block a peer reads through this rank's slot: all_to_all's
@@ -174,6 +176,7 @@ CollAlgo ShmTransport::choose_all_reduce(uint64_t step_bytes) {
   // other's data once either way and one-shot saves a synchronization. Larger groups use
   // two-shot past 64 KiB per step. (Tests shrink the slot: the threshold shrinks with it,
   // and they force each algorithm too.) Ranks sharing cores time it (shm_crossover.cpp).
+  if (size_ == 1) return CollAlgo::kOneShot;         // copies once (alone()), as in choose_copy
   if (all_reduce_probe_) return *all_reduce_probe_;  // shm_crossover.cpp
   const uint64_t limit = std::min(kOneShotBytes, slot_bytes_ / 4);
   // Ranks sharing cores: from the step size the group's set-up timings chose (two-shot
