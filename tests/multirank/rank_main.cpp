@@ -7,7 +7,7 @@
 //                       streams | stream_mismatch | dtype_reject | late_rank | abort_thread |
 //                       abort_stream | abort_idle | stage_oom | two_threads |
 //                       two_comms_threads | fork_child | slow_peer | stage_overlap |
-//                       interrupt_thread | interrupt_stream
+//                       interrupt_thread | interrupt_stream | testsome_error
 #include <commfuse/commfuse.h>
 #include <commfuse/commfuse.hpp>
 
@@ -778,6 +778,29 @@ void expect_reject_beside_failed_peer(commfuse::Comm& c, commfuse::Comm& t) {
 }
 
 // Rank 1 calls all_reduce with a different count, then (new comm) with a different dtype.
+// Run with testsome_shim.cpp preloaded (mpi_testsome_error_w2): rank 1's MPI_Testsome fails
+// once, in the descriptor exchange of this all_gather. Rank 1's error must name the peer of
+// the transfer MPI failed (rank 0) and MPI's message; the communicator is then unusable.
+// Rank 0 may complete its call or fail it naming rank 1, by its deadline either way.
+int case_testsome_error(commfuse::Comm& c) {
+  std::vector<float> x(16, static_cast<float>(c.rank())), y(16 * c.world_size());
+  try {
+    const commfuse::detail::ScopedEnv armed("CF_SHIM_TESTSOME_ARMED", "1");
+    c.all_gather(x.data(), y.data(), x.size(), DType::kFloat32);
+    EXPECT(c.rank() != 1, "rank 1: no error from the failed MPI_Testsome");
+  } catch (const commfuse::RuntimeFailure& e) {
+    std::printf("rank %d: got expected error: %s\n", c.rank(), e.what());
+    if (c.rank() == 1)
+      EXPECT(std::strstr(e.what(), "MPI_Testsome on a transfer with rank 0 failed") != nullptr,
+             "rank 1's error does not name rank 0: %s", e.what());
+    else
+      EXPECT(std::strstr(e.what(), "rank 1") != nullptr, "rank 0's error does not name rank 1: %s",
+             e.what());
+  }
+  if (c.rank() == 1) EXPECT(!c.usable(), "rank 1 still usable after an MPI error");
+  return 0;
+}
+
 int case_mismatch(commfuse::Comm& c) {
   std::vector<float> x(1024, 1.0f), y(x.size());
   const size_t n = c.rank() == 1 ? 512 : 1024;
@@ -1033,6 +1056,7 @@ int main(int argc, char** argv) {
       {"fork_child", case_fork_child},
       {"slow_peer", case_slow_peer},
       {"stage_overlap", case_stage_overlap},
+      {"testsome_error", case_testsome_error},
   };
   if (argc != 2 || !cases.count(argv[1])) {
     std::fprintf(stderr, "usage: %s <case>\n", argv[0]);

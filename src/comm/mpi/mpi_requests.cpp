@@ -74,9 +74,10 @@ enum class Polled { kDone, kTimedOut, kStopped, kInterrupted };
 // requests are then left as they are. The clock (and the stop) is read every 64 idle polls
 // only, not per poll nor per completion: at 64 B over TCP a call polls for a few
 // microseconds and reads no clock. The timeout is counted from the first such reading
-// after the last completion (64 polls late at most).
-Polled poll(MPI_Request* requests, size_t count, const WaitRules& rules, const char* op, int rank,
-            std::string* why) {
+// after the last completion (64 polls late at most). peers: per request, or null (for the
+// message of an MPI error, test_some).
+Polled poll(MPI_Request* requests, const int* peers, size_t count, const WaitRules& rules,
+            const char* op, int rank, std::string* why) {
   if (count == 0) return Polled::kDone;
   InterruptPoll interrupt;
   Pacer pacer(rules.oversubscribed);
@@ -84,7 +85,7 @@ Polled poll(MPI_Request* requests, size_t count, const WaitRules& rules, const c
   Clock::time_point idle_since;
   bool timing = false;  // idle_since is set: no completion since it was read
   for (unsigned idle = 0;;) {
-    const int n_done = test_some(requests, count, op, rank);
+    const int n_done = test_some(requests, count, op, rank, peers);
     if (n_done == MPI_UNDEFINED) return Polled::kDone;  // no active request left
     if (n_done > 0) {
       timing = false;
@@ -134,19 +135,32 @@ void check(int rc, const char* call, const char* op, int rank) {
                        detail::cat(op, "(rank ", rank, "): ", call, " failed: ", text));
 }
 
-int test_some(MPI_Request* requests, size_t count, const char* op, int rank) {
-  SmallVector<int, 32> done(count);  // which completed: not needed, but MPI writes them
+int test_some(MPI_Request* requests, size_t count, const char* op, int rank, const int* peers) {
+  SmallVector<int, 32> done(count);  // which completed
   int n_done = 0;
-  check(MPI_Testsome(static_cast<int>(count), requests, &n_done, done.data(), MPI_STATUSES_IGNORE),
-        "MPI_Testsome", op, rank);
+  // No statuses on the way (polled a few times per microsecond-scale call): where one failed,
+  // the indices still say which requests MPI completed in this call, the failed one among them.
+  const int rc =
+      MPI_Testsome(static_cast<int>(count), requests, &n_done, done.data(), MPI_STATUSES_IGNORE);
+  if (rc == MPI_ERR_IN_STATUS && peers != nullptr && n_done > 0 && n_done != MPI_UNDEFINED) {
+    std::vector<int> ranks;
+    for (int i = 0; i < n_done; ++i) ranks.push_back(peers[done[i]]);
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    std::string call = ranks.size() == 1 ? "MPI_Testsome on a transfer with rank "
+                                         : "MPI_Testsome on transfers with ranks ";
+    for (size_t i = 0; i < ranks.size(); ++i) call += detail::cat(i ? ", " : "", ranks[i]);
+    check(rc, call.c_str(), op, rank);
+  }
+  check(rc, "MPI_Testsome", op, rank);
   return n_done;
 }
 
 void wait_all(std::vector<MPI_Request>& requests, const char* op, int rank, int timeout_s,
               bool oversubscribed) {
   std::string why;
-  const Polled polled =
-      poll(requests.data(), requests.size(), WaitRules{timeout_s, oversubscribed}, op, rank, &why);
+  const Polled polled = poll(requests.data(), nullptr, requests.size(),
+                             WaitRules{timeout_s, oversubscribed}, op, rank, &why);
   if (polled == Polled::kDone) return;
   // Nonblocking collectives' requests may be neither cancelled nor freed (MPI-3.1 §5.12):
   // left to the caller, which abandons them with their buffers (mpi_comm.cpp).
@@ -200,12 +214,13 @@ void Batch::post_one(int peer, void* buf, int bytes, bool is_recv) {
 }
 
 void Batch::progress() {
-  if (!requests_.empty()) test_some(requests_.data(), requests_.size(), op_, rank_);
+  if (!requests_.empty()) test_some(requests_.data(), requests_.size(), op_, rank_, peer_.data());
 }
 
 void Batch::wait() {
   std::string why;
-  const Polled polled = poll(requests_.data(), requests_.size(), rules_, op_, rank_, &why);
+  const Polled polled =
+      poll(requests_.data(), peer_.data(), requests_.size(), rules_, op_, rank_, &why);
   if (polled == Polled::kDone) {
     requests_.clear();
     peer_.clear();

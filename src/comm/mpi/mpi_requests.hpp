@@ -46,8 +46,11 @@ void check(int rc, const char* call, const char* op, int rank);
 // One MPI_Testsome over requests[0, count): MPI moves bytes meanwhile (Open MPI's TCP
 // transport progresses only inside MPI calls), and the requests that completed become
 // MPI_REQUEST_NULL. Returns how many completed, MPI_UNDEFINED where none was active; an MPI
-// error throws as check() does.
-int test_some(MPI_Request* requests, size_t count, const char* op, int rank);
+// error throws as check() does. peers (per request, or null): a request that failed is
+// among those MPI completed in that call (MPI_ERR_IN_STATUS), and the error names their
+// peers, "MPI_Testsome on a transfer with rank 1 failed: ...".
+int test_some(MPI_Request* requests, size_t count, const char* op, int rank,
+              const int* peers = nullptr);
 
 // Waits for requests that carry no peer to blame (set-up collectives): RUNTIME_ERROR
 // naming op and rank after timeout_s seconds without any of them completing. The requests
