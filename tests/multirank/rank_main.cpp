@@ -7,7 +7,8 @@
 //                       streams | stream_mismatch | dtype_reject | late_rank | abort_thread |
 //                       abort_stream | abort_idle | stage_oom | two_threads |
 //                       two_comms_threads | fork_child | slow_peer | stage_overlap |
-//                       interrupt_thread | interrupt_stream | testsome_error
+//                       interrupt_thread | interrupt_stream | testsome_error |
+//                       stream_testsome_error
 #include <commfuse/commfuse.h>
 #include <commfuse/commfuse.hpp>
 
@@ -34,6 +35,7 @@ using commfuse::DType;
 
 int case_streams(commfuse::Comm& c);                 // stream_cases.cpp
 int case_stream_mismatch(commfuse::Comm& c);         // stream_cases.cpp
+int case_stream_testsome_error(commfuse::Comm& c);   // stream_cases.cpp
 int check_move_dtypes(commfuse::Comm& c, size_t n);  // dtype_cases.cpp: failures
 int case_dtype_reject(commfuse::Comm& c);            // dtype_cases.cpp
 
@@ -1057,6 +1059,7 @@ int main(int argc, char** argv) {
       {"slow_peer", case_slow_peer},
       {"stage_overlap", case_stage_overlap},
       {"testsome_error", case_testsome_error},
+      {"stream_testsome_error", case_stream_testsome_error},
   };
   if (argc != 2 || !cases.count(argv[1])) {
     std::fprintf(stderr, "usage: %s <case>\n", argv[0]);

@@ -208,3 +208,35 @@ int case_stream_mismatch(commfuse::Comm& c) {
          "mismatched pieces not reported on rank " + std::to_string(c.rank()) + ": '" + msg + "'");
   return g_stream_failures == 0 ? 0 : 1;
 }
+
+// Run with testsome_shim.cpp preloaded (mpi_stream_testsome_error_w2): rank 1 arms the shim
+// while packing its second piece, after the descriptor exchange, so the MPI_Testsome that
+// fails is one of the stream pipeline's. Rank 1's error must name the peer of the transfer
+// (rank 0); rank 0 may complete its stream or fail it naming rank 1.
+int case_stream_testsome_error(commfuse::Comm& c) {
+  commfuse::comm::Transport& t = c.impl().transport();
+  commfuse::comm::GatherStream gs;
+  gs.bytes = 64 * 1024;
+  gs.unit = 8;
+  gs.max_piece = 4096;
+  gs.pack = [&](uint8_t* dst, uint64_t off, uint64_t n) {
+    if (off > 0 && c.rank() == 1) setenv("CF_SHIM_TESTSOME_ARMED", "1", 1);
+    for (uint64_t i = 0; i < n; ++i) dst[i] = 1;
+  };
+  gs.on_piece = [](int, const uint8_t*, uint64_t, uint64_t) {};
+  std::string msg;
+  try {
+    commfuse::exec::gather_stream(t, gs);
+  } catch (const commfuse::Error& e) {
+    msg = e.what();
+    std::printf("rank %d: got expected error: %s\n", c.rank(), e.what());
+  }
+  unsetenv("CF_SHIM_TESTSOME_ARMED");
+  if (c.rank() == 1)
+    expect(msg.find("MPI_Testsome on a transfer with rank 0 failed") != std::string::npos,
+           "rank 1's stream error does not name rank 0: '" + msg + "'");
+  else
+    expect(msg.empty() || msg.find("rank 1") != std::string::npos,
+           "rank 0's stream error does not name rank 1: '" + msg + "'");
+  return g_stream_failures == 0 ? 0 : 1;
+}

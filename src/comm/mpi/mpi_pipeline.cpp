@@ -20,8 +20,10 @@ constexpr uint64_t kMaxMessage = uint64_t{1} << 30;  // MPI counts are int
 // How long an abandoned pipeline waits for receives MPI matched but could not cancel.
 constexpr std::chrono::milliseconds kAbandonGrace{100};
 
+// Posts t (in messages within MPI's int counts), appending each request to out and its peer
+// to peers.
 void post(MPI_Comm comm, int tag, const Pipeline::Transfer& t, bool is_recv,
-          std::vector<MPI_Request>& out, const char* op, int rank) {
+          std::vector<MPI_Request>& out, std::vector<int>& peers, const char* op, int rank) {
   for (uint64_t off = 0; off < t.bytes; off += kMaxMessage) {
     const int n = static_cast<int>(std::min(kMaxMessage, t.bytes - off));
     MPI_Request r = MPI_REQUEST_NULL;
@@ -30,14 +32,16 @@ void post(MPI_Comm comm, int tag, const Pipeline::Transfer& t, bool is_recv,
     else
       check(MPI_Isend(t.buf + off, n, MPI_BYTE, t.peer, tag, comm, &r), "MPI_Isend", op, rank);
     out.push_back(r);
+    peers.push_back(t.peer);
   }
 }
 
-// Tests requests; completed ones become MPI_REQUEST_NULL. True if all are complete,
-// *progressed set if any completed in this call.
-bool test_all(std::vector<MPI_Request>& reqs, bool* progressed, const char* op, int rank) {
+// Tests requests (peers: each one's); completed ones become MPI_REQUEST_NULL. True if all
+// are complete, *progressed set if any completed in this call.
+bool test_all(std::vector<MPI_Request>& reqs, const std::vector<int>& peers, bool* progressed,
+              const char* op, int rank) {
   if (reqs.empty()) return true;
-  const int n = test_some(reqs.data(), reqs.size(), op, rank);
+  const int n = test_some(reqs.data(), reqs.size(), op, rank, peers.data());
   if (n == MPI_UNDEFINED) return true;
   if (n > 0) *progressed = true;
   return std::all_of(reqs.begin(), reqs.end(), [](MPI_Request r) { return r == MPI_REQUEST_NULL; });
@@ -125,7 +129,8 @@ void Pipeline::start() {
     return;
   }
   for (auto& p : pieces_)
-    for (const Transfer& t : p->recvs) post(comm_, tag_, t, true, p->recv_reqs, op_, rank_);
+    for (const Transfer& t : p->recvs)
+      post(comm_, tag_, t, true, p->recv_reqs, p->recv_peers, op_, rank_);
 }
 
 void Pipeline::send(size_t piece, std::vector<Transfer> sends) {
@@ -149,7 +154,8 @@ bool Pipeline::step() {
       std::lock_guard<std::mutex> lock(mu_);
       if (!p.sends_ready) break;
     }
-    for (const Transfer& t : p.sends) post(comm_, tag_, t, false, send_reqs_, op_, rank_);
+    for (const Transfer& t : p.sends)
+      post(comm_, tag_, t, false, send_reqs_, send_peers_, op_, rank_);
     p.sent = true;
     ++next_send_;
   }
@@ -161,20 +167,28 @@ bool Pipeline::step() {
   for (size_t i = first_pending_; i < std::min(pieces_.size(), first_pending_ + 4); ++i) {
     Piece& p = *pieces_[i];
     if (!p.arrived.load(std::memory_order_relaxed) &&
-        test_all(p.recv_reqs, &progressed, op_, rank_))
+        test_all(p.recv_reqs, p.recv_peers, &progressed, op_, rank_))
       p.arrived.store(true, std::memory_order_release);
   }
-  test_all(send_reqs_, &progressed, op_, rank_);
-  if (progressed)  // drop finished sends so the list stays short
-    send_reqs_.erase(std::remove(send_reqs_.begin(), send_reqs_.end(), MPI_REQUEST_NULL),
-                     send_reqs_.end());
+  test_all(send_reqs_, send_peers_, &progressed, op_, rank_);
+  if (progressed) {  // drop finished sends (and their peers) so the lists stay short
+    size_t kept = 0;
+    for (size_t i = 0; i < send_reqs_.size(); ++i)
+      if (send_reqs_[i] != MPI_REQUEST_NULL) {
+        send_reqs_[kept] = send_reqs_[i];
+        send_peers_[kept++] = send_peers_[i];
+      }
+    send_reqs_.resize(kept);
+    send_peers_.resize(kept);
+  }
   return progressed;
 }
 
 void Pipeline::thread_main() {
   try {
     for (auto& p : pieces_)
-      for (const Transfer& t : p->recvs) post(comm_, tag_, t, true, p->recv_reqs, op_, rank_);
+      for (const Transfer& t : p->recvs)
+        post(comm_, tag_, t, true, p->recv_reqs, p->recv_peers, op_, rank_);
     auto last = Clock::now();
     int idle = 0;
     while (!stop_.load(std::memory_order_acquire)) {
@@ -241,9 +255,16 @@ std::string Pipeline::missing_what(size_t piece, bool own_requests) const {
   int n = 0;
   const Piece& p = *pieces_[piece];
   // The requests are the progress thread's while it runs: then every sender of the piece.
-  for (size_t i = 0; i < p.recvs.size(); ++i)
-    if (!own_requests || (i < p.recv_reqs.size() && p.recv_reqs[i] != MPI_REQUEST_NULL))
-      s += detail::cat(n++ == 0 ? "" : ", ", p.recvs[i].peer);
+  // (A transfer past MPI's int counts is several requests, each with its peer.)
+  std::vector<int> ranks;
+  if (own_requests) {
+    for (size_t i = 0; i < p.recv_reqs.size(); ++i)
+      if (p.recv_reqs[i] != MPI_REQUEST_NULL) ranks.push_back(p.recv_peers[i]);
+  } else {
+    for (const Transfer& t : p.recvs) ranks.push_back(t.peer);
+  }
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  for (const int r : ranks) s += detail::cat(n++ == 0 ? "" : ", ", r);
   return detail::cat("waiting for ", n == 1 ? "rank " : "ranks ", n == 0 ? "?" : s);
 }
 

@@ -52,6 +52,7 @@ class Pipeline {
   struct Piece {
     std::vector<Transfer> recvs, sends;
     std::vector<MPI_Request> recv_reqs;
+    std::vector<int> recv_peers;  // per request (for test_some's error)
     std::atomic<bool> arrived{false};
     bool sends_ready = false;  // guarded by mu_
     bool sent = false;         // progress side only
@@ -80,8 +81,9 @@ class Pipeline {
   bool threaded_;
   std::vector<std::unique_ptr<Piece>> pieces_;
   std::vector<MPI_Request> send_reqs_;
-  size_t next_send_ = 0;      // progress side: the next piece whose sends to post
-  size_t first_pending_ = 0;  // progress side: pieces before it have all arrived
+  std::vector<int> send_peers_;  // per request
+  size_t next_send_ = 0;         // progress side: the next piece whose sends to post
+  size_t first_pending_ = 0;     // progress side: pieces before it have all arrived
   std::mutex mu_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> done_{false};
