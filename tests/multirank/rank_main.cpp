@@ -779,7 +779,6 @@ void expect_reject_beside_failed_peer(commfuse::Comm& c, commfuse::Comm& t) {
   EXPECT(!t.usable(), "rank %d: usable beside a failed rank 1", c.rank());
 }
 
-// Rank 1 calls all_reduce with a different count, then (new comm) with a different dtype.
 // Run with testsome_shim.cpp preloaded (mpi_testsome_error_w2): rank 1's MPI_Testsome fails
 // once, in the descriptor exchange of this all_gather. Rank 1's error must name the peer of
 // the transfer MPI failed (rank 0) and MPI's message; the communicator is then unusable.
@@ -803,6 +802,7 @@ int case_testsome_error(commfuse::Comm& c) {
   return 0;
 }
 
+// Rank 1 calls all_reduce with a different count, then (new comm) with a different dtype.
 int case_mismatch(commfuse::Comm& c) {
   std::vector<float> x(1024, 1.0f), y(x.size());
   const size_t n = c.rank() == 1 ? 512 : 1024;

@@ -251,8 +251,6 @@ std::string Pipeline::untaken() const {
 }
 
 std::string Pipeline::missing_what(size_t piece, bool own_requests) const {
-  std::string s;
-  int n = 0;
   const Piece& p = *pieces_[piece];
   // The requests are the progress thread's while it runs: then every sender of the piece.
   // (A transfer past MPI's int counts is several requests, each with its peer.)
@@ -264,8 +262,7 @@ std::string Pipeline::missing_what(size_t piece, bool own_requests) const {
     for (const Transfer& t : p.recvs) ranks.push_back(t.peer);
   }
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  for (const int r : ranks) s += detail::cat(n++ == 0 ? "" : ", ", r);
-  return detail::cat("waiting for ", n == 1 ? "rank " : "ranks ", n == 0 ? "?" : s);
+  return "waiting for " + rank_list(ranks);
 }
 
 std::string Pipeline::stop_reason() const {
