@@ -438,13 +438,17 @@ class Report:
         self.md += ["## All-to-all + (quantized) matmul (SPEC §3)", "",
                     "avx2: COMMFUSE_MAX_CPU_ISA=avx2 (the exact f32-blocked int8 GEMM of CPUs "
                     "without VNNI or AMX).", "",
-                    "| case | bs, h, n | fused ms | unfused quantized ms | bf16 path ms | fused / unfused | fused / bf16 path | #wrong |",
-                    "|---|---|---|---|---|---|---|---|"]
+                    "MPI + oneDNN path: the bf16 path with OpenMPI's MPI_Alltoall for commfuse's.", "",
+                    "| case | bs, h, n | fused ms | unfused quantized ms | bf16 path ms | MPI + oneDNN path ms "
+                    "| fused / unfused | fused / bf16 path | fused / MPI path | #wrong |",
+                    "|---|---|---|---|---|---|---|---|---|---|"]
         for case, rs in self.by_case(rows).items():
             r0 = rs[0]
-            f, u, b = (med(r.get(k) for r in rs) for k in ("fused_us", "unfused_quant_us", "bf16_path_us"))
-            self.md.append(f"| {case} | {r0['bs']}, {r0['h']}, {r0['n']} | {ms(f)} | {ms(u)} | {ms(b)} "
-                           f"| {fmt(f / u if u else None)} | {fmt(f / b if b else None)} | {sum(r['wrong'] for r in rs)} |")
+            f, u, b, m = (med(r.get(k) for r in rs)
+                          for k in ("fused_us", "unfused_quant_us", "bf16_path_us", "mpi_path_us"))
+            self.md.append(f"| {case} | {r0['bs']}, {r0['h']}, {r0['n']} | {ms(f)} | {ms(u)} | {ms(b)} | {ms(m)} "
+                           f"| {fmt(f / u if u else None)} | {fmt(f / b if b else None)} "
+                           f"| {fmt(f / m if m else None)} | {sum(r['wrong'] for r in rs)} |")
         self.md.append("")
 
     def torch(self):

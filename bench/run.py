@@ -272,7 +272,10 @@ def _summarize(row: dict) -> str:
         u = row.get("unfused_quant_us")
         return (f"{op} {row['combo']} fused {row['fused_us'] / 1e3:.1f} ms"
                 + (f", /unfused {row['fused_us'] / u:.3f}" if u else "")
-                + f", /bf16 path {row['fused_us'] / row['bf16_path_us']:.3f}")
+                + (f", /bf16 path {row['fused_us'] / row['bf16_path_us']:.3f}"
+                   if row.get("bf16_path_us") else "")
+                + (f", /MPI path {row['fused_us'] / row['mpi_path_us']:.3f}"
+                   if row.get("mpi_path_us") else ""))
     if "mpi_fp32_us" in row:
         return (f"{row['elements']:>9} el  {row['fused_us']:9.1f} us  MPI fp32/quant "
                 f"{row['mpi_fp32_us'] / row['fused_us']:.2f}")

@@ -6,7 +6,10 @@
 //     output set to 0xFF bytes (NaN in every float dtype)
 //   CF_SHIM_SKIP_EXEC=1: Plan::execute returns without running the plan
 //   CF_SHIM_FROM_ROW=<r>: quant_all_reduce's fp32 output rows r.. set to NaN
+//   CF_SHIM_MPI_A2A=1: OpenMPI's MPI_Alltoall (the alltoall benches' plain MPI path) delivers
+//     0xFF bytes (commfuse's own all_to_all never calls it)
 #include <dlfcn.h>
+#include <mpi.h>
 
 #include <cmath>
 #include <cstdint>
@@ -73,6 +76,17 @@ void _ZN8commfuse3ops12execute_planINS0_22QuantAllReducePlanDataEEEvRKT_PvmS6_(
   float* out = static_cast<float*>(p.problem.output);
   for (int64_t r = std::atol(from); r < p.problem.rows; ++r)
     for (int64_t j = 0; j < p.problem.h; ++j) out[r * p.problem.h + j] = NAN;
+}
+
+int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                 int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  const int rc = PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  if (rc != MPI_SUCCESS || env_long("CF_SHIM_MPI_A2A") == 0) return rc;
+  int size = 0, type_bytes = 0;
+  MPI_Comm_size(comm, &size);
+  MPI_Type_size(recvtype, &type_bytes);
+  std::memset(recvbuf, 0xFF, static_cast<size_t>(size) * recvcount * type_bytes);
+  return rc;
 }
 
 }  // extern "C"

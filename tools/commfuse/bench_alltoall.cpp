@@ -4,19 +4,23 @@
 //       (src/ops/alltoall_quant_matmul/schedule_unfused.cpp): all_to_all into a receive
 //       buffer, a separate permute pass, a separate quantize pass, the same int GEMM, a
 //       separate dequant pass;
-//   (b) the unquantized path: all_to_all + permute + one bf16/fp16 GEMM (oneDNN).
-// Rounds alternate the three; the median per variant is reported (mean over ranks).
+//   (b) the unquantized path: all_to_all + permute + one bf16/fp16 GEMM (oneDNN);
+//   (c) plain MPI + oneDNN: path (b) with OpenMPI's MPI_Alltoall (over the transport the
+//       run's OpenMPI uses: shared memory, or TCP with --transport mpi) for commfuse's.
+// Rounds alternate the four; the median per variant is reported (mean over ranks).
 // #wrong counts output elements where the fused op and pipeline (a) differ (they compute the
 // same quantization and the same integer GEMM, so they must agree bit for bit), where the
 // fused op's sampled rows leave a float64 reference computed from the bench's own inputs
 // (alltoall_quant_matmul: by more than the dynamic quantization's error bound), and
 // (alltoall-matmul) where the fused op and path (b) differ by more than fp32 accumulation
-// and output rounding allow.
+// and output rounding allow; and where (c) and (b) differ at all (the same GEMM on the same
+// bytes).
 #include <mpi.h>
 
 #include <commfuse/commfuse.hpp>
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -189,22 +193,32 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
 
   Bytes recv(x1.size()), perm(x1.size());
   const size_t row_bytes = static_cast<size_t>(h) * hes;
+  // recv (rank s's rows for this rank, s-major) to perm (token-major: row i's R pieces).
   auto permute = [&] {
-    comm.all_to_all(x1.data(), recv.data(), static_cast<size_t>(rows * h), t);
     for (int64_t i = 0; i < rows; ++i)
       for (int s = 0; s < R; ++s)
         std::memcpy(perm.data() + (static_cast<size_t>(i) * R + s) * row_bytes,
                     recv.data() + (static_cast<size_t>(s) * rows + i) * row_bytes, row_bytes);
   };
-  // (b) the unquantized path.
-  std::function<void()> half_path;
+  // (b) the unquantized path, and (c) the same with OpenMPI's all-to-all. MPI counts are ints:
+  // past them (c) is left out (n/a).
+  std::function<void()> half_path, mpi_path;
+  Bytes out_mpi(out_fused.size());
   if (!a4w4) {
     const BenchGemm gemm(cpu::dense_matmul_desc(rows, k, n, t),
                          o.packed_x2 != 0 ? x2h.data() : nullptr);
     half_path = [&, gemm] {
+      comm.all_to_all(x1.data(), recv.data(), static_cast<size_t>(rows * h), t);
       permute();
       gemm(perm.data(), x2h.data(), out_half.data());
     };
+    const uint64_t block_bytes = static_cast<uint64_t>(rows) * row_bytes;
+    if (block_bytes <= static_cast<uint64_t>(INT_MAX))
+      mpi_path = [&, gemm, block = static_cast<int>(block_bytes)] {
+        MPI_Alltoall(x1.data(), block, MPI_BYTE, recv.data(), block, MPI_BYTE, MPI_COMM_WORLD);
+        permute();
+        gemm(perm.data(), x2h.data(), out_mpi.data());
+      };
   }
 
   const int iters = std::max(1, o.iters);
@@ -212,9 +226,10 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
     fused();
     if (unfused) unfused();
     if (half_path) half_path();
+    if (mpi_path) mpi_path();
   }
-  const auto times = time_rounds({&fused, &unfused, &half_path}, iters, o.rounds);
-  const std::vector<double>&tf = times[0], &tu = times[1], &th = times[2];
+  const auto times = time_rounds({&fused, &unfused, &half_path, &mpi_path}, iters, o.rounds);
+  const std::vector<double>&tf = times[0], &tu = times[1], &th = times[2], &tm = times[3];
   // The last timed call's outputs, checked outside the timed loop.
   uint64_t wrong = 0, total_wrong = 0;
   if (unfused)
@@ -227,10 +242,15 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
   // alltoall-matmul computes what path (b) does (the same bf16/fp16 GEMM but for its
   // blocking): every element within accumulation and rounding of it.
   if (!quant && half_path) wrong += check_pair(out_fused, out_half, half, acc_tol).wrong;
+  // (c) is (b) with another all-to-all: the same bytes, so the same result bit for bit.
+  if (mpi_path)
+    for (size_t i = 0; i < out_mpi.size(); i += hes)
+      wrong += std::memcmp(out_mpi.data() + i, out_half.data() + i, hes) != 0;
   MPI_Allreduce(&wrong, &total_wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
   const double f_us = mean_over_ranks(median(tf), R);
   const double u_us = unfused ? mean_over_ranks(median(tu), R) : 0;
   const double h_us = half_path ? mean_over_ranks(median(th), R) : 0;
+  const double m_us = mpi_path ? mean_over_ranks(median(tm), R) : 0;
   if (me == 0) {
     const std::string combo = quant ? o.combo : std::string("-");
     const std::string sched = quant ? qplan->schedule_name() : mplan->schedule_name();
@@ -247,9 +267,10 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
           uplan->schedule_name());
     std::printf("# %s_path: all_to_all, permute, %s GEMM (oneDNN)\n",
                 std::string(dtype_name(half)).c_str(), std::string(dtype_name(half)).c_str());
-    std::printf("%6s %6s %6s %6s %9s %14s %18s %15s %9s %11s %11s %7s\n", "BS", "H", "N", "combo",
-                "dtype", "fused(us)", "unfused_quant(us)", "half_path(us)", "TFLOP/s", "x_unfused",
-                "x_half", "#wrong");
+    std::printf("# mpi_path: the same with OpenMPI's MPI_Alltoall (plain MPI + oneDNN)\n");
+    std::printf("%6s %6s %6s %6s %9s %14s %18s %15s %14s %9s %11s %11s %9s %7s\n", "BS", "H", "N",
+                "combo", "dtype", "fused(us)", "unfused_quant(us)", "half_path(us)",
+                "mpi_path(us)", "TFLOP/s", "x_unfused", "x_half", "x_mpi", "#wrong");
     const double flops = 2.0 * static_cast<double>(rows) * k * n;
     auto fmt = [](const char* f, double v) {
       char b[32];
@@ -260,10 +281,11 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
     auto ratio = [&](double a, double b) {
       return a > 0 ? fmt("%.2f", a / b) : std::string("n/a");
     };
-    std::printf("%6lld %6lld %6lld %6s %9s %14.0f %18s %15s %9.3f %11s %11s %7llu\n",
+    std::printf("%6lld %6lld %6lld %6s %9s %14.0f %18s %15s %14s %9.3f %11s %11s %9s %7llu\n",
                 static_cast<long long>(o.bs), static_cast<long long>(h), static_cast<long long>(n),
                 combo.c_str(), o.dtype.c_str(), f_us, cell(u_us).c_str(), cell(h_us).c_str(),
-                flops / f_us / 1e6, ratio(u_us, f_us).c_str(), ratio(h_us, f_us).c_str(),
+                cell(m_us).c_str(), flops / f_us / 1e6, ratio(u_us, f_us).c_str(),
+                ratio(h_us, f_us).c_str(), ratio(m_us, f_us).c_str(),
                 static_cast<unsigned long long>(total_wrong));
     if (!o.json.empty()) {
       FILE* json = std::fopen(o.json.c_str(), "w");
@@ -271,11 +293,13 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
       std::fprintf(json,
                    "{\"op\":\"%s\",\"transport\":\"%s\",\"world_size\":%d,\"bs\":%lld,\"h\":%lld,"
                    "\"n\":%lld,\"combo\":\"%s\",\"dtype\":\"%s\",\"fused_us\":%.1f,"
-                   "\"unfused_quant_us\":%s,\"bf16_path_us\":%s,\"tflops\":%.4f,\"wrong\":%llu}\n",
+                   "\"unfused_quant_us\":%s,\"bf16_path_us\":%s,\"mpi_path_us\":%s,\"tflops\":%.4f,"
+                   "\"wrong\":%llu}\n",
                    o.op.c_str(), o.transport.c_str(), R, static_cast<long long>(o.bs),
                    static_cast<long long>(h), static_cast<long long>(n), combo.c_str(),
                    o.dtype.c_str(), f_us, u_us > 0 ? std::to_string(u_us).c_str() : "null",
-                   h_us > 0 ? std::to_string(h_us).c_str() : "null", flops / f_us / 1e6,
+                   h_us > 0 ? std::to_string(h_us).c_str() : "null",
+                   m_us > 0 ? std::to_string(m_us).c_str() : "null", flops / f_us / 1e6,
                    static_cast<unsigned long long>(total_wrong));
       std::fclose(json);
     }

@@ -42,9 +42,11 @@ constexpr BenchFamilyInfo kFamilies[] = {
      "- gemm) / (unfused - gemm), 0 = communication fully hidden"},
     {kAlltoAllQuantMatmul, "all-to-all, then quantized matmul",
      "one row: the fused op; the unfused quantized pipeline; all_to_all, permute and a "
-     "float16/bfloat16 GEMM (oneDNN); #wrong compares fused and unfused bitwise"},
+     "float16/bfloat16 GEMM (oneDNN); mpi_path = the same with OpenMPI's MPI_Alltoall (plain MPI "
+     "+ oneDNN); #wrong compares fused and unfused bitwise"},
     {kAlltoAllMatmul, "all-to-all, then matmul",
-     "one row: the fused op; all_to_all, permute and the same GEMM (oneDNN)"},
+     "one row: the fused op; all_to_all, permute and the same GEMM (oneDNN); mpi_path = the same "
+     "with OpenMPI's MPI_Alltoall (plain MPI + oneDNN)"},
     {kQuantReduce, "quantized reductions",
      "one row per size in elements of the logical tensor (rows of 1024 per rank), checked against "
      "a float64 sum of every rank's dequantized input"},
