@@ -1,9 +1,10 @@
 // Integer GEMM throughput of each exact int8 x int8 path (kernels/cpu/int_matmul.hpp),
 // forced in turn at the same shape: oneDNN s8s8s32 where it is exact for int8 (VNNI / AMX;
 // elsewhere an error row), and the exact f32-blocked path (the baseline, and what CPUs
-// without VNNI run). Per iteration: prepare_b (as a call does) + GEMM. GOPS = 2*m*k*n / time.
-// The operands are 64-byte aligned, as an op's workspace is (ops/common/op_context.hpp): from
-// std::vector (16 bytes) the AMX s8 GEMM of 2048x4096x4096 measured 72-77 ms instead of 52.
+// without VNNI run); and the s8 kernel over packed b in calls of fewer rows. Per iteration:
+// prepare_b (as a call does) + GEMM. GOPS = 2*m*k*n / time. The operands are 64-byte aligned, as an
+// op's workspace is (ops/common/op_context.hpp): from std::vector (16 bytes) the AMX s8 GEMM of
+// 2048x4096x4096 measured 72-77 ms instead of 52.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -65,6 +66,50 @@ void run(benchmark::State& state, cpu::IntMatmulPath path) {
                                               benchmark::Counter::kIs1000);
   state.SetLabel(cpu::describe(*plan));
 }
+
+// m rows over b packed once per iteration (as one execute packs it), in GEMM calls of
+// `block` rows (range 3), as alltoall_quant_matmul's fused schedule and A8W8's chunks run
+// them (int_matmul.hpp: kMinPackedCallRows).
+void packed_blocks(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2), block = state.range(3);
+  std::mt19937 g(1);
+  std::uniform_int_distribution<int> d(-128, 127);
+  auto a = aligned<int8_t>(static_cast<size_t>(m * k));
+  auto b = aligned<int8_t>(static_cast<size_t>(k * n));
+  for (int64_t i = 0; i < m * k; ++i) a[i] = static_cast<int8_t>(d(g));
+  for (int64_t i = 0; i < k * n; ++i) b[i] = static_cast<int8_t>(d(g));
+  cpu::IntMatmulDesc desc;
+  desc.m = block;
+  desc.k = k;
+  desc.n = n;
+  desc.lda = k;
+  desc.ldb = n;
+  desc.ldc = n;
+  desc.a_max = 127;
+  desc.b_max = 128;
+  desc.b_packed = true;
+  const auto plan = cpu::plan_int_matmul(desc);
+  auto prepared = aligned<uint8_t>(cpu::prepared_b_bytes(*plan) + 64);
+  auto c = aligned<int32_t>(static_cast<size_t>(block * n));
+  for (auto _ : state) {
+    cpu::prepare_b(*plan, b.get(), prepared.get());
+    for (int64_t r = 0; r < m; r += block)
+      cpu::int_matmul(*plan, a.get() + r * k, prepared.get(), c.get());
+    benchmark::DoNotOptimize(c.get());
+  }
+  state.counters["GOPS"] = benchmark::Counter(static_cast<double>(2 * m * k * n),
+                                              benchmark::Counter::kIsIterationInvariantRate,
+                                              benchmark::Counter::kIs1000);
+  state.SetLabel(cpu::describe(*plan));
+}
+BENCHMARK(packed_blocks)
+    ->Args({2048, 4096, 4096, 64})
+    ->Args({2048, 4096, 4096, 128})
+    ->Args({2048, 4096, 4096, 256})
+    ->Args({2048, 4096, 4096, 1024})
+    ->Args({2048, 4096, 4096, 2048})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void shapes(benchmark::internal::Benchmark* b) {
   b->Args({2048, 4096, 4096})->Args({256, 4096, 4096})->Args({16, 4096, 4096});

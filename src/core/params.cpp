@@ -43,7 +43,7 @@ constexpr std::array<Param, 21> kParams{{
     {"COMMFUSE_PACK_X2", Kind::kChoice, "auto", "auto|always|never",
      "x2 packed once per call into the native GEMM's blocked layout (16-bit, and int8 for "
      "oneDNN's s8 kernel): auto = when the call multiplies it several times or in blocks of "
-     "64+ rows (int8 packed by oneDNN's reorder: several calls only); always or never pins it"},
+     "64+ rows (int8 never through oneDNN's reorder); always or never pins it"},
     {"COMMFUSE_DETERMINISTIC", Kind::kChoice, "0", "0|1",
      "1: no kernel chosen by timing (COMMFUSE_F32_GEMM and COMMFUSE_HALF_GEMM auto become onednn "
      "and native), so a rerun gives the same bits; 0: the faster kernel, as measured once per "

@@ -57,6 +57,14 @@ std::vector<uint8_t> reference_pack(const dnnl::memory::desc& md, const Shape& s
   return out;
 }
 
+// md with the s8 x s8 compensation oneDNN's brgemm asks for without AMX: an int32 per
+// column (mask 2) after the blocks.
+dnnl::memory::desc with_compensation(dnnl::memory::desc md) {
+  md.data.extra.flags = dnnl_memory_extra_flag_compensation_conv_s8s8;
+  md.data.extra.compensation_mask = 2;
+  return md;
+}
+
 const Shape kShapes[] = {{256, 256, 256}, {64, 64, 64},   {4096, 64, 64},
                          {100, 70, 70},   {33, 130, 130}, {32, 64, 100},
                          {1, 1, 1},       {31, 200, 208}, {2, 32, 40}};
@@ -117,48 +125,74 @@ TEST(PackedB, PlainAndOtherLayoutsAreNotClaimed) {
       cpu::packed_layout(dnnl::memory::desc({64, 64}, dnnl::memory::data_type::bf16, tag::ab)));
   EXPECT_FALSE(cpu::packed_layout(
       dnnl::memory::desc({64, 64}, dnnl::memory::data_type::f32, tag::BA16a64b)));
-  // int8 weights with the s8 x s8 compensation oneDNN appends where it lacks AMX.
-  dnnl::memory::desc with_comp({64, 64}, dnnl::memory::data_type::s8, tag::BA16a64b4a);
-  with_comp.data.extra.flags = dnnl_memory_extra_flag_compensation_conv_s8s8;
-  with_comp.data.extra.compensation_mask = 2;
-  EXPECT_FALSE(cpu::packed_layout(with_comp));
+  // int8 weights with a compensation this file does not write: per row (mask 1), scaled
+  // (oneDNN's scale_adjust 0.5 for AVX-512 without VNNI), or for a zero point.
+  dnnl::memory::desc per_row({64, 64}, dnnl::memory::data_type::s8, tag::BA16a64b4a);
+  per_row.data.extra.flags = dnnl_memory_extra_flag_compensation_conv_s8s8;
+  per_row.data.extra.compensation_mask = 1;
+  EXPECT_FALSE(cpu::packed_layout(per_row));
+  dnnl::memory::desc scaled =
+      with_compensation(dnnl::memory::desc({64, 64}, dnnl::memory::data_type::s8, tag::BA16a64b4a));
+  scaled.data.extra.flags |= dnnl_memory_extra_flag_scale_adjust;
+  scaled.data.extra.scale_adjust = 0.5f;
+  EXPECT_FALSE(cpu::packed_layout(scaled));
+  dnnl::memory::desc zero_point({64, 64}, dnnl::memory::data_type::s8, tag::BA16a64b4a);
+  zero_point.data.extra.flags = dnnl_memory_extra_flag_compensation_conv_asymmetric_src;
+  zero_point.data.extra.asymm_compensation_mask = 2;
+  EXPECT_FALSE(cpu::packed_layout(zero_point));
 }
 
 // int8 weights in the quad layouts (AMX-INT8 / VNNI brgemm: BA16a64b4a and narrower
-// column blocks), from row-major and transposed sources: byte-equal to oneDNN's reorder.
+// column blocks), with and without the s8 x s8 compensation (brgemm without AMX), from
+// row-major and transposed sources: byte-equal to oneDNN's reorder (which runs on any CPU).
 TEST(PackedB, Int8QuadLayoutsMatchOneDnnReorder) {
   const dnnl::engine& eng = cpu::cpu_engine();
   dnnl::stream strm(eng);
   for (const tag t : {tag::BA16a64b4a, tag::BA16a32b4a, tag::BA16a16b4a}) {
     for (const Shape& s : kShapes) {
-      for (const bool transposed : {false, true}) {
-        SCOPED_TRACE(testing::Message() << "tag " << static_cast<int>(t) << " k=" << s.k
-                                        << " n=" << s.n << " transposed " << transposed);
-        const dnnl::memory::desc md({s.k, s.n}, dnnl::memory::data_type::s8, t);
-        const auto layout = cpu::packed_layout(md);
-        ASSERT_TRUE(layout.has_value());
-        EXPECT_EQ(layout->pair, 4);
-        // Row-major (k, ldb) or an (n, ldk) buffer viewed as (k, n).
-        const int64_t ld = transposed ? s.k + 3 : s.ldb;
-        std::mt19937 rng(static_cast<uint32_t>(s.k * 7 + s.n));
-        std::vector<int8_t> b(static_cast<size_t>((transposed ? s.n : s.k) * ld));
-        for (auto& v : b) v = static_cast<int8_t>(rng());
-        const dnnl::memory::desc plain(
-            {s.k, s.n}, dnnl::memory::data_type::s8,
-            transposed ? dnnl::memory::dims{1, ld} : dnnl::memory::dims{ld, 1});
-        dnnl::memory src(plain, eng, b.data());
-        std::vector<uint8_t> want(md.get_size(), 0xCD);
-        dnnl::memory dst(md, eng, want.data());
-        dnnl::reorder(src, dst).execute(strm, src, dst);
-        strm.wait();
-        std::vector<uint8_t> got(layout->bytes + 1, 0xEE);
-        cpu::pack_b_s8(*layout, b.data(), s.k, s.n, ld, transposed, got.data());
-        EXPECT_EQ(got.back(), 0xEE) << "wrote past the packed buffer";
-        got.pop_back();
-        size_t first = 0;
-        while (first < want.size() && got[first] == want[first]) ++first;
-        ASSERT_EQ(first, want.size()) << "first differing byte";
-      }
+      for (const bool transposed : {false, true})
+        for (const bool comp : {false, true}) {
+          SCOPED_TRACE(testing::Message()
+                       << "tag " << static_cast<int>(t) << " k=" << s.k << " n=" << s.n
+                       << " transposed " << transposed << " compensation " << comp);
+          dnnl::memory::desc md({s.k, s.n}, dnnl::memory::data_type::s8, t);
+          if (comp) md = with_compensation(md);
+          const auto layout = cpu::packed_layout(md);
+          ASSERT_TRUE(layout.has_value());
+          EXPECT_EQ(layout->pair, 4);
+          EXPECT_EQ(layout->comp_offset != 0, comp);
+          // Row-major (k, ldb) or an (n, ldk) buffer viewed as (k, n).
+          const int64_t ld = transposed ? s.k + 3 : s.ldb;
+          std::mt19937 rng(static_cast<uint32_t>(s.k * 7 + s.n));
+          std::vector<int8_t> b(static_cast<size_t>((transposed ? s.n : s.k) * ld));
+          for (auto& v : b) v = static_cast<int8_t>(rng());
+          // The reference reorders a dense row-major copy: oneDNN 2.6 has no reorder from a
+          // transposed source into the compensated layouts.
+          std::vector<int8_t> row_major(static_cast<size_t>(s.k * s.n));
+          for (int64_t p = 0; p < s.k; ++p)
+            for (int64_t j = 0; j < s.n; ++j)
+              row_major[static_cast<size_t>(p * s.n + j)] =
+                  b[static_cast<size_t>(transposed ? j * ld + p : p * ld + j)];
+          const dnnl::memory::desc plain({s.k, s.n}, dnnl::memory::data_type::s8, tag::ab);
+          dnnl::memory src(plain, eng, row_major.data());
+          std::vector<uint8_t> want(md.get_size(), 0xCD);
+          dnnl::memory dst(md, eng, want.data());
+          dnnl::reorder(src, dst).execute(strm, src, dst);
+          strm.wait();
+          std::vector<uint8_t> got(layout->bytes + 1, 0xEE);
+          cpu::pack_b_s8(*layout, b.data(), s.k, s.n, ld, transposed, got.data());
+          EXPECT_EQ(got.back(), 0xEE) << "wrote past the packed buffer";
+          got.pop_back();
+          // The blocks, then (compensated) one int32 per padded column: oneDNN's buffer has
+          // room past them that its reorder leaves unwritten (still 0xCD), as its GEMM reads
+          // nothing there.
+          const size_t written =
+              comp ? layout->comp_offset + static_cast<size_t>(layout->padded_n) * 4 : want.size();
+          ASSERT_LE(written, want.size());
+          size_t first = 0;
+          while (first < written && got[first] == want[first]) ++first;
+          ASSERT_EQ(first, written) << "first differing byte";
+        }
     }
   }
 }

@@ -37,13 +37,15 @@ class IntMatmulPlan {
   dnnl::matmul primitive;  // kS8
   dnnl::memory::desc a_md, b_md, c_md, scratchpad_md;
   std::string impl;
-  // desc.b_packed and the kernel's layout is not b's own: b_md is that layout and pack
-  // reorders plain b (b_plain_md) into it.
+  // desc.b_packed and the kernel's layout is not b's own: b_md is that layout, which
+  // packed_b.cpp writes (own) or else pack, oneDNN's reorder of plain b (b_plain_md).
   bool packed = false;
   dnnl::memory::desc b_plain_md;
   dnnl::reorder pack;
   // The layout when packed_b.cpp can write it (faster than the reorder: 4096x4096 int8
-  // took 7-9 ms through oneDNN's reorder in alltoall_quant_matmul, one thread, AMX).
+  // took 7-9 ms through oneDNN's reorder in alltoall_quant_matmul, one thread, AMX; 120 ms
+  // into the compensated layout of VNNI without AMX, AMD EPYC Zen 4). Then no reorder is
+  // made: oneDNN 2.6 has none from a transposed b into the compensated layout.
   std::optional<PackedLayout> own;
 };
 
@@ -86,8 +88,9 @@ std::shared_ptr<const IntMatmulPlan> create(const IntMatmulDesc& d, int threads)
         plan->packed = true;
         plan->own = packed_layout(pd.weights_desc());
         plan->b_plain_md = b_md;
-        plan->pack = dnnl::reorder(
-            dnnl::reorder::primitive_desc(cpu_engine(), b_md, cpu_engine(), pd.weights_desc()));
+        if (!plan->own)
+          plan->pack = dnnl::reorder(
+              dnnl::reorder::primitive_desc(cpu_engine(), b_md, cpu_engine(), pd.weights_desc()));
       }
       plan->primitive = dnnl::matmul(pd);
       plan->impl = pd.impl_info_str();
@@ -349,8 +352,10 @@ bool reads_packed_b(const IntMatmulPlan& plan) {
 
 bool int8_packing_pays(const IntMatmulPlan& packed, bool several_calls, int64_t rows) {
   if (!reads_packed_b(packed)) return false;
+  // oneDNN's reorder (a layout packed_b does not write): as for one call of a row (only
+  // COMMFUSE_PACK_X2=always packs), however many calls.
   const bool reorder = !packed.own;
-  return packing_pays(several_calls ? 0 : reorder ? 1 : rows);
+  return packing_pays(reorder ? 1 : several_calls ? 0 : rows);
 }
 
 bool same_prepared_b(const IntMatmulPlan& a, const IntMatmulPlan& b) {

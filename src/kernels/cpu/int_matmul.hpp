@@ -100,10 +100,22 @@ bool reads_packed_b(const IntMatmulPlan& plan);
 // either the execute runs several GEMM calls over x2 (several_calls), or it runs one of
 // `rows` rows and packed_b's own loop writes the layout (2.4 ms for 4096x4096 int8, one
 // thread; one 2048x4096x4096 call on AMX: 69.8 ms plain, 52.7 ms packed), where the rule
-// of 16-bit x2 applies (packing_pays: 64 rows or more). oneDNN's reorder, for layouts
-// packed_b does not write (the VNNI s8 x s8 compensation), took 7-9 ms for 4096x4096 and
-// only several calls win it back. COMMFUSE_PACK_X2 pins it.
+// of 16-bit x2 applies (packing_pays: 64 rows or more). Not through oneDNN's reorder, for
+// layouts packed_b does not write: 2.6 reorders into them with its generic loop, 120 ms
+// for 4096x4096 into the VNNI s8 x s8 compensated layout (AMD EPYC Zen 4, one thread,
+// before packed_b wrote it), where reading b packed saved about 30 ms per 2048 rows:
+// alltoall_quant_matmul over TCP ran 0.64-0.76x its unfused algorithm so.
+// COMMFUSE_PACK_X2 pins it.
 bool int8_packing_pays(const IntMatmulPlan& packed, bool several_calls, int64_t rows);
+// Callers that run their rows over packed b in several calls (to dequantize each call's
+// int32 sums while they are in cache) make calls of at least this many rows where they
+// have them: each call streams all of b. 2048x4096x4096 over b packed once (packing
+// included), one thread, AMD EPYC Zen 4 (VNNI; commfuse_bench_int_matmul packed_blocks, two
+// runs): calls of 64 rows 169-189 ms, 128 165-179, 256 160-164, one call 162-173 (plain b:
+// 181-192). Inside alltoall_quant_matmul (BS 4096, H 2048, N 4096, W = 2) the fused op took
+// 190-202 ms in 64-row blocks, 170-174 in 256-row ones. The AMX Xeon: 51.4 ms in 64-row
+// calls, 52.4 in one.
+inline constexpr int64_t kMinPackedCallRows = 256;
 bool same_prepared_b(const IntMatmulPlan& a, const IntMatmulPlan& b);
 
 // c = a @ b. b_prepared: the int8 b (kS8 reading plain b), or prepare_b's output (kS8 with

@@ -71,6 +71,32 @@ CF_SIMD_KERNEL(void, quad_rows,
     d[j] = uint32_t{r0[j]} | uint32_t{r1[j]} << 8 | uint32_t{r2[j]} << 16 | uint32_t{r3[j]} << 24;
 }
 
+// sums[j] += row[j], int8 values as int32. GCC vectorizes it per ISA.
+CF_SIMD_KERNEL(void, add_row_s8, (const int8_t* row, int64_t cols, int32_t* sums),
+               (row, cols, sums)) {
+  for (int64_t j = 0; j < cols; ++j) sums[j] += row[j];
+}
+
+// The s8 x s8 compensation of l (comp_offset): -128 * sum_k b(k, j) per column, 0 in the
+// padding, as oneDNN's reorder writes it.
+void write_compensation(const PackedLayout& l, const int8_t* b, int64_t k, int64_t n, int64_t ldb,
+                        bool transposed, uint8_t* out) {
+  std::vector<int32_t> comp(static_cast<size_t>(l.padded_n), 0);
+  if (transposed) {  // column j's k values are contiguous
+    for (int64_t j = 0; j < n; ++j) {
+      int32_t sum = 0;
+      for (int64_t p = 0; p < k; ++p) sum += b[j * ldb + p];
+      comp[static_cast<size_t>(j)] = sum;
+    }
+  } else {
+    for (int64_t p = 0; p < k; ++p) add_row_s8(b + p * ldb, n, comp.data());
+  }
+  // Modulo 2^32, as oneDNN's int32 arithmetic: only a k past 2^17 leaves int32 here, where
+  // the GEMM's own sums (up to 127 * 128 * k) have left it too.
+  for (int32_t& c : comp) c = static_cast<int32_t>(int64_t{c} * -128);
+  std::memcpy(out + l.comp_offset, comp.data(), comp.size() * sizeof(int32_t));
+}
+
 }  // namespace
 
 std::optional<PackedLayout> packed_layout(const dnnl::memory::desc& md) {
@@ -78,9 +104,12 @@ std::optional<PackedLayout> packed_layout(const dnnl::memory::desc& md) {
   if (d.ndims != 2 || d.format_kind != dnnl_blocked || d.offset0 != 0) return std::nullopt;
   const bool s8 = d.data_type == dnnl_s8;
   if (d.data_type != dnnl_bf16 && d.data_type != dnnl_f16 && !s8) return std::nullopt;
-  // int8 weights may carry a compensation buffer after the data (s8 x s8 without AMX):
-  // this file does not write it.
-  if (d.extra.flags != 0) return std::nullopt;
+  // int8 weights may carry the s8 x s8 compensation after the data (without AMX): written
+  // here as oneDNN's reorder writes it, one int32 per column (mask 2: dimension n); not with
+  // the scale_adjust flag (weights scaled, AVX-512 without VNNI) or any other.
+  const bool comp = s8 && d.extra.flags == dnnl_memory_extra_flag_compensation_conv_s8s8 &&
+                    d.extra.compensation_mask == 2;
+  if (d.extra.flags != 0 && !comp) return std::nullopt;
   const int64_t pair = s8 ? 4 : 2, elem = s8 ? 1 : 2;
   const auto& b = d.format_desc.blocking;
   if (b.inner_nblks != 3 || b.inner_idxs[0] != 0 || b.inner_idxs[1] != 1 || b.inner_idxs[2] != 0 ||
@@ -107,7 +136,16 @@ std::optional<PackedLayout> packed_layout(const dnnl::memory::desc& md) {
   const bool n_outer = l.k_stride == inner && l.n_stride >= kblocks * inner;
   const bool k_outer = l.n_stride == inner && l.k_stride >= nblocks * inner;
   const int64_t last = (kblocks - 1) * l.k_stride + (nblocks - 1) * l.n_stride + inner;
-  const bool tiles = (n_outer || k_outer) && static_cast<size_t>(last * elem) <= l.bytes;
+  const size_t data_bytes = static_cast<size_t>(kblocks * nblocks * inner * elem);
+  // The compensation right after the blocks. oneDNN 2.6 sizes the buffer for more (3 int32
+  // per column) and its reorder writes only these padded_n; the kernel reads no more.
+  if (comp) {
+    l.comp_offset = data_bytes;
+    if (l.bytes < data_bytes + static_cast<size_t>(l.padded_n) * sizeof(int32_t))
+      return std::nullopt;
+  }
+  const size_t data_end = comp ? data_bytes : l.bytes;
+  const bool tiles = (n_outer || k_outer) && static_cast<size_t>(last * elem) <= data_end;
   if (!tiles) return std::nullopt;
   return l;
 }
@@ -166,6 +204,7 @@ void pack_b_s8(const PackedLayout& l, const int8_t* b, int64_t k, int64_t n, int
   const auto* src = reinterpret_cast<const uint8_t*>(b);
   auto* out = static_cast<uint8_t*>(dst);
   if (l.padded_k != k || l.padded_n != n) std::memset(dst, 0, l.bytes);
+  if (l.comp_offset != 0) write_compensation(l, b, k, n, ldb, transposed, out);
   // Offsets are multiples of 4 bytes; dst may be unaligned, so words go through memcpy.
   if (transposed) {  // column j's k values are contiguous: a quad is one 4-byte load
     // Per column block and quad of k, one offset() and then consecutive words (offset()

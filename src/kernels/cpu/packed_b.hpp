@@ -17,10 +17,14 @@
 // blocks (k_block along k, n_block along n, pair along k), pair = 2 (two consecutive k of
 // one column side by side), outer order n blocks then k blocks, both dimensions zero-padded
 // to their block; and the same with pair = 4 for int8 weights (AMX-INT8 / VNNI:
-// BA16a64b4a, no compensation buffer), which pack_b_s8 writes for the integer GEMM
-// (int_matmul.hpp: b_packed) — oneDNN's reorder took 7-9 ms for 4096x4096 int8 there. Any
-// other layout is reported as unsupported and the caller keeps plain b (or oneDNN's
-// reorder).
+// BA16a64b4a), which pack_b_s8 writes for the integer GEMM (int_matmul.hpp: b_packed) —
+// oneDNN's reorder took 7-9 ms for 4096x4096 int8 on the AMX Xeon. Without AMX the s8 x s8
+// kernel (VNNI multiplies u8 by s8) adds 128 to a and takes 128 * sum_k b(k, j) back off
+// each column: that compensation is an int32 per column after the blocks, which pack_b_s8
+// writes too. oneDNN 2.6 reorders into that layout with its generic `simple:any` loop:
+// 120 ms for 4096x4096 int8, one thread, AMD EPYC Zen 4 — more than the GEMM then saves
+// (186 ms over plain b, 154 over packed b, 2048 rows). Any other layout is reported as
+// unsupported and the caller keeps plain b (or oneDNN's reorder).
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -42,6 +46,9 @@ struct PackedLayout {
   size_t bytes = 0;      // the whole packed buffer, padding included
   int64_t padded_k = 0;  // k and n rounded up to their blocks (the zeroed padding)
   int64_t padded_n = 0;
+  // int8 without AMX: the s8 x s8 compensation, -128 * sum_k b(k, j) as an int32 per
+  // column (padded_n of them, the padding's 0), starting at this byte; 0: none.
+  size_t comp_offset = 0;
 
   bool operator==(const PackedLayout&) const = default;
 };
@@ -62,7 +69,8 @@ void pack_b_transposed(const PackedLayout& layout, const void* b, int64_t k, int
                        void* dst);
 
 // The same for int8 b (layout.pair == 4): b is k x n row-major with row stride ldb, or, when
-// transposed, an (n, k) buffer with row stride ldb.
+// transposed, an (n, k) buffer with row stride ldb; and the compensation where the layout
+// has one (comp_offset).
 void pack_b_s8(const PackedLayout& layout, const int8_t* b, int64_t k, int64_t n, int64_t ldb,
                bool transposed, void* dst);
 

@@ -85,11 +85,11 @@ AlltoAllQuantMatmulProblem validate_alltoall_quant_matmul(
 // gemm_chunk_rows() rows, collected from as many pieces as it takes.
 inline constexpr int64_t kPieceRows = 256;
 // The int32 sums one fused GEMM block leaves for its epilogue: 1 MiB, half an L2 of the
-// CPUs met so far. At N = 4096 that is 64 rows (one thread, AMX, 2048x4096x4096 with b
-// packed: 51.4 ms in 64-row calls, 52.4 ms in one call; the epilogue over 2048 rows of
-// int32 sums read back from memory took 8.5 ms of a 70 ms call).
+// CPUs met so far (the epilogue over 2048 rows of int32 sums read back from memory took
+// 8.5 ms of a 70 ms call on the AMX Xeon), but blocks of at least kMinPackedCallRows
+// (int_matmul.hpp: at N = 4096 the 1 MiB would be 64 rows, each block streaming all of x2).
 inline constexpr int64_t kEpilogueBytes = int64_t{1} << 20;
-inline constexpr int64_t kMinEpilogueRows = 64;  // a block streams all of x2: not for fewer
+inline constexpr int64_t kMinEpilogueRows = kernels::cpu::kMinPackedCallRows;
 // COMMFUSE_ALLTOALL_GEMM_ROWS, or automatic: on shm the stream cannot run in the background
 // of a GEMM (the rank that computes is the one that copies), and oneDNN's GEMM is fastest
 // on all rows at once, so one GEMM after the last piece (measured: 256-row chunks made the

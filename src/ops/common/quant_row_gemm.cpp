@@ -22,10 +22,16 @@ namespace cpu = kernels::cpu;
 // The int32/fp32 accumulator of one chunk stays under this (rows = this / (4 n), clamped).
 constexpr int64_t kAccBytes = int64_t{16} << 20;
 constexpr int64_t kMinChunkRows = 64;
-// A8W8 over packed x2 (more calls cost nothing extra): chunks whose int32 sums stay in
-// cache for the dequantization.
-constexpr int64_t kPackedAccBytes = int64_t{1} << 20;
 constexpr int64_t kMaxChunkRows = 2048;
+// A8W8 over packed x2: chunks whose int32 sums stay in cache for the dequantization, of at
+// least kMinPackedCallRows rows (int_matmul.hpp: each call streams all of x2).
+constexpr int64_t kPackedAccBytes = int64_t{1} << 20;
+
+int64_t packed_chunk_rows(const QuantGemmShape& s) {
+  const int64_t rows =
+      std::clamp(kPackedAccBytes / (4 * s.n), cpu::kMinPackedCallRows, kMaxChunkRows);
+  return std::max<int64_t>(1, std::min(rows, s.max_rows > 0 ? s.max_rows : kMaxChunkRows));
+}
 
 size_t align64(size_t v) {
   return (v + 63) / 64 * 64;
@@ -96,14 +102,12 @@ void plan_quant_gemm(QuantGemmShape& s) {
   s.small_m = is_a8w8(s) && cpu::direct_int8_kernel_pays(s.max_rows);  // (quant_row_gemm.hpp)
   s.int8_packed = false;
   if (is_a8w8(s) && !s.small_m) {
-    // Chunks of kPackedAccBytes (at least kMinChunkRows: each streams all of x2) over x2
-    // packed where packing pays, judged on whether the unpacked chunks already make
-    // several calls over x2 (int_matmul.hpp: int8_packing_pays).
+    // Chunks of packed_chunk_rows over x2 packed where packing pays, judged on whether the
+    // unpacked chunks already make several calls over x2 (int_matmul.hpp:
+    // int8_packing_pays).
     QuantGemmShape p = s;
     p.int8_packed = true;
-    p.chunk_rows = std::max<int64_t>(
-        1, std::min(std::clamp<int64_t>(kPackedAccBytes / (4 * s.n), kMinChunkRows, kMaxChunkRows),
-                    s.max_rows > 0 ? s.max_rows : kMaxChunkRows));
+    p.chunk_rows = packed_chunk_rows(s);
     const auto plan = cpu::plan_int_matmul(int_desc(p, p.chunk_rows));
     const bool several = s.max_rows == 0 || s.max_rows > s.chunk_rows;
     if (cpu::int8_packing_pays(*plan, several, std::max<int64_t>(1, s.max_rows))) {
@@ -118,11 +122,7 @@ void plan_quant_gemm(QuantGemmShape& s) {
     // nothing now), provided the chunks' plan reads the layout prepared.
     QuantGemmShape p = s;
     p.int8_packed = cpu::reads_packed_b(*pre->int_plan);
-    if (p.int8_packed)
-      p.chunk_rows = std::max<int64_t>(
-          1,
-          std::min(std::clamp<int64_t>(kPackedAccBytes / (4 * s.n), kMinChunkRows, kMaxChunkRows),
-                   s.max_rows > 0 ? s.max_rows : kMaxChunkRows));
+    if (p.int8_packed) p.chunk_rows = packed_chunk_rows(s);
     if (cpu::same_prepared_b(*cpu::plan_int_matmul(int_desc(p, p.chunk_rows)), *pre->int_plan)) {
       s.int8_packed = p.int8_packed;
       s.chunk_rows = p.chunk_rows;
