@@ -27,20 +27,22 @@ std::unique_ptr<T[], Free> aligned(size_t count) {
   return std::unique_ptr<T[], Free>(static_cast<T*>(std::aligned_alloc(64, bytes)));
 }
 
-void run(benchmark::State& state, cpu::IntMatmulPath path) {
-  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
-  if (path == cpu::IntMatmulPath::kS8 &&
-      cpu::choose_int_matmul_path(127, 128) != cpu::IntMatmulPath::kS8) {
-    state.SkipWithError("s8s8s32 saturates for int8 weights on this CPU");
-    return;
-  }
+// Random int8 operands a (m x k) and b (k x n), 64-byte aligned.
+struct Operands {
+  std::unique_ptr<int8_t[], Free> a, b;
+};
+Operands random_operands(int64_t m, int64_t k, int64_t n) {
   std::mt19937 g(1);
   std::uniform_int_distribution<int> d(-128, 127);
   const size_t mk = static_cast<size_t>(m * k), kn = static_cast<size_t>(k * n);
-  auto a = aligned<int8_t>(mk);
-  auto b = aligned<int8_t>(kn);
-  for (size_t i = 0; i < mk; ++i) a[i] = static_cast<int8_t>(d(g));
-  for (size_t i = 0; i < kn; ++i) b[i] = static_cast<int8_t>(d(g));
+  Operands o{aligned<int8_t>(mk), aligned<int8_t>(kn)};
+  for (size_t i = 0; i < mk; ++i) o.a[i] = static_cast<int8_t>(d(g));
+  for (size_t i = 0; i < kn; ++i) o.b[i] = static_cast<int8_t>(d(g));
+  return o;
+}
+
+// m x k times k x n, dense and row-major, with int8's bounds.
+cpu::IntMatmulDesc dense_desc(int64_t m, int64_t k, int64_t n) {
   cpu::IntMatmulDesc desc;
   desc.m = m;
   desc.k = k;
@@ -50,57 +52,59 @@ void run(benchmark::State& state, cpu::IntMatmulPath path) {
   desc.ldc = n;
   desc.a_max = 127;
   desc.b_max = 128;
+  return desc;
+}
+
+void report(benchmark::State& state, int64_t m, int64_t k, int64_t n,
+            const cpu::IntMatmulPlan& plan) {
+  state.counters["GOPS"] = benchmark::Counter(static_cast<double>(2 * m * k * n),
+                                              benchmark::Counter::kIsIterationInvariantRate,
+                                              benchmark::Counter::kIs1000);
+  state.SetLabel(cpu::describe(plan));
+}
+
+void run(benchmark::State& state, cpu::IntMatmulPath path) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  if (path == cpu::IntMatmulPath::kS8 &&
+      cpu::choose_int_matmul_path(127, 128) != cpu::IntMatmulPath::kS8) {
+    state.SkipWithError("s8s8s32 saturates for int8 weights on this CPU");
+    return;
+  }
+  const Operands o = random_operands(m, k, n);
+  cpu::IntMatmulDesc desc = dense_desc(m, k, n);
   desc.force_path = path;
   const auto plan = cpu::plan_int_matmul(desc);
   auto prepared = aligned<uint8_t>(cpu::prepared_b_bytes(*plan) + 64);
   auto c = aligned<int32_t>(static_cast<size_t>(m * n));
   for (auto _ : state) {
-    cpu::prepare_b(*plan, b.get(), prepared.get());
+    cpu::prepare_b(*plan, o.b.get(), prepared.get());
     cpu::int_matmul(
-        *plan, a.get(),
-        cpu::prepared_b_bytes(*plan) ? static_cast<const void*>(prepared.get()) : b.get(), c.get());
+        *plan, o.a.get(),
+        cpu::prepared_b_bytes(*plan) ? static_cast<const void*>(prepared.get()) : o.b.get(),
+        c.get());
     benchmark::DoNotOptimize(c.get());
   }
-  state.counters["GOPS"] = benchmark::Counter(static_cast<double>(2 * m * k * n),
-                                              benchmark::Counter::kIsIterationInvariantRate,
-                                              benchmark::Counter::kIs1000);
-  state.SetLabel(cpu::describe(*plan));
+  report(state, m, k, n, *plan);
 }
 
-// m rows over b packed once per iteration (as one execute packs it), in GEMM calls of
-// `block` rows (range 3), as alltoall_quant_matmul's fused schedule and A8W8's chunks run
-// them (int_matmul.hpp: kMinPackedCallRows).
+// m rows (a multiple of `block`, range 3) over b packed once per iteration (as one execute
+// packs it), in GEMM calls of `block` rows, as alltoall_quant_matmul's fused schedule and
+// A8W8's chunks run them (int_matmul.hpp: kMinPackedCallRows).
 void packed_blocks(benchmark::State& state) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2), block = state.range(3);
-  std::mt19937 g(1);
-  std::uniform_int_distribution<int> d(-128, 127);
-  auto a = aligned<int8_t>(static_cast<size_t>(m * k));
-  auto b = aligned<int8_t>(static_cast<size_t>(k * n));
-  for (int64_t i = 0; i < m * k; ++i) a[i] = static_cast<int8_t>(d(g));
-  for (int64_t i = 0; i < k * n; ++i) b[i] = static_cast<int8_t>(d(g));
-  cpu::IntMatmulDesc desc;
-  desc.m = block;
-  desc.k = k;
-  desc.n = n;
-  desc.lda = k;
-  desc.ldb = n;
-  desc.ldc = n;
-  desc.a_max = 127;
-  desc.b_max = 128;
+  const Operands o = random_operands(m, k, n);
+  cpu::IntMatmulDesc desc = dense_desc(block, k, n);
   desc.b_packed = true;
   const auto plan = cpu::plan_int_matmul(desc);
   auto prepared = aligned<uint8_t>(cpu::prepared_b_bytes(*plan) + 64);
   auto c = aligned<int32_t>(static_cast<size_t>(block * n));
   for (auto _ : state) {
-    cpu::prepare_b(*plan, b.get(), prepared.get());
+    cpu::prepare_b(*plan, o.b.get(), prepared.get());
     for (int64_t r = 0; r < m; r += block)
-      cpu::int_matmul(*plan, a.get() + r * k, prepared.get(), c.get());
+      cpu::int_matmul(*plan, o.a.get() + r * k, prepared.get(), c.get());
     benchmark::DoNotOptimize(c.get());
   }
-  state.counters["GOPS"] = benchmark::Counter(static_cast<double>(2 * m * k * n),
-                                              benchmark::Counter::kIsIterationInvariantRate,
-                                              benchmark::Counter::kIs1000);
-  state.SetLabel(cpu::describe(*plan));
+  report(state, m, k, n, *plan);
 }
 BENCHMARK(packed_blocks)
     ->Args({2048, 4096, 4096, 64})
