@@ -71,30 +71,31 @@ CF_SIMD_KERNEL(void, quad_rows,
     d[j] = uint32_t{r0[j]} | uint32_t{r1[j]} << 8 | uint32_t{r2[j]} << 16 | uint32_t{r3[j]} << 24;
 }
 
-// sums[j] += row[j], int8 values as int32. GCC vectorizes it per ISA.
-CF_SIMD_KERNEL(void, add_row_s8, (const int8_t* row, int64_t cols, int32_t* sums),
+// sums[j] += row[j], int8 values modulo 2^32 (unsigned: a k past 2^24 wraps, defined).
+// GCC vectorizes it per ISA.
+CF_SIMD_KERNEL(void, add_row_s8, (const int8_t* row, int64_t cols, uint32_t* sums),
                (row, cols, sums)) {
-  for (int64_t j = 0; j < cols; ++j) sums[j] += row[j];
+  for (int64_t j = 0; j < cols; ++j) sums[j] += static_cast<uint32_t>(int32_t{row[j]});
 }
 
 // The s8 x s8 compensation of l (comp_offset): -128 * sum_k b(k, j) per column, 0 in the
 // padding, as oneDNN's reorder writes it.
 void write_compensation(const PackedLayout& l, const int8_t* b, int64_t k, int64_t n, int64_t ldb,
                         bool transposed, uint8_t* out) {
-  std::vector<int32_t> comp(static_cast<size_t>(l.padded_n), 0);
+  std::vector<uint32_t> comp(static_cast<size_t>(l.padded_n), 0);
   if (transposed) {  // column j's k values are contiguous
     for (int64_t j = 0; j < n; ++j) {
-      int32_t sum = 0;
-      for (int64_t p = 0; p < k; ++p) sum += b[j * ldb + p];
+      uint32_t sum = 0;
+      for (int64_t p = 0; p < k; ++p) sum += static_cast<uint32_t>(int32_t{b[j * ldb + p]});
       comp[static_cast<size_t>(j)] = sum;
     }
   } else {
     for (int64_t p = 0; p < k; ++p) add_row_s8(b + p * ldb, n, comp.data());
   }
-  // Modulo 2^32, as oneDNN's int32 arithmetic: only a k past 2^17 leaves int32 here, where
-  // the GEMM's own sums (up to 127 * 128 * k) have left it too.
-  for (int32_t& c : comp) c = static_cast<int32_t>(int64_t{c} * -128);
-  std::memcpy(out + l.comp_offset, comp.data(), comp.size() * sizeof(int32_t));
+  // Modulo 2^32, as oneDNN's int32 arithmetic (then an int32 by C++20's conversion): only a
+  // k past 2^17 leaves int32 here, where the GEMM's own sums (up to 127 * 128 * k) have too.
+  for (uint32_t& c : comp) c *= static_cast<uint32_t>(-128);
+  std::memcpy(out + l.comp_offset, comp.data(), comp.size() * sizeof(uint32_t));
 }
 
 }  // namespace
@@ -136,7 +137,10 @@ std::optional<PackedLayout> packed_layout(const dnnl::memory::desc& md) {
   const bool n_outer = l.k_stride == inner && l.n_stride >= kblocks * inner;
   const bool k_outer = l.n_stride == inner && l.k_stride >= nblocks * inner;
   const int64_t last = (kblocks - 1) * l.k_stride + (nblocks - 1) * l.n_stride + inner;
-  const size_t data_bytes = static_cast<size_t>(kblocks * nblocks * inner * elem);
+  // The blocks' extent as oneDNN's size() takes it (the larger outer stride times its block
+  // count; both layouts its matmul picks are dense: kblocks * nblocks * inner).
+  const size_t data_bytes =
+      static_cast<size_t>(std::max(kblocks * l.k_stride, nblocks * l.n_stride) * elem);
   // The compensation right after the blocks. oneDNN 2.6 sizes the buffer for more (3 int32
   // per column) and its reorder writes only these padded_n; the kernel reads no more.
   if (comp) {

@@ -91,7 +91,7 @@ AlltoAllQuantMatmulPlanData plan_alltoall_quant_matmul(AlltoAllQuantMatmulProble
   // x2 packed once per execute into the s8 kernel's blocked layout where that pays
   // (int_matmul.hpp: int8_packing_pays, judged on the unpacked schedule's calls). Packed,
   // the fused schedule then runs its GEMM in blocks of block_rows (plan.hpp:
-  // epilogue_rows), at least 64 rows so that no block streams x2 for a handful of rows.
+  // epilogue_rows), at least kMinEpilogueRows so that no block streams x2 for a few rows.
   const int64_t unpacked_calls = (rows + plan.gemm_rows - 1) / std::max<int64_t>(1, plan.gemm_rows);
   const int64_t block_rows =
       std::clamp<int64_t>(kEpilogueBytes / (4 * p.n), kMinEpilogueRows,

@@ -135,7 +135,7 @@ struct AlltoAllQuantMatmulPlanData {
   int qmax = 127;         // Q of the dynamic quantization (A16)
   int64_t gemm_rows = 0;  // rows per GEMM chunk (unfused: all rows)
   // On oneDNN's s8 kernel, where packing pays (kernels/cpu/int_matmul.hpp:
-  // int8_packing_pays): x2 reordered once per execute into the kernel's blocked layout
+  // int8_packing_pays): x2 packed once per execute into the kernel's blocked layout
   // (full_gemm's), which every GEMM of the call then reads. A4W4: segment by segment (the
   // H rows of x2 that multiply one source rank's part of a row), at b_segment_bytes apart.
   bool b_packed = false;

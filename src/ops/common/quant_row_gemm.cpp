@@ -19,7 +19,8 @@ namespace {
 
 namespace cpu = kernels::cpu;
 
-// The int32/fp32 accumulator of one chunk stays under this (rows = this / (4 n), clamped).
+// The int32/fp32 accumulator of one chunk: this many bytes (rows = this / (4 n), clamped,
+// so past n = 65536, or 16384 for packed chunks of kMinPackedCallRows, it is larger).
 constexpr int64_t kAccBytes = int64_t{16} << 20;
 constexpr int64_t kMinChunkRows = 64;
 constexpr int64_t kMaxChunkRows = 2048;

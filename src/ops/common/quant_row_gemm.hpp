@@ -48,8 +48,8 @@ struct QuantGemmShape {
   std::optional<kernels::cpu::PackedLayout> packed;
   // A8W8 on oneDNN's s8 kernel: x2 packed once per QuantRowGemm into the kernel's blocked
   // layout (int_matmul.hpp: b_packed) where that pays, and then chunks of 1 MiB of int32
-  // sums (64 rows at n = 4096), each dequantized from cache (kernels/cpu/packed_b.hpp's
-  // packing_pays; oneDNN's reorder only for several chunks).
+  // sums but at least kMinPackedCallRows (256 rows at n = 4096), each dequantized from cache
+  // (int_matmul.hpp: int8_packing_pays; never through oneDNN's reorder).
   bool int8_packed = false;
   size_t int8_b_bytes = 0;  // A8W8: x2 as the planned kernel reads it (0: in place)
   // A8W8 with an int8 x2 prepared ahead (b.prepacked, PackedWeight) in the layout the planned
