@@ -63,6 +63,23 @@ void report(benchmark::State& state, int64_t m, int64_t k, int64_t n,
   state.SetLabel(cpu::describe(plan));
 }
 
+// A plan for desc with b as its kernel reads it: prepare() writes the prepared form (each
+// iteration, as one execute prepares it), b_read is where the GEMM reads b (b itself where
+// the kernel reads it plain and nothing is prepared).
+struct PlannedB {
+  std::shared_ptr<const cpu::IntMatmulPlan> plan;
+  std::unique_ptr<uint8_t[], Free> prepared;
+  const int8_t* b = nullptr;
+  const void* b_read = nullptr;
+
+  PlannedB(const cpu::IntMatmulDesc& desc, const int8_t* plain)
+      : plan(cpu::plan_int_matmul(desc)),
+        prepared(aligned<uint8_t>(cpu::prepared_b_bytes(*plan) + 64)),
+        b(plain),
+        b_read(cpu::prepared_b_bytes(*plan) ? static_cast<const void*>(prepared.get()) : plain) {}
+  void prepare() const { cpu::prepare_b(*plan, b, prepared.get()); }
+};
+
 void run(benchmark::State& state, cpu::IntMatmulPath path) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   if (path == cpu::IntMatmulPath::kS8 &&
@@ -73,18 +90,14 @@ void run(benchmark::State& state, cpu::IntMatmulPath path) {
   const Operands o = random_operands(m, k, n);
   cpu::IntMatmulDesc desc = dense_desc(m, k, n);
   desc.force_path = path;
-  const auto plan = cpu::plan_int_matmul(desc);
-  auto prepared = aligned<uint8_t>(cpu::prepared_b_bytes(*plan) + 64);
+  const PlannedB pb(desc, o.b.get());
   auto c = aligned<int32_t>(static_cast<size_t>(m * n));
   for (auto _ : state) {
-    cpu::prepare_b(*plan, o.b.get(), prepared.get());
-    cpu::int_matmul(
-        *plan, o.a.get(),
-        cpu::prepared_b_bytes(*plan) ? static_cast<const void*>(prepared.get()) : o.b.get(),
-        c.get());
+    pb.prepare();
+    cpu::int_matmul(*pb.plan, o.a.get(), pb.b_read, c.get());
     benchmark::DoNotOptimize(c.get());
   }
-  report(state, m, k, n, *plan);
+  report(state, m, k, n, *pb.plan);
 }
 
 // m rows (a multiple of `block`, range 3) over b packed once per iteration (as one execute
@@ -95,19 +108,15 @@ void packed_blocks(benchmark::State& state) {
   const Operands o = random_operands(m, k, n);
   cpu::IntMatmulDesc desc = dense_desc(block, k, n);
   desc.b_packed = true;
-  const auto plan = cpu::plan_int_matmul(desc);
-  auto prepared = aligned<uint8_t>(cpu::prepared_b_bytes(*plan) + 64);
+  const PlannedB pb(desc, o.b.get());
   auto c = aligned<int32_t>(static_cast<size_t>(block * n));
-  // Where this CPU's kernel reads b plain, nothing is prepared (as in run).
-  const void* b_read =
-      cpu::prepared_b_bytes(*plan) ? static_cast<const void*>(prepared.get()) : o.b.get();
   for (auto _ : state) {
-    cpu::prepare_b(*plan, o.b.get(), prepared.get());
+    pb.prepare();
     for (int64_t r = 0; r < m; r += block)
-      cpu::int_matmul(*plan, o.a.get() + r * k, b_read, c.get());
+      cpu::int_matmul(*pb.plan, o.a.get() + r * k, pb.b_read, c.get());
     benchmark::DoNotOptimize(c.get());
   }
-  report(state, m, k, n, *plan);
+  report(state, m, k, n, *pb.plan);
 }
 BENCHMARK(packed_blocks)
     ->Args({2048, 4096, 4096, 64})

@@ -232,9 +232,7 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
   const std::vector<double>&tf = times[0], &tu = times[1], &th = times[2], &tm = times[3];
   // The last timed call's outputs, checked outside the timed loop.
   uint64_t wrong = 0, total_wrong = 0;
-  if (unfused)
-    for (size_t i = 0; i < out_fused.size(); i += hes)
-      wrong += std::memcmp(out_fused.data() + i, out_unfused.data() + i, hes) != 0;
+  if (unfused) wrong += differing_elements(out_fused, out_unfused, hes);
   double acc_tol = 0;
   wrong += check_reference(out_fused, half, me, R, o.bs, h, n, w, quant, a4w4, w4, x1t, token[0],
                            x2_scale[0], &acc_tol)
@@ -243,9 +241,7 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
   // blocking): every element within accumulation and rounding of it.
   if (!quant && half_path) wrong += check_pair(out_fused, out_half, half, acc_tol).wrong;
   // (c) is (b) with another all-to-all: the same bytes, so the same result bit for bit.
-  if (mpi_path)
-    for (size_t i = 0; i < out_mpi.size(); i += hes)
-      wrong += std::memcmp(out_mpi.data() + i, out_half.data() + i, hes) != 0;
+  if (mpi_path) wrong += differing_elements(out_mpi, out_half, hes);
   MPI_Allreduce(&wrong, &total_wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
   const double f_us = mean_over_ranks(median(tf), R);
   const double u_us = unfused ? mean_over_ranks(median(tu), R) : 0;
@@ -269,8 +265,8 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
                 std::string(dtype_name(half)).c_str(), std::string(dtype_name(half)).c_str());
     std::printf("# mpi_path: the same with OpenMPI's MPI_Alltoall (plain MPI + oneDNN)\n");
     std::printf("%6s %6s %6s %6s %9s %14s %18s %15s %14s %9s %11s %11s %9s %7s\n", "BS", "H", "N",
-                "combo", "dtype", "fused(us)", "unfused_quant(us)", "half_path(us)",
-                "mpi_path(us)", "TFLOP/s", "x_unfused", "x_half", "x_mpi", "#wrong");
+                "combo", "dtype", "fused(us)", "unfused_quant(us)", "half_path(us)", "mpi_path(us)",
+                "TFLOP/s", "x_unfused", "x_half", "x_mpi", "#wrong");
     const double flops = 2.0 * static_cast<double>(rows) * k * n;
     auto fmt = [](const char* f, double v) {
       char b[32];

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,14 @@ inline std::vector<int64_t> sample_rows(int64_t out_rows, int64_t block, int R) 
   std::sort(rows.begin(), rows.end());
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
   return rows;
+}
+
+// How many elements of elem_bytes each differ bitwise between a and b (same size).
+inline uint64_t differing_elements(const Bytes& a, const Bytes& b, size_t elem_bytes) {
+  uint64_t n = 0;
+  for (size_t i = 0; i < a.size(); i += elem_bytes)
+    n += std::memcmp(a.data() + i, b.data() + i, elem_bytes) != 0;
+  return n;
 }
 
 // Every element of two variants' outputs against each other: each within 2 u |x| + acc_tol
