@@ -252,6 +252,8 @@ AllGatherMatmulPlanData plan_all_gather_matmul_cached(AllGatherMatmulProblem pro
 std::string describe(const AllGatherMatmulPlanData& plan) {
   const AllGatherMatmulProblem& p = plan.problem;
   const int64_t rows = p.m * p.world_size;
+  // gemm_rows 1: the fused schedule multiplies each block where it arrives (fused_gemm_rows).
+  const bool on_arrival = plan.gemm_rows == 1 && plan.schedule == AllGatherMatmulSchedule::kFused;
   if (p.quant.quantized())
     return detail::cat(kAllGatherMatmulOp, "(rank ", p.rank, "): m=", p.m,
                        "/rank x R=", p.world_size, " k=", p.k, " n=", p.n, " ", dtype_name(p.dtype),
@@ -260,12 +262,14 @@ std::string describe(const AllGatherMatmulPlanData& plan) {
                        plan.gemm_rows == 1 ? ", each block on arrival" : ", one product at the end",
                        plan.stage_in_gather_out ? " (staged in gather_out)" : "", ", workspace ",
                        plan.workspace_bytes, " bytes; gemm: ", describe_quant_gemm(plan.qgemm));
-  return detail::cat(kAllGatherMatmulOp, "(rank ", p.rank, "): m=", p.m, "/rank x R=", p.world_size,
-                     " k=", p.k, " n=", p.n, " ", dtype_name(p.dtype), ", schedule ",
-                     schedule_name(plan.schedule), ", GEMMs of up to ", plan.gemm_rows, " rows",
-                     plan.stage_in_gather_out ? " (staged in gather_out)" : "", ", workspace ",
-                     plan.workspace_bytes, " bytes; gemm: ",
-                     describe_row_gemm(plan.gemm, std::min(rows, plan.gemm_rows)));
+  return detail::cat(
+      kAllGatherMatmulOp, "(rank ", p.rank, "): m=", p.m, "/rank x R=", p.world_size, " k=", p.k,
+      " n=", p.n, " ", dtype_name(p.dtype), ", schedule ", schedule_name(plan.schedule),
+      on_arrival ? detail::cat(", each block of ", p.m, " rows on arrival")
+                 : detail::cat(", GEMMs of up to ", plan.gemm_rows, " rows"),
+      plan.stage_in_gather_out ? " (staged in gather_out)" : "", ", workspace ",
+      plan.workspace_bytes, " bytes; gemm: ",
+      describe_row_gemm(plan.gemm, on_arrival ? p.m : std::min(rows, plan.gemm_rows)));
 }
 
 }  // namespace commfuse::ops
