@@ -4,12 +4,12 @@
 //             into this rank's shared slot; A4W4 appends each row's fp32 token scale).
 //   on_all    sees, for a piece of rows, the segments from all R source ranks in rank order,
 //             in place (on shm: in the peers' slots). Each permuted row is assembled,
-//             quantized and stored in one pass: the segments are widened (times the smooth
-//             scale) into a K-float row buffer that stays in L1/L2 while amax is taken over
-//             it, then quantized from there. Quantizing in on_all rather than per segment in
-//             on_piece is what keeps it one pass over the peers' data: the row's scale needs
-//             the amax of all R segments before any value can be rounded, and on_all is the
-//             first point where they are all readable.
+//             quantized and stored in one pass over the peers' data: the segments are
+//             widened into a K-float row buffer that stays in L1/L2 while the smooth scale
+//             is applied and amax taken over it, then quantized from there. Quantizing in on_all
+//             rather than per segment in on_piece is what keeps it one pass over the peers' data:
+//             the row's scale needs the amax of all R segments before any value can be rounded, and
+//             on_all is the first point where they are all readable.
 //   GEMM      once gemm_rows rows are assembled the int GEMM runs on them and the epilogue
 //             writes their output rows (QuantGemm, shared with the unfused schedule); the
 //             last chunk runs after the stream. On shm the default is one chunk (plan.hpp,
