@@ -22,8 +22,9 @@
 
 namespace commfuse::cli {
 
-// 4 ms made the 3-5 ms all_gather_matmul bf16 row a batch of one call: 0.51-1.36x from run
-// to run (AMD EPYC, 2 cores, 8 ranks); 20 ms read 0.98-1.06x over 6 runs, the demo 7 s.
+// 4 ms made the 3-5 ms all_gather_matmul bf16 row a batch of one or two calls: 0.51-1.36x
+// from run to run (AMD EPYC, 2 cores, 8 ranks); 20 ms read 0.98-1.06x over 6 runs, the demo
+// 7 s. (Calls under 20 us still get at most 1000 a batch.)
 inline constexpr double kDemoSampleMs = 20.0;
 
 // Milliseconds per call of each variant: the median of `samples` batches.

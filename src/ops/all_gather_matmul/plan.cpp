@@ -252,24 +252,27 @@ AllGatherMatmulPlanData plan_all_gather_matmul_cached(AllGatherMatmulProblem pro
 std::string describe(const AllGatherMatmulPlanData& plan) {
   const AllGatherMatmulProblem& p = plan.problem;
   const int64_t rows = p.m * p.world_size;
-  // gemm_rows 1: the fused schedule multiplies each block where it arrives (fused_gemm_rows).
+  // gemm_rows 1: the fused schedule multiplies each piece of a block where it arrives
+  // (fused_gemm_rows): at most m rows, or ceil(m / comm_turn) (schedule_fused.cpp:
+  // row_stream), fewer where the transport cuts them.
   const bool on_arrival = plan.gemm_rows == 1 && plan.schedule == AllGatherMatmulSchedule::kFused;
+  const int64_t piece_rows = p.comm_turn > 0 ? (p.m + p.comm_turn - 1) / p.comm_turn : p.m;
   if (p.quant.quantized())
     return detail::cat(kAllGatherMatmulOp, "(rank ", p.rank, "): m=", p.m,
                        "/rank x R=", p.world_size, " k=", p.k, " n=", p.n, " ", dtype_name(p.dtype),
                        " x ", dtype_name(p.quant.b_dtype), ", schedule ",
                        schedule_name(plan.schedule),
-                       plan.gemm_rows == 1 ? ", each block on arrival" : ", one product at the end",
+                       on_arrival ? ", each block on arrival" : ", one product at the end",
                        plan.stage_in_gather_out ? " (staged in gather_out)" : "", ", workspace ",
                        plan.workspace_bytes, " bytes; gemm: ", describe_quant_gemm(plan.qgemm));
   return detail::cat(
       kAllGatherMatmulOp, "(rank ", p.rank, "): m=", p.m, "/rank x R=", p.world_size, " k=", p.k,
       " n=", p.n, " ", dtype_name(p.dtype), ", schedule ", schedule_name(plan.schedule),
-      on_arrival ? detail::cat(", each block of ", p.m, " rows on arrival")
+      on_arrival ? detail::cat(", pieces of up to ", piece_rows, " rows multiplied on arrival")
                  : detail::cat(", GEMMs of up to ", plan.gemm_rows, " rows"),
       plan.stage_in_gather_out ? " (staged in gather_out)" : "", ", workspace ",
       plan.workspace_bytes, " bytes; gemm: ",
-      describe_row_gemm(plan.gemm, on_arrival ? p.m : std::min(rows, plan.gemm_rows)));
+      describe_row_gemm(plan.gemm, on_arrival ? piece_rows : std::min(rows, plan.gemm_rows)));
 }
 
 }  // namespace commfuse::ops
