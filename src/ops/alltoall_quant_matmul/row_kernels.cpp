@@ -5,6 +5,7 @@
 
 #include "core/convert_fast.hpp"
 #include "core/simd.hpp"
+#include "kernels/cpu/quant_per_token.hpp"
 
 namespace commfuse::ops::a2aq {
 
@@ -57,6 +58,13 @@ void widen_half(const void* src, DType t, float* dst, size_t n) {
     fast::f16_to_f32(static_cast<const uint16_t*>(src), dst, n);
   else
     fast::bf16_to_f32(static_cast<const uint16_t*>(src), dst, n);
+}
+
+// One amax call over the whole row: the fused schedule once took it per source segment,
+// R calls on H = 128 floats, and ran 0.85-0.92x the unfused pass at W = 2-8 (AMD EPYC Zen 4).
+float quantize_row(float* row, size_t k, const float* smooth, int qmax, int8_t* q) {
+  const float amax = smooth ? mul_abs_max(row, smooth, k) : kernels::cpu::abs_max(row, k);
+  return kernels::cpu::quantize_row_with_amax(row, k, amax, qmax, q);
 }
 
 }  // namespace commfuse::ops::a2aq

@@ -23,5 +23,9 @@ void add_bias(float* y, const float* bias32, size_t n);
 void store_row(const float* y, DType t, void* dst, size_t n);
 // n float16 / bfloat16 values widened to fp32.
 void widen_half(const void* src, DType t, float* dst, size_t n);
+// A16's dynamic per-token quantization of one permuted row, widened to k floats in row:
+// times the smooth scale (null: none), in place; amax over the whole row; the codes to q.
+// Returns the row's scale.
+float quantize_row(float* row, size_t k, const float* smooth, int qmax, int8_t* q);
 
 }  // namespace commfuse::ops::a2aq

@@ -6,19 +6,18 @@
 //             in place (on shm: in the peers' slots). Each permuted row is assembled,
 //             quantized and stored in one pass over the peers' data: the segments are
 //             widened into a K-float row buffer that stays in L1/L2 while the smooth scale
-//             is applied and amax taken over it, then quantized from there. Quantizing in on_all
-//             rather than per segment in on_piece is what keeps it one pass over the peers' data:
-//             the row's scale needs the amax of all R segments before any value can be rounded, and
-//             on_all is the first point where they are all readable.
+//             is applied and amax taken over it, then quantized from there (quantize_row,
+//             the unfused pass's own). Quantizing in on_all rather than per segment in
+//             on_piece is what keeps it one pass over the peers' data: the row's scale needs
+//             the amax of all R segments before any value can be rounded, and on_all is the
+//             first point where they are all readable.
 //   GEMM      once gemm_rows rows are assembled the int GEMM runs on them and the epilogue
 //             writes their output rows (QuantGemm, shared with the unfused schedule); the
 //             last chunk runs after the stream. On shm the default is one chunk (plan.hpp,
 //             gemm_chunk_rows says why).
-#include <algorithm>
 #include <cstring>
 
 #include "exec/stream.hpp"
-#include "kernels/cpu/quant_per_token.hpp"
 #include "ops/alltoall_quant_matmul/plan.hpp"
 #include "ops/alltoall_quant_matmul/quant_gemm.hpp"
 #include "ops/alltoall_quant_matmul/row_kernels.hpp"
@@ -26,7 +25,6 @@
 namespace commfuse::ops {
 namespace {
 
-namespace cpu = kernels::cpu;
 using namespace a2aq;
 
 class FusedRun {
@@ -100,10 +98,7 @@ class FusedRun {
         widen_half(seg, p_.x1_dtype, row + static_cast<size_t>(s) * h, h);
         if (a2a) std::memcpy(a2a + (static_cast<size_t>(i) * R_ + s) * seg_bytes_, seg, seg_bytes_);
       }
-      // One amax over the whole row, not one per segment: at H = 128, W = 8 the R calls on
-      // short segments cost the fused op 10-15% against the unfused pass (demo row, 0.9x).
-      const float amax = smooth ? mul_abs_max(row, smooth, k) : cpu::abs_max(row, k);
-      scales[i] = cpu::quantize_row_with_amax(row, k, amax, plan_.qmax, q);
+      scales[i] = quantize_row(row, k, smooth, plan_.qmax, q);
     }
     const int64_t assembled = r0 + nr;
     if (assembled - done_ >= plan_.gemm_rows && assembled < rows_) {

@@ -5,9 +5,9 @@
 //               all_to_all for the fp32 token scales, which travel with their rows).
 //   permute     permuted row i = the R source rows i side by side (SPEC §3), into
 //               alltoAllOut when given, else the workspace.
-//   quantize    per permuted row: widened (times the smooth scale), amax, quantized with
-//               kernels/cpu/quant_per_token. A4W4: the int4 row unpacked to int8 and its
-//               per-segment token scales stored.
+//   quantize    per permuted row: widened, then times the smooth scale, amax and codes
+//               (a2aq::quantize_row, the fused schedule's too). A4W4: the int4 row unpacked
+//               to int8 and its per-segment token scales stored.
 //   GEMM        one int GEMM over all rows, then the dequant epilogue (QuantGemm, shared
 //               with the fused schedule).
 // The fp32 operations are the fused schedule's in the same order (amax is a max, exact in
@@ -15,7 +15,6 @@
 // measures one against the other.
 #include <cstring>
 
-#include "kernels/cpu/quant_per_token.hpp"
 #include "ops/alltoall_quant_matmul/plan.hpp"
 #include "ops/alltoall_quant_matmul/quant_gemm.hpp"
 #include "ops/alltoall_quant_matmul/row_kernels.hpp"
@@ -24,7 +23,6 @@ namespace commfuse::ops {
 
 void run_alltoall_quant_matmul_unfused(const AlltoAllQuantMatmulPlanData& plan,
                                        comm::CommImpl& comm, void* workspace) {
-  namespace cpu = kernels::cpu;
   const AlltoAllQuantMatmulProblem& p = plan.problem;
   auto* ws = static_cast<uint8_t*>(workspace);
   QuantGemm gemm(plan, ws);
@@ -66,9 +64,7 @@ void run_alltoall_quant_matmul_unfused(const AlltoAllQuantMatmulPlanData& plan,
       continue;
     }
     a2aq::widen_half(src, p.x1_dtype, row, k);
-    const float amax =
-        gemm.smooth() ? a2aq::mul_abs_max(row, gemm.smooth(), k) : cpu::abs_max(row, k);
-    scales[i] = cpu::quantize_row_with_amax(row, k, amax, plan.qmax, qi);
+    scales[i] = a2aq::quantize_row(row, k, gemm.smooth(), plan.qmax, qi);
   }
 
   // GEMM and dequant pass, over all rows.
