@@ -253,10 +253,9 @@ std::string describe(const AllGatherMatmulPlanData& plan) {
   const AllGatherMatmulProblem& p = plan.problem;
   const int64_t rows = p.m * p.world_size;
   // gemm_rows 1: the fused schedule multiplies each piece of a block where it arrives
-  // (fused_gemm_rows): at most m rows, or ceil(m / comm_turn) (schedule_fused.cpp:
-  // row_stream), fewer where the transport cuts them.
+  // (fused_gemm_rows), of up to stream_piece_rows rows.
   const bool on_arrival = plan.gemm_rows == 1 && plan.schedule == AllGatherMatmulSchedule::kFused;
-  const int64_t piece_rows = p.comm_turn > 0 ? (p.m + p.comm_turn - 1) / p.comm_turn : p.m;
+  const int64_t piece_rows = stream_piece_rows(p);
   if (p.quant.quantized())
     return detail::cat(kAllGatherMatmulOp, "(rank ", p.rank, "): m=", p.m,
                        "/rank x R=", p.world_size, " k=", p.k, " n=", p.n, " ", dtype_name(p.dtype),

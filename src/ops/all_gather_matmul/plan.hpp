@@ -109,6 +109,12 @@ inline constexpr int64_t kMinBlockRows = 8;
 inline constexpr int kCrowdedRanksPerCore = 4;
 inline constexpr int64_t kCrowdedMinBlockMacs = int64_t{4} << 20;
 
+// The most rows of one piece of the fused schedule's stream: a rank's m rows, or with
+// comm_turn c > 0 ceil(m / c) (SPEC §2); the transport may cut pieces smaller.
+inline int64_t stream_piece_rows(const AllGatherMatmulProblem& p) {
+  return p.comm_turn > 0 ? (p.m + p.comm_turn - 1) / p.comm_turn : p.m;
+}
+
 AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem);
 // The same, from the plan cache when a call with the same descriptor was planned before
 // (ops/common/plan_cache.hpp): what the API's plan constructor calls.

@@ -90,8 +90,7 @@ comm::GatherStream row_stream(const AllGatherMatmulProblem& p, uint64_t row_byte
   comm::GatherStream gs;
   gs.bytes = static_cast<uint64_t>(p.m) * row_bytes;  // m == 0 still synchronizes (SPEC §2)
   gs.unit = row_bytes;
-  if (p.comm_turn > 0)
-    gs.max_piece = static_cast<uint64_t>((p.m + p.comm_turn - 1) / p.comm_turn) * row_bytes;
+  if (p.comm_turn > 0) gs.max_piece = static_cast<uint64_t>(stream_piece_rows(p)) * row_bytes;
   gs.pack = [x1](uint8_t* dst, uint64_t off, uint64_t n) { kernels::cpu::copy(dst, x1 + off, n); };
   // A single-copy transport may read the peers' x1 straight into gather_out (then on_piece's
   // data is the gather_out row itself: see copy_target / copy_unless_landed).
