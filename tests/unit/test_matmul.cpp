@@ -346,22 +346,30 @@ TEST(Matmul, DescribeNamesImplementationAndWidening) {
 
 TEST(Matmul, FewRowsWithoutANativeKernelReadSixteenBitInPlace) {
   // The plan says which path it took; the path's contract is checked, whatever the CPU.
+  // Without a native kernel, few rows go direct or widened as this machine's rates say
+  // (direct_beats_widening); a b larger than the model's probe stays direct.
   for (const DType t : {DType::kFloat16, DType::kBFloat16})
-    for (const int64_t m : {int64_t{1}, cpu::kSmallMRows, cpu::kSmallMRows + 1}) {
-      const auto plan = cpu::plan_matmul(desc_of(m, 64, 40, t));
-      const std::string text = cpu::describe(*plan);
-      const bool small = text.find("commfuse:small_m") != std::string::npos;
-      const bool native = !small && !cpu::widens_inputs(*plan);
-      if (small) {
-        EXPECT_LE(m, cpu::kSmallMRows) << text;
-        EXPECT_FALSE(cpu::widens_inputs(*plan)) << text;
-        EXPECT_NE(text.find(std::string(commfuse::dtype_name(t)) + " read in place"),
-                  std::string::npos)
-            << text;
-      } else if (!native) {  // widened: only where the small-m kernel does not apply
-        EXPECT_GT(m, cpu::kSmallMRows) << text;
+    for (const int64_t k : {int64_t{64}, int64_t{2048}})
+      for (const int64_t m : {int64_t{1}, int64_t{16}, cpu::kSmallMRows, cpu::kSmallMRows + 1}) {
+        const int64_t n = k == 64 ? 40 : 2048;  // 2048 x 2048: larger than the probe's b
+        const auto plan = cpu::plan_matmul(desc_of(m, k, n, t));
+        const std::string text = cpu::describe(*plan);
+        const bool small = text.find("commfuse:small_m") != std::string::npos;
+        const bool native = !small && !cpu::widens_inputs(*plan);
+        if (small) {
+          EXPECT_LE(m, cpu::kSmallMRows) << text;
+          EXPECT_FALSE(cpu::widens_inputs(*plan)) << text;
+          EXPECT_NE(text.find(std::string(commfuse::dtype_name(t)) + " read in place"),
+                    std::string::npos)
+              << text;
+        } else if (!native && m <= cpu::kSmallMRows) {  // widened where the kernel applies
+          EXPECT_FALSE(cpu::direct_beats_widening(t, m, k, n, true)) << text;
+          EXPECT_LE(k * n, 1024 * 1024) << text;
+        }
+        if (!native && k == 2048 && m <= cpu::kSmallMRows) {
+          EXPECT_TRUE(small) << text;
+        }
       }
-    }
 }
 
 // The direct kernel is for 16-bit operands only.
@@ -401,6 +409,11 @@ TEST_P(SmallMTyped, PlansFollowTheMachineModel) {
   const cpu::HalfGemmModel& model = cpu::half_gemm_model(t);
   if (model.native && model.forced.empty()) {
     EXPECT_GT(model.native_macs_per_ns, 0.0);
+    EXPECT_GT(model.f32_macs_per_ns, 0.0);
+    EXPECT_GT(model.widen_ns_per_element, 0.0);
+  }
+  if (!model.native && model.forced.empty()) {  // the direct kernel against widening
+    EXPECT_GT(model.direct_macs_per_ns, 0.0);
     EXPECT_GT(model.f32_macs_per_ns, 0.0);
     EXPECT_GT(model.widen_ns_per_element, 0.0);
   }

@@ -55,6 +55,19 @@ void measure_few_rows(DType t, FewRowsModel& m) {
   }
 }
 
+// The direct kernel's rate (no native kernel): kDirectProbeM rows of kFewK x kFewN.
+double measure_direct_macs_per_ns(DType t) {
+  const uint16_t one = t == DType::kFloat16 ? 0x3c00 : 0x3f80;
+  std::vector<uint16_t> a(static_cast<size_t>(kDirectProbeM * kFewK), one), b(kFewK * kFewN, one),
+      c(static_cast<size_t>(kDirectProbeM * kFewN));
+  MatmulDesc d = dense_matmul_desc(kDirectProbeM, kFewK, kFewN, t);
+  d.half_path = HalfPath::kWidened;  // up to kSmallMRows rows: the direct kernel
+  const auto direct = plan_matmul(d);
+  const double macs = static_cast<double>(kDirectProbeM * kFewK * kFewN);
+  return macs /
+         best_probe_ns([&] { matmul(*direct, a.data(), b.data(), nullptr, c.data()); }, kFewRuns);
+}
+
 HalfGemmModel measure(DType t) {
   HalfGemmModel m;
   MatmulDesc native_desc = dense_matmul_desc(kProbeM, kProbeK, kProbeN, t);
@@ -63,7 +76,7 @@ HalfGemmModel measure(DType t) {
   m.native = !widens_inputs(*native);  // kNative falls back to widening where none exists
   const std::string pin = params::kernel_pin("COMMFUSE_HALF_GEMM", "native");
   if (pin != "auto") m.forced = pin;
-  if (!m.native || !m.forced.empty()) return m;
+  if (!m.forced.empty()) return m;
 
   // The kernel a widened GEMM runs: oneDNN's (OpenBLAS takes fp32 inputs only).
   MatmulDesc f32_desc = dense_matmul_desc(kProbeM, kProbeK, kProbeN, DType::kFloat32);
@@ -75,9 +88,12 @@ HalfGemmModel measure(DType t) {
       c16(kProbeM * kProbeN);
   std::vector<float> a32(a16.size(), 1.0f), b32(b16.size(), 1.0f), c32(c16.size());
   const double macs = static_cast<double>(kProbeM * kProbeK * kProbeN);
-  m.native_macs_per_ns =
-      macs / best_probe_ns([&] { matmul(*native, a16.data(), b16.data(), nullptr, c16.data()); },
-                           kProbeRuns);
+  if (m.native)
+    m.native_macs_per_ns =
+        macs / best_probe_ns([&] { matmul(*native, a16.data(), b16.data(), nullptr, c16.data()); },
+                             kProbeRuns);
+  else
+    m.direct_macs_per_ns = measure_direct_macs_per_ns(t);
   m.f32_macs_per_ns =
       macs /
       best_probe_ns([&] { matmul(*f32, a32.data(), b32.data(), nullptr, c32.data()); }, kProbeRuns);
@@ -157,6 +173,18 @@ bool direct_pays(DType t, int64_t m) {
   return direct_pays(few_rows_model(t), m);
 }
 
+bool direct_beats_widening(DType t, int64_t m, int64_t k, int64_t n, bool narrow_c) {
+  const HalfGemmModel& mo = half_gemm_model(t);
+  if (mo.native || !mo.forced.empty() || mo.direct_macs_per_ns <= 0) return true;
+  // The probe widened and multiplied a b of kProbeK x kProbeN (4 MiB as fp32) in cache. A
+  // larger b is widened to memory and read back from it, which the rates do not see: fp16
+  // 16 x 4096 x 4096 (AMD EPYC Zen 4) ran 16-21 ms widened against 14.3-14.8 direct.
+  if (k * n > kProbeK * kProbeN) return true;
+  const double macs = static_cast<double>(m) * static_cast<double>(k) * static_cast<double>(n);
+  const double widened = estimate(mo, m, k, n, narrow_c).widened;
+  return !(widened < kWidenMargin * macs / mo.direct_macs_per_ns);
+}
+
 bool widening_pays(DType t, int64_t m, int64_t k, int64_t n, bool narrow_c) {
   const HalfGemmModel& mo = half_gemm_model(t);
   if (!mo.native || mo.forced == "native") return false;
@@ -206,10 +234,23 @@ bool direct_calls_pay(uint32_t mask, DType t, int64_t m) {
 std::string describe_half_gemm_model(DType t) {
   const HalfGemmModel& mo = half_gemm_model(t);
   const char* name = t == DType::kFloat16 ? "float16" : "bfloat16";
-  if (!mo.native) return detail::cat(name, " GEMM: no native oneDNN kernel here, widened to fp32");
   if (!mo.forced.empty())
     return detail::cat(name, " GEMM: ", mo.forced,
-                       " (pinned: COMMFUSE_HALF_GEMM, or COMMFUSE_DETERMINISTIC=1)");
+                       " (pinned: COMMFUSE_HALF_GEMM, or COMMFUSE_DETERMINISTIC=1)",
+                       mo.native ? "" : "; no native oneDNN kernel here");
+  if (!mo.native) {
+    int64_t direct_rows = 0;  // at the probe's k and n (a larger b stays direct)
+    for (int64_t m = 1; m <= kSmallMRows && direct_beats_widening(t, m, kProbeK, kProbeN, true);
+         ++m)
+      direct_rows = m;
+    return detail::cat(name, " GEMM: no native oneDNN kernel here; direct ",
+                       mo.direct_macs_per_ns * 2, " GFLOP/s (", kDirectProbeM, "x", kFewK, "x",
+                       kFewN, "), fp32 ", mo.f32_macs_per_ns * 2, " GFLOP/s, widening ",
+                       1.0 / mo.widen_ns_per_element, " G elements/s -> at k = n = ", kProbeK,
+                       ": direct ",
+                       direct_rows > 0 ? detail::cat("up to m=", direct_rows) : "never",
+                       ", widened to fp32 beyond (direct for any m where b is larger)");
+  }
   std::string s = detail::cat(name, " GEMM: native ", mo.native_macs_per_ns * 2, " GFLOP/s, fp32 ",
                               mo.f32_macs_per_ns * 2, " GFLOP/s, widening ",
                               1.0 / mo.widen_ns_per_element, " G elements/s (", kProbeM, "x",

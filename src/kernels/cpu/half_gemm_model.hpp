@@ -22,8 +22,15 @@ struct HalfGemmModel {
   double native_macs_per_ns = 0;    // its rate on the probe (multiply-adds per ns)
   double f32_macs_per_ns = 0;       // the fp32 kernel's rate on the same probe
   double widen_ns_per_element = 0;  // converting one 16-bit element to fp32
-  std::string forced;               // COMMFUSE_HALF_GEMM when not "auto"
+  // No native kernel: the direct kernel's rate (small_m_gemm.hpp) on kDirectProbeM rows, the
+  // alternative to widening for up to kSmallMRows rows (0: not measured, pinned or native).
+  double direct_macs_per_ns = 0;
+  std::string forced;  // COMMFUSE_HALF_GEMM when not "auto"
 };
+
+// The direct kernel's probe rows (no native kernel): mid-range of the rows it may take, past
+// its 1-2-row in-register path.
+inline constexpr int64_t kDirectProbeM = 16;
 
 // Few rows: up to how many the direct kernel (small_m_gemm.hpp, b read in place) beats the
 // native kernel here. oneDNN's kernels copy b into their blocked layout on every call, which
@@ -55,6 +62,16 @@ const FewRowsModel& few_rows_model(DType t);
 // close). False where there is no native kernel (nothing to choose) or COMMFUSE_HALF_GEMM
 // says native.
 bool widening_pays(DType t, int64_t m, int64_t k, int64_t n, bool narrow_c);
+
+// No native kernel for dtype t: whether the direct kernel (b read in place) is expected no
+// slower on m x k x n than widening a and b for oneDNN's fp32 kernel: widening must be
+// expected under 0.85x the direct time to be chosen (as widening_pays). The direct kernel
+// reads every b value once per row, widening converts b once: past a few rows, the faster
+// fp32 kernel repays the conversion. The break-even used to be a constant (kSmallMRows, near
+// 2·16 rows on an AVX2 Intel without FMA in the loop); on an AMD EPYC Zen 4 fp16 16 x 512 x 64
+// took 18.9 us direct against about 11 widened. True where nothing was measured (pinned) and
+// for a b larger than the probe's (widened to memory, not in cache as measured).
+bool direct_beats_widening(DType t, int64_t m, int64_t k, int64_t n, bool narrow_c);
 
 // Whether m rows of dtype t go to the direct kernel rather than the native one (a native
 // kernel exists, the pin allows, and m <= the model's direct_rows).

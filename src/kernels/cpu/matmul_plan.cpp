@@ -240,7 +240,11 @@ std::shared_ptr<const MatmulPlan> create_plan(const MatmulDesc& d, int threads) 
     plan->widen_reason = widen_pays                          ? "fp32 faster here"
                          : d.half_path == HalfPath::kWidened ? "forced"
                                                              : "no native kernel";
-    if (small_m_gemm_applies(d)) {
+    // Few rows without a native kernel: direct or widened, by this machine's rates (a
+    // forced path, as the few-rows probe's, keeps the direct kernel).
+    if (small_m_gemm_applies(d) &&
+        (d.half_path != HalfPath::kAuto ||
+         direct_beats_widening(d.a_dtype, d.m, d.k, d.n, d.c_dtype != DType::kFloat32))) {
       plan_small_m(d, *plan);
     } else {
       plan_widened(d, *plan);
