@@ -157,6 +157,21 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
     fused.not_preferred = detail::cat("it would stage all ", rows,
                                       " rows and multiply them in one GEMM after the last block "
                                       "arrives: nothing to overlap");
+  // Blocks multiplied on arrival where the rank's own core moves the bytes (shm: a peer's
+  // block is read by the core that then multiplies it): nothing overlaps, and R GEMM calls
+  // of m rows cost more than one call of m·R rows. Forced fused against unfused on shm, AMD
+  // EPYC Zen 4 (x_unfused, below 1 fused is slower), W = 2: 8-16 rows per rank 0.79-0.90
+  // (bf16, fp32: k = 512 or 1024, n = 64 or 256), 32-2048 rows 0.94-1.03; W = 4: 0.77-0.90 at
+  // 8-16 rows, 0.95-1.06 at 64-256; W = 8, 64 rows, 0.98-1.01. Not the direct kernel's
+  // few-row blocks (direct_blocks: measured to pay) nor the quantized op (codes staged as
+  // they arrive: the demo's A8W8 row 1.05-1.10x); over MPI bytes move while this rank
+  // computes (4096 x 4096 x 64 bf16 over TCP: fused 0.79x the unfused time).
+  if (fused.not_preferred.empty() && p.world_size > 1 && !p.quant.quantized() && !direct &&
+      !transport.overlaps_compute())
+    fused.not_preferred = detail::cat(
+        "on ", transport.name(),
+        " the core that copies a peer's block also multiplies it: nothing overlaps, and ",
+        p.world_size, " GEMMs of ", p.m, " rows cost more than one of ", rows);
   const std::vector<AlgorithmEntry> list{fused, {"unfused", ""}};
   plan.schedule = static_cast<AllGatherMatmulSchedule>(choose_algorithm(
       kAllGatherMatmulOp,
