@@ -187,6 +187,7 @@ TEST(Cli, BadValuesAreUsageErrorsNamingOptionAndValue) {
       {{"bench", "all-reduce", "--transport", "tcp"}, "--transport", "tcp"},
       {{"bench", "all-gather-matmul", "--m", "1k"}, "--m", "1k"},
       {{"bench", "all-gather-matmul", "--comm-turn", "65"}, "--comm-turn", "65"},
+      {{"bench", "all-gather-matmul", "--gather-output", "2"}, "--gather-output", "2"},
       {{"bench", "matmul-all-reduce", "--k", ""}, "--k", ""},
       {{"bench", "alltoall-quant-matmul", "--bs", "12abc"}, "--bs", "12abc"},
       {{"bench", "alltoall-quant-matmul", "--combo", "a8w8"}, "--combo", "a8w8"},
@@ -222,6 +223,8 @@ TEST(Cli, UnknownOptionsAndMisplacedOnesAreUsageErrors) {
       {{"bench", "no-such-bench"}, "unknown benchmark 'no-such-bench'"},
       {{"bench", "all-reduce", "-b", "8K", "-e", "4K"}, "-b 8192 is larger than -e 4096"},
       {{"bench", "all-gather-matmul", "-n", "3", "--m", "64"}, "--m 64 is not a multiple of -n 3"},
+      {{"bench", "matmul-reduce-scatter", "--gather-output", "0"},
+       "--gather-output 0 is for all-gather-matmul only"},
       {{"launch", "--bogus", "-n", "2", "true"}, "unknown option '--bogus'"},
   };
   for (const auto& c : cases) {

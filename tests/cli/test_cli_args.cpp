@@ -91,7 +91,8 @@ TEST(CliArgs, WorkerArgumentsRoundTrip) {
        "--iters=7", "--json", "out.json", "--dtype", "bfloat16"},
       {"matmul-reduce-scatter", "-n4", "--m", "64", "--k", "128", "--n", "32", "--comm-turn", "3",
        "--trace", "t.json"},
-      {"all-gather-matmul", "-n", "3", "--m", "6", "--transport", "mpi", "--netns", "cf-a,cf_b"},
+      {"all-gather-matmul", "-n", "3", "--m", "6", "--transport", "mpi", "--netns", "cf-a,cf_b",
+       "--gather-output", "0", "--packed-x2", "1"},
       {"alltoall-quant-matmul", "--bs", "64", "--h", "6", "--combo", "a4w4", "--dtype", "float16"},
       {"quant-reduce-scatter", "--scales", "mx", "--dtype", "float8_e5m2", "--out-dtype",
        "bfloat16", "-b", "8K", "-e", "8K"},
@@ -119,12 +120,16 @@ TEST(CliArgs, WorkerArgumentsRoundTrip) {
     EXPECT_EQ(b.k, a.k);
     EXPECT_EQ(b.n, a.n);
     EXPECT_EQ(b.comm_turn, a.comm_turn);
+    EXPECT_EQ(b.gather_output, a.gather_output);
+    EXPECT_EQ(b.packed_x2, a.packed_x2);
     EXPECT_EQ(b.bs, a.bs);
     EXPECT_EQ(b.h, a.h);
     EXPECT_EQ(b.combo, a.combo);
     EXPECT_EQ(b.scales, a.scales);
     EXPECT_EQ(b.out_dtype, a.out_dtype);
   }
+  EXPECT_EQ(parse_bench_options(inputs[2]).gather_output, 0);
+  EXPECT_EQ(parse_bench_options(inputs[1]).gather_output, 1);  // the default
   const BenchOptions g = parse_bench_options(inputs[0]);
   EXPECT_EQ(g.min_bytes, 1536u);
   EXPECT_EQ(g.max_bytes, 3u << 20);

@@ -539,23 +539,30 @@ void check_algorithms(commfuse::Comm& comm) {
             commfuse::TensorView(t + tk + tk * tn + R * tn, DType::kBFloat16, {R, tk}))
             .schedule_name();
     // 128-row bf16 blocks, x2 in cache: multiplied on arrival where bytes move while a rank
-    // computes (MPI); on shm, whose ranks copy the blocks themselves, the unfused composition.
-    {
+    // computes (MPI); on shm, whose ranks copy the blocks themselves, only without gather_out
+    // (then fused keeps each peer's block in cache): with it, the unfused composition.
+    for (const bool gather_output : {true, false}) {
       const int64_t mk = 512, mn = 256, mm = 128;
       std::vector<uint16_t> mid(static_cast<size_t>(mm * mk + mk * mn + R * mm * (mn + mk)), 0);
       uint16_t* q = mid.data();
+      commfuse::AllGatherMatmulOptions options;
+      options.gather_output = gather_output;
       const std::string mid_got =
           commfuse::AllGatherMatmulPlan(
               commfuse::TensorView(q, DType::kBFloat16, {mm, mk}),
               commfuse::TensorView(q + mm * mk, DType::kBFloat16, {mk, mn}), comm.name(), R,
               commfuse::TensorView(q + mm * mk + mk * mn, DType::kBFloat16, {R * mm, mn}),
-              commfuse::TensorView(q + mm * mk + mk * mn + R * mm * mn, DType::kBFloat16,
-                                   {R * mm, mk}))
+              gather_output ? commfuse::TensorView(q + mm * mk + mk * mn + R * mm * mn,
+                                                   DType::kBFloat16, {R * mm, mk})
+                            : commfuse::TensorView(),
+              options)
               .schedule_name();
-      const bool overlaps = comm.impl().transport().overlaps_compute();
-      EXPECT(mid_got == std::string(overlaps ? "fused" : "unfused"),
-             "all_gather_matmul 128 rows/rank x 512 x 256 bf16 over %s: schedule %s, expected %s",
-             comm.impl().transport().name(), mid_got.c_str(), overlaps ? "fused" : "unfused");
+      const bool fused_wanted = comm.impl().transport().overlaps_compute() || !gather_output;
+      EXPECT(mid_got == std::string(fused_wanted ? "fused" : "unfused"),
+             "all_gather_matmul 128 rows/rank x 512 x 256 bf16 over %s, gather_output %d: "
+             "schedule %s, expected %s",
+             comm.impl().transport().name(), gather_output ? 1 : 0, mid_got.c_str(),
+             fused_wanted ? "fused" : "unfused");
     }
     const int32_t fused = tiny_got == "fused" ? 1 : 0;
     int32_t fused_ranks = 0;

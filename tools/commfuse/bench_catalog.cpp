@@ -219,6 +219,11 @@ constexpr BenchOptionSpec kOptions[] = {
      "alltoall-quant-matmul a16w8 and a16w4); the alltoall benchmarks' 16-bit path's x2 is packed "
      "too",
      set_integer<&BenchOptions::packed_x2, 0, 1>, get_integer<&BenchOptions::packed_x2>},
+    {"", "--gather-output", "G", kFusedMatmul, "1",
+     "all-gather-matmul: 1 = the op also returns the gathered x1 (gather_out), 0 = it does not "
+     "(gather_output false: the fused schedule may multiply the peers' rows where they are); the "
+     "unfused composition gathers into a buffer of its own either way",
+     set_integer<&BenchOptions::gather_output, 0, 1>, get_integer<&BenchOptions::gather_output>},
     {"", "--dtype", "T", kFusedMatmul, "float32",
      "x1, x2 and output: float32, float16 or bfloat16; or quantized x1 and x2 (SPEC §6) int8, "
      "float8_e4m3fn, float8_e5m2, hifloat8, bfloat16 output, timed against the op's unfused "

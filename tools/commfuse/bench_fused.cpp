@@ -201,21 +201,24 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
   Workspace workspace;
   Bytes gemm_out;
   std::string schedule, plan_description;  // the algorithm the fused op's plan chose
+  // --gather-output 0: no gather_out (gather_output false takes an absent tensor).
+  const TensorView gather_view =
+      o.gather_output != 0 ? TensorView(gathered.data(), t, {o.m, k}) : TensorView();
   if (o.op == "all-gather-matmul") {
     AllGatherMatmulOptions opt;
     opt.comm_turn = o.comm_turn;
     opt.packed_x2 = packed.get();
-    auto plan = std::make_shared<AllGatherMatmulPlan>(
-        TensorView(x1.data(), t, {m, k}), x2v, name, R, TensorView(out.data(), t, {o.m, n}),
-        TensorView(gathered.data(), t, {o.m, k}), opt);
+    opt.gather_output = o.gather_output != 0;
+    auto plan = std::make_shared<AllGatherMatmulPlan>(TensorView(x1.data(), t, {m, k}), x2v, name,
+                                                      R, TensorView(out.data(), t, {o.m, n}),
+                                                      gather_view, opt);
     workspace.resize(plan->workspace_size());
     schedule = plan->schedule_name();
     plan_description = plan->description();
     c.fused = [&, plan] { plan->execute(workspace.data(), plan->workspace_size()); };
     c.call = [&, x2v, opt] {
       all_gather_matmul(TensorView(x1.data(), t, {m, k}), x2v, name, R,
-                        TensorView(out.data(), t, {o.m, n}),
-                        TensorView(gathered.data(), t, {o.m, k}), opt);
+                        TensorView(out.data(), t, {o.m, n}), gather_view, opt);
     };
     const BenchGemm gemm(kernels::cpu::dense_matmul_desc(o.m, k, n, t), prepacked_b);
     c.gemm = [&, gemm] { gemm(gathered_u.data(), x2.data(), out_unfused.data()); };
@@ -295,7 +298,7 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
               vs_unfused = check_pair(out, out_unfused, t, ref.acc_tol),
               mpi_vs_unfused = check_pair(out_mpi, out_unfused, t, ref.acc_tol);
   uint64_t gather_wrong = 0;
-  if (o.op == "all-gather-matmul") {
+  if (o.op == "all-gather-matmul" && o.gather_output != 0) {
     const size_t block = static_cast<size_t>(m * k) * es;
     for (int r = 0; r < R; ++r) {
       const Bytes want = random_matrix(static_cast<size_t>(m * k), t, 1 + r);
@@ -358,6 +361,8 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
     // Which algorithm the fused op ran: where its list chose "unfused", the fused column
     // times the library's own composition, not fusion.
     std::printf("# fused op's schedule: %s (%s)\n", schedule.c_str(), plan_description.c_str());
+    if (o.gather_output == 0)
+      std::printf("# --gather-output 0: the op returns no gather_out (gather_output false)\n");
     if (packed)
       std::printf("# --packed-x2 1: every variant's x2 packed once, before the timed calls: %s\n",
                   packed->description().c_str());
@@ -368,16 +373,19 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
                 unfused, unfused_mpi, gemm, c.flops / fused / 1e6, unfused / fused,
                 unfused_mpi / fused, fused / gemm, exposed,
                 static_cast<unsigned long long>(total_wrong));
+    const std::string gather_check = o.gather_output != 0
+                                         ? std::to_string(all_wrong[3]) + " gather_out elements"
+                                         : "no gather_out (--gather-output 0)";
     std::printf(
         "# max |fused - unfused| = %.3g (oneDNN's fp32 summation order may differ by "
         "block shape; inf: a NaN)\n"
         "# #wrong (all ranks): %llu of %zu sampled rows' elements vs float64, %llu fused vs "
-        "unfused, %llu OpenMPI variant vs unfused, %llu gather_out elements, %llu sampled "
+        "unfused, %llu OpenMPI variant vs unfused, %s, %llu sampled "
         "elements of the last timed call's output vs float64\n",
         worst_diff, static_cast<unsigned long long>(all_wrong[0]), ref.rows.size() * n * R,
         static_cast<unsigned long long>(all_wrong[1]),
-        static_cast<unsigned long long>(all_wrong[2]),
-        static_cast<unsigned long long>(all_wrong[3]), static_cast<unsigned long long>(late_wrong));
+        static_cast<unsigned long long>(all_wrong[2]), gather_check.c_str(),
+        static_cast<unsigned long long>(late_wrong));
     std::printf("# the one-call C++ function (plan + workspace + execute each call): %.1f us\n\n",
                 call);
     if (json)

@@ -74,6 +74,9 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args, bool inte
     if (o.family == kFusedMatmul) {
       multiple("--m", o.m);
       if (o.op != "all-gather-matmul") multiple("--k", o.k);  // each rank holds k/W of x1
+      if (o.op != "all-gather-matmul" && o.gather_output != 1)
+        throw UsageError("--gather-output 0 is for all-gather-matmul only (" + o.op +
+                         " gathers no x1)");
     }
     if (!o.netns.empty() && o.transport != "mpi")
       throw UsageError("--netns needs --transport mpi (shared memory does not cross a network)");

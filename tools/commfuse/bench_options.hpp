@@ -36,12 +36,13 @@ struct BenchOptions {
   std::string json;  // --json FILE: one JSON object per row
   int port = 0;      // bench-worker only: bootstrap port chosen by the parent
   // Fused matmul benchmarks (all-gather-matmul, matmul-reduce-scatter, matmul-all-reduce).
-  int64_t m = 0;          // --m: global rows (all-gather-matmul: m·R, the gathered rows)
-  int64_t k = 0;          // --k: total k (matmul-*: each rank holds k/R columns of x1)
-  int64_t n = 0;          // --n
-  int64_t comm_turn = 0;  // --comm-turn
-  int64_t packed_x2 = 0;  // --packed-x2: 1 = x2 packed once ahead (PackedWeight)
-  std::string trace;      // --trace FILE: COMMFUSE_TRACE for the fused op
+  int64_t m = 0;              // --m: global rows (all-gather-matmul: m·R, the gathered rows)
+  int64_t k = 0;              // --k: total k (matmul-*: each rank holds k/R columns of x1)
+  int64_t n = 0;              // --n
+  int64_t comm_turn = 0;      // --comm-turn
+  int64_t packed_x2 = 0;      // --packed-x2: 1 = x2 packed once ahead (PackedWeight)
+  int64_t gather_output = 1;  // --gather-output: 0 = all-gather-matmul returns no gather_out
+  std::string trace;          // --trace FILE: COMMFUSE_TRACE for the fused op
   // --netns NS[,NS...]: rank r runs in network namespace NS[r % count] (`ip netns exec`),
   // --transport mpi only; the parent's concern, ignored by the workers.
   std::vector<std::string> netns;

@@ -157,21 +157,36 @@ AllGatherMatmulPlanData plan_all_gather_matmul(AllGatherMatmulProblem problem) {
     fused.not_preferred = detail::cat("it would stage all ", rows,
                                       " rows and multiply them in one GEMM after the last block "
                                       "arrives: nothing to overlap");
-  // Blocks multiplied on arrival where the rank's own core moves the bytes (shm: a peer's
-  // block is read by the core that then multiplies it): nothing overlaps, and R GEMM calls
-  // of m rows cost more than one call of m·R rows. Forced fused against unfused on shm, AMD
-  // EPYC Zen 4 (x_unfused, below 1 fused is slower), W = 2: 8-16 rows per rank 0.79-0.90
-  // (bf16, fp32: k = 512 or 1024, n = 64 or 256), 32-2048 rows 0.94-1.03; W = 4: 0.77-0.90 at
-  // 8-16 rows, 0.95-1.06 at 64-256; W = 8, 64 rows, 0.98-1.01. Not the direct kernel's
-  // few-row blocks (direct_blocks: measured to pay) nor the quantized op (codes staged as
-  // they arrive: the demo's A8W8 row 1.05-1.10x); over MPI bytes move while this rank
-  // computes (4096 x 4096 x 64 bf16 over TCP: fused 0.79x the unfused time).
-  if (fused.not_preferred.empty() && p.world_size > 1 && !p.quant.quantized() && !direct &&
-      !transport.overlaps_compute())
-    fused.not_preferred = detail::cat(
-        "on ", transport.name(),
-        " the core that copies a peer's block also multiplies it: nothing overlaps, and ",
-        p.world_size, " GEMMs of ", p.m, " rows cost more than one of ", rows);
+  // Where the rank's own core moves the bytes (shm: a peer's block is read by the core that
+  // then multiplies it) nothing overlaps; what fused can save is memory traffic: without
+  // gather_out it multiplies each peer's block from a small piece that stays in cache (or its
+  // slot), where the unfused all_gather lands all m·R rows in the workspace and the GEMM reads
+  // them back. With gather_out every row lands there anyway, and small blocks cost R GEMM
+  // calls (and a per-call pack of x2) where one would do. Forced fused / forced unfused on
+  // shm, AMD EPYC Zen 4, W = 2 (x_unfused, below 1 fused is slower): with gather_out, 8-16
+  // rows per rank 0.79-0.90 (bf16, fp32; k = 512 or 1024, n = 64 or 256), 32-2048 rows
+  // 0.94-1.03, W = 4 0.77-0.90 at 8-16 rows; without, 8-16 rows 0.79-1.02, 32 rows
+  // 0.98-1.02, 64-1024 rows 0.96-1.13 (8 of 9 faster). The quantized op (A8W8, k = 1024,
+  // n = 256) gains nothing either way: with gather_out 0.84-0.88 at 8-16 rows, 0.97 at 64-256;
+  // without, 0.85 at 16 rows, 0.93-1.09 at 64-256. Not the direct kernel's few-row blocks
+  // (direct_blocks: measured to pay); over MPI bytes move while this rank computes (4096 x
+  // 4096 x 64 bf16 over TCP: fused 0.79x the unfused time).
+  if (fused.not_preferred.empty() && p.world_size > 1 && !direct && !transport.overlaps_compute()) {
+    if (p.gather_out != nullptr)
+      fused.not_preferred = detail::cat(
+          "on ", transport.name(),
+          " the core that copies a peer's block also multiplies it, and with gather_out every "
+          "row is copied anyway: nothing to save");
+    else if (p.quant.quantized())
+      fused.not_preferred = detail::cat(
+          "on ", transport.name(),
+          " the core that copies a peer's codes also multiplies them: nothing overlaps");
+    else if (p.m < kShmMinArrivalRows)
+      fused.not_preferred =
+          detail::cat("on ", transport.name(), ", blocks of ", p.m, " rows: ", p.world_size,
+                      " GEMM calls cost more than one of ", rows, " (fused pays from ",
+                      kShmMinArrivalRows, " rows)");
+  }
   const std::vector<AlgorithmEntry> list{fused, {"unfused", ""}};
   plan.schedule = static_cast<AllGatherMatmulSchedule>(choose_algorithm(
       kAllGatherMatmulOp,

@@ -104,6 +104,9 @@ struct AllGatherMatmulPlanData {
 inline constexpr int64_t kCachedX2Bytes = 2 << 20;
 inline constexpr int64_t kMaxGemmRows = 8192;
 inline constexpr int64_t kMinBlockRows = 8;
+// On shm without gather_out, blocks of at least this many rows per rank are multiplied on
+// arrival; smaller ones (and any with gather_out) take the unfused composition (plan.cpp).
+inline constexpr int64_t kShmMinArrivalRows = 64;
 // With at least kCrowdedRanksPerCore ranks per core and rank blocks (m·k·n) under
 // kCrowdedMinBlockMacs multiply-adds, the list prefers the unfused composition (plan.cpp).
 inline constexpr int kCrowdedRanksPerCore = 4;
