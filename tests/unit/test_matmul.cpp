@@ -365,6 +365,8 @@ TEST(Matmul, FewRowsWithoutANativeKernelReadSixteenBitInPlace) {
         } else if (!native && m <= cpu::kSmallMRows) {  // widened where the kernel applies
           EXPECT_FALSE(cpu::direct_beats_widening(t, m, k, n, true)) << text;
           EXPECT_LE(k * n, 1024 * 1024) << text;
+          EXPECT_NE(text.find("fp32 faster than the direct kernel here"), std::string::npos)
+              << text;
         }
         if (!native && k == 2048 && m <= cpu::kSmallMRows) {
           EXPECT_TRUE(small) << text;

@@ -391,14 +391,16 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
     if (json)
       std::fprintf(json,
                    "{\"op\":\"%s\",\"transport\":\"%s\",\"world_size\":%d,\"dtype\":\"%s\","
-                   "\"m\":%lld,\"k\":%lld,\"n\":%lld,\"comm_turn\":%lld,\"fused_us\":%.3f,"
+                   "\"m\":%lld,\"k\":%lld,\"n\":%lld,\"comm_turn\":%lld,\"gather_output\":%lld,"
+                   "\"fused_us\":%.3f,"
                    "\"unfused_us\":%.3f,\"unfused_mpi_us\":%.3f,\"gemm_alone_us\":%.3f,"
                    "\"call_us\":%.3f,\"tflops\":%.4f,\"exposed_comm\":%s,\"max_diff\":%s,"
                    "\"wrong\":%llu,\"schedule\":\"%s\"}\n",
                    o.op.c_str(), comm.transport_name(), R, o.dtype.c_str(),
                    static_cast<long long>(o.m), static_cast<long long>(o.k),
-                   static_cast<long long>(o.n), static_cast<long long>(o.comm_turn), fused, unfused,
-                   unfused_mpi, gemm, call, c.flops / fused / 1e6,
+                   static_cast<long long>(o.n), static_cast<long long>(o.comm_turn),
+                   static_cast<long long>(o.gather_output), fused, unfused, unfused_mpi, gemm, call,
+                   c.flops / fused / 1e6,
                    std::isfinite(exposed) ? std::to_string(exposed).c_str() : "null",
                    json_number(worst_diff).c_str(), static_cast<unsigned long long>(total_wrong),
                    schedule.c_str());

@@ -94,6 +94,7 @@ HalfGemmModel measure(DType t) {
                              kProbeRuns);
   else
     m.direct_macs_per_ns = measure_direct_macs_per_ns(t);
+  m.probe_threads = std::max(1, compute_threads());
   m.f32_macs_per_ns =
       macs /
       best_probe_ns([&] { matmul(*f32, a32.data(), b32.data(), nullptr, c32.data()); }, kProbeRuns);
@@ -179,10 +180,17 @@ bool direct_beats_widening(DType t, int64_t m, int64_t k, int64_t n, bool narrow
   // The probe widened and multiplied a b of kProbeK x kProbeN (4 MiB as fp32) in cache. A
   // larger b is widened to memory and read back from it, which the rates do not see: fp16
   // 16 x 4096 x 4096 (AMD EPYC Zen 4) ran 16-21 ms widened against 14.3-14.8 direct.
-  if (k * n > kProbeK * kProbeN) return true;
+  if (k <= 0 || n <= 0 || k > kProbeK * kProbeN / n) return true;
   const double macs = static_cast<double>(m) * static_cast<double>(k) * static_cast<double>(n);
   const double widened = estimate(mo, m, k, n, narrow_c).widened;
-  return !(widened < kWidenMargin * macs / mo.direct_macs_per_ns);
+  // The direct kernel splits its work over column tiles only (small_m_gemm.cpp): with
+  // several compute threads its rate scales with the tiles that n and the probe's n give.
+  auto busy = [&](int64_t cols) {
+    return static_cast<double>(
+        std::min<int64_t>(mo.probe_threads, (cols + kSmallMColumnTile - 1) / kSmallMColumnTile));
+  };
+  const double direct_rate = mo.direct_macs_per_ns * busy(n) / busy(kFewN);
+  return !(widened < kWidenMargin * macs / direct_rate);
 }
 
 bool widening_pays(DType t, int64_t m, int64_t k, int64_t n, bool narrow_c) {

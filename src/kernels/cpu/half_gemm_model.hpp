@@ -25,7 +25,8 @@ struct HalfGemmModel {
   // No native kernel: the direct kernel's rate (small_m_gemm.hpp) on kDirectProbeM rows, the
   // alternative to widening for up to kSmallMRows rows (0: not measured, pinned or native).
   double direct_macs_per_ns = 0;
-  std::string forced;  // COMMFUSE_HALF_GEMM when not "auto"
+  int probe_threads = 1;  // the compute threads the probes ran with
+  std::string forced;     // COMMFUSE_HALF_GEMM when not "auto"
 };
 
 // The direct kernel's probe rows (no native kernel): mid-range of the rows it may take, past
@@ -69,7 +70,7 @@ bool widening_pays(DType t, int64_t m, int64_t k, int64_t n, bool narrow_c);
 // reads every b value once per row, widening converts b once: past a few rows, the faster
 // fp32 kernel repays the conversion. The break-even used to be a constant (kSmallMRows, near
 // 2·16 rows on an AVX2 Intel without FMA in the loop); on an AMD EPYC Zen 4 fp16 16 x 512 x 64
-// took 18.9 us direct against about 11 widened. True where nothing was measured (pinned) and
+// took 18.9 us direct against 12.7 widened. True where nothing was measured (pinned) and
 // for a b larger than the probe's (widened to memory, not in cache as measured).
 bool direct_beats_widening(DType t, int64_t m, int64_t k, int64_t n, bool narrow_c);
 

@@ -247,6 +247,8 @@ std::shared_ptr<const MatmulPlan> create_plan(const MatmulDesc& d, int threads) 
          direct_beats_widening(d.a_dtype, d.m, d.k, d.n, d.c_dtype != DType::kFloat32))) {
       plan_small_m(d, *plan);
     } else {
+      if (small_m_gemm_applies(d))
+        plan->widen_reason = "no native kernel; fp32 faster than the direct kernel here";
       plan_widened(d, *plan);
     }
   } else if (d.a_dtype == DType::kFloat32 && use_openblas(d, threads)) {

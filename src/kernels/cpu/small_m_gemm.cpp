@@ -13,7 +13,7 @@ namespace {
 // Columns per tile and k per block: a block of b widened to fp32 (kDepth x kTile floats,
 // 128 KiB) stays in L2 while every row of a is multiplied with it; the m x kTile fp32
 // accumulators stay in L1.
-constexpr int64_t kTile = 128;
+constexpr int64_t kTile = kSmallMColumnTile;
 constexpr int64_t kDepth = 256;
 constexpr int kLanes = 8;  // partial sums of a dot product (transposed b)
 // bf16 rows up to this many multiply b widened in registers (micro_tiles_pairs) rather than

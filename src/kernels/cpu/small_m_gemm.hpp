@@ -20,6 +20,8 @@ namespace commfuse::kernels::cpu {
 // Rows up to which plan_matmul uses this kernel instead of widening 16-bit operands for
 // oneDNN's fp32 GEMM (break-even measured near 2·16 rows on AVX2 without FMA in the loop).
 inline constexpr int64_t kSmallMRows = 32;
+// Columns of b per tile: the unit the kernel's compute threads split (small_m_gemm.cpp).
+inline constexpr int64_t kSmallMColumnTile = 128;
 
 // Whether desc is one this kernel runs: 16-bit a and b, 1 <= m <= kSmallMRows, no
 // accumulate. (The caller decides whether to prefer it: only without a native kernel.)

@@ -38,6 +38,8 @@ AllGatherMatmulPlan::AllGatherMatmulPlan(const TensorView& x1, const TensorView&
             auto plan = ops::plan_all_gather_matmul_cached(std::move(problem));
             plan.signature =
                 ops::matmul_signature(ops::kAllGatherMatmulOp, plan.problem, plan.schedule);
+            // The algorithm list reads it on shm (plan.cpp), so every rank must pass it alike.
+            plan.signature.add("gather_output", plan.problem.gather_out != nullptr ? 1 : 0);
             return ops::make_plan(std::move(plan));
           })) {}
 

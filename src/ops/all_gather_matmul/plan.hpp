@@ -104,8 +104,9 @@ struct AllGatherMatmulPlanData {
 inline constexpr int64_t kCachedX2Bytes = 2 << 20;
 inline constexpr int64_t kMaxGemmRows = 8192;
 inline constexpr int64_t kMinBlockRows = 8;
-// On shm without gather_out, blocks of at least this many rows per rank are multiplied on
-// arrival; smaller ones (and any with gather_out) take the unfused composition (plan.cpp).
+// On shm, the list prefers the fused schedule (its blocks multiplied on arrival where x2
+// stays in cache) only without gather_out, for a non-quantized op, and from this many rows
+// per rank; else the unfused composition (plan.cpp), the direct kernel's few-row blocks aside.
 inline constexpr int64_t kShmMinArrivalRows = 64;
 // With at least kCrowdedRanksPerCore ranks per core and rank blocks (m·k·n) under
 // kCrowdedMinBlockMacs multiply-adds, the list prefers the unfused composition (plan.cpp).
