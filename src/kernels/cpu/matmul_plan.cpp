@@ -242,15 +242,16 @@ std::shared_ptr<const MatmulPlan> create_plan(const MatmulDesc& d, int threads) 
                                                              : "no native kernel";
     // Few rows without a native kernel: direct or widened, by this machine's rates (a
     // forced path, as the few-rows probe's, keeps the direct kernel).
-    if (small_m_gemm_applies(d) &&
-        (d.half_path != HalfPath::kAuto ||
-         direct_beats_widening(d.a_dtype, d.m, d.k, d.n, d.c_dtype != DType::kFloat32))) {
+    const bool few = small_m_gemm_applies(d);
+    const bool direct_few =
+        few && (d.half_path != HalfPath::kAuto ||
+                direct_beats_widening(d.a_dtype, d.m, d.k, d.n, d.c_dtype != DType::kFloat32));
+    if (few && !direct_few)
+      plan->widen_reason = "no native kernel; fp32 faster than the direct kernel here";
+    if (direct_few)
       plan_small_m(d, *plan);
-    } else {
-      if (small_m_gemm_applies(d))
-        plan->widen_reason = "no native kernel; fp32 faster than the direct kernel here";
+    else
       plan_widened(d, *plan);
-    }
   } else if (d.a_dtype == DType::kFloat32 && use_openblas(d, threads)) {
     plan->openblas = true;
     plan->impl = "openblas:sgemm";
