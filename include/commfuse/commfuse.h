@@ -101,7 +101,8 @@ commfuseStatus_t commfuseCommRank(commfuseComm_t comm, int* rank);
 commfuseStatus_t commfuseCommSize(commfuseComm_t comm, int* worldSize);
 
 /* Whether calls can still run on comm (NCCL's ncclCommGetAsyncError): *usable is 1, or 0
- * after a transport failure (a dead or stalled peer, a timeout, calls out of step, or
+ * after a transport failure (a dead or stalled peer, a timeout, calls out of step, i.e.
+ * different call counts or different operators at one call, or
  * commfuseCommAbort); the reason is then in commfuseGetLastErrorMessage(). A rejected call
  * (bad arguments on any rank) or ranks passing different shapes leave it usable. */
 commfuseStatus_t commfuseCommIsUsable(commfuseComm_t comm, int* usable);

@@ -135,7 +135,8 @@ class Comm {
   // every rank, or on some (their peers' call then fails with RuntimeFailure naming the
   // rejecting rank and its message) — or ranks passing different arguments leave the
   // communicator usable; a dead or stalled peer, a timeout, or ranks whose calls went out
-  // of step make it unusable, and every later call fails at once with RuntimeFailure.
+  // of step (different call counts, or different operators at one call) make it unusable,
+  // and every later call fails at once with RuntimeFailure.
   bool usable() const;
   // Why it is unusable; empty while usable.
   std::string failure() const;

@@ -106,10 +106,15 @@ void fail_call(const char* op, int rank, const std::vector<PeerCall>& all) {
     const PeerCall& t = all[r];
     if (r == rank || same_call(mine, t)) continue;
     const std::string theirs = call_name(t), ours = call_name(mine);
+    // Different operators at the same call number: a rank skipped or added a call. Unlike
+    // different arguments to one operator, that stays so: the next calls would pair one
+    // rank's call i with another's i + 1 and succeed with wrong data.
     if (theirs != ours)
-      throw CallFailed(detail::cat(me, "rank ", r, " called ", theirs, " but rank ", rank,
-                                   " called ", ours,
-                                   " (every rank must call the same operators in the same order)"));
+      detail::throw_status(
+          Status::kRuntimeError,
+          detail::cat(me, "rank ", r, " called ", theirs, " but rank ", rank, " called ", ours,
+                      " (every rank must call the same operators in the same order; the "
+                      "ranks' calls went out of step; the communicator is unusable)"));
     if (sig != nullptr && !(*t.sig == *mine.sig))
       for (int i = 0; i < sig->nfields; ++i)
         if (t.sig->values[i] != mine.sig->values[i])

@@ -284,7 +284,8 @@ inline bool same_call(const PeerCall& mine, const PeerCall& theirs) {
 }
 
 // Called when some rank's descriptor differs from this rank's (all[rank] is mine): throws
-// RuntimeFailure (fatal: a failed peer, a different number of calls) or CallFailed (a
+// RuntimeFailure (fatal: a failed peer, a different number of calls, different operators
+// at the same call: the ranks' calls went out of step) or CallFailed (a
 // peer's rejection, naming the first rejecting rank and its message; or the first argument
 // on which two ranks disagree, with both values).
 [[noreturn]] void fail_call(const char* op, int rank, const std::vector<PeerCall>& all);

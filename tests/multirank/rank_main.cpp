@@ -3,7 +3,8 @@
 // bitwise against values computed locally, prints "rank R: <case> OK" and exits 0, or
 // prints what went wrong and exits 1.
 //
-//   commfuse_rank_tests collectives | many_ops | kill_peer | mismatch | bad_arg | c_api |
+//   commfuse_rank_tests collectives | many_ops | kill_peer | mismatch | out_of_step |
+//                       bad_arg | c_api |
 //                       streams | stream_mismatch | dtype_reject | late_rank | abort_thread |
 //                       abort_stream | abort_idle | stage_oom | two_threads |
 //                       two_comms_threads | fork_child | slow_peer | stage_overlap |
@@ -683,8 +684,8 @@ int case_fork_child(commfuse::Comm& c) {
 
 // Calls that fail at the descriptor check with blocks too large for a descriptor message:
 // over MPI those go right after it, before the check (EarlySend, mpi_transport.hpp), so the
-// failed call left them on the wire. Rank 1 disagrees each time (a count, the collective,
-// a barrier, a rejected argument); every rank must fail the call, stay usable, and then get
+// failed call left them on the wire. Rank 1 disagrees each time (a count, a rejected
+// argument); every rank must fail the call, stay usable, and then get
 // the right blocks from a matching all_to_all and all_gather, not the failed call's.
 // Blocks of n float32: 64 KiB go as two eager messages (left undrained, the next call
 // received them), 256 KiB by rendezvous (left undrained, the failed call's sends hung).
@@ -695,20 +696,6 @@ void expect_large_mismatches_recovered(commfuse::Comm& c, size_t n) {
   const std::pair<const char*, std::function<void()>> calls[] = {
       {"all_gather of another count",
        [&] { c.all_gather(src.data(), dst.data(), odd ? n + 64 : n, DType::kFloat32); }},
-      {"all_gather against all_to_all",
-       [&] {
-         if (odd)
-           c.all_to_all(src.data(), dst.data(), n, DType::kFloat32);
-         else
-           c.all_gather(src.data(), dst.data(), n, DType::kFloat32);
-       }},
-      {"all_to_all against a barrier",
-       [&] {
-         if (odd)
-           c.barrier();
-         else
-           c.all_to_all(src.data(), dst.data(), n, DType::kFloat32);
-       }},
       {"all_to_all with a null source on rank 1",
        [&] { c.all_to_all(odd ? nullptr : src.data(), dst.data(), n, DType::kFloat32); }},
   };
@@ -864,6 +851,73 @@ int case_mismatch(commfuse::Comm& c) {
     EXPECT(std::strstr(e.what(), "rank 1") != nullptr, "does not name rank 1: %s", e.what());
   }
   EXPECT(!fresh->usable(), "usable after a failed barrier");
+  return 0;
+}
+
+// One rank calls another operator than its peers at the same call (one call too many, or
+// one skipped): every rank fails that call naming both operators, and the communicator
+// becomes unusable. Were it left usable, after an extra barrier on rank 0 the next
+// all_reduce would pair rank 0's call i with the peers' call i + 1 and succeed with a wrong
+// sum; the call numbers still agree, so only the operators tell. Each case on a fresh
+// communicator; the large ones with blocks that MPI sends right after the descriptors
+// (EarlySend: 64 KiB blocks as two eager messages, 256 KiB by rendezvous), which the
+// processes must still exit with, unmatched.
+int case_out_of_step(commfuse::Comm& c) {
+  using Clock = std::chrono::steady_clock;
+  const bool odd = c.rank() == 1;
+  const size_t big = 65536, mid = 16384;
+  std::vector<float> src(static_cast<size_t>(c.world_size()) * big, 1.0f), dst(src.size());
+  const std::pair<const char*, std::function<void(commfuse::Comm&)>> cases[] = {
+      {"a barrier against an all_reduce",
+       [&](commfuse::Comm& t) {
+         if (odd)
+           t.barrier();
+         else
+           t.all_reduce(src.data(), dst.data(), 256, DType::kFloat32);
+       }},
+      {"an all_to_all of 256 KiB blocks against an all_gather",
+       [&](commfuse::Comm& t) {
+         if (odd)
+           t.all_to_all(src.data(), dst.data(), big, DType::kFloat32);
+         else
+           t.all_gather(src.data(), dst.data(), big, DType::kFloat32);
+       }},
+      {"a barrier against an all_to_all of 64 KiB blocks",
+       [&](commfuse::Comm& t) {
+         if (odd)
+           t.barrier();
+         else
+           t.all_to_all(src.data(), dst.data(), mid, DType::kFloat32);
+       }},
+  };
+  for (const auto& [what, call] : cases) {
+    auto fresh = second_comm(c);
+    fresh->all_reduce(src.data(), dst.data(), 256, DType::kFloat32);
+    try {
+      call(*fresh);
+      EXPECT(false, "rank %d: %s: no error", c.rank(), what);
+    } catch (const commfuse::RuntimeFailure& e) {
+      std::printf("rank %d: %s: got expected RUNTIME_ERROR: %s\n", c.rank(), what, e.what());
+      EXPECT(std::strstr(e.what(), "rank 1 called") != nullptr ||
+                 std::strstr(e.what(), "but rank 1 called") != nullptr,
+             "rank %d: %s: '%s' does not name rank 1's operator", c.rank(), what, e.what());
+      EXPECT(std::strstr(e.what(), "out of step") != nullptr,
+             "rank %d: %s: '%s' does not say the calls went out of step", c.rank(), what, e.what());
+    }
+    EXPECT(!fresh->usable(), "rank %d: still usable after %s", c.rank(), what);
+    const auto start = Clock::now();
+    try {
+      fresh->all_reduce(src.data(), dst.data(), 256, DType::kFloat32);
+      EXPECT(false, "rank %d: an all_reduce after %s succeeded (sum %g)", c.rank(), what, dst[0]);
+    } catch (const commfuse::RuntimeFailure& e) {
+      const double s = std::chrono::duration<double>(Clock::now() - start).count();
+      EXPECT(s < 3.0, "rank %d: the refused call took %.2f s", c.rank(), s);
+    }
+  }
+  // The group's first communicator is untouched.
+  c.all_reduce(src.data(), dst.data(), 256, DType::kFloat32);
+  EXPECT(dst[0] == static_cast<float>(c.world_size()), "rank %d: sum %g on the first communicator",
+         c.rank(), dst[0]);
   return 0;
 }
 
@@ -1041,6 +1095,7 @@ int main(int argc, char** argv) {
       {"many_ops", case_many_ops},
       {"kill_peer", case_kill_peer},
       {"mismatch", case_mismatch},
+      {"out_of_step", case_out_of_step},
       {"bad_arg", case_bad_arg},
       {"c_api", case_c_api},
       {"streams", case_streams},
