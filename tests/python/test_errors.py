@@ -578,6 +578,56 @@ def test_a_bad_flag_on_one_rank_fails_its_peers_at_once():
     assert usable0 and usable1 and y0 == y1 == [[4.0] * 4] * 4, (y0, y1)
 
 
+class _StrRaises:
+    def __str__(self):
+        raise RuntimeError("no name for this reduce_op")
+
+
+def _bad_reduce_op_body(rank):
+    import time
+    with commfuse.init() as comm:
+        op = _StrRaises() if rank == 1 else "sum"
+        x1, x2 = np.ones((4, 4), F32), np.ones((4, 4), F32)
+        q, s = np.ones((4, 128), np.int8), np.full((4, 1), 0.5, F32)
+        calls = {
+            "mm_all_reduce_base":
+                lambda o: commfuse.mm_all_reduce_base(x1, x2, comm.name, reduce_op=o),
+            "mm_reduce_scatter_base":
+                lambda o: commfuse.mm_reduce_scatter_base(x1, x2, comm.name, 2, reduce_op=o),
+            "quant_all_reduce": lambda o: commfuse.quant_all_reduce(q, s, comm.name, reduce_op=o),
+            "quant_reduce_scatter":
+                lambda o: commfuse.quant_reduce_scatter(q, s, comm.name, reduce_op=o),
+        }
+        got = {}
+        for name, call in calls.items():
+            t0 = time.monotonic()
+            try:
+                call(op)
+                kind = None
+            except commfuse.Error as e:
+                kind = (type(e).__name__, e.message)
+            except RuntimeError as e:
+                kind = ("RuntimeError", str(e))
+            seconds = time.monotonic() - t0
+            got[name] = (kind, seconds, comm.usable, np.asarray(call("sum")).tolist())
+        return got
+
+
+def test_a_reduce_op_whose_str_raises_fails_its_peers_at_once():
+    # The ops made str(reduce_op) after Args: the exception stayed on rank 1, and rank 0
+    # waited for it until COMMFUSE_TIMEOUT_S, which left its communicator unusable.
+    got0, got1 = run(_bad_reduce_op_body, 2)
+    want = {"mm_all_reduce_base": [[8.0] * 4] * 4, "mm_reduce_scatter_base": [[8.0] * 4] * 2,
+            "quant_all_reduce": [[1.0] * 128] * 4, "quant_reduce_scatter": [[1.0] * 128] * 2}
+    for name, value in want.items():
+        (kind0, s0, usable0, y0), (kind1, _, usable1, y1) = got0[name], got1[name]
+        assert kind1 == ("RuntimeError", "no name for this reduce_op"), (name, kind1)
+        assert kind0[0] == "RuntimeFailure" and "rank 1 rejected the call" in kind0[1], \
+            (name, kind0)
+        assert s0 < 5.0, (name, s0)
+        assert usable0 and usable1 and y0 == y1 == value, (name, y0, y1)
+
+
 def _destroyed_hcom_body(rank):
     comm = commfuse.init()
     name = comm.name

@@ -68,10 +68,12 @@ def mm_all_reduce_base(x1: Any, x2: Any, hcom: Any, *, reduce_op: str = "sum", b
         x1_dtype is None and x2_dtype is None and \
         (packed_x2 is None or type(packed_x2) is PackedWeight)
     refs = fast_matmul_inputs(x1, x2, bias) if plain else None  # numpy arrays as they are
-    if refs is not None and x1.ndim >= 1 and small_ints(comm_turn):
+    # reduce_op as str() makes it only inside Args below: a __str__ that raises must reach
+    # the peers as this rank's rejection, not leave them waiting.
+    if refs is not None and x1.ndim >= 1 and small_ints(comm_turn) and type(reduce_op) is str:
         o = fast_output(out, x1.shape[:-1] + (x2.shape[1],), x1)
         if o is not None:
-            _commfuse.matmul_all_reduce(refs[0], refs[1], group, o[1], str(reduce_op), refs[2],
+            _commfuse.matmul_all_reduce(refs[0], refs[1], group, o[1], reduce_op, refs[2],
                                         comm_turn, packed_x2=native_packed(packed_x2))
             return o[0]
     with Args("mm_all_reduce_base", group) as a:
@@ -83,6 +85,7 @@ def mm_all_reduce_base(x1: Any, x2: Any, hcom: Any, *, reduce_op: str = "sum", b
         shape = tuple(x1r.shape[:-1]) + (dim(x2r, 1),) if x1r.shape else (dim(x2r, 1),)
         output, outr = a.output(out, "out", shape, out_name, like=x1)
         packed = native_packed(packed_x2)
-    _commfuse.matmul_all_reduce(x1r, x2r, group, outr, str(reduce_op), biasr, turn, s1r, s2r,
+        op = str(reduce_op)
+    _commfuse.matmul_all_reduce(x1r, x2r, group, outr, op, biasr, turn, s1r, s2r,
                                 stream_of(x1), packed)
     return output

@@ -70,12 +70,15 @@ def mm_reduce_scatter_base(input: Any, x2: Any, hcom: Any, world_size: int, *,
         x1_dtype is None and x2_dtype is None and \
         (packed_x2 is None or type(packed_x2) is PackedWeight)
     refs = fast_matmul_inputs(input, x2, bias) if plain else None  # numpy arrays as they are
+    # reduce_op as str() makes it only inside Args below: a __str__ that raises must reach
+    # the peers as this rank's rejection, not leave them waiting.
     if refs is not None and input.ndim == 2 and small_ints(world_size, comm_turn) and \
+            type(reduce_op) is str and \
             (group_size := _commfuse.group_info(group)[1]) > 0:  # else: unknown group
         o = fast_output(out, (input.shape[0] // group_size, x2.shape[1]), input)
         if o is not None:
             _commfuse.matmul_reduce_scatter(refs[0], refs[1], group, world_size, o[1],
-                                            str(reduce_op), refs[2], comm_turn,
+                                            reduce_op, refs[2], comm_turn,
                                             packed_x2=native_packed(packed_x2))
             return o[0]
     with Args("mm_reduce_scatter_base", group) as a:
@@ -89,6 +92,7 @@ def mm_reduce_scatter_base(input: Any, x2: Any, hcom: Any, world_size: int, *,
         output, outr = a.output(out, "out", (dim(x1r, 0) // r, dim(x2r, 1)), out_name,
                                 like=input)
         packed = native_packed(packed_x2)
-    _commfuse.matmul_reduce_scatter(x1r, x2r, group, world, outr, str(reduce_op), biasr, turn,
+        op = str(reduce_op)
+    _commfuse.matmul_reduce_scatter(x1r, x2r, group, world, outr, op, biasr, turn,
                                     s1r, s2r, stream_of(input), packed)
     return output

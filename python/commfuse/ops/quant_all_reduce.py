@@ -51,5 +51,6 @@ def quant_all_reduce(x: Any, scales: Any, hcom: Any, *, reduce_op: str = "sum",
         sr = a.input(scales, "scales", contiguous=True)
         name = dtype_arg(output_dtype, "output_dtype")
         output, outr = a.output(out, "out", tuple(xr.shape), name, like=x)
-    _commfuse.quant_all_reduce(xr, sr, group, outr, str(reduce_op), stream_of(x))
+        op = str(reduce_op)  # in Args: a __str__ that raises is this rank's rejection
+    _commfuse.quant_all_reduce(xr, sr, group, outr, op, stream_of(x))
     return output

@@ -51,5 +51,6 @@ def quant_reduce_scatter(x: Any, scales: Any, hcom: Any, *, reduce_op: str = "su
         bs = prod(shape[:-1]) if len(shape) >= 2 else 0
         h = shape[-1] if shape else 0
         output, outr = a.output(out, "out", (bs // r, h), name, like=x)
-    _commfuse.quant_reduce_scatter(xr, sr, group, outr, str(reduce_op), stream_of(x))
+        op = str(reduce_op)  # in Args: a __str__ that raises is this rank's rejection
+    _commfuse.quant_reduce_scatter(xr, sr, group, outr, op, stream_of(x))
     return output
