@@ -2,6 +2,7 @@
 // checks that involve more than one option.
 #include "bench_options.hpp"
 
+#include <cstdio>
 #include <string_view>
 
 #include "bench_catalog.hpp"
@@ -66,6 +67,7 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args, bool inte
     if (o.min_bytes > o.max_bytes)
       throw UsageError("-b " + std::to_string(o.min_bytes) + " is larger than -e " +
                        std::to_string(o.max_bytes));
+    if (o.family & (kCollective | kQuantReduce)) sweep_sizes(o);  // -f's row count
     auto multiple = [&](const char* option, int64_t v) {
       if (v % o.nprocs != 0)
         throw UsageError(std::string(option) + " " + std::to_string(v) +
@@ -91,6 +93,26 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args, bool inte
     throw UsageError(e.what(), help);
   }
   return o;
+}
+
+std::vector<uint64_t> sweep_sizes(const BenchOptions& o) {
+  std::vector<uint64_t> sizes;
+  // The top by a hair: -e itself is reached although F^k·b is rounded.
+  const double top = static_cast<double>(o.max_bytes) * 1.0001;
+  for (double b = static_cast<double>(o.min_bytes); b <= top;) {
+    if (sizes.size() == kMaxSweepRows) {
+      char f[32];
+      std::snprintf(f, sizeof f, "%g", o.factor);
+      throw UsageError("-f " + std::string(f) + " makes more than " +
+                       std::to_string(kMaxSweepRows) + " rows from -b " +
+                       std::to_string(o.min_bytes) + " to -e " + std::to_string(o.max_bytes) +
+                       " (take a larger F)");
+    }
+    sizes.push_back(static_cast<uint64_t>(b));
+    const double next = b * o.factor;
+    b = static_cast<uint64_t>(next) > sizes.back() ? next : static_cast<double>(sizes.back() + 1);
+  }
+  return sizes;
 }
 
 std::vector<std::string> to_args(const BenchOptions& o) {

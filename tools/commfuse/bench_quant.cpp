@@ -92,9 +92,11 @@ int run_quant_bench(int rank, int R, const BenchOptions& o) {
                 "cf_f32", "mpi/fus", "bf16/fus", "f32/fus");
   }
   int rc = 0;
-  for (double e = static_cast<double>(o.min_bytes); e <= static_cast<double>(o.max_bytes) * 1.0001;
-       e *= o.factor) {
+  int64_t last_rows = 0;
+  for (const uint64_t e : sweep_sizes(o)) {
     const int64_t rows = std::max<int64_t>(R, static_cast<int64_t>(e) / kH / R * R);
+    if (rows == last_rows) continue;  // rounded to the row just measured
+    last_rows = rows;
     const int64_t n = rows * kH;
     const Quantized q = quantize_rows(rank, 0, rows, xt, mx);
     const int64_t out_rows = rs ? rows / R : rows;

@@ -136,10 +136,11 @@ int cmd_bench_worker(int argc, char** argv) {
       std::printf("%12s %12s %9s %12s %10s %10s %7s %12s %9s\n", "size(B)", "count", "type",
                   "time(us)", "algbw", "busbw", "#wrong", "mpi(us)", "mpi/cf");
     }
-    for (double b = static_cast<double>(o.min_bytes);
-         b <= static_cast<double>(o.max_bytes) * 1.0001; b *= o.factor) {
-      const uint64_t bytes = static_cast<uint64_t>(b);
+    uint64_t last_count = ~uint64_t{0};
+    for (const uint64_t bytes : sweep_sizes(o)) {
       const Plan p = plan_for(o.op, bytes, es, R);
+      if (p.count == last_count) continue;  // rounded to the row just measured
+      last_count = p.count;
       // Small integers: every sum is exact, so the check is bitwise.
       std::vector<float> init_vals(p.count);
       for (uint64_t i = 0; i < p.count; ++i)
