@@ -101,20 +101,24 @@ void fail_call(const char* op, int rank, const std::vector<PeerCall>& all) {
           detail::cat(op, "(rank ", rank, "): rank ", r, " is at its call #", all[r].op_seq,
                       " but rank ", rank, " at call #", mine.op_seq,
                       " (the ranks' calls went out of step; the communicator is unusable)"));
+  // Different operators at the same call number: a rank made a call too many or skipped
+  // one. Unlike different arguments to one operator, that stays so: the next calls would
+  // pair one rank's call i with another's i + 1 and succeed with wrong data. Checked over
+  // every rank before any argument, so that every rank reaches this verdict (where the
+  // operators are not all alike, each rank has a peer whose operator differs from its own).
+  const std::string ours = call_name(mine);
+  for (int r = 0; r < size; ++r)
+    if (const std::string theirs = call_name(all[r]); theirs != ours)
+      detail::throw_status(
+          Status::kRuntimeError,
+          detail::cat(op, "(rank ", rank, "): rank ", r, " called ", theirs, " but rank ", rank,
+                      " called ", ours,
+                      " (every rank must call the same operators in the same order; the "
+                      "ranks' calls went out of step; the communicator is unusable)"));
   const CallSignature* sig = current_call();
   for (int r = 0; r < size; ++r) {
     const PeerCall& t = all[r];
     if (r == rank || same_call(mine, t)) continue;
-    const std::string theirs = call_name(t), ours = call_name(mine);
-    // Different operators at the same call number: a rank skipped or added a call. Unlike
-    // different arguments to one operator, that stays so: the next calls would pair one
-    // rank's call i with another's i + 1 and succeed with wrong data.
-    if (theirs != ours)
-      detail::throw_status(
-          Status::kRuntimeError,
-          detail::cat(me, "rank ", r, " called ", theirs, " but rank ", rank, " called ", ours,
-                      " (every rank must call the same operators in the same order; the "
-                      "ranks' calls went out of step; the communicator is unusable)"));
     if (sig != nullptr && !(*t.sig == *mine.sig))
       for (int i = 0; i < sig->nfields; ++i)
         if (t.sig->values[i] != mine.sig->values[i])

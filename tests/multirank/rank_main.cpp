@@ -889,8 +889,19 @@ int case_out_of_step(commfuse::Comm& c) {
          else
            t.all_to_all(src.data(), dst.data(), mid, DType::kFloat32);
        }},
+      // W >= 3: ranks 0 and 1 also disagree on the count, which each met first (CallFailed,
+      // usable) while rank 2 met the barrier against rank 0 (fatal): the verdict must not
+      // depend on the order a rank reads its peers in.
+      {"all_reduce counts 16384 / 65536 (256 KiB by rendezvous) against a barrier on rank 2",
+       [&](commfuse::Comm& t) {
+         if (c.rank() == 2)
+           t.barrier();
+         else
+           t.all_reduce(src.data(), dst.data(), odd ? big : mid, DType::kFloat32);
+       }},
   };
   for (const auto& [what, call] : cases) {
+    if (std::strstr(what, "rank 2") != nullptr && c.world_size() < 3) continue;
     auto fresh = second_comm(c);
     fresh->all_reduce(src.data(), dst.data(), 256, DType::kFloat32);
     try {
@@ -898,9 +909,8 @@ int case_out_of_step(commfuse::Comm& c) {
       EXPECT(false, "rank %d: %s: no error", c.rank(), what);
     } catch (const commfuse::RuntimeFailure& e) {
       std::printf("rank %d: %s: got expected RUNTIME_ERROR: %s\n", c.rank(), what, e.what());
-      EXPECT(std::strstr(e.what(), "rank 1 called") != nullptr ||
-                 std::strstr(e.what(), "but rank 1 called") != nullptr,
-             "rank %d: %s: '%s' does not name rank 1's operator", c.rank(), what, e.what());
+      EXPECT(std::strstr(e.what(), " called ") != nullptr,
+             "rank %d: %s: '%s' does not name the operators", c.rank(), what, e.what());
       EXPECT(std::strstr(e.what(), "out of step") != nullptr,
              "rank %d: %s: '%s' does not say the calls went out of step", c.rank(), what, e.what());
     }
