@@ -224,9 +224,9 @@ TEST(Cli, UnknownOptionsAndMisplacedOnesAreUsageErrors) {
       {{"bench", "all-reduce", "-b", "8K", "-e", "4K"}, "-b 8192 is larger than -e 4096"},
       // An F barely above 1 repeated one size without end (1K..2K by 1.0001: ~6900 rows).
       {{"bench", "all-reduce", "-b", "1K", "-e", "2K", "-f", "1.0001"},
-       "-f 1.0001 makes more than 1000 rows from -b 1024 to -e 2048 (take a larger F)"},
+       "-f 1.0001 makes more than 1000 sizes from -b 1024 to -e 2048 (take a larger F)"},
       {{"bench", "quant-all-reduce", "-b", "4K", "-e", "1G", "-f", "1.01"},
-       "-f 1.01 makes more than 1000 rows from -b 4096 to -e 1073741824"},
+       "-f 1.01 makes more than 1000 sizes from -b 4096 to -e 1073741824"},
       {{"bench", "all-gather-matmul", "-n", "3", "--m", "64"}, "--m 64 is not a multiple of -n 3"},
       {{"bench", "matmul-reduce-scatter", "--gather-output", "0"},
        "--gather-output 0 is for all-gather-matmul only"},

@@ -183,8 +183,8 @@ constexpr BenchOptionSpec kOptions[] = {
     {"-e", "--maxbytes", "SIZE", kCollective, "64M", "largest message in bytes",
      set_size<&BenchOptions::max_bytes>, get_integer<&BenchOptions::max_bytes>},
     {"-f", "--stepfactor", "F", kCollective, "2",
-     "each row's size is the previous one times F (a number > 1; at most 1000 rows, a size that "
-     "rounds to the previous row's is skipped)",
+     "each row's size is the previous one times F (a number > 1; at most 1000 sizes, and one "
+     "that rounds to the previous row's is skipped)",
      set_factor, get_factor},
     {"", "--dtype", "T", kCollective, "float32",
      "element type of 8 bits or more (float32, float16, bfloat16, int32, int8, ...); OpenMPI "
@@ -278,8 +278,8 @@ constexpr BenchOptionSpec kOptions[] = {
     {"-e", "--maxbytes", "SIZE", kQuantReduce, "64M", "largest tensor in elements",
      set_size<&BenchOptions::max_bytes>, get_integer<&BenchOptions::max_bytes>},
     {"-f", "--stepfactor", "F", kQuantReduce, "2",
-     "each row's size is the previous one times F (a number > 1; at most 1000 rows, a size that "
-     "rounds to the previous row's is skipped)",
+     "each row's size is the previous one times F (a number > 1; at most 1000 sizes, and one "
+     "that rounds to the previous row's is skipped)",
      set_factor, get_factor},
     {"", "--dtype", "T", kQuantReduce, "int8",
      "quantized x: int8, hifloat8, float8_e4m3fn or float8_e5m2",

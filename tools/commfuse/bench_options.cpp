@@ -2,6 +2,7 @@
 // checks that involve more than one option.
 #include "bench_options.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <string_view>
 
@@ -97,20 +98,24 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args, bool inte
 
 std::vector<uint64_t> sweep_sizes(const BenchOptions& o) {
   std::vector<uint64_t> sizes;
-  // The top by a hair: -e itself is reached although F^k·b is rounded.
+  // The top by a hair, so that -e itself is reached although F^k·b is rounded; a size past
+  // -e is taken as -e, the last row.
   const double top = static_cast<double>(o.max_bytes) * 1.0001;
   for (double b = static_cast<double>(o.min_bytes); b <= top;) {
     if (sizes.size() == kMaxSweepRows) {
       char f[32];
       std::snprintf(f, sizeof f, "%g", o.factor);
       throw UsageError("-f " + std::string(f) + " makes more than " +
-                       std::to_string(kMaxSweepRows) + " rows from -b " +
+                       std::to_string(kMaxSweepRows) + " sizes from -b " +
                        std::to_string(o.min_bytes) + " to -e " + std::to_string(o.max_bytes) +
                        " (take a larger F)");
     }
-    sizes.push_back(static_cast<uint64_t>(b));
+    sizes.push_back(std::min(static_cast<uint64_t>(b), o.max_bytes));
+    if (sizes.back() == o.max_bytes) break;
+    // In double: F·b may pass 2^64, which no integer holds.
     const double next = b * o.factor;
-    b = static_cast<uint64_t>(next) > sizes.back() ? next : static_cast<double>(sizes.back() + 1);
+    b = next >= static_cast<double>(sizes.back()) + 1 ? next
+                                                      : static_cast<double>(sizes.back() + 1);
   }
   return sizes;
 }

@@ -61,9 +61,9 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args, bool inte
 // The same options as command-line arguments (for the workers).
 std::vector<std::string> to_args(const BenchOptions& o);
 
-// The sizes a -b/-e/-f sweep visits, smallest first: each the previous times F, and at
-// least one more (an F barely above 1 would repeat a size without end). Throws UsageError
-// beyond kMaxSweepRows.
+// The sizes a -b/-e/-f sweep visits, smallest first, -e at most: each the previous times
+// F, and at least one more (an F barely above 1 would repeat a size without end). Throws
+// UsageError beyond kMaxSweepRows sizes.
 constexpr size_t kMaxSweepRows = 1000;
 std::vector<uint64_t> sweep_sizes(const BenchOptions& o);
 
