@@ -225,6 +225,12 @@ TEST(Cli, UnknownOptionsAndMisplacedOnesAreUsageErrors) {
       // An F barely above 1 repeated one size without end (1K..2K by 1.0001: ~6900 rows).
       {{"bench", "all-reduce", "-b", "1K", "-e", "2K", "-f", "1.0001"},
        "-f 1.0001 makes more than 1000 sizes from -b 1024 to -e 2048 (take a larger F)"},
+      // Refused here, not by every worker after mpirun started them (exit 1, MPI noise).
+      {{"bench", "all-reduce", "--dtype", "hifloat8"},
+       "--dtype hifloat8 cannot be summed by all-reduce (only float32, float16, bfloat16, int8, "
+       "int32)"},
+      {{"bench", "all-gather", "--dtype", "bool"},
+       "--dtype bool: the benchmark converts its inputs from float32, and convert has no rules"},
       {{"bench", "quant-all-reduce", "-b", "4K", "-e", "1G", "-f", "1.01"},
        "-f 1.01 makes more than 1000 sizes from -b 4096 to -e 1073741824"},
       {{"bench", "all-gather-matmul", "-n", "3", "--m", "64"}, "--m 64 is not a multiple of -n 3"},

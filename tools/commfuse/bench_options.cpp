@@ -2,15 +2,38 @@
 // checks that involve more than one option.
 #include "bench_options.hpp"
 
+#include <commfuse/commfuse.hpp>
+
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <string_view>
 
 #include "bench_catalog.hpp"
 #include "cli_args.hpp"
+#include "kernels/cpu/reduce.hpp"
 
 namespace commfuse::cli {
 namespace {
+
+// The collectives' benchmark fills its inputs with small integers converted from float32
+// (bench_worker.cpp), and all-reduce / reduce-scatter sum them: a dtype the library cannot
+// convert to, or sum, is a usage error here rather than a failed run in every worker.
+void check_collective_dtype(const BenchOptions& o) {
+  const DType t = dtype_from_name(o.dtype);  // byte_dtype checked the name
+  try {
+    const float one = 1.0f;
+    uint64_t out = 0;
+    convert(&one, DType::kFloat32, &out, t, 1);
+  } catch (const Error&) {
+    throw UsageError("--dtype " + o.dtype +
+                     ": the benchmark converts its inputs from float32, and convert has no "
+                     "rules for it (a data-movement dtype)");
+  }
+  if ((o.op == "all-reduce" || o.op == "reduce-scatter") && !kernels::cpu::reducible(t))
+    throw UsageError("--dtype " + o.dtype + " cannot be summed by " + o.op + " (only " +
+                     kernels::cpu::reducible_names() + ")");
+}
 
 const BenchOptionSpec* find_option(std::string_view name, unsigned family, bool internal) {
   for (const auto& s : bench_option_specs())
@@ -69,6 +92,7 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args, bool inte
       throw UsageError("-b " + std::to_string(o.min_bytes) + " is larger than -e " +
                        std::to_string(o.max_bytes));
     if (o.family & (kCollective | kQuantReduce)) sweep_sizes(o);  // -f's row count
+    if (o.family == kCollective) check_collective_dtype(o);
     auto multiple = [&](const char* option, int64_t v) {
       if (v % o.nprocs != 0)
         throw UsageError(std::string(option) + " " + std::to_string(v) +
