@@ -3,7 +3,12 @@
 #include <commfuse/commfuse.h>
 #include <commfuse/commfuse.hpp>
 
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/reduce.hpp"
 
@@ -152,6 +157,46 @@ TEST(DType, CApiRejectionsNameTheFunction) {
   EXPECT_NE(std::string(commfuseGetLastErrorMessage()).find("commfuseDataTypeFromName: "),
             std::string::npos)
       << commfuseGetLastErrorMessage();
+}
+
+// The integer sums run block by block over the sources (vectorized); they must stay exact
+// and saturate once, at the end: against an element-by-element int64 reference, across
+// block boundaries (1024), with values at the extremes, and with dst aliasing a source.
+template <typename T>
+void expect_integer_sums_exact() {
+  const size_t count = 2500;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int64_t> any(std::numeric_limits<T>::min(),
+                                             std::numeric_limits<T>::max());
+  for (int n_src : {1, 2, 3, 5}) {
+    std::vector<std::vector<T>> in(static_cast<size_t>(n_src), std::vector<T>(count));
+    for (auto& v : in)
+      for (size_t i = 0; i < count; ++i)
+        v[i] = i % 7 == 0   ? std::numeric_limits<T>::max()
+               : i % 7 == 1 ? std::numeric_limits<T>::min()
+                            : static_cast<T>(any(rng));
+    std::vector<T> want(count);
+    for (size_t i = 0; i < count; ++i) {
+      int64_t sum = 0;
+      for (const auto& v : in) sum += v[i];
+      want[i] = static_cast<T>(
+          std::clamp<int64_t>(sum, std::numeric_limits<T>::min(), std::numeric_limits<T>::max()));
+    }
+    std::vector<const void*> srcs;
+    for (const auto& v : in) srcs.push_back(v.data());
+    std::vector<T> out(count);
+    const DType t = sizeof(T) == 1 ? DType::kInt8 : DType::kInt32;
+    commfuse::kernels::cpu::reduce_sum(srcs.data(), n_src, out.data(), count, t);
+    EXPECT_EQ(out, want) << commfuse::dtype_name(t) << " n_src " << n_src;
+    // In place over the last source.
+    commfuse::kernels::cpu::reduce_sum(srcs.data(), n_src, in.back().data(), count, t);
+    EXPECT_EQ(in.back(), want) << commfuse::dtype_name(t) << " n_src " << n_src << " in place";
+  }
+}
+
+TEST(DType, IntegerSumsAreExactAndSaturateOnce) {
+  expect_integer_sums_exact<int8_t>();
+  expect_integer_sums_exact<int32_t>();
 }
 
 TEST(DType, DataMovementTypesCannotBeSummed) {
