@@ -311,6 +311,7 @@ std::unique_ptr<CommImpl> create_tcp_comm(const InitMethod& im) {
   // A bad value fails here, before waiting for the peers.
   slot_bytes_param();
   kernels::cpu::nontemporal_copy_bytes();  // COMMFUSE_NONTEMPORAL_BYTES
+  kernels::cpu::memcpy_slow_distances();   // COMMFUSE_COPY_LOOP (and measures)
   // boot lives until create_shm_comm returns; its destructor frees the port.
   auto boot = Bootstrap::create(im.host, im.port, im.rank, im.world_size, timeout);
   return create_shm_comm(

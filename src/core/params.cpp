@@ -10,7 +10,7 @@
 namespace commfuse::params {
 namespace {
 
-constexpr std::array<Param, 21> kParams{{
+constexpr std::array<Param, 22> kParams{{
     {"COMMFUSE_LOG", Kind::kChoice, "warn", "error|warn|info|debug",
      "log level; lines go to stderr prefixed host:pid:rank"},
     {"COMMFUSE_TIMEOUT_S", Kind::kInt, "300", "",
@@ -27,6 +27,12 @@ constexpr std::array<Param, 21> kParams{{
      "copies (and float32 quantized-reduction outputs) of at least this many bytes use "
      "non-temporal stores; 0 = this core's share of the last-level cache, within [1 MiB, "
      "16 MiB]"},
+    {"COMMFUSE_COPY_LOOP", Kind::kChoice, "auto", "auto|all|none",
+     "bulk copies below the non-temporal size: auto = glibc memcpy except at the distances of "
+     "destination past source (modulo 4 KiB) where it measured over 2x slower than the vector "
+     "loop (commfuse info), the loop there, and shm CMA reads at such distances through a "
+     "buffer at the source's page offset; all = the loop and the buffer at every distance; "
+     "none = memcpy and direct reads everywhere"},
     {"COMMFUSE_HOST_ID", Kind::kString, "", "",
      "pretend this process runs on the named host (tests of the multi-host paths)"},
     {"COMMFUSE_LAUNCH_ID", Kind::kString, "", "",

@@ -50,6 +50,56 @@ TEST(Copy, EveryLengthAroundTheThresholds) {
       for (size_t dof : {0u, 1u, 15u, 32u, 33u}) check_copy(n, so, dof);
 }
 
+// Every distance of the destination past the source modulo 4 KiB that the once-per-process
+// measurement tells apart (0..63, and 2048 + 0..63 for the rest), the destination before the
+// source too, at a length inside glibc's `rep movsb` range: whichever copy this CPU takes
+// there (COMMFUSE_COPY_LOOP=all and =none: copy_loop_all / copy_loop_none) is exact.
+TEST(Copy, EveryDistanceWithinAPageIsExact) {
+  constexpr size_t n = 32 * 1024 + 5;
+  const auto src = pattern(n + 4096, 77);
+  std::vector<uint8_t> dst(n + 3 * 4096, 0xA5);
+  const size_t s0 = (4096 - reinterpret_cast<uintptr_t>(src.data()) % 4096) % 4096;
+  const size_t d0 = (4096 - reinterpret_cast<uintptr_t>(dst.data()) % 4096) % 4096;
+  std::vector<size_t> distances;
+  for (size_t d = 0; d < 64; ++d) distances.insert(distances.end(), {d, 2048 + d, 4096 - 1 - d});
+  for (const size_t d : distances) {
+    std::fill(dst.begin(), dst.end(), 0xA5);
+    uint8_t* to = dst.data() + d0 + d;
+    kernels::cpu::copy(to, src.data() + s0, n);
+    ASSERT_EQ(std::memcmp(to, src.data() + s0, n), 0) << "distance " << d;
+    ASSERT_EQ(to[-1], 0xA5) << "distance " << d;
+    ASSERT_EQ(to[n], 0xA5) << "distance " << d;
+  }
+}
+
+// The rule of the measurement: slow where memcpy took over twice the loop's time, bit i for
+// distance i; exactly twice is not slow.
+TEST(Copy, SlowDistancesAreWhereMemcpyTookOverTwiceTheLoop) {
+  double mem[64], loop[64];
+  for (int i = 0; i < 64; ++i) {
+    loop[i] = 1.0;
+    mem[i] = i >= 1 && i <= 15 ? 14.0 : (i == 20 ? 2.0 : (i == 40 ? 2.01 : 0.9));
+  }
+  EXPECT_EQ(kernels::cpu::slow_distances(mem, loop), uint64_t{0xFFFE} | uint64_t{1} << 40);
+  for (int i = 0; i < 64; ++i) mem[i] = 1.9;
+  EXPECT_EQ(kernels::cpu::slow_distances(mem, loop), 0u);
+}
+
+// Which mask a pair of addresses reads: the distance of dst past src modulo 4 KiB, `near`
+// below 64, else `far` at the distance modulo 64 (dst below src wraps around the page).
+TEST(Copy, SlowCopyDistancesReadTheDistanceModuloAPage) {
+  const kernels::cpu::SlowCopyDistances s{uint64_t{1} << 8, uint64_t{1} << 3};
+  auto* base = reinterpret_cast<uint8_t*>(uintptr_t{1} << 20);
+  EXPECT_TRUE(s.slow(base + 8, base));
+  EXPECT_TRUE(s.slow(base + 4096 + 8, base));
+  EXPECT_TRUE(s.slow(base + 8, base + 4096));  // 8 past, a page back
+  EXPECT_FALSE(s.slow(base + 3, base));        // near: bit 3 clear
+  EXPECT_TRUE(s.slow(base + 64 + 3, base));    // far: bit 3 set
+  EXPECT_TRUE(s.slow(base, base + 61));        // 4035 past: far bit 3
+  EXPECT_FALSE(s.slow(base + 64 + 8, base));   // far: bit 8 clear
+  EXPECT_FALSE(s.slow(base, base));
+}
+
 // The vector loop, which `copy` takes only where memcpy is slow (and for non-temporal
 // copies), on every machine: lengths around its vector widths, misalignments, both stores.
 TEST(Copy, TheVectorLoopIsExactEverywhere) {

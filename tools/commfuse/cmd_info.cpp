@@ -34,6 +34,45 @@ constexpr const char* kUsage =
 
 // The exact int8 x int8 path without VNNI, or why none could be chosen (a pin this CPU
 // cannot run): info still prints the rest.
+// Set bits as ranges ("1-15, 20"), each plus `base`.
+std::string bit_ranges(uint64_t bits, int base) {
+  std::string ranges;
+  for (int d = 0; d < 64; ++d) {
+    if ((bits >> d & 1) == 0) continue;
+    int e = d;
+    while (e + 1 < 64 && (bits >> (e + 1) & 1) != 0) ++e;
+    ranges += detail::cat(ranges.empty() ? "" : ", ", base + d,
+                          e > d ? detail::cat("-", base + e) : std::string());
+    d = e;
+  }
+  return ranges;
+}
+
+// The bulk copy's choice (kernels/cpu/copy.hpp): memcpy, and the distances of destination
+// past source (modulo 4 KiB) where the vector loop replaces it.
+std::string bulk_copy_line() {
+  const kernels::cpu::SlowCopyDistances& slow = kernels::cpu::memcpy_slow_distances();
+  const char* nt = "non-temporal vector stores from the last-level cache share up";
+  const std::string pin = params::get_string("COMMFUSE_COPY_LOOP");
+  if (pin != "auto")
+    return detail::cat(pin == "all" ? "the vector loop at every distance of destination past "
+                                      "source, CMA reads through a buffer"
+                                    : "glibc memcpy at every distance, CMA reads direct",
+                       " (pinned: COMMFUSE_COPY_LOOP=", pin, "), ", nt);
+  if (slow.near == 0 && slow.far == 0)
+    return detail::cat(
+        "glibc memcpy (measured at 128 distances of destination past source: "
+        "none over 2x slower than the vector loop), ",
+        nt);
+  std::string where;
+  if (slow.near != 0) where = detail::cat(bit_ranges(slow.near, 0), " bytes");
+  if (slow.far != 0)
+    where += detail::cat(where.empty() ? "" : "; ", "64k + (", bit_ranges(slow.far, 0),
+                         ") bytes (measured at 2048 + 0..63)");
+  return detail::cat("glibc memcpy, but the vector loop where the destination is ", where,
+                     " past the source modulo 4 KiB (memcpy measured over 2x slower there), ", nt);
+}
+
 std::string exact_int8_gemm_line() {
   try {
     return kernels::cpu::exact_int_matmul_path() == kernels::cpu::IntMatmulPath::kMadd16
@@ -138,12 +177,7 @@ int cmd_info(int argc, char** argv) {
                   .c_str()
             : ("CMA unavailable (" + why + "): the shared slots carry all").c_str());
   }
-  std::printf("  bulk copy         %s\n",
-              kernels::cpu::memcpy_is_fast()
-                  ? "glibc memcpy (measured: no misalignment slowdown here), non-temporal "
-                    "vector stores from the last-level cache share up"
-                  : "vector loop (glibc memcpy measured over 2x slower on misaligned buffers "
-                    "here), non-temporal stores from the last-level cache share up");
+  std::printf("  bulk copy         %s\n", bulk_copy_line().c_str());
   std::printf("\nparameters (environment, value, default, description):\n");
   for (const auto& p : params::all()) {
     std::string value;

@@ -194,6 +194,9 @@ class ShmTransport final : public Transport {
   uint64_t two_shot_min_bytes_ = 0;
   bool shared_cores_measured_ = false;
   std::vector<uint8_t> scratch_;  // a CMA stream's pieces where the op gives no place
+  // read_peer's pieces where the kernel's copy into the destination would be slow (allocated
+  // at the first such read; null if that failed: then it reads directly).
+  std::unique_ptr<uint8_t[]> bounce_;
   uint32_t step_ = 0;
   uint32_t op_seq_ = 0;
   CallDigestMemo<Control::Desc> digest_;  // write_descriptor's digests

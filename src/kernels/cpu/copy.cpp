@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/cpu_features.hpp"
@@ -103,19 +104,25 @@ void copy_loop(void* dst, const void* src, size_t n, bool nontemporal) {
 #endif
 }
 
-// Whether glibc's memcpy copies a buffer misaligned against its destination within a cache
-// line at least half as fast as the loop (best of 5, 64 KiB in cache). AMD Zen 3's `rep
-// movsb` does not (1.5 GB/s instead of 25-35: the header); where it does, memcpy is the
-// faster copy of lines another core has just written, which is what the shm slots hold:
-// all_gather at W = 2 through the slots took 2.2 us for 2 KiB blocks and 12.8 us for
-// 32 KiB with the loop's aligned AVX2 stores, 0.6 and 2.2 us with memcpy (AMX Xeon),
-// against OpenMPI's 1.0 and 2.7.
-bool measure_memcpy_ok() {
-  constexpr size_t kBytes = 64 * 1024;
-  std::vector<uint8_t> a(kBytes + 64, 1), b(kBytes + 64);
+// Where glibc's memcpy is pathological, by the distance of the destination past the source
+// modulo 4 KiB (best of 3 at each distance, 32 KiB in cache: above glibc's `rep movsb`
+// threshold, below where it stops using it): each of 0..63, and each misalignment within a
+// cache line away from that (2048 + 0..63). A distance is slow where memcpy took over twice
+// as long as the vector loop. One probe does not do: AMD Zen 3's `rep movsb` ran 1.5 GB/s
+// instead of 25-35 at misalignments an earlier single probe (at 51 bytes) found; this AMD
+// EPYC (Zen 4) VM copies at 50-57 GB/s except where the destination is 1-15 bytes past the
+// source modulo 4 KiB, at 3.5 GB/s there (41 at 17-31), which that probe missed: a W = 2
+// all_gather whose block is 512 KiB + 8 bytes took 176 us through the slots and the loop
+// copies at 50 GB/s at every distance. Elsewhere memcpy is kept: it is the faster copy of
+// lines another core has just written, which is what the shm slots hold (all_gather at
+// W = 2 through the slots took 2.2 us for 2 KiB blocks and 12.8 us for 32 KiB with the
+// loop's aligned AVX2 stores, 0.6 and 2.2 us with memcpy, AMX Xeon; OpenMPI 1.0 and 2.7).
+SlowCopyDistances measure_memcpy_slow_distances() {
+  constexpr size_t kBytes = 32 * 1024, kFar = 2048;
+  std::vector<uint8_t> a(kBytes + 4096, 1), b(kBytes + 2 * 4096);
   auto best_us = [&](auto&& f) {
     double best = 1e30;
-    for (int i = 0; i < 5; ++i) {
+    for (int i = 0; i < 3; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
       f();
       best = std::min(
@@ -124,33 +131,46 @@ bool measure_memcpy_ok() {
     }
     return best;
   };
-  uint8_t* d = b.data() + (64 - reinterpret_cast<uintptr_t>(b.data()) % 64);
-  const uint8_t* s = a.data() + (64 - reinterpret_cast<uintptr_t>(a.data()) % 64) % 64 + 13;
-  const double mem = best_us([&] { std::memcpy(d, s, kBytes - 64); });
-  const double loop = best_us([&] { copy_loop(d, s, kBytes - 64, false); });
-  return mem <= 2 * loop;
+  // Both at the start of a page, so that d0 + x is x bytes past s modulo 4 KiB.
+  const uint8_t* s = a.data() + (4096 - reinterpret_cast<uintptr_t>(a.data()) % 4096) % 4096;
+  uint8_t* d0 = b.data() + (4096 - reinterpret_cast<uintptr_t>(b.data()) % 4096) % 4096;
+  double mem_us[128], loop_us[128];
+  for (int i = 0; i < 128; ++i) {
+    uint8_t* d = d0 + (i < 64 ? i : kFar + (i - 64));
+    mem_us[i] = best_us([&] { std::memcpy(d, s, kBytes); });
+    loop_us[i] = best_us([&] { copy_loop(d, s, kBytes, false); });
+  }
+  return {slow_distances(mem_us, loop_us), slow_distances(mem_us + 64, loop_us + 64)};
 }
 
-}  // namespace
-
-bool memcpy_is_fast() {
-  static const bool ok = measure_memcpy_ok();
-  return ok;
-}
-
-namespace {
-
-// `copy` below the non-temporal size: glibc's memcpy wherever it is not pathological on this
-// CPU (memcpy_is_fast); the loop otherwise, from the size where glibc would switch to
-// `rep movsb`.
+// `copy` below the non-temporal size: glibc's memcpy except at the distances where it is
+// pathological on this CPU (memcpy_slow_distances), the loop there, from the size where
+// glibc would switch to `rep movsb`.
 void cached_copy(void* dst, const void* src, size_t n) {
-  if (n >= kSmallCopyBytes && !memcpy_is_fast())
+  if (n >= kSmallCopyBytes && memcpy_slow_distances().slow(dst, src))
     copy_loop(dst, src, n, false);
   else
     std::memcpy(dst, src, n);
 }
 
 }  // namespace
+
+uint64_t slow_distances(const double* memcpy_us, const double* loop_us) {
+  uint64_t mask = 0;
+  for (int dist = 0; dist < 64; ++dist)
+    if (memcpy_us[dist] > 2 * loop_us[dist]) mask |= uint64_t{1} << dist;
+  return mask;
+}
+
+const SlowCopyDistances& memcpy_slow_distances() {
+  static const SlowCopyDistances slow = [] {
+    const std::string pin = params::get_string("COMMFUSE_COPY_LOOP");
+    if (pin == "all") return SlowCopyDistances{~uint64_t{0}, ~uint64_t{0}};
+    if (pin == "none") return SlowCopyDistances{};
+    return measure_memcpy_slow_distances();
+  }();
+  return slow;
+}
 
 void copy(void* dst, const void* src, size_t n) {
   if (n == 0 || dst == src) return;

@@ -1,27 +1,42 @@
 // The byte copy every transport and operator uses for bulk data. glibc's memcpy moves
-// copies of 4 KiB and more with `rep movsb` on CPUs that advertise fast string moves, and
-// on AMD Zen 3 (seen here: a 2-core EPYC VM, glibc 2.36) `rep movsb` runs at 1.5 GB/s
-// instead of 25-35 GB/s whenever source and destination differ in alignment within a
-// cache line — a 64 KiB all_gather took 38 us instead of 10. There this copy uses vector
-// loads and stores (AVX2 where the ISA cap allows, else SSE2), aligned to the destination,
-// so its speed does not depend on the buffers' alignment. Where memcpy has no such
-// pathology (measured once: memcpy_is_fast) it is used, being much faster on lines another
-// core has just written (the shm slots; Intel Xeon with AMX: 5x at 32 KiB). Copies larger
-// than this core's share of the last-level cache use the loop's non-temporal stores, whose
-// destination would only evict the data a peer is about to read.
+// copies of a few KiB and more with `rep movsb` on CPUs that advertise fast string moves,
+// and on AMD (seen here: 2-core EPYC VMs, glibc 2.36) `rep movsb` is 10-15x slower at
+// some distances of the destination past the source: Zen 3 at 1.5 GB/s instead of 25-35
+// (a 64 KiB all_gather took 38 us instead of 10), Zen 4 at 3.5 GB/s instead of 50 where the
+// destination is 1-15 bytes past the source modulo 4 KiB. At those distances this copy
+// uses vector loads and stores (AVX2 where the ISA cap allows, else SSE2), aligned to the
+// destination, whose speed does not depend on the buffers' alignment. Elsewhere (measured
+// once per process: memcpy_slow_distances) memcpy is used, being much faster on lines
+// another core has just written (the shm slots; Intel Xeon with AMX: 5x at 32 KiB). Copies
+// larger than this core's share of the last-level cache use the loop's non-temporal
+// stores, whose destination would only evict the data a peer is about to read.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace commfuse::kernels::cpu {
 
 // memmove semantics: any n (0 too, with null pointers), overlapping ranges allowed.
 void copy(void* dst, const void* src, size_t n);
 
-// Whether this process uses glibc's memcpy below the non-temporal size: it copied a 64 KiB
-// buffer misaligned against its destination at least half as fast as the vector loop
-// (measured once).
-bool memcpy_is_fast();
+// Where this process copies with the vector loop rather than glibc's memcpy below the
+// non-temporal size, by the distance of the destination past the source modulo 4 KiB: bit d
+// of `near` for a distance d < 64, bit d mod 64 of `far` for the rest (measured once per
+// process at 64 distances of each kind: memcpy over twice as slow as the loop there; both
+// 0 where memcpy has no such pathology).
+struct SlowCopyDistances {
+  uint64_t near = 0, far = 0;
+  bool slow(const void* dst, const void* src) const {
+    const auto d = (reinterpret_cast<uintptr_t>(dst) - reinterpret_cast<uintptr_t>(src)) & 4095;
+    return ((d < 64 ? near : far) >> (d & 63) & 1) != 0;
+  }
+};
+const SlowCopyDistances& memcpy_slow_distances();
+
+// The rule behind it, from the two copies' best times at 64 distances: bit i set where
+// memcpy_us[i] > 2 * loop_us[i] (tests).
+uint64_t slow_distances(const double* memcpy_us, const double* loop_us);
 
 // The vector loop itself (tests: `copy` may not take it on this CPU); memcpy below 128 bytes.
 void copy_vector_loop(void* dst, const void* src, size_t n, bool nontemporal);
