@@ -5,6 +5,7 @@
 // Nothing overlaps; it is what the fused schedule is measured against.
 #include <cstring>
 
+#include "kernels/cpu/copy.hpp"
 #include "ops/alltoall_matmul/plan.hpp"
 
 namespace commfuse::ops {
@@ -20,8 +21,8 @@ void run_alltoall_matmul_unfused(const AlltoAllMatmulPlanData& plan, comm::CommI
   comm.transport().all_to_all(p.x1, recv, static_cast<uint64_t>(rows * p.h), p.dtype);
   for (int64_t i = 0; i < rows; ++i)
     for (int s = 0; s < p.world_size; ++s)
-      std::memcpy(perm + (static_cast<size_t>(i) * p.world_size + s) * row_bytes,
-                  recv + (static_cast<size_t>(s) * rows + i) * row_bytes, row_bytes);
+      kernels::cpu::copy(perm + (static_cast<size_t>(i) * p.world_size + s) * row_bytes,
+                         recv + (static_cast<size_t>(s) * rows + i) * row_bytes, row_bytes);
   alltoall_matmul_rows(p, alltoall_matmul_gemm(plan, workspace), perm, 0, rows);
 }
 

@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "exec/stream.hpp"
+#include "kernels/cpu/copy.hpp"
 #include "ops/alltoall_quant_matmul/plan.hpp"
 #include "ops/alltoall_quant_matmul/quant_gemm.hpp"
 #include "ops/alltoall_quant_matmul/row_kernels.hpp"
@@ -61,12 +62,12 @@ class FusedRun {
     const int64_t first = to * rows_ + static_cast<int64_t>(off / unit_);
     const auto* x1 = static_cast<const uint8_t*>(p_.x1);
     if (!a4w4_) {
-      std::memcpy(dst, x1 + static_cast<size_t>(first) * unit_, n);
+      kernels::cpu::copy(dst, x1 + static_cast<size_t>(first) * unit_, n);
       return;
     }
     for (uint64_t j = 0; j < n / unit_; ++j) {
       const int64_t r = first + static_cast<int64_t>(j);
-      std::memcpy(dst + j * unit_, x1 + static_cast<size_t>(r) * seg_bytes_, seg_bytes_);
+      kernels::cpu::copy(dst + j * unit_, x1 + static_cast<size_t>(r) * seg_bytes_, seg_bytes_);
       std::memcpy(dst + j * unit_ + seg_bytes_, p_.token_scale + r, sizeof(float));
     }
   }
@@ -89,14 +90,16 @@ class FusedRun {
           unpack_int4(seg, gemm_.q_segment(s) + static_cast<size_t>(i) * h, h);
           std::memcpy(&scales[static_cast<size_t>(i) * R_ + s], seg + seg_bytes_, sizeof(float));
           if (a2a)
-            std::memcpy(a2a + (static_cast<size_t>(i) * R_ + s) * seg_bytes_, seg, seg_bytes_);
+            kernels::cpu::copy(a2a + (static_cast<size_t>(i) * R_ + s) * seg_bytes_, seg,
+                               seg_bytes_);
         }
         continue;
       }
       for (int s = 0; s < R_; ++s) {
         const uint8_t* seg = parts[s] + static_cast<size_t>(j) * unit_;
         widen_half(seg, p_.x1_dtype, row + static_cast<size_t>(s) * h, h);
-        if (a2a) std::memcpy(a2a + (static_cast<size_t>(i) * R_ + s) * seg_bytes_, seg, seg_bytes_);
+        if (a2a)
+          kernels::cpu::copy(a2a + (static_cast<size_t>(i) * R_ + s) * seg_bytes_, seg, seg_bytes_);
       }
       scales[i] = quantize_row(row, k, smooth, plan_.qmax, q);
     }

@@ -15,6 +15,7 @@
 // measures one against the other.
 #include <cstring>
 
+#include "kernels/cpu/copy.hpp"
 #include "ops/alltoall_quant_matmul/plan.hpp"
 #include "ops/alltoall_quant_matmul/quant_gemm.hpp"
 #include "ops/alltoall_quant_matmul/row_kernels.hpp"
@@ -44,8 +45,9 @@ void run_alltoall_quant_matmul_unfused(const AlltoAllQuantMatmulPlanData& plan,
   // Permute pass.
   for (int64_t i = 0; i < rows; ++i)
     for (int s = 0; s < R; ++s)
-      std::memcpy(perm + static_cast<size_t>(i) * row_bytes + static_cast<size_t>(s) * seg_bytes,
-                  recv + (static_cast<size_t>(s) * rows + i) * seg_bytes, seg_bytes);
+      kernels::cpu::copy(
+          perm + static_cast<size_t>(i) * row_bytes + static_cast<size_t>(s) * seg_bytes,
+          recv + (static_cast<size_t>(s) * rows + i) * seg_bytes, seg_bytes);
 
   // Quantize pass.
   int8_t* q = gemm.q();

@@ -7,6 +7,7 @@
 
 #include "comm/comm_impl.hpp"
 #include "exec/stream.hpp"
+#include "kernels/cpu/copy.hpp"
 #include "ops/common/epilogue.hpp"
 #include "ops/common/quant_operands.hpp"
 
@@ -271,10 +272,10 @@ void reduce_scatter_partials(const MatmulReduceProblem& p, const PartialGemm& ge
   // Held by reference (std::ref): a std::function holding these lambdas of several
   // references would allocate each call, a cost a tiny op measures.
   auto pack = [&](int to, uint8_t* dst, uint64_t off, uint64_t n) {
-    std::memcpy(dst,
-                partial.rows(to, static_cast<int64_t>(off / row_bytes),
-                             static_cast<int64_t>(n / row_bytes)),
-                n);
+    kernels::cpu::copy(dst,
+                       partial.rows(to, static_cast<int64_t>(off / row_bytes),
+                                    static_cast<int64_t>(n / row_bytes)),
+                       n);
   };
   auto view = [&](int to, uint64_t off, uint64_t n) {
     return reinterpret_cast<const uint8_t*>(partial.rows(to, static_cast<int64_t>(off / row_bytes),

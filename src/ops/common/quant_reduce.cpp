@@ -114,7 +114,7 @@ void pack_rows(const QuantReduceProblem& p, int64_t row0, int64_t n_rows, uint8_
   const uint8_t* x = p.x + row0 * p.h;
   const uint8_t* s = p.scales + row0 * sb;
   for (int64_t i = 0; i < n_rows; ++i) {
-    std::memcpy(dst, x, static_cast<size_t>(p.h));
+    kernels::cpu::copy(dst, x, static_cast<size_t>(p.h));
     std::memcpy(dst + p.h, s, static_cast<size_t>(sb));
     dst += p.h + sb;
     x += p.h;

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "exec/stream.hpp"
+#include "kernels/cpu/copy.hpp"
 #include "ops/common/epilogue.hpp"
 #include "ops/matmul_all_reduce/plan.hpp"
 
@@ -31,7 +32,7 @@ void run_matmul_all_reduce_fused(const MatmulAllReducePlanData& plan, comm::Comm
                       comm.transport().overlaps_compute());
   // By reference (std::ref): a std::function copying these lambdas would allocate per call.
   auto pack = [&](uint8_t* dst, uint64_t off, uint64_t n) {
-    std::memcpy(
+    kernels::cpu::copy(
         dst,
         partial.rows(0, static_cast<int64_t>(off / row_bytes), static_cast<int64_t>(n / row_bytes)),
         n);
