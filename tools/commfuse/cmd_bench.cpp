@@ -9,6 +9,7 @@
 
 #include "bench_catalog.hpp"
 #include "bench_options.hpp"
+#include "comm/shm/cma.hpp"
 #include "commands.hpp"
 #include "core/error.hpp"
 #include "launcher.hpp"
@@ -64,6 +65,13 @@ int cmd_bench(int argc, char** argv) {
   }
 
   setenv("COMMFUSE_TRANSPORT", o.transport.c_str(), 1);
+  // How fast a cache line moves between two cores of this machine now, before and after
+  // the run: on a virtual machine it changes with where the host runs its CPUs, and the
+  // times follow (the AMD EPYC VM: 0.03 us in some minutes, 0.13-0.16 in others, where a
+  // W = 2 all_gather of 1 MiB through the shm slots took 250 us instead of 35, and the
+  // fused all_gather_matmul over TCP lost its 1.35x lead over the unfused one).
+  std::printf("# core-to-core synchronization before the run: %.3f us (commfuse info's probe)\n",
+              comm::shm::measure_thread_sync_us());
   std::fflush(nullptr);
   const pid_t pid = fork();
   if (pid < 0) {
@@ -82,6 +90,8 @@ int cmd_bench(int argc, char** argv) {
   while (waitpid(pid, &status, 0) < 0) {
   }
   if (own_session) rmdir(session);  // left in place if mpirun could not empty it
+  std::printf("# core-to-core synchronization after the run: %.3f us\n",
+              comm::shm::measure_thread_sync_us());
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }

@@ -66,8 +66,8 @@ double cma_syscall_us() {
   return us;
 }
 
-double thread_sync_us() {
-  static const double us = [] {
+double measure_thread_sync_us() {
+  return [] {
     std::atomic<int> flag{0};
     std::atomic<bool> stop{false}, ready{false};
     constexpr int kTrips = 200;
@@ -109,6 +109,10 @@ double thread_sync_us() {
     partner.join();
     return best;
   }();
+}
+
+double thread_sync_us() {
+  static const double us = measure_thread_sync_us();
   return us;
 }
 

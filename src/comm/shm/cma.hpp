@@ -51,6 +51,11 @@ double cma_syscall_us();
 // negative if no run finished in time. What `commfuse info` reports: a communicator
 // measures between its own ranks instead.
 double thread_sync_us();
+// The same measured afresh each call (`commfuse bench` before and after its ranks run: on
+// the AMD EPYC VM it read 0.03 us in some minutes and 0.13-0.16 us in others, and the
+// shm slots, the TCP transfers of a fused operator and commfuse's lead over OpenMPI
+// followed it).
+double measure_thread_sync_us();
 
 // Reads n bytes at `address` in process pid into dst; false (errno set) if the kernel
 // refused or the process is gone. Loops over partial transfers.
