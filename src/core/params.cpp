@@ -30,9 +30,10 @@ constexpr std::array<Param, 22> kParams{{
     {"COMMFUSE_COPY_LOOP", Kind::kChoice, "auto", "auto|all|none",
      "bulk copies below the non-temporal size: auto = glibc memcpy except at the distances of "
      "destination past source (modulo 4 KiB) where it measured over 2x slower than the vector "
-     "loop (commfuse info), the loop there, and shm CMA reads at such distances through a "
-     "buffer at the source's page offset; all = the loop and the buffer at every distance; "
-     "none = memcpy and direct reads everywhere"},
+     "loop (commfuse info), the loop there, and shm CMA reads of 4 KiB or more at the "
+     "distances where process_vm_readv measured slow through a buffer at the source's page "
+     "offset; all = the loop and the buffer at every distance; none = memcpy and direct "
+     "reads everywhere"},
     {"COMMFUSE_HOST_ID", Kind::kString, "", "",
      "pretend this process runs on the named host (tests of the multi-host paths)"},
     {"COMMFUSE_LAUNCH_ID", Kind::kString, "", "",

@@ -161,11 +161,13 @@ def test_fault_injection_is_reported_with_the_faulty_rank(monkeypatch, action):
         assert isinstance(e.exception, commfuse.RuntimeFailure) and "rank 1" in str(e), str(e)
 
 
-def test_a_bad_parameter_fails_comm_init_naming_it(monkeypatch):
+@pytest.mark.parametrize("name,value", [("COMMFUSE_NONTEMPORAL_BYTES", "lots"),
+                                        ("COMMFUSE_COPY_LOOP", "sometimes")])
+def test_a_bad_parameter_fails_comm_init_naming_it(monkeypatch, name, value):
     # Read at communicator creation (before the peers are waited for), not by the first
     # large copy deep in a collective.
-    monkeypatch.setenv("COMMFUSE_NONTEMPORAL_BYTES", "lots")
+    monkeypatch.setenv(name, value)
     with pytest.raises(commfuse.ProcessRaisedException) as info:
         run(_init_only, 2)
     assert isinstance(info.value.exception, commfuse.InvalidArgument), str(info.value)
-    assert "COMMFUSE_NONTEMPORAL_BYTES='lots'" in str(info.value)
+    assert f"{name}='{value}'" in str(info.value)

@@ -16,6 +16,20 @@
 
 namespace commfuse::cli {
 
+namespace {
+
+// commfuse info's core-to-core probe, measured now; "no run finished" where the two threads
+// never ran on two cores at once within its deadline.
+std::string sync_probe_text() {
+  const double us = comm::shm::measure_thread_sync_us();
+  if (us < 0) return "no run finished";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f us", us);
+  return buf;
+}
+
+}  // namespace
+
 int cmd_bench(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (const auto rc = bench_help(args)) return *rc;
@@ -70,8 +84,8 @@ int cmd_bench(int argc, char** argv) {
   // times follow (the AMD EPYC VM: 0.03 us in some minutes, 0.13-0.16 in others, where a
   // W = 2 all_gather of 1 MiB through the shm slots took 250 us instead of 35, and the
   // fused all_gather_matmul over TCP lost its 1.35x lead over the unfused one).
-  std::printf("# core-to-core synchronization before the run: %.3f us (commfuse info's probe)\n",
-              comm::shm::measure_thread_sync_us());
+  std::printf("# core-to-core synchronization before the run: %s (commfuse info's probe)\n",
+              sync_probe_text().c_str());
   std::fflush(nullptr);
   const pid_t pid = fork();
   if (pid < 0) {
@@ -90,8 +104,7 @@ int cmd_bench(int argc, char** argv) {
   while (waitpid(pid, &status, 0) < 0) {
   }
   if (own_session) rmdir(session);  // left in place if mpirun could not empty it
-  std::printf("# core-to-core synchronization after the run: %.3f us\n",
-              comm::shm::measure_thread_sync_us());
+  std::printf("# core-to-core synchronization after the run: %s\n", sync_probe_text().c_str());
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }

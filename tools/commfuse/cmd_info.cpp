@@ -32,47 +32,87 @@ constexpr const char* kUsage =
     "oneDNN, CPU cores and features, and every COMMFUSE_* parameter with its current value,\n"
     "default and meaning.\n";
 
-// The exact int8 x int8 path without VNNI, or why none could be chosen (a pin this CPU
-// cannot run): info still prints the rest.
-// Set bits as ranges ("1-15, 20"), each plus `base`.
-std::string bit_ranges(uint64_t bits, int base) {
+// Where CMA would be used (cma.hpp's model, with this process's measurements); a bad
+// COMMFUSE_COPY_LOOP leaves `copy` unchosen, which info says and goes on.
+std::string cma_line() {
+  try {
+    return detail::cat(
+        "CMA (process_vm_readv) available; used where it saves ",
+        comm::shm::cma_crossover_bytes(false, comm::shm::thread_sync_us()),
+        " bytes of copying per rank (where ranks share cores, all_to_all's crossover is timed "
+        "by each group at set-up); measured here: system call ",
+        comm::shm::cma_syscall_us(), " us, core-to-core synchronization ",
+        comm::shm::thread_sync_us(), " us (a communicator measures its ranks'), copy ",
+        kernels::cpu::copy_bytes_per_us() / 1e3, " GB/s");
+  } catch (const Error& e) {
+    return detail::cat("CMA (process_vm_readv) available; crossover unknown: ", e.what());
+  }
+}
+
+// Set bits as ranges ("1-15, 20").
+std::string bit_ranges(uint64_t bits) {
   std::string ranges;
   for (int d = 0; d < 64; ++d) {
     if ((bits >> d & 1) == 0) continue;
     int e = d;
     while (e + 1 < 64 && (bits >> (e + 1) & 1) != 0) ++e;
-    ranges += detail::cat(ranges.empty() ? "" : ", ", base + d,
-                          e > d ? detail::cat("-", base + e) : std::string());
+    ranges +=
+        detail::cat(ranges.empty() ? "" : ", ", d, e > d ? detail::cat("-", e) : std::string());
     d = e;
   }
   return ranges;
 }
 
-// The bulk copy's choice (kernels/cpu/copy.hpp): memcpy, and the distances of destination
-// past source (modulo 4 KiB) where the vector loop replaces it.
-std::string bulk_copy_line() {
-  const kernels::cpu::SlowCopyDistances& slow = kernels::cpu::memcpy_slow_distances();
-  const char* nt = "non-temporal vector stores from the last-level cache share up";
-  const std::string pin = params::get_string("COMMFUSE_COPY_LOOP");
-  if (pin != "auto")
-    return detail::cat(pin == "all" ? "the vector loop at every distance of destination past "
-                                      "source, CMA reads through a buffer"
-                                    : "glibc memcpy at every distance, CMA reads direct",
-                       " (pinned: COMMFUSE_COPY_LOOP=", pin, "), ", nt);
-  if (slow.near == 0 && slow.far == 0)
-    return detail::cat(
-        "glibc memcpy (measured at 128 distances of destination past source: "
-        "none over 2x slower than the vector loop), ",
-        nt);
+// Where a copy is slow (kernels/cpu/copy.hpp), as distances of destination past source.
+std::string slow_where(const kernels::cpu::SlowCopyDistances& slow) {
   std::string where;
-  if (slow.near != 0) where = detail::cat(bit_ranges(slow.near, 0), " bytes");
+  if (slow.near != 0) where = detail::cat(bit_ranges(slow.near), " bytes");
   if (slow.far != 0)
-    where += detail::cat(where.empty() ? "" : "; ", "64k + (", bit_ranges(slow.far, 0),
+    where += detail::cat(where.empty() ? "" : "; ", "64 x k + (", bit_ranges(slow.far),
                          ") bytes (measured at 2048 + 0..63)");
-  return detail::cat("glibc memcpy, but the vector loop where the destination is ", where,
-                     " past the source modulo 4 KiB (memcpy measured over 2x slower there), ", nt);
+  return where + " past the source modulo 4 KiB";
 }
 
+// The bulk copy's choice: memcpy, and the distances of destination past source where the
+// vector loop replaces it; with CMA, where its reads go through a buffer. A bad
+// COMMFUSE_COPY_LOOP says so here, and info goes on (its parameter table names it too).
+std::string bulk_copy_line(bool cma) {
+  try {
+    const char* nt = "non-temporal vector stores from the last-level cache share up";
+    const std::string pin = params::get_string("COMMFUSE_COPY_LOOP");
+    if (pin != "auto")
+      return detail::cat(pin == "all"
+                             ? "the vector loop at every distance of destination past source"
+                             : "glibc memcpy at every distance",
+                         cma ? (pin == "all" ? ", CMA reads of 4 KiB or more through a buffer"
+                                             : ", CMA reads straight into the destination")
+                             : "",
+                         " (pinned: COMMFUSE_COPY_LOOP=", pin, "), ", nt);
+    const kernels::cpu::SlowCopyDistances& slow = kernels::cpu::memcpy_slow_distances();
+    std::string line =
+        slow.near == 0 && slow.far == 0
+            ? "glibc memcpy (measured at 128 distances of destination past source: none over 2x "
+              "slower than the vector loop)"
+            : detail::cat("glibc memcpy, but the vector loop where the destination is ",
+                          slow_where(slow), " (memcpy measured over 2x slower there)");
+    if (cma) {
+      const kernels::cpu::SlowCopyDistances& read = comm::shm::cma_slow_distances();
+      line += read.near == 0 && read.far == 0
+                  ? "; CMA reads straight into the destination (none over 2x slower at any of "
+                    "the 128)"
+                  : detail::cat(
+                        "; CMA reads of 4 KiB or more through a buffer where the "
+                        "destination is ",
+                        slow_where(read), " (process_vm_readv over 2x slower there)");
+    }
+    return detail::cat(line, ", ", nt);
+  } catch (const Error& e) {
+    return detail::cat("none chosen: ", e.what());
+  }
+}
+
+// The exact int8 x int8 path without VNNI, or why none could be chosen (a pin this CPU
+// cannot run): info still prints the rest.
 std::string exact_int8_gemm_line() {
   try {
     return kernels::cpu::exact_int_matmul_path() == kernels::cpu::IntMatmulPath::kMadd16
@@ -157,27 +197,13 @@ int cmd_info(int argc, char** argv) {
   std::printf("  fp32 GEMM         %s\n", kernels::cpu::describe_f32_gemm_model().c_str());
   if (kernels::cpu::openblas_available())
     std::printf("  OpenBLAS          %s\n", kernels::cpu::openblas_config().c_str());
-  {
-    // What a communicator on this host would find: a child reading this process (the group
-    // itself probes between its ranks at set-up and reports it with COMMFUSE_VERBOSE=1).
-    const std::string why = comm::shm::cma_self_check();
-    std::printf(
-        "  shm single copy   %s\n",
-        why.empty()
-            ? detail::cat(
-                  "CMA (process_vm_readv) available; used where it saves ",
-                  comm::shm::cma_crossover_bytes(false, comm::shm::thread_sync_us()),
-                  " bytes of copying per rank (where ranks share cores, all_to_all's "
-                  "crossover is timed by each group at set-up); measured here: system call ",
-                  comm::shm::cma_syscall_us(), " us, core-to-core synchronization ",
-                  comm::shm::thread_sync_us(),
-                  " us (a communicator measures its ranks'), "
-                  "copy ",
-                  kernels::cpu::copy_bytes_per_us() / 1e3, " GB/s")
-                  .c_str()
-            : ("CMA unavailable (" + why + "): the shared slots carry all").c_str());
-  }
-  std::printf("  bulk copy         %s\n", bulk_copy_line().c_str());
+  // What a communicator on this host would find: a child reading this process (the group
+  // itself probes between its ranks at set-up and reports it with COMMFUSE_VERBOSE=1).
+  const std::string why = comm::shm::cma_self_check();
+  std::printf("  shm single copy   %s\n",
+              why.empty() ? cma_line().c_str()
+                          : ("CMA unavailable (" + why + "): the shared slots carry all").c_str());
+  std::printf("  bulk copy         %s\n", bulk_copy_line(why.empty()).c_str());
   std::printf("\nparameters (environment, value, default, description):\n");
   for (const auto& p : params::all()) {
     std::string value;

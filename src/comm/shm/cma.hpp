@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/cpu/copy.hpp"
+
 namespace commfuse::comm::shm {
 
 // The address of a word in this process whose value is cma_probe_value(getpid()): peers
@@ -56,6 +58,15 @@ double thread_sync_us();
 // shm slots, the TCP transfers of a fused operator and commfuse's lead over OpenMPI
 // followed it).
 double measure_thread_sync_us();
+
+// Where a CMA read straight into its destination is slow, by the distance of the destination
+// past the source modulo 4 KiB (kernels::cpu::find_slow_distances, against the same read at
+// distance 0; measured once per process, by a group that has CMA at set-up): the kernel
+// copies with the CPU's string move, and on the AMD EPYC (Zen 4) VM ran 2.9 GB/s instead of
+// 13 where the destination is 1-15 bytes past the source, as memcpy does. There a read
+// lands in a buffer at the source's page offset first (ShmTransport::read_peer).
+// COMMFUSE_COPY_LOOP=all|none pins it (every distance slow / none).
+const kernels::cpu::SlowCopyDistances& cma_slow_distances();
 
 // Reads n bytes at `address` in process pid into dst; false (errno set) if the kernel
 // refused or the process is gone. Loops over partial transfers.

@@ -209,18 +209,22 @@ CollAlgo ShmTransport::choose_all_reduce(uint64_t step_bytes) {
 
 namespace {
 constexpr size_t kBounceBytes = size_t{256} << 10;  // in cache: read, then copied out at once
+// Reads below a page copy at most one page's worth per page of the source: the buffer's
+// second copy would cost about what the slow string move does.
+constexpr uint64_t kBounceMinBytes = 4096;
 }  // namespace
 
 void ShmTransport::read_peer(int q, uint64_t off, void* dst, uint64_t n, const char* op) {
   const uint64_t address = peers_.of(q).desc[op_seq_ & 1u].cma_address + off;
   const pid_t pid = peers_.pid(q);
-  // The kernel copies with the CPU's string move too, so where memcpy is slow at this
-  // distance of the destination past the source, so is process_vm_readv (AMD EPYC Zen 4 VM,
-  // destination 1-15 bytes past the source modulo 4 KiB: 2.9 GB/s instead of 13): then the
-  // pieces land in a buffer at the source's own page offset and `copy` moves them on with
-  // its vector loop (W = 2 all_gather of 512 KiB + 8 bytes per rank: 212 -> 60 us).
-  if (n >= 4096 && kernels::cpu::memcpy_slow_distances().slow(
-                       dst, reinterpret_cast<const void*>(static_cast<uintptr_t>(address)))) {
+  // Where the kernel's copy straight into dst is slow at this distance of dst past the
+  // source (cma_slow_distances; AMD EPYC Zen 4 VM, 1-15 bytes modulo 4 KiB: 2.9 GB/s instead
+  // of 13), the pieces land in a buffer at the source's own page offset and `copy` moves
+  // them on with its vector loop (W = 2 bfloat16 all_gather of 512 KiB + 8 bytes per block:
+  // 212-221 -> 70-74 us).
+  if (n >= kBounceMinBytes &&
+      cma_slow_distances().slow(dst,
+                                reinterpret_cast<const void*>(static_cast<uintptr_t>(address)))) {
     if (!bounce_) bounce_.reset(new (std::nothrow) uint8_t[kBounceBytes + 2 * 4096]);
     if (bounce_) {
       auto* base = bounce_.get();

@@ -104,43 +104,36 @@ void copy_loop(void* dst, const void* src, size_t n, bool nontemporal) {
 #endif
 }
 
-// Where glibc's memcpy is pathological, by the distance of the destination past the source
-// modulo 4 KiB (best of 3 at each distance, 32 KiB in cache: above glibc's `rep movsb`
-// threshold, below where it stops using it): each of 0..63, and each misalignment within a
-// cache line away from that (2048 + 0..63). A distance is slow where memcpy took over twice
-// as long as the vector loop. One probe does not do: AMD Zen 3's `rep movsb` ran 1.5 GB/s
+// The best of 3 runs of f, in microseconds.
+template <typename F>
+double best_of_3_us(F&& f) {
+  double best = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    best = std::min(
+        best,
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+// Where glibc's memcpy is pathological (find_slow_distances; the vector loop at the same
+// distance is the reference). One probe does not do: AMD Zen 3's `rep movsb` ran 1.5 GB/s
 // instead of 25-35 at misalignments an earlier single probe (at 51 bytes) found; this AMD
 // EPYC (Zen 4) VM copies at 50-57 GB/s except where the destination is 1-15 bytes past the
 // source modulo 4 KiB, at 3.5 GB/s there (41 at 17-31), which that probe missed: a W = 2
-// all_gather whose block is 512 KiB + 8 bytes took 176 us through the slots and the loop
-// copies at 50 GB/s at every distance. Elsewhere memcpy is kept: it is the faster copy of
-// lines another core has just written, which is what the shm slots hold (all_gather at
-// W = 2 through the slots took 2.2 us for 2 KiB blocks and 12.8 us for 32 KiB with the
-// loop's aligned AVX2 stores, 0.6 and 2.2 us with memcpy, AMX Xeon; OpenMPI 1.0 and 2.7).
+// all_gather whose blocks are 512 KiB + 8 bytes took 176-186 us through the slots, 38-46 us
+// with the loop at those copies. Elsewhere memcpy is kept: it is the faster copy of lines
+// another core has just written, which is what the shm slots hold (all_gather at W = 2
+// through the slots took 2.2 us for 2 KiB blocks and 12.8 us for 32 KiB with the loop's
+// aligned AVX2 stores, 0.6 and 2.2 us with memcpy, AMX Xeon; OpenMPI 1.0 and 2.7).
 SlowCopyDistances measure_memcpy_slow_distances() {
-  constexpr size_t kBytes = 32 * 1024, kFar = 2048;
-  std::vector<uint8_t> a(kBytes + 4096, 1), b(kBytes + 2 * 4096);
-  auto best_us = [&](auto&& f) {
-    double best = 1e30;
-    for (int i = 0; i < 3; ++i) {
-      const auto t0 = std::chrono::steady_clock::now();
-      f();
-      best = std::min(
-          best,
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return best;
-  };
-  // Both at the start of a page, so that d0 + x is x bytes past s modulo 4 KiB.
-  const uint8_t* s = a.data() + (4096 - reinterpret_cast<uintptr_t>(a.data()) % 4096) % 4096;
-  uint8_t* d0 = b.data() + (4096 - reinterpret_cast<uintptr_t>(b.data()) % 4096) % 4096;
-  double mem_us[128], loop_us[128];
-  for (int i = 0; i < 128; ++i) {
-    uint8_t* d = d0 + (i < 64 ? i : kFar + (i - 64));
-    mem_us[i] = best_us([&] { std::memcpy(d, s, kBytes); });
-    loop_us[i] = best_us([&] { copy_loop(d, s, kBytes, false); });
-  }
-  return {slow_distances(mem_us, loop_us), slow_distances(mem_us + 64, loop_us + 64)};
+  return find_slow_distances([](uint8_t* d, const uint8_t* s,
+                                size_t n) { return best_of_3_us([&] { std::memcpy(d, s, n); }); },
+                             [](uint8_t* d, const uint8_t* s, size_t n) {
+                               return best_of_3_us([&] { copy_loop(d, s, n, false); });
+                             });
 }
 
 // `copy` below the non-temporal size: glibc's memcpy except at the distances where it is
@@ -160,6 +153,29 @@ uint64_t slow_distances(const double* memcpy_us, const double* loop_us) {
   for (int dist = 0; dist < 64; ++dist)
     if (memcpy_us[dist] > 2 * loop_us[dist]) mask |= uint64_t{1} << dist;
   return mask;
+}
+
+SlowCopyDistances find_slow_distances(DistanceTimer timed, DistanceTimer reference) {
+  std::vector<uint8_t> a(kProbeBytes + 4096, 1), b(kProbeBytes + 2 * 4096);
+  // Both at the start of a page, so that d0 + x is x bytes past s modulo 4 KiB.
+  const uint8_t* s = a.data() + (4096 - reinterpret_cast<uintptr_t>(a.data()) % 4096) % 4096;
+  uint8_t* d0 = b.data() + (4096 - reinterpret_cast<uintptr_t>(b.data()) % 4096) % 4096;
+  auto at = [&](int i) { return d0 + (i < 64 ? i : 2048 + (i - 64)); };
+  double us[128], ref_us[128];
+  for (int i = 0; i < 128; ++i) {
+    us[i] = timed(at(i), s, kProbeBytes);
+    ref_us[i] = reference(at(i), s, kProbeBytes);
+  }
+  SlowCopyDistances slow{slow_distances(us, ref_us), slow_distances(us + 64, ref_us + 64)};
+  // Timed again where slow, kept only if slow again: one preemption during a distance's
+  // three copies must not send every copy at that distance to the other path.
+  for (int i = 0; i < 128; ++i) {
+    uint64_t& mask = i < 64 ? slow.near : slow.far;
+    const uint64_t bit = uint64_t{1} << (i % 64);
+    if ((mask & bit) != 0 && timed(at(i), s, kProbeBytes) <= 2 * reference(at(i), s, kProbeBytes))
+      mask &= ~bit;
+  }
+  return slow;
 }
 
 const SlowCopyDistances& memcpy_slow_distances() {
