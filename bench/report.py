@@ -115,6 +115,37 @@ class Report:
         return [(med(r["mpi_us"] / r["commfuse_us"] for r in rs), case, b)
                 for case, per in self.by_case_size(rows, "bytes").items() for b, rs in per.items()]
 
+    def probe_runs(self):
+        """{(case, rep): larger of the core-to-core probes before and after that case run}."""
+        runs = {}
+        for r in self.rows:
+            vals = [r[k] for k in ("sync_before_us", "sync_after_us") if r.get(k) is not None]
+            if vals:
+                runs[(r["case"], r["rep"])] = max(vals)
+        return runs
+
+    def slow_minutes(self):
+        """The case runs whose probe read over 3x the run's lowest (bench/README.md)."""
+        runs = self.probe_runs()
+        if not runs:
+            return []
+        low = min(runs.values())
+        return sorted(k for k, v in runs.items() if v > 3 * max(low, 1e-3))
+
+    def machine_state(self):
+        runs = self.probe_runs()
+        if not runs:
+            return None
+        slow = self.slow_minutes()
+        vals = sorted(runs.values())
+        listed = ", ".join(f"{case} (rep {rep + 1}) {runs[(case, rep)]:.3f}"
+                           for case, rep in slow[:6])
+        return (f"- **Machine state** (`commfuse bench`'s core-to-core probe before and after "
+                f"each case run, the larger; bench/README.md): lowest {vals[0]:.3f} us, median "
+                f"{med(vals):.3f} us; {len(slow)} of {len(runs)} case runs read over 3x the "
+                "lowest (slow cross-core minutes: their times measured the machine)"
+                + (f": {listed}" + (", ..." if len(slow) > 6 else "") if slow else "") + ".")
+
     def machine_line(self):
         info = self.meta["info"]
         get = lambda label: next((ln.split(label, 1)[1].strip() for ln in info.splitlines()  # noqa: E731
@@ -609,6 +640,10 @@ class Report:
             if shm:
                 out.append("- **GEMM-alone bound** (shared memory, calls over 1 ms): fused / GEMM "
                            + ", ".join(f"{t['case']} {t['rg']:.3f}" for t in shm) + ".")
+        state = self.machine_state()
+        if state:
+            out.append(state)
+        slow_runs = self.slow_minutes()
         coll = self.section("collectives")
         if coll:
             shm = [r for r in coll if r["transport"] == "shm" and r.get("mpi_us")]
@@ -627,13 +662,17 @@ class Report:
                     continue
                 under = [c for c in cells if c[0] < bar]
                 worst = min(cells, key=lambda c: c[0])
-                listed = ", ".join(f"{case} {size(b)} B {v:.3f}" for v, case, b in
-                                   sorted(under, key=lambda c: c[0])[:8])
+                listed = ", ".join(f"{case} {size(b)} B {v:.3f}"
+                                   + ("*" if any(cr[0] == case for cr in slow_runs) else "")
+                                   for v, case, b in sorted(under, key=lambda c: c[0])[:8])
                 out.append(f"- **Collectives vs OpenMPI, medians** ({label}, median over "
                            f"repetitions per case and size, bar {bar:.2f}): {len(under)} of "
                            f"{len(cells)} below the bar" + (f" ({listed}"
                            + (", ..." if len(under) > 8 else "") + ")" if under else "")
-                           + f"; worst {worst[0]:.2f} ({worst[1]}, {size(worst[2])} B).")
+                           + f"; worst {worst[0]:.2f} ({worst[1]}, {size(worst[2])} B)"
+                           + ("; * a repetition of that case ran in slow cross-core minutes"
+                              if any(any(cr[0] == c[1] for cr in slow_runs) for c in under[:8])
+                              else "") + ".")
             big = [r for r in coll if r["transport"] == "shm" and r["bytes"] >= 1 << 24]
             if big and self.meta.get("membw_gbs"):
                 top = max(big, key=lambda r: r["algbw_gbs"])

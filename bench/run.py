@@ -24,6 +24,7 @@ import datetime
 import json
 import os
 import pathlib
+import re
 import shlex
 import subprocess
 import sys
@@ -403,9 +404,9 @@ def main() -> int:
                     t0 = time.monotonic()
                     try:
                         r = run(cmd, 900, cenv)
-                        rc, err = r.returncode, r.stderr
+                        rc, err, printed = r.returncode, r.stderr, r.stdout
                     except subprocess.TimeoutExpired:
-                        rc, err = -1, "timed out after 900 s"
+                        rc, err, printed = -1, "timed out after 900 s", ""
                     rows = []
                     if os.path.exists(jpath):
                         rows = [json.loads(x) for x in open(jpath) if x.strip()]
@@ -417,8 +418,9 @@ def main() -> int:
                                        err if err.strip() else "no rows written")
                         prog.end(f"{c.section}: {c.name}: FAILED (exit {rc}): "
                                  f"{failed[-1]['error']}")
+                    probe = sync_probe(printed)
                     for row in rows:
-                        row.update(case=c.name, section=c.section, rep=rep, **c.annotate)
+                        row.update(case=c.name, section=c.section, rep=rep, **c.annotate, **probe)
                         if rc != 0:
                             row["failed"] = True
                         if c.rate:
@@ -472,6 +474,17 @@ def main() -> int:
         cmd.append("--publish")
     r = subprocess.run(cmd)
     return rc or r.returncode
+
+
+def sync_probe(stdout: str) -> dict[str, float]:
+    """`commfuse bench`'s core-to-core probe before and after its run (us), where it printed
+    one: a VM's slow cross-core minutes show there (bench/README.md)."""
+    probe = {}
+    for when in ("before", "after"):
+        m = re.search(rf"^# core-to-core synchronization {when} the run: ([0-9.]+) us", stdout, re.M)
+        if m:
+            probe[f"sync_{when}_us"] = float(m.group(1))
+    return probe
 
 
 def _exports(text: str) -> dict[str, str]:

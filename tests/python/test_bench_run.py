@@ -108,3 +108,45 @@ def test_report_lists_failures_and_refuses_to_publish(tmp_path, monkeypatch):
     wins = next(line for line in text.splitlines() if line.startswith("**Where fused beats unfused**"))
     assert "agm fused" in wins and "agm list chose unfused" not in wins
     assert "**Ran unfused**" in text and "agm list chose unfused (0.900)" in text
+
+
+def test_run_reads_the_core_to_core_probe_the_bench_printed():
+    run = load("run")
+    out = ("# core-to-core synchronization before the run: 0.031 us (commfuse info's probe)\n"
+           "# commfuse bench all-reduce: 2 ranks\n"
+           "# core-to-core synchronization after the run: 0.148 us\n")
+    assert run.sync_probe(out) == {"sync_before_us": 0.031, "sync_after_us": 0.148}
+    assert run.sync_probe("# core-to-core synchronization before the run: no run finished\n") == {}
+
+
+def coll_row(case, rep, b, ratio, before, after):
+    return {"section": "collectives", "case": case, "rep": rep, "op": "all-gather",
+            "transport": "shm", "world_size": 2, "bytes": b, "commfuse_us": 1.0,
+            "mpi_us": ratio, "busbw_gbs": 1.0, "algbw_gbs": 1.0, "wrong": 0,
+            "sync_before_us": before, "sync_after_us": after}
+
+
+def test_report_names_the_case_runs_in_slow_cross_core_minutes(tmp_path, monkeypatch):
+    stub_matplotlib(monkeypatch)
+    report = load("report")
+    meta = {"date": "2026-01-01 00:00 UTC", "commit": "abc", "dirty": False,
+            "command": "make bench", "reps": 2, "info": "  CPU  fake\n", "skipped": {},
+            "failed": []}
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    # all-gather W=2 ran its second repetition with the probe at 0.15 us (5x the lowest):
+    # its median below the bar is starred; all-to-all's was measured in quiet minutes.
+    rows = [coll_row("all-gather W=2", 0, 65536, 0.9, 0.03, 0.031),
+            coll_row("all-gather W=2", 1, 65536, 0.4, 0.15, 0.032),
+            coll_row("all-to-all W=2", 0, 64, 0.95, 0.03, 0.035),
+            coll_row("all-to-all W=2", 1, 64, 0.85, 0.032, 0.031)]
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.setattr(sys, "argv", ["report.py", str(tmp_path)])
+    assert report.main() == 0
+    text = (tmp_path / "REPORT.md").read_text()
+    state = next(line for line in text.splitlines() if line.startswith("- **Machine state**"))
+    assert "lowest 0.031 us" in state and "1 of 4 case runs read over 3x the lowest" in state
+    assert "all-gather W=2 (rep 2) 0.150" in state
+    medians = next(line for line in text.splitlines()
+                   if line.startswith("- **Collectives vs OpenMPI, medians** (shared memory"))
+    assert "all-gather W=2 64K B 0.650*" in medians and "all-to-all W=2 64 B 0.900)" in medians
+    assert "* a repetition of that case ran in slow cross-core minutes" in medians
