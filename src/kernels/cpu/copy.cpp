@@ -156,24 +156,27 @@ uint64_t slow_distances(const double* memcpy_us, const double* loop_us) {
 }
 
 SlowCopyDistances find_slow_distances(DistanceTimer timed, DistanceTimer reference) {
-  std::vector<uint8_t> a(kProbeBytes + 4096, 1), b(kProbeBytes + 2 * 4096);
-  // Both at the start of a page, so that d0 + x is x bytes past s modulo 4 KiB.
-  const uint8_t* s = a.data() + (4096 - reinterpret_cast<uintptr_t>(a.data()) % 4096) % 4096;
-  uint8_t* d0 = b.data() + (4096 - reinterpret_cast<uintptr_t>(b.data()) % 4096) % 4096;
-  auto at = [&](int i) { return d0 + (i < 64 ? i : 2048 + (i - 64)); };
-  double us[128], ref_us[128];
-  for (int i = 0; i < 128; ++i) {
-    us[i] = timed(at(i), s, kProbeBytes);
-    ref_us[i] = reference(at(i), s, kProbeBytes);
-  }
-  SlowCopyDistances slow{slow_distances(us, ref_us), slow_distances(us + 64, ref_us + 64)};
-  // Timed again where slow, kept only if slow again: one preemption during a distance's
-  // three copies must not send every copy at that distance to the other path.
-  for (int i = 0; i < 128; ++i) {
-    uint64_t& mask = i < 64 ? slow.near : slow.far;
-    const uint64_t bit = uint64_t{1} << (i % 64);
-    if ((mask & bit) != 0 && timed(at(i), s, kProbeBytes) <= 2 * reference(at(i), s, kProbeBytes))
-      mask &= ~bit;
+  // Two trials, each with buffers of its own (other pages) and a destination placed
+  // differently above 4 KiB; a distance is slow only where it is slow in both. The
+  // distance modulo 4 KiB is what the copies' speed follows (AMD EPYC Zen 4: 1-15 bytes,
+  // 3-4 GB/s whatever else), but not all of it: at 33-63 bytes memcpy ran 26-55 GB/s by
+  // the bits above 4 KiB and by the pages, and about one process in 12 found those
+  // distances slow in one trial, even timed twice in a row. Two trials also keep one
+  // preemption from marking a distance.
+  constexpr size_t kAlign = size_t{64} << 10;
+  constexpr size_t kPlaces[2] = {size_t{64} << 10, size_t{132} << 10};
+  SlowCopyDistances slow{~uint64_t{0}, ~uint64_t{0}};
+  for (const size_t place : kPlaces) {
+    std::vector<uint8_t> buf(kAlign + place + 4096 + kProbeBytes, 1);
+    uint8_t* s = buf.data() + (kAlign - reinterpret_cast<uintptr_t>(buf.data()) % kAlign) % kAlign;
+    double us[128], ref_us[128];
+    for (int i = 0; i < 128; ++i) {
+      uint8_t* d = s + place + (i < 64 ? i : 2048 + (i - 64));
+      us[i] = timed(d, s, kProbeBytes);
+      ref_us[i] = reference(d, s, kProbeBytes);
+    }
+    slow.near &= slow_distances(us, ref_us);
+    slow.far &= slow_distances(us + 64, ref_us + 64);
   }
   return slow;
 }

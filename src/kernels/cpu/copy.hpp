@@ -42,8 +42,8 @@ uint64_t slow_distances(const double* memcpy_us, const double* loop_us);
 // n bytes from src to dst, the two at the same distance; taken at each distance of dst past
 // src modulo 4 KiB of 0..63 (near) and 2048 + 0..63 (far), kProbeBytes in cache (above
 // glibc's `rep movsb` threshold, below where it stops using it). A distance is slow where
-// `timed` took over twice as long as `reference`, twice in a row (the second time only
-// where the first was).
+// `timed` took over twice as long as `reference` in both of two trials (buffers of their own,
+// destinations placed differently above 4 KiB).
 inline constexpr size_t kProbeBytes = 32 * 1024;
 using DistanceTimer = double (*)(uint8_t* dst, const uint8_t* src, size_t n);
 SlowCopyDistances find_slow_distances(DistanceTimer timed, DistanceTimer reference);
