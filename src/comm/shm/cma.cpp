@@ -9,11 +9,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <string>
 #include <thread>
 
-#include "core/params.hpp"
 #include "kernels/cpu/copy.hpp"
+#include "kernels/cpu/probe_timing.hpp"
 
 namespace commfuse::comm::shm {
 namespace {
@@ -174,32 +173,26 @@ std::string cma_self_check() {
 
 namespace {
 
-// One process_vm_readv of n bytes from this process (best of 3, us); 0 where the kernel
-// refused (then no distance is slow: the probe only runs where the group has CMA).
-double self_read_us(uint8_t* dst, const uint8_t* src, size_t n) {
-  double best = 1e30;
-  for (int i = 0; i < 3; ++i) {
-    const auto t0 = clock::now();
-    if (!cma_read(getpid(), dst, reinterpret_cast<uint64_t>(src), n)) return 0;
-    best = std::min(best, std::chrono::duration<double, std::micro>(clock::now() - t0).count());
-  }
-  return best;
+// One process_vm_readv of n bytes from this process (kernels::cpu::best_probe_ns, best of
+// 3); 0 where the kernel refused (then no distance is slow: the probe only runs where the
+// group has CMA).
+double self_read_ns(uint8_t* dst, const uint8_t* src, size_t n) {
+  bool ok = true;
+  const double ns = kernels::cpu::best_probe_ns(
+      [&] { ok = cma_read(getpid(), dst, reinterpret_cast<uint64_t>(src), n) && ok; }, 3);
+  return ok ? ns : 0;
 }
 
 }  // namespace
 
 const kernels::cpu::SlowCopyDistances& cma_slow_distances() {
-  static const kernels::cpu::SlowCopyDistances slow = [] {
-    const std::string pin = params::get_string("COMMFUSE_COPY_LOOP");
-    if (pin == "all") return kernels::cpu::SlowCopyDistances{~uint64_t{0}, ~uint64_t{0}};
-    if (pin == "none") return kernels::cpu::SlowCopyDistances{};
-    // Against the same read into the page offset of the source (where the bounce lands).
-    return kernels::cpu::find_slow_distances(self_read_us, [](uint8_t* dst, const uint8_t* src,
-                                                              size_t n) {
-      const auto off = (reinterpret_cast<uintptr_t>(dst) - reinterpret_cast<uintptr_t>(src)) & 4095;
-      return self_read_us(dst - off, src, n);
-    });
-  }();
+  // Against the same read into the page offset of the source (where the bounce lands).
+  static const kernels::cpu::SlowCopyDistances slow =
+      kernels::cpu::pinned_or_found(self_read_ns, [](uint8_t* dst, const uint8_t* src, size_t n) {
+        const auto off =
+            (reinterpret_cast<uintptr_t>(dst) - reinterpret_cast<uintptr_t>(src)) & 4095;
+        return self_read_ns(dst - off, src, n);
+      });
   return slow;
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/cpu_features.hpp"
 #include "core/params.hpp"
+#include "kernels/cpu/probe_timing.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -104,20 +105,6 @@ void copy_loop(void* dst, const void* src, size_t n, bool nontemporal) {
 #endif
 }
 
-// The best of 3 runs of f, in microseconds.
-template <typename F>
-double best_of_3_us(F&& f) {
-  double best = 1e30;
-  for (int i = 0; i < 3; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    best = std::min(
-        best,
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
-
 // Where glibc's memcpy is pathological (find_slow_distances; the vector loop at the same
 // distance is the reference). One probe does not do: AMD Zen 3's `rep movsb` ran 1.5 GB/s
 // instead of 25-35 at misalignments an earlier single probe (at 51 bytes) found; this AMD
@@ -129,11 +116,11 @@ double best_of_3_us(F&& f) {
 // through the slots took 2.2 us for 2 KiB blocks and 12.8 us for 32 KiB with the loop's
 // aligned AVX2 stores, 0.6 and 2.2 us with memcpy, AMX Xeon; OpenMPI 1.0 and 2.7).
 SlowCopyDistances measure_memcpy_slow_distances() {
-  return find_slow_distances([](uint8_t* d, const uint8_t* s,
-                                size_t n) { return best_of_3_us([&] { std::memcpy(d, s, n); }); },
-                             [](uint8_t* d, const uint8_t* s, size_t n) {
-                               return best_of_3_us([&] { copy_loop(d, s, n, false); });
-                             });
+  return pinned_or_found([](uint8_t* d, const uint8_t* s,
+                            size_t n) { return best_probe_ns([&] { std::memcpy(d, s, n); }, 3); },
+                         [](uint8_t* d, const uint8_t* s, size_t n) {
+                           return best_probe_ns([&] { copy_loop(d, s, n, false); }, 3);
+                         });
 }
 
 // `copy` below the non-temporal size: glibc's memcpy except at the distances where it is
@@ -181,13 +168,15 @@ SlowCopyDistances find_slow_distances(DistanceTimer timed, DistanceTimer referen
   return slow;
 }
 
+SlowCopyDistances pinned_or_found(DistanceTimer timed, DistanceTimer reference) {
+  const std::string pin = params::get_string("COMMFUSE_COPY_LOOP");
+  if (pin == "all") return SlowCopyDistances{~uint64_t{0}, ~uint64_t{0}};
+  if (pin == "none") return SlowCopyDistances{};
+  return find_slow_distances(timed, reference);
+}
+
 const SlowCopyDistances& memcpy_slow_distances() {
-  static const SlowCopyDistances slow = [] {
-    const std::string pin = params::get_string("COMMFUSE_COPY_LOOP");
-    if (pin == "all") return SlowCopyDistances{~uint64_t{0}, ~uint64_t{0}};
-    if (pin == "none") return SlowCopyDistances{};
-    return measure_memcpy_slow_distances();
-  }();
+  static const SlowCopyDistances slow = measure_memcpy_slow_distances();
   return slow;
 }
 

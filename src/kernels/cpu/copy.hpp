@@ -38,15 +38,18 @@ const SlowCopyDistances& memcpy_slow_distances();
 // memcpy_us[i] > 2 * loop_us[i] (tests).
 uint64_t slow_distances(const double* memcpy_us, const double* loop_us);
 
-// The probe behind it, for any copy: `timed` and `reference` return a copy's time (us) of
-// n bytes from src to dst, the two at the same distance; taken at each distance of dst past
-// src modulo 4 KiB of 0..63 (near) and 2048 + 0..63 (far), kProbeBytes in cache (above
-// glibc's `rep movsb` threshold, below where it stops using it). A distance is slow where
-// `timed` took over twice as long as `reference` in both of two trials (buffers of their own,
+// The probe behind it, for any copy: `timed` and `reference` return a copy's time of n
+// bytes from src to dst (probe_timing.hpp's best_probe_ns), the two at the same distance; taken at
+// each distance of dst past src modulo 4 KiB of 0..63 (near) and 2048 + 0..63 (far), kProbeBytes in
+// cache (above glibc's `rep movsb` threshold, below where it stops using it). A distance is slow
+// where `timed` took over twice as long as `reference` in both of two trials (buffers of their own,
 // destinations placed differently above 4 KiB).
 inline constexpr size_t kProbeBytes = 32 * 1024;
 using DistanceTimer = double (*)(uint8_t* dst, const uint8_t* src, size_t n);
 SlowCopyDistances find_slow_distances(DistanceTimer timed, DistanceTimer reference);
+// COMMFUSE_COPY_LOOP's pin where it pins (all: every distance slow, none: none), else
+// find_slow_distances: what memcpy_slow_distances and comm/shm's cma_slow_distances hold.
+SlowCopyDistances pinned_or_found(DistanceTimer timed, DistanceTimer reference);
 
 // The vector loop itself (tests: `copy` may not take it on this CPU); memcpy below 128 bytes.
 void copy_vector_loop(void* dst, const void* src, size_t n, bool nontemporal);
