@@ -257,7 +257,7 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
   GroupVerdicts verdicts =
       agree_on_measures(rank, recs, all_gather, oversubscribed, sync_us, cores.cores);
   shm::CmaSupport& cma = verdicts.cma;
-  // Where CMA reads go slow (once per process, about 8 ms), here rather than in a call.
+  // Where CMA reads go slow (once per process, about 10 ms), here rather than in a call.
   if (cma.unavailable.empty()) shm::cma_slow_distances();
   barrier();  // peers must not see a half-initialised comm fail before this point
 

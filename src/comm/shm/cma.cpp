@@ -179,7 +179,7 @@ namespace {
 double self_read_ns(uint8_t* dst, const uint8_t* src, size_t n) {
   bool ok = true;
   const double ns = kernels::cpu::best_probe_ns(
-      [&] { ok = cma_read(getpid(), dst, reinterpret_cast<uint64_t>(src), n) && ok; }, 3);
+      [&] { ok = cma_read(getpid(), dst, reinterpret_cast<uint64_t>(src), n) && ok; }, 3, true);
   return ok ? ns : 0;
 }
 

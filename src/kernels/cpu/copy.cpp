@@ -116,11 +116,13 @@ void copy_loop(void* dst, const void* src, size_t n, bool nontemporal) {
 // through the slots took 2.2 us for 2 KiB blocks and 12.8 us for 32 KiB with the loop's
 // aligned AVX2 stores, 0.6 and 2.2 us with memcpy, AMX Xeon; OpenMPI 1.0 and 2.7).
 SlowCopyDistances measure_memcpy_slow_distances() {
-  return pinned_or_found([](uint8_t* d, const uint8_t* s,
-                            size_t n) { return best_probe_ns([&] { std::memcpy(d, s, n); }, 3); },
-                         [](uint8_t* d, const uint8_t* s, size_t n) {
-                           return best_probe_ns([&] { copy_loop(d, s, n, false); }, 3);
-                         });
+  return pinned_or_found(
+      [](uint8_t* d, const uint8_t* s, size_t n) {
+        return best_probe_ns([&] { std::memcpy(d, s, n); }, 3, true);
+      },
+      [](uint8_t* d, const uint8_t* s, size_t n) {
+        return best_probe_ns([&] { copy_loop(d, s, n, false); }, 3, true);
+      });
 }
 
 // `copy` below the non-temporal size: glibc's memcpy except at the distances where it is

@@ -1,6 +1,7 @@
-// How the machine models (half_gemm_model.cpp, f32_gemm_model.cpp, int_matmul.cpp) time a
-// probe: the best of `runs` runs after one warm-up run (first touch of buffers, JIT caches, a
-// library's own buffers), in ns, never below 1 so that rates stay finite.
+// How the machine models (half_gemm_model.cpp, f32_gemm_model.cpp, int_matmul.cpp) and the
+// copies' distance probes (copy.cpp, comm/shm/cma.cpp) time a probe: the best of `runs`
+// runs after one warm-up run (first touch of buffers, JIT caches, a library's own buffers),
+// in ns, never below 1 so that rates stay finite.
 #pragma once
 
 #include <time.h>
@@ -29,9 +30,10 @@ inline double probe_clock_ns(bool thread_clock) {
       .count();
 }
 
+// On the given clock (probe_clock_ns): for a probe that runs on the calling thread alone
+// (the copies' distance probes, kernels/cpu/copy.hpp), this thread's CPU time always.
 template <typename F>
-double best_probe_ns(F&& f, int runs) {
-  const bool thread_clock = compute_threads() == 1;
+double best_probe_ns(F&& f, int runs, bool thread_clock) {
   f();
   double best = 1e300;
   for (int i = 0; i < runs; ++i) {
@@ -40,6 +42,13 @@ double best_probe_ns(F&& f, int runs) {
     best = std::min(best, probe_clock_ns(thread_clock) - t0);
   }
   return std::max(best, 1.0);
+}
+
+// The machine models' GEMM probes: this thread's CPU time where the kernels run on it (one
+// compute thread), else the wall clock.
+template <typename F>
+double best_probe_ns(F&& f, int runs) {
+  return best_probe_ns(f, runs, compute_threads() == 1);
 }
 
 }  // namespace commfuse::kernels::cpu
