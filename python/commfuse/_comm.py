@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -22,7 +22,9 @@ class Communicator:
     arguments. Sums are float32 in rank order 0..R-1 (int8/int32: exact, saturating), so
     every rank gets the same bits. An argument error — on every rank, or on one (its peers'
     call then raises RuntimeFailure naming it and its message) — and ranks passing
-    different shapes fail the call on every rank at once and leave the communicator usable;
+    different element counts, dtypes or roots fail the call on every rank at once and leave
+    the communicator usable (the shapes are each rank's own, as in MPI and NCCL: a (2, 3) x
+    on one rank and a (3, 2) x on another move the same 6 elements);
     a dead or stalled peer, a timeout or :meth:`abort` make it unusable (:attr:`usable`),
     and later calls raise RuntimeFailure at once.
 
@@ -95,7 +97,8 @@ class Communicator:
         """Concatenate every rank's ``x`` along dim 0, in rank order.
 
         Args:
-            x: this rank's array, shape (m, ...) (every rank the same shape and dtype).
+            x: this rank's array, shape (m, ...) (every rank the same shape and dtype; the
+                element count and dtype are compared across ranks, the shape is not).
             out: optional result buffer of shape (R·m, ...) (0-d x: (R,)).
             dtype: format of raw codes in x (e.g. ``"hifloat8"``, ``"int4"`` packed).
 
@@ -109,6 +112,7 @@ class Communicator:
             if src.dtype == "int4":  # packed: the result is packed bytes like x
                 shape = (r * x.shape[0],) + tuple(x.shape[1:]) if x.ndim else (r,)
             array, dst = a.output(out, "out", shape, src.dtype, like=x)
+            _check_out_shape(out, dst, shape)
         self._impl.all_gather(src, dst)
         return array
 
@@ -124,7 +128,9 @@ class Communicator:
         with self._args("all_reduce") as a:
             _check_op(op)
             src = a.input(x, "x", dtype, contiguous=True)
-            array, dst = a.output(out, "out", _storage_shape(x, src), src.dtype, like=x)
+            shape = _storage_shape(x, src)
+            array, dst = a.output(out, "out", shape, src.dtype, like=x)
+            _check_out_shape(out, dst, shape)
         self._impl.all_reduce(src, dst)
         return array
 
@@ -134,7 +140,7 @@ class Communicator:
 
         Args:
             x: (R·m, ...) array; its elements split into R equal blocks.
-            out: optional result buffer of m·... elements.
+            out: optional result buffer of the result's shape.
 
         Returns:
             (m, ...) array on rank r = sum over ranks s of x_s[r·m:(r+1)·m] (flat when
@@ -143,8 +149,9 @@ class Communicator:
         with self._args("reduce_scatter") as a:
             _check_op(op)
             src = a.input(x, "x", dtype, contiguous=True)
-            array, dst = a.output(out, "out", _block_shape(src, self._impl.world_size),
-                                  src.dtype, like=x)
+            shape = _block_shape(src, self._impl.world_size)
+            array, dst = a.output(out, "out", shape, src.dtype, like=x)
+            _check_out_shape(out, dst, shape)
         self._impl.reduce_scatter(src, dst)
         return array
 
@@ -157,7 +164,9 @@ class Communicator:
         """
         with self._args("all_to_all") as a:
             src = a.input(x, "x", dtype, contiguous=True)
-            array, dst = a.output(out, "out", _storage_shape(x, src), src.dtype, like=x)
+            shape = _storage_shape(x, src)
+            array, dst = a.output(out, "out", shape, src.dtype, like=x)
+            _check_out_shape(out, dst, shape)
         self._impl.all_to_all(src, dst)
         return array
 
@@ -170,7 +179,7 @@ class Communicator:
                 raise NullPointerError("x is None (a required tensor)")
             try:
                 from ._tensor import tensor_ref
-                buf = tensor_ref(x, dtype, output=True, fn="broadcast")
+                buf = tensor_ref(x, dtype, output=True)
             except InvalidArgument as e:
                 raise InvalidArgument(f"x: {e.message}") from None
         self._impl.broadcast(buf, root)
@@ -197,6 +206,19 @@ class Communicator:
 def _check_op(op: str) -> None:
     if op != "sum":
         raise InvalidArgument(f"op is {op!r} but only 'sum' is supported")
+
+
+def _check_out_shape(out: Any, ref: _commfuse.TensorRef, shape: Sequence[int]) -> None:
+    """An ``out=`` of another shape than the result's is InvalidArgument, even where its
+    element count fits (a (3, 2) out for a (2, 3) result): the array returned is ``out``,
+    so its shape is the result's. A 0-d result takes a (1,) out and the reverse. A dense
+    array of the right size is reshaped in place (``out.reshape(shape)``, a view)."""
+    if out is None:
+        return
+    got = tuple(out.shape) if hasattr(out, "shape") else tuple(ref.shape)
+    want = tuple(int(d) for d in shape)
+    if got != want and not (got in ((), (1,)) and want in ((), (1,))):
+        raise InvalidArgument(f"out has shape {got} but the result's is {want}")
 
 
 def _storage_shape(x: Any, ref: _commfuse.TensorRef) -> tuple[int, ...]:

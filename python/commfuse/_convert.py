@@ -11,6 +11,7 @@ import numpy.typing as npt
 from . import _commfuse
 from ._dtypes import DATA_MOVEMENT, INT4, NUMBER_FORMATS, NUMPY_DTYPES, canonical, format_of
 from ._errors import InvalidArgument
+from ._tensor import as_bool
 
 
 def _as_array(array: npt.ArrayLike) -> np.ndarray:
@@ -102,7 +103,10 @@ def convert(array: npt.ArrayLike, dtype: npt.DTypeLike, saturate: bool = False,
     src, src_name = _source(arr, src_dtype)
     dst_name = canonical(dtype, "dtype")
     count = arr.size
-    saturate = bool(saturate)
+    try:
+        saturate = as_bool(saturate, "saturate")
+    except InvalidArgument as e:
+        raise InvalidArgument(f"convert: {e.message}") from None
     if dst_name == "int4":
         # libcommfuse's int4 is packed two per byte; numpy's is one per byte.
         packed = np.zeros((count + 1) // 2, dtype=np.uint8)

@@ -56,6 +56,8 @@ def canonical(dtype: npt.DTypeLike, what: str, fn: str = "convert") -> str:
     dtype (``output_dtype=torch.bfloat16``, as torch_npu takes it)."""
     if isinstance(dtype, str):
         return _commfuse.dtype_name(dtype)  # C++ raises InvalidArgument naming it
+    if dtype is None:  # np.dtype(None) is float64: say what was passed
+        raise InvalidArgument(f"{fn}: {what} is None, not a dtype")
     if type(dtype).__module__ == "torch" and str(dtype) in TORCH_DTYPES:
         return TORCH_DTYPES[str(dtype)]
     try:

@@ -10,7 +10,7 @@ import numpy as np
 from . import _commfuse
 from ._dtypes import INT4
 from ._errors import Error, InvalidArgument, NullPointerError
-from ._tensor import as_int, tensor_ref
+from ._tensor import as_bool, as_int, tensor_ref
 
 
 class PackedWeight:
@@ -61,21 +61,25 @@ class PackedWeight:
                 "PackedWeight: x2 is an ml_dtypes.int4 array, which the ops pack into a new "
                 "copy on every call: pass its packed uint8 bytes (commfuse.pack_int4) with "
                 "x2_dtype=\"int4\", to PackedWeight and to the op alike")
-        if transpose_x2 and len(getattr(x2, "shape", ())) != 2:
+        try:
+            transpose = as_bool(transpose_x2, "transpose_x2")
+        except InvalidArgument as e:
+            raise InvalidArgument(f"PackedWeight: {e.message}") from None
+        if transpose and len(getattr(x2, "shape", ())) != 2:
             raise InvalidArgument(
                 f"PackedWeight: x2 must be 2-D (the (n, k) buffer with transpose_x2) but has "
                 f"shape {tuple(getattr(x2, 'shape', ()))}")
         if x2 is None:
             raise NullPointerError("PackedWeight: x2 is None (a required tensor)")
         try:
-            ref = tensor_ref(x2, x2_dtype, fn="PackedWeight")
+            ref = tensor_ref(x2, x2_dtype)
         except Error as e:
             raise type(e)(f"PackedWeight: x2: {e.message}", e.code) from None
         try:
             rows = as_int(rows, "rows")
         except InvalidArgument as e:
             raise InvalidArgument(f"PackedWeight: {e.message}") from None
-        self._native = _commfuse.PackedWeight(ref, rows, bool(transpose_x2))
+        self._native = _commfuse.PackedWeight(ref, rows, transpose)
 
     @property
     def packed(self) -> bool:

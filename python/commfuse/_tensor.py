@@ -177,15 +177,26 @@ def fast_output(out: Any, shape: tuple[int, ...], like: np.ndarray) -> Optional[
     return None if ref is None else (out, ref)
 
 
+def _dtype_name(dtype: npt.DTypeLike) -> str:
+    """canonical(dtype) for a tensor's ``dtype=``: its error unprefixed, since every caller
+    puts the function and the argument in front (``all_reduce(rank 0): x: dtype 123 is not
+    a dtype``, where it once read ``x: all_reduce: dtype 123 ...``)."""
+    try:
+        return canonical(dtype, "dtype", "")
+    except InvalidArgument as e:
+        message = e.message[2:] if e.message.startswith(": ") else e.message
+        raise InvalidArgument(message, e.code) from None
+
+
 def tensor_ref(x: Any, dtype: Optional[npt.DTypeLike] = None, *, contiguous: bool = False,
-               output: bool = False, fn: str = "commfuse") -> _commfuse.TensorRef:
+               output: bool = False) -> _commfuse.TensorRef:
     """The TensorRef for one argument (see the module docstring). ``dtype`` names the format
     of raw codes; ``contiguous`` copies a non-dense numpy input; ``output`` forbids copies."""
     if dtype is None:
         ref = _fast_numpy_ref(x, contiguous, output)
         if ref is not None:
             return ref
-    name = None if dtype is None else canonical(dtype, "dtype", fn)
+    name = None if dtype is None else _dtype_name(dtype)
     if isinstance(x, np.ndarray):
         return _numpy_ref(x, name, contiguous, output)
     if is_torch(x):
@@ -268,6 +279,22 @@ def as_int(value: Any, what: str, bits: int = 64) -> int:
     return v
 
 
+def as_bool(value: Any, what: str) -> bool:
+    """value as a Python bool: a bool, a numpy bool, or the integer 0 or 1; anything else
+    (an array, None, 2, "yes") is InvalidArgument naming ``what``, where bool() would raise a
+    ValueError (an array of several elements) or quietly take its truth. Called inside an
+    :class:`Args` block, so that a wrong value is rejected for the whole group."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    try:
+        v = operator.index(value)
+    except TypeError:
+        v = None
+    if v in (0, 1):
+        return bool(v)
+    raise InvalidArgument(f"{what} must be a bool, got {type(value).__name__} {value!r}")
+
+
 def small_ints(*values: Any) -> bool:
     """True when every value is a plain int within 32 bits: the per-call fast paths pass
     such arguments straight through; anything else takes the general path (as_int)."""
@@ -277,16 +304,17 @@ def small_ints(*values: Any) -> bool:
     return True
 
 
-def group_name(hcom: Any) -> str:
-    """The group string of an operator's ``hcom`` / ``group`` argument: a name, or an object
-    with ``.name`` (a Communicator)."""
+def group_name(hcom: Any, fn: str) -> str:
+    """The group string of operator ``fn``'s ``hcom`` / ``group`` argument: a name, or an
+    object with ``.name`` (a Communicator). Anything else names no group, so its error stays
+    on this rank (docs/reliability.md: an hcom that names no communicator)."""
     if isinstance(hcom, str):
         return hcom
     name = getattr(hcom, "name", None)
     if isinstance(name, str):
         return name
-    raise InvalidArgument(f"hcom must be a communicator name (str) or a Communicator, got "
-                          f"{type(hcom).__name__}")
+    raise InvalidArgument(f"{fn}: hcom must be a communicator name (str) or a Communicator, "
+                          f"got {type(hcom).__name__}")
 
 
 class Args:
@@ -328,7 +356,7 @@ class Args:
         if x is None:  # SPEC §0: a required tensor that is null
             raise NullPointerError(f"{what} is None (a required tensor)")
         try:
-            return tensor_ref(x, dtype, contiguous=contiguous, fn=self.fn)
+            return tensor_ref(x, dtype, contiguous=contiguous)
         except Error as e:
             raise type(e)(f"{what}: {e.message}", e.code) from None
 
@@ -348,7 +376,7 @@ class Args:
             "int8", "int32", "int64")) or (name in _RAW_CODES and is_torch(array) and
                                           str(array.dtype) == "torch.uint8")
         try:
-            ref = tensor_ref(array, name if raw else None, output=True, fn=self.fn)
+            ref = tensor_ref(array, name if raw else None, output=True)
         except Error as e:
             raise type(e)(f"{what}: {e.message}", e.code) from None
         return array, ref

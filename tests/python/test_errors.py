@@ -140,8 +140,21 @@ def test_errors_without_a_group():
     with pytest.raises(commfuse.InvalidArgument, match="unknown group 'nope'") as info:
         commfuse.all_gather_base_mm(x, w, "nope", 1)
     assert info.value.code == 161002
-    with pytest.raises(commfuse.InvalidArgument, match="hcom must be"):
+    with pytest.raises(commfuse.InvalidArgument,
+                       match=r"^mm_all_reduce_base: hcom must be a communicator name \(str\) or a "
+                             r"Communicator, got int$"):
         commfuse.mm_all_reduce_base(x, w, 17)
+    # Local functions: a flag or a dtype of the wrong kind is named (bool() of an array raised
+    # a bare ValueError; np.dtype(None) is float64, which the message then named).
+    with pytest.raises(commfuse.InvalidArgument,
+                       match=r"^convert: saturate must be a bool, got ndarray array\(\[1, 0\]\)$"):
+        commfuse.convert(x, "bfloat16", saturate=np.array([1, 0]))
+    with pytest.raises(commfuse.InvalidArgument, match=r"^convert: dtype is None, not a dtype$"):
+        commfuse.convert(x, None)
+    with pytest.raises(commfuse.InvalidArgument,
+                       match=r"^PackedWeight: transpose_x2 must be a bool, got int 2$"):
+        commfuse.PackedWeight(w, transpose_x2=2)
+    assert commfuse.convert(x, "bfloat16", saturate=1).shape == x.shape  # 0 and 1 are bools
     with pytest.raises(commfuse.InvalidArgument, match="not supported"):
         commfuse.init(0, 1, init_method="udp://x:1")
     with pytest.raises(commfuse.InvalidArgument, match="needs rank and world_size"):
@@ -223,7 +236,20 @@ def _rejection_body(rank, case):
             op = lambda: commfuse.alltoall_matmul(x, np.ones((8 * R, 4), F32), comm.name,
                                                   3 if bad else R)
         elif case == "collective_count":
-            op = lambda: comm.all_reduce(x, out=np.empty(5 if bad else 16, F32))
+            op = lambda: comm.all_reduce(x, out=np.empty(5 if bad else (2, 8), F32))
+        elif case == "collective_out_shape":  # the right element count in another shape
+            op = lambda: comm.all_gather(x, out=np.empty((8, 4) if bad else (4, 8), F32))
+        elif case == "a2a_flag_array":  # bool() of it would raise ValueError
+            op = lambda: commfuse.alltoall_matmul(x, np.ones((8 * R, 4), F32), comm.name, R,
+                                                  transpose_x2=np.array([1, 0]) if bad else False)
+        elif case == "a2a_flag_none":  # bool() of it would quietly be False
+            op = lambda: commfuse.alltoall_quant_matmul(
+                np.ones((2, 8), np.float16), np.ones((R * 8, 4), np.int8), np.ones(4, F32),
+                comm.name, R, return_alltoall_out=None if bad else False)
+        elif case == "output_dtype_none":  # np.dtype(None) is float64: named as None
+            op = lambda: commfuse.quant_all_reduce(np.ones((2, 128), np.int8),
+                                                   np.ones((2, 1), F32), comm.name,
+                                                   output_dtype=None if bad else np.float32)
         elif case == "collective_dtype":
             op = lambda: comm.all_reduce(x.astype(ml_dtypes.float8_e4m3fn) if bad else x)
         elif case == "collective_bool_sum":
@@ -278,7 +304,14 @@ REJECTIONS = {
     "a2a_combination": r"alltoall_quant_matmul\(rank 1\): unsupported combination x1 float16, "
                        r"x2 int8, x1QuantMode 3",
     "a2a_world_size": r"alltoall_matmul\(rank 1\): world_size is 3 but group has 2 ranks",
-    "collective_count": r"all_reduce\(rank 1\): x has 16 and out 5 elements",
+    "collective_count": r"all_reduce\(rank 1\): out has shape \(5,\) but the result's is "
+                        r"\(2, 8\)",
+    "collective_out_shape": r"all_gather\(rank 1\): out has shape \(8, 4\) but the result's is "
+                            r"\(4, 8\)",
+    "a2a_flag_array": r"alltoall_matmul\(rank 1\): transpose_x2 must be a bool, got ndarray",
+    "a2a_flag_none": r"alltoall_quant_matmul\(rank 1\): return_alltoall_out must be a bool, "
+                     r"got NoneType None",
+    "output_dtype_none": r"quant_all_reduce\(rank 1\): output_dtype is None, not a dtype",
     "collective_dtype": r"all_reduce\(rank 1\): dtype float8_e4m3fn cannot be summed",
     "collective_bool_sum": r"reduce_scatter\(rank 1\): dtype bool cannot be summed \(only ",
     "collective_op": r"all_reduce\(rank 1\): op is 'max' but only 'sum' is supported",
@@ -570,11 +603,12 @@ def _bad_flag_body(rank):
 
 def test_a_bad_flag_on_one_rank_fails_its_peers_at_once():
     # The per-call fast path judged gather_output with bool() outside Args: the ValueError
-    # stayed on rank 1 and rank 0 waited for it until COMMFUSE_TIMEOUT_S.
+    # stayed on rank 1 and rank 0 waited for it until COMMFUSE_TIMEOUT_S. Then a bare
+    # ValueError ("ambiguous") inside Args; now InvalidArgument (SPEC §0) naming the flag.
     (got0, usable0, y0), (got1, usable1, y1) = run(_bad_flag_body, 2)
-    assert got1[0] == "ValueError" and "ambiguous" in got1[1], got1
+    assert got1[0] == "InvalidArgument" and "gather_output must be a bool" in got1[1], got1
     assert got0[0] == "RuntimeFailure" and "rank 1 rejected the call" in got0[1], got0
-    assert "gather_output" in got0[1] or "ambiguous" in got0[1], got0
+    assert "gather_output must be a bool" in got0[1], got0
     assert usable0 and usable1 and y0 == y1 == [[4.0] * 4] * 4, (y0, y1)
 
 

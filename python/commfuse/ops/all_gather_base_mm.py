@@ -8,7 +8,7 @@ import numpy.typing as npt
 
 from .. import _commfuse
 from .._packed import PackedWeight, native_packed
-from .._tensor import (Args, as_int, dim, fast_matmul_inputs, fast_output, group_name,
+from .._tensor import (Args, as_bool, as_int, dim, fast_matmul_inputs, fast_output, group_name,
                        small_ints, stream_of)
 from ._quant_common import quant_matmul_args
 
@@ -66,7 +66,7 @@ def all_gather_base_mm(input: Any, x2: Any, hcom: Any, world_size: int, *, bias:
             (on this rank; its peers fail with RuntimeFailure naming this rank).
         RuntimeFailure: a peer failed or timed out.
     """
-    group = hcom if type(hcom) is str else group_name(hcom)
+    group = hcom if type(hcom) is str else group_name(hcom, "all_gather_base_mm")
     plain = x1_scale is None and x2_scale is None and output_dtype is None and \
         x1_dtype is None and x2_dtype is None and \
         (packed_x2 is None or type(packed_x2) is PackedWeight)
@@ -88,15 +88,16 @@ def all_gather_base_mm(input: Any, x2: Any, hcom: Any, world_size: int, *, bias:
     with Args("all_gather_base_mm", group) as a:
         world = as_int(world_size, "world_size", 32)
         index, turn = as_int(gather_index, "gather_index"), as_int(comm_turn, "comm_turn")
+        gather = as_bool(gather_output, "gather_output")
         x1r = a.input(input, "input", x1_dtype, contiguous=True)
         x2r = a.input(x2, "x2", x2_dtype)
         biasr = a.optional(bias, "bias", contiguous=True)
         s1r, s2r, out_name = quant_matmul_args(a, x1r, x1_scale, x2_scale, output_dtype)
         rows = dim(x1r, 0) * (a.world_size if a.world_size > 0 else max(world, 1))
         output, outr = a.output(out, "out", (rows, dim(x2r, 1)), out_name, like=input)
-        shape = (rows, dim(x1r, 1)) if gather_output else (0,)
+        shape = (rows, dim(x1r, 1)) if gather else (0,)
         gathered, gatherr = a.output(gather_out, "gather_out", shape, x1r.dtype, like=input)
         packed = native_packed(packed_x2)
     _commfuse.all_gather_matmul(x1r, x2r, group, world, outr, gatherr, biasr, index,
-                                bool(gather_output), turn, s1r, s2r, stream_of(input), packed)
+                                gather, turn, s1r, s2r, stream_of(input), packed)
     return output, gathered

@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 from .. import _commfuse
 from .._packed import PackedWeight, native_packed
-from .._tensor import Args, dense_or_transposed, dim, group_name, stream_of
+from .._tensor import Args, as_bool, dense_or_transposed, dim, group_name, stream_of
 from ._quant_common import check_world_size
 
 
@@ -49,20 +49,21 @@ def alltoall_matmul(x1: Any, x2: Any, hcom: Any, world_size: int, *, bias: Any =
             group.
         RuntimeFailure: a peer failed or timed out.
     """
-    group = group_name(hcom)
+    group = group_name(hcom, "alltoall_matmul")
     with Args("alltoall_matmul", group) as a:
         r = check_world_size(a, world_size)
         x1r = a.input(x1, "x1", contiguous=True)
         x2r = a.input(x2, "x2", contiguous=not dense_or_transposed(x2))
         biasr = a.optional(bias, "bias", contiguous=True)
-        n = dim(x2r, 0) if transpose_x2 else dim(x2r, 1)
+        transpose = as_bool(transpose_x2, "transpose_x2")
+        n = dim(x2r, 0) if transpose else dim(x2r, 1)
         rows = dim(x1r, 0) // r
         output, outr = a.output(out, "out", (rows, n), x1r.dtype, like=x1)
         a2a = a2ar = None
-        if return_alltoall_out or alltoall_out is not None:
+        if as_bool(return_alltoall_out, "return_alltoall_out") or alltoall_out is not None:
             a2a, a2ar = a.output(alltoall_out, "alltoall_out", (rows, r * dim(x1r, 1)),
                                  x1r.dtype, like=x1)
         packed = native_packed(packed_x2)  # a wrong type: rejected for the group
-    _commfuse.alltoall_matmul(x1r, x2r, group, outr, a2ar, biasr, bool(transpose_x2),
+    _commfuse.alltoall_matmul(x1r, x2r, group, outr, a2ar, biasr, transpose,
                               stream_of(x1), packed)
     return output, a2a

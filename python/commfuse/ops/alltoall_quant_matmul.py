@@ -8,7 +8,7 @@ import numpy.typing as npt
 
 from .. import _commfuse
 from .._packed import PackedWeight, native_packed
-from .._tensor import Args, as_int, dim, group_name, stream_of
+from .._tensor import Args, as_bool, as_int, dim, group_name, stream_of
 from ._quant_common import check_world_size, dtype_arg, maybe_int4_input, unpack
 
 
@@ -84,7 +84,7 @@ def alltoall_quant_matmul(x1: Any, x2: Any, x2_scale: Any, hcom: Any, world_size
         NullPointerError: A4W4 without x1_scale.
         RuntimeFailure: a peer failed or timed out.
     """
-    group = group_name(hcom)
+    group = group_name(hcom, "alltoall_quant_matmul")
     with Args("alltoall_quant_matmul", group) as a:
         r = check_world_size(a, world_size)
         x1r, x1_unpacked = maybe_int4_input(a, x1, "x1", x1_dtype)
@@ -92,7 +92,8 @@ def alltoall_quant_matmul(x1: Any, x2: Any, x2_scale: Any, hcom: Any, world_size
         scaler = a.input(x2_scale, "x2_scale", contiguous=True)
         biasr = a.optional(bias, "bias", contiguous=True)
         x1sr = a.optional(x1_scale, "x1_scale", contiguous=True)
-        n = dim(x2r, 0) if transpose_x2 else dim(x2r, 1)
+        transpose = as_bool(transpose_x2, "transpose_x2")
+        n = dim(x2r, 0) if transpose else dim(x2r, 1)
         rows = dim(x1r, 0) // r
         if output_dtype is not None:
             out_name = dtype_arg(output_dtype, "output_dtype")
@@ -101,14 +102,14 @@ def alltoall_quant_matmul(x1: Any, x2: Any, x2_scale: Any, hcom: Any, world_size
         like = None if x1_unpacked else x1
         output, outr = a.output(out, "out", (rows, n), out_name, like=like)
         a2a = a2ar = None
-        if return_alltoall_out or alltoall_out is not None:
+        if as_bool(return_alltoall_out, "return_alltoall_out") or alltoall_out is not None:
             k = r * dim(x1r, 1)
             shape = (rows, k // 2) if x1r.dtype == "int4" else (rows, k)
             a2a, a2ar = a.output(alltoall_out, "alltoall_out", shape, x1r.dtype, like=like)
         packed = native_packed(packed_x2)  # a wrong type: rejected for the group, as above
         modes = as_int(x1_quant_mode, "x1_quant_mode"), as_int(x2_quant_mode, "x2_quant_mode")
     _commfuse.alltoall_quant_matmul(x1r, x2r, scaler, group, outr, a2ar, biasr, x1sr, *modes,
-                                    bool(transpose_x2), stream_of(x1), packed)
+                                    transpose, stream_of(x1), packed)
     if a2a is not None and alltoall_out is None and x1_unpacked:
         a2a = unpack(a2a)
     return output, a2a

@@ -63,7 +63,7 @@ def mm_all_reduce_base(x1: Any, x2: Any, hcom: Any, *, reduce_op: str = "sum", b
             <...> (every rank must pass the same bias (a digest of its values))``), on
             every rank; the communicator stays usable.
     """
-    group = hcom if type(hcom) is str else group_name(hcom)
+    group = hcom if type(hcom) is str else group_name(hcom, "mm_all_reduce_base")
     plain = x1_scale is None and x2_scale is None and output_dtype is None and \
         x1_dtype is None and x2_dtype is None and \
         (packed_x2 is None or type(packed_x2) is PackedWeight)

@@ -65,7 +65,7 @@ def mm_reduce_scatter_base(input: Any, x2: Any, hcom: Any, world_size: int, *,
             <...> (every rank must pass the same bias (a digest of its values))``), on
             every rank; the communicator stays usable.
     """
-    group = hcom if type(hcom) is str else group_name(hcom)
+    group = hcom if type(hcom) is str else group_name(hcom, "mm_reduce_scatter_base")
     plain = x1_scale is None and x2_scale is None and output_dtype is None and \
         x1_dtype is None and x2_dtype is None and \
         (packed_x2 is None or type(packed_x2) is PackedWeight)

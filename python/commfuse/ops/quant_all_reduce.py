@@ -45,7 +45,7 @@ def quant_all_reduce(x: Any, scales: Any, hcom: Any, *, reduce_op: str = "sum",
             reduce_op, unknown group (on this rank; its peers fail with RuntimeFailure).
         RuntimeFailure: a peer failed or timed out.
     """
-    group = group_name(hcom)
+    group = group_name(hcom, "quant_all_reduce")
     with Args("quant_all_reduce", group) as a:
         xr = a.input(x, "x", dtype, contiguous=True)
         sr = a.input(scales, "scales", contiguous=True)

@@ -41,7 +41,7 @@ def quant_reduce_scatter(x: Any, scales: Any, hcom: Any, *, reduce_op: str = "su
         InvalidArgument: wrong dtype or shape, BS % R != 0, reduce_op, unknown group.
         RuntimeFailure: a peer failed or timed out.
     """
-    group = group_name(hcom)
+    group = group_name(hcom, "quant_reduce_scatter")
     with Args("quant_reduce_scatter", group) as a:
         xr = a.input(x, "x", dtype, contiguous=True)
         sr = a.input(scales, "scales", contiguous=True)
