@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "comm/comm_impl.hpp"
+#include "core/dtype_valid.hpp"
 #include "core/error.hpp"
 #include "core/simd.hpp"
 #include "core/trace.hpp"
@@ -124,15 +125,6 @@ bool valid_dtype(DType t) {
   }
 }
 
-// Whether `elements` of dtype take at most PTRDIFF_MAX bytes.
-bool fits_a_buffer(DType dtype, size_t elements) {
-  try {
-    return dtype_storage_bytes(dtype, elements) <= static_cast<size_t>(PTRDIFF_MAX);
-  } catch (const Error&) {
-    return false;
-  }
-}
-
 // Checks shared by every collective; `what` names the op for messages. blocks:
 // count-element blocks in the call's larger buffer (all_gather's dst, reduce_scatter's
 // src, all_to_all's: R; else 1). src_name, dst_name: the buffers' names in messages.
@@ -146,11 +138,10 @@ void check_buffers(comm::CommImpl& c, const char* what, const void* src, const v
                          " is not a commfuse dtype"));
   // No buffer spans more than PTRDIFF_MAX bytes: a larger count would wrap the byte sizes
   // the transports compute (2^62 float32 made an all_reduce of 0 bytes), or make their
-  // dtype_storage_bytes throw on this rank alone. Below 2^56 elements nothing can (8-byte
-  // elements at most): the exact check runs only above.
+  // dtype_storage_bytes throw on this rank alone.
   size_t elements = 0;
   const bool wraps = __builtin_mul_overflow(count, static_cast<size_t>(blocks), &elements);
-  if (wraps || (elements >> 56 != 0 && !fits_a_buffer(dtype, elements)))
+  if (wraps || !detail::fits_a_buffer(dtype, elements))
     c.reject(Status::kParamInvalid,
              detail::cat(what, "(rank ", r, "): count ", count, " is too large: ",
                          blocks > 1 ? detail::cat(blocks, " blocks of that many ") : "",

@@ -248,6 +248,12 @@ void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_
   if (count == 0) return;
   CF_CHECK_NOTNULL(src, "convert: src is null (count ", count, ")");
   CF_CHECK_NOTNULL(dst, "convert: dst is null (count ", count, ")");
+  // No pointer can hold more: a larger count read and wrote past any buffer (2^62 float32
+  // to e4m3 ran into unmapped memory).
+  for (const DType t : {src_dtype, dst_dtype})
+    CF_CHECK_ARG(detail::fits_a_buffer(t, count), "convert: count ", count,
+                 " is too large: ", dtype_name(t), " elements exceed the largest buffer (",
+                 PTRDIFF_MAX, " bytes)");
 
   // The same format is a copy, except where saturating changes codes: the infinities of
   // e5m2 and HiFloat8 (SPEC §1: saturating gives the largest finite value instead).

@@ -102,6 +102,15 @@ size_t dtype_storage_bytes(DType dtype, size_t count) {
 }
 
 namespace detail {
+bool fits_a_buffer(DType dtype, size_t count) {
+  if (count >> 56 == 0) return true;  // 8-byte elements at most: nothing below 2^56 can
+  try {
+    return dtype_storage_bytes(dtype, count) <= static_cast<size_t>(PTRDIFF_MAX);
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 bool dtype_is_valid(DType dtype) {
   return find(dtype) != nullptr;
 }

@@ -8,4 +8,8 @@ namespace commfuse::detail {
 
 bool dtype_is_valid(DType dtype);
 
+// Whether `count` elements of dtype take at most PTRDIFF_MAX bytes: the most any buffer can
+// hold. A larger count cannot describe real memory; the byte sizes computed from it would wrap.
+bool fits_a_buffer(DType dtype, size_t count);
+
 }  // namespace commfuse::detail

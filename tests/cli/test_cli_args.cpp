@@ -155,5 +155,34 @@ TEST(CliArgs, NetnsNamesEachRanksNamespace) {
         << "'" << bad << "'";
 }
 
+// Shapes the workers could not run are usage errors (exit 2) naming the options: --m 0
+// divided by zero in the float64 reference (SIGFPE / SIGSEGV in every worker); --k 2^62 ended
+// through MPI_Abort with "cannot create std::vector larger than max_size()".
+TEST(CliArgs, MatmulShapesTheWorkersCannotRunAreRefused) {
+  EXPECT_EQ(usage_error([] {
+              parse_bench_options({"all-gather-matmul", "--m", "0"});
+            }),
+            "--m: '0' must be at least 1");
+  EXPECT_EQ(usage_error([] {
+              parse_bench_options({"matmul-all-reduce", "--m", "2", "--k", "4611686018427387904",
+                                   "--n", "4611686018427387904"});
+            })
+                .find("--m 2 --k 4611686018427387904 --n 4611686018427387904 -n 2: the matrices "
+                      "take at least "),
+            0u);
+  // Past the host's memory (no 2-core host of this project has 100 TiB), alltoall's too.
+  const std::string big = usage_error([] {
+    parse_bench_options({"all-gather-matmul", "--k", "4194304", "--n", "4194304"});
+  });
+  EXPECT_NE(big.find("GiB of memory"), std::string::npos) << big;
+  EXPECT_NE(usage_error([] {
+              parse_bench_options({"alltoall-matmul", "--bs", "4194304", "--h", "4194304"});
+            }).find("--bs 4194304 --h 4194304 --n 4096 -n 2: the matrices take at least"),
+            std::string::npos);
+  // The defaults fit.
+  EXPECT_EQ(usage_error([] { parse_bench_options({"all-gather-matmul"}); }), "");
+  EXPECT_EQ(usage_error([] { parse_bench_options({"alltoall-quant-matmul"}); }), "");
+}
+
 }  // namespace
 }  // namespace commfuse::cli

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -451,6 +452,50 @@ TEST(Bootstrap, RankThatNeverArrivesIsNamedWithinTheTimeout) {
   }
   EXPECT_GE(took, 1.9);
   EXPECT_LT(took, 4.5);
+}
+
+// The missing ranks are listed in runs, at most 16 of them: a world of 10^8 that never formed
+// listed every rank, a message of a gigabyte built for 13 s past the timeout.
+TEST(Bootstrap, MissingRanksAreListedInRunsAndCapped) {
+  const int port = free_port();
+  auto alone = run_threads(
+      1, [&](int) { return Bootstrap::create("127.0.0.1", port, 0, 40, 1)->all_gather("x"); });
+  EXPECT_EQ(alone[0].message, "bootstrap(rank 0): ranks 1-39 did not connect within 1 s");
+  // Every even rank of 40 present: 20 odd ones missing, each a run of its own.
+  const int port2 = free_port();
+  auto evens = run_threads(20, [&](int i) {
+    return Bootstrap::create("127.0.0.1", port2, 2 * i, 40, 1)->all_gather("x");
+  });
+  EXPECT_EQ(evens[0].message,
+            "bootstrap(rank 0): ranks 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31, "
+            "... (20 in all) did not connect within 1 s");
+}
+
+// Rank 0 holds a connection to every rank while the group forms: a world past the open-file
+// limit is refused at once, naming the limit (a worldSize of 2e9 grew rank 0 to 24 GB until
+// the kernel killed it; 10^8 answered 13 s past its timeout).
+TEST(Bootstrap, WorldPastTheOpenFileLimitIsRefusedAtRankZero) {
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = std::min<rlim_t>(saved.rlim_cur, 256);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  const auto t0 = Clock::now();
+  try {
+    Bootstrap::create("127.0.0.1", free_port(), 0, 1000, 30);
+    ADD_FAILURE() << "a group of 1000 was formed";
+  } catch (const commfuse::InvalidArgument& e) {
+    EXPECT_TRUE(contains(e.what(),
+                         "bootstrap(rank 0): world_size is 1000, which needs 999 "
+                         "connections at rank 0 while the group forms, but this "
+                         "process may open " +
+                             std::to_string(low.rlim_cur) + " files (RLIMIT_NOFILE"))
+        << e.what();
+  }
+  EXPECT_LT(seconds_since(t0), 1.0);
+  // Another rank holds one connection: not refused for it (it times out reaching rank 0).
+  EXPECT_THROW(Bootstrap::create("127.0.0.1", free_port(), 5, 1000, 1), commfuse::RuntimeFailure);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
 }
 
 TEST(Bootstrap, UnreachableRankZeroTimesOut) {

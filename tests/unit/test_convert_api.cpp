@@ -152,6 +152,30 @@ TEST(ConvertCApi, SuccessAndStatusCodes) {
             COMMFUSE_SUCCESS);
 }
 
+// A count no buffer can hold (2^62 float32 are 2^64 bytes) is PARAM_INVALID naming count,
+// checked before anything is read: the converting loop ran into unmapped memory (SIGSEGV),
+// and the same-dtype copy's error named an internal function. The larger of the two dtypes
+// decides: 2^62 float8 would fit, their float32 source would not.
+TEST(ConvertCApi, CountNoBufferCanHoldIsParamInvalidNamingCount) {
+  float src[4] = {1, 2, 3, 4};
+  uint8_t dst[16] = {};
+  const uint64_t huge = uint64_t{1} << 62;
+  for (const commfuseDataType to : {COMMFUSE_FLOAT8_E4M3FN, COMMFUSE_FLOAT32}) {
+    EXPECT_EQ(commfuseConvert(src, COMMFUSE_FLOAT32, dst, to, huge, 0), COMMFUSE_PARAM_INVALID);
+    const std::string message = commfuseGetLastErrorMessage();
+    EXPECT_NE(message.find("convert: count 4611686018427387904 is too large: float32 elements "
+                           "exceed the largest buffer"),
+              std::string::npos)
+        << message;
+  }
+  EXPECT_EQ(commfuseConvert(dst, COMMFUSE_FLOAT8_E4M3FN, src, COMMFUSE_FLOAT32, huge, 0),
+            COMMFUSE_PARAM_INVALID);
+  EXPECT_NE(std::string(commfuseGetLastErrorMessage()).find("is too large: float32"),
+            std::string::npos)
+      << commfuseGetLastErrorMessage();
+  EXPECT_EQ(dst[0], 0);  // nothing written
+}
+
 TEST(ConvertDataMovementTypes, RejectedAsSourceAndTargetNamingThem) {
   // uint8/int16/uint16/bool have no conversion rules (SPEC §1): refused both ways, even to
   // themselves and for count 0, and dst is left untouched.

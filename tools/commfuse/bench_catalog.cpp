@@ -204,7 +204,7 @@ constexpr BenchOptionSpec kOptions[] = {
     {"", "--m", "M", kFusedMatmul, "2048",
      "global rows, a multiple of -n: all-gather-matmul gathers M rows (M/W per rank); the reducing "
      "ops' x1 has M rows on every rank",
-     set_integer<&BenchOptions::m, 0>, get_integer<&BenchOptions::m>},
+     set_integer<&BenchOptions::m, 1>, get_integer<&BenchOptions::m>},
     {"", "--k", "K", kFusedMatmul, "4096",
      "inner dimension; matmul-reduce-scatter/-all-reduce: each rank holds K/W of it (a multiple of "
      "-n)",

@@ -4,9 +4,12 @@
 
 #include <commfuse/commfuse.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <string>
 #include <string_view>
 
 #include "bench_catalog.hpp"
@@ -33,6 +36,40 @@ void check_collective_dtype(const BenchOptions& o) {
   if ((o.op == "all-reduce" || o.op == "reduce-scatter") && !kernels::cpu::reducible(t))
     throw UsageError("--dtype " + o.dtype + " cannot be summed by " + o.op + " (only " +
                      kernels::cpu::reducible_names() + ")");
+}
+
+// The bytes a matmul benchmark's W ranks allocate at least (each rank's operands and one
+// output; its variants add more), against this host's memory: a shape past it is a usage
+// error naming the options, where it was a failed allocation (or a size past size_t) in
+// every worker, ended through MPI_Abort (--k 2^62: "cannot create std::vector larger than
+// max_size()"). long double: the products of three options overflow 64 bits.
+void check_matrices_fit(const BenchOptions& o) {
+  const bool fused = o.family == kFusedMatmul;
+  if (!fused && !(o.family & (kAlltoAllQuantMatmul | kAlltoAllMatmul))) return;
+  const long double w = o.nprocs, n = static_cast<long double>(o.n);
+  const bool wide = o.dtype == "float32";
+  const bool narrow = o.dtype == "int8" || o.dtype.starts_with("float8") || o.dtype == "hifloat8";
+  const long double in_bytes = fused ? (wide ? 4 : narrow ? 1 : 2) : 1, out_bytes = wide ? 4 : 2;
+  long double per_rank = 0;
+  std::string shape;
+  if (fused) {
+    const long double m = static_cast<long double>(o.m), k = static_cast<long double>(o.k);
+    per_rank = in_bytes * (m * k + k * n) / w + out_bytes * m * n / w;
+    shape = "--m " + std::to_string(o.m) + " --k " + std::to_string(o.k);
+  } else {
+    const long double bs = static_cast<long double>(o.bs), h = static_cast<long double>(o.h);
+    per_rank = in_bytes * (bs * h + w * h * n) + out_bytes * bs / w * n;
+    shape = "--bs " + std::to_string(o.bs) + " --h " + std::to_string(o.h);
+  }
+  const long double host = static_cast<long double>(sysconf(_SC_PHYS_PAGES)) *
+                           static_cast<long double>(sysconf(_SC_PAGESIZE));
+  if (w * per_rank <= host) return;
+  char need[64], have[64];
+  std::snprintf(need, sizeof need, "%.3Lg", w * per_rank / (1024.0L * 1024 * 1024));
+  std::snprintf(have, sizeof have, "%.3Lg", host / (1024.0L * 1024 * 1024));
+  throw UsageError(shape + " --n " + std::to_string(o.n) + " -n " + std::to_string(o.nprocs) +
+                   ": the matrices take at least " + need + " GiB on this host (operands and " +
+                   "one output per rank), which has " + have + " GiB of memory");
 }
 
 const BenchOptionSpec* find_option(std::string_view name, unsigned family, bool internal) {
@@ -105,6 +142,7 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args, bool inte
         throw UsageError("--gather-output 0 is for all-gather-matmul only (" + o.op +
                          " gathers no x1)");
     }
+    check_matrices_fit(o);
     if (!o.netns.empty() && o.transport != "mpi")
       throw UsageError("--netns needs --transport mpi (shared memory does not cross a network)");
     if (o.family & (kAlltoAllQuantMatmul | kAlltoAllMatmul)) multiple("--bs", o.bs);

@@ -1,5 +1,7 @@
 #include "comm/bootstrap/bootstrap.hpp"
 
+#include <sys/resource.h>
+
 #include <new>
 
 #include "comm/bootstrap/bootstrap_internal.hpp"
@@ -11,8 +13,19 @@ namespace commfuse::comm {
 namespace boot {
 
 std::string rank_list(const std::vector<int>& ranks) {
+  // Runs of three or more as ranges, and at most kMaxRuns of them: a group of 10^8 that never
+  // formed listed every missing rank, a message of a gigabyte that took 13 s past the timeout.
+  constexpr size_t kMaxRuns = 16;
   std::string s = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  size_t runs = 0;
+  for (size_t i = 0; i < ranks.size(); ++runs) {
+    if (runs == kMaxRuns) return s + detail::cat(", ... (", ranks.size(), " in all)");
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    s += (runs ? ", " : "") + std::to_string(ranks[i]);
+    if (j > i) s += (j == i + 1 ? ", " : "-") + std::to_string(ranks[j]);
+    i = j + 1;
+  }
   return s;
 }
 
@@ -31,6 +44,26 @@ std::string io_reason(net::Io io, int err) {
 }
 
 }  // namespace boot
+
+namespace {
+
+// Rank 0 holds a connection to every other rank while the group forms: a world that needs
+// more than this process may open cannot form, and is refused before anything is allocated
+// for it (a worldSize of 2e9 grew rank 0 to 24 GB until the kernel killed it). A few files
+// are left for what the process already has open and the listener.
+void check_open_files(int world_size) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
+  constexpr rlim_t kReserve = 64;
+  const auto connections = static_cast<rlim_t>(world_size - 1);
+  CF_CHECK_ARG(connections + kReserve <= limit.rlim_cur, "bootstrap(rank 0): world_size is ",
+               world_size, ", which needs ", connections,
+               " connections at rank 0 while the group forms, but this process may open ",
+               limit.rlim_cur, " files (RLIMIT_NOFILE, ", kReserve,
+               " kept for others; `ulimit -n` raises it up to ", limit.rlim_max, ")");
+}
+
+}  // namespace
 
 Bootstrap::Bootstrap(std::string host, int port, int rank, int world_size, int timeout_s)
     : host_(std::move(host)),
@@ -51,6 +84,7 @@ std::unique_ptr<Bootstrap> Bootstrap::create(const std::string& host, int port, 
   CF_CHECK_ARG(!host.empty(), "bootstrap(rank ", rank, "): host is empty");
   CF_CHECK_ARG(timeout_s >= 1, "bootstrap(rank ", rank, "): timeout_s is ", timeout_s,
                " but must be >= 1");
+  if (rank == 0 && world_size > 1) check_open_files(world_size);
   std::unique_ptr<Bootstrap> b(new Bootstrap(host, port, rank, world_size, timeout_s));
   if (world_size == 1) return b;
   if (rank == 0)
