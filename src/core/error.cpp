@@ -49,5 +49,21 @@ void copy_message(char* dst, size_t cap, std::string_view message) {
   dst[n] = '\0';
 }
 
+std::string rank_list(const std::vector<int>& ranks) {
+  constexpr size_t kMaxRuns = 16;
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  if (ranks.empty()) return s + "?";
+  size_t runs = 0;
+  for (size_t i = 0; i < ranks.size(); ++runs) {
+    if (runs == kMaxRuns) return s + cat(", ... (", ranks.size(), " in all)");
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    s += (runs ? ", " : "") + std::to_string(ranks[i]);
+    if (j > i) s += (j == i + 1 ? ", " : "-") + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return s;
+}
+
 }  // namespace detail
 }  // namespace commfuse

@@ -12,23 +12,6 @@ namespace commfuse::comm {
 
 namespace boot {
 
-std::string rank_list(const std::vector<int>& ranks) {
-  // Runs of three or more as ranges, and at most kMaxRuns of them: a group of 10^8 that never
-  // formed listed every missing rank, a message of a gigabyte that took 13 s past the timeout.
-  constexpr size_t kMaxRuns = 16;
-  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
-  size_t runs = 0;
-  for (size_t i = 0; i < ranks.size(); ++runs) {
-    if (runs == kMaxRuns) return s + detail::cat(", ... (", ranks.size(), " in all)");
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    s += (runs ? ", " : "") + std::to_string(ranks[i]);
-    if (j > i) s += (j == i + 1 ? ", " : "-") + std::to_string(ranks[j]);
-    i = j + 1;
-  }
-  return s;
-}
-
 std::string io_reason(net::Io io, int err) {
   switch (io) {
     case net::Io::kClosed:

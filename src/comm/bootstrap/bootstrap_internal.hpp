@@ -20,9 +20,6 @@ constexpr std::chrono::milliseconds kErrorGrace{1000};
 // arrivals with that error for this long, so they fail with the same message.
 constexpr std::chrono::milliseconds kErrorLinger{1000};
 
-// "rank 2" or "ranks 2, 3".
-std::string rank_list(const std::vector<int>& ranks);
-
 // Why an I/O call failed, for messages: "connection closed", "Connection reset by peer".
 std::string io_reason(net::Io io, int err);
 

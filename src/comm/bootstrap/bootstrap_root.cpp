@@ -133,7 +133,7 @@ void Bootstrap::root_accept() {
     std::vector<int> ranks;
     for (int r = 1; r < world_size_; ++r)
       if (!peers_[static_cast<size_t>(r)].valid()) ranks.push_back(r);
-    return boot::rank_list(ranks);
+    return detail::rank_list(ranks);
   };
   std::vector<Pending> pending;
   comm::InterruptPoll interrupt;  // Ctrl-C while peers are missing (a rank not started)
@@ -222,8 +222,8 @@ std::vector<std::string> Bootstrap::root_collective(wire::FrameType op, const st
         root_fail(Status::kRuntimeError,
                   detail::cat(who(), ": ",
                               comm::interrupted_message(
-                                  why, detail::cat("waiting for ", boot::rank_list(waiting), " at ",
-                                                   op_name, " #", seq_))));
+                                  why, detail::cat("waiting for ", detail::rank_list(waiting),
+                                                   " at ", op_name, " #", seq_))));
       continue;
     }
     if (n < 0 && errno != EINTR)
@@ -231,7 +231,7 @@ std::vector<std::string> Bootstrap::root_collective(wire::FrameType op, const st
                 detail::cat(who(), ": poll failed: ", net::errno_text(errno)));
     if (n == 0 && deadline.expired())
       root_fail(Status::kRuntimeError,
-                detail::cat(who(), ": ", boot::rank_list(waiting), " did not arrive at ", op_name,
+                detail::cat(who(), ": ", detail::rank_list(waiting), " did not arrive at ", op_name,
                             " #", seq_, " within ", timeout_s_, " s"));
     std::vector<int> still_waiting;
     for (size_t i = 0; i < pfds.size(); ++i) {

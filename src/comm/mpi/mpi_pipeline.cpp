@@ -262,7 +262,7 @@ std::string Pipeline::missing_what(size_t piece, bool own_requests) const {
     for (const Transfer& t : p.recvs) ranks.push_back(t.peer);
   }
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  return "waiting for " + rank_list(ranks);
+  return "waiting for " + detail::rank_list(ranks);
 }
 
 std::string Pipeline::stop_reason() const {

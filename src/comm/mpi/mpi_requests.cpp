@@ -135,13 +135,6 @@ void check(int rc, const char* call, const char* op, int rank) {
                        detail::cat(op, "(rank ", rank, "): ", call, " failed: ", text));
 }
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
-  if (ranks.empty()) return s + "?";
-  for (size_t i = 0; i < ranks.size(); ++i) s += detail::cat(i ? ", " : "", ranks[i]);
-  return s;
-}
-
 int test_some(MPI_Request* requests, size_t count, const char* op, int rank, const int* peers) {
   SmallVector<int, 32> done(count);  // which completed
   int n_done = 0;
@@ -156,7 +149,7 @@ int test_some(MPI_Request* requests, size_t count, const char* op, int rank, con
     ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
     const std::string call =
         detail::cat("MPI_Testsome on ", ranks.size() == 1 ? "a transfer" : "transfers", " with ",
-                    rank_list(ranks));
+                    detail::rank_list(ranks));
     check(rc, call.c_str(), op, rank);
   }
   check(rc, "MPI_Testsome", op, rank);
@@ -259,7 +252,7 @@ std::string Batch::missing_peers() const {
     std::sort(ranks.begin(), ranks.end());
     ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
     if (ranks.empty()) continue;
-    const std::string s = rank_list(ranks);
+    const std::string s = detail::rank_list(ranks);
     return recv ? s : s + " to take rank " + std::to_string(rank_) + "'s data";
   }
   return "the other ranks";

@@ -43,10 +43,6 @@ bool peer_unresponsive();
 // MPI_SUCCESS.
 void check(int rc, const char* call, const char* op, int rank);
 
-// "rank 3" or "ranks 0, 2" (in the order given; "ranks ?" for none): the peers a wait's
-// timeout or an MPI error names.
-std::string rank_list(const std::vector<int>& ranks);
-
 // One MPI_Testsome over requests[0, count): MPI moves bytes meanwhile (Open MPI's TCP
 // transport progresses only inside MPI calls), and the requests that completed become
 // MPI_REQUEST_NULL. Returns how many completed, MPI_UNDEFINED where none was active; an MPI

@@ -141,12 +141,10 @@ void PeerSet::abort(const std::string& reason) {
 }
 
 std::string PeerSet::missing_ranks(uint32_t target) {
-  std::string s;
-  int n = 0;
+  std::vector<int> ranks;
   for (int r = 0; r < size(); ++r)
-    if (r != rank_ && !reached(of(r).progress.load(), target))
-      s += detail::cat(n++ == 0 ? "" : ", ", r);
-  return detail::cat(n == 1 ? "rank " : "ranks ", s);
+    if (r != rank_ && !reached(of(r).progress.load(), target)) ranks.push_back(r);
+  return detail::rank_list(ranks);
 }
 
 void PeerSet::fail_waiting(const char* op, uint32_t /*target*/, const std::string& why) {
