@@ -212,7 +212,7 @@ def _check_out_shape(out: Any, ref: _commfuse.TensorRef, shape: Sequence[int]) -
     """An ``out=`` of another shape than the result's is InvalidArgument, even where its
     element count fits (a (3, 2) out for a (2, 3) result): the array returned is ``out``,
     so its shape is the result's. A 0-d result takes a (1,) out and the reverse. A dense
-    array of the right size is reshaped in place (``out.reshape(shape)``, a view)."""
+    array of the right size in another shape: pass its view ``out.reshape(shape)``."""
     if out is None:
         return
     got = tuple(out.shape) if hasattr(out, "shape") else tuple(ref.shape)
@@ -223,10 +223,14 @@ def _check_out_shape(out: Any, ref: _commfuse.TensorRef, shape: Sequence[int]) -
 
 def _storage_shape(x: Any, ref: _commfuse.TensorRef) -> tuple[int, ...]:
     """x's own shape (int4: the packed bytes' shape, not the element count; a 0-d x, which
-    the library sees as shape (1,): 0-d)."""
+    the library sees as shape (1,): 0-d). An object with only ``__dlpack__`` has no ndim to
+    ask (np.ndim would wrap it in a 0-d object array): the library's shape."""
     if ref.dtype == "int4":
         return tuple(x.shape)
-    return () if np.ndim(x) == 0 else tuple(ref.shape)
+    ndim = getattr(x, "ndim", None)
+    if ndim is None:
+        ndim = len(ref.shape) if hasattr(x, "__dlpack__") else np.ndim(x)
+    return () if ndim == 0 else tuple(ref.shape)
 
 
 def _block_shape(src: _commfuse.TensorRef, r: int) -> tuple[int, ...]:

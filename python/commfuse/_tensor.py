@@ -286,6 +286,10 @@ def as_bool(value: Any, what: str) -> bool:
     :class:`Args` block, so that a wrong value is rejected for the whole group."""
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # np.array(True), torch
+        value = value.item()
+        if isinstance(value, bool):
+            return value
     try:
         v = operator.index(value)
     except TypeError:

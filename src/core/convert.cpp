@@ -295,6 +295,8 @@ void pack_int4(const int8_t* src, uint8_t* dst, size_t count) {
   if (count == 0) return;
   CF_CHECK_NOTNULL(src, "pack_int4: src is null");
   CF_CHECK_NOTNULL(dst, "pack_int4: dst is null");
+  CF_CHECK_ARG(detail::fits_a_buffer(DType::kInt8, count), "pack_int4: count ", count,
+               " is too large: int8 elements exceed the largest buffer (", PTRDIFF_MAX, " bytes)");
   for (size_t i = 0; i < count; ++i)
     CF_CHECK_ARG(src[i] >= -8 && src[i] <= 7, "pack_int4: src[", i, "] is ",
                  static_cast<int>(src[i]), " but int4 holds [-8, 7]");
@@ -317,6 +319,8 @@ void unpack_int4(const uint8_t* src, int8_t* dst, size_t count) {
   if (count == 0) return;
   CF_CHECK_NOTNULL(src, "unpack_int4: src is null");
   CF_CHECK_NOTNULL(dst, "unpack_int4: dst is null");
+  CF_CHECK_ARG(detail::fits_a_buffer(DType::kInt8, count), "unpack_int4: count ", count,
+               " is too large: int8 elements exceed the largest buffer (", PTRDIFF_MAX, " bytes)");
   unpack_int4_bytes(src, dst, count / 2);
   if (count % 2 != 0) dst[count - 1] = int4_at(src, count - 1);
 }

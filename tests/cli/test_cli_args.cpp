@@ -170,7 +170,7 @@ TEST(CliArgs, MatmulShapesTheWorkersCannotRunAreRefused) {
                 .find("--m 2 --k 4611686018427387904 --n 4611686018427387904 -n 2: the matrices "
                       "take at least "),
             0u);
-  // Past the host's memory (no 2-core host of this project has 100 TiB), alltoall's too.
+  // Past the host's memory (no 2-core host of this project has 64 TiB), alltoall's too.
   const std::string big = usage_error([] {
     parse_bench_options({"all-gather-matmul", "--k", "4194304", "--n", "4194304"});
   });

@@ -154,7 +154,8 @@ def test_errors_without_a_group():
     with pytest.raises(commfuse.InvalidArgument,
                        match=r"^PackedWeight: transpose_x2 must be a bool, got int 2$"):
         commfuse.PackedWeight(w, transpose_x2=2)
-    assert commfuse.convert(x, "bfloat16", saturate=1).shape == x.shape  # 0 and 1 are bools
+    for flag in (1, np.int64(0), np.array(True), np.bool_(False)):  # what bool() took, less
+        assert commfuse.convert(x, "bfloat16", saturate=flag).shape == x.shape  # arrays, None
     with pytest.raises(commfuse.InvalidArgument, match="not supported"):
         commfuse.init(0, 1, init_method="udp://x:1")
     with pytest.raises(commfuse.InvalidArgument, match="needs rank and world_size"):

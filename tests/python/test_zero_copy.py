@@ -120,12 +120,17 @@ def _read_only_dlpack_out_body(rank):
             outcome = str(e)
         writable = np.zeros(4, np.float32)
         comm.all_reduce(np.ones(4, np.float32), out=DLPackOnly(writable))
-        return outcome, frozen == bytes(16), writable.tolist()
+        # An x known only by DLPack has no ndim: its result shape is the library's (4,), not
+        # the 0-d that np.ndim(x) gives such an object (then out=(4,) was refused).
+        out = np.zeros(4, np.float32)
+        assert comm.all_reduce(DLPackOnly(np.full(4, 2, np.float32)), out=out) is out
+        assert comm.all_reduce(DLPackOnly(np.full(4, 3, np.float32))).shape == (4,)
+        return outcome, frozen == bytes(16), writable.tolist() + out.tolist()
 
 
 def test_a_read_only_dlpack_output_is_refused():
     outcome, intact, written = run(_read_only_dlpack_out_body, 1)[0]
     assert "read-only" in outcome and intact, outcome
-    assert written == [1.0] * 4  # a writable one is written in place
+    assert written == [1.0] * 4 + [2.0] * 4  # a writable one is written in place
     ro = tensor_ref(DLPackOnly(np.frombuffer(bytes(8), np.float32)), output=True)
     assert ro.read_only

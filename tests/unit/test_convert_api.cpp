@@ -174,6 +174,17 @@ TEST(ConvertCApi, CountNoBufferCanHoldIsParamInvalidNamingCount) {
             std::string::npos)
       << commfuseGetLastErrorMessage();
   EXPECT_EQ(dst[0], 0);  // nothing written
+  // The int4 helpers alike (2^63 int8 elements are past PTRDIFF_MAX bytes).
+  const int8_t values[2] = {1, -1};
+  EXPECT_EQ(commfusePackInt4(values, dst, uint64_t{1} << 63), COMMFUSE_PARAM_INVALID);
+  EXPECT_NE(std::string(commfuseGetLastErrorMessage()).find("pack_int4: count 9223372036854775808"),
+            std::string::npos)
+      << commfuseGetLastErrorMessage();
+  int8_t unpacked[2] = {};
+  EXPECT_EQ(commfuseUnpackInt4(dst, unpacked, uint64_t{1} << 63), COMMFUSE_PARAM_INVALID);
+  EXPECT_NE(std::string(commfuseGetLastErrorMessage()).find("unpack_int4: count"),
+            std::string::npos)
+      << commfuseGetLastErrorMessage();
 }
 
 TEST(ConvertDataMovementTypes, RejectedAsSourceAndTargetNamingThem) {

@@ -61,8 +61,9 @@ void check_matrices_fit(const BenchOptions& o) {
     per_rank = in_bytes * (bs * h + w * h * n) + out_bytes * bs / w * n;
     shape = "--bs " + std::to_string(o.bs) + " --h " + std::to_string(o.h);
   }
-  const long double host = static_cast<long double>(sysconf(_SC_PHYS_PAGES)) *
-                           static_cast<long double>(sysconf(_SC_PAGESIZE));
+  const long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_bytes <= 0) return;  // unknown: the workers' allocations will say
+  const long double host = static_cast<long double>(pages) * page_bytes;
   if (w * per_rank <= host) return;
   char need[64], have[64];
   std::snprintf(need, sizeof need, "%.3Lg", w * per_rank / (1024.0L * 1024 * 1024));

@@ -1,8 +1,11 @@
 #include "comm/bootstrap/bootstrap.hpp"
 
+#include <dirent.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <new>
+#include <string>
 
 #include "comm/bootstrap/bootstrap_internal.hpp"
 #include "core/error.hpp"
@@ -30,20 +33,48 @@ std::string io_reason(net::Io io, int err) {
 
 namespace {
 
-// Rank 0 holds a connection to every other rank while the group forms: a world that needs
-// more than this process may open cannot form, and is refused before anything is allocated
-// for it (a worldSize of 2e9 grew rank 0 to 24 GB until the kernel killed it). A few files
-// are left for what the process already has open and the listener.
+// Files this process has open now (/proc/self/fd, less the directory's own); 16 where it
+// cannot be read.
+rlim_t open_files() {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return 16;
+  rlim_t n = 0;
+  while (const dirent* e = readdir(dir))
+    if (e->d_name[0] != '.') ++n;
+  closedir(dir);
+  return n > 0 ? n - 1 : 0;
+}
+
+// Rank 0 holds a connection to every other rank while the group forms, besides its listener
+// and the files already open: where the soft RLIMIT_NOFILE is short of that it is raised
+// (up to the hard limit: accept() had failed with EMFILE there), and a world past the hard
+// limit is refused before anything is allocated for it (a worldSize of 2e9 grew rank 0 to
+// 24 GB until the kernel killed it). The other ranks hold one connection each.
 void check_open_files(int world_size) {
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
-  constexpr rlim_t kReserve = 64;
+  constexpr rlim_t kSlack = 16;  // the listener, and what creating the communicator opens
   const auto connections = static_cast<rlim_t>(world_size - 1);
-  CF_CHECK_ARG(connections + kReserve <= limit.rlim_cur, "bootstrap(rank 0): world_size is ",
-               world_size, ", which needs ", connections,
-               " connections at rank 0 while the group forms, but this process may open ",
-               limit.rlim_cur, " files (RLIMIT_NOFILE, ", kReserve,
-               " kept for others; `ulimit -n` raises it up to ", limit.rlim_max, ")");
+  const rlim_t needed = connections + open_files() + kSlack;
+  if (needed <= limit.rlim_cur) return;
+  if (limit.rlim_max == RLIM_INFINITY || needed <= limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max == RLIM_INFINITY ? needed : std::min(limit.rlim_max, needed);
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+      CF_LOG(kInfo, "bootstrap(rank 0): RLIMIT_NOFILE raised from ", limit.rlim_cur, " to ",
+             raised.rlim_cur, " for the ", connections, " connections of a group of ", world_size);
+      return;
+    }
+  }
+  detail::throw_status(
+      Status::kParamInvalid,
+      detail::cat("bootstrap(rank 0): world_size is ", world_size, ", which needs ", connections,
+                  " connections at rank 0 while the group forms (", needed,
+                  " open files in all), but this process may open ", limit.rlim_cur,
+                  " (RLIMIT_NOFILE, hard limit ",
+                  limit.rlim_max == RLIM_INFINITY ? std::string("unlimited")
+                                                  : std::to_string(limit.rlim_max),
+                  ", not raised)"));
 }
 
 }  // namespace

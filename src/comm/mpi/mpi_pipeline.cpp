@@ -261,6 +261,7 @@ std::string Pipeline::missing_what(size_t piece, bool own_requests) const {
   } else {
     for (const Transfer& t : p.recvs) ranks.push_back(t.peer);
   }
+  std::sort(ranks.begin(), ranks.end());  // queued rank - k mod R: descending, rotated
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
   return "waiting for " + detail::rank_list(ranks);
 }
