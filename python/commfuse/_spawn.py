@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import multiprocessing.connection as mpc
 import os
+import pickle
 import signal
 import socket
 import time
@@ -48,7 +49,8 @@ class SpawnError(Exception):
 
 class ProcessRaisedException(SpawnError):
     """fn raised in a spawned process. The message carries that process's traceback;
-    ``exception`` is the exception itself when it could be pickled (else None)."""
+    ``exception`` is the exception itself where it could be pickled there and unpickled
+    here (else None: e.g. an exception whose __init__ takes more than its message)."""
 
     def __init__(self, message: str, rank: int, pid: Optional[int],
                  exception: Optional[BaseException] = None) -> None:
@@ -82,18 +84,23 @@ def _child(fn: Callable[..., Any], rank: int, nprocs: int, args: Sequence[Any],
            env: dict[str, str], conn: mpc.Connection) -> None:
     os.environ.update(env)
     os.environ["RANK"] = os.environ["LOCAL_RANK"] = str(rank)
+    # The exception and the result go pickled into bytes of their own, so that the parent
+    # always reads the message and unpickles them where it can: an exception whose __init__
+    # takes two arguments pickles but does not unpickle, and its TypeError escaped join(),
+    # leaving the ranks running unsupervised.
     try:
         result = fn(rank, *args)
     except BaseException as e:  # noqa: B902 - every failure goes to the parent
         text = traceback.format_exc()
         try:
-            conn.send(("raised", text, e))
+            payload: Optional[bytes] = pickle.dumps(e)
         except Exception:  # the exception (or something it holds) cannot be pickled
-            conn.send(("raised", text, None))
+            payload = None
+        conn.send(("raised", text, payload))
         conn.close()
         raise SystemExit(1) from None
     try:
-        conn.send(("ok", result))
+        conn.send(("ok", pickle.dumps(result)))
     except Exception:
         conn.send(("raised", "fn's return value cannot be pickled:\n" + traceback.format_exc(),
                    None))
@@ -126,13 +133,22 @@ class SpawnContext:
         self._done[rank] = True
         if msg is None:
             return  # died without a word: the exit code tells (see _check_exit)
+        pid = self.processes[rank].pid
         if msg[0] == "ok":
-            self._results[rank] = msg[1]
-        elif self._failure is None:
-            pid = self.processes[rank].pid
+            try:
+                self._results[rank] = pickle.loads(msg[1])
+                return
+            except Exception:
+                msg = ("raised", "fn's return value cannot be unpickled in the parent:\n" +
+                       traceback.format_exc(), None)
+        if self._failure is None:
+            try:
+                exception = None if msg[2] is None else pickle.loads(msg[2])
+            except Exception:  # e.g. an __init__ of two arguments: the text still tells
+                exception = None
             self._failure = ProcessRaisedException(
                 f"process {rank} (rank {rank}, pid {pid}) terminated with the following "
-                f"error:\n{msg[1]}", rank, pid, msg[2])
+                f"error:\n{msg[1]}", rank, pid, exception)
 
     def _check_exit(self, rank: int) -> None:
         p = self.processes[rank]

@@ -2,6 +2,7 @@
 the failing rank and its traceback."""
 
 import os
+import threading
 import time
 
 import pytest
@@ -43,6 +44,41 @@ def test_child_exception_surfaces_with_rank_and_traceback():
     assert "ValueError: boom from rank 2" in text
     assert isinstance(e.exception, ValueError) and str(e.exception) == "boom from rank 2"
     assert isinstance(e, commfuse.SpawnError)
+
+
+class TwoArgError(Exception):
+    """Pickles, but does not unpickle: pickle calls TwoArgError(message) with one argument."""
+
+    def __init__(self, what, code):
+        super().__init__(f"{what} (code {code})")
+
+
+def _raise_two_arg_error(rank):
+    if rank == 1:
+        raise TwoArgError("rank 1 failed", 7)
+    threading.Event().wait(60)  # the parent must end these ranks, not wait for them
+    return rank
+
+
+def _return_two_arg_error(rank):
+    return TwoArgError("a result", 3)
+
+
+def test_an_exception_the_parent_cannot_unpickle_still_surfaces_with_its_rank():
+    # Its TypeError escaped join(): no ProcessRaisedException, and the other ranks were left
+    # running unsupervised (the parent could not exit until they ended by themselves).
+    ctx = commfuse.spawn(_raise_two_arg_error, nprocs=3, join=False, start_method="fork",
+                         grace=0.5)
+    with pytest.raises(commfuse.ProcessRaisedException) as info:
+        ctx.join()
+    e = info.value
+    assert e.rank == 1 and e.exception is None, (e.rank, e.exception)
+    assert "TwoArgError: rank 1 failed (code 7)" in str(e), str(e)
+    assert not any(p.is_alive() for p in ctx.processes)
+    with pytest.raises(commfuse.ProcessRaisedException,
+                       match="return value cannot be unpickled in the parent") as info:
+        run(_return_two_arg_error, 1)
+    assert info.value.rank == 0
 
 
 def _raise_while_peers_wait(rank):
