@@ -53,22 +53,24 @@ def format_of(dt: np.dtype) -> Optional[str]:
 
 def canonical(dtype: npt.DTypeLike, what: str, fn: str = "convert") -> str:
     """commfuse name of a dtype given as a name string, a numpy / ml_dtypes dtype or a torch
-    dtype (``output_dtype=torch.bfloat16``, as torch_npu takes it)."""
+    dtype (``output_dtype=torch.bfloat16``, as torch_npu takes it). Errors start with
+    ``fn: `` where fn is given, else with ``what``."""
+    prefix = f"{fn}: " if fn else ""
     if isinstance(dtype, str):
         return _commfuse.dtype_name(dtype)  # C++ raises InvalidArgument naming it
     if dtype is None:  # np.dtype(None) is float64: say what was passed
-        raise InvalidArgument(f"{fn}: {what} is None, not a dtype")
+        raise InvalidArgument(f"{prefix}{what} is None, not a dtype")
     if type(dtype).__module__ == "torch" and str(dtype) in TORCH_DTYPES:
         return TORCH_DTYPES[str(dtype)]
     try:
         dt = np.dtype(dtype)
     except TypeError:
-        raise InvalidArgument(f"{fn}: {what} {dtype!r} is not a dtype") from None
+        raise InvalidArgument(f"{prefix}{what} {dtype!r} is not a dtype") from None
     name = format_of(dt)
     if name is None:
         known = ", ".join(NUMPY_DTYPES)
         raise InvalidArgument(
-            f"{fn}: {what} {dt} is not a commfuse format (known: {known}; "
+            f"{prefix}{what} {dt} is not a commfuse format (known: {known}; "
             "HiFloat8 is named by the string 'hifloat8')")
     return name
 

@@ -177,17 +177,6 @@ def fast_output(out: Any, shape: tuple[int, ...], like: np.ndarray) -> Optional[
     return None if ref is None else (out, ref)
 
 
-def _dtype_name(dtype: npt.DTypeLike) -> str:
-    """canonical(dtype) for a tensor's ``dtype=``: its error unprefixed, since every caller
-    puts the function and the argument in front (``all_reduce(rank 0): x: dtype 123 is not
-    a dtype``, where it once read ``x: all_reduce: dtype 123 ...``)."""
-    try:
-        return canonical(dtype, "dtype", "")
-    except InvalidArgument as e:
-        message = e.message[2:] if e.message.startswith(": ") else e.message
-        raise InvalidArgument(message, e.code) from None
-
-
 def tensor_ref(x: Any, dtype: Optional[npt.DTypeLike] = None, *, contiguous: bool = False,
                output: bool = False) -> _commfuse.TensorRef:
     """The TensorRef for one argument (see the module docstring). ``dtype`` names the format
@@ -196,7 +185,9 @@ def tensor_ref(x: Any, dtype: Optional[npt.DTypeLike] = None, *, contiguous: boo
         ref = _fast_numpy_ref(x, contiguous, output)
         if ref is not None:
             return ref
-    name = None if dtype is None else _dtype_name(dtype)
+    # No function in canonical's errors: every caller puts the function and the argument in
+    # front (``all_reduce(rank 0): x: dtype 123 is not a dtype``).
+    name = None if dtype is None else canonical(dtype, "dtype", "")
     if isinstance(x, np.ndarray):
         return _numpy_ref(x, name, contiguous, output)
     if is_torch(x):

@@ -40,7 +40,8 @@ def dtype_arg(dtype: npt.DTypeLike, what: str) -> str:
     try:
         return canonical(dtype, what, "")
     except InvalidArgument as e:
-        message = e.message[2:] if e.message.startswith(": ") else f"{what}: {e.message}"
+        # canonical's own errors start with what; the C++ name lookup's do not.
+        message = e.message if e.message.startswith(what) else f"{what}: {e.message}"
         raise InvalidArgument(message, e.code) from None
 
 
