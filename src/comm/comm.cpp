@@ -139,14 +139,10 @@ void check_buffers(comm::CommImpl& c, const char* what, const void* src, const v
   // No buffer spans more than PTRDIFF_MAX bytes: a larger count would wrap the byte sizes
   // the transports compute (2^62 float32 made an all_reduce of 0 bytes), or make their
   // dtype_storage_bytes throw on this rank alone.
-  size_t elements = 0;
-  const bool wraps = __builtin_mul_overflow(count, static_cast<size_t>(blocks), &elements);
-  if (wraps || !detail::fits_a_buffer(dtype, elements))
-    c.reject(Status::kParamInvalid,
-             detail::cat(what, "(rank ", r, "): count ", count, " is too large: ",
-                         blocks > 1 ? detail::cat(blocks, " blocks of that many ") : "",
-                         dtype_name(dtype), " elements exceed the largest buffer (", PTRDIFF_MAX,
-                         " bytes)"));
+  if (auto refusal = detail::count_too_large(detail::cat(what, "(rank ", r, ")"), count, dtype,
+                                             static_cast<size_t>(blocks));
+      !refusal.empty())
+    c.reject(Status::kParamInvalid, std::move(refusal));
   if (needs_sum && !kernels::cpu::reducible(dtype))
     c.reject(Status::kParamInvalid,
              detail::cat(what, "(rank ", r, "): dtype ", dtype_name(dtype),

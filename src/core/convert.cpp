@@ -29,6 +29,13 @@ void check_number_format(DType t, const char* what) {
                "float8_e8m0, hifloat8, int4, int8, int32, int64");
 }
 
+// No pointer can hold more: a larger count read and wrote past any buffer (2^62 float32 to
+// e4m3 ran into unmapped memory).
+void check_count_fits(const char* what, size_t count, DType t) {
+  if (auto refusal = detail::count_too_large(what, count, t); !refusal.empty())
+    detail::throw_status(Status::kParamInvalid, std::move(refusal));
+}
+
 bool is_integer(DType t) {
   return t == DType::kInt4 || t == DType::kInt8 || t == DType::kInt32 || t == DType::kInt64;
 }
@@ -248,12 +255,7 @@ void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_
   if (count == 0) return;
   CF_CHECK_NOTNULL(src, "convert: src is null (count ", count, ")");
   CF_CHECK_NOTNULL(dst, "convert: dst is null (count ", count, ")");
-  // No pointer can hold more: a larger count read and wrote past any buffer (2^62 float32
-  // to e4m3 ran into unmapped memory).
-  for (const DType t : {src_dtype, dst_dtype})
-    CF_CHECK_ARG(detail::fits_a_buffer(t, count), "convert: count ", count,
-                 " is too large: ", dtype_name(t), " elements exceed the largest buffer (",
-                 PTRDIFF_MAX, " bytes)");
+  for (const DType t : {src_dtype, dst_dtype}) check_count_fits("convert", count, t);
 
   // The same format is a copy, except where saturating changes codes: the infinities of
   // e5m2 and HiFloat8 (SPEC §1: saturating gives the largest finite value instead).
@@ -295,8 +297,7 @@ void pack_int4(const int8_t* src, uint8_t* dst, size_t count) {
   if (count == 0) return;
   CF_CHECK_NOTNULL(src, "pack_int4: src is null");
   CF_CHECK_NOTNULL(dst, "pack_int4: dst is null");
-  CF_CHECK_ARG(detail::fits_a_buffer(DType::kInt8, count), "pack_int4: count ", count,
-               " is too large: int8 elements exceed the largest buffer (", PTRDIFF_MAX, " bytes)");
+  check_count_fits("pack_int4", count, DType::kInt8);
   for (size_t i = 0; i < count; ++i)
     CF_CHECK_ARG(src[i] >= -8 && src[i] <= 7, "pack_int4: src[", i, "] is ",
                  static_cast<int>(src[i]), " but int4 holds [-8, 7]");
@@ -319,8 +320,7 @@ void unpack_int4(const uint8_t* src, int8_t* dst, size_t count) {
   if (count == 0) return;
   CF_CHECK_NOTNULL(src, "unpack_int4: src is null");
   CF_CHECK_NOTNULL(dst, "unpack_int4: dst is null");
-  CF_CHECK_ARG(detail::fits_a_buffer(DType::kInt8, count), "unpack_int4: count ", count,
-               " is too large: int8 elements exceed the largest buffer (", PTRDIFF_MAX, " bytes)");
+  check_count_fits("unpack_int4", count, DType::kInt8);
   unpack_int4_bytes(src, dst, count / 2);
   if (count % 2 != 0) dst[count - 1] = int4_at(src, count - 1);
 }

@@ -101,7 +101,7 @@ size_t dtype_storage_bytes(DType dtype, size_t count) {
   return bytes;
 }
 
-namespace detail {
+namespace {
 bool fits_a_buffer(DType dtype, size_t count) {
   if (count >> 56 == 0) return true;  // 8-byte elements at most: nothing below 2^56 can
   try {
@@ -109,6 +109,17 @@ bool fits_a_buffer(DType dtype, size_t count) {
   } catch (const Error&) {
     return false;
   }
+}
+}  // namespace
+
+namespace detail {
+std::string count_too_large(std::string_view what, size_t count, DType dtype, size_t blocks) {
+  size_t elements = 0;
+  if (!__builtin_mul_overflow(count, blocks, &elements) && fits_a_buffer(dtype, elements))
+    return {};
+  return cat(what, ": count ", count,
+             " is too large: ", blocks > 1 ? cat(blocks, " blocks of that many ") : "",
+             dtype_name(dtype), " elements exceed the largest buffer (", PTRDIFF_MAX, " bytes)");
 }
 
 bool dtype_is_valid(DType dtype) {

@@ -4,12 +4,19 @@
 
 #include <commfuse/commfuse.hpp>
 
+#include <string>
+#include <string_view>
+
 namespace commfuse::detail {
 
 bool dtype_is_valid(DType dtype);
 
-// Whether `count` elements of dtype take at most PTRDIFF_MAX bytes: the most any buffer can
-// hold. A larger count cannot describe real memory; the byte sizes computed from it would wrap.
-bool fits_a_buffer(DType dtype, size_t count);
+// The refusal of a count no buffer can hold, or "" where `blocks` blocks of `count` elements
+// take at most PTRDIFF_MAX bytes, the most any buffer can hold (a larger count cannot describe
+// real memory; the byte sizes computed from it would wrap): "<what>: count N is too large: [B
+// blocks of that many ]<dtype> elements exceed the largest buffer (PTRDIFF_MAX bytes)". One wording
+// for every entry point that takes a count; each raises it its own way (a collective tells its
+// peers, convert throws).
+std::string count_too_large(std::string_view what, size_t count, DType dtype, size_t blocks = 1);
 
 }  // namespace commfuse::detail

@@ -47,9 +47,12 @@ void check_matrices_fit(const BenchOptions& o) {
   const bool fused = o.family == kFusedMatmul;
   if (!fused && !(o.family & (kAlltoAllQuantMatmul | kAlltoAllMatmul))) return;
   const long double w = o.nprocs, n = static_cast<long double>(o.n);
-  const bool wide = o.dtype == "float32";
-  const bool narrow = o.dtype == "int8" || o.dtype.starts_with("float8") || o.dtype == "hifloat8";
-  const long double in_bytes = fused ? (wide ? 4 : narrow ? 1 : 2) : 1, out_bytes = wide ? 4 : 2;
+  // Bytes per element, from the library's own table (the --dtype lists hold its names): the fused
+  // ops' operands are --dtype, the all-to-all ops' counted as their int8 weights (a lower
+  // bound); the outputs are float32 for float32 and 2-byte floats otherwise.
+  const DType t = dtype_from_name(o.dtype);
+  const long double in_bytes = fused ? dtype_bits(t) / 8.0L : 1;
+  const long double out_bytes = t == DType::kFloat32 ? 4 : 2;
   long double per_rank = 0;
   std::string shape;
   if (fused) {
