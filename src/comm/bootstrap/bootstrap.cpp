@@ -49,32 +49,31 @@ rlim_t open_files() {
 // and the files already open: where the soft RLIMIT_NOFILE is short of that it is raised
 // (up to the hard limit: accept() had failed with EMFILE there), and a world past the hard
 // limit is refused before anything is allocated for it (a worldSize of 2e9 grew rank 0 to
-// 24 GB until the kernel killed it). The other ranks hold one connection each.
-void check_open_files(int world_size) {
+// 24 GB until the kernel killed it): the refusal, or "". The other ranks hold one connection
+// each.
+std::string open_files_refusal(int world_size) {
   rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return {};
   constexpr rlim_t kSlack = 16;  // the listener, and what creating the communicator opens
   const auto connections = static_cast<rlim_t>(world_size - 1);
   const rlim_t needed = connections + open_files() + kSlack;
-  if (needed <= limit.rlim_cur) return;
+  if (needed <= limit.rlim_cur) return {};
   if (limit.rlim_max == RLIM_INFINITY || needed <= limit.rlim_max) {
     rlimit raised = limit;
     raised.rlim_cur = limit.rlim_max == RLIM_INFINITY ? needed : std::min(limit.rlim_max, needed);
     if (setrlimit(RLIMIT_NOFILE, &raised) == 0) {
       CF_LOG(kInfo, "bootstrap(rank 0): RLIMIT_NOFILE raised from ", limit.rlim_cur, " to ",
              raised.rlim_cur, " for the ", connections, " connections of a group of ", world_size);
-      return;
+      return {};
     }
   }
-  detail::throw_status(
-      Status::kParamInvalid,
-      detail::cat("bootstrap(rank 0): world_size is ", world_size, ", which needs ", connections,
-                  " connections at rank 0 while the group forms (", needed,
-                  " open files in all), but this process may open ", limit.rlim_cur,
-                  " (RLIMIT_NOFILE, hard limit ",
-                  limit.rlim_max == RLIM_INFINITY ? std::string("unlimited")
-                                                  : std::to_string(limit.rlim_max),
-                  ", not raised)"));
+  return detail::cat(
+      "bootstrap(rank 0): world_size is ", world_size, ", which needs ", connections,
+      " connections at rank 0 while the group forms (", needed,
+      " open files in all), but this process may open ", limit.rlim_cur,
+      " (RLIMIT_NOFILE, hard limit ",
+      limit.rlim_max == RLIM_INFINITY ? std::string("unlimited") : std::to_string(limit.rlim_max),
+      ", not raised)");
 }
 
 }  // namespace
@@ -98,7 +97,9 @@ std::unique_ptr<Bootstrap> Bootstrap::create(const std::string& host, int port, 
   CF_CHECK_ARG(!host.empty(), "bootstrap(rank ", rank, "): host is empty");
   CF_CHECK_ARG(timeout_s >= 1, "bootstrap(rank ", rank, "): timeout_s is ", timeout_s,
                " but must be >= 1");
-  if (rank == 0 && world_size > 1) check_open_files(world_size);
+  if (rank == 0 && world_size > 1)
+    if (const std::string refusal = open_files_refusal(world_size); !refusal.empty())
+      boot::refuse_group(host, port, world_size, Status::kParamInvalid, refusal);
   std::unique_ptr<Bootstrap> b(new Bootstrap(host, port, rank, world_size, timeout_s));
   if (world_size == 1) return b;
   if (rank == 0)

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "comm/bootstrap/socket.hpp"
+#include "core/error.hpp"
 
 namespace commfuse::comm::boot {
 
@@ -19,6 +20,13 @@ constexpr std::chrono::milliseconds kErrorGrace{1000};
 // After rank 0 has found a fatal error while the group forms, it keeps answering late
 // arrivals with that error for this long, so they fail with the same message.
 constexpr std::chrono::milliseconds kErrorLinger{1000};
+
+// Rank 0's refusal of a group it cannot form (bootstrap.cpp: too many ranks for its open-file
+// limit), told to the ranks that connect within kErrorLinger (each gets `message` as if from
+// a formed group's verdict), then thrown. Connections are answered one at a time, so the
+// refusal itself needs only a few files. Ranks that arrive later time out reaching rank 0.
+[[noreturn]] void refuse_group(const std::string& host, int port, int world_size, Status code,
+                               const std::string& message);
 
 // Why an I/O call failed, for messages: "connection closed", "Connection reset by peer".
 std::string io_reason(net::Io io, int err);

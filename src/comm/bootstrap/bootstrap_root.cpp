@@ -61,6 +61,37 @@ struct Pending {
 
 }  // namespace
 
+namespace boot {
+
+void refuse_group(const std::string& host, int port, int world_size, Status code,
+                  const std::string& message) {
+  std::string listen_error;
+  const net::Fd listener = net::listen_tcp(host, port, &listen_error);
+  const net::Deadline linger = net::Deadline::after(kErrorLinger);
+  int told = 0;
+  while (listener.valid() && told < world_size - 1 && !linger.expired()) {
+    pollfd pfd{listener.get(), POLLIN, 0};
+    if (poll(&pfd, 1, std::min(linger.remaining_ms(), comm::kInterruptSliceMs)) < 0 &&
+        errno != EINTR)
+      break;
+    if (pfd.revents == 0) continue;
+    // Told before its hello is read: the error is all it will hear, and the drain reads the
+    // hello so that closing does not reset the connection under the message.
+    for (net::Fd c = net::accept_tcp(listener.get()); c.valid() && !linger.expired();
+         c = net::accept_tcp(listener.get())) {
+      const net::Deadline by = net::Deadline::after(kErrorGrace).earlier(linger);
+      tell_error(c, code, message, by);
+      std::vector<net::Fd> one;
+      one.push_back(std::move(c));
+      drain_and_close(&one, by);
+      ++told;
+    }
+  }
+  detail::throw_status(code, message);
+}
+
+}  // namespace boot
+
 void Bootstrap::root_fail(Status code, const std::string& message) {
   const net::Deadline deadline = net::Deadline::after(kErrorGrace);
   for (auto& fd : peers_)
