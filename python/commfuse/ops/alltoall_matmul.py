@@ -48,6 +48,9 @@ def alltoall_matmul(x1: Any, x2: Any, hcom: Any, world_size: int, *, bias: Any =
         InvalidArgument: wrong dtype or shape, BS % R != 0, world_size mismatch, unknown
             group.
         RuntimeFailure: a peer failed or timed out.
+
+    Checks made by the library name the arguments as the C prototype does (SPEC §3, names
+    kept): ``alltoAllOutOptional`` is alltoall_out.
     """
     group = group_name(hcom, "alltoall_matmul")
     with Args("alltoall_matmul", group) as a:

@@ -83,6 +83,10 @@ def alltoall_quant_matmul(x1: Any, x2: Any, x2_scale: Any, hcom: Any, world_size
             fail with RuntimeFailure naming this rank).
         NullPointerError: A4W4 without x1_scale.
         RuntimeFailure: a peer failed or timed out.
+
+    Checks made by the library name the arguments as the C prototype does (SPEC §3, names
+    kept): ``x2Scale`` is x2_scale, ``x1ScaleOptional`` x1_scale, ``alltoAllOutOptional``
+    alltoall_out.
     """
     group = group_name(hcom, "alltoall_quant_matmul")
     with Args("alltoall_quant_matmul", group) as a:
