@@ -139,8 +139,7 @@ void check_buffers(comm::CommImpl& c, const char* what, const void* src, const v
   // No buffer spans more than PTRDIFF_MAX bytes: a larger count would wrap the byte sizes
   // the transports compute (2^62 float32 made an all_reduce of 0 bytes), or make their
   // dtype_storage_bytes throw on this rank alone.
-  if (auto refusal = detail::count_too_large(detail::cat(what, "(rank ", r, ")"), count, dtype,
-                                             static_cast<size_t>(blocks));
+  if (auto refusal = detail::count_too_large(what, count, dtype, static_cast<size_t>(blocks), r);
       !refusal.empty())
     c.reject(Status::kParamInvalid, std::move(refusal));
   if (needs_sum && !kernels::cpu::reducible(dtype))

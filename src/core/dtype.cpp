@@ -113,11 +113,12 @@ bool fits_a_buffer(DType dtype, size_t count) {
 }  // namespace
 
 namespace detail {
-std::string count_too_large(std::string_view what, size_t count, DType dtype, size_t blocks) {
+std::string count_too_large(std::string_view what, size_t count, DType dtype, size_t blocks,
+                            int rank) {
   size_t elements = 0;
   if (!__builtin_mul_overflow(count, blocks, &elements) && fits_a_buffer(dtype, elements))
     return {};
-  return cat(what, ": count ", count,
+  return cat(what, rank >= 0 ? cat("(rank ", rank, ")") : std::string(), ": count ", count,
              " is too large: ", blocks > 1 ? cat(blocks, " blocks of that many ") : "",
              dtype_name(dtype), " elements exceed the largest buffer (", PTRDIFF_MAX, " bytes)");
 }
