@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
-#include <deque>
 #include <optional>
 #include <utility>
 
@@ -670,9 +669,16 @@ void MpiTransport::all_reduce_large(const uint8_t* src, uint8_t* dst, uint64_t c
     };
     // One tag for both phases: each rank posts every reduce-scatter message of the window
     // before any all-gather message, so MPI's in-order matching pairs them.
-    std::vector<Piece> ps;
-    ps.reserve(static_cast<size_t>(pieces));
-    std::deque<Batch> rs, ag;  // constructed in place: a Batch does not move
+    CF_ASSERT(pieces <= kMaxPipePieces);
+    SmallVector<Piece, kMaxPipePieces> ps;
+    // The batches are ended (waited for, or cancelled when this throws) all-gather first.
+    struct EndBatches {
+      std::array<std::optional<Batch>, kMaxPipePieces>&rs, &ag;
+      ~EndBatches() {
+        for (auto& b : ag) b.reset();
+        for (auto& b : rs) b.reset();
+      }
+    } end_batches{pipe_rs_, pipe_ag_};
     uint8_t* at = scratch_all;
     for (uint64_t j = 0; j < pieces; ++j) {
       Piece pc{};
@@ -681,7 +687,7 @@ void MpiTransport::all_reduce_large(const uint8_t* src, uint8_t* dst, uint64_t c
       slice(pc.n, size_, rank_, &pc.my_off, &pc.my_len);
       pc.blocks = at;
       at += R * pc.my_len * es;
-      Batch& b = rs.emplace_back(comm_, kDataTag, rank_, op, waits_);
+      Batch& b = pipe_rs_[j].emplace(comm_, kDataTag, rank_, op, waits_);
       for (int i = 1; i < size_; ++i) {
         const int from = (rank_ - i + size_) % size_, to = (rank_ + i) % size_;
         uint64_t to_off = 0, to_len = 0;
@@ -695,12 +701,12 @@ void MpiTransport::all_reduce_large(const uint8_t* src, uint8_t* dst, uint64_t c
       const Piece& pc = ps[j];
       // Also every reduce-scatter send of this piece done: the all-gather posted below
       // receives into those regions of dst, which may be src.
-      rs[j].wait();
+      pipe_rs_[j]->wait();
       for (int r = 0; r < size_; ++r) parts[r] = pc.blocks + r * pc.my_len * es;
       parts[rank_] = src + (pc.off + pc.my_off) * es;  // reduce_sum allows dst == mine
       uint8_t* mine = dst + (pc.off + pc.my_off) * es;
       kernels::cpu::reduce_sum(parts.data(), size_, mine, pc.my_len, dtype);
-      Batch& b = ag.emplace_back(comm_, kDataTag, rank_, op, waits_);
+      Batch& b = pipe_ag_[j].emplace(comm_, kDataTag, rank_, op, waits_);
       for (int i = 1; i < size_; ++i) {
         const int from = (rank_ - i + size_) % size_, to = (rank_ + i) % size_;
         uint64_t from_off = 0, from_len = 0;
@@ -709,7 +715,7 @@ void MpiTransport::all_reduce_large(const uint8_t* src, uint8_t* dst, uint64_t c
         b.send(to, mine, pc.my_len * es);
       }
     }
-    for (Batch& b : ag) b.wait();
+    for (uint64_t j = 0; j < pieces; ++j) pipe_ag_[j]->wait();
   }
 }
 

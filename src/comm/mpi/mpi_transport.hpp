@@ -14,10 +14,12 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -192,6 +194,12 @@ class MpiTransport final : public Transport {
                                     // {offset, length} at [2q], [2q + 1]
   std::unique_ptr<uint8_t[]> stream_buf_;
   size_t stream_cap_ = 0;
+  // all_reduce_large's batches: a reduce-scatter and an all-gather one per piece of a window
+  // (16 pieces at most, at W = 2), constructed in place (a Batch does not move) in storage
+  // kept across calls, so that a call allocates nothing; emptied after each window, also when
+  // it throws.
+  static constexpr size_t kMaxPipePieces = 32;
+  std::array<std::optional<Batch>, kMaxPipePieces> pipe_rs_, pipe_ag_;
 };
 
 }  // namespace commfuse::comm::mpi
