@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import multiprocessing.connection as mpc
+import numbers
 import os
 import pickle
 import signal
@@ -251,8 +252,19 @@ def spawn(fn: Callable[..., Any], args: Sequence[Any] = (), nprocs: int = 1, joi
             traceback, ``.rank`` the rank, ``.exception`` the exception when picklable.
         ProcessExitedException: a process died without raising (signal, os._exit).
     """
+    # Checked here, in the caller, naming the argument: a misplaced one (spawn(fn, 2), the
+    # count where args goes) failed inside multiprocessing with "'int' object is not iterable".
+    if not callable(fn):
+        raise TypeError(f"spawn: fn must be callable, got {type(fn).__name__} {fn!r}")
+    if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
+        raise TypeError(f"spawn: args must be a sequence of fn's arguments after the rank "
+                        f"(a tuple), got {type(args).__name__} {args!r}")
+    if isinstance(nprocs, bool) or not isinstance(nprocs, numbers.Integral):
+        raise TypeError(f"spawn: nprocs must be an int, got {type(nprocs).__name__} {nprocs!r}")
     if nprocs < 1:
         raise ValueError(f"spawn: nprocs is {nprocs} but must be >= 1")
+    if isinstance(grace, bool) or not isinstance(grace, numbers.Real) or not grace >= 0:
+        raise ValueError(f"spawn: grace must be a number of seconds >= 0, got {grace!r}")
     ctx = mp.get_context(start_method)
     env = {
         "WORLD_SIZE": str(nprocs),

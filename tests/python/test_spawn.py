@@ -133,6 +133,25 @@ def test_join_false_and_bad_nprocs():
         commfuse.spawn(_raise_on_rank, nprocs=0)
 
 
+@pytest.mark.parametrize("call, error, text", [
+    # the count where args goes: multiprocessing had said "'int' object is not iterable"
+    (lambda: commfuse.spawn(_raise_on_rank, 2), TypeError,
+     "spawn: args must be a sequence of fn's arguments after the rank (a tuple), got int 2"),
+    (lambda: commfuse.spawn(_raise_on_rank, "ab"), TypeError, "got str 'ab'"),
+    (lambda: commfuse.spawn("not a function"), TypeError, "spawn: fn must be callable, got str"),
+    (lambda: commfuse.spawn(_raise_on_rank, (-1,), 2.0), TypeError,
+     "spawn: nprocs must be an int, got float 2.0"),
+    (lambda: commfuse.spawn(_raise_on_rank, (-1,), True), TypeError, "got bool True"),
+    (lambda: commfuse.spawn(_raise_on_rank, (-1,), 1, grace=-1), ValueError,
+     "spawn: grace must be a number of seconds >= 0, got -1"),
+    (lambda: commfuse.spawn(_raise_on_rank, (-1,), 1, grace=float("nan")), ValueError, "got nan"),
+])
+def test_misplaced_or_mistyped_arguments_are_named_before_anything_starts(call, error, text):
+    with pytest.raises(error) as info:
+        call()
+    assert text in str(info.value)
+
+
 def _hang(rank):
     if rank == 1:
         import threading
