@@ -306,16 +306,31 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
 namespace {
 
 std::unique_ptr<CommImpl> create_tcp_comm(const InitMethod& im) {
-  const int timeout = params::timeout_seconds();
-  const std::string transport = params::get_string("COMMFUSE_TRANSPORT");
-  CF_CHECK_ARG(transport != "mpi", "comm init(rank ", im.rank,
-               "): COMMFUSE_TRANSPORT=mpi needs init_method \"mpi\" (run under mpirun)");
-  // A bad value fails here, before waiting for the peers.
-  slot_bytes_param();
-  kernels::cpu::nontemporal_copy_bytes();  // COMMFUSE_NONTEMPORAL_BYTES
-  kernels::cpu::memcpy_slow_distances();   // COMMFUSE_COPY_LOOP (and measures)
+  // The parameters are checked before the group forms and the verdict is the group's first
+  // exchange, as create_mpi_comm does: a bad value on rank r alone had left the others
+  // waiting out their timeout ("rank r did not connect"). With a bad COMMFUSE_TIMEOUT_S the
+  // group still forms within the default.
+  int timeout = 300;
+  Status code = Status::kSuccess;
+  std::string error;
+  try {
+    timeout = params::timeout_seconds();
+    check_comm_params();
+    CF_CHECK_ARG(params::get_string("COMMFUSE_TRANSPORT") != "mpi", "comm init(rank ", im.rank,
+                 "): COMMFUSE_TRANSPORT=mpi needs init_method \"mpi\" (run under mpirun)");
+  } catch (const Error& e) {
+    code = e.code();
+    error = e.what();
+  }
   // boot lives until create_shm_comm returns; its destructor frees the port.
   auto boot = Bootstrap::create(im.host, im.port, im.rank, im.world_size, timeout);
+  const std::vector<std::string> verdicts = boot->all_gather(error);
+  if (code != Status::kSuccess) detail::throw_status(code, error);
+  for (int r = 0; r < im.world_size; ++r)
+    if (!verdicts[static_cast<size_t>(r)].empty())
+      detail::throw_status(Status::kRuntimeError,
+                           detail::cat("comm init(rank ", im.rank, "): rank ", r,
+                                       " failed: ", verdicts[static_cast<size_t>(r)]));
   return create_shm_comm(
       im.rank, im.world_size, [&](const std::string& blob) { return boot->all_gather(blob); },
       [&] { boot->barrier(); });
@@ -325,14 +340,21 @@ std::unique_ptr<CommImpl> create_tcp_comm(const InitMethod& im) {
 
 std::unique_ptr<CommImpl> create_mpi_comm(int rank, int world_size);  // comm/mpi
 
-// Read leniently where they are used (kernel dispatch and logging, where nothing may throw:
-// a bad value is logged and falls back to no cap, "warn", no verbose lines). A communicator
-// is where every process of a job passes first, so a bad value fails here on every rank,
-// naming the variable, instead of a mistyped ISA cap running uncapped.
-void check_lenient_params() {
+void check_comm_params() {
+  for (const params::Param& p : params::all()) {
+    if (p.kind == params::Kind::kChoice) params::get_string(p.env);
+    if (p.kind == params::Kind::kInt) params::get_int(p.env);
+  }
+  params::timeout_seconds();
+  params::num_threads_override();
+  slot_bytes_param();
+  const int64_t verbose = params::get_int("COMMFUSE_VERBOSE");
+  CF_CHECK_ARG(verbose <= 2, "COMMFUSE_VERBOSE=", verbose, " must be 0, 1 or 2");
   cpu::isa_level_from_name(params::get_string("COMMFUSE_MAX_CPU_ISA"));
-  params::get_string("COMMFUSE_LOG");
-  params::get_int("COMMFUSE_VERBOSE");
+  check_forced_algorithms();
+  shm::check_shm_algorithms();
+  kernels::cpu::nontemporal_copy_bytes();  // COMMFUSE_NONTEMPORAL_BYTES
+  kernels::cpu::memcpy_slow_distances();   // COMMFUSE_COPY_LOOP (and measures)
 }
 
 std::unique_ptr<CommImpl> create_comm(int rank, int world_size, std::string_view init_method) {
@@ -343,7 +365,6 @@ std::unique_ptr<CommImpl> create_comm(int rank, int world_size, std::string_view
   // Over MPI inside create_mpi_comm's set-up exchange, so that a bad value on some ranks fails
   // every rank at once (here it left the others waiting out their timeout).
   if (im.kind == InitKind::kMpi) return create_mpi_comm(rank, world_size);
-  check_lenient_params();
   log::set_rank(im.rank);
   return create_tcp_comm(im);
 }

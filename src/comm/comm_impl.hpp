@@ -79,9 +79,14 @@ void check_not_forked(const CommImpl& c, const char* op);
 // Creates the communicator: bootstrap, transport selection, shm mapping.
 std::unique_ptr<CommImpl> create_comm(int rank, int world_size, std::string_view init_method);
 
-// COMMFUSE_MAX_CPU_ISA, COMMFUSE_LOG and COMMFUSE_VERBOSE, which kernel dispatch and logging
-// read leniently: InvalidArgument naming the variable (every init method checks them).
-void check_lenient_params();
+// Every COMMFUSE_* parameter (params::all(): choices, integers and their ranges, the ISA cap,
+// COMMFUSE_ALGO's ops and shm's algorithm names), read where a communicator is created:
+// InvalidArgument naming the first bad one. Every init method calls it before the group
+// forms and tells the peers (create_tcp_comm, create_mpi_comm): a bad value on some ranks
+// fails every rank at once, instead of the others waiting out their timeout or, for
+// COMMFUSE_ALGO, that rank alone failing inside a later call. Kernel dispatch and logging
+// read some of them leniently (nothing may throw there).
+void check_comm_params();
 
 // Which init method Comm::from_env uses: "mpi" under mpirun (no RANK set), else "env://".
 std::string init_method_from_env();

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,5 +40,16 @@ size_t choose_algorithm(const char* op, const std::function<std::string()>& what
 
 // The name COMMFUSE_ALGO forces for op ("" when none); InvalidArgument for a malformed value.
 std::string forced_algorithm(std::string_view op);
+
+// The operators and collectives that have an algorithm list: COMMFUSE_ALGO may name only
+// these, as "<op>:<name>" (a new list's op goes here too, or forcing it is refused at init).
+std::span<const std::string_view> algorithm_ops();
+
+// COMMFUSE_ALGO as a whole, checked where a communicator is created (on every rank, before
+// the group forms, so that a bad value fails every rank): InvalidArgument naming it for a
+// malformed item, an op not in algorithm_ops() (a typo, "allreduce", was silently ignored),
+// or one op forced to two different names. Whether the name is one of the op's algorithms
+// is checked where it is chosen, with the op's list (shm's collectives: check_shm_algorithms).
+void check_forced_algorithms();
 
 }  // namespace commfuse

@@ -129,8 +129,10 @@ int64_t get_int(std::string_view env) {
   errno = 0;
   char* end = nullptr;
   const long long v = std::strtoll(value.c_str(), &end, 10);
-  CF_CHECK_ARG(!value.empty() && end != nullptr && *end == '\0' && errno == 0 && v >= 0, p.env,
-               "='", value, "' is not a non-negative integer");
+  // Digits only: strtoll also takes leading blanks and a sign (" 5", "+5" passed, "5 " did not).
+  CF_CHECK_ARG(!value.empty() && std::isdigit(static_cast<unsigned char>(value[0])) &&
+                   end != nullptr && *end == '\0' && errno == 0 && v >= 0,
+               p.env, "='", value, "' is not a non-negative integer");
   return v;
 }
 

@@ -2,6 +2,7 @@
 message names the op, the rank and the argument; an argument error on one rank fails its
 peers at once (RuntimeFailure naming that rank) instead of leaving them waiting."""
 
+import os
 import pickle
 import re
 
@@ -350,6 +351,30 @@ def test_rejection_fails_the_call_not_the_group(case):
     assert good is not None and good[:2] == ("RuntimeFailure", 361001), good
     assert "rank 1 rejected" in good[2] and re.search(pattern, good[2]), good[2]
     # Nothing was sent: the communicator is usable on both ranks and the next call works.
+    for _, usable, after in outcomes:
+        assert usable and after == [3.0] * 4, (usable, after)
+
+
+def _algo_changed_body(rank):
+    """Every rank forces all_reduce:one_shot at creation; rank 1 then forces a name all_reduce
+    does not have for one call (COMMFUSE_ALGO is read again per call while it forces)."""
+    os.environ["COMMFUSE_ALGO"] = "all_reduce:one_shot"
+    with commfuse.init() as comm:
+        if rank == 1:
+            os.environ["COMMFUSE_ALGO"] = "all_reduce:bogus"
+        got = _outcome(lambda: comm.all_reduce(np.full(4, 10.0 * (rank + 1), F32)))
+        os.environ["COMMFUSE_ALGO"] = "all_reduce:one_shot"
+        return got, comm.usable, comm.all_reduce(np.full(4, rank + 1, F32)).tolist()
+
+
+def test_a_forced_algorithm_one_rank_cannot_run_fails_the_call_on_every_rank():
+    # Rank 1 alone had failed; rank 0's call then took rank 1's next call as its own and
+    # returned its sum (no error, wrong data), and the calls stayed paired one off.
+    (good, _, _), (bad, _, _) = outcomes = run(_algo_changed_body, 2)
+    text = "COMMFUSE_ALGO: all_reduce has no algorithm 'bogus' (one_shot|two_shot)"
+    assert bad is not None and bad[0] == "InvalidArgument" and text in bad[2], bad
+    assert good is not None and good[0] == "RuntimeFailure", good
+    assert "rank 1 rejected the call" in good[2] and text in good[2], good
     for _, usable, after in outcomes:
         assert usable and after == [3.0] * 4, (usable, after)
 

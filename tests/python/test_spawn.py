@@ -216,6 +216,39 @@ def test_fault_injection_is_reported_with_the_faulty_rank(monkeypatch, action):
         assert isinstance(e.exception, commfuse.RuntimeFailure) and "rank 1" in str(e), str(e)
 
 
+def _init_with_env_on_rank_1(rank, name, value):
+    if rank == 1:
+        os.environ[name] = value
+    t0 = time.monotonic()
+    try:
+        with commfuse.init():
+            return ("formed", time.monotonic() - t0, "")
+    except commfuse.Error as e:
+        return (type(e).__name__, time.monotonic() - t0, str(e))
+
+
+@pytest.mark.parametrize("name,value,text", [
+    ("COMMFUSE_LOG", "chatty", "COMMFUSE_LOG='chatty' is not one of"),
+    ("COMMFUSE_TIMEOUT_S", "soon", "COMMFUSE_TIMEOUT_S='soon' is not a non-negative integer"),
+    ("COMMFUSE_VERBOSE", "9", "COMMFUSE_VERBOSE=9 must be 0, 1 or 2"),
+    ("COMMFUSE_INT8_GEMM", "fastest", "COMMFUSE_INT8_GEMM='fastest' is not one of"),
+    ("COMMFUSE_ALGO", "allreduce:two_shot",
+     "COMMFUSE_ALGO='allreduce:two_shot': 'allreduce' is not an op with algorithms"),
+    ("COMMFUSE_ALGO", "all_reduce:bogus",
+     "COMMFUSE_ALGO: all_reduce has no algorithm 'bogus' (one_shot|two_shot)"),
+])
+def test_a_bad_parameter_on_one_rank_fails_every_rank_at_init(monkeypatch, name, value, text):
+    # Rank 1 alone had failed, leaving rank 0 to wait out COMMFUSE_TIMEOUT_S ("rank 1 did not
+    # connect"); a bad COMMFUSE_ALGO passed init and failed rank 1 alone in its first call,
+    # whose peers then paired it with its next one (wrong sums, no error).
+    monkeypatch.setenv("COMMFUSE_TIMEOUT_S", "60")
+    got = run(_init_with_env_on_rank_1, 2, name, value)
+    assert got[1][0] == "InvalidArgument" and text in got[1][2], got[1]
+    assert got[0][0] == "RuntimeFailure", got[0]
+    assert f"comm init(rank 0): rank 1 failed: {text}" in got[0][2], got[0]
+    assert got[0][1] < 30, got[0]  # told, not timed out at 60 s
+
+
 @pytest.mark.parametrize("name,value", [("COMMFUSE_NONTEMPORAL_BYTES", "lots"),
                                         ("COMMFUSE_COPY_LOOP", "sometimes")])
 def test_a_bad_parameter_fails_comm_init_naming_it(monkeypatch, name, value):

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "core/algorithm.hpp"
 #include "core/error.hpp"
@@ -63,6 +64,33 @@ TEST(Algorithm, MalformedValueNamesTheVariable) {
   const std::string m = message_of([] { forced_algorithm("all_gather_matmul"); });
   EXPECT_NE(m.find("COMMFUSE_ALGO"), std::string::npos) << m;
   EXPECT_NE(m.find("<op>:<algorithm>"), std::string::npos) << m;
+}
+
+// Checked where a communicator is created: an op without an algorithm list (a typo was
+// silently ignored, running the default) and one op forced to two names are refused.
+TEST(Algorithm, TheWholeValueIsCheckedForUnknownOpsAndContradictions) {
+  {
+    AlgoEnv env("allreduce:two_shot");
+    const std::string m = message_of([] { commfuse::check_forced_algorithms(); });
+    EXPECT_NE(m.find("COMMFUSE_ALGO='allreduce:two_shot': 'allreduce' is not an op with "
+                     "algorithms (all_gather, all_to_all, broadcast, all_reduce,"),
+              std::string::npos)
+        << m;
+  }
+  {
+    AlgoEnv env("all_reduce:two_shot,all_gather:cma,all_reduce:one_shot");
+    const std::string m = message_of([] { commfuse::check_forced_algorithms(); });
+    EXPECT_NE(m.find("forces all_reduce twice, to two_shot and to one_shot"), std::string::npos)
+        << m;
+  }
+  {
+    AlgoEnv env("all_reduce:two_shot,,all_reduce:two_shot,all_gather_matmul:unfused");
+    EXPECT_NO_THROW(commfuse::check_forced_algorithms());
+  }
+  for (const std::string_view op : commfuse::algorithm_ops()) {
+    AlgoEnv env((std::string(op) + ":x").c_str());
+    EXPECT_NO_THROW(commfuse::check_forced_algorithms()) << op;
+  }
 }
 
 TEST(Algorithm, NotPreferredIsSkippedButMayBeForced) {

@@ -63,6 +63,12 @@ TEST(Params, InvalidValuesNameTheVariable) {
     ScopedEnv env("COMMFUSE_TIMEOUT_S", "0");
     EXPECT_THROW(params::timeout_seconds(), commfuse::InvalidArgument);
   }
+  // Digits only, as "5 " was refused: strtoll had let " 5" and "+5" through.
+  for (const char* v : {" 5", "+5", "5 ", "-0", ""}) {
+    ScopedEnv env("COMMFUSE_TIMEOUT_S", v);
+    EXPECT_THROW(params::get_int("COMMFUSE_TIMEOUT_S"), commfuse::InvalidArgument)
+        << "'" << v << "'";
+  }
   {
     ScopedEnv env("COMMFUSE_TRANSPORT", "carrier-pigeon");
     try {

@@ -231,9 +231,7 @@ std::unique_ptr<CommImpl> create_mpi_comm(int rank, int world_size) {
     mine.transport = params::get_string("COMMFUSE_TRANSPORT");
     progress_mode = params::get_string("COMMFUSE_MPI_PROGRESS_THREAD");
     num_threads = params::num_threads_override();
-    check_lenient_params();
-    kernels::cpu::nontemporal_copy_bytes();  // reads COMMFUSE_NONTEMPORAL_BYTES
-    kernels::cpu::memcpy_slow_distances();   // COMMFUSE_COPY_LOOP (and measures)
+    check_comm_params();
     CF_CHECK_ARG((rank < 0 || rank == me) && (world_size < 0 || world_size == size),
                  "comm init(rank ", me, "): rank ", rank, " / world_size ", world_size,
                  " were passed but MPI_COMM_WORLD has rank ", me, " / size ", size);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <span>
 
 #include "comm/shm/cma.hpp"
 #include "core/algorithm.hpp"
@@ -20,6 +21,10 @@ namespace {
 // data: one synchronization); above it two-shot (reduce-scatter + all-gather: each rank
 // reads only 1/R of the data per phase).
 constexpr size_t kOneShotBytes = 64 * 1024;
+
+// The names of choose_copy's and choose_all_reduce's algorithm lists, in list order.
+constexpr const char* kCopyAlgorithms[] = {"cma", "slots"};
+constexpr const char* kAllReduceAlgorithms[] = {"one_shot", "two_shot"};
 
 size_t elem_bytes(DType t) {
   return static_cast<size_t>(dtype_bits(t) / 8);
@@ -142,6 +147,38 @@ void ShmTransport::arrive(uint32_t s, bool first, const CollDesc& desc, const ch
   }
 }
 
+void check_shm_algorithms() {
+  const auto check = [](const char* op, std::span<const char* const> names) {
+    const std::string forced = forced_algorithm(op);
+    if (forced.empty()) return;
+    std::string list;
+    for (const char* n : names) {
+      if (forced == n) return;
+      list += detail::cat(list.empty() ? "" : "|", n);
+    }
+    detail::throw_status(
+        Status::kParamInvalid,
+        detail::cat("COMMFUSE_ALGO: ", op, " has no algorithm '", forced, "' (", list, ")"));
+  };
+  for (const char* op :
+       {"all_gather", "all_to_all", "broadcast", "gather_stream", "all_to_all_stream"})
+    check(op, kCopyAlgorithms);
+  check("all_reduce", kAllReduceAlgorithms);
+}
+
+size_t ShmTransport::agreed_choice(const char* op, const std::function<std::string()>& what,
+                                   const std::vector<AlgorithmEntry>& list) {
+  try {
+    return choose_algorithm(op, what, list);
+  } catch (const Error& e) {
+    // COMMFUSE_ALGO forcing what does not apply here, or changed since the communicator
+    // checked it: this rank's rejection of the call, told to the peers (alone it had left
+    // them to pair this call with its next one).
+    reject(e.what());
+    throw;
+  }
+}
+
 CollAlgo ShmTransport::choose_copy(CollOp op, uint64_t bytes) {
   // One rank copies once (alone()): no algorithm runs, so none is chosen, forced or printed.
   if (size_ == 1) return CollAlgo::kDefault;
@@ -159,13 +196,13 @@ CollAlgo ShmTransport::choose_copy(CollOp op, uint64_t bytes) {
     return cma && worth ? CollAlgo::kCma : CollAlgo::kDefault;
   const char* name = coll_op_name(op);
   const std::vector<AlgorithmEntry> list{
-      {"cma", cma ? "" : "CMA unavailable: " + cma_.unavailable,
+      {kCopyAlgorithms[0], cma ? "" : "CMA unavailable: " + cma_.unavailable,
        worth ? ""
        : saved < cma_.min_bytes
            ? detail::cat(saved, " bytes saved, below the CMA crossover ", cma_.min_bytes)
            : std::string("ranks share cores: the slots' pipelined steps are faster")},
-      {"slots", ""}};
-  const size_t i = choose_algorithm(
+      {kCopyAlgorithms[1], ""}};
+  const size_t i = agreed_choice(
       name, [&] { return detail::cat(name, "(rank ", rank_, ") ", bytes, " bytes per block"); },
       list);
   return i == 0 ? CollAlgo::kCma : CollAlgo::kDefault;
@@ -186,11 +223,11 @@ CollAlgo ShmTransport::choose_all_reduce(uint64_t step_bytes) {
   if (!algo_forced_ && log::verbose_level() < 1)
     return two_shot ? CollAlgo::kTwoShot : CollAlgo::kOneShot;
   const std::vector<AlgorithmEntry> list{
-      {"one_shot", "",
+      {kAllReduceAlgorithms[0], "",
        two_shot ? detail::cat(size_, " ranks, ", step_bytes,
                               "-byte steps: two-shot reads 1/R of the data per phase")
                 : ""},
-      {"two_shot", "",
+      {kAllReduceAlgorithms[1], "",
        two_shot ? ""
        : two_shot_min_bytes_ > 0
            ? (two_shot_min_bytes_ == ~uint64_t{0}
@@ -200,7 +237,7 @@ CollAlgo ShmTransport::choose_all_reduce(uint64_t step_bytes) {
        : size_ <= 4 ? detail::cat(size_, " ranks: one synchronization per step beats two")
                     : detail::cat(step_bytes, "-byte steps (at most ", limit,
                                   "): one synchronization per step beats two")}};
-  const size_t i = choose_algorithm(
+  const size_t i = agreed_choice(
       "all_reduce",
       [&] { return detail::cat("all_reduce(rank ", rank_, ") ", step_bytes, "-byte steps"); },
       list);

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +25,7 @@
 #include "comm/shm/peer_set.hpp"
 #include "comm/shm/segment.hpp"
 #include "comm/transport.hpp"
+#include "core/algorithm.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu/half_gemm_model.hpp"
 
@@ -72,6 +74,13 @@ uint64_t best_crossover_size(const uint64_t* sizes, const double* first_us, cons
 // against 850-1049 us (2 MiB: level); W = 8, 2 MiB per rank 1458-1658 against 1082-1153 us
 // (512 KiB: slots 150-175 against 232 us).
 uint64_t slots_spill_bytes(int world, uint64_t llc_bytes);
+
+// COMMFUSE_ALGO's names for shm's collectives and streams (all_gather, all_to_all, broadcast,
+// gather_stream, all_to_all_stream: cma|slots; all_reduce: one_shot|two_shot), checked
+// where a communicator is created: InvalidArgument naming an algorithm the op does not
+// have, as choosing it would (on every rank, before the group forms, instead of on this
+// rank alone inside a call).
+void check_shm_algorithms();
 
 // Bytes of one rank's region for a given slot size.
 inline size_t region_bytes(size_t slot_bytes) {
@@ -134,6 +143,9 @@ class ShmTransport final : public Transport {
   // The copy algorithm of a call moving `bytes` per peer block: CMA where the group has it
   // and the block reaches its crossover, else the slots; COMMFUSE_ALGO=<op>:cma|slots forces.
   CollAlgo choose_copy(CollOp op, uint64_t bytes);
+  // choose_algorithm, its error (a forced algorithm that does not apply) rejecting the call.
+  size_t agreed_choice(const char* op, const std::function<std::string()>& what,
+                       const std::vector<AlgorithmEntry>& list);
   // all_reduce's algorithm for steps of step_bytes: one-shot up to 4 ranks or 64 KiB steps,
   // else two-shot; COMMFUSE_ALGO=all_reduce:one_shot|two_shot forces.
   CollAlgo choose_all_reduce(uint64_t step_bytes);
