@@ -23,8 +23,9 @@ constexpr std::chrono::milliseconds kErrorLinger{1000};
 
 // Rank 0's refusal of a group it cannot form (bootstrap.cpp: too many ranks for its open-file
 // limit), told to the ranks that connect within kErrorLinger (each gets `message` as if from
-// a formed group's verdict), then thrown. Connections are answered one at a time, so the
-// refusal itself needs only a few files. Ranks that arrive later time out reaching rank 0.
+// a formed group's verdict), then thrown. At most 64 told connections are held at a time, so
+// the refusal itself needs few files. A rank still queued when the listener closes gets a
+// reset connection, and one arriving later cannot reach rank 0: both fail naming rank 0.
 [[noreturn]] void refuse_group(const std::string& host, int port, int world_size, Status code,
                                const std::string& message);
 

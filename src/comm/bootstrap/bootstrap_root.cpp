@@ -66,26 +66,44 @@ namespace boot {
 void refuse_group(const std::string& host, int port, int world_size, Status code,
                   const std::string& message) {
   std::string listen_error;
-  const net::Fd listener = net::listen_tcp(host, port, &listen_error);
+  net::Fd listener = net::listen_tcp(host, port, &listen_error);
   const net::Deadline linger = net::Deadline::after(kErrorLinger);
-  int told = 0;
-  while (listener.valid() && told < world_size - 1 && !linger.expired()) {
-    pollfd pfd{listener.get(), POLLIN, 0};
-    if (poll(&pfd, 1, std::min(linger.remaining_ms(), comm::kInterruptSliceMs)) < 0 &&
+  // Connections told and not yet closed by their rank, read together (one that never closes
+  // must not keep the others from being told); at most kOpen at a time, so that the refusal
+  // itself needs few files.
+  constexpr size_t kOpen = 64;
+  std::vector<net::Fd> told;
+  int answered = 0;
+  comm::InterruptPoll interrupt;  // Ctrl-C ends the linger
+  char sink[4096];
+  while (listener.valid() && !linger.expired() && (answered < world_size - 1 || !told.empty())) {
+    const bool accepting = answered < world_size - 1 && told.size() < kOpen;
+    std::vector<pollfd> pfds{{accepting ? listener.get() : -1, POLLIN, 0}};
+    for (const auto& fd : told) pfds.push_back({fd.get(), POLLIN, 0});
+    if (poll(pfds.data(), pfds.size(), std::min(linger.remaining_ms(), comm::kInterruptSliceMs)) <
+            0 &&
         errno != EINTR)
       break;
-    if (pfd.revents == 0) continue;
-    // Told before its hello is read: the error is all it will hear, and the drain reads the
-    // hello so that closing does not reset the connection under the message.
-    for (net::Fd c = net::accept_tcp(listener.get()); c.valid() && !linger.expired();
-         c = net::accept_tcp(listener.get())) {
-      const net::Deadline by = net::Deadline::after(kErrorGrace).earlier(linger);
-      tell_error(c, code, message, by);
-      std::vector<net::Fd> one;
-      one.push_back(std::move(c));
-      drain_and_close(&one, by);
-      ++told;
+    if (!interrupt.poll().empty()) break;
+    // What a told rank still sends (its hello) is read, so that closing does not reset the
+    // connection under the message; it closes once it has read the error.
+    for (size_t i = 1; i < pfds.size(); ++i) {
+      if (pfds[i].revents == 0) continue;
+      size_t got = 0;
+      int err = 0;
+      net::Io io;
+      do io = net::recv_some(told[i - 1].get(), sink, sizeof sink, &got, &err);
+      while (io == net::Io::kOk);
+      if (io != net::Io::kWouldBlock) told[i - 1].reset();
     }
+    std::erase_if(told, [](const net::Fd& fd) { return !fd.valid(); });
+    if (accepting && pfds[0].revents != 0)
+      for (net::Fd c = net::accept_tcp(listener.get()); c.valid();
+           c = told.size() < kOpen ? net::accept_tcp(listener.get()) : net::Fd()) {
+        tell_error(c, code, message, net::Deadline::after(kErrorGrace).earlier(linger));
+        told.push_back(std::move(c));
+        ++answered;
+      }
   }
   detail::throw_status(code, message);
 }
