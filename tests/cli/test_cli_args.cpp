@@ -184,5 +184,24 @@ TEST(CliArgs, MatmulShapesTheWorkersCannotRunAreRefused) {
   EXPECT_EQ(usage_error([] { parse_bench_options({"alltoall-quant-matmul"}); }), "");
 }
 
+// The collectives' and quantized reductions' largest row against the host's memory (all-reduce
+// -e 1024G ended every worker with std::bad_alloc through MPI_Abort).
+TEST(CliArgs, SweepsPastTheHostsMemoryAreRefused) {
+  const std::string big = usage_error([] {
+    parse_bench_options({"all-reduce", "-b", "1024G", "-e", "1024G"});
+  });
+  EXPECT_EQ(big.find("-e 1099511627776 -n 2: the largest row takes at least 6.14e+03 GiB on this "
+                     "host (source, result and MPI's result per rank), which has "),
+            0u)
+      << big;
+  const std::string quant = usage_error([] {
+    parse_bench_options({"quant-all-reduce", "-e", "1024G"});
+  });
+  EXPECT_EQ(quant.find("-e 1099511627776 -n 2: the largest row takes at least 2.66e+04 GiB"), 0u)
+      << quant;
+  EXPECT_EQ(usage_error([] { parse_bench_options({"all-gather", "-e", "64M"}); }), "");
+  EXPECT_EQ(usage_error([] { parse_bench_options({"quant-reduce-scatter"}); }), "");
+}
+
 }  // namespace
 }  // namespace commfuse::cli

@@ -38,42 +38,69 @@ void check_collective_dtype(const BenchOptions& o) {
                      kernels::cpu::reducible_names() + ")");
 }
 
-// The bytes a matmul benchmark's W ranks allocate at least (each rank's operands and one
-// output; its variants add more), against this host's memory: a shape past it is a usage
-// error naming the options, where it was a failed allocation (or a size past size_t) in
-// every worker, ended through MPI_Abort (--k 2^62: "cannot create std::vector larger than
-// max_size()"). long double: the products of three options overflow 64 bits.
-void check_matrices_fit(const BenchOptions& o) {
-  const bool fused = o.family == kFusedMatmul;
-  if (!fused && !(o.family & (kAlltoAllQuantMatmul | kAlltoAllMatmul))) return;
+// The bytes a benchmark's W ranks allocate at least (a matmul's operands and one output per
+// rank, a collective's largest row three times, a quantized reduction's codes, output and
+// MPI's float32 buffers; each adds more), against this host's memory: a size past it is a
+// usage error naming the options, where it was a failed allocation (or a size past size_t)
+// in every worker, ended through MPI_Abort (--k 2^62: "cannot create std::vector larger than
+// max_size()"; all-reduce -e 1024G: std::bad_alloc). long double: the products of three
+// options overflow 64 bits.
+void check_memory(const BenchOptions& o) {
   const long double w = o.nprocs, n = static_cast<long double>(o.n);
-  // Bytes per element, from the library's own table (the --dtype lists hold its names): the fused
-  // ops' operands are --dtype, the all-to-all ops' counted as their int8 weights (a lower
-  // bound); the outputs are float32 for float32 and 2-byte floats otherwise.
-  const DType t = dtype_from_name(o.dtype);
-  const long double in_bytes = fused ? dtype_bits(t) / 8.0L : 1;
-  const long double out_bytes = t == DType::kFloat32 ? 4 : 2;
+  const DType t = dtype_from_name(o.dtype);  // the --dtype lists hold the library's names
   long double per_rank = 0;
-  std::string shape;
-  if (fused) {
-    const long double m = static_cast<long double>(o.m), k = static_cast<long double>(o.k);
-    per_rank = in_bytes * (m * k + k * n) / w + out_bytes * m * n / w;
-    shape = "--m " + std::to_string(o.m) + " --k " + std::to_string(o.k);
+  std::string shape, what;
+  if (o.family == kFusedMatmul || (o.family & (kAlltoAllQuantMatmul | kAlltoAllMatmul))) {
+    // Bytes per element: the fused ops' operands are --dtype, the all-to-all ops' counted as
+    // their int8 weights (a lower bound); the outputs are float32 for float32 and 2-byte
+    // floats otherwise.
+    const bool fused = o.family == kFusedMatmul;
+    const long double in_bytes = fused ? dtype_bits(t) / 8.0L : 1;
+    const long double out_bytes = t == DType::kFloat32 ? 4 : 2;
+    if (fused) {
+      const long double m = static_cast<long double>(o.m), k = static_cast<long double>(o.k);
+      per_rank = in_bytes * (m * k + k * n) / w + out_bytes * m * n / w;
+      shape = "--m " + std::to_string(o.m) + " --k " + std::to_string(o.k);
+    } else {
+      const long double bs = static_cast<long double>(o.bs), h = static_cast<long double>(o.h);
+      per_rank = in_bytes * (bs * h + w * h * n) + out_bytes * bs / w * n;
+      shape = "--bs " + std::to_string(o.bs) + " --h " + std::to_string(o.h);
+    }
+    shape += " --n " + std::to_string(o.n);
+    what = "the matrices take at least ";
+    what.append("%s GiB on this host (operands and one output per rank)");
+  } else if (o.family == kCollective) {
+    // The largest row (-e: all-gather's result, reduce-scatter's source): its source,
+    // commfuse's result and MPI's, per rank.
+    const auto row = static_cast<long double>(o.max_bytes);
+    const long double sent = o.op == "all-gather" ? row / w : row;
+    const long double received = o.op == "reduce-scatter" ? row / w : row;
+    per_rank = sent + 2 * received;
+    shape = "-e " + std::to_string(o.max_bytes);
+    what =
+        "the largest row takes at least %s GiB on this host (source, result and MPI's "
+        "result per rank)";
+  } else if (o.family == kQuantReduce) {
+    // The largest row's elements: the codes, the output, MPI's float32 input and output.
+    const auto out = static_cast<long double>(dtype_bits(dtype_from_name(o.out_dtype)) / 8);
+    per_rank = (1 + out + 8) * static_cast<long double>(o.max_bytes);
+    shape = "-e " + std::to_string(o.max_bytes);
+    what =
+        "the largest row takes at least %s GiB on this host (codes, output and MPI's "
+        "float32 input and output per rank)";
   } else {
-    const long double bs = static_cast<long double>(o.bs), h = static_cast<long double>(o.h);
-    per_rank = in_bytes * (bs * h + w * h * n) + out_bytes * bs / w * n;
-    shape = "--bs " + std::to_string(o.bs) + " --h " + std::to_string(o.h);
+    return;
   }
   const long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page_bytes <= 0) return;  // unknown: the workers' allocations will say
   const long double host = static_cast<long double>(pages) * page_bytes;
   if (w * per_rank <= host) return;
-  char need[64], have[64];
+  char need[64], have[64], text[512];
   std::snprintf(need, sizeof need, "%.3Lg", w * per_rank / (1024.0L * 1024 * 1024));
   std::snprintf(have, sizeof have, "%.3Lg", host / (1024.0L * 1024 * 1024));
-  throw UsageError(shape + " --n " + std::to_string(o.n) + " -n " + std::to_string(o.nprocs) +
-                   ": the matrices take at least " + need + " GiB on this host (operands and " +
-                   "one output per rank), which has " + have + " GiB of memory");
+  std::snprintf(text, sizeof text, what.c_str(), need);
+  throw UsageError(shape + " -n " + std::to_string(o.nprocs) + ": " + text + ", which has " + have +
+                   " GiB of memory");
 }
 
 const BenchOptionSpec* find_option(std::string_view name, unsigned family, bool internal) {
@@ -146,7 +173,7 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args, bool inte
         throw UsageError("--gather-output 0 is for all-gather-matmul only (" + o.op +
                          " gathers no x1)");
     }
-    check_matrices_fit(o);
+    check_memory(o);
     if (!o.netns.empty() && o.transport != "mpi")
       throw UsageError("--netns needs --transport mpi (shared memory does not cross a network)");
     if (o.family & (kAlltoAllQuantMatmul | kAlltoAllMatmul)) multiple("--bs", o.bs);
