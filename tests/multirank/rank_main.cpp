@@ -9,7 +9,7 @@
 //                       abort_stream | abort_idle | stage_oom | two_threads |
 //                       two_comms_threads | fork_child | slow_peer | stage_overlap |
 //                       interrupt_thread | interrupt_stream | testsome_error |
-//                       stream_testsome_error | no_alloc
+//                       stream_testsome_error
 #include <commfuse/commfuse.h>
 #include <commfuse/commfuse.hpp>
 
@@ -39,7 +39,6 @@ int case_stream_mismatch(commfuse::Comm& c);         // stream_cases.cpp
 int case_stream_testsome_error(commfuse::Comm& c);   // stream_cases.cpp
 int check_move_dtypes(commfuse::Comm& c, size_t n);  // dtype_cases.cpp: failures
 int case_dtype_reject(commfuse::Comm& c);            // dtype_cases.cpp
-int case_no_alloc(commfuse::Comm& c);                // alloc_cases.cpp
 
 namespace {
 
@@ -1126,7 +1125,6 @@ int main(int argc, char** argv) {
       {"stage_overlap", case_stage_overlap},
       {"testsome_error", case_testsome_error},
       {"stream_testsome_error", case_stream_testsome_error},
-      {"no_alloc", case_no_alloc},
   };
   if (argc != 2 || !cases.count(argv[1])) {
     std::fprintf(stderr, "usage: %s <case>\n", argv[0]);

@@ -12,7 +12,6 @@
 
 #include "comm/interrupt.hpp"
 #include "core/error.hpp"
-#include "core/small_vector.hpp"
 
 namespace commfuse::comm::mpi {
 namespace {
@@ -136,7 +135,10 @@ void check(int rc, const char* call, const char* op, int rank) {
 }
 
 int test_some(MPI_Request* requests, size_t count, const char* op, int rank, const int* peers) {
-  SmallVector<int, 32> done(count);  // which completed
+  // Which completed: kept per thread, grown only, since a wait polls this many times per
+  // microsecond (a per-call array spilled to the heap on every poll past 32 requests).
+  thread_local std::vector<int> done;
+  if (done.size() < count) done.resize(count);
   int n_done = 0;
   // No statuses on the way (polled a few times per microsecond-scale call): where one failed,
   // the indices still say which requests MPI completed in this call, the failed one among them.
