@@ -154,4 +154,24 @@ int num_threads_override() {
   return static_cast<int>(v);
 }
 
+size_t shm_slot_bytes() {
+  const int64_t v = get_int("COMMFUSE_SHM_SLOT_BYTES");
+  CF_CHECK_ARG(v >= 4096 && v <= (int64_t{1} << 30) && v % 64 == 0, "COMMFUSE_SHM_SLOT_BYTES=", v,
+               " must be a multiple of 64 in [4096, 2^30]");
+  return static_cast<size_t>(v);
+}
+
+void check(std::string_view env) {
+  const Param& p = find(env);
+  if (p.kind == Kind::kInt) get_int(env);
+  get_string(env);  // a choice's allowed values
+  if (env == "COMMFUSE_TIMEOUT_S") timeout_seconds();
+  if (env == "COMMFUSE_NUM_THREADS") num_threads_override();
+  if (env == "COMMFUSE_SHM_SLOT_BYTES") shm_slot_bytes();
+  if (env == "COMMFUSE_VERBOSE") {
+    const int64_t v = get_int(env);
+    CF_CHECK_ARG(v <= 2, "COMMFUSE_VERBOSE=", v, " must be 0, 1 or 2");
+  }
+}
+
 }  // namespace commfuse::params

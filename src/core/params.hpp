@@ -27,6 +27,14 @@ std::span<const Param> all();
 std::string get_string(std::string_view env);
 int64_t get_int(std::string_view env);
 
+// The parameter's value checked as its users would (its kind; the ranges of COMMFUSE_TIMEOUT_S,
+// COMMFUSE_NUM_THREADS, COMMFUSE_VERBOSE and COMMFUSE_SHM_SLOT_BYTES): InvalidArgument naming
+// it. What `commfuse info` marks INVALID, and what a communicator checks for every parameter
+// at creation (comm_impl.hpp, check_comm_params).
+void check(std::string_view env);
+// COMMFUSE_SHM_SLOT_BYTES, checked.
+size_t shm_slot_bytes();
+
 // Readers for the parameters used across layers.
 int timeout_seconds();       // COMMFUSE_TIMEOUT_S
 int num_threads_override();  // COMMFUSE_NUM_THREADS (0 = automatic)

@@ -208,6 +208,22 @@ TEST(Cli, BadValuesAreUsageErrorsNamingOptionAndValue) {
   }
 }
 
+// Checked before any worker starts: an unwritable --json had ended the workers through
+// MPI_Abort after the run began; a sweep past the host's memory in std::bad_alloc.
+TEST(Cli, BenchRefusesWhatItsWorkersCouldNotDo) {
+  const auto json = cli({"bench", "all-reduce", "--json", "/proc/nonexistent/out.json"});
+  EXPECT_EQ(json.exit_code, 2) << json.err;
+  EXPECT_TRUE(contains(json.err,
+                       "--json: cannot write '/proc/nonexistent/out.json': No such "
+                       "file or directory"))
+      << json.err;
+  const auto big = cli({"bench", "all-reduce", "-b", "1024G", "-e", "1024G"});
+  EXPECT_EQ(big.exit_code, 2) << big.err;
+  EXPECT_TRUE(contains(big.err, "-e 1099511627776 -n 2: the largest row takes at least"))
+      << big.err;
+  EXPECT_EQ(json.out + big.out, "");
+}
+
 TEST(Cli, UnknownOptionsAndMisplacedOnesAreUsageErrors) {
   struct Case {
     std::vector<std::string> args;

@@ -236,6 +236,9 @@ def _init_with_env_on_rank_1(rank, name, value):
      "COMMFUSE_ALGO='allreduce:two_shot': 'allreduce' is not an op with algorithms"),
     ("COMMFUSE_ALGO", "all_reduce:bogus",
      "COMMFUSE_ALGO: all_reduce has no algorithm 'bogus' (one_shot|two_shot)"),
+    # tracing had only logged a warning and stopped: exit 0, no trace
+    ("COMMFUSE_TRACE", "/proc/nonexistent/t.json",
+     "COMMFUSE_TRACE='/proc/nonexistent/t.json' cannot be written: No such file or directory"),
 ])
 def test_a_bad_parameter_on_one_rank_fails_every_rank_at_init(monkeypatch, name, value, text):
     # Rank 1 alone had failed, leaving rank 0 to wait out COMMFUSE_TIMEOUT_S ("rank 1 did not

@@ -197,7 +197,7 @@ std::vector<uint64_t> sweep_sizes(const BenchOptions& o) {
   for (double b = static_cast<double>(o.min_bytes); b <= top;) {
     if (sizes.size() == kMaxSweepRows) {
       char f[32];
-      std::snprintf(f, sizeof f, "%g", o.factor);
+      std::snprintf(f, sizeof f, "%.10g", o.factor);  // 1.0000001, not "1"
       throw UsageError("-f " + std::string(f) + " makes more than " +
                        std::to_string(kMaxSweepRows) + " sizes from -b " +
                        std::to_string(o.min_bytes) + " to -e " + std::to_string(o.max_bytes) +

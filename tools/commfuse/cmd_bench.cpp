@@ -3,12 +3,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "bench_catalog.hpp"
 #include "bench_options.hpp"
+#include "cli_args.hpp"
 #include "comm/shm/cma.hpp"
 #include "commands.hpp"
 #include "core/error.hpp"
@@ -48,6 +51,14 @@ int cmd_bench(int argc, char** argv) {
   if (own_session)
     for (const char* a : {"--mca", "orte_tmpdir_base", static_cast<const char*>(session)})
       cmd.push_back(a);
+  // Rank 0 writes --json after the run: a path it cannot write is a usage error now, not
+  // an MPI_Abort of every worker once they have started.
+  if (!o.json.empty()) {
+    FILE* f = std::fopen(o.json.c_str(), "w");
+    if (f == nullptr)
+      throw UsageError("--json: cannot write '" + o.json + "': " + std::strerror(errno));
+    std::fclose(f);
+  }
   std::vector<const char*> env_flags = {"-x", "COMMFUSE_TRANSPORT"};
   if (!o.trace.empty()) {
     // Every rank appends to the file (core/trace.hpp): start it empty.

@@ -208,6 +208,7 @@ int cmd_info(int argc, char** argv) {
   for (const auto& p : params::all()) {
     std::string value;
     try {
+      params::check(p.env);
       value = params::get_string(p.env);
     } catch (const Error& e) {
       value = std::string("INVALID: ") + e.what();
