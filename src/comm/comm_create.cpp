@@ -1,9 +1,5 @@
 // Creating a communicator: every rank contributes a small record (host, process, shm
 // region) through the bootstrap, then ranks on one host map each other's regions.
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -26,6 +22,7 @@
 #include "core/log.hpp"
 #include "core/params.hpp"
 #include "core/simd.hpp"
+#include "core/trace.hpp"
 #include "kernels/cpu/copy.hpp"
 #include "kernels/cpu/half_gemm_model.hpp"
 #include "kernels/cpu/threads.hpp"
@@ -319,9 +316,18 @@ std::unique_ptr<CommImpl> create_tcp_comm(const InitMethod& im) {
     code = e.code();
     error = e.what();
   }
-  // boot lives until create_shm_comm returns; its destructor frees the port.
-  auto boot = Bootstrap::create(im.host, im.port, im.rank, im.world_size, timeout);
-  const std::vector<std::string> verdicts = boot->all_gather(error);
+  // boot lives until create_shm_comm returns; its destructor frees the port. A rank whose
+  // own check failed reports that, also where the group could not form to hear it.
+  std::unique_ptr<Bootstrap> boot;
+  std::vector<std::string> verdicts;
+  try {
+    boot = Bootstrap::create(im.host, im.port, im.rank, im.world_size, timeout);
+    verdicts = boot->all_gather(error);
+  } catch (const Error& e) {
+    if (code == Status::kSuccess) throw;
+    detail::throw_status(
+        code, detail::cat(error, " (the group did not form to hear it: ", e.what(), ")"));
+  }
   if (code != Status::kSuccess) detail::throw_status(code, error);
   for (int r = 0; r < im.world_size; ++r)
     if (!verdicts[static_cast<size_t>(r)].empty())
@@ -340,12 +346,12 @@ std::unique_ptr<CommImpl> create_mpi_comm(int rank, int world_size);  // comm/mp
 void check_comm_params() {
   for (const params::Param& p : params::all()) params::check(p.env);
   // A trace file this process cannot write: tracing (which may not throw) had only logged a
-  // warning and stopped, and the run ended with exit 0 and no trace. Opened as it will be.
-  if (const std::string trace = params::get_string("COMMFUSE_TRACE"); !trace.empty()) {
-    const int fd = open(trace.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    CF_CHECK_ARG(fd >= 0, "COMMFUSE_TRACE='", trace, "' cannot be written: ", std::strerror(errno));
-    close(fd);
-  }
+  // warning and stopped, and the run ended with exit 0 and no trace.
+  if (const std::string trace = params::get_string("COMMFUSE_TRACE"); !trace.empty())
+    if (const std::string why = trace::path_problem(trace); !why.empty())
+      detail::throw_status(Status::kParamInvalid,
+                           detail::cat("COMMFUSE_TRACE='", trace, "' cannot be written: ", why));
+  check_fault_param();
   cpu::isa_level_from_name(params::get_string("COMMFUSE_MAX_CPU_ISA"));
   check_forced_algorithms();
   shm::check_shm_algorithms();

@@ -58,6 +58,10 @@ const Fault& configured() {
 
 }  // namespace
 
+void check_fault_param() {
+  configured();
+}
+
 void fault_point(int rank, const char* collective, uint64_t piece) {
   const Fault& f = configured();
   if (f.action == Action::kNone || f.rank != rank || f.piece != piece) return;

@@ -13,5 +13,7 @@ namespace commfuse::comm {
 
 // Called by the transports before this rank publishes piece `piece` of `collective`.
 void fault_point(int rank, const char* collective, uint64_t piece);
+// COMMFUSE_FAULT parsed: InvalidArgument naming it when malformed (checked at creation).
+void check_fault_param();
 
 }  // namespace commfuse::comm

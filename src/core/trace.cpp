@@ -6,16 +6,36 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
 
 namespace commfuse::trace {
+
+std::string path_problem(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return "is a directory";
+    if (access(path.c_str(), W_OK) != 0) return std::strerror(errno);
+    return {};
+  }
+  if (errno != ENOENT) return std::strerror(errno);
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  if (access(dir.c_str(), W_OK | X_OK) != 0)
+    return ::commfuse::detail::cat("its directory ", dir, ": ", std::strerror(errno));
+  return {};
+}
 namespace {
 
 struct Event {

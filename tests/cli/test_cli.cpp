@@ -1,10 +1,12 @@
 // The `commfuse` binary (COMMFUSE_CLI_PATH) as a new user meets it: every command's --help,
 // the bench list, --version, and strict option values. The benchmark names come from the
 // same table the binary uses (bench_catalog.cpp), cross-checked against a list written here.
-// Nothing here starts a benchmark: every bench command below must stop at its arguments.
+// Nothing here runs a benchmark: every bench command below must stop at its arguments, or
+// (one case) at its workers' communicator creation.
 #include <gtest/gtest.h>
 #include <commfuse/commfuse.hpp>
 
+#include <cstdio>
 #include <set>
 #include <string>
 #include <string_view>
@@ -208,8 +210,25 @@ TEST(Cli, BadValuesAreUsageErrorsNamingOptionAndValue) {
   }
 }
 
+// info marks INVALID what communicator creation refuses (comm_create.cpp, check_comm_params),
+// not only the values of the wrong kind: it had shown these as they were.
+TEST(Cli, InfoMarksEveryValueCreationRefuses) {
+  const std::string env = "/usr/bin/env";
+  const RunResult r =
+      run({env, "COMMFUSE_ALGO=allreduce:two_shot", "COMMFUSE_VERBOSE=3", "COMMFUSE_TIMEOUT_S=abc",
+           "COMMFUSE_TRACE=/proc/nonexistent/t.json", kCli, "info"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const char* want :
+       {"INVALID: COMMFUSE_ALGO='allreduce:two_shot': 'allreduce' is not an op with algorithms",
+        "INVALID: COMMFUSE_VERBOSE=3 must be 0, 1 or 2",
+        "INVALID: COMMFUSE_TIMEOUT_S='abc' is not a non-negative integer",
+        "INVALID: /proc/nonexistent/t.json cannot be written: its directory /proc/nonexistent"})
+    EXPECT_TRUE(contains(r.out, want)) << want << "\n" << r.out;
+}
+
 // Checked before any worker starts: an unwritable --json had ended the workers through
-// MPI_Abort after the run began; a sweep past the host's memory in std::bad_alloc.
+// MPI_Abort after the run began; a sweep past the host's memory in std::bad_alloc. (One
+// case below starts workers, which fail at once.)
 TEST(Cli, BenchRefusesWhatItsWorkersCouldNotDo) {
   const auto json = cli({"bench", "all-reduce", "--json", "/proc/nonexistent/out.json"});
   EXPECT_EQ(json.exit_code, 2) << json.err;
@@ -222,6 +241,25 @@ TEST(Cli, BenchRefusesWhatItsWorkersCouldNotDo) {
   EXPECT_TRUE(contains(big.err, "-e 1099511627776 -n 2: the largest row takes at least"))
       << big.err;
   EXPECT_EQ(json.out + big.out, "");
+  // An existing file is checked without being emptied (a failed run had left it at 0 bytes).
+  const std::string kept = testing::TempDir() + "commfuse_bench_kept.json";
+  FILE* f = std::fopen(kept.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("{\"old\": 1}\n", f);
+  std::fclose(f);
+  // The workers refuse COMMFUSE_VERBOSE=7 when they create their communicator, before
+  // rank 0 opens the file.
+  const auto failed = run({"/usr/bin/env", "COMMFUSE_VERBOSE=7", kCli, "bench", "all-reduce",
+                           "--json", kept, "-e", "4K", "--iters", "1", "--rounds", "1"});
+  EXPECT_EQ(failed.exit_code, 1) << failed.err;
+  EXPECT_TRUE(contains(failed.err, "COMMFUSE_VERBOSE=7 must be 0, 1 or 2")) << failed.err;
+  f = std::fopen(kept.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  char line[64] = {};
+  EXPECT_NE(std::fgets(line, sizeof line, f), nullptr);
+  std::fclose(f);
+  std::remove(kept.c_str());
+  EXPECT_EQ(std::string(line), "{\"old\": 1}\n");
 }
 
 TEST(Cli, UnknownOptionsAndMisplacedOnesAreUsageErrors) {

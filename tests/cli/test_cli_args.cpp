@@ -190,8 +190,8 @@ TEST(CliArgs, SweepsPastTheHostsMemoryAreRefused) {
   const std::string big = usage_error([] {
     parse_bench_options({"all-reduce", "-b", "1024G", "-e", "1024G"});
   });
-  EXPECT_EQ(big.find("-e 1099511627776 -n 2: the largest row takes at least 6.14e+03 GiB on this "
-                     "host (source, result and MPI's result per rank), which has "),
+  EXPECT_EQ(big.find("-e 1099511627776 -n 2: the largest row takes at least 1.23e+04 GiB on this "
+                     "host (source, results and their float32 values per rank), which has "),
             0u)
       << big;
   const std::string quant = usage_error([] {

@@ -238,7 +238,9 @@ def _init_with_env_on_rank_1(rank, name, value):
      "COMMFUSE_ALGO: all_reduce has no algorithm 'bogus' (one_shot|two_shot)"),
     # tracing had only logged a warning and stopped: exit 0, no trace
     ("COMMFUSE_TRACE", "/proc/nonexistent/t.json",
-     "COMMFUSE_TRACE='/proc/nonexistent/t.json' cannot be written: No such file or directory"),
+     "COMMFUSE_TRACE='/proc/nonexistent/t.json' cannot be written: its directory "
+     "/proc/nonexistent: No such file or directory"),
+    ("COMMFUSE_FAULT", "garbage", "COMMFUSE_FAULT='garbage' must be"),
 ])
 def test_a_bad_parameter_on_one_rank_fails_every_rank_at_init(monkeypatch, name, value, text):
     # Rank 1 alone had failed, leaving rank 0 to wait out COMMFUSE_TIMEOUT_S ("rank 1 did not
@@ -250,6 +252,17 @@ def test_a_bad_parameter_on_one_rank_fails_every_rank_at_init(monkeypatch, name,
     assert got[0][0] == "RuntimeFailure", got[0]
     assert f"comm init(rank 0): rank 1 failed: {text}" in got[0][2], got[0]
     assert got[0][1] < 30, got[0]  # told, not timed out at 60 s
+
+
+def test_a_bad_parameter_is_reported_also_when_the_group_never_forms(monkeypatch):
+    # Rank 0 of two, alone: its own error, not only "rank 1 did not connect", which had hidden it.
+    monkeypatch.setenv("COMMFUSE_TIMEOUT_S", "1")
+    monkeypatch.setenv("COMMFUSE_SHM_SLOT_BYTES", "100")
+    with pytest.raises(commfuse.InvalidArgument) as info:
+        commfuse.init(0, 2, f"tcp://127.0.0.1:{commfuse.free_port()}")
+    text = str(info.value)
+    assert "COMMFUSE_SHM_SLOT_BYTES=100 must be a multiple of 64 in [4096, 2^30]" in text, text
+    assert "(the group did not form to hear it: bootstrap(rank 0): rank 1 did not connect" in text
 
 
 @pytest.mark.parametrize("name,value", [("COMMFUSE_NONTEMPORAL_BYTES", "lots"),

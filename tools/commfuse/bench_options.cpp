@@ -70,16 +70,18 @@ void check_memory(const BenchOptions& o) {
     what = "the matrices take at least ";
     what.append("%s GiB on this host (operands and one output per rank)");
   } else if (o.family == kCollective) {
-    // The largest row (-e: all-gather's result, reduce-scatter's source): its source,
-    // commfuse's result and MPI's, per rank.
+    // The largest row (-e: all-gather's result, reduce-scatter's source) as the worker holds
+    // it (bench_worker.cpp): the source and its float32 values, commfuse's result, MPI's and
+    // the reference, and the reference's float32 values, per rank.
     const auto row = static_cast<long double>(o.max_bytes);
+    const long double es = dtype_bits(t) / 8.0L;
     const long double sent = o.op == "all-gather" ? row / w : row;
     const long double received = o.op == "reduce-scatter" ? row / w : row;
-    per_rank = sent + 2 * received;
+    per_rank = sent * (1 + 4 / es) + received * (3 + 4 / es);
     shape = "-e " + std::to_string(o.max_bytes);
     what =
-        "the largest row takes at least %s GiB on this host (source, result and MPI's "
-        "result per rank)";
+        "the largest row takes at least %s GiB on this host (source, results and their "
+        "float32 values per rank)";
   } else if (o.family == kQuantReduce) {
     // The largest row's elements: the codes, the output, MPI's float32 input and output.
     const auto out = static_cast<long double>(dtype_bits(dtype_from_name(o.out_dtype)) / 8);

@@ -1,5 +1,6 @@
 // `commfuse bench <benchmark>`: starts W ranks under mpirun (so OpenMPI's own collective
 // can be timed in the same processes, same run) and lets them run bench-worker.
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,6 +44,17 @@ int cmd_bench(int argc, char** argv) {
     // What a multi-machine job uses: MPI over TCP, for our transport and the baseline alike.
     for (const char* a : {"--mca", "btl", "tcp,self"}) cmd.push_back(a);
   }
+  // Rank 0 writes --json once its communicator exists: a path it cannot write is a usage
+  // error now, not an MPI_Abort of every worker once they have started. Checked without
+  // truncating a file that is there (a failed run left earlier results empty), and before
+  // anything here needs cleaning up.
+  if (!o.json.empty()) {
+    const bool existed = access(o.json.c_str(), F_OK) == 0;
+    const int fd = open(o.json.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) throw UsageError("--json: cannot write '" + o.json + "': " + std::strerror(errno));
+    close(fd);
+    if (!existed) unlink(o.json.c_str());
+  }
   // Its own Open MPI session directory base: two mpiruns starting at once (a bench next to
   // a test run) race to create the shared /tmp/ompi.<host>.<uid>, and one fails in
   // orte_init ("mkdir ... File exists", Open MPI 4.1). mpirun empties it; we remove it.
@@ -51,14 +63,6 @@ int cmd_bench(int argc, char** argv) {
   if (own_session)
     for (const char* a : {"--mca", "orte_tmpdir_base", static_cast<const char*>(session)})
       cmd.push_back(a);
-  // Rank 0 writes --json after the run: a path it cannot write is a usage error now, not
-  // an MPI_Abort of every worker once they have started.
-  if (!o.json.empty()) {
-    FILE* f = std::fopen(o.json.c_str(), "w");
-    if (f == nullptr)
-      throw UsageError("--json: cannot write '" + o.json + "': " + std::strerror(errno));
-    std::fclose(f);
-  }
   std::vector<const char*> env_flags = {"-x", "COMMFUSE_TRANSPORT"};
   if (!o.trace.empty()) {
     // Every rank appends to the file (core/trace.hpp): start it empty.

@@ -8,11 +8,14 @@
 #include "comm/mpi/mpi_info.hpp"
 #include "comm/nccl/nccl_gather.hpp"
 #include "comm/shm/cma.hpp"
+#include "comm/shm/shm_transport.hpp"
 #include "commands.hpp"
+#include "core/algorithm.hpp"
 #include "core/build_info.hpp"
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "core/params.hpp"
+#include "core/trace.hpp"
 #include "kernels/cpu/copy.hpp"
 #include "kernels/cpu/f32_gemm_model.hpp"
 #include "kernels/cpu/half_gemm_model.hpp"
@@ -210,6 +213,14 @@ int cmd_info(int argc, char** argv) {
     try {
       params::check(p.env);
       value = params::get_string(p.env);
+      // What communicator creation refuses besides (comm_create.cpp, check_comm_params).
+      if (p.env == "COMMFUSE_ALGO") {
+        check_forced_algorithms();
+        comm::shm::check_shm_algorithms();
+      }
+      if (p.env == "COMMFUSE_TRACE" && !value.empty())
+        if (const std::string why = trace::path_problem(value); !why.empty())
+          value = "INVALID: " + value + " cannot be written: " + why;
     } catch (const Error& e) {
       value = std::string("INVALID: ") + e.what();
     }
