@@ -61,7 +61,7 @@ TSAN_TESTS ?= ^(shm|mpi)_|_recover_|_soak_|ops_(shm|mpi)_numerics_(fused_)?w2|qu
 test-tsan: install-deps
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan -j $(JOBS) --target commfuse_cli commfuse_rank_tests \
-	    commfuse_ops_rank_tests commfuse_quant_rank_tests
+	    commfuse_alloc_rank_tests commfuse_ops_rank_tests commfuse_quant_rank_tests
 	TSAN_OPTIONS=suppressions=$(CURDIR)/tests/multirank/tsan.supp \
 	    ctest --preset tsan -j $(JOBS) -R '$(TSAN_TESTS)'
 
