@@ -24,16 +24,22 @@ std::string path_problem(const std::string& path) {
   struct stat st {};
   if (stat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) return "is a directory";
+    if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode))
+      return "is not a file, a FIFO or a device";
+    // access() answers yes to root on any file of a writable mount: an existing file's
+    // permission is all it can check without opening (which a FIFO would block).
     if (access(path.c_str(), W_OK) != 0) return std::strerror(errno);
     return {};
   }
   if (errno != ENOENT) return std::strerror(errno);
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "."
-                          : slash == 0               ? "/"
-                                                     : path.substr(0, slash);
-  if (access(dir.c_str(), W_OK | X_OK) != 0)
-    return ::commfuse::detail::cat("its directory ", dir, ": ", std::strerror(errno));
+  struct stat link {};
+  if (lstat(path.c_str(), &link) == 0) return "is a symbolic link to a missing file";
+  // A new file: created and removed again (O_EXCL: only a file this made is removed), since
+  // access() cannot tell root that a directory (/proc, /sys) takes no new files.
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return errno == EEXIST ? std::string() : std::string(std::strerror(errno));
+  close(fd);
+  unlink(path.c_str());
   return {};
 }
 namespace {

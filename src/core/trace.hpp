@@ -26,10 +26,11 @@ bool enabled_slow();
 inline bool enabled() {
   return detail::g_file_state.load(std::memory_order_relaxed) != 0 && detail::enabled_slow();
 }
-// Why tracing could not write `path` ("" where it can), found without opening or creating
-// it: an existing file must be writable (a FIFO is not opened here, so no reader is waited
-// for), a new one's directory writable. Checked where a communicator is created and shown
-// by `commfuse info` (tracing itself, which may not throw, only warns and stops).
+// Why tracing could not write `path` ("" where it can), without leaving anything behind: an
+// existing file, FIFO or device must be writable (not opened: a FIFO would wait for its
+// reader); a symbolic link must lead somewhere; a new file is created and removed again.
+// Checked where a communicator is created and shown by `commfuse info` (tracing itself,
+// which may not throw, only warns and stops).
 std::string path_problem(const std::string& path);
 
 // The track this process's events go to (the rank); set by the communicator.

@@ -4,12 +4,15 @@
 // Nothing here runs a benchmark: every bench command below must stop at its arguments, or
 // (one case) at its workers' communicator creation.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <commfuse/commfuse.hpp>
 
 #include <cstdio>
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "bench_catalog.hpp"
@@ -222,7 +225,7 @@ TEST(Cli, InfoMarksEveryValueCreationRefuses) {
        {"INVALID: COMMFUSE_ALGO='allreduce:two_shot': 'allreduce' is not an op with algorithms",
         "INVALID: COMMFUSE_VERBOSE=3 must be 0, 1 or 2",
         "INVALID: COMMFUSE_TIMEOUT_S='abc' is not a non-negative integer",
-        "INVALID: /proc/nonexistent/t.json cannot be written: its directory /proc/nonexistent"})
+        "INVALID: /proc/nonexistent/t.json cannot be written: No such file or directory"})
     EXPECT_TRUE(contains(r.out, want)) << want << "\n" << r.out;
 }
 
@@ -247,12 +250,13 @@ TEST(Cli, BenchRefusesWhatItsWorkersCouldNotDo) {
   ASSERT_NE(f, nullptr);
   std::fputs("{\"old\": 1}\n", f);
   std::fclose(f);
-  // The workers refuse COMMFUSE_VERBOSE=7 when they create their communicator, before
-  // rank 0 opens the file.
-  const auto failed = run({"/usr/bin/env", "COMMFUSE_VERBOSE=7", kCli, "bench", "all-reduce",
-                           "--json", kept, "-e", "4K", "--iters", "1", "--rounds", "1"});
-  EXPECT_EQ(failed.exit_code, 1) << failed.err;
-  EXPECT_TRUE(contains(failed.err, "COMMFUSE_VERBOSE=7 must be 0, 1 or 2")) << failed.err;
+  // Rank 1 exits in its first all_reduce, before rank 0 has a row (rank 0 had emptied the
+  // file when its communicator was made).
+  const auto failed =
+      run({"/usr/bin/env", "COMMFUSE_FAULT=1:all_reduce:0:exit", kCli, "bench", "all-reduce",
+           "--json", kept, "-e", "4K", "--iters", "1", "--rounds", "1"});
+  EXPECT_NE(failed.exit_code, 0) << failed.err;
+  EXPECT_TRUE(contains(failed.err, "COMMFUSE_FAULT: rank 1 exits with code 3")) << failed.err;
   f = std::fopen(kept.c_str(), "r");
   ASSERT_NE(f, nullptr);
   char line[64] = {};
@@ -260,6 +264,37 @@ TEST(Cli, BenchRefusesWhatItsWorkersCouldNotDo) {
   std::fclose(f);
   std::remove(kept.c_str());
   EXPECT_EQ(std::string(line), "{\"old\": 1}\n");
+  // Refused before anything starts, leaving nothing: a dangling link (its target had been
+  // made and the link removed), a FIFO (rank 0 blocked opening it), --json and --trace on
+  // one file (rows and events mixed), a --trace that cannot be written (exit 1, and the
+  // session directory left behind).
+  const std::string dir = testing::TempDir() + "commfuse_bench_paths";
+  std::remove((dir + "/link.json").c_str());
+  std::remove((dir + "/fifo").c_str());
+  std::remove(dir.c_str());
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  ASSERT_EQ(symlink((dir + "/missing/target.json").c_str(), (dir + "/link.json").c_str()), 0);
+  ASSERT_EQ(mkfifo((dir + "/fifo").c_str(), 0644), 0);
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refusals = {
+      {{"--json", dir + "/link.json"}, "is a symbolic link to a missing file"},
+      {{"--json", dir + "/fifo"}, "is a FIFO: give a file"},
+      {{"--json", dir + "/same.json", "--trace", dir + "/same.json"}, "name the same file"},
+      {{"--trace", dir + "/missing/t.json"}, "--trace: cannot write '" + dir + "/missing/t.json'"},
+  };
+  for (const auto& [extra, want] : refusals) {
+    std::vector<std::string> args = {"bench", "all-reduce", "-e", "4K"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = cli(args);
+    EXPECT_EQ(r.exit_code, 2) << joined(args) << r.err;
+    EXPECT_TRUE(contains(r.err, want)) << joined(args) << r.err;
+  }
+  struct stat st {};
+  EXPECT_EQ(lstat((dir + "/link.json").c_str(), &st), 0) << "the link was removed";
+  EXPECT_NE(stat((dir + "/missing").c_str(), &st), 0) << "the link's target was made";
+  EXPECT_NE(stat((dir + "/same.json").c_str(), &st), 0);
+  std::remove((dir + "/link.json").c_str());
+  std::remove((dir + "/fifo").c_str());
+  std::remove(dir.c_str());
 }
 
 TEST(Cli, UnknownOptionsAndMisplacedOnesAreUsageErrors) {

@@ -21,6 +21,7 @@
 #include "bench_buffer.hpp"
 #include "bench_check.hpp"
 #include "bench_gemm.hpp"
+#include "bench_json.hpp"
 #include "bench_options.hpp"
 #include "bench_timing.hpp"
 #include "core/error.hpp"
@@ -152,7 +153,7 @@ struct Case {
 
 }  // namespace
 
-int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
+int run_fused_bench(const BenchOptions& o, Comm& comm, JsonRows* json) {
   const int R = comm.world_size(), rank = comm.rank();
   const DType t = dtype_from_name(o.dtype);
   if (t == DType::kInt8 || t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2 ||
@@ -389,21 +390,20 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json) {
     std::printf("# the one-call C++ function (plan + workspace + execute each call): %.1f us\n\n",
                 call);
     if (json)
-      std::fprintf(json,
-                   "{\"op\":\"%s\",\"transport\":\"%s\",\"world_size\":%d,\"dtype\":\"%s\","
-                   "\"m\":%lld,\"k\":%lld,\"n\":%lld,\"comm_turn\":%lld,\"gather_output\":%lld,"
-                   "\"fused_us\":%.3f,"
-                   "\"unfused_us\":%.3f,\"unfused_mpi_us\":%.3f,\"gemm_alone_us\":%.3f,"
-                   "\"call_us\":%.3f,\"tflops\":%.4f,\"exposed_comm\":%s,\"max_diff\":%s,"
-                   "\"wrong\":%llu,\"schedule\":\"%s\"}\n",
-                   o.op.c_str(), comm.transport_name(), R, o.dtype.c_str(),
-                   static_cast<long long>(o.m), static_cast<long long>(o.k),
-                   static_cast<long long>(o.n), static_cast<long long>(o.comm_turn),
-                   static_cast<long long>(o.gather_output), fused, unfused, unfused_mpi, gemm, call,
-                   c.flops / fused / 1e6,
-                   std::isfinite(exposed) ? std::to_string(exposed).c_str() : "null",
-                   json_number(worst_diff).c_str(), static_cast<unsigned long long>(total_wrong),
-                   schedule.c_str());
+      json->row(
+          "{\"op\":\"%s\",\"transport\":\"%s\",\"world_size\":%d,\"dtype\":\"%s\","
+          "\"m\":%lld,\"k\":%lld,\"n\":%lld,\"comm_turn\":%lld,\"gather_output\":%lld,"
+          "\"fused_us\":%.3f,"
+          "\"unfused_us\":%.3f,\"unfused_mpi_us\":%.3f,\"gemm_alone_us\":%.3f,"
+          "\"call_us\":%.3f,\"tflops\":%.4f,\"exposed_comm\":%s,\"max_diff\":%s,"
+          "\"wrong\":%llu,\"schedule\":\"%s\"}\n",
+          o.op.c_str(), comm.transport_name(), R, o.dtype.c_str(), static_cast<long long>(o.m),
+          static_cast<long long>(o.k), static_cast<long long>(o.n),
+          static_cast<long long>(o.comm_turn), static_cast<long long>(o.gather_output), fused,
+          unfused, unfused_mpi, gemm, call, c.flops / fused / 1e6,
+          std::isfinite(exposed) ? std::to_string(exposed).c_str() : "null",
+          json_number(worst_diff).c_str(), static_cast<unsigned long long>(total_wrong),
+          schedule.c_str());
   }
   return total_wrong == 0 ? 0 : 1;
 }

@@ -75,10 +75,12 @@ class Comm;
 
 namespace commfuse::cli {
 
+class JsonRows;  // bench_json.hpp
+
 // One rank of a fused-operator benchmark (bench_fused.cpp); rank 0 prints and writes json.
-int run_fused_bench(const BenchOptions& o, Comm& comm, FILE* json);
+int run_fused_bench(const BenchOptions& o, Comm& comm, JsonRows* json);
 // The same for a quantized --dtype (SPEC §6; bench_quant_matmul.cpp).
-int run_quant_matmul_bench(const BenchOptions& o, Comm& comm, FILE* json);
+int run_quant_matmul_bench(const BenchOptions& o, Comm& comm, JsonRows* json);
 
 // One rank of `commfuse bench alltoall-quant-matmul|alltoall-matmul` (bench_alltoall.cpp),
 // inside bench-worker (MPI initialised, comm created). Returns the exit code.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bench_buffer.hpp"
+#include "bench_json.hpp"
 #include "bench_quant.hpp"
 #include "bench_timing.hpp"
 #include "core/error.hpp"
@@ -64,11 +65,8 @@ int run_quant_bench(int rank, int R, const BenchOptions& o) {
   const std::string init =
       o.transport == "mpi" ? std::string("mpi") : "tcp://127.0.0.1:" + std::to_string(o.port);
   Comm comm(rank, R, init);
-  FILE* json = nullptr;
-  if (rank == 0 && !o.json.empty()) {
-    json = std::fopen(o.json.c_str(), "w");
-    CF_CHECK_ARG(json != nullptr, "bench: cannot write --json file ", o.json);
-  }
+  JsonRows json_rows(rank == 0 ? o.json : std::string());
+  JsonRows* const json = json_rows.enabled() ? &json_rows : nullptr;
   const bool rs = o.op == "quant-reduce-scatter";
   const bool mx = o.scales == "mx";
   const DType xt = dtype_from_name(o.dtype), ot = dtype_from_name(o.out_dtype);
@@ -196,19 +194,18 @@ int run_quant_bench(int rank, int R, const BenchOptions& o) {
           static_cast<unsigned long long>(total_wrong), mu, bu, su, mu / fu, bu / fu, su / fu);
       std::fflush(stdout);
       if (json)
-        std::fprintf(json,
-                     "{\"op\":\"%s\",\"transport\":\"%s\",\"world_size\":%d,\"dtype\":\"%s\","
-                     "\"scales\":\"%s\",\"out_dtype\":\"%s\",\"elements\":%lld,"
-                     "\"logical_bytes\":%.0f,\"wire_bytes\":%.0f,\"fused_us\":%.3f,"
-                     "\"mpi_fp32_us\":%.3f,\"allreduce_bf16_us\":%.3f,\"allreduce_fp32_us\":%.3f,"
-                     "\"algbw_gbs\":%.4f,\"wrong\":%llu}\n",
-                     o.op.c_str(), o.transport.c_str(), R, o.dtype.c_str(), o.scales.c_str(),
-                     o.out_dtype.c_str(), static_cast<long long>(n), logical, wire, fu, mu, bu, su,
-                     logical / fu / 1e3, static_cast<unsigned long long>(total_wrong));
+        json->row(
+            "{\"op\":\"%s\",\"transport\":\"%s\",\"world_size\":%d,\"dtype\":\"%s\","
+            "\"scales\":\"%s\",\"out_dtype\":\"%s\",\"elements\":%lld,"
+            "\"logical_bytes\":%.0f,\"wire_bytes\":%.0f,\"fused_us\":%.3f,"
+            "\"mpi_fp32_us\":%.3f,\"allreduce_bf16_us\":%.3f,\"allreduce_fp32_us\":%.3f,"
+            "\"algbw_gbs\":%.4f,\"wrong\":%llu}\n",
+            o.op.c_str(), o.transport.c_str(), R, o.dtype.c_str(), o.scales.c_str(),
+            o.out_dtype.c_str(), static_cast<long long>(n), logical, wire, fu, mu, bu, su,
+            logical / fu / 1e3, static_cast<unsigned long long>(total_wrong));
     }
     if (total_wrong != 0) rc = 1;
   }
-  if (json) std::fclose(json);
   return rc;
 }
 

@@ -22,6 +22,7 @@
 
 #include "algo_scope.hpp"
 #include "bench_buffer.hpp"
+#include "bench_json.hpp"
 #include "bench_options.hpp"
 #include "bench_timing.hpp"
 #include "core/error.hpp"
@@ -96,7 +97,7 @@ Planned plan_op(const OpShape& s, const std::string& group, int R, DType t, void
 
 }  // namespace
 
-int run_quant_matmul_bench(const BenchOptions& o, Comm& comm, FILE* json) {
+int run_quant_matmul_bench(const BenchOptions& o, Comm& comm, JsonRows* json) {
   const int R = comm.world_size(), rank = comm.rank();
   const DType q = dtype_from_name(o.dtype), bf16 = DType::kBFloat16;
   // The shapes of the float benchmark (bench_fused.cpp): all-gather-matmul gathers o.m rows;
@@ -211,17 +212,17 @@ int run_quant_matmul_bench(const BenchOptions& o, Comm& comm, FILE* json) {
                 : all_bitwise ? "bitwise equal"
                               : "equal within one bfloat16 rounding (not bitwise)");
     if (json)
-      std::fprintf(json,
-                   "{\"op\":\"%s\",\"transport\":\"%s\",\"world_size\":%d,"
-                   "\"dtype\":\"%s\",\"m\":%lld,\"k\":%lld,\"n\":%lld,\"comm_turn\":%lld,"
-                   "\"fused_us\":%.3f,\"unfused_us\":%.3f,\"bf16_fused_us\":%.3f,"
-                   "\"bf16_unfused_us\":%.3f,\"bitwise_equal\":%s,\"agree\":%s,"
-                   "\"schedule\":\"%s\",\"bf16_schedule\":\"%s\"}\n",
-                   o.op.c_str(), comm.transport_name(), R, o.dtype.c_str(),
-                   static_cast<long long>(o.m), static_cast<long long>(o.k),
-                   static_cast<long long>(n), static_cast<long long>(o.comm_turn), t[0], t[1], t[2],
-                   t[3], all_bitwise ? "true" : "false", all_same ? "true" : "false",
-                   qf.schedule.c_str(), bf.schedule.c_str());
+      json->row(
+          "{\"op\":\"%s\",\"transport\":\"%s\",\"world_size\":%d,"
+          "\"dtype\":\"%s\",\"m\":%lld,\"k\":%lld,\"n\":%lld,\"comm_turn\":%lld,"
+          "\"fused_us\":%.3f,\"unfused_us\":%.3f,\"bf16_fused_us\":%.3f,"
+          "\"bf16_unfused_us\":%.3f,\"bitwise_equal\":%s,\"agree\":%s,"
+          "\"schedule\":\"%s\",\"bf16_schedule\":\"%s\"}\n",
+          o.op.c_str(), comm.transport_name(), R, o.dtype.c_str(), static_cast<long long>(o.m),
+          static_cast<long long>(o.k), static_cast<long long>(n),
+          static_cast<long long>(o.comm_turn), t[0], t[1], t[2], t[3],
+          all_bitwise ? "true" : "false", all_same ? "true" : "false", qf.schedule.c_str(),
+          bf.schedule.c_str());
   }
   return all_same ? 0 : 1;
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bench_buffer.hpp"
+#include "bench_json.hpp"
 #include "bench_options.hpp"
 #include "bench_quant.hpp"
 #include "bench_timing.hpp"
@@ -111,14 +112,10 @@ int cmd_bench_worker(int argc, char** argv) {
       MPI_Finalize();
       return rc;
     }
-    FILE* json = nullptr;
-    if (rank == 0 && !o.json.empty()) {
-      json = std::fopen(o.json.c_str(), "w");
-      CF_CHECK_ARG(json != nullptr, "bench: cannot write --json file ", o.json);
-    }
+    JsonRows json_rows(rank == 0 ? o.json : std::string());
+    JsonRows* const json = json_rows.enabled() ? &json_rows : nullptr;
     if (o.family == kFusedMatmul) {
       rc = run_fused_bench(o, comm, json);
-      if (json) std::fclose(json);
       MPI_Finalize();
       return rc;
     }
@@ -221,17 +218,16 @@ int cmd_bench_worker(int argc, char** argv) {
           std::printf("%12s %9s\n", "n/a", "n/a");
         std::fflush(stdout);
         if (json)
-          std::fprintf(json,
-                       "{\"op\":\"%s\",\"transport\":\"%s\",\"world_size\":%d,\"dtype\":\"%s\","
-                       "\"bytes\":%.0f,\"count\":%llu,\"commfuse_us\":%.3f,\"mpi_us\":%s,"
-                       "\"algbw_gbs\":%.4f,\"busbw_gbs\":%.4f,\"wrong\":%llu}\n",
-                       o.op.c_str(), o.transport.c_str(), R, o.dtype.c_str(), sz, cnt, cf_us,
-                       mpi ? std::to_string(mpi_us).c_str() : "null", algbw, algbw * p.bus_factor,
-                       static_cast<unsigned long long>(total_wrong));
+          json->row(
+              "{\"op\":\"%s\",\"transport\":\"%s\",\"world_size\":%d,\"dtype\":\"%s\","
+              "\"bytes\":%.0f,\"count\":%llu,\"commfuse_us\":%.3f,\"mpi_us\":%s,"
+              "\"algbw_gbs\":%.4f,\"busbw_gbs\":%.4f,\"wrong\":%llu}\n",
+              o.op.c_str(), o.transport.c_str(), R, o.dtype.c_str(), sz, cnt, cf_us,
+              mpi ? std::to_string(mpi_us).c_str() : "null", algbw, algbw * p.bus_factor,
+              static_cast<unsigned long long>(total_wrong));
       }
       if (total_wrong != 0) rc = 1;
     }
-    if (json) std::fclose(json);
   } catch (const std::exception& e) {  // commfuse::Error, or UsageError from the parent's args
     std::fprintf(stderr, "commfuse bench-worker (rank %d): %s\n", rank, e.what());
     rc = 1;

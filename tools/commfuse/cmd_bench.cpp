@@ -1,6 +1,6 @@
 // `commfuse bench <benchmark>`: starts W ranks under mpirun (so OpenMPI's own collective
 // can be timed in the same processes, same run) and lets them run bench-worker.
-#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_catalog.hpp"
@@ -16,6 +17,7 @@
 #include "comm/shm/cma.hpp"
 #include "commands.hpp"
 #include "core/error.hpp"
+#include "core/trace.hpp"
 #include "launcher.hpp"
 
 namespace commfuse::cli {
@@ -32,6 +34,27 @@ std::string sync_probe_text() {
   return buf;
 }
 
+void check_output_paths(const BenchOptions& o) {
+  for (const auto& [option, path] :
+       {std::pair<const char*, const std::string&>{"--json", o.json}, {"--trace", o.trace}}) {
+    if (path.empty()) continue;
+    if (const std::string why = trace::path_problem(path); !why.empty())
+      throw UsageError(std::string(option) + ": cannot write '" + path + "': " + why);
+  }
+  struct stat st {};
+  // rank 0 opens --json after the workers started: a FIFO would hold it until read
+  if (!o.json.empty() && stat(o.json.c_str(), &st) == 0 && S_ISFIFO(st.st_mode))
+    throw UsageError("--json: '" + o.json + "' is a FIFO: give a file");
+  struct stat other {};
+  const bool same = !o.json.empty() && o.json == o.trace;
+  const bool same_file = !o.json.empty() && !o.trace.empty() && stat(o.json.c_str(), &st) == 0 &&
+                         stat(o.trace.c_str(), &other) == 0 && st.st_dev == other.st_dev &&
+                         st.st_ino == other.st_ino && S_ISREG(st.st_mode);
+  if (same || same_file)
+    throw UsageError("--json and --trace name the same file, '" + o.json +
+                     "' (the rows and the trace events would be mixed)");
+}
+
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
@@ -44,17 +67,11 @@ int cmd_bench(int argc, char** argv) {
     // What a multi-machine job uses: MPI over TCP, for our transport and the baseline alike.
     for (const char* a : {"--mca", "btl", "tcp,self"}) cmd.push_back(a);
   }
-  // Rank 0 writes --json once its communicator exists: a path it cannot write is a usage
-  // error now, not an MPI_Abort of every worker once they have started. Checked without
-  // truncating a file that is there (a failed run left earlier results empty), and before
+  // Rank 0 writes --json after its first row, every rank --trace: a path they cannot write
+  // is a usage error now, not an MPI_Abort of every worker once they have started (or a
+  // warning and no trace). Checked without truncating a file that is there and before
   // anything here needs cleaning up.
-  if (!o.json.empty()) {
-    const bool existed = access(o.json.c_str(), F_OK) == 0;
-    const int fd = open(o.json.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) throw UsageError("--json: cannot write '" + o.json + "': " + std::strerror(errno));
-    close(fd);
-    if (!existed) unlink(o.json.c_str());
-  }
+  check_output_paths(o);
   // Its own Open MPI session directory base: two mpiruns starting at once (a bench next to
   // a test run) race to create the shared /tmp/ompi.<host>.<uid>, and one fails in
   // orte_init ("mkdir ... File exists", Open MPI 4.1). mpirun empties it; we remove it.
@@ -67,7 +84,8 @@ int cmd_bench(int argc, char** argv) {
   if (!o.trace.empty()) {
     // Every rank appends to the file (core/trace.hpp): start it empty.
     FILE* f = std::fopen(o.trace.c_str(), "w");
-    CF_CHECK_ARG(f != nullptr, "bench: cannot write --trace file ", o.trace);
+    if (f == nullptr)
+      throw UsageError("--trace: cannot write '" + o.trace + "': " + std::strerror(errno));
     std::fclose(f);
     setenv("COMMFUSE_TRACE", o.trace.c_str(), 1);
     for (const char* a : {"-x", "COMMFUSE_TRACE"}) env_flags.push_back(a);

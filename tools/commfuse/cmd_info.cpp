@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cli_args.hpp"
+#include "comm/fault.hpp"
 #include "comm/mpi/mpi_info.hpp"
 #include "comm/nccl/nccl_gather.hpp"
 #include "comm/shm/cma.hpp"
@@ -218,6 +219,7 @@ int cmd_info(int argc, char** argv) {
         check_forced_algorithms();
         comm::shm::check_shm_algorithms();
       }
+      if (p.env == "COMMFUSE_FAULT") comm::check_fault_param();
       if (p.env == "COMMFUSE_TRACE" && !value.empty())
         if (const std::string why = trace::path_problem(value); !why.empty())
           value = "INVALID: " + value + " cannot be written: " + why;

@@ -1,0 +1,42 @@
+// A benchmark's --json rows (rank 0), the file opened when the first row is written: a run
+// that fails before it measured anything leaves an existing file as it was (opened at the
+// start, it had been emptied by a run that then failed). Closed by the destructor.
+#pragma once
+
+#include <cstdarg>
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include "core/error.hpp"
+
+namespace commfuse::cli {
+
+class JsonRows {
+ public:
+  explicit JsonRows(std::string path) : path_(std::move(path)) {}  // "": no file
+  ~JsonRows() {
+    if (file_ != nullptr) std::fclose(file_);
+  }
+  JsonRows(const JsonRows&) = delete;
+  JsonRows& operator=(const JsonRows&) = delete;
+
+  bool enabled() const { return !path_.empty(); }
+  // One row, printf-style.
+  __attribute__((format(printf, 2, 3))) void row(const char* format, ...) {
+    if (file_ == nullptr) {
+      file_ = std::fopen(path_.c_str(), "w");
+      CF_CHECK_ARG(file_ != nullptr, "bench: cannot write --json file ", path_);
+    }
+    va_list args;
+    va_start(args, format);
+    std::vfprintf(file_, format, args);
+    va_end(args);
+  }
+
+ private:
+  std::string path_;
+  FILE* file_ = nullptr;
+};
+
+}  // namespace commfuse::cli
