@@ -34,12 +34,19 @@ std::string path_problem(const std::string& path) {
   if (errno != ENOENT) return std::strerror(errno);
   struct stat link {};
   if (lstat(path.c_str(), &link) == 0) return "is a symbolic link to a missing file";
-  // A new file: created and removed again (O_EXCL: only a file this made is removed), since
-  // access() cannot tell root that a directory (/proc, /sys) takes no new files.
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return errno == EEXIST ? std::string() : std::string(std::strerror(errno));
+  // A new file: whether its directory takes one is tried with a file of this process's own
+  // there, made and removed again, since access() cannot tell root that a directory (/proc,
+  // /sys) takes no new files; never the path itself, which another process's tracer may be
+  // opening meanwhile.
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  const std::string probe =
+      ::commfuse::detail::cat(dir, slash == std::string::npos ? "/" : "", ".commfuse-probe-",
+                              getpid(), "-", syscall(SYS_gettid));
+  const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return std::strerror(errno);
   close(fd);
-  unlink(path.c_str());
+  unlink(probe.c_str());
   return {};
 }
 namespace {

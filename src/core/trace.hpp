@@ -28,7 +28,8 @@ inline bool enabled() {
 }
 // Why tracing could not write `path` ("" where it can), without leaving anything behind: an
 // existing file, FIFO or device must be writable (not opened: a FIFO would wait for its
-// reader); a symbolic link must lead somewhere; a new file is created and removed again.
+// reader); a symbolic link must lead somewhere; for a new file, a file of this process's
+// own is made in its directory and removed again.
 // Checked where a communicator is created and shown by `commfuse info` (tracing itself,
 // which may not throw, only warns and stops).
 std::string path_problem(const std::string& path);
