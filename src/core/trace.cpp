@@ -1,8 +1,10 @@
 #include "core/trace.hpp"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -24,16 +26,25 @@ std::string path_problem(const std::string& path) {
   struct stat st {};
   if (stat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) return "is a directory";
-    if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode))
-      return "is not a file, a FIFO or a device";
+    // A FIFO would hold every rank's tracer at exit until something reads it.
+    if (S_ISFIFO(st.st_mode)) return "is a FIFO, not a file (its writers would wait for a reader)";
+    if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode)) return "is not a file or a device";
+    // Kernel files take no trace (a write fails: /proc/version gave EIO).
+    struct statfs fs {};
+    if (statfs(path.c_str(), &fs) == 0 &&
+        (fs.f_type == PROC_SUPER_MAGIC || fs.f_type == SYSFS_MAGIC))
+      return "is a kernel file (/proc, /sys)";
     // access() answers yes to root on any file of a writable mount: an existing file's
-    // permission is all it can check without opening (which a FIFO would block).
+    // permission is all it can check without opening it.
     if (access(path.c_str(), W_OK) != 0) return std::strerror(errno);
     return {};
   }
   if (errno != ENOENT) return std::strerror(errno);
   struct stat link {};
-  if (lstat(path.c_str(), &link) == 0) return "is a symbolic link to a missing file";
+  if (lstat(path.c_str(), &link) == 0) {
+    if (S_ISLNK(link.st_mode)) return "is a symbolic link to a missing file";
+    return path_problem(path);  // made by another process meanwhile: check what is there
+  }
   // A new file: whether its directory takes one is tried with a file of this process's own
   // there, made and removed again, since access() cannot tell root that a directory (/proc,
   // /sys) takes no new files; never the path itself, which another process's tracer may be
@@ -117,13 +128,23 @@ class Recorder {
     struct stat st {};
     if (::fstat(fd, &st) == 0 && st.st_size == 0) out.insert(0, "[\n");
     size_t done = 0;
+    int err = 0;
     while (done < out.size()) {
       const ssize_t w = ::write(fd, out.data() + done, out.size() - done);
-      if (w <= 0) break;
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        err = w < 0 ? errno : EIO;
+        break;
+      }
       done += static_cast<size_t>(w);
     }
     ::flock(fd, LOCK_UN);
     ::close(fd);
+    if (err != 0) {  // a full disk, or a file that takes no writes (/dev/full): said, not lost
+      CF_LOG(kWarn, "COMMFUSE_TRACE: writing ", path_, " failed (", std::strerror(err),
+             "); tracing stops");
+      path_.clear();
+    }
   }
 
   std::mutex mu_;

@@ -27,11 +27,11 @@ inline bool enabled() {
   return detail::g_file_state.load(std::memory_order_relaxed) != 0 && detail::enabled_slow();
 }
 // Why tracing could not write `path` ("" where it can), without leaving anything behind: an
-// existing file, FIFO or device must be writable (not opened: a FIFO would wait for its
-// reader); a symbolic link must lead somewhere; for a new file, a file of this process's
-// own is made in its directory and removed again.
-// Checked where a communicator is created and shown by `commfuse info` (tracing itself,
-// which may not throw, only warns and stops).
+// existing file or device must be writable and not a kernel file (/proc, /sys); a FIFO is
+// refused (every tracer would wait for a reader at exit), as is a symbolic link to nothing;
+// for a new file, a file of this process's own is made in its directory and removed again.
+// Checked where a communicator is created and by `commfuse info` and `commfuse bench`
+// (tracing itself, which may not throw, warns and stops).
 std::string path_problem(const std::string& path);
 
 // The track this process's events go to (the rank); set by the communicator.

@@ -265,9 +265,9 @@ TEST(Cli, BenchRefusesWhatItsWorkersCouldNotDo) {
   std::remove(kept.c_str());
   EXPECT_EQ(std::string(line), "{\"old\": 1}\n");
   // Refused before anything starts, leaving nothing: a dangling link (its target had been
-  // made and the link removed), a FIFO (rank 0 blocked opening it), --json and --trace on
-  // one file (rows and events mixed), a --trace that cannot be written (exit 1, and the
-  // session directory left behind).
+  // made and the link removed), a FIFO (rank 0, or every rank's tracer, blocked opening it),
+  // --json and --trace on one file, also when new and spelled two ways (rows and events
+  // mixed), a --trace that cannot be written (exit 1, and the session directory left).
   const std::string dir = testing::TempDir() + "commfuse_bench_paths";
   std::remove((dir + "/link.json").c_str());
   std::remove((dir + "/fifo").c_str());
@@ -277,8 +277,10 @@ TEST(Cli, BenchRefusesWhatItsWorkersCouldNotDo) {
   ASSERT_EQ(mkfifo((dir + "/fifo").c_str(), 0644), 0);
   const std::vector<std::pair<std::vector<std::string>, std::string>> refusals = {
       {{"--json", dir + "/link.json"}, "is a symbolic link to a missing file"},
-      {{"--json", dir + "/fifo"}, "is a FIFO: give a file"},
+      {{"--json", dir + "/fifo"}, "is a FIFO, not a file"},
+      {{"--trace", dir + "/fifo"}, "is a FIFO, not a file"},
       {{"--json", dir + "/same.json", "--trace", dir + "/same.json"}, "name the same file"},
+      {{"--json", dir + "/same.json", "--trace", dir + "/./same.json"}, "name the same file"},
       {{"--trace", dir + "/missing/t.json"}, "--trace: cannot write '" + dir + "/missing/t.json'"},
   };
   for (const auto& [extra, want] : refusals) {

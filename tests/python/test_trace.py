@@ -6,6 +6,7 @@ import json
 import os
 import pathlib
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -126,3 +127,23 @@ def test_check_rejects_malformed_traces(tmp_path, case, message):
         events.append(_span("pack", 300, -1, pid=0))
     with pytest.raises(ctrace.TraceError, match=message):
         ctrace.check(ctrace.load(_write(tmp_path, events)), 2)
+
+
+_ONE_RANK_TRACED = """
+import numpy as np, commfuse
+with commfuse.init(0, 1, "tcp://127.0.0.1:{port}") as comm:
+    comm.all_reduce(np.ones(16, np.float32))
+print("done")
+"""
+
+
+def test_a_trace_that_cannot_be_written_is_said(tmp_path):
+    # /dev/full takes the open and fails every write: the events had been dropped silently
+    # (exit 0, no trace, no word). Paths refused outright are covered in test_spawn.py.
+    env = dict(os.environ, COMMFUSE_TRACE="/dev/full")
+    code = _ONE_RANK_TRACED.format(port=commfuse.free_port())
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    assert ("COMMFUSE_TRACE: writing /dev/full failed (No space left on device); tracing stops"
+            in r.stderr), r.stderr

@@ -1,6 +1,7 @@
 // A benchmark's --json rows (rank 0), the file opened when the first row is written: a run
 // that fails before it measured anything leaves an existing file as it was (opened at the
-// start, it had been emptied by a run that then failed). Closed by the destructor.
+// start, it had been emptied by a run that then failed), and one that fails later keeps the
+// rows written so far (each is flushed). Closed by the destructor.
 #pragma once
 
 #include <cstdarg>
@@ -32,6 +33,7 @@ class JsonRows {
     va_start(args, format);
     std::vfprintf(file_, format, args);
     va_end(args);
+    std::fflush(file_);  // the rows measured so far survive a run that fails later
   }
 
  private:

@@ -1,12 +1,12 @@
 // `commfuse bench <benchmark>`: starts W ranks under mpirun (so OpenMPI's own collective
 // can be timed in the same processes, same run) and lets them run bench-worker.
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,16 +41,13 @@ void check_output_paths(const BenchOptions& o) {
     if (const std::string why = trace::path_problem(path); !why.empty())
       throw UsageError(std::string(option) + ": cannot write '" + path + "': " + why);
   }
-  struct stat st {};
-  // rank 0 opens --json after the workers started: a FIFO would hold it until read
-  if (!o.json.empty() && stat(o.json.c_str(), &st) == 0 && S_ISFIFO(st.st_mode))
-    throw UsageError("--json: '" + o.json + "' is a FIFO: give a file");
-  struct stat other {};
-  const bool same = !o.json.empty() && o.json == o.trace;
-  const bool same_file = !o.json.empty() && !o.trace.empty() && stat(o.json.c_str(), &st) == 0 &&
-                         stat(o.trace.c_str(), &other) == 0 && st.st_dev == other.st_dev &&
-                         st.st_ino == other.st_ino && S_ISREG(st.st_mode);
-  if (same || same_file)
+  // One file for both, also before either exists ("x.json" and "./x.json"): the rows and the
+  // trace events had been mixed into it.
+  std::error_code ec_json, ec_trace;
+  if (!o.json.empty() && !o.trace.empty() &&
+      std::filesystem::weakly_canonical(o.json, ec_json) ==
+          std::filesystem::weakly_canonical(o.trace, ec_trace) &&
+      !ec_json && !ec_trace)
     throw UsageError("--json and --trace name the same file, '" + o.json +
                      "' (the rows and the trace events would be mixed)");
 }
