@@ -80,6 +80,7 @@ class Recorder {
 
   void add(const Event& e) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (path_.empty()) return;  // stopped
     events_.push_back(e);
     if (events_.size() >= 65536) write_locked();
   }
@@ -93,6 +94,15 @@ class Recorder {
   }
 
  private:
+  // Tracing stops for good: nothing is recorded or kept from here on (events had piled up
+  // in memory after a failed write, 163 MB at 900,000 calls).
+  void stop_locked() {
+    path_.clear();
+    events_.clear();
+    events_.shrink_to_fit();
+    detail::g_file_state.store(0, std::memory_order_relaxed);
+  }
+
   void write_locked() {
     if (path_.empty() || (events_.empty() && named_)) return;
     std::string out;
@@ -119,7 +129,7 @@ class Recorder {
     const int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
       CF_LOG(kWarn, "COMMFUSE_TRACE: cannot open ", path_, "; tracing stops");
-      path_.clear();
+      stop_locked();
       return;
     }
     // Ranks are separate processes appending to one file: the lock keeps each batch whole
@@ -143,7 +153,7 @@ class Recorder {
     if (err != 0) {  // a full disk, or a file that takes no writes (/dev/full): said, not lost
       CF_LOG(kWarn, "COMMFUSE_TRACE: writing ", path_, " failed (", std::strerror(err),
              "); tracing stops");
-      path_.clear();
+      stop_locked();
     }
   }
 

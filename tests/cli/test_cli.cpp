@@ -269,18 +269,26 @@ TEST(Cli, BenchRefusesWhatItsWorkersCouldNotDo) {
   // --json and --trace on one file, also when new and spelled two ways (rows and events
   // mixed), a --trace that cannot be written (exit 1, and the session directory left).
   const std::string dir = testing::TempDir() + "commfuse_bench_paths";
-  std::remove((dir + "/link.json").c_str());
-  std::remove((dir + "/fifo").c_str());
+  for (const char* f : {"/link.json", "/fifo", "/a.json", "/hard.json"})
+    std::remove((dir + f).c_str());
   std::remove(dir.c_str());
   ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
   ASSERT_EQ(symlink((dir + "/missing/target.json").c_str(), (dir + "/link.json").c_str()), 0);
   ASSERT_EQ(mkfifo((dir + "/fifo").c_str(), 0644), 0);
+  FILE* a = std::fopen((dir + "/a.json").c_str(), "w");
+  ASSERT_NE(a, nullptr);
+  std::fclose(a);
+  ASSERT_EQ(link((dir + "/a.json").c_str(), (dir + "/hard.json").c_str()), 0);
   const std::vector<std::pair<std::vector<std::string>, std::string>> refusals = {
       {{"--json", dir + "/link.json"}, "is a symbolic link to a missing file"},
       {{"--json", dir + "/fifo"}, "is a FIFO, not a file"},
       {{"--trace", dir + "/fifo"}, "is a FIFO, not a file"},
       {{"--json", dir + "/same.json", "--trace", dir + "/same.json"}, "name the same file"},
       {{"--json", dir + "/same.json", "--trace", dir + "/./same.json"}, "name the same file"},
+      // relative and new: weakly_canonical had left the first as it was
+      {{"--json", "commfuse_same_rel.json", "--trace", "./commfuse_same_rel.json"},
+       "name the same file"},
+      {{"--json", dir + "/a.json", "--trace", dir + "/hard.json"}, "name the same file"},
       {{"--trace", dir + "/missing/t.json"}, "--trace: cannot write '" + dir + "/missing/t.json'"},
   };
   for (const auto& [extra, want] : refusals) {
@@ -294,9 +302,16 @@ TEST(Cli, BenchRefusesWhatItsWorkersCouldNotDo) {
   EXPECT_EQ(lstat((dir + "/link.json").c_str(), &st), 0) << "the link was removed";
   EXPECT_NE(stat((dir + "/missing").c_str(), &st), 0) << "the link's target was made";
   EXPECT_NE(stat((dir + "/same.json").c_str(), &st), 0);
-  std::remove((dir + "/link.json").c_str());
-  std::remove((dir + "/fifo").c_str());
+  EXPECT_NE(stat("commfuse_same_rel.json", &st), 0);
+  for (const char* f : {"/link.json", "/fifo", "/a.json", "/hard.json"})
+    std::remove((dir + f).c_str());
   std::remove(dir.c_str());
+  // A row that cannot be written fails the run, naming why (it had vanished: exit 0).
+  const auto full = cli(
+      {"bench", "all-reduce", "-e", "4K", "--iters", "1", "--rounds", "1", "--json", "/dev/full"});
+  EXPECT_NE(full.exit_code, 0) << full.err;
+  EXPECT_TRUE(contains(full.err, "writing --json file /dev/full failed: No space left on device"))
+      << full.err;
 }
 
 TEST(Cli, UnknownOptionsAndMisplacedOnesAreUsageErrors) {

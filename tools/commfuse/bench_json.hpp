@@ -4,8 +4,10 @@
 // rows written so far (each is flushed). Closed by the destructor.
 #pragma once
 
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -31,9 +33,13 @@ class JsonRows {
     }
     va_list args;
     va_start(args, format);
-    std::vfprintf(file_, format, args);
+    const int wrote = std::vfprintf(file_, format, args);
     va_end(args);
-    std::fflush(file_);  // the rows measured so far survive a run that fails later
+    // Flushed, so that the rows measured so far survive a run that fails later; a row that
+    // cannot be written (a full disk, /dev/full) fails the run instead of vanishing.
+    if (wrote < 0 || std::fflush(file_) != 0)
+      detail::throw_status(Status::kRuntimeError, detail::cat("bench: writing --json file ", path_,
+                                                              " failed: ", std::strerror(errno)));
   }
 
  private:

@@ -1,5 +1,6 @@
 // `commfuse bench <benchmark>`: starts W ranks under mpirun (so OpenMPI's own collective
 // can be timed in the same processes, same run) and lets them run bench-worker.
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,13 +42,20 @@ void check_output_paths(const BenchOptions& o) {
     if (const std::string why = trace::path_problem(path); !why.empty())
       throw UsageError(std::string(option) + ": cannot write '" + path + "': " + why);
   }
-  // One file for both, also before either exists ("x.json" and "./x.json"): the rows and the
-  // trace events had been mixed into it.
-  std::error_code ec_json, ec_trace;
-  if (!o.json.empty() && !o.trace.empty() &&
-      std::filesystem::weakly_canonical(o.json, ec_json) ==
-          std::filesystem::weakly_canonical(o.trace, ec_trace) &&
-      !ec_json && !ec_trace)
+  // One file for both, also before either exists ("x.json" and "./x.json", made absolute
+  // first: weakly_canonical leaves a relative name of nothing that exists as it is) and
+  // through a hard link: the rows and the trace events had been mixed into it.
+  if (o.json.empty() || o.trace.empty()) return;
+  namespace fs = std::filesystem;
+  std::error_code e1, e2, e3, e4;
+  const bool same_name = fs::weakly_canonical(fs::absolute(o.json, e1), e2) ==
+                             fs::weakly_canonical(fs::absolute(o.trace, e3), e4) &&
+                         !e1 && !e2 && !e3 && !e4;
+  struct stat a {
+  }, b{};
+  const bool same_file = stat(o.json.c_str(), &a) == 0 && stat(o.trace.c_str(), &b) == 0 &&
+                         a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+  if (same_name || same_file)
     throw UsageError("--json and --trace name the same file, '" + o.json +
                      "' (the rows and the trace events would be mixed)");
 }
@@ -69,6 +77,14 @@ int cmd_bench(int argc, char** argv) {
   // warning and no trace). Checked without truncating a file that is there and before
   // anything here needs cleaning up.
   check_output_paths(o);
+  if (!o.trace.empty()) {
+    // Every rank appends to the file (core/trace.hpp): start it empty. Before the session
+    // directory exists, which a refusal here had left behind.
+    FILE* f = std::fopen(o.trace.c_str(), "w");
+    if (f == nullptr)
+      throw UsageError("--trace: cannot write '" + o.trace + "': " + std::strerror(errno));
+    std::fclose(f);
+  }
   // Its own Open MPI session directory base: two mpiruns starting at once (a bench next to
   // a test run) race to create the shared /tmp/ompi.<host>.<uid>, and one fails in
   // orte_init ("mkdir ... File exists", Open MPI 4.1). mpirun empties it; we remove it.
@@ -79,11 +95,6 @@ int cmd_bench(int argc, char** argv) {
       cmd.push_back(a);
   std::vector<const char*> env_flags = {"-x", "COMMFUSE_TRANSPORT"};
   if (!o.trace.empty()) {
-    // Every rank appends to the file (core/trace.hpp): start it empty.
-    FILE* f = std::fopen(o.trace.c_str(), "w");
-    if (f == nullptr)
-      throw UsageError("--trace: cannot write '" + o.trace + "': " + std::strerror(errno));
-    std::fclose(f);
     setenv("COMMFUSE_TRACE", o.trace.c_str(), 1);
     for (const char* a : {"-x", "COMMFUSE_TRACE"}) env_flags.push_back(a);
   }
