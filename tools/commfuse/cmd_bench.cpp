@@ -44,17 +44,20 @@ void check_output_paths(const BenchOptions& o) {
   }
   // One file for both, also before either exists ("x.json" and "./x.json", made absolute
   // first: weakly_canonical leaves a relative name of nothing that exists as it is) and
-  // through a hard link: the rows and the trace events had been mixed into it.
+  // through a hard link: the rows and the trace events had been mixed into it. A device for
+  // both (/dev/null) mixes nothing.
   if (o.json.empty() || o.trace.empty()) return;
+  struct stat json_st = {};
+  struct stat trace_st = {};
+  const bool json_there = stat(o.json.c_str(), &json_st) == 0;
+  if (json_there && S_ISCHR(json_st.st_mode)) return;
   namespace fs = std::filesystem;
   std::error_code e1, e2, e3, e4;
   const bool same_name = fs::weakly_canonical(fs::absolute(o.json, e1), e2) ==
                              fs::weakly_canonical(fs::absolute(o.trace, e3), e4) &&
                          !e1 && !e2 && !e3 && !e4;
-  struct stat a {
-  }, b{};
-  const bool same_file = stat(o.json.c_str(), &a) == 0 && stat(o.trace.c_str(), &b) == 0 &&
-                         a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+  const bool same_file = json_there && stat(o.trace.c_str(), &trace_st) == 0 &&
+                         json_st.st_dev == trace_st.st_dev && json_st.st_ino == trace_st.st_ino;
   if (same_name || same_file)
     throw UsageError("--json and --trace name the same file, '" + o.json +
                      "' (the rows and the trace events would be mixed)");
