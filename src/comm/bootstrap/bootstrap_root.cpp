@@ -27,6 +27,18 @@ void tell_error(const net::Fd& fd, Status code, const std::string& message, net:
   shutdown(fd.get(), SHUT_WR);
 }
 
+// Reads and discards what a readable connection holds; closes it once its peer has closed
+// (or it failed).
+void discard_input(net::Fd* fd) {
+  char sink[4096];
+  size_t got = 0;
+  int err = 0;
+  net::Io io;
+  do io = net::recv_some(fd->get(), sink, sizeof(sink), &got, &err);
+  while (io == net::Io::kOk);
+  if (io != net::Io::kWouldBlock) fd->reset();
+}
+
 // Closing a socket with unread input sends a reset, and a reset may make the peer drop
 // the error message we just sent. So read (and discard) until each peer closes or the
 // deadline passes, then close.
@@ -34,20 +46,12 @@ void drain_and_close(std::vector<net::Fd>* fds, net::Deadline deadline) {
   std::vector<net::Fd*> open;
   for (auto& fd : *fds)
     if (fd.valid()) open.push_back(&fd);
-  char sink[4096];
   while (!open.empty() && !deadline.expired()) {
     std::vector<pollfd> pfds;
     for (auto* fd : open) pfds.push_back({fd->get(), POLLIN, 0});
     if (poll(pfds.data(), pfds.size(), deadline.remaining_ms()) < 0 && errno != EINTR) break;
-    for (size_t i = 0; i < pfds.size(); ++i) {
-      if (pfds[i].revents == 0) continue;
-      size_t got = 0;
-      int err = 0;
-      net::Io io;
-      do io = net::recv_some(open[i]->get(), sink, sizeof(sink), &got, &err);
-      while (io == net::Io::kOk);
-      if (io != net::Io::kWouldBlock) open[i]->reset();
-    }
+    for (size_t i = 0; i < pfds.size(); ++i)
+      if (pfds[i].revents != 0) discard_input(open[i]);
     std::erase_if(open, [](net::Fd* fd) { return !fd->valid(); });
   }
   for (auto& fd : *fds) fd.reset();
@@ -75,7 +79,6 @@ void refuse_group(const std::string& host, int port, int world_size, Status code
   std::vector<net::Fd> told;
   int answered = 0;
   comm::InterruptPoll interrupt;  // Ctrl-C ends the linger
-  char sink[4096];
   while (listener.valid() && !linger.expired() && (answered < world_size - 1 || !told.empty())) {
     const bool accepting = answered < world_size - 1 && told.size() < kOpen;
     std::vector<pollfd> pfds{{accepting ? listener.get() : -1, POLLIN, 0}};
@@ -87,15 +90,8 @@ void refuse_group(const std::string& host, int port, int world_size, Status code
     if (!interrupt.poll().empty()) break;
     // What a told rank still sends (its hello) is read, so that closing does not reset the
     // connection under the message; it closes once it has read the error.
-    for (size_t i = 1; i < pfds.size(); ++i) {
-      if (pfds[i].revents == 0) continue;
-      size_t got = 0;
-      int err = 0;
-      net::Io io;
-      do io = net::recv_some(told[i - 1].get(), sink, sizeof sink, &got, &err);
-      while (io == net::Io::kOk);
-      if (io != net::Io::kWouldBlock) told[i - 1].reset();
-    }
+    for (size_t i = 1; i < pfds.size(); ++i)
+      if (pfds[i].revents != 0) discard_input(&told[i - 1]);
     std::erase_if(told, [](const net::Fd& fd) { return !fd.valid(); });
     if (accepting && pfds[0].revents != 0)
       for (net::Fd c = net::accept_tcp(listener.get()); c.valid();
