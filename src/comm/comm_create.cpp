@@ -343,20 +343,31 @@ std::unique_ptr<CommImpl> create_tcp_comm(const InitMethod& im) {
 
 std::unique_ptr<CommImpl> create_mpi_comm(int rank, int world_size);  // comm/mpi
 
+void check_param(std::string_view env) {
+  params::check(env);
+  if (env == "COMMFUSE_TRACE") {
+    // A trace file this process cannot write: tracing (which may not throw) had only logged a
+    // warning and stopped, and the run ended with exit 0 and no trace.
+    if (const std::string trace = params::get_string(env); !trace.empty())
+      if (const std::string why = trace::path_problem(trace); !why.empty())
+        detail::throw_status(Status::kParamInvalid,
+                             detail::cat("COMMFUSE_TRACE='", trace, "' cannot be written: ", why));
+  } else if (env == "COMMFUSE_FAULT") {
+    check_fault_param();
+  } else if (env == "COMMFUSE_MAX_CPU_ISA") {
+    cpu::isa_level_from_name(params::get_string(env));
+  } else if (env == "COMMFUSE_ALGO") {
+    check_forced_algorithms();
+    shm::check_shm_algorithms();
+  } else if (env == "COMMFUSE_NONTEMPORAL_BYTES") {
+    kernels::cpu::nontemporal_copy_bytes();
+  } else if (env == "COMMFUSE_COPY_LOOP") {
+    kernels::cpu::memcpy_slow_distances();  // (and measures, once per process)
+  }
+}
+
 void check_comm_params() {
-  for (const params::Param& p : params::all()) params::check(p.env);
-  // A trace file this process cannot write: tracing (which may not throw) had only logged a
-  // warning and stopped, and the run ended with exit 0 and no trace.
-  if (const std::string trace = params::get_string("COMMFUSE_TRACE"); !trace.empty())
-    if (const std::string why = trace::path_problem(trace); !why.empty())
-      detail::throw_status(Status::kParamInvalid,
-                           detail::cat("COMMFUSE_TRACE='", trace, "' cannot be written: ", why));
-  check_fault_param();
-  cpu::isa_level_from_name(params::get_string("COMMFUSE_MAX_CPU_ISA"));
-  check_forced_algorithms();
-  shm::check_shm_algorithms();
-  kernels::cpu::nontemporal_copy_bytes();  // COMMFUSE_NONTEMPORAL_BYTES
-  kernels::cpu::memcpy_slow_distances();   // COMMFUSE_COPY_LOOP (and measures)
+  for (const params::Param& p : params::all()) check_param(p.env);
 }
 
 std::unique_ptr<CommImpl> create_comm(int rank, int world_size, std::string_view init_method) {

@@ -87,6 +87,8 @@ std::unique_ptr<CommImpl> create_comm(int rank, int world_size, std::string_view
 // COMMFUSE_ALGO, that rank alone failing inside a later call. Kernel dispatch and logging
 // read some of them leniently (nothing may throw there).
 void check_comm_params();
+// One parameter, checked as check_comm_params checks it (what `commfuse info` marks INVALID).
+void check_param(std::string_view env);
 
 // Which init method Comm::from_env uses: "mpi" under mpirun (no RANK set), else "env://".
 std::string init_method_from_env();

@@ -14,15 +14,16 @@ constexpr std::array<Param, 22> kParams{{
     {"COMMFUSE_LOG", Kind::kChoice, "warn", "error|warn|info|debug",
      "log level; lines go to stderr prefixed host:pid:rank"},
     {"COMMFUSE_TIMEOUT_S", Kind::kInt, "300", "",
-     "seconds any wait for a peer may take before the op fails with RUNTIME_ERROR"},
+     "seconds any wait for a peer may take before the op fails with RUNTIME_ERROR", 1, 86400},
     {"COMMFUSE_NUM_THREADS", Kind::kInt, "0", "",
-     "compute threads per rank; 0 = max(1, cores / local ranks)"},
+     "compute threads per rank; 0 = max(1, cores / local ranks)", 0, 1024},
     {"COMMFUSE_TRACE", Kind::kString, "", "",
      "path of a Chrome-trace JSON file to write (empty = tracing off)"},
     {"COMMFUSE_TRANSPORT", Kind::kChoice, "auto", "auto|shm|mpi",
      "transport between ranks: auto = shm on one host, MPI across hosts"},
     {"COMMFUSE_SHM_SLOT_BYTES", Kind::kInt, "4194304", "",
-     "bytes of each of a rank's two shared-memory slots (collectives move data in steps of this)"},
+     "bytes of each of a rank's two shared-memory slots (collectives move data in steps of this)",
+     4096, int64_t{1} << 30, 64},
     {"COMMFUSE_NONTEMPORAL_BYTES", Kind::kInt, "0", "",
      "copies (and float32 quantized-reduction outputs) of at least this many bytes use "
      "non-temporal stores; 0 = this core's share of the last-level cache, within [1 MiB, "
@@ -41,7 +42,8 @@ constexpr std::array<Param, 22> kParams{{
      "names, so that the launcher removes only its own ranks' leftovers"},
     {"COMMFUSE_VERBOSE", Kind::kInt, "0", "",
      "1 = print each distinct algorithm/schedule decision once (like ONEDNN_VERBOSE); 2 = every "
-     "decision, as made"},
+     "decision, as made",
+     0, 2},
     {"COMMFUSE_ALLTOALL_GEMM_ROWS", Kind::kInt, "0", "",
      "token rows per GEMM chunk of alltoall(_quant)_matmul; 0 = one GEMM on shm, 1024 otherwise"},
     {"COMMFUSE_HALF_GEMM", Kind::kChoice, "auto", "auto|native|float32",
@@ -133,13 +135,20 @@ int64_t get_int(std::string_view env) {
   CF_CHECK_ARG(!value.empty() && std::isdigit(static_cast<unsigned char>(value[0])) &&
                    end != nullptr && *end == '\0' && errno == 0 && v >= 0,
                p.env, "='", value, "' is not a non-negative integer");
+  CF_CHECK_ARG(v >= p.min && v <= p.max && v % p.multiple == 0, p.env, "=", v, " must be ",
+               range_text(p));
   return v;
 }
 
+std::string range_text(const Param& p) {
+  if (p.kind != Kind::kInt || (p.min == 0 && p.max == std::numeric_limits<int64_t>::max()))
+    return "";
+  std::string text = p.multiple > 1 ? detail::cat("a multiple of ", p.multiple, " ") : "";
+  return text + detail::cat("in [", p.min, ", ", p.max, "]");
+}
+
 int timeout_seconds() {
-  const int64_t v = get_int("COMMFUSE_TIMEOUT_S");
-  CF_CHECK_ARG(v >= 1 && v <= 86400, "COMMFUSE_TIMEOUT_S=", v, " must be in [1, 86400]");
-  return static_cast<int>(v);
+  return static_cast<int>(get_int("COMMFUSE_TIMEOUT_S"));
 }
 
 std::string kernel_pin(std::string_view env, const char* fixed) {
@@ -149,29 +158,16 @@ std::string kernel_pin(std::string_view env, const char* fixed) {
 }
 
 int num_threads_override() {
-  const int64_t v = get_int("COMMFUSE_NUM_THREADS");
-  CF_CHECK_ARG(v <= 1024, "COMMFUSE_NUM_THREADS=", v, " must be in [0, 1024]");
-  return static_cast<int>(v);
+  return static_cast<int>(get_int("COMMFUSE_NUM_THREADS"));
 }
 
 size_t shm_slot_bytes() {
-  const int64_t v = get_int("COMMFUSE_SHM_SLOT_BYTES");
-  CF_CHECK_ARG(v >= 4096 && v <= (int64_t{1} << 30) && v % 64 == 0, "COMMFUSE_SHM_SLOT_BYTES=", v,
-               " must be a multiple of 64 in [4096, 2^30]");
-  return static_cast<size_t>(v);
+  return static_cast<size_t>(get_int("COMMFUSE_SHM_SLOT_BYTES"));
 }
 
 void check(std::string_view env) {
-  const Param& p = find(env);
-  if (p.kind == Kind::kInt) get_int(env);
+  if (find(env).kind == Kind::kInt) get_int(env);
   get_string(env);  // a choice's allowed values
-  if (env == "COMMFUSE_TIMEOUT_S") timeout_seconds();
-  if (env == "COMMFUSE_NUM_THREADS") num_threads_override();
-  if (env == "COMMFUSE_SHM_SLOT_BYTES") shm_slot_bytes();
-  if (env == "COMMFUSE_VERBOSE") {
-    const int64_t v = get_int(env);
-    CF_CHECK_ARG(v <= 2, "COMMFUSE_VERBOSE=", v, " must be 0, 1 or 2");
-  }
 }
 
 }  // namespace commfuse::params

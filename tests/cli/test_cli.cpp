@@ -223,9 +223,10 @@ TEST(Cli, InfoMarksEveryValueCreationRefuses) {
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   for (const char* want :
        {"INVALID: COMMFUSE_ALGO='allreduce:two_shot': 'allreduce' is not an op with algorithms",
-        "INVALID: COMMFUSE_VERBOSE=3 must be 0, 1 or 2",
+        "INVALID: COMMFUSE_VERBOSE=3 must be in [0, 2]",
         "INVALID: COMMFUSE_TIMEOUT_S='abc' is not a non-negative integer",
-        "INVALID: /proc/nonexistent/t.json cannot be written: No such file or directory"})
+        "INVALID: COMMFUSE_TRACE='/proc/nonexistent/t.json' cannot be written: No such file "
+        "or directory"})
     EXPECT_TRUE(contains(r.out, want)) << want << "\n" << r.out;
 }
 

@@ -1,8 +1,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <limits>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "core/log.hpp"
 #include "core/params.hpp"
@@ -88,4 +90,40 @@ TEST(Log, PrefixIsHostPidRank) {
   ASSERT_NE(first, last);
   EXPECT_EQ(p.substr(last + 1), "5");
   EXPECT_EQ(p.substr(first + 1, last - first - 1), std::to_string(getpid()));
+}
+
+// The ranges live in the table (they had been four hand-written checks, one per reader): each
+// integer's default is allowed, and a value past either end or off its multiple is refused
+// by get_int and check, naming the variable and the range `commfuse info` shows.
+TEST(Params, EveryIntegerIsCheckedAgainstItsTableRange) {
+  int ranged = 0;
+  for (const auto& p : params::all()) {
+    if (p.kind != params::Kind::kInt) continue;
+    const std::string env(p.env);
+    unsetenv(env.c_str());
+    EXPECT_NO_THROW(params::check(p.env)) << env;
+    const int64_t def = params::get_int(p.env);
+    EXPECT_TRUE(def >= p.min && def <= p.max && def % p.multiple == 0) << env;
+    const std::string range = params::range_text(p);
+    if (range.empty()) continue;
+    ++ranged;
+    std::vector<int64_t> bad;
+    if (p.min > 0) bad.push_back(p.min - 1);
+    if (p.max < std::numeric_limits<int64_t>::max()) bad.push_back(p.max + 1);
+    if (p.multiple > 1) bad.push_back(p.min + 1);
+    for (const int64_t v : bad) {
+      ScopedEnv e(env.c_str(), std::to_string(v).c_str());
+      try {
+        params::check(p.env);
+        ADD_FAILURE() << env << "=" << v << " was accepted";
+      } catch (const commfuse::InvalidArgument& err) {
+        EXPECT_NE(std::string(err.what()).find(env + "=" + std::to_string(v) + " must be " + range),
+                  std::string::npos)
+            << err.what();
+      }
+    }
+  }
+  EXPECT_GE(ranged, 4);  // TIMEOUT_S, NUM_THREADS, SHM_SLOT_BYTES, VERBOSE
+  ScopedEnv slot("COMMFUSE_SHM_SLOT_BYTES", "8192");
+  EXPECT_EQ(params::shm_slot_bytes(), 8192u);
 }

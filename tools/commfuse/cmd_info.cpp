@@ -5,18 +5,16 @@
 #include <string>
 
 #include "cli_args.hpp"
-#include "comm/fault.hpp"
+#include "comm/comm_impl.hpp"
 #include "comm/mpi/mpi_info.hpp"
 #include "comm/nccl/nccl_gather.hpp"
 #include "comm/shm/cma.hpp"
 #include "comm/shm/shm_transport.hpp"
 #include "commands.hpp"
-#include "core/algorithm.hpp"
 #include "core/build_info.hpp"
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "core/params.hpp"
-#include "core/trace.hpp"
 #include "kernels/cpu/copy.hpp"
 #include "kernels/cpu/f32_gemm_model.hpp"
 #include "kernels/cpu/half_gemm_model.hpp"
@@ -212,22 +210,14 @@ int cmd_info(int argc, char** argv) {
   for (const auto& p : params::all()) {
     std::string value;
     try {
-      params::check(p.env);
       value = params::get_string(p.env);
-      // What communicator creation refuses besides (comm_create.cpp, check_comm_params).
-      if (p.env == "COMMFUSE_ALGO") {
-        check_forced_algorithms();
-        comm::shm::check_shm_algorithms();
-      }
-      if (p.env == "COMMFUSE_FAULT") comm::check_fault_param();
-      if (p.env == "COMMFUSE_TRACE" && !value.empty())
-        if (const std::string why = trace::path_problem(value); !why.empty())
-          value = "INVALID: " + value + " cannot be written: " + why;
+      comm::check_param(p.env);  // what communicator creation refuses
     } catch (const Error& e) {
       value = std::string("INVALID: ") + e.what();
     }
     std::string def(p.default_value);
     if (!p.choices.empty()) def += " [" + std::string(p.choices) + "]";
+    if (const std::string range = params::range_text(p); !range.empty()) def += " " + range;
     std::printf("  %-22s %-10s default %-24s %s\n", std::string(p.env).c_str(),
                 value.empty() ? "\"\"" : value.c_str(), def.empty() ? "\"\"" : def.c_str(),
                 std::string(p.description).c_str());
