@@ -214,7 +214,11 @@ std::unique_ptr<CommImpl> create_shm_comm(int rank, int world_size,
                       " is too small for ", world_size, " ranks (at least 64 bytes per rank: ",
                       size_t{64} * static_cast<size_t>(world_size), ")"));
     for (int r = 0; r < world_size; ++r) {
-      procs.push_back({static_cast<pid_t>(recs[r].pid), recs[r].start_time});
+      // Alive for certain until this rank reaches the barrier below (the peer waits there
+      // for it), so what process_alive says now is whether this rank can see it.
+      shm::PeerProcess p{static_cast<pid_t>(recs[r].pid), recs[r].start_time};
+      p.visible = r != rank && shm::process_alive(p);
+      procs.push_back(p);
       if (r == rank)
         segments.push_back(std::move(own));
       else

@@ -3,7 +3,8 @@
 // bitwise against values computed locally, prints "rank R: <case> OK" and exits 0, or
 // prints what went wrong and exits 1.
 //
-//   commfuse_rank_tests collectives | many_ops | kill_peer | mismatch | out_of_step |
+//   commfuse_rank_tests collectives | many_ops | kill_peer | exit_after_init | mismatch |
+//   out_of_step |
 //                       bad_arg | c_api |
 //                       streams | stream_mismatch | dtype_reject | late_rank | abort_thread |
 //                       abort_stream | abort_idle | stage_oom | two_threads |
@@ -266,6 +267,31 @@ int case_kill_peer(commfuse::Comm& c) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::printf("rank %d: got expected error after %.2f s: %s\n", c.rank(), s, e.what());
     EXPECT(std::strstr(e.what(), "rank 1") != nullptr, "error does not name rank 1: %s", e.what());
+  }
+  return 0;
+}
+
+// The last rank exits the moment its communicator exists; the others wait 200 ms, then call
+// a barrier, which must fail at once naming it (well within COMMFUSE_TIMEOUT_S). Each rank
+// had judged whether it could watch a peer's pid by whether the peer was alive at the end
+// of set-up: a peer that had already returned and exited looked like one in another pid
+// namespace, unwatched, and the barrier ran out the whole timeout (4 runs in 20, review).
+int case_exit_after_init(commfuse::Comm& c) {
+  if (c.rank() == c.world_size() - 1) {
+    std::fflush(stdout);
+    _exit(0);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    c.barrier();
+    EXPECT(false, "rank %d: the barrier succeeded without the last rank", c.rank());
+  } catch (const commfuse::RuntimeFailure& e) {
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT(std::strstr(e.what(), "exited or was killed") != nullptr,
+           "rank %d: '%s' does not say the peer exited", c.rank(), e.what());
+    EXPECT(s < 5.0, "rank %d: the exit was noticed after %.2f s", c.rank(), s);
   }
   return 0;
 }
@@ -1104,6 +1130,7 @@ int main(int argc, char** argv) {
       {"collectives", case_collectives},
       {"many_ops", case_many_ops},
       {"kill_peer", case_kill_peer},
+      {"exit_after_init", case_exit_after_init},
       {"mismatch", case_mismatch},
       {"out_of_step", case_out_of_step},
       {"bad_arg", case_bad_arg},

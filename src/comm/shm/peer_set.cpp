@@ -115,13 +115,15 @@ PeerSet::PeerSet(int rank, std::vector<Control*> controls, std::vector<PeerProce
       // spread) — a sleeping rank's idle core may take over the rank it waits for.
       yield_for_(oversubscribed ? std::chrono::milliseconds(1) : std::chrono::microseconds(0)),
       timeout_(params::timeout_seconds()) {
-  // Every peer is alive now (it has just sent its pid). One this rank cannot see by that pid
-  // (another pid namespace on the same host, as containers of one pod, or no /proc) is not
-  // watched: a wait for it ends by its aborted flag or the timeout. Watched, every wait past
-  // the spin phase failed at once with "rank 0 (pid ...) exited or was killed".
+  // A peer this rank cannot see by its pid (another pid namespace on the same host, as
+  // containers of one pod, or no /proc) is not watched: a wait for it ends by its aborted
+  // flag or the timeout. Watched, every wait past the spin phase failed at once with "rank 0
+  // (pid ...) exited or was killed". Visibility was settled in set-up, while every peer was
+  // alive: checked here, a peer that had already returned from set-up and exited looked
+  // invisible, and the next wait for it ran out the whole timeout (1 run in 5).
   watched_.resize(processes_.size());
   for (size_t r = 0; r < processes_.size(); ++r)
-    watched_[r] = static_cast<int>(r) != rank_ && process_alive(processes_[r]);
+    watched_[r] = static_cast<int>(r) != rank_ && processes_[r].visible;
 }
 
 void PeerSet::publish(uint32_t phase) {

@@ -54,6 +54,11 @@ static_assert(offsetof(Control, desc) >= 64, "descriptors stay off the phase cou
 struct PeerProcess {
   pid_t pid = 0;
   uint64_t start_time = 0;  // /proc/<pid>/stat field 22
+  // Whether this rank sees the peer by that pid (not in another pid namespace, /proc
+  // mounted), found while the peer was certainly alive: in communicator set-up, before the
+  // barrier it cannot pass without this rank (comm_create.cpp). Only a visible peer's
+  // liveness is checked by the waits.
+  bool visible = false;
 };
 PeerProcess this_process();
 bool process_alive(const PeerProcess& p);
