@@ -18,13 +18,17 @@ Accepted arrays:
   current device (``torch.cuda.set_device``), queued on torch's current stream of that
   device (:func:`stream_of`); results are allocated on that device for torch tensors (other
   arrays pass theirs with ``out=``). Everything else rejects them.
-- anything else ``numpy.asarray`` accepts (lists, scalars): converted, which copies.
+- anything else ``numpy.asarray`` accepts (lists, scalars): converted, which copies; the
+  result's dtype must be one of the above (a Python float becomes float64, which is not:
+  pass ``np.float32(v)`` or an array).
 
 A 0-d array (a numpy or torch scalar) is one element, passed as shape (1,): a scalar bias or
 scale is a one-element one, a scalar collective moves one element (its result is 0-d).
 
 Inputs the C++ op needs dense (x1, bias, collective sources) are copied when a numpy
-array is not C-contiguous; x2 is passed with its strides (a transposed view is not copied).
+array is not C-contiguous; x2 is passed with its strides where the operator reads it so (a
+transposed view; for the SPEC §2 ops also a row block: :func:`weight_in_place`,
+:func:`dense_or_transposed`), else copied.
 Outputs are never copied: an ``out=`` array must be dense and writable.
 """
 
@@ -136,14 +140,36 @@ def _fast_numpy_ref(x: Any, contiguous: bool, output: bool) -> Optional[_commfus
 
 
 def dense_or_transposed(x: Any) -> bool:
-    """Whether a 2-D weight is dense or the transposed view of a dense array: the operators
-    read both in place (and a PackedWeight made from the view matches it), so such an x2 is
-    not copied. Arrays other than numpy and torch go as they are (libcommfuse checks)."""
+    """Whether a 2-D weight is dense or the transposed view of a dense array: the alltoall
+    operators read both in place (and a PackedWeight made from the view matches it), so
+    such an x2 is not copied. Arrays other than numpy and torch go as they are (libcommfuse
+    checks)."""
     if isinstance(x, np.ndarray):
         return x.ndim == 2 and (x.flags.c_contiguous or x.flags.f_contiguous)
     if is_torch(x):
         return x.dim() == 2 and (x.is_contiguous() or x.t().is_contiguous())
     return True
+
+
+def weight_in_place(x: Any) -> bool:
+    """Whether the SPEC §2 operators read a 2-D weight (x2) as it is, the rule of
+    libcommfuse's weight_layout (src/ops/common/tensor_checks.cpp): rows dense, with any row
+    step (a row block of a wider buffer too), or the transposed view of such. They copy any
+    other x2 (negative or zero strides, a column step) before the call. Arrays other than
+    numpy and torch go as they are (libcommfuse checks)."""
+    if isinstance(x, np.ndarray):
+        if x.ndim != 2 or any(s % x.itemsize for s in x.strides):
+            return False
+        s0, s1 = (s // x.itemsize for s in x.strides)
+    elif is_torch(x):
+        if x.dim() != 2:
+            return False
+        s0, s1 = x.stride()
+    else:
+        return True
+    k, n = x.shape
+    return (((s1 == 1 or n == 1) and s0 >= n and s0 >= 1)
+            or ((s0 == 1 or k == 1) and s1 >= k and s1 >= 1))
 
 
 def fast_matmul_inputs(x1: Any, x2: Any, bias: Any) -> Optional[tuple[Any, Any, Any]]:
@@ -152,7 +178,7 @@ def fast_matmul_inputs(x1: Any, x2: Any, bias: Any) -> Optional[tuple[Any, Any, 
     no copy, else None (then the op takes the general path through :class:`Args`, which
     converts, copies or rejects). A tiny op costs a few microseconds in C++, so its wrapper
     must cost less. Never raises."""
-    if type(x1) is not np.ndarray or type(x2) is not np.ndarray or x2.ndim != 2:
+    if type(x1) is not np.ndarray or type(x2) is not np.ndarray or not weight_in_place(x2):
         return None
     x1r = _fast_numpy_ref(x1, True, False)
     x2r = _fast_numpy_ref(x2, False, False)

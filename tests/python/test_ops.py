@@ -209,3 +209,66 @@ def _scalar_arrays_body(rank):
 
 def test_scalar_arrays_are_one_element():
     assert run(_scalar_arrays_body, 2) == [True, True]
+
+
+def _x2_layouts(w):
+    """w (k, n) in the layouts a user may pass, each holding w's values: (name, array, read
+    in place by the SPEC §2 ops). Negative and zero strides and a column step are copied
+    first; a row block of a wider array and a transposed view are read as they are (the
+    alltoall ops copy a row block too)."""
+    k, n = w.shape
+    wide = np.zeros((k, n + 3), w.dtype)
+    wide[:, :n] = w
+    stepped = np.zeros((k, 2 * n), w.dtype)
+    stepped[:, ::2] = w
+    flipped = np.ascontiguousarray(w[::-1])
+    row = np.broadcast_to(w[:1], (k, n))
+    return [("dense", w, True), ("transposed view", np.ascontiguousarray(w.T).T, True),
+            ("row block", wide[:, :n], True), ("column step", stepped[:, ::2], False),
+            ("negative strides", flipped[::-1], False), ("broadcast rows", row, False)]
+
+
+def _x2_layouts_body(rank):
+    from commfuse._tensor import dense_or_transposed, weight_in_place
+    with commfuse.init() as comm:
+        R = comm.world_size
+        x = small_ints(rank, (2, 16)).astype(np.float32)
+        w = small_ints(10 + rank, (16, 5)).astype(np.float32)
+        w_a2a = small_ints(20 + rank, (16 * R, 5)).astype(np.float32)
+        w_i8 = small_ints(30 + rank, (16 * R, 5)).astype(np.int8)
+        scale = np.full(5, 0.5, np.float32)
+        ops = {
+            "all_gather_base_mm": lambda x2: commfuse.all_gather_base_mm(x, x2, comm, R)[0],
+            "mm_reduce_scatter_base": lambda x2: commfuse.mm_reduce_scatter_base(
+                np.concatenate([x] * R), x2, comm, R),
+            "mm_all_reduce_base": lambda x2: commfuse.mm_all_reduce_base(x, x2, comm),
+            "alltoall_matmul": lambda x2: commfuse.alltoall_matmul(
+                np.concatenate([x] * R), x2, comm, R)[0],
+            "alltoall_quant_matmul": lambda x2: commfuse.alltoall_quant_matmul(
+                np.concatenate([x] * R).astype(np.float16), x2, scale, comm, R)[0],
+        }
+        weights = {"alltoall_matmul": w_a2a, "alltoall_quant_matmul": w_i8}
+        checked = 0
+        for op, call in ops.items():
+            layouts = _x2_layouts(weights.get(op, w))
+            want = call(layouts[0][1])
+            for name, x2, in_place in layouts:
+                if op.startswith("alltoall"):  # these read only a dense x2 or its transpose
+                    in_place = name in ("dense", "transposed view")
+                    assert dense_or_transposed(x2) == in_place, (name, x2.strides)
+                else:
+                    assert weight_in_place(x2) == in_place, (name, x2.strides)
+                got = call(x2)
+                np.testing.assert_array_equal(got, call(np.ascontiguousarray(x2)),
+                                              err_msg=f"{op}, x2 {name}")
+                if name != "broadcast rows":  # the others hold w's values
+                    np.testing.assert_array_equal(got, want, err_msg=f"{op}, x2 {name}")
+                checked += 1
+        return checked
+
+
+def test_every_op_takes_x2_in_any_layout():
+    """Every matmul operator takes x2 in any 2-D layout: what libcommfuse cannot read in place
+    is copied first (the SPEC §2 ops had refused negative and zero strides that the alltoall
+    ops copied), with the dense call's bits."""
+    assert run(_x2_layouts_body, 2) == [30, 30]

@@ -9,7 +9,7 @@ import numpy.typing as npt
 from .. import _commfuse
 from .._packed import PackedWeight, native_packed
 from .._tensor import (Args, as_bool, as_int, dim, fast_matmul_inputs, fast_output, group_name,
-                       small_ints, stream_of)
+                       small_ints, stream_of, weight_in_place)
 from ._quant_common import quant_matmul_args
 
 
@@ -90,7 +90,7 @@ def all_gather_base_mm(input: Any, x2: Any, hcom: Any, world_size: int, *, bias:
         index, turn = as_int(gather_index, "gather_index"), as_int(comm_turn, "comm_turn")
         gather = as_bool(gather_output, "gather_output")
         x1r = a.input(input, "input", x1_dtype, contiguous=True)
-        x2r = a.input(x2, "x2", x2_dtype)
+        x2r = a.input(x2, "x2", x2_dtype, contiguous=not weight_in_place(x2))
         biasr = a.optional(bias, "bias", contiguous=True)
         s1r, s2r, out_name = quant_matmul_args(a, x1r, x1_scale, x2_scale, output_dtype)
         rows = dim(x1r, 0) * (a.world_size if a.world_size > 0 else max(world, 1))

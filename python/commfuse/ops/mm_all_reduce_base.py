@@ -9,7 +9,7 @@ import numpy.typing as npt
 from .. import _commfuse
 from .._packed import PackedWeight, native_packed
 from .._tensor import (Args, as_int, dim, fast_matmul_inputs, fast_output, group_name,
-                       small_ints, stream_of)
+                       small_ints, stream_of, weight_in_place)
 from ._quant_common import quant_matmul_args
 
 
@@ -79,7 +79,7 @@ def mm_all_reduce_base(x1: Any, x2: Any, hcom: Any, *, reduce_op: str = "sum", b
     with Args("mm_all_reduce_base", group) as a:
         turn = as_int(comm_turn, "comm_turn")
         x1r = a.input(x1, "x1", x1_dtype, contiguous=True)
-        x2r = a.input(x2, "x2", x2_dtype)
+        x2r = a.input(x2, "x2", x2_dtype, contiguous=not weight_in_place(x2))
         biasr = a.optional(bias, "bias", contiguous=True)
         s1r, s2r, out_name = quant_matmul_args(a, x1r, x1_scale, x2_scale, output_dtype)
         shape = tuple(x1r.shape[:-1]) + (dim(x2r, 1),) if x1r.shape else (dim(x2r, 1),)
