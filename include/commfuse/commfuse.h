@@ -73,12 +73,13 @@ commfuseStatus_t commfuseDataTypeBits(commfuseDataType dtype, int* bits);
 /* Convert count elements from src (srcType) to dst (dstType) with the rules of SPEC.md §1.
  * saturate != 0 clamps out-of-range values to the largest finite value for the fp8 and
  * HiFloat8 formats (and E8M0); integer targets always saturate. int4 buffers are packed,
- * two elements per byte, element 2j in the low nibble of byte j. */
+ * two elements per byte, element 2j in the low nibble of byte j. src and dst may overlap
+ * only when the formats are the same (a copy, as memmove); otherwise PARAM_INVALID. */
 commfuseStatus_t commfuseConvert(const void* src, commfuseDataType srcType, void* dst,
                                  commfuseDataType dstType, uint64_t count, int saturate);
 
 /* Pack count int8 values in [-8, 7] into int4 (count/2 rounded up bytes), and back.
- * Packing a value outside [-8, 7] is PARAM_INVALID. */
+ * Packing a value outside [-8, 7], or src and dst sharing memory, is PARAM_INVALID. */
 commfuseStatus_t commfusePackInt4(const int8_t* src, uint8_t* dst, uint64_t count);
 commfuseStatus_t commfuseUnpackInt4(const uint8_t* src, int8_t* dst, uint64_t count);
 

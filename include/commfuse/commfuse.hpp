@@ -88,12 +88,14 @@ int dtype_bits(DType dtype);
 // that number does not fit size_t.
 size_t dtype_storage_bytes(DType dtype, size_t count);
 
-// Convert count elements, SPEC §1. See commfuseConvert for the saturate flag.
+// Convert count elements, SPEC §1. See commfuseConvert for the saturate flag. src and dst may
+// overlap only for the same format (a copy, as memmove); otherwise InvalidArgument.
 void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t count,
              bool saturate = false);
 
 // int4 packing: element 2j in the low nibble of byte j. pack throws InvalidArgument for a
-// value outside [-8, 7]. For odd count, the unused high nibble of the last byte is kept.
+// value outside [-8, 7], both for src and dst sharing memory. For odd count, the unused high
+// nibble of the last byte is kept.
 void pack_int4(const int8_t* src, uint8_t* dst, size_t count);
 void unpack_int4(const uint8_t* src, int8_t* dst, size_t count);
 

@@ -152,6 +152,33 @@ TEST(ConvertCApi, SuccessAndStatusCodes) {
             COMMFUSE_SUCCESS);
 }
 
+// Buffers that share memory: a conversion between formats, pack and unpack are refused (in
+// place, fp16 to fp32 and unpack_int4 returned success with wrong values); a convert to the
+// same format is a copy and may overlap, as memmove.
+TEST(ConvertCApi, OverlappingBuffersAreParamInvalidExceptACopy) {
+  alignas(8) uint8_t buf[64] = {};
+  for (int i = 0; i < 16; ++i) reinterpret_cast<uint16_t*>(buf)[i] = 0x3C00;  // fp16 1.0
+  EXPECT_EQ(commfuseConvert(buf, COMMFUSE_FLOAT16, buf, COMMFUSE_FLOAT32, 16, 0),
+            COMMFUSE_PARAM_INVALID);
+  EXPECT_NE(std::string(commfuseGetLastErrorMessage()).find("convert: dst and src share memory"),
+            std::string::npos)
+      << commfuseGetLastErrorMessage();
+  // Narrowing in place and a partial overlap: refused too.
+  EXPECT_EQ(commfuseConvert(buf, COMMFUSE_FLOAT32, buf + 4, COMMFUSE_FLOAT16, 8, 0),
+            COMMFUSE_PARAM_INVALID);
+  EXPECT_EQ(commfusePackInt4(reinterpret_cast<int8_t*>(buf), buf, 8), COMMFUSE_PARAM_INVALID);
+  EXPECT_EQ(commfuseUnpackInt4(buf, reinterpret_cast<int8_t*>(buf + 2), 8), COMMFUSE_PARAM_INVALID);
+  EXPECT_NE(std::string(commfuseGetLastErrorMessage()).find("unpack_int4: dst and src share"),
+            std::string::npos)
+      << commfuseGetLastErrorMessage();
+  // Adjacent buffers do not overlap.
+  EXPECT_EQ(commfuseUnpackInt4(buf, reinterpret_cast<int8_t*>(buf + 4), 8), COMMFUSE_SUCCESS);
+  // The same format, overlapping: a memmove.
+  for (int i = 0; i < 8; ++i) buf[i] = static_cast<uint8_t>(i);
+  EXPECT_EQ(commfuseConvert(buf, COMMFUSE_INT8, buf + 2, COMMFUSE_INT8, 6, 0), COMMFUSE_SUCCESS);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(buf[2 + i], i);
+}
+
 // A count no buffer can hold (2^62 float32 are 2^64 bytes) is PARAM_INVALID naming count,
 // checked before anything is read: the converting loop ran into unmapped memory (SIGSEGV),
 // and the same-dtype copy's error named an internal function. The larger of the two dtypes
