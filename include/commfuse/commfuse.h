@@ -183,7 +183,9 @@ typedef enum {
  * exchange through CUDA IPC, across hosts through NCCL); the Xxx call's stream is the
  * cudaStream_t the op is queued on (NULL: the legacy default stream) and it returns once the
  * work is queued. A build without CUDA rejects device tensors (PARAM_INVALID "not
- * supported"). A type other than these two, or an index out of range, is PARAM_INVALID. */
+ * supported"). A type other than these two, a negative index, or one past this host's
+ * devices, is PARAM_INVALID (the devices are counted where one can be used; without a usable
+ * device the operators report RUNTIME_ERROR "no usable CUDA device" at planning). */
 commfuseStatus_t commfuseSetTensorDevice(commfuseTensor_t* tensor, commfuseDeviceType type,
                                          int index);
 /* x2 packed once, ahead of the calls that multiply by it (commfuse.hpp's PackedWeight): the

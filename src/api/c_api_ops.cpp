@@ -12,6 +12,7 @@
 #include "comm/comm_impl.hpp"
 #include "core/dtype_valid.hpp"
 #include "core/error.hpp"
+#include "kernels/cuda/runtime_info.hpp"
 #include "ops/common/tensor_checks.hpp"
 #include "ops/common/tensor_size.hpp"
 
@@ -179,6 +180,13 @@ commfuseStatus_t commfuseSetTensorDevice(commfuseTensor_t* tensor, commfuseDevic
     CF_CHECK_ARG(type == COMMFUSE_DEVICE_CUDA ? index >= 0 : index == 0, fn, ": index ", index,
                  type == COMMFUSE_DEVICE_CUDA ? " is negative (a CUDA device ordinal)"
                                               : " must be 0 for COMMFUSE_DEVICE_CPU");
+    // Past the devices present (where they can be counted: without a usable device the
+    // operator says so, naming the device, at planning).
+    if (type == COMMFUSE_DEVICE_CUDA && commfuse::kernels::cuda::device_available()) {
+      const auto n = static_cast<int>(commfuse::kernels::cuda::runtime_info().devices.size());
+      CF_CHECK_ARG(index < n, fn, ": index ", index, " is past this host's CUDA devices (", n,
+                   ": ordinals 0-", n - 1, ")");
+    }
     t->view.device = {static_cast<commfuse::DeviceType>(type), index};
   });
 }

@@ -79,6 +79,17 @@ void c_api_cases(commfuse::Comm& comm, commfuseStatus_t want, const char* needle
            COMMFUSE_PARAM_INVALID, "index -1 is negative");
   expect_c("set cpu 1", commfuseSetTensorDevice(t1, COMMFUSE_DEVICE_CPU, 1), COMMFUSE_PARAM_INVALID,
            "must be 0");
+  // An ordinal past the devices present is refused where they can be counted (it had been
+  // accepted, and planning failed naming no tensor); without a usable device, planning says so.
+  const int devices = static_cast<int>(commfuse::kernels::cuda::runtime_info().devices.size());
+  if (commfuse::kernels::cuda::device_available())
+    expect_c("set cuda past the devices",
+             commfuseSetTensorDevice(t1, COMMFUSE_DEVICE_CUDA, devices), COMMFUSE_PARAM_INVALID,
+             "is past this host's CUDA devices");
+  else
+    EXPECT(commfuseSetTensorDevice(t1, COMMFUSE_DEVICE_CUDA, 99) == COMMFUSE_SUCCESS &&
+               commfuseSetTensorDevice(t1, COMMFUSE_DEVICE_CPU, 0) == COMMFUSE_SUCCESS,
+           "no usable device: an ordinal is left to planning");
   const std::string g = comm.name();
   uint64_t ws = 0;
   commfuseOpExecutor_t* ex = nullptr;

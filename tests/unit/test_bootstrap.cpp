@@ -207,7 +207,11 @@ TEST(InitMethod, EnvReadsTheTorchVariables) {
   }
   {
     ScopedEnv bad("RANK", "two");
-    expect_rejected("env://", -1, -1, {"RANK='two'"});
+    expect_rejected("env://", -1, -1, {"RANK='two' is not an integer in [0, 2^30]"});
+  }
+  {  // a non-negative integer, too large: the message had said it was not one
+    ScopedEnv big("WORLD_SIZE", "99999999999");
+    expect_rejected("env://", -1, -1, {"WORLD_SIZE='99999999999' is not an integer in [0, 2^30]"});
   }
   {
     ScopedEnv bad("MASTER_PORT", "99999");

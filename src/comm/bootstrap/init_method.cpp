@@ -71,7 +71,7 @@ int env_int(const char* var, const char* arg_name, int arg) {
   }
   long long v = 0;
   CF_CHECK_ARG(parse_uint(text, 1 << 30, &v), "init_method env://: ", var, "='", text,
-               "' is not a non-negative integer");
+               "' is not an integer in [0, 2^30]");
   CF_CHECK_ARG(arg < 0 || arg == v, "init_method env://: ", arg_name, " argument is ", arg, " but ",
                var, "=", v);
   return static_cast<int>(v);
