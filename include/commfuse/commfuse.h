@@ -79,7 +79,8 @@ commfuseStatus_t commfuseConvert(const void* src, commfuseDataType srcType, void
                                  commfuseDataType dstType, uint64_t count, int saturate);
 
 /* Pack count int8 values in [-8, 7] into int4 (count/2 rounded up bytes), and back.
- * Packing a value outside [-8, 7], or src and dst sharing memory, is PARAM_INVALID. */
+ * Packing a value outside [-8, 7] is PARAM_INVALID, and so are src and dst sharing memory,
+ * except a pack in place (dst == src). */
 commfuseStatus_t commfusePackInt4(const int8_t* src, uint8_t* dst, uint64_t count);
 commfuseStatus_t commfuseUnpackInt4(const uint8_t* src, int8_t* dst, uint64_t count);
 

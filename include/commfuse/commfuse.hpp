@@ -94,8 +94,8 @@ void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_
              bool saturate = false);
 
 // int4 packing: element 2j in the low nibble of byte j. pack throws InvalidArgument for a
-// value outside [-8, 7], both for src and dst sharing memory. For odd count, the unused high
-// nibble of the last byte is kept.
+// value outside [-8, 7]. src and dst must not share memory (InvalidArgument), except that pack
+// may run in place (dst == src). For odd count, the unused high nibble of the last byte is kept.
 void pack_int4(const int8_t* src, uint8_t* dst, size_t count);
 void unpack_int4(const uint8_t* src, int8_t* dst, size_t count);
 

@@ -183,7 +183,7 @@ commfuseStatus_t commfuseSetTensorDevice(commfuseTensor_t* tensor, commfuseDevic
     // Past the devices present (where they can be counted: without a usable device the
     // operator says so, naming the device, at planning).
     if (type == COMMFUSE_DEVICE_CUDA && commfuse::kernels::cuda::device_available()) {
-      const auto n = static_cast<int>(commfuse::kernels::cuda::runtime_info().devices.size());
+      const int n = commfuse::kernels::cuda::runtime_info().device_count;
       CF_CHECK_ARG(index < n, fn, ": index ", index, " is past this host's CUDA devices (", n,
                    ": ordinals 0-", n - 1, ")");
     }

@@ -44,9 +44,7 @@ void check_no_overlap(const char* fn, const void* src, size_t src_bytes, const v
                       size_t dst_bytes) {
   const auto s = reinterpret_cast<uintptr_t>(src), d = reinterpret_cast<uintptr_t>(dst);
   CF_CHECK_ARG(!(s < d + dst_bytes && d < s + src_bytes), fn, ": dst and src share memory (",
-               dst_bytes, " bytes at dst, ", src_bytes,
-               " at src): pass separate buffers (only a convert to the same format, a copy, "
-               "may overlap)");
+               dst_bytes, " bytes at dst, ", src_bytes, " at src): pass separate buffers");
 }
 
 bool is_integer(DType t) {
@@ -269,13 +267,20 @@ void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_
   CF_CHECK_NOTNULL(src, "convert: src is null (count ", count, ")");
   CF_CHECK_NOTNULL(dst, "convert: dst is null (count ", count, ")");
   for (const DType t : {src_dtype, dst_dtype}) check_count_fits("convert", count, t);
-  if (src_dtype != dst_dtype || src_dtype == DType::kInt4)
+  if (src_dtype != dst_dtype)
     check_no_overlap("convert", src, dtype_storage_bytes(src_dtype, count), dst,
                      dtype_storage_bytes(dst_dtype, count));
 
   // The same format is a copy, except where saturating changes codes: the infinities of
   // e5m2 and HiFloat8 (SPEC §1: saturating gives the largest finite value instead).
-  if (src_dtype == dst_dtype && src_dtype != DType::kInt4) {
+  if (src_dtype == DType::kInt4 && dst_dtype == DType::kInt4) {
+    // Whole bytes, then an odd count's last element alone: dst's unused high nibble is kept.
+    const int8_t last = int4_at(static_cast<const uint8_t*>(src), count - 1);
+    std::memmove(dst, src, count / 2);
+    if (count % 2 != 0) set_int4(static_cast<uint8_t*>(dst), count - 1, last);
+    return;
+  }
+  if (src_dtype == dst_dtype) {
     std::memmove(dst, src, dtype_storage_bytes(src_dtype, count));
     const bool with_inf = src_dtype == DType::kFloat8E5M2 || src_dtype == DType::kHiFloat8;
     if (saturate && with_inf) {  // +-inf -> +-largest finite; every other code as it was
@@ -314,7 +319,9 @@ void pack_int4(const int8_t* src, uint8_t* dst, size_t count) {
   CF_CHECK_NOTNULL(src, "pack_int4: src is null");
   CF_CHECK_NOTNULL(dst, "pack_int4: dst is null");
   check_count_fits("pack_int4", count, DType::kInt8);
-  check_no_overlap("pack_int4", src, count, dst, (count + 1) / 2);
+  // In place (dst == src) is safe: byte i/2 is written after byte i was read.
+  if (static_cast<const void*>(dst) != static_cast<const void*>(src))
+    check_no_overlap("pack_int4", src, count, dst, (count + 1) / 2);
   for (size_t i = 0; i < count; ++i)
     CF_CHECK_ARG(src[i] >= -8 && src[i] <= 7, "pack_int4: src[", i, "] is ",
                  static_cast<int>(src[i]), " but int4 holds [-8, 7]");

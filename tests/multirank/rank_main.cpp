@@ -272,7 +272,7 @@ int case_kill_peer(commfuse::Comm& c) {
 }
 
 // The last rank exits the moment its communicator exists; the others wait 200 ms, then call
-// a barrier, which must fail at once naming it (well within COMMFUSE_TIMEOUT_S). Each rank
+// a barrier, which must fail saying it exited (not at COMMFUSE_TIMEOUT_S). Each rank
 // had judged whether it could watch a peer's pid by whether the peer was alive at the end
 // of set-up: a peer that had already returned and exited looked like one in another pid
 // namespace, unwatched, and the barrier ran out the whole timeout (4 runs in 20, review).
@@ -282,16 +282,13 @@ int case_exit_after_init(commfuse::Comm& c) {
     _exit(0);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  const auto start = std::chrono::steady_clock::now();
   try {
     c.barrier();
     EXPECT(false, "rank %d: the barrier succeeded without the last rank", c.rank());
   } catch (const commfuse::RuntimeFailure& e) {
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // Unwatched, the barrier ended at the timeout saying so instead.
     EXPECT(std::strstr(e.what(), "exited or was killed") != nullptr,
            "rank %d: '%s' does not say the peer exited", c.rank(), e.what());
-    EXPECT(s < 5.0, "rank %d: the exit was noticed after %.2f s", c.rank(), s);
   }
   return 0;
 }

@@ -81,7 +81,7 @@ void c_api_cases(commfuse::Comm& comm, commfuseStatus_t want, const char* needle
            "must be 0");
   // An ordinal past the devices present is refused where they can be counted (it had been
   // accepted, and planning failed naming no tensor); without a usable device, planning says so.
-  const int devices = static_cast<int>(commfuse::kernels::cuda::runtime_info().devices.size());
+  const int devices = commfuse::kernels::cuda::runtime_info().device_count;
   if (commfuse::kernels::cuda::device_available())
     expect_c("set cuda past the devices",
              commfuseSetTensorDevice(t1, COMMFUSE_DEVICE_CUDA, devices), COMMFUSE_PARAM_INVALID,

@@ -154,7 +154,7 @@ TEST(ConvertCApi, SuccessAndStatusCodes) {
 
 // Buffers that share memory: a conversion between formats, pack and unpack are refused (in
 // place, fp16 to fp32 and unpack_int4 returned success with wrong values); a convert to the
-// same format is a copy and may overlap, as memmove.
+// same format is a copy and may overlap, as memmove, and a pack may run in place.
 TEST(ConvertCApi, OverlappingBuffersAreParamInvalidExceptACopy) {
   alignas(8) uint8_t buf[64] = {};
   for (int i = 0; i < 16; ++i) reinterpret_cast<uint16_t*>(buf)[i] = 0x3C00;  // fp16 1.0
@@ -166,7 +166,7 @@ TEST(ConvertCApi, OverlappingBuffersAreParamInvalidExceptACopy) {
   // Narrowing in place and a partial overlap: refused too.
   EXPECT_EQ(commfuseConvert(buf, COMMFUSE_FLOAT32, buf + 4, COMMFUSE_FLOAT16, 8, 0),
             COMMFUSE_PARAM_INVALID);
-  EXPECT_EQ(commfusePackInt4(reinterpret_cast<int8_t*>(buf), buf, 8), COMMFUSE_PARAM_INVALID);
+  EXPECT_EQ(commfusePackInt4(reinterpret_cast<int8_t*>(buf + 1), buf, 8), COMMFUSE_PARAM_INVALID);
   EXPECT_EQ(commfuseUnpackInt4(buf, reinterpret_cast<int8_t*>(buf + 2), 8), COMMFUSE_PARAM_INVALID);
   EXPECT_NE(std::string(commfuseGetLastErrorMessage()).find("unpack_int4: dst and src share"),
             std::string::npos)
@@ -177,6 +177,23 @@ TEST(ConvertCApi, OverlappingBuffersAreParamInvalidExceptACopy) {
   for (int i = 0; i < 8; ++i) buf[i] = static_cast<uint8_t>(i);
   EXPECT_EQ(commfuseConvert(buf, COMMFUSE_INT8, buf + 2, COMMFUSE_INT8, 6, 0), COMMFUSE_SUCCESS);
   for (int i = 0; i < 6; ++i) EXPECT_EQ(buf[2 + i], i);
+  // int4 to int4 too (whole bytes, then an odd count's last nibble), in place or shifted.
+  const uint8_t packed[3] = {0x21, 0x43, 0xF5};  // 1, 2, 3, 4, 5 (and a high nibble kept)
+  std::memcpy(buf, packed, 3);
+  EXPECT_EQ(commfuseConvert(buf, COMMFUSE_INT4, buf, COMMFUSE_INT4, 5, 0), COMMFUSE_SUCCESS);
+  EXPECT_EQ(std::memcmp(buf, packed, 3), 0);
+  buf[4] = 0xA0;
+  EXPECT_EQ(commfuseConvert(buf, COMMFUSE_INT4, buf + 2, COMMFUSE_INT4, 5, 0), COMMFUSE_SUCCESS);
+  EXPECT_EQ(buf[2], 0x21);
+  EXPECT_EQ(buf[3], 0x43);
+  EXPECT_EQ(buf[4], 0xA5);  // element 4 in the low nibble, dst's high nibble kept
+  // A pack in place: byte i/2 is written after byte i was read.
+  const int8_t vals[5] = {1, -2, 3, -8, 7};
+  std::memcpy(buf, vals, 5);
+  EXPECT_EQ(commfusePackInt4(reinterpret_cast<int8_t*>(buf), buf, 5), COMMFUSE_SUCCESS);
+  int8_t back[5] = {};
+  EXPECT_EQ(commfuseUnpackInt4(buf, back, 5), COMMFUSE_SUCCESS);
+  EXPECT_EQ(std::memcmp(back, vals, 5), 0);
 }
 
 // A count no buffer can hold (2^62 float32 are 2^64 bytes) is PARAM_INVALID naming count,

@@ -1,7 +1,7 @@
 // kernels::cpu::copy (kernels/cpu/copy.hpp): every length around its vector widths and
 // thresholds, every source/destination misalignment within a cache line, overlapping
-// ranges, and a copy large enough for the non-temporal stores. The ISA-capped ctest rerun
-// runs the same cases on the SSE2 copy.
+// ranges, and a copy large enough for the non-temporal stores. The AVX2-capped ASan run of
+// `make test` runs the same cases on the AVX2 copy, unit_tests_isa_sse41 on the SSE2 one.
 #include <gtest/gtest.h>
 
 #include <algorithm>

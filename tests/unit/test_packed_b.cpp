@@ -4,7 +4,7 @@
 // layout into the same descriptor; every layout oneDNN's brgemm matmul picks for 16-bit
 // weights (16 k-pairs by 16/32/48/64 columns) and shapes with padding in k, n or both are
 // checked, on whichever path this CPU and COMMFUSE_MAX_CPU_ISA select (the AVX-512 loop, or
-// the scalar one in the avx2-capped rerun). Then, where this machine has a native 16-bit
+// the scalar one in the AVX2-capped ASan run). Then, where this machine has a native 16-bit
 // kernel reading a packed b, a GEMM over packed b must give the plain GEMM's bits on
 // integer-valued inputs (every fp32 sum exact).
 #include <gtest/gtest.h>

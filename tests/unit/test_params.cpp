@@ -124,6 +124,17 @@ TEST(Params, EveryIntegerIsCheckedAgainstItsTableRange) {
     }
   }
   EXPECT_GE(ranged, 4);  // TIMEOUT_S, NUM_THREADS, SHM_SLOT_BYTES, VERBOSE
+  {                      // digits past 2^63 - 1: out of range, not "not an integer"
+    ScopedEnv huge("COMMFUSE_TIMEOUT_S", "99999999999999999999");
+    try {
+      params::check("COMMFUSE_TIMEOUT_S");
+      ADD_FAILURE() << "accepted";
+    } catch (const commfuse::InvalidArgument& err) {
+      EXPECT_NE(std::string(err.what()).find("=99999999999999999999 must be in [1, 86400]"),
+                std::string::npos)
+          << err.what();
+    }
+  }
   ScopedEnv slot("COMMFUSE_SHM_SLOT_BYTES", "8192");
   EXPECT_EQ(params::shm_slot_bytes(), 8192u);
 }

@@ -43,6 +43,7 @@ RuntimeInfo query() {
     cudaGetLastError();  // clear it: later calls report their own errors
     return info;
   }
+  info.device_count = count;
   bool runnable = false;
   for (int d = 0; d < count; ++d) {
     cudaDeviceProp p{};

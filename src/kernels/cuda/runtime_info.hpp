@@ -17,12 +17,13 @@ struct DeviceInfo {
 };
 
 struct RuntimeInfo {
-  bool built = false;       // this library contains the CUDA kernels
-  std::string toolkit;      // e.g. "nvcc 13.0, sm_90 + compute_90 PTX"
-  int runtime_version = 0;  // CUDART_VERSION style, e.g. 13000
-  int driver_version = 0;   // 0: no driver
-  std::vector<DeviceInfo> devices;
-  std::string unavailable;  // empty when a device can be used; else why not
+  bool built = false;               // this library contains the CUDA kernels
+  std::string toolkit;              // e.g. "nvcc 13.0, sm_90 + compute_90 PTX"
+  int runtime_version = 0;          // CUDART_VERSION style, e.g. 13000
+  int driver_version = 0;           // 0: no driver
+  int device_count = 0;             // cudaGetDeviceCount: the ordinals 0..device_count-1
+  std::vector<DeviceInfo> devices;  // those whose properties could be read
+  std::string unavailable;          // empty when a device can be used; else why not
 };
 
 // Queried once per process (creates no context beyond what cudaGetDeviceCount does).
