@@ -38,8 +38,9 @@ test-release: build
 # commfuse's kernel choices (and oneDNN's, via the same cap) held to AVX2, so that one machine
 # checks the paths of older CPUs too while the release run checks this CPU's newest: the
 # capped pass used to be a third run of the release suite (2 minutes of CI's 30). Then the
-# kernels' own tests (label unit: the unit tests and the fuzz replays) once more under ASan
-# at this CPU's newest ISA, so that its vector loops run under the sanitizers too. On a CPU
+# unit tests and the fuzz replays (label unit), less the bootstrap's and communicator
+# creation's (TCP groups and their waits, no kernel), once more under ASan at this CPU's
+# newest ISA, so that its vector loops run under the sanitizers too. On a CPU
 # whose newest ISA is AVX2 or older the cap changes nothing. The SSE4.1 paths are tested on
 # every CPU, in both builds (unit_tests_isa_sse41).
 test-asan: install-deps
@@ -48,7 +49,7 @@ test-asan: install-deps
 	@echo "test-asan: with COMMFUSE_MAX_CPU_ISA=avx2 (commfuse info names this CPU's newest ISA)"
 	COMMFUSE_MAX_CPU_ISA=avx2 ctest --preset asan -j $(JOBS) -LE "heavy|waits"
 	COMMFUSE_MAX_CPU_ISA=avx2 ctest --preset asan -j $(WAIT_JOBS) -L waits -LE heavy
-	ctest --preset asan -j $(JOBS) -L unit
+	ctest --preset asan -j $(JOBS) -L unit -E '^(Bootstrap|CommInit|InitMethod)\.'
 
 # ThreadSanitizer over the multi-rank tests (shm, MPI with its progress thread, operators,
 # recovery, soak, fault injection). Not part of `make test`: the tsan build and run take

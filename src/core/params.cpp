@@ -131,14 +131,16 @@ int64_t get_int(std::string_view env) {
   errno = 0;
   char* end = nullptr;
   const long long v = std::strtoll(value.c_str(), &end, 10);
+  const int err = errno;  // before any other call may set it
   // Digits only: strtoll also takes leading blanks and a sign (" 5", "+5" passed, "5 " did not).
   CF_CHECK_ARG(!value.empty() && std::isdigit(static_cast<unsigned char>(value[0])) &&
                    end != nullptr && *end == '\0',
                p.env, "='", value, "' is not a non-negative integer");
-  // Digits past 2^63 - 1 (ERANGE) are an integer out of range, not "not an integer".
-  const std::string range = range_text(p);
-  CF_CHECK_ARG(errno == 0 && v >= p.min && v <= p.max && v % p.multiple == 0, p.env, "=", value,
-               " must be ", range.empty() ? std::string("at most 2^63 - 1") : range);
+  // Digits past 2^63 - 1 (ERANGE) are an integer out of range, not "not an integer". The
+  // message's arguments are formatted only on failure (CF_CHECK_ARG).
+  CF_CHECK_ARG(err == 0 && v >= p.min && v <= p.max && v % p.multiple == 0, p.env, "=", value,
+               " must be ",
+               range_text(p).empty() ? std::string("at most 2^63 - 1") : range_text(p));
   return v;
 }
 

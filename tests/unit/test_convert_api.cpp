@@ -166,7 +166,12 @@ TEST(ConvertCApi, OverlappingBuffersAreParamInvalidExceptACopy) {
   // Narrowing in place and a partial overlap: refused too.
   EXPECT_EQ(commfuseConvert(buf, COMMFUSE_FLOAT32, buf + 4, COMMFUSE_FLOAT16, 8, 0),
             COMMFUSE_PARAM_INVALID);
+  // (values inside [-8, 7], so that only the overlap can refuse it)
+  std::memset(buf, 1, sizeof buf);
   EXPECT_EQ(commfusePackInt4(reinterpret_cast<int8_t*>(buf + 1), buf, 8), COMMFUSE_PARAM_INVALID);
+  EXPECT_NE(std::string(commfuseGetLastErrorMessage()).find("pack_int4: dst and src share"),
+            std::string::npos)
+      << commfuseGetLastErrorMessage();
   EXPECT_EQ(commfuseUnpackInt4(buf, reinterpret_cast<int8_t*>(buf + 2), 8), COMMFUSE_PARAM_INVALID);
   EXPECT_NE(std::string(commfuseGetLastErrorMessage()).find("unpack_int4: dst and src share"),
             std::string::npos)
