@@ -45,11 +45,6 @@ std::string describe(const CollDesc& d) {
   return s;
 }
 
-bool ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
-  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return a_bytes != 0 && b_bytes != 0 && x < y + b_bytes && y < x + a_bytes;
-}
-
 bool copy_if_overlapping(const void** src, size_t src_bytes, const void* dst, size_t dst_bytes,
                          std::unique_ptr<uint8_t[]>& staged) {
   if (!ranges_overlap(*src, src_bytes, dst, dst_bytes)) return true;

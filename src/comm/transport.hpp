@@ -28,6 +28,7 @@
 #include <string>
 
 #include "comm/failure.hpp"
+#include "core/byte_ranges.hpp"
 
 namespace commfuse::comm {
 
@@ -182,8 +183,8 @@ using PieceDriver = std::function<void(PieceChannel&)>;
 // failure left the transport unusable, and PARAM_INVALID if a sum was asked of a dtype that
 // cannot be summed.
 void check_usable(const char* op, int rank, const Failure& failure);
-// Whether two byte ranges share a byte (empty ranges never do): an in-place call.
-bool ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes);
+// Whether two byte ranges share a byte (core/byte_ranges.hpp): an in-place call.
+using detail::ranges_overlap;
 // The source an in-place call reads while it writes dst: where the two overlap, *src becomes
 // a private copy held in `staged`; elsewhere it stays (null for an empty call). False where the
 // copy cannot be allocated (the caller refuses the call, before it starts).

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/byte_ranges.hpp"
 #include "core/convert_fast.hpp"
 #include "core/dtype_valid.hpp"
 #include "core/error.hpp"
@@ -42,9 +43,9 @@ void check_count_fits(const char* what, size_t count, DType t) {
 // buffers that share memory.
 void check_no_overlap(const char* fn, const void* src, size_t src_bytes, const void* dst,
                       size_t dst_bytes) {
-  const auto s = reinterpret_cast<uintptr_t>(src), d = reinterpret_cast<uintptr_t>(dst);
-  CF_CHECK_ARG(!(s < d + dst_bytes && d < s + src_bytes), fn, ": dst and src share memory (",
-               dst_bytes, " bytes at dst, ", src_bytes, " at src): pass separate buffers");
+  CF_CHECK_ARG(!detail::ranges_overlap(src, src_bytes, dst, dst_bytes), fn,
+               ": dst and src share memory (", dst_bytes, " bytes at dst, ", src_bytes,
+               " at src): pass separate buffers");
 }
 
 bool is_integer(DType t) {
