@@ -71,10 +71,15 @@ def ran_unfused(t):
     return "unfused" in (t["schedule"] or "").split("/")
 
 
-def agree_of(rows):
+def quant_wrong_of(rows):
+    """The quantized table's #wrong: elements off the float64 reference and between the
+    variants (rows since 2026-12-08); older rows said only whether fused and unfused
+    agreed."""
+    if any("wrong" in r for r in rows):
+        return str(sum(r.get("wrong", 0) for r in rows))
     if not any("agree" in r for r in rows):
         return "?"
-    return "yes" if all(r.get("agree") for r in rows) else "**NO**"
+    return "agree" if all(r.get("agree") for r in rows) else "**NO**"
 
 
 def size(b):
@@ -447,7 +452,7 @@ class Report:
         self.md += ["## Quantized matmul operators (SPEC §6) vs the bf16 operator", "",
                     "quant fused = the quantized op; quant unfused = gather the codes and "
                     "scales, then the same GEMM; bf16 = the bfloat16 op on the same shape.", "",
-                    "| case | transport | m, k, n | quant fused ms | quant unfused ms | bf16 fused ms | quant / bf16 | fused / unfused | schedule (bf16) | outputs agree |",
+                    "| case | transport | m, k, n | quant fused ms | quant unfused ms | bf16 fused ms | quant / bf16 | fused / unfused | schedule (bf16) | #wrong |",
                     "|---|---|---|---|---|---|---|---|---|---|"]
         bars = []
         for case, rs in self.by_case(rows).items():
@@ -458,7 +463,7 @@ class Report:
                            f"| {ms(u)} | {ms(b)} | **{med(r['fused_us'] / r['bf16_fused_us'] for r in rs):.3f}** "
                            f"| {med(r['fused_us'] / r['unfused_us'] for r in rs):.3f} "
                            f"| {schedule_of(rs) or '?'} ({schedule_of(rs, 'bf16_schedule') or '?'}) "
-                           f"| {agree_of(rs)} |")
+                           f"| {quant_wrong_of(rs)} |")
         self.md.append("")
         self.grouped_barh([b[0] for b in bars],
                           [([b[3] / b[3] for b in bars], "bf16 fused", "#b0b0b0"),
@@ -481,8 +486,12 @@ class Report:
                     "|---|---|---|---|---|---|---|---|---|---|"]
         for case, rs in self.by_case(rows).items():
             r0 = rs[0]
+            # half_path_us: the path in x1's dtype (bf16 in make bench's cases);
+            # bf16_path_us in rows before 2026-12-08.
+            for r in rs:
+                r.setdefault("half_path_us", r.get("bf16_path_us"))
             f, u, b, m = (med(r.get(k) for r in rs)
-                          for k in ("fused_us", "unfused_quant_us", "bf16_path_us", "mpi_path_us"))
+                          for k in ("fused_us", "unfused_quant_us", "half_path_us", "mpi_path_us"))
             self.md.append(f"| {case} | {r0['bs']}, {r0['h']}, {r0['n']} | {ms(f)} | {ms(u)} | {ms(b)} | {ms(m)} "
                            f"| {fmt(f / u if u else None)} | {fmt(f / b if b else None)} "
                            f"| {fmt(f / m if m else None)} | {sum(r['wrong'] for r in rs)} |")

@@ -23,6 +23,7 @@
 #include "bench_gemm.hpp"
 #include "bench_json.hpp"
 #include "bench_options.hpp"
+#include "bench_reference.hpp"
 #include "bench_timing.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu/matmul.hpp"
@@ -55,89 +56,6 @@ std::vector<float> matrix_values(size_t count, DType t, uint32_t seed) {
   std::vector<float> v(count);
   convert(b.data(), t, v.data(), DType::kFloat32, count);
   return v;
-}
-
-// The float64 reference of some output rows: what every element of those rows must be, and
-// the tolerance each gets.
-struct Reference {
-  std::vector<int64_t> rows;  // output rows of this rank
-  std::vector<double> value;  // rows.size() x n
-  std::vector<double> tol;    // rows.size() x n
-  double acc_tol = 0;         // the largest accumulation part of tol (check_pair)
-};
-
-// The reference of `rows` from the inputs every rank builds (recomputed here in float64, so
-// independent of the GEMM kernels and collectives the fused and unfused variants share).
-// Tolerance per element: the output's rounding (u |ref|), the reducing ops' partials perhaps
-// rounded to the dtype before the sum (u sum_r |partial_r|), and fp32 accumulation over
-// k terms (k 2^-24 sum |a b|: the worst-case bound, whatever order a kernel sums in); twice
-// that for slack.
-Reference float64_reference(const std::string& op, DType t, int rank, int R, int64_t m_global,
-                            int64_t k, int64_t n, int64_t out_rows, const Bytes& x2_local) {
-  const bool agm = op == "all-gather-matmul";
-  const int64_t m = m_global / R;
-  Reference ref;
-  ref.rows = sample_rows(out_rows, agm ? m : 0, R);
-  const size_t cells = ref.rows.size() * static_cast<size_t>(n);
-  std::vector<double> sum(cells, 0.0), mag(cells, 0.0), partial_abs(cells, 0.0);
-  auto accumulate = [&](const std::vector<float>& x1, int64_t x1_row, const std::vector<float>& x2,
-                        size_t s) {
-    std::vector<double> part(static_cast<size_t>(n), 0.0), part_mag(part.size(), 0.0);
-    for (int64_t i = 0; i < k; ++i) {
-      const double a = x1[static_cast<size_t>(x1_row * k + i)];
-      const float* b = &x2[static_cast<size_t>(i * n)];
-      for (int64_t j = 0; j < n; ++j) {
-        part[static_cast<size_t>(j)] += a * b[j];
-        part_mag[static_cast<size_t>(j)] += std::fabs(a * b[j]);
-      }
-    }
-    for (int64_t j = 0; j < n; ++j) {
-      const size_t c = s * static_cast<size_t>(n) + static_cast<size_t>(j);
-      sum[c] += part[static_cast<size_t>(j)];
-      mag[c] += part_mag[static_cast<size_t>(j)];
-      partial_abs[c] += std::fabs(part[static_cast<size_t>(j)]);
-    }
-  };
-  if (agm) {  // row g of the output: row g % m of rank g / m's x1, times this rank's x2
-    const std::vector<float> x2 = as_float(x2_local, t);
-    std::vector<std::vector<float>> x1(static_cast<size_t>(R));
-    for (size_t s = 0; s < ref.rows.size(); ++s) {
-      const int owner = static_cast<int>(ref.rows[s] / m);
-      auto& a = x1[static_cast<size_t>(owner)];
-      if (a.empty()) a = matrix_values(static_cast<size_t>(m * k), t, 1 + owner);
-      accumulate(a, ref.rows[s] % m, x2, s);
-    }
-  } else {  // the sum over ranks of x1_r (m_global, k) times x2_r (k, n), rows of this rank
-    const int64_t row0 = op == "matmul-reduce-scatter" ? rank * out_rows : 0;
-    for (int r = 0; r < R; ++r) {
-      const std::vector<float> x1 = matrix_values(static_cast<size_t>(m_global * k), t, 1 + r);
-      const std::vector<float> x2 = matrix_values(static_cast<size_t>(k * n), t, 100 + r);
-      for (size_t s = 0; s < ref.rows.size(); ++s) accumulate(x1, row0 + ref.rows[s], x2, s);
-    }
-  }
-  const double u = unit_roundoff(t);
-  const double k_total = static_cast<double>(agm ? k : k * R);
-  ref.value = sum;
-  ref.tol.resize(cells);
-  for (size_t c = 0; c < cells; ++c) {
-    const double acc =
-        2 * ((agm ? 0.0 : u * partial_abs[c]) + k_total * std::ldexp(1.0, -24) * mag[c]);
-    ref.tol[c] = 2 * u * std::fabs(sum[c]) + acc;
-    ref.acc_tol = std::max(ref.acc_tol, acc);
-  }
-  return ref;
-}
-
-// The sampled rows of `out` (dtype t, n columns) against the reference.
-Check check_rows(const Bytes& out, DType t, int64_t n, const Reference& ref) {
-  const std::vector<float> got = as_float(out, t);
-  Check c;
-  for (size_t s = 0; s < ref.rows.size(); ++s)
-    for (int64_t j = 0; j < n; ++j) {
-      const size_t i = s * static_cast<size_t>(n) + static_cast<size_t>(j);
-      c.add(std::fabs(got[static_cast<size_t>(ref.rows[s] * n + j)] - ref.value[i]), ref.tol[i]);
-    }
-  return c;
 }
 
 struct Case {
@@ -294,7 +212,14 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, JsonRows* json) {
   c.fused();
   c.unfused();
   c.unfused_mpi();
-  const Reference ref = float64_reference(o.op, t, rank, R, o.m, k, n, out_rows, x2);
+  auto values = [&](size_t count, uint32_t seed) {
+    const std::vector<float> v = matrix_values(count, t, seed);
+    return std::vector<double>(v.begin(), v.end());
+  };
+  const Reference ref = float64_reference(
+      o.op, unit_roundoff(t), rank, R, o.m, k, n, out_rows,
+      [&](int r) { return values(static_cast<size_t>(x1_rows * k), 1 + static_cast<uint32_t>(r)); },
+      [&](int r) { return values(static_cast<size_t>(k * n), 100 + static_cast<uint32_t>(r)); });
   const Check vs_ref = check_rows(out, t, n, ref),
               vs_unfused = check_pair(out, out_unfused, t, ref.acc_tol),
               mpi_vs_unfused = check_pair(out_mpi, out_unfused, t, ref.acc_tol);
@@ -374,14 +299,15 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, JsonRows* json) {
                 unfused, unfused_mpi, gemm, c.flops / fused / 1e6, unfused / fused,
                 unfused_mpi / fused, fused / gemm, exposed,
                 static_cast<unsigned long long>(total_wrong));
-    const std::string gather_check = o.gather_output != 0
-                                         ? std::to_string(all_wrong[3]) + " gather_out elements"
-                                         : "no gather_out (--gather-output 0)";
+    const std::string gather_check = o.op != "all-gather-matmul" ? ""
+                                     : o.gather_output != 0
+                                         ? std::to_string(all_wrong[3]) + " gather_out elements, "
+                                         : "no gather_out (--gather-output 0), ";
     std::printf(
         "# max |fused - unfused| = %.3g (oneDNN's fp32 summation order may differ by "
         "block shape; inf: a NaN)\n"
         "# #wrong (all ranks): %llu of %zu sampled rows' elements vs float64, %llu fused vs "
-        "unfused, %llu OpenMPI variant vs unfused, %s, %llu sampled "
+        "unfused, %llu OpenMPI variant vs unfused, %s%llu sampled "
         "elements of the last timed call's output vs float64\n",
         worst_diff, static_cast<unsigned long long>(all_wrong[0]), ref.rows.size() * n * R,
         static_cast<unsigned long long>(all_wrong[1]),
@@ -392,15 +318,19 @@ int run_fused_bench(const BenchOptions& o, Comm& comm, JsonRows* json) {
     if (json)
       json->row(
           "{\"op\":\"%s\",\"transport\":\"%s\",\"world_size\":%d,\"dtype\":\"%s\","
-          "\"m\":%lld,\"k\":%lld,\"n\":%lld,\"comm_turn\":%lld,\"gather_output\":%lld,"
+          "\"m\":%lld,\"k\":%lld,\"n\":%lld,\"comm_turn\":%lld,\"gather_output\":%s,"
           "\"fused_us\":%.3f,"
           "\"unfused_us\":%.3f,\"unfused_mpi_us\":%.3f,\"gemm_alone_us\":%.3f,"
           "\"call_us\":%.3f,\"tflops\":%.4f,\"exposed_comm\":%s,\"max_diff\":%s,"
           "\"wrong\":%llu,\"schedule\":\"%s\"}\n",
           o.op.c_str(), comm.transport_name(), R, o.dtype.c_str(), static_cast<long long>(o.m),
           static_cast<long long>(o.k), static_cast<long long>(o.n),
-          static_cast<long long>(o.comm_turn), static_cast<long long>(o.gather_output), fused,
-          unfused, unfused_mpi, gemm, call, c.flops / fused / 1e6,
+          static_cast<long long>(o.comm_turn),
+          // null: the reducing ops have no gather_out
+          o.op != "all-gather-matmul" ? "null"
+          : o.gather_output != 0      ? "1"
+                                      : "0",
+          fused, unfused, unfused_mpi, gemm, call, c.flops / fused / 1e6,
           std::isfinite(exposed) ? std::to_string(exposed).c_str() : "null",
           json_number(worst_diff).c_str(), static_cast<unsigned long long>(total_wrong),
           schedule.c_str());
