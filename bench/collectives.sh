@@ -5,9 +5,13 @@
 #   DTYPE=float32|bfloat16|...  WORLDS="2 3 4"  MAXBYTES=64M  OPS="all-reduce ..."
 # Prints the CPU line of `commfuse info` first: name it next to the numbers.
 set -euo pipefail
+# A run that exits nonzero (1: a wrong result, whose row still says #wrong, or a failed rank)
+# is reported and the others go on; the script then exits 1 after the table.
 build=${1:-build}
 runs=${2:-3}
 out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+failed=0
 "$build/bin/commfuse" info | grep -E "^  (CPU|CPU ISA|shm single copy)  "
 echo "transport ${TRANSPORT:-shm}, dtype ${DTYPE:-float32}"
 for op in ${OPS:-all-reduce all-gather reduce-scatter all-to-all}; do
@@ -15,7 +19,8 @@ for op in ${OPS:-all-reduce all-gather reduce-scatter all-to-all}; do
     for r in $(seq 1 "$runs"); do
       "$build/bin/commfuse" bench "$op" -n "$n" -b 64 -e "${MAXBYTES:-64M}" -f 4 \
         --transport "${TRANSPORT:-shm}" --dtype "${DTYPE:-float32}" \
-        --json "$out/$op-$n-$r.json" >/dev/null
+        --json "$out/$op-$n-$r.json" >/dev/null ||
+        { echo "commfuse bench $op -n $n (run $r) exited $?" >&2; failed=1; }
     done
   done
 done
@@ -38,4 +43,4 @@ for (op, w, b), js in sorted(rows.items()):
         ratio = f'{statistics.median(float(j["mpi_us"]) / j["commfuse_us"] for j in js):.2f}'
     print(f"| {op} | {w} | {size} | {cf:.1f} | {mpi} | {ratio} | {sum(j['wrong'] for j in js)} |")
 PY
-rm -rf "$out"
+exit "$failed"

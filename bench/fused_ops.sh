@@ -5,14 +5,19 @@
 # GEMM alone on the same work.
 # usage: bench/fused_ops.sh [build-dir] [runs]   (default build, 3 runs)
 set -euo pipefail
+# A run that exits nonzero (1: a wrong result, whose row still says #wrong, or a failed rank)
+# is reported and the others go on; the script then exits 1 after the table.
 build=${1:-build}
 runs=${2:-3}
 out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+failed=0
 run() {  # name, then bench arguments
   local name=$1
   shift
   for r in $(seq 1 "$runs"); do
-    "$build/bin/commfuse" bench "$@" --json "$out/$name-$r.json" >/dev/null
+    "$build/bin/commfuse" bench "$@" --json "$out/$name-$r.json" >/dev/null ||
+      { echo "commfuse bench $name (run $r) exited $?" >&2; failed=1; }
   done
 }
 # 1. shm, W=2, bf16, global m=2048, k=n=4096: communication ~2% of the GEMM (the list runs
@@ -40,8 +45,8 @@ rows = collections.defaultdict(list)
 for f in sorted(glob.glob(sys.argv[1] + "/*.json")):
     name = os.path.basename(f).rsplit("-", 1)[0]
     rows[name] += [json.loads(l) for l in open(f)]
-print("| case | op | transport | W | m, k, n | fused ms | unfused ms | unfused (OpenMPI) ms | GEMM alone ms | fused / GEMM | fused / unfused | exposed comm |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| case | op | transport | W | m, k, n | fused ms | unfused ms | unfused (OpenMPI) ms | GEMM alone ms | fused / GEMM | fused / unfused | exposed comm | #wrong |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 def fmt_exposed(js):
     v = [j["exposed_comm"] for j in js if j["exposed_comm"] is not None]
     return f"{statistics.median(v):.2f}" if v else "n/a"
@@ -53,6 +58,7 @@ for name, js in sorted(rows.items()):
     j = js[0]
     ms = lambda v: f"{v:.2f}" if v >= 0.1 else f"{v:.4f}"  # the tiny shape takes microseconds
     print(f"| {name} | {j['op']} | {j['transport']} | {j['world_size']} | {j['m']}, {j['k']}, {j['n']} "
-          f"| {ms(f)} | {ms(u)} | {ms(um)} | {ms(g)} | {ratio_g:.3f} | {ratio_u:.3f} | {fmt_exposed(js)} |")
+          f"| {ms(f)} | {ms(u)} | {ms(um)} | {ms(g)} | {ratio_g:.3f} | {ratio_u:.3f} | {fmt_exposed(js)} "
+          f"| {sum(j['wrong'] for j in js)} |")
 PY
-rm -rf "$out"
+exit "$failed"

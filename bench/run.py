@@ -269,12 +269,13 @@ def _summarize(row: dict) -> str:
         return (f"{row['dtype']} fused {row['fused_us'] / 1e3:.2f} ms, /unfused "
                 f"{row['fused_us'] / row['unfused_us']:.3f}, /bf16 op "
                 f"{row['fused_us'] / row['bf16_fused_us']:.3f}")
-    if "bf16_path_us" in row:
+    if "half_path_us" in row or "bf16_path_us" in row:  # bf16_path_us: rows before 2026-12-08
         u = row.get("unfused_quant_us")
+        half = row.get("half_path_us", row.get("bf16_path_us"))
         return (f"{op} {row['combo']} fused {row['fused_us'] / 1e3:.1f} ms"
                 + (f", /unfused {row['fused_us'] / u:.3f}" if u else "")
-                + (f", /bf16 path {row['fused_us'] / row['bf16_path_us']:.3f}"
-                   if row.get("bf16_path_us") else "")
+                + (f", /{row.get('half_path_dtype', 'bfloat16')} path {row['fused_us'] / half:.3f}"
+                   if half else "")
                 + (f", /MPI path {row['fused_us'] / row['mpi_path_us']:.3f}"
                    if row.get("mpi_path_us") else ""))
     if "mpi_fp32_us" in row:

@@ -184,6 +184,41 @@ TEST(CliArgs, MatmulShapesTheWorkersCannotRunAreRefused) {
   EXPECT_EQ(usage_error([] { parse_bench_options({"alltoall-quant-matmul"}); }), "");
 }
 
+// Combinations a worker would refuse are usage errors in the parent (exit 2), not a worker's
+// error through MPI_Abort (exit 1 and Open MPI's banner): an int4 x2 with an odd --n, and
+// --packed-x2 1 where no PackedWeight exists (A4W4, 8-bit float weights).
+TEST(CliArgs, CombinationsTheWorkersRefuseAreUsageErrors) {
+  EXPECT_EQ(usage_error([] {
+              parse_bench_options({"alltoall-quant-matmul", "--bs", "4", "--h", "64", "--n", "7",
+                                   "--combo", "a16w4"});
+            }),
+            "--combo a16w4 needs an even --n (the int4 x2's rows hold two values a byte), not 7");
+  EXPECT_NE(usage_error([] {
+              parse_bench_options({"alltoall-quant-matmul", "--n", "3", "--combo", "a4w4"});
+            }),
+            "");
+  EXPECT_EQ(usage_error([] {
+              parse_bench_options({"alltoall-quant-matmul", "--n", "3", "--combo", "a16w8"});
+            }),
+            "");
+  EXPECT_EQ(usage_error([] {
+              parse_bench_options({"alltoall-quant-matmul", "--combo", "a4w4", "--packed-x2", "1"});
+            }),
+            "--packed-x2 1 takes --combo a16w8 or a16w4 (A4W4 has no PackedWeight)");
+  for (const char* dtype : {"float8_e4m3fn", "float8_e5m2", "hifloat8"})
+    EXPECT_NE(usage_error([&] {
+                parse_bench_options({"all-gather-matmul", "--m", "64", "--k", "128", "--n", "64",
+                                     "--dtype", dtype, "--packed-x2", "1"});
+              }).find("--packed-x2 1 takes --dtype float32, float16, bfloat16 or int8"),
+              std::string::npos)
+        << dtype;
+  EXPECT_EQ(usage_error([] {
+              parse_bench_options({"all-gather-matmul", "--m", "64", "--k", "128", "--n", "64",
+                                   "--dtype", "int8", "--packed-x2", "1"});
+            }),
+            "");
+}
+
 // The collectives' and quantized reductions' largest row against the host's memory (all-reduce
 // -e 1024G ended every worker with std::bad_alloc through MPI_Abort).
 TEST(CliArgs, SweepsPastTheHostsMemoryAreRefused) {

@@ -133,7 +133,7 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
   for (size_t i = 0; i < w.size(); ++i)
     w[i] = static_cast<int8_t>(w4 ? static_cast<int>(hash(i + 3) % 16) - 8
                                   : static_cast<int>(hash(i + 3) % 255) - 127);
-  Bytes x2q(w4 ? w.size() / 2 : w.size());
+  Bytes x2q(dtype_storage_bytes(w4 ? DType::kInt4 : DType::kInt8, w.size()));
   if (w4)
     pack_int4(w.data(), x2q.data(), w.size());
   else
@@ -154,8 +154,6 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
   // --packed-x2 1: x2 prepared once ahead for the op (A16W8 / A16W4: the int8 / int4 x2, for
   // the fused op and its unfused algorithm; alltoall-matmul: the 16-bit x2), and path (b)'s
   // 16-bit x2 packed once too (BenchGemm).
-  CF_CHECK_ARG(o.packed_x2 == 0 || !a4w4,
-               "bench: --packed-x2 1 takes --combo a16w8 or a16w4 (A4W4 has no PackedWeight)");
   std::optional<PackedWeight> packed;
   if (o.packed_x2 != 0)
     packed.emplace(quant ? TensorView(x2q.data(), w4 ? DType::kInt4 : DType::kInt8, {k, n})
@@ -289,12 +287,13 @@ int bench_alltoall(const BenchOptions& o, Comm& comm) {
       std::fprintf(json,
                    "{\"op\":\"%s\",\"transport\":\"%s\",\"world_size\":%d,\"bs\":%lld,\"h\":%lld,"
                    "\"n\":%lld,\"combo\":\"%s\",\"dtype\":\"%s\",\"fused_us\":%.1f,"
-                   "\"unfused_quant_us\":%s,\"bf16_path_us\":%s,\"mpi_path_us\":%s,\"tflops\":%.4f,"
-                   "\"wrong\":%llu}\n",
+                   "\"unfused_quant_us\":%s,\"half_path_us\":%s,\"half_path_dtype\":\"%s\","
+                   "\"mpi_path_us\":%s,\"tflops\":%.4f,\"wrong\":%llu}\n",
                    o.op.c_str(), o.transport.c_str(), R, static_cast<long long>(o.bs),
                    static_cast<long long>(h), static_cast<long long>(n), combo.c_str(),
                    o.dtype.c_str(), f_us, u_us > 0 ? std::to_string(u_us).c_str() : "null",
                    h_us > 0 ? std::to_string(h_us).c_str() : "null",
+                   std::string(dtype_name(half)).c_str(),
                    m_us > 0 ? std::to_string(m_us).c_str() : "null", flops / f_us / 1e6,
                    static_cast<unsigned long long>(total_wrong));
       std::fclose(json);

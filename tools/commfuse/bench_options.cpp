@@ -185,6 +185,18 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args, bool inte
     if (o.family == kAlltoAllQuantMatmul && o.combo == "a4w4" && o.h % 2 != 0)
       throw UsageError("--combo a4w4 needs an even --h (two int4 values a byte), not " +
                        std::to_string(o.h));
+    if (o.family == kAlltoAllQuantMatmul && o.combo != "a16w8" && o.n % 2 != 0)
+      throw UsageError("--combo " + o.combo +
+                       " needs an even --n (the int4 x2's rows hold two values a byte), not " +
+                       std::to_string(o.n));
+    // PackedWeight holds the 16-bit and 32-bit floats and int8/int4 weights; A4W4's x2 and
+    // the 8-bit float x2s have none.
+    if (o.packed_x2 != 0 && o.family == kAlltoAllQuantMatmul && o.combo == "a4w4")
+      throw UsageError("--packed-x2 1 takes --combo a16w8 or a16w4 (A4W4 has no PackedWeight)");
+    if (o.packed_x2 != 0 && o.family == kFusedMatmul &&
+        (o.dtype == "float8_e4m3fn" || o.dtype == "float8_e5m2" || o.dtype == "hifloat8"))
+      throw UsageError("--packed-x2 1 takes --dtype float32, float16, bfloat16 or int8, not " +
+                       o.dtype + " (8-bit float weights have no PackedWeight)");
   } catch (const UsageError& e) {
     throw UsageError(e.what(), help);
   }

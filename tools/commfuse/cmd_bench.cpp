@@ -149,8 +149,16 @@ int cmd_bench(int argc, char** argv) {
   }
   if (own_session) rmdir(session);  // left in place if mpirun could not empty it
   std::printf("# core-to-core synchronization after the run: %s\n", sync_probe_text().c_str());
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  // The help promises 0, 1 or 2: mpirun's own codes (255: a rank it could not start, an
+  // MPI_Abort's code, a signal) all mean that a rank failed.
+  if (WIFEXITED(status) && WEXITSTATUS(status) <= 2) return WEXITSTATUS(status);
+  if (WIFEXITED(status))
+    std::fprintf(stderr, "commfuse bench: mpirun exited with status %d: a rank failed\n",
+                 WEXITSTATUS(status));
+  else
+    std::fprintf(stderr, "commfuse bench: mpirun was killed by signal %d\n",
+                 WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return 1;
 }
 
 }  // namespace commfuse::cli
