@@ -168,7 +168,8 @@ int cmd_info(int argc, char** argv) {
                   ? detail::cat(" (", allowed, " in this process's affinity mask)").c_str()
                   : "");
   std::printf(
-      "  CPU features      AVX2 %s, AVX-512 %s, AVX512-BF16 %s, VNNI %s (avx512 %s, avx %s)\n",
+      "  CPU features      AVX2 %s, AVX-512 %s, AVX512-BF16 %s, VNNI %s (AVX512-VNNI %s, "
+      "AVX-VNNI %s)\n",
       yn(f.avx2), yn(f.avx512f), yn(f.avx512_bf16), yn(f.avx512_vnni || f.avx_vnni),
       yn(f.avx512_vnni), yn(f.avx_vnni));
   std::printf("  CPU feature list  %s\n", cpu::describe(f).c_str());

@@ -15,8 +15,9 @@ namespace commfuse::cli {
 
 struct LaunchOptions {
   int nprocs = 1;
-  // After the first failure (or a forwarded SIGINT/SIGTERM) the remaining ranks get SIGTERM,
-  // and SIGKILL once this many seconds have passed. 0 means SIGKILL at once.
+  // After the first failure the remaining ranks get this many seconds to exit by themselves,
+  // then SIGTERM, then as long again before SIGKILL; a forwarded SIGINT/SIGTERM starts at
+  // the SIGTERM step. 0 means SIGKILL at once.
   double grace_s = 5;
   int port = 0;        // MASTER_PORT; 0 picks a free port on 127.0.0.1
   bool prefix = true;  // false: ranks write straight to the launcher's stdout/stderr
