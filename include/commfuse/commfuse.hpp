@@ -120,10 +120,19 @@ class CommImpl;
 // all_to_all move every dtype bitwise. Counts are elements of dtype.
 class Comm {
  public:
+  // A process holds one rank of a group: the operators find the communicator by its name,
+  // which the group shares, so a second rank of the same group in this process (two threads
+  // as two ranks) is InvalidArgument, and its peers' calls fail (it was destroyed).
   Comm(int rank, int world_size, std::string_view init_method);
   // env:// with rank and world size from the environment (RANK/WORLD_SIZE, or MPI's
   // OMPI_COMM_WORLD_RANK/SIZE under mpirun, then init_method "mpi").
   static std::unique_ptr<Comm> from_env();
+  // A call in flight on another thread (a watchdog's destroy, with or without abort() first)
+  // fails with RuntimeFailure "rank r destroyed the communicator while another thread was in
+  // a call on it" and is waited for. A call *starting* on another thread meanwhile is a data
+  // race, as for any C++ object: the C API and the Python package hold the communicator for
+  // each call. Peers waiting for this rank in a later call then fail at once on shared
+  // memory ("rank r destroyed the communicator"); over MPI at COMMFUSE_TIMEOUT_S.
   ~Comm();
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;

@@ -5,9 +5,11 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "comm/comm_impl.hpp"
 #include "core/dtype_valid.hpp"
@@ -76,6 +78,24 @@ CommImpl::CommImpl(int rank, int world_size, int local_ranks, std::string name,
   // Ranks on one host share its cores: the compute kernels take their share.
   kernels::cpu::set_local_ranks(local_ranks, host_cores);
   trace::set_rank(rank);  // COMMFUSE_TRACE: this process's track is named by its rank
+}
+
+CommImpl::~CommImpl() {
+  if (fork_generation_ != g_fork_generation.load(std::memory_order_relaxed)) return;
+  const std::thread::id me = std::this_thread::get_id();
+  bool told = false;
+  for (std::thread::id none; !caller_.compare_exchange_weak(none, me, std::memory_order_acquire);
+       none = std::thread::id()) {
+    if (none == me) break;  // from within this thread's own call: nothing to wait for
+    if (!told)
+      transport_->abort(detail::cat("rank ", rank_,
+                                    " destroyed the communicator while another thread was in a "
+                                    "call on it"));
+    told = true;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  attachment_.reset();  // it may still talk to the peers (its own order, before the transport)
+  transport_->closing(detail::cat("rank ", rank_, " destroyed the communicator"));
 }
 
 CommImpl::Entered::Entered(CommImpl& c, const char* op) {
@@ -174,6 +194,17 @@ Comm::Comm(int rank, int world_size, std::string_view init_method)
 
 Comm::Comm(std::unique_ptr<comm::CommImpl> impl) : impl_(std::move(impl)) {
   std::lock_guard<std::mutex> lock(comm::g_registry_mu);
+  // The operators find a communicator by its name, which the whole group shares: a second
+  // rank of one group in this process (two threads as two ranks) would make `group` name
+  // either, and an operator ran on the other rank's communicator until the timeout. Refused;
+  // destroying impl_ tells this rank's peers (the first rank's calls fail at once).
+  if (const auto it = comm::g_registry.find(impl_->name()); it != comm::g_registry.end())
+    detail::throw_status(
+        Status::kParamInvalid,
+        detail::cat("comm init(rank ", impl_->rank(), "): this process already holds rank ",
+                    it->second->rank(), " of this group (communicator '", impl_->name(),
+                    "'): the operators find a communicator by its name, so a process holds one "
+                    "rank of a group (run each rank in a process of its own)"));
   comm::g_registry[impl_->name()] = this;
   comm::g_registry_generation.fetch_add(1, std::memory_order_release);
 }
@@ -183,9 +214,13 @@ std::unique_ptr<Comm> Comm::from_env() {
 }
 
 Comm::~Comm() {
-  std::lock_guard<std::mutex> lock(comm::g_registry_mu);
-  comm::g_registry.erase(impl_->name());
-  comm::g_registry_generation.fetch_add(1, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(comm::g_registry_mu);
+    comm::g_registry.erase(impl_->name());  // this Comm's entry: names are unique (Comm())
+    comm::g_registry_generation.fetch_add(1, std::memory_order_release);
+  }
+  // impl_'s destructor then waits out a call in flight on another thread and tells the
+  // peers (not reset() here: that nulls impl_ first, under the call still using it).
 }
 
 int Comm::rank() const {

@@ -19,6 +19,14 @@ class CommImpl {
   // host_cores: the cores this host's ranks may run on together (0: the online cores).
   CommImpl(int rank, int world_size, int local_ranks, std::string name,
            std::unique_ptr<Transport> transport, int host_cores = 0);
+  // A call in flight on another thread (a watchdog destroying the communicator, with or
+  // without its abort first) is failed and waited out: it still uses the transport, whose
+  // memory went from under it (SIGSEGV). Then the peers are told that this rank makes no
+  // more calls (Transport::closing), so that one waiting for it fails at once instead of at
+  // COMMFUSE_TIMEOUT_S. In a fork() child neither: the group is its parent's.
+  ~CommImpl();
+  CommImpl(const CommImpl&) = delete;
+  CommImpl& operator=(const CommImpl&) = delete;
 
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }

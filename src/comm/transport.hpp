@@ -253,6 +253,11 @@ class Transport {
   // may call it, also while a call is in flight in another: that call's waits then end
   // with this reason (shm: within ~20 ms; MPI: within a poll's clock reading).
   virtual void abort(const std::string& reason) = 0;
+  // This rank makes no more calls (its communicator is being destroyed, no call in flight):
+  // where the peers can be told without a call of theirs (shm), a peer's wait for this rank
+  // in a later call fails at once naming `reason`; peers still finishing the calls this rank
+  // finished are not disturbed. Never throws.
+  virtual void closing(const std::string& /*reason*/) {}
   // This rank rejected the call it is making (its arguments, before anything was sent):
   // takes the place of the call's first synchronization with a "rejected" descriptor
   // carrying reason, so that the peers that entered the call fail it naming this rank, and

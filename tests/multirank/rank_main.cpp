@@ -511,6 +511,89 @@ int case_two_comms_threads(commfuse::Comm& c) {
   return 0;
 }
 
+// Rank 0 destroys a communicator (the second one, c2) while a thread of its own is in a call
+// on it waiting for a late rank 1, without abort() first: that call fails naming the destroy
+// and the destroy waits for it to leave (it used to free the transport under the call:
+// SIGSEGV). `op`: the call is an operator (matmul_all_reduce, found by the group's name).
+// Rank 1's calls on c2 then fail at once naming rank 0; c stays usable on every rank.
+int destroy_in_flight(commfuse::Comm& c, bool op) {
+  auto c2 = second_comm(c);
+  const std::string name = c2->name();
+  std::vector<float> x(64, 1.0f), y(x.size()), w(64 * 64, 0.0f), out(64);
+  auto call = [&] {
+    if (op)
+      matmul_all_reduce(commfuse::TensorView(x.data(), DType::kFloat32, {1, 64}),
+                        commfuse::TensorView(w.data(), DType::kFloat32, {64, 64}), name,
+                        commfuse::TensorView(out.data(), DType::kFloat32, {1, 64}));
+    else
+      c2->all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
+  };
+  if (c.rank() == 0) {
+    std::string error;
+    std::thread worker([&] {
+      try {
+        call();
+        error = "(returned)";
+      } catch (const commfuse::RuntimeFailure& e) {
+        error = e.what();
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    c2.reset();
+    worker.join();
+    std::printf("rank 0: the call in flight got: %s\n", error.c_str());
+    EXPECT(error.find("rank 0 destroyed the communicator while another thread was in a call on "
+                      "it") != std::string::npos,
+           "rank 0: the call in flight got '%s'", error.c_str());
+  } else {
+    c.barrier();  // after rank 0's destroy
+    try {
+      call();
+      EXPECT(false, "rank %d: a call on the communicator rank 0 destroyed succeeded", c.rank());
+    } catch (const commfuse::RuntimeFailure& e) {
+      std::printf("rank %d: got expected RUNTIME_ERROR: %s\n", c.rank(), e.what());
+      EXPECT(std::strstr(e.what(), "rank 0 destroyed the communicator") != nullptr,
+             "rank %d: '%s' does not name rank 0's destroy", c.rank(), e.what());
+    }
+  }
+  if (c.rank() == 0) c.barrier();
+  c.all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
+  EXPECT(y[0] == static_cast<float>(c.world_size()), "rank %d: sum %g", c.rank(), y[0]);
+  return 0;
+}
+
+int case_destroy_in_flight(commfuse::Comm& c) {
+  return destroy_in_flight(c, false);
+}
+
+int case_destroy_in_flight_op(commfuse::Comm& c) {
+  return destroy_in_flight(c, true);
+}
+
+// Rank 0 destroys a communicator between calls and stays: its peers' next calls on it fail
+// at once naming the destroy (they waited until COMMFUSE_TIMEOUT_S, and the message said
+// "timed out"); calls the peers finish before it are not disturbed.
+int case_peer_destroyed(commfuse::Comm& c) {
+  auto c2 = second_comm(c);
+  std::vector<float> x(256, 1.0f), y(x.size());
+  c2->all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);  // every rank's last together
+  EXPECT(y[0] == static_cast<float>(c.world_size()), "rank %d: sum %g", c.rank(), y[0]);
+  if (c.rank() == 0) {
+    c2.reset();
+  } else {
+    try {
+      c2->all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
+      EXPECT(false, "rank %d: an all_reduce without rank 0 succeeded", c.rank());
+    } catch (const commfuse::RuntimeFailure& e) {
+      std::printf("rank %d: got expected RUNTIME_ERROR: %s\n", c.rank(), e.what());
+      EXPECT(std::strstr(e.what(), "rank 0 destroyed the communicator") != nullptr,
+             "rank %d: '%s' does not name rank 0's destroy", c.rank(), e.what());
+    }
+  }
+  c.barrier();
+  return 0;
+}
+
 // A second thread calling into a communicator while the first is in a call (which waits for
 // a late rank 1) is refused with RUNTIME_ERROR on that thread alone; the first call and the
 // communicator are unaffected.
@@ -1149,6 +1232,9 @@ int main(int argc, char** argv) {
       {"stage_overlap", case_stage_overlap},
       {"testsome_error", case_testsome_error},
       {"stream_testsome_error", case_stream_testsome_error},
+      {"destroy_in_flight", case_destroy_in_flight},
+      {"destroy_in_flight_op", case_destroy_in_flight_op},
+      {"peer_destroyed", case_peer_destroyed},
   };
   if (argc != 2 || !cases.count(argv[1])) {
     std::fprintf(stderr, "usage: %s <case>\n", argv[0]);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -170,4 +171,52 @@ TEST(CommInit, CApiDestroyDuringAnOperatorWaitsForIt) {
   commfuseDestroyTensor(t1);
   commfuseDestroyTensor(t2);
   commfuseDestroyTensor(to);
+}
+
+// Two threads of one process as rank 0 and rank 1 of one group: the operators find a
+// communicator by its name, which both would share, so an operator on one thread ran on the
+// other's rank and waited until the timeout ("all_reduce(rank 1): timed out ... waiting for
+// rank 0"). The second to register is refused naming the rank this process holds; the first
+// one's peer is then gone, which its next call reports at once naming it (a wait until
+// COMMFUSE_TIMEOUT_S, 120 s here, would end "timed out" instead).
+TEST(CommInit, SecondRankOfAGroupInOneProcessIsRefused) {
+  const char* old = std::getenv("COMMFUSE_TIMEOUT_S");
+  const std::string saved = old != nullptr ? old : "";
+  setenv("COMMFUSE_TIMEOUT_S", "120", 1);
+  const std::string init = "tcp://127.0.0.1:" + std::to_string(free_port());
+  std::unique_ptr<commfuse::Comm> comms[2];
+  std::string refusals[2];
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        comms[r] = std::make_unique<commfuse::Comm>(r, 2, init);
+      } catch (const commfuse::InvalidArgument& e) {
+        refusals[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  if (old != nullptr)
+    setenv("COMMFUSE_TIMEOUT_S", saved.c_str(), 1);
+  else
+    unsetenv("COMMFUSE_TIMEOUT_S");
+  ASSERT_NE(comms[0] == nullptr, comms[1] == nullptr) << "exactly one is refused";
+  const int kept = comms[0] ? 0 : 1, refused = 1 - kept;
+  EXPECT_NE(refusals[refused].find(std::string("comm init(rank ") + std::to_string(refused) +
+                                   "): this process already holds rank " + std::to_string(kept) +
+                                   " of this group"),
+            std::string::npos)
+      << refusals[refused];
+  commfuse::Comm& c = *comms[kept];
+  EXPECT_EQ(&commfuse::find_comm(c.name()), &c);  // the name finds the one this process holds
+  float x = 1, y = 0;
+  try {
+    c.all_reduce(&x, &y, 1, commfuse::DType::kFloat32);
+    ADD_FAILURE() << "an all_reduce without its peer succeeded";
+  } catch (const commfuse::RuntimeFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("rank " + std::to_string(refused) +
+                                         " destroyed the communicator"),
+              std::string::npos)
+        << e.what();
+  }
 }

@@ -19,7 +19,10 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-volatile uint64_t g_probe_word = 0;
+// Atomic: communicators created on two threads at once both store it (the same value).
+// process_vm_readv reads its 8 bytes from another process.
+std::atomic<uint64_t> g_probe_word{0};
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
 }  // namespace
 
@@ -28,7 +31,7 @@ uint64_t cma_probe_value(pid_t pid) {
 }
 
 uint64_t cma_probe_address() {
-  g_probe_word = cma_probe_value(getpid());
+  g_probe_word.store(cma_probe_value(getpid()), std::memory_order_relaxed);
   return reinterpret_cast<uint64_t>(&g_probe_word);
 }
 

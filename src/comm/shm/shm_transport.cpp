@@ -295,6 +295,17 @@ void ShmTransport::abort(const std::string& reason) {
   peers_.abort(reason);  // the call in flight, if any; else from the next one on
 }
 
+void ShmTransport::closing(const std::string& reason) {
+  // No call in flight (CommImpl waited them out): PeerSet::abort records the next call, so
+  // peers still finishing this rank's last call are not failed; one that waits for this
+  // rank in a later call fails at once. A failed transport has told the peers already.
+  if (failure_.failed()) return;
+  try {
+    peers_.abort(reason);
+  } catch (...) {  // closing never throws (a destructor's)
+  }
+}
+
 void ShmTransport::reject(const std::string& reason) {
   if (failure_.failed()) return;  // unusable: the peers have been told already
   // An abort from another thread closed it, or another thread is in a call (its own error).

@@ -111,6 +111,7 @@ class ShmTransport final : public Transport {
   void open_gather_stream(const GatherStream& s, const PieceDriver& drive) override;
   void open_all_to_all_stream(const AllToAllStream& s, const PieceDriver& drive) override;
   void abort(const std::string& reason) override;
+  void closing(const std::string& reason) override;
   void reject(const std::string& reason) override;
 
   // Where ranks share cores: times all_to_all's algorithms (where CMA is available and
