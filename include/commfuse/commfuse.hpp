@@ -132,7 +132,8 @@ class Comm {
   // a call on it" and is waited for. A call *starting* on another thread meanwhile is a data
   // race, as for any C++ object: the C API and the Python package hold the communicator for
   // each call. Peers waiting for this rank in a later call then fail at once on shared
-  // memory ("rank r destroyed the communicator"); over MPI at COMMFUSE_TIMEOUT_S.
+  // memory ("rank r destroyed the communicator"); over MPI at COMMFUSE_TIMEOUT_S, though a
+  // peer's call that pairs with data this rank had sent before may complete.
   ~Comm();
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;

@@ -29,6 +29,12 @@ std::string call_name(const PeerCall& c) {
   return coll_op_name(c.coll.op);
 }
 
+// Whether c says which call its rank made: a rank that rejected a plain collective sends an
+// empty descriptor (an operator's rejection carries the operator's signature).
+bool known(const PeerCall& c) {
+  return !c.rejected || c.sig->op[0] != '\0';
+}
+
 }  // namespace
 
 CallSignature& CallSignature::add(const char* label, int64_t value, NameFn name) {
@@ -78,6 +84,24 @@ void rethrow_in_call() {
   }
 }
 
+bool calls_out_of_step(const std::vector<PeerCall>& all) {
+  const PeerCall* first = nullptr;        // the first rank that did not fail
+  const PeerCall* first_known = nullptr;  // the first of those whose call is known
+  for (const PeerCall& c : all) {
+    if (c.failed) continue;  // a failed rank's descriptor says nothing of its call
+    if (first == nullptr)
+      first = &c;
+    else if (c.op_seq != first->op_seq)
+      return true;
+    if (!known(c)) continue;
+    if (first_known == nullptr)
+      first_known = &c;
+    else if (call_name(c) != call_name(*first_known))
+      return true;
+  }
+  return false;
+}
+
 void fail_call(const char* op, int rank, const std::vector<PeerCall>& all) {
   const PeerCall& mine = all[rank];
   const std::string me = detail::cat(call_name(mine), "(rank ", rank, "): ");
@@ -87,12 +111,6 @@ void fail_call(const char* op, int rank, const std::vector<PeerCall>& all) {
     if (r != rank && all[r].failed)
       detail::throw_status(Status::kRuntimeError, detail::cat(op, "(rank ", rank, "): rank ", r,
                                                               " failed: ", all[r].reason));
-  for (int r = 0; r < size; ++r)
-    if (r != rank && all[r].rejected)
-      throw CallFailed(detail::cat(me, "rank ", r,
-                                   " rejected the call (no data was delivered; the "
-                                   "communicator stays usable): ",
-                                   all[r].reason));
   // Ranks that made different numbers of calls have lost step: nothing after is trustworthy.
   for (int r = 0; r < size; ++r)
     if (all[r].op_seq != mine.op_seq)
@@ -106,15 +124,25 @@ void fail_call(const char* op, int rank, const std::vector<PeerCall>& all) {
   // pair one rank's call i with another's i + 1 and succeed with wrong data. Checked over
   // every rank before any argument, so that every rank reaches this verdict (where the
   // operators are not all alike, each rank has a peer whose operator differs from its own).
+  // Before a peer's rejection: a rejection does not make calls that went out of step usable
+  // (a rank's barrier against its peers' all_gather, one of which rejected its arguments, was
+  // reported as the rejection, and the next calls ran paired one off). A rank that rejected
+  // a plain collective sends no collective (an empty descriptor): it is left out here.
   const std::string ours = call_name(mine);
-  for (int r = 0; r < size; ++r)
-    if (const std::string theirs = call_name(all[r]); theirs != ours)
+  for (int r = 0; r < size && known(mine); ++r)
+    if (const std::string theirs = call_name(all[r]); known(all[r]) && theirs != ours)
       detail::throw_status(
           Status::kRuntimeError,
           detail::cat(op, "(rank ", rank, "): rank ", r, " called ", theirs, " but rank ", rank,
                       " called ", ours,
                       " (every rank must call the same operators in the same order; the "
                       "ranks' calls went out of step; the communicator is unusable)"));
+  for (int r = 0; r < size; ++r)
+    if (r != rank && all[r].rejected)
+      throw CallFailed(detail::cat(me, "rank ", r,
+                                   " rejected the call (no data was delivered; the "
+                                   "communicator stays usable): ",
+                                   all[r].reason));
   const CallSignature* sig = current_call();
   for (int r = 0; r < size; ++r) {
     const PeerCall& t = all[r];

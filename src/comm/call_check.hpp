@@ -290,6 +290,19 @@ inline bool same_call(const PeerCall& mine, const PeerCall& theirs) {
 // on which two ranks disagree, with both values).
 [[noreturn]] void fail_call(const char* op, int rank, const std::vector<PeerCall>& all);
 
+// Whether the calls went out of step: different call numbers, or different operators among
+// the ranks whose call is known (a rank that rejected a plain collective sent none). The
+// verdict fail_call reaches first; a rank that rejected its own call asks it of the peers'
+// descriptors, since it runs no fail_call (MpiTransport::reject).
+bool calls_out_of_step(const std::vector<PeerCall>& all);
+
+template <typename DescOf>
+bool calls_out_of_step(int size, DescOf&& desc_of) {
+  std::vector<PeerCall> all;
+  for (int r = 0; r < size; ++r) all.push_back(peer_call(desc_of(r)));
+  return calls_out_of_step(all);
+}
+
 // The check at a call's first synchronization, for either transport: desc_of(r) is rank r's
 // wire descriptor (desc_of(rank) this rank's own, written for `desc`). Returns when every
 // rank's equals this rank's; otherwise fail_call.

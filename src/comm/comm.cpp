@@ -7,6 +7,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -84,9 +86,15 @@ CommImpl::~CommImpl() {
   if (fork_generation_ != g_fork_generation.load(std::memory_order_relaxed)) return;
   const std::thread::id me = std::this_thread::get_id();
   bool told = false;
-  for (std::thread::id none; !caller_.compare_exchange_weak(none, me, std::memory_order_acquire);
+  for (std::thread::id none; !caller_.compare_exchange_strong(none, me, std::memory_order_acquire);
        none = std::thread::id()) {
-    if (none == me) break;  // from within this thread's own call: nothing to wait for
+    if (none == me) {  // no API lets a call destroy its own communicator: a bug, said loudly
+      std::fprintf(stderr,
+                   "commfuse: rank %d: communicator %s destroyed from within a call on it by "
+                   "the same thread\n",
+                   rank_, name_.c_str());
+      std::abort();
+    }
     if (!told)
       transport_->abort(detail::cat("rank ", rank_,
                                     " destroyed the communicator while another thread was in a "

@@ -23,7 +23,8 @@ class CommImpl {
   // without its abort first) is failed and waited out: it still uses the transport, whose
   // memory went from under it (SIGSEGV). Then the peers are told that this rank makes no
   // more calls (Transport::closing), so that one waiting for it fails at once instead of at
-  // COMMFUSE_TIMEOUT_S. In a fork() child neither: the group is its parent's.
+  // COMMFUSE_TIMEOUT_S (shm; over MPI, a peer's call that pairs with what this rank sent
+  // before may still complete). In a fork() child neither: the group is its parent's.
   ~CommImpl();
   CommImpl(const CommImpl&) = delete;
   CommImpl& operator=(const CommImpl&) = delete;

@@ -518,6 +518,7 @@ int case_two_comms_threads(commfuse::Comm& c) {
 // Rank 1's calls on c2 then fail at once naming rank 0; c stays usable on every rank.
 int destroy_in_flight(commfuse::Comm& c, bool op) {
   auto c2 = second_comm(c);
+  commfuse::Comm* const comm2 = c2.get();  // the worker's: c2 itself is reset on this thread
   const std::string name = c2->name();
   std::vector<float> x(64, 1.0f), y(x.size()), w(64 * 64, 0.0f), out(64);
   auto call = [&] {
@@ -526,18 +527,23 @@ int destroy_in_flight(commfuse::Comm& c, bool op) {
                         commfuse::TensorView(w.data(), DType::kFloat32, {64, 64}), name,
                         commfuse::TensorView(out.data(), DType::kFloat32, {1, 64}));
     else
-      c2->all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
+      comm2->all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
   };
   if (c.rank() == 0) {
     std::string error;
+    std::atomic<bool> calling{false};
     std::thread worker([&] {
       try {
+        calling.store(true);
         call();
         error = "(returned)";
-      } catch (const commfuse::RuntimeFailure& e) {
+      } catch (const commfuse::Error& e) {
         error = e.what();
       }
     });
+    // Until the worker is about to call, then long enough for it to be waiting in the call
+    // (rank 1 stays away from c2 until rank 0's destroy: nothing else can end that wait).
+    while (!calling.load()) std::this_thread::yield();
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     c2.reset();
     worker.join();
@@ -572,12 +578,17 @@ int case_destroy_in_flight_op(commfuse::Comm& c) {
 
 // Rank 0 destroys a communicator between calls and stays: its peers' next calls on it fail
 // at once naming the destroy (they waited until COMMFUSE_TIMEOUT_S, and the message said
-// "timed out"); calls the peers finish before it are not disturbed.
+// "timed out"). The call rank 0 finished last is not disturbed for peers still in it: a
+// broadcast from rank 0 that rank 0 leaves (and destroys) before the last rank even enters.
 int case_peer_destroyed(commfuse::Comm& c) {
   auto c2 = second_comm(c);
   std::vector<float> x(256, 1.0f), y(x.size());
-  c2->all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);  // every rank's last together
+  c2->all_reduce(x.data(), y.data(), x.size(), DType::kFloat32);
   EXPECT(y[0] == static_cast<float>(c.world_size()), "rank %d: sum %g", c.rank(), y[0]);
+  std::vector<float> b(256, c.rank() == 0 ? 7.0f : 0.0f);
+  if (c.rank() == c.world_size() - 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  c2->broadcast(b.data(), b.size(), DType::kFloat32, 0);
+  EXPECT(b[0] == 7.0f && b[255] == 7.0f, "rank %d: broadcast gave %g", c.rank(), b[0]);
   if (c.rank() == 0) {
     c2.reset();
   } else {
@@ -1028,6 +1039,35 @@ int case_out_of_step(commfuse::Comm& c) {
     } catch (const commfuse::RuntimeFailure& e) {
       const double s = std::chrono::duration<double>(Clock::now() - start).count();
       EXPECT(s < 3.0, "rank %d: the refused call took %.2f s", c.rank(), s);
+    }
+  }
+  // W >= 3: rank 0 rejects its arguments (a null src) in an all_gather that rank 1 makes too,
+  // while rank 2 calls barrier. Ranks 1 and 2 still find the calls out of step (they took
+  // rank 0's rejection for the verdict: usable, and the next calls ran paired one off); rank
+  // 0 gets its own error, and its next call fails (its peers' communicators are unusable).
+  if (c.world_size() >= 3) {
+    auto fresh = second_comm(c);
+    fresh->all_reduce(src.data(), dst.data(), 256, DType::kFloat32);
+    try {
+      if (c.rank() == 2)
+        fresh->barrier();
+      else
+        fresh->all_gather(c.rank() == 0 ? nullptr : src.data(), dst.data(), 256, DType::kFloat32);
+      EXPECT(false, "rank %d: the rejected out-of-step call succeeded", c.rank());
+    } catch (const commfuse::NullPointerError& e) {
+      EXPECT(c.rank() == 0, "rank %d: PARAM_NULLPTR: %s", c.rank(), e.what());
+    } catch (const commfuse::RuntimeFailure& e) {
+      std::printf("rank %d: a rejection within out-of-step calls: got expected RUNTIME_ERROR: %s\n",
+                  c.rank(), e.what());
+      EXPECT(c.rank() != 0 && std::strstr(e.what(), "out of step") != nullptr,
+             "rank %d: '%s' does not say the calls went out of step", c.rank(), e.what());
+      EXPECT(!fresh->usable(), "rank %d: still usable after calls out of step", c.rank());
+    }
+    try {
+      fresh->all_reduce(src.data(), dst.data(), 256, DType::kFloat32);
+      EXPECT(false, "rank %d: an all_reduce after calls out of step succeeded (sum %g)", c.rank(),
+             dst[0]);
+    } catch (const commfuse::RuntimeFailure&) {
     }
   }
   // The group's first communicator is untouched.

@@ -217,7 +217,8 @@ constexpr BenchOptionSpec kOptions[] = {
     {"", "--packed-x2", "P", kFusedMatmul | kAlltoAll, "0",
      "1: x2 packed once ahead (PackedWeight, passed as packed_x2) for the fused op, and likewise "
      "for the unfused composition's and the GEMM alone's GEMM (packed before the timed calls); "
-     "float16/bfloat16 where this machine has a native kernel, int8 (A8W8; "
+     "float32 (read as given: nothing to pack), float16/bfloat16 (packed where this machine has a "
+     "native kernel), int8 (A8W8; "
      "alltoall-quant-matmul a16w8 and a16w4); the alltoall benchmarks' 16-bit path's x2 is packed "
      "too",
      set_integer<&BenchOptions::packed_x2, 0, 1>, get_integer<&BenchOptions::packed_x2>},

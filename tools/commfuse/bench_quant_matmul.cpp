@@ -137,9 +137,21 @@ int run_quant_matmul_bench(const BenchOptions& o, Comm& comm, JsonRows* json) {
 
   auto x1 = random_codes(mk, q, 1 + rank);
   auto x2 = random_codes(kn, q, 100 + rank);
-  std::vector<float> s1(q == DType::kInt8 ? static_cast<size_t>(m) : 1), s2(static_cast<size_t>(n));
-  for (size_t i = 0; i < s1.size(); ++i) s1[i] = 1.0f / 128 + static_cast<float>(i % 7) / 1024;
-  for (size_t j = 0; j < s2.size(); ++j) s2[j] = 1.0f / 64 + static_cast<float>(j % 5) / 512;
+  // Scales differ by rank, so that the reference sees a row scaled by another rank's x1_scale
+  // (SPEC §6: x1_scale rows travel with their x1 rows) or a partial by another's x2_scale.
+  auto x1_scales = [&](int r) {
+    std::vector<float> v(q == DType::kInt8 ? static_cast<size_t>(m) : 1);
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = 1.0f / 128 + static_cast<float>((i + 3 * static_cast<size_t>(r)) % 7) / 1024;
+    return v;
+  };
+  auto x2_scales = [&](int r) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (size_t j = 0; j < v.size(); ++j)
+      v[j] = 1.0f / 64 + static_cast<float>((j + 2 * static_cast<size_t>(r)) % 5) / 512;
+    return v;
+  };
+  const std::vector<float> s1 = x1_scales(rank), s2 = x2_scales(rank);
   const TensorView s1v(s1.data(), DType::kFloat32, {static_cast<int64_t>(s1.size())});
   const TensorView s2v(s2.data(), DType::kFloat32, {n});
   const size_t gathered_count = agm ? static_cast<size_t>(o.m * k) : 0;
@@ -189,8 +201,11 @@ int run_quant_matmul_bench(const BenchOptions& o, Comm& comm, JsonRows* json) {
   // every rank's x1.
   const Reference qref = float64_reference(
       o.op, unit_roundoff(bf16), rank, R, o.m, k, n, shape.out_rows,
-      [&](int r) { return dequantized(random_codes(mk, q, 1 + r), q, s1, k); },
-      [&](int r) { return dequantized(random_codes(kn, q, 100 + r), q, {1.0f}, n, &s2); });
+      [&](int r) { return dequantized(random_codes(mk, q, 1 + r), q, x1_scales(r), k); },
+      [&](int r) {
+        const std::vector<float> s = x2_scales(r);
+        return dequantized(random_codes(kn, q, 100 + r), q, {1.0f}, n, &s);
+      });
   const Reference bref = float64_reference(
       o.op, unit_roundoff(bf16), rank, R, o.m, k, n, shape.out_rows,
       [&](int r) { return dequantized(random_codes(mk, q, 1 + r), q, {1.0f}, k); },

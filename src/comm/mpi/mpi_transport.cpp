@@ -362,6 +362,16 @@ void MpiTransport::reject(const std::string& reason) {
                         std::string_view(descs_[r].reason,
                                          strnlen(descs_[r].reason, sizeof descs_[r].reason))));
       }
+    // Calls out of step around the rejection: the peers find the communicator unusable
+    // (fail_call), and so must this rank, whose next call they would otherwise never answer.
+    if (!peer_failed &&
+        calls_out_of_step(size_, [&](int r) -> const WireDesc& { return descs_[r]; })) {
+      peer_failed = true;  // no rank drains: the call is fatal on every rank
+      failure_.set(detail::cat("reject(rank ", rank_,
+                               "): the ranks' calls went out of step at the call this rank "
+                               "rejected (its peers made different calls; the communicator is "
+                               "unusable)"));
+    }
     if (!peer_failed) drain_early("reject");
   } catch (const std::exception& e) {  // bad_alloc too: never left in the call
     failure_.set(e.what());
