@@ -25,15 +25,6 @@ const char* thread_level_name() {
 }  // namespace
 
 MpiThreadGate::MpiThreadGate(const char* op, int rank) {
-  // After the program's own MPI_Finalize any MPI call (MPI_Query_thread first) ended the
-  // whole job through MPI's error handler: refused here, as creation refuses it.
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized != 0)
-    detail::throw_status(Status::kRuntimeError,
-                         detail::cat(op, "(rank ", rank,
-                                     "): MPI_Finalize was called in this process, so its MPI "
-                                     "communicators can make no more calls"));
   if (mpi_allows_any_thread()) return;
   if (t_depth == 0) {
     if (!mpi_allows_progress_thread()) {  // FUNNELED or SINGLE: the main thread only

@@ -136,6 +136,7 @@ template <typename Body>
 void MpiTransport::run(const CollDesc& desc, const InlineSend& data, const EarlySend& early,
                        Body&& body) {
   const char* op = coll_op_name(desc.op);
+  refuse_after_finalize(op);
   const MpiThreadGate gate(op, rank_);  // refused before anything is counted
   if (!enter_call()) {
     check_usable(op, rank_, failure_);
@@ -307,9 +308,28 @@ void MpiTransport::tell_peers_failed(int timeout_s) {
   }
 }
 
+void MpiTransport::refuse_after_finalize(const char* op) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);  // callable at any time, unlike every other MPI call
+  if (finalized == 0) return;
+  const std::string why =
+      detail::cat(op, "(rank ", rank_,
+                  "): MPI_Finalize was called in this process, so its MPI communicators can "
+                  "make no more calls");
+  failure_.set(why);  // for good: usable() says so
+  detail::throw_status(Status::kRuntimeError, why);
+}
+
 void MpiTransport::abort(const std::string& reason) {
   // peers already know, or the transport is past talking
   if (!failure_.set(reason)) return;
+  // After the program's own MPI_Finalize nothing can be sent (MPI's handler ended the job).
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized != 0) {
+    state_.store(kClosed, std::memory_order_release);
+    return;
+  }
   // MPI is initialized MPI_THREAD_SERIALIZED: only the thread that makes this
   // communicator's calls may send (unless MPI allows every thread). From another thread
   // the abort only changes the state, and the calling thread tells the peers: at the end of
@@ -335,6 +355,7 @@ void MpiTransport::reject(const std::string& reason) {
   // the peers fail the call at their deadline.
   std::optional<MpiThreadGate> gate;
   try {
+    refuse_after_finalize("reject");
     gate.emplace("reject", rank_);
   } catch (const Error&) {
     return;

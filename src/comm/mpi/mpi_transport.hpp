@@ -104,6 +104,9 @@ class MpiTransport final : public Transport {
   void reject(const std::string& reason) override;
 
  private:
+  // RuntimeFailure naming op, the transport unusable for good, once the program itself
+  // called MPI_Finalize: any MPI call then ended the whole job through MPI's error handler.
+  void refuse_after_finalize(const char* op);
   // run() for bodies defined in other files (the streams, mpi_stream.cpp).
   void run_fn(const CollDesc& desc, const std::function<void(const char*)>& body);
   template <typename Body>
