@@ -367,6 +367,8 @@ void check_param(std::string_view env) {
     kernels::cpu::nontemporal_copy_bytes();
   } else if (env == "COMMFUSE_COPY_LOOP") {
     kernels::cpu::memcpy_slow_distances();  // (and measures, once per process)
+  } else if (env == "COMMFUSE_HOST_ID") {
+    check_host_id();
   }
 }
 

@@ -546,18 +546,30 @@ def _ctrl_c_in_init_body(_, rank, port):
     return outcome, elapsed
 
 
-@pytest.mark.parametrize("rank", [0, 1])
-def test_ctrl_c_ends_init_waiting_for_a_missing_rank(rank):
+@pytest.mark.parametrize("rank,root", [(0, "none"), (1, "none"), (1, "silent")])
+def test_ctrl_c_ends_init_waiting_for_a_missing_rank(rank, root):
     # Rank 0 alone waits for rank 1 to connect, rank 1 alone retries reaching rank 0: both
     # waited until COMMFUSE_TIMEOUT_S with Ctrl-C pressed; the bootstrap's waits now poll the
-    # interrupt check too.
+    # interrupt check too. root "silent": a listener that never answers holds the port, so
+    # rank 1 waits for the group's confirmation (its note named neither the rank nor what it
+    # waited for: "interrupted (KeyboardInterrupt) while waiting on a socket").
     import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    (outcome, elapsed), = run(_ctrl_c_in_init_body, 1, rank, port)
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    if root == "silent":
+        s.listen(4)  # held while the rank runs
+    else:
+        s.close()  # the port free again, no one on it
+    try:
+        (outcome, elapsed), = run(_ctrl_c_in_init_body, 1, rank, port)
+    finally:
+        s.close()
     assert outcome[0] == "KeyboardInterrupt", outcome
-    want = "to connect" if rank == 0 else "trying to reach rank 0"
+    want = ("to connect" if rank == 0
+            else f"bootstrap(rank 1): interrupted (KeyboardInterrupt) while waiting for rank 0 at "
+                 f"127.0.0.1:{port} to confirm the group" if root == "silent"
+            else "trying to reach rank 0")
     assert any("interrupted (KeyboardInterrupt)" in n and want in n for n in outcome[1]), outcome
     assert elapsed < 3.0, elapsed
 

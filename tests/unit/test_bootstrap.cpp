@@ -427,11 +427,15 @@ TEST(Bootstrap, WorldSizeMismatchFailsEveryRankWithBothSizes) {
   EXPECT_EQ(out[0].message, out[2].message);
 }
 
+// Rank 2 arrives 0.3 s after the verdict: rank 0 still tells it (it had counted hellos, the
+// duplicate's included, as "every rank heard", stopped listening, and rank 2 waited out its
+// timeout: "could not reach rank 0").
 TEST(Bootstrap, DuplicateRankFailsEveryRank) {
   const int port = free_port();
-  const int claimed[] = {0, 1, 1};
+  const int claimed[] = {0, 1, 1, 2};
   const auto t0 = Clock::now();
-  auto out = run_threads(3, [&](int i) {
+  auto out = run_threads(4, [&](int i) {
+    if (i == 3) std::this_thread::sleep_for(std::chrono::milliseconds(300));
     return Bootstrap::create("127.0.0.1", port, claimed[i], 3, 5)->all_gather("x");
   });
   for (const auto& o : out) {
@@ -439,6 +443,47 @@ TEST(Bootstrap, DuplicateRankFailsEveryRank) {
     EXPECT_EQ(o.message, "bootstrap: two processes claim rank 1");
   }
   EXPECT_LT(seconds_since(t0), 4.0) << "the verdict should not wait for the timeout";
+}
+
+// A rank stopped (Ctrl-C) after its hello, while the group still forms, and started again:
+// rank 0 sees its connection close and gives its place to the new process (the old
+// connection had kept it: "two processes claim rank 1" on every rank, one rank 1 alive).
+TEST(Bootstrap, ARankThatLeavesWhileTheGroupFormsMayJoinAgain) {
+  const int port = free_port();
+  auto out = run_threads(3, [&](int r) {
+    if (r == 1) {  // the first rank 1: its hello, then gone
+      int fd = -1;
+      for (int i = 0; i < 400 && fd < 0; ++i) {
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(static_cast<uint16_t>(port));
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+          close(fd);
+          fd = -1;
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+      }
+      EXPECT_GE(fd, 0) << "rank 0 never listened";
+      int err = 0;
+      EXPECT_EQ(commfuse::comm::wire::send_frame(
+                    fd, commfuse::comm::wire::FrameType::kHello, 0,
+                    commfuse::comm::wire::encode_hello(1, 3),
+                    commfuse::comm::net::Deadline::after(std::chrono::seconds(5)), &err),
+                commfuse::comm::net::Io::kOk);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // rank 0 has joined it
+      close(fd);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    if (r == 2) std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    return Bootstrap::create("127.0.0.1", port, r, 3, 10)->all_gather(std::to_string(r));
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(out[static_cast<size_t>(r)].ok)
+        << "rank " << r << ": " << out[static_cast<size_t>(r)].message;
+    EXPECT_EQ(out[static_cast<size_t>(r)].result, (std::vector<std::string>{"0", "1", "2"}));
+  }
 }
 
 TEST(Bootstrap, RankThatNeverArrivesIsNamedWithinTheTimeout) {

@@ -51,6 +51,8 @@ void Bootstrap::peer_join() {
   // waiting timeout_s + grace from now outlasts it, so its verdict reaches us first.
   const net::Deadline answer_by =
       net::Deadline::after(std::chrono::seconds(timeout_s_) + boot::kPeerGrace);
+  const net::WaitContext waiting(
+      who(), detail::cat("waiting for rank 0 at ", where, " to confirm the group"));
   int err = 0;
   net::Io io = wire::send_frame(root_.get(), wire::FrameType::kHello, 0,
                                 wire::encode_hello(rank_, world_size_), answer_by, &err);
@@ -84,6 +86,8 @@ std::vector<std::string> Bootstrap::peer_collective(wire::FrameType op, const st
   // The grace lets rank 0's verdict (naming a dead or late rank) arrive before our timer.
   const net::Deadline deadline =
       net::Deadline::after(std::chrono::seconds(timeout_s_) + boot::kPeerGrace);
+  const net::WaitContext waiting(
+      who(), detail::cat("waiting for rank 0's answer to ", op_name, " #", seq_));
   int err = 0;
   net::Io io = wire::send_frame(root_.get(), op, seq_, blob, deadline, &err);
   wire::Frame f;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <optional>
+#include <set>
 
 #include "comm/bootstrap/bootstrap.hpp"
 #include "comm/bootstrap/bootstrap_internal.hpp"
@@ -129,7 +130,10 @@ void Bootstrap::root_accept() {
   // A fatal error found while forming the group, and the late arrivals already told.
   std::optional<std::pair<Status, std::string>> verdict;
   std::vector<net::Fd> told;
-  int arrivals = 0;  // hellos received, valid or not
+  // The ranks (1..) whose hello came, each once: a verdict is told until every rank that
+  // could be in the group has heard it (a count of hellos, duplicates included, ended the
+  // telling before a real rank arrived, which then waited out its timeout).
+  std::set<int64_t> arrived;
   int largest_world = world_size_;
   net::Deadline linger = deadline;
 
@@ -140,7 +144,7 @@ void Bootstrap::root_accept() {
       CF_LOG(kWarn, who(), ": ignoring a connection that did not start with a bootstrap hello");
       return;
     }
-    ++arrivals;
+    if (h.rank >= 1) arrived.insert(h.rank);
     largest_world = std::max(largest_world, static_cast<int>(h.world_size));
     if (!verdict) {
       std::string msg;
@@ -185,11 +189,24 @@ void Bootstrap::root_accept() {
   for (;;) {
     if (!verdict && joined == world_size_ - 1) break;
     // Everyone that could be in this group has heard the verdict (or stopped coming).
-    if (verdict && (arrivals >= largest_world - 1 || linger.expired())) break;
+    if (verdict && (static_cast<int64_t>(arrived.size()) >= largest_world - 1 || linger.expired()))
+      break;
     if (deadline.expired()) break;
 
     std::vector<pollfd> pfds{{listener.get(), POLLIN, 0}};
     for (const auto& p : pending) pfds.push_back({p.fd.get(), POLLIN, 0});
+    // The ranks that joined say nothing until the welcome: one readable now has closed (or
+    // broke the protocol). Watched so that a rank stopped and started again while the
+    // group forms takes its place again (its first connection had kept the place, and the
+    // new one was "two processes claim rank r").
+    const size_t first_joined = pfds.size();
+    std::vector<int> joined_ranks;
+    if (!verdict)
+      for (int r = 1; r < world_size_; ++r)
+        if (peers_[static_cast<size_t>(r)].valid()) {
+          pfds.push_back({peers_[static_cast<size_t>(r)].get(), POLLIN, 0});
+          joined_ranks.push_back(r);
+        }
     const net::Deadline wait_until = verdict ? linger : deadline;
     if (poll(pfds.data(), pfds.size(),
              std::min(wait_until.remaining_ms(), comm::kInterruptSliceMs)) < 0 &&
@@ -204,8 +221,24 @@ void Bootstrap::root_accept() {
                               comm::interrupted_message(
                                   why, detail::cat("waiting for ", missing(), " to connect"))));
       }
+    for (size_t i = first_joined; i < pfds.size(); ++i) {
+      if (pfds[i].revents == 0) continue;
+      const int r = joined_ranks[i - first_joined];
+      char byte = 0;
+      const ssize_t got = recv(pfds[i].fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+      if (got > 0)  // not a commfuse rank (it waits for the welcome): dropped, not spun on
+        CF_LOG(kWarn, who(), ": the process that joined as rank ", r,
+               " sent data before the group formed; dropped, its place is open again");
+      else
+        CF_LOG(kInfo, who(), ": rank ", r,
+               " closed its connection while the group formed; its place is open again");
+      peers_[static_cast<size_t>(r)].reset();
+      arrived.erase(r);
+      --joined;
+    }
     // Pending entries first: their indices in pfds are only valid before we add new ones.
-    for (size_t i = 1; i < pfds.size(); ++i) {
+    for (size_t i = 1; i < first_joined; ++i) {
       if (pfds[i].revents == 0) continue;
       Pending& p = pending[i - 1];
       int err = 0;

@@ -9,12 +9,16 @@
 
 namespace commfuse::comm {
 
+void check_host_id() {
+  // The set-up records are lines: a line break inside would misread every record after it
+  // ("malformed set-up record" on every rank, naming nothing).
+  CF_CHECK_ARG(params::get_string("COMMFUSE_HOST_ID").find_first_of("\r\n") == std::string::npos,
+               "COMMFUSE_HOST_ID must be one line (it holds a line break)");
+}
+
 std::string host_identity() {
   if (std::string id = params::get_string("COMMFUSE_HOST_ID"); !id.empty()) {
-    // The set-up records are lines: a line break inside would misread every record after it
-    // ("malformed set-up record" on every rank, naming nothing).
-    CF_CHECK_ARG(id.find_first_of("\r\n") == std::string::npos,
-                 "COMMFUSE_HOST_ID must be one line (it holds a line break)");
+    check_host_id();
     return id;
   }
   char host[256] = {};

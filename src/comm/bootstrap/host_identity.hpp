@@ -11,5 +11,8 @@ namespace commfuse::comm {
 // VMs; the boot id does not. COMMFUSE_HOST_ID, when set and non-empty, replaces it, so
 // tests on one machine can pretend to be on several hosts.
 std::string host_identity();
+// InvalidArgument where COMMFUSE_HOST_ID holds a line break (the set-up records are lines):
+// checked with the other parameters at creation, so every rank hears of it (comm_create).
+void check_host_id();
 
 }  // namespace commfuse::comm

@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstring>
 #include <memory>
+#include <utility>
 
 #include "comm/interrupt.hpp"
 #include "core/error.hpp"
@@ -75,13 +76,33 @@ short poll_one(int fd, short events, Deadline deadline) {
     if (rc > 0) return p.revents;
     if (rc < 0 && errno != EINTR) return POLLERR;
     if (deadline.expired()) return 0;
-    if (const std::string why = interrupt.poll(); !why.empty())
-      detail::throw_status(Status::kRuntimeError,
-                           comm::interrupted_message(why, "waiting on a socket"));
+    if (const std::string why = interrupt.poll(); !why.empty()) {
+      const WaitContext* ctx = WaitContext::current();
+      detail::throw_status(
+          Status::kRuntimeError,
+          ctx == nullptr
+              ? comm::interrupted_message(why, "waiting on a socket")
+              : detail::cat(ctx->who(), ": ", comm::interrupted_message(why, ctx->activity())));
+    }
   }
 }
 
+thread_local const WaitContext* t_wait_context = nullptr;
+
 }  // namespace
+
+WaitContext::WaitContext(std::string who, std::string activity)
+    : who_(std::move(who)), activity_(std::move(activity)), outer_(t_wait_context) {
+  t_wait_context = this;
+}
+
+WaitContext::~WaitContext() {
+  t_wait_context = outer_;
+}
+
+const WaitContext* WaitContext::current() {
+  return t_wait_context;
+}
 
 Fd& Fd::operator=(Fd&& o) noexcept {
   if (this != &o) {

@@ -68,6 +68,25 @@ Fd accept_tcp(int listener);
 // Waits until fd is readable (or has hung up). False on deadline.
 bool wait_readable(int fd, Deadline deadline);
 
+// What this thread's socket waits are for, while one lives: an interrupt (Ctrl-C) that ends
+// such a wait says "<who>: interrupted (<why>) while <activity>" (SPEC §0: the rank and what
+// it waited for) instead of "... while waiting on a socket". Nested: the innermost counts.
+class WaitContext {
+ public:
+  WaitContext(std::string who, std::string activity);
+  ~WaitContext();
+  WaitContext(const WaitContext&) = delete;
+  WaitContext& operator=(const WaitContext&) = delete;
+
+  const std::string& who() const { return who_; }
+  const std::string& activity() const { return activity_; }
+  static const WaitContext* current();
+
+ private:
+  std::string who_, activity_;
+  const WaitContext* outer_;
+};
+
 enum class Io { kOk, kWouldBlock, kClosed, kError };
 
 // Sends all n bytes, waiting for buffer space until the deadline (kWouldBlock = timed out).
