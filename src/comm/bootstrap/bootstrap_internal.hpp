@@ -20,6 +20,11 @@ constexpr std::chrono::milliseconds kErrorGrace{1000};
 // After rank 0 has found a fatal error while the group forms, it keeps answering late
 // arrivals with that error for this long, so they fail with the same message.
 constexpr std::chrono::milliseconds kErrorLinger{1000};
+// A rank that sent its hello and then closed its connection while the group formed (stopped
+// with Ctrl-C, or died) may be started again: once every other rank has joined, rank 0
+// waits this long for it before failing the group naming it (not COMMFUSE_TIMEOUT_S: a rank
+// that died had been found at once, at the welcome).
+constexpr std::chrono::milliseconds kRejoinGrace{3000};
 
 // Rank 0's refusal of a group it cannot form (bootstrap.cpp: too many ranks for its open-file
 // limit), told to the ranks that connect within kErrorLinger (each gets `message` as if from

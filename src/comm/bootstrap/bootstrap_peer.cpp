@@ -25,6 +25,8 @@ void Bootstrap::peer_fail(Status code, const std::string& message) {
 
 void Bootstrap::peer_join() {
   const std::string where = net::host_port(host_, port_);
+  // Ctrl-C inside a connect attempt names the rank and rank 0's address too.
+  const net::WaitContext reaching(who(), detail::cat("trying to reach rank 0 at ", where));
   const net::Deadline connect_by = net::Deadline::after(std::chrono::seconds(timeout_s_));
   // Rank 0 may start later than we do: retry, backing off so a slow start costs few attempts.
   std::chrono::milliseconds backoff{10};

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <map>
 #include <optional>
 #include <set>
+#include <vector>
 
 #include "comm/bootstrap/bootstrap.hpp"
 #include "comm/bootstrap/bootstrap_internal.hpp"
@@ -18,6 +20,7 @@ namespace {
 
 using boot::kErrorGrace;
 using boot::kErrorLinger;
+using boot::kRejoinGrace;
 
 // Starts delivering an error: the message, then FIN. The connection stays open so that
 // drain_and_close() can read what the peer still sends.
@@ -134,6 +137,9 @@ void Bootstrap::root_accept() {
   // could be in the group has heard it (a count of hellos, duplicates included, ended the
   // telling before a real rank arrived, which then waited out its timeout).
   std::set<int64_t> arrived;
+  // The ranks that joined and then closed their connection, with when their grace ends: their
+  // places are open again (a restarted rank takes it), for kRejoinGrace.
+  std::map<int, net::Deadline> left;
   int largest_world = world_size_;
   net::Deadline linger = deadline;
 
@@ -144,7 +150,8 @@ void Bootstrap::root_accept() {
       CF_LOG(kWarn, who(), ": ignoring a connection that did not start with a bootstrap hello");
       return;
     }
-    if (h.rank >= 1) arrived.insert(h.rank);
+    if (h.rank >= 1 && h.rank < std::max<int64_t>(world_size_, h.world_size))
+      arrived.insert(h.rank);
     largest_world = std::max(largest_world, static_cast<int>(h.world_size));
     if (!verdict) {
       std::string msg;
@@ -162,6 +169,7 @@ void Bootstrap::root_accept() {
         msg = detail::cat("bootstrap: two processes claim rank ", h.rank);
       if (msg.empty()) {
         peers_[static_cast<size_t>(h.rank)] = std::move(fd);
+        left.erase(static_cast<int>(h.rank));
         ++joined;
         return;
       }
@@ -186,8 +194,26 @@ void Bootstrap::root_accept() {
   };
   std::vector<Pending> pending;
   comm::InterruptPoll interrupt;  // Ctrl-C while peers are missing (a rank not started)
+  // "rank 1 connected, then closed its connection while the group formed" for the ranks
+  // that left and did not come back.
+  auto left_text = [&] {
+    std::vector<int> ranks;
+    for (const auto& [r, at] : left) ranks.push_back(r);
+    return detail::cat(detail::rank_list(ranks), " connected, then closed ",
+                       ranks.size() == 1 ? "its connection" : "their connections",
+                       " while the group formed");
+  };
   for (;;) {
     if (!verdict && joined == world_size_ - 1) break;
+    // Only ranks that left are missing, and none came back within the grace: said now, not
+    // at COMMFUSE_TIMEOUT_S as "did not connect" (they did).
+    if (!verdict && !left.empty() && joined + static_cast<int>(left.size()) == world_size_ - 1 &&
+        std::all_of(left.begin(), left.end(), [](const auto& e) { return e.second.expired(); })) {
+      listener.reset();
+      root_fail(Status::kRuntimeError,
+                detail::cat(who(), ": ", left_text(), ", and did not connect again within ",
+                            std::chrono::duration<double>(kRejoinGrace).count(), " s"));
+    }
     // Everyone that could be in this group has heard the verdict (or stopped coming).
     if (verdict && (static_cast<int64_t>(arrived.size()) >= largest_world - 1 || linger.expired()))
       break;
@@ -231,10 +257,11 @@ void Bootstrap::root_accept() {
         CF_LOG(kWarn, who(), ": the process that joined as rank ", r,
                " sent data before the group formed; dropped, its place is open again");
       else
-        CF_LOG(kInfo, who(), ": rank ", r,
+        CF_LOG(kWarn, who(), ": rank ", r,
                " closed its connection while the group formed; its place is open again");
       peers_[static_cast<size_t>(r)].reset();
       arrived.erase(r);
+      left.insert_or_assign(r, deadline.earlier(net::Deadline::after(kRejoinGrace)));
       --joined;
     }
     // Pending entries first: their indices in pfds are only valid before we add new ones.
@@ -265,9 +292,12 @@ void Bootstrap::root_accept() {
     drain_and_close(&told, net::Deadline::after(kErrorGrace));
     root_fail(verdict->first, verdict->second);
   }
-  if (joined < world_size_ - 1)
-    root_fail(Status::kRuntimeError,
-              detail::cat(who(), ": ", missing(), " did not connect within ", timeout_s_, " s"));
+  if (joined < world_size_ - 1) {
+    // The ranks that left are among the missing: said so, apart from those never seen.
+    const std::string also = left.empty() ? "" : detail::cat(" (", left_text(), ")");
+    root_fail(Status::kRuntimeError, detail::cat(who(), ": ", missing(), " did not connect within ",
+                                                 timeout_s_, " s", also));
+  }
   for (int r = 1; r < world_size_; ++r) {
     int err = 0;
     const net::Io io = wire::send_frame(peers_[static_cast<size_t>(r)].get(),
