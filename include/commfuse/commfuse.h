@@ -104,9 +104,11 @@ commfuseStatus_t commfuseCommSize(commfuseComm_t comm, int* worldSize);
 
 /* Whether calls can still run on comm (NCCL's ncclCommGetAsyncError): *usable is 1, or 0
  * after a transport failure (a dead or stalled peer, a timeout, calls out of step, i.e.
- * different call counts or different operators at one call, or
- * commfuseCommAbort); the reason is then in commfuseGetLastErrorMessage(). A rejected call
- * (bad arguments on any rank) or ranks passing different shapes leave it usable. */
+ * different call counts or different operators at one call, a peer that destroyed the
+ * communicator (shm), a call after the program's MPI_Finalize, or commfuseCommAbort); the
+ * reason is then in commfuseGetLastErrorMessage(). A rejected call (bad arguments on any
+ * rank) or ranks passing different shapes leave it usable, unless the calls were also out
+ * of step (docs/reliability.md). */
 commfuseStatus_t commfuseCommIsUsable(commfuseComm_t comm, int* usable);
 /* Makes comm unusable on this rank and tells its peers, whose waits for this rank then fail
  * at once naming it (ncclCommAbort). commfuseCommDestroy is still needed. May be called from

@@ -146,8 +146,10 @@ class Comm {
   // Whether calls can still run (NCCL's ncclCommGetAsyncError). An argument error — on
   // every rank, or on some (their peers' call then fails with RuntimeFailure naming the
   // rejecting rank and its message) — or ranks passing different arguments leave the
-  // communicator usable; a dead or stalled peer, a timeout, or ranks whose calls went out
-  // of step (different call counts, or different operators at one call) make it unusable,
+  // communicator usable, unless the calls were also out of step; a dead or stalled peer, a
+  // timeout, a peer that destroyed it (shm), a call after the program's MPI_Finalize, or
+  // ranks whose calls went out of step (different call counts, or different operators at
+  // one call) make it unusable,
   // and every later call fails at once with RuntimeFailure.
   bool usable() const;
   // Why it is unusable; empty while usable.

@@ -67,7 +67,9 @@ class Communicator:
 
     @property
     def usable(self) -> bool:
-        """False after a transport failure (dead or stalled peer, timeout) or :meth:`abort`."""
+        """False after a transport failure (dead or stalled peer, timeout, calls out of step,
+        a peer that destroyed the communicator on shared memory, a call after MPI_Finalize)
+        or :meth:`abort`; :attr:`failure` says which."""
         return self._impl.usable
 
     @property

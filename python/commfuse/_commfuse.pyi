@@ -129,7 +129,7 @@ class Comm:
 
     @property
     def usable(self) -> bool:
-        """False after a transport failure or abort()."""
+        """False after a transport failure (see failure) or abort()."""
 
     @property
     def failure(self) -> str:

@@ -145,7 +145,7 @@ void bind_comm(nb::module_& m) {
       .def_prop_ro("alive", &PyComm::alive, "False once destroyed.")
       .def_prop_ro(
           "usable", [](const PyComm& p) { return p.get("usable")->usable(); },
-          "False after a transport failure or abort().")
+          "False after a transport failure (see failure) or abort().")
       .def_prop_ro(
           "failure", [](const PyComm& p) { return p.get("failure")->failure(); },
           "Why it is unusable ('' while usable).")

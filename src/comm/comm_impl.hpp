@@ -37,7 +37,8 @@ class CommImpl {
 
   // An argument error found by this rank before anything was sent: the peers already
   // inside the call fail it at once naming this rank (Transport::reject) instead of waiting
-  // for the deadline, and the communicator stays usable on every rank. Throws `code`.
+  // for the deadline, and the communicator stays usable on every rank (unless the calls were
+  // also out of step: Transport::reject). Throws `code`.
   [[noreturn]] void reject(Status code, const std::string& message);
   // reject's telling alone, held like a call: while another thread is in a call on this
   // communicator nothing is sent (this thread's call would have been refused, and its

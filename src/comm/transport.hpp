@@ -11,9 +11,10 @@
 // - A call that fails at its first synchronization on every rank alike — a rank rejected
 //   its arguments (reject), or the ranks' descriptors disagree — moved no data: it fails
 //   with comm::CallFailed (RUNTIME_ERROR naming the rank and the argument, comm/call_check.hpp)
-//   and the transport stays usable. After any other failure (a dead or stalled peer, a
-//   timeout, calls out of step, a callback that threw mid-stream) the transport is
-//   aborted: later calls fail fast with RUNTIME_ERROR.
+//   and the transport stays usable, unless the ranks' calls were also out of step (then it
+//   is fatal; call_check.cpp's fail_call checks that first). After any other failure (a
+//   dead or stalled peer, a timeout, calls out of step, a callback that threw mid-stream)
+//   the transport is aborted: later calls fail fast with RUNTIME_ERROR.
 // - Reductions sum in fp32 (integers: exactly, in int64) in rank order 0..R-1, so every
 //   rank gets bitwise-identical results (SPEC §0).
 #pragma once
@@ -261,7 +262,8 @@ class Transport {
   // This rank rejected the call it is making (its arguments, before anything was sent):
   // takes the place of the call's first synchronization with a "rejected" descriptor
   // carrying reason, so that the peers that entered the call fail it naming this rank, and
-  // returns; the transport stays usable. Never throws (a failure to tell the peers aborts).
+  // returns; the transport stays usable (MPI: unless the peers' descriptors show the calls
+  // out of step). Never throws (a failure to tell the peers aborts).
   virtual void reject(const std::string& reason) = 0;
   // Why the transport is unusable; empty while it is usable. Any thread.
   std::string failure() const { return failure_.reason(); }

@@ -240,8 +240,8 @@ def _init_with_env_on_rank_1(rank, name, value):
     ("COMMFUSE_TRACE", "/proc/nonexistent/t.json",
      "COMMFUSE_TRACE='/proc/nonexistent/t.json' cannot be written: No such file or directory"),
     ("COMMFUSE_FAULT", "garbage", "COMMFUSE_FAULT='garbage' must be"),
-    # checked only where the host was identified, after the first exchange: rank 0 had
-    # "lost connection to rank 1"
+    # had been checked only where the host was identified, after the first exchange: rank 0
+    # got "lost connection to rank 1"
     ("COMMFUSE_HOST_ID", "a\nb", "COMMFUSE_HOST_ID must be one line (it holds a line break)"),
 ])
 def test_a_bad_parameter_on_one_rank_fails_every_rank_at_init(monkeypatch, name, value, text):

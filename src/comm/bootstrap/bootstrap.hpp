@@ -23,7 +23,8 @@ class Bootstrap {
   //   PARAM_INVALID  bad arguments; ranks disagree on world_size; two processes claim
   //                  one rank. Detected by rank 0 and delivered to every connected rank.
   //   RUNTIME_ERROR  rank 0 cannot listen (port in use); rank 0 unreachable; ranks that
-  //                  did not connect in time (named).
+  //                  did not connect in time (named); ranks that connected, then closed
+  //                  their connection and did not come back within kRejoinGrace.
   // world_size 1 needs no network and opens no socket.
   static std::unique_ptr<Bootstrap> create(const std::string& host, int port, int rank,
                                            int world_size, int timeout_s);
