@@ -120,16 +120,23 @@ int reap(pid_t pid, std::chrono::seconds limit) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// One attempt to connect to port on the loopback: the socket, or -1 (nothing listens yet).
+int connect_loopback(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) return fd;
+  close(fd);
+  return -1;
+}
+
 // A socket connected to the bootstrap port on the loopback (retrying while rank 0 is not yet
 // listening) that has sent a valid hello for `rank` of `world`; -1 if none could be made.
 int raw_hello(int port, int rank, int world) {
   for (int i = 0; i < 400; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
+    if (const int fd = connect_loopback(port); fd >= 0) {
       int err = 0;
       if (commfuse::comm::wire::send_frame(
               fd, commfuse::comm::wire::FrameType::kHello, 0,
@@ -137,8 +144,8 @@ int raw_hello(int port, int rank, int world) {
               commfuse::comm::net::Deadline::after(std::chrono::seconds(5)),
               &err) == commfuse::comm::net::Io::kOk)
         return fd;
+      close(fd);
     }
-    close(fd);
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return -1;
@@ -390,18 +397,12 @@ TEST(Bootstrap, StrayConnectionIsIgnored) {
   // A client that is not a commfuse rank (a port scanner, say) connects and sends junk.
   std::thread stray([&] {
     while (!done) {
-      const int fd = socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_port = htons(static_cast<uint16_t>(port));
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
+      if (const int fd = connect_loopback(port); fd >= 0) {
         const char junk[] = "GET / HTTP/1.0\r\n\r\n";
         (void)!send(fd, junk, sizeof(junk), MSG_NOSIGNAL);
         close(fd);
         return;
       }
-      close(fd);
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   });
